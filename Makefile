@@ -1,0 +1,47 @@
+# Two commands for a fresh machine:  `make demo` (set up + run the main job) and `make test` (set up + full suite).
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+KERNEL := wikigat
+SIZE   ?= demo
+DEVICE ?= cpu
+RUN    ?= $(SIZE)-$(DEVICE)
+
+.PHONY: setup demo test unit nbval lab batch bench clean-outputs
+
+$(STAMP): requirements.txt requirements-nodeps.txt constraints.txt pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11 ...'"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --upgrade --quiet pip
+	$(BIN)/pip install --quiet -r requirements.txt -c constraints.txt
+	$(BIN)/pip install --quiet --no-deps -r requirements-nodeps.txt
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (wikigat)"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## Command 1: set up and run every numbered notebook on the embedded offline default.
+demo: setup
+	$(BIN)/python -m lib.runner --params params/$(SIZE).yaml params/$(DEVICE).yaml --run-name $(RUN)
+
+## Command 2: set up and run the whole suite (unit/integration tests + nbval over the notebooks).
+test: setup
+	$(BIN)/python -m pytest tests notebooks --nbval-lax --nbval-current-env \
+	  --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
+
+unit: setup
+	$(BIN)/python -m pytest tests
+
+nbval: setup
+	$(BIN)/python -m pytest notebooks --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+lab: setup
+	$(BIN)/jupyter lab --notebook-dir=.
+
+bench: setup
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean-outputs:
+	rm -rf outputs/*/

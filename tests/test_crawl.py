@@ -1,0 +1,250 @@
+"""Stage 1: Algorithm 1 semantics, sources, cache, campaign resume, bad input."""
+import json
+
+import pytest
+
+from lib.crawl import (
+    CachedSource, CrawlError, Page, PageCache, ParamError, RootSkipped, Snapshot, SnapshotError, SnapshotSource,
+    bfs_crawl, graph_stats, read_roots, read_snapshot, run_campaign, title_mention_links,
+)
+from lib.graphio import Graph, read_graph
+
+
+def src(links, redirects=None, disamb=None, topics=None):
+    return SnapshotSource(Snapshot(links=links, redirects=redirects or {}, disambiguation=set(disamb or ()),
+                                   topics=topics or {}))
+
+
+def named_edges(g):
+    return {frozenset((g.titles[u], g.titles[v])) for u, v in g.edges}
+
+
+def test_bfs_adds_edges_to_visited_nodes_and_orders_nodes_breadth_first():
+    s = src({"R": ["A", "B"], "A": ["B", "C", "R"], "B": ["A", "D"], "C": [], "D": ["C"]})
+    g = bfs_crawl(s, "R", 100)
+    assert g.titles == ["R", "A", "B", "C", "D"]
+    assert named_edges(g) == {frozenset(p) for p in [("R", "A"), ("R", "B"), ("A", "B"), ("A", "C"), ("B", "D"),
+                                                    ("D", "C")]}
+    assert g.metadata["connected"] and g.metadata["num_nodes"] == 5 and g.metadata["num_edges"] == 6
+
+
+def test_max_nodes_cut_in_the_middle_of_a_page_stops_even_edges_to_visited_nodes():
+    # R -> A, B, C ; max_nodes=3 so the loop breaks before C, and A's links (incl. to visited B) are never added.
+    s = src({"R": ["A", "B", "C"], "A": ["B"], "B": [], "C": []})
+    g = bfs_crawl(s, "R", 3)
+    assert g.titles == ["R", "A", "B"]
+    assert named_edges(g) == {frozenset(("R", "A")), frozenset(("R", "B"))}
+    # with one more node allowed C gets in, and the while loop stops at once (graph full) before expanding A
+    g4 = bfs_crawl(s, "R", 4)
+    assert g4.titles == ["R", "A", "B", "C"] and frozenset(("A", "B")) not in named_edges(g4)
+
+
+def test_max_nodes_one_is_just_the_root():
+    g = bfs_crawl(src({"R": ["A"]}), "R", 1)
+    assert g.titles == ["R"] and g.edges == []
+
+
+def test_no_self_loops_or_duplicate_edges():
+    s = src({"R": ["R", "A", "A"], "A": ["R", "R"]})
+    g = bfs_crawl(s, "R", 10)
+    assert g.edges == [(0, 1)]
+
+
+def test_redirects_make_one_article_one_node():
+    s = src({"R": ["USA", "United States", "X"], "United States": ["R"], "X": ["US"]},
+            redirects={"USA": "United States", "US": "USA", "Root": "R"})
+    g = bfs_crawl(s, "Root", 10)
+    assert g.titles == ["R", "United States", "X"]
+    assert g.metadata["root"] == "Root" and g.metadata["root_title"] == "R"
+    assert named_edges(g) == {frozenset(("R", "United States")), frozenset(("R", "X")),
+                              frozenset(("X", "United States"))}
+
+
+def test_missing_and_disambiguation_pages_stay_as_nodes_but_are_not_expanded():
+    s = src({"R": ["Mercury", "Red link", "B"], "Mercury": ["Planet"], "B": []}, disamb={"Mercury"})
+    g = bfs_crawl(s, "R", 10)
+    assert g.titles == ["R", "Mercury", "Red link", "B"]  # "Planet" never reached: Mercury was skipped
+    assert g.metadata["pages_skipped"] == {"missing": 1, "disambiguation": 1}
+
+
+def test_missing_or_disambiguation_root_is_skipped():
+    with pytest.raises(RootSkipped, match="missing"):
+        bfs_crawl(src({"R": []}), "Nope", 10)
+    with pytest.raises(RootSkipped, match="disambiguation"):
+        bfs_crawl(src({"M": ["A"]}, disamb={"M"}), "M", 10)
+
+
+def test_bfs_graph_is_connected_and_stats_report_a_disconnected_graph():
+    g = bfs_crawl(src({"R": ["A"], "A": ["B"], "B": []}), "R", 10)
+    assert graph_stats(g)["connected"]
+    disconnected = Graph(titles=["a", "b", "c", "d"], edges=[(0, 1), (2, 3)])
+    st = graph_stats(disconnected)
+    assert st["connected"] is False and st["leaf_share"] == 1.0
+
+
+def test_topics_are_kept():
+    g = bfs_crawl(src({"R": ["A"], "A": []}, topics={"R": "Arts"}), "R", 10)
+    assert g.topics == ["Arts", None]
+
+
+def test_title_mention_links_whole_tokens_longest_match_first_letter_case():
+    extracts = {
+        "Water": "Water covers Earth. Waterloo is not water-proof.",
+        "Earth": "Earth has water and climate change.",
+        "Climate": "Climate is weather.",
+        "Climate change": "Climate change warms the Earth.",
+        "Weather": "x",
+    }
+    links = title_mention_links(extracts)
+    assert links["Water"] == ["Earth"]  # "Waterloo" is not "Water"; self-links dropped
+    assert links["Earth"] == ["Climate change", "Water"]  # longest match: not also "Climate"; "water" matches Water
+    assert links["Climate"] == ["Weather"]
+
+
+def test_read_snapshot_tsv_plain_urlencoded_redirect_disambiguation(tmp_path):
+    p = tmp_path / "links.tsv"
+    p.write_text("# comment\nSustainable_development\tClimate%20change\n\nR\tA\nUS\tUnited States\tredirect\n"
+                 "Mercury\tPlanet\tdisambiguation\n", encoding="utf-8")
+    snap = read_snapshot(p)
+    assert snap.links["Sustainable development"] == ["Climate change"]
+    assert snap.redirects == {"US": "United States"} and snap.disambiguation == {"Mercury"}
+
+
+@pytest.mark.parametrize("body,msg", [
+    ("A\tB\nonly-one-column\n", ":2: expected"),
+    ("A\tB\tweird\n", ":1: unknown kind"),
+    ("\tB\n", ":1: empty title"),
+])
+def test_malformed_snapshot_line_names_file_and_line(tmp_path, body, msg):
+    p = tmp_path / "bad.tsv"
+    p.write_text(body, encoding="utf-8")
+    with pytest.raises(SnapshotError, match=msg) as e:
+        read_snapshot(p)
+    assert "bad.tsv" in str(e.value)
+
+
+def test_snapshot_non_utf8_and_missing_file(tmp_path):
+    p = tmp_path / "latin.tsv"
+    p.write_bytes(b"A\tB\nCaf\xe9\tB\n")
+    with pytest.raises(SnapshotError, match="latin.tsv:2: not valid UTF-8"):
+        read_snapshot(p)
+    with pytest.raises(SnapshotError, match="does not exist"):
+        read_snapshot(tmp_path / "nope.tsv")
+
+
+def test_snapshot_from_graph_json_links_both_ways(tmp_path):
+    p = tmp_path / "seed.json"
+    p.write_text(json.dumps({"nodes": [{"id": 5, "label": "R"}, {"id": 7, "label": "A"}, {"id": 9, "label": "B"}],
+                             "edges": [{"source": 5, "target": 7}, {"source": 9, "target": 7}]}))
+    g = bfs_crawl(SnapshotSource(read_snapshot(p)), "B", 10)
+    assert g.titles == ["B", "A", "R"]
+
+
+class CountingSource:
+    """Counts real fetches; optionally dies after `die_after` fetches (a kill in the middle of a campaign)."""
+
+    def __init__(self, inner, die_after=None):
+        self.inner, self.die_after, self.calls = inner, die_after, []
+        self.source_id = inner.source_id
+
+    def page(self, title):
+        if self.die_after is not None and len(self.calls) >= self.die_after:
+            raise KeyboardInterrupt("simulated kill")
+        self.calls.append(title)
+        return self.inner.page(title)
+
+    def topic(self, title):
+        return self.inner.topic(title)
+
+
+def chain_snapshot(n=60):
+    # two overlapping neighbourhoods so roots share pages
+    links = {f"P{i}": [f"P{(i * 7 + k) % n}" for k in (1, 2, 3)] for i in range(n)}
+    return Snapshot(links=links)
+
+
+def test_campaign_kill_and_resume_gives_identical_files_and_no_repeat_fetch(tmp_path):
+    roots = ["P0", "P5", "Missing root", "P11"]
+    ref = CountingSource(SnapshotSource(chain_snapshot()))
+    run_campaign(roots, CachedSource(ref, PageCache(tmp_path / "ref.sqlite")), tmp_path / "ref", 25, progress=False)
+
+    assert len(ref.calls) > 10
+    dying = CountingSource(SnapshotSource(chain_snapshot()), die_after=len(ref.calls) // 2)
+    cache = PageCache(tmp_path / "c.sqlite")
+    with pytest.raises(KeyboardInterrupt):
+        run_campaign(roots, CachedSource(dying, cache), tmp_path / "run", 25, progress=False)
+    fetched_before = list(dying.calls)
+    again = CountingSource(SnapshotSource(chain_snapshot()))
+    m = run_campaign(roots, CachedSource(again, cache), tmp_path / "run", 25, progress=False)
+
+    assert not set(fetched_before) & set(again.calls), "a page cached before the kill was fetched again"
+    assert len(fetched_before) + len(again.calls) == len(ref.calls)
+    for name in (tmp_path / "ref" / "graphs").iterdir():
+        assert (tmp_path / "run" / "graphs" / name.name).read_bytes() == name.read_bytes()
+    assert m["roots"]["Missing root"]["status"] == "skipped" and "missing" in m["roots"]["Missing root"]["reason"]
+    assert [e["status"] for e in m["roots"].values()] == ["ok", "ok", "skipped", "ok"]
+    # a third run touches nothing
+    idle = CountingSource(SnapshotSource(chain_snapshot()))
+    run_campaign(roots, CachedSource(idle, cache), tmp_path / "run", 25, progress=False)
+    assert idle.calls == []
+
+
+def test_campaign_shared_cache_fetches_each_page_once(tmp_path):
+    inner = CountingSource(SnapshotSource(chain_snapshot()))
+    run_campaign(["P0", "P1", "P2"], CachedSource(inner, PageCache(tmp_path / "c.sqlite")), tmp_path / "o", 40,
+                 progress=False)
+    assert len(inner.calls) == len(set(inner.calls))
+
+
+def test_campaign_manifest_records_files_and_hashes(tmp_path):
+    m = run_campaign(["P0"], SnapshotSource(chain_snapshot()), tmp_path, 20, progress=False)
+    e = m["roots"]["P0"]
+    g = read_graph(tmp_path / e["file"])
+    assert g.num_nodes == e["num_nodes"] == 20 and g.num_edges == e["num_edges"] and e["connected"]
+    assert g.metadata["max_nodes"] == 20 and "sha256" in e
+
+
+def test_changed_config_recrawls(tmp_path):
+    inner = CountingSource(SnapshotSource(chain_snapshot()))
+    run_campaign(["P0"], inner, tmp_path, 10, progress=False)
+    n = len(inner.calls)
+    m = run_campaign(["P0"], inner, tmp_path, 12, progress=False)
+    assert len(inner.calls) > n and m["roots"]["P0"]["num_nodes"] == 12
+
+
+@pytest.mark.parametrize("roots,max_nodes,msg", [
+    ([], 10, "root list is empty"), (["  "], 10, "root list is empty"), (["R"], 0, "max_nodes=0"),
+    (["R"], 2.5, "max_nodes=2.5"), ("R", 10, "not a single string"),
+])
+def test_bad_campaign_input_fails_before_any_work(tmp_path, roots, max_nodes, msg):
+    inner = CountingSource(SnapshotSource(chain_snapshot()))
+    with pytest.raises(ParamError, match=msg):
+        run_campaign(roots, inner, tmp_path / "o", max_nodes, progress=False)
+    assert inner.calls == [] and not (tmp_path / "o").exists()
+
+
+def test_page_cache_round_trip(tmp_path):
+    c = PageCache(tmp_path / "c.sqlite")
+    c.put("s", "T", Page("T2", "ok", ("a", "b")))
+    c.close()
+    assert PageCache(tmp_path / "c.sqlite").get("s", "T") == Page("T2", "ok", ("a", "b"))
+
+
+def test_read_roots(tmp_path):
+    p = tmp_path / "r.txt"
+    p.write_text("# header\nSustainability\n\n Water \n", encoding="utf-8")
+    assert read_roots(p) == ["Sustainability", "Water"]
+    with pytest.raises(ParamError, match="does not exist"):
+        read_roots(tmp_path / "none.txt")
+
+
+def test_embedded_source_is_real_vital_articles():
+    from lib.crawl import EmbeddedSource
+
+    s = EmbeddedSource(cache_dir=None)
+    assert len(s.snapshot.links) == 10033
+    assert len(set(s.snapshot.topics.values())) == 12
+    p = s.page("Sustainability")
+    assert p.status == "ok" and "Sustainable development" in p.links
+    g = bfs_crawl(s, "Sustainability", 300)
+    assert g.num_nodes == 300 and g.metadata["connected"] and all(t is not None for t in g.topics)
