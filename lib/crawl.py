@@ -448,6 +448,7 @@ def run_campaign(
     out_dir: str | Path,
     max_nodes: int,
     progress: bool = True,
+    node_progress: bool = False,
 ) -> dict:
     """Crawl every root with Algorithm 1; resumable, atomic and auditable.
 
@@ -457,7 +458,7 @@ def run_campaign(
     as skipped with the reason and the campaign goes on. A source failure (CrawlError) stops the campaign with the
     manifest holding every finished root.
 
-    Returns the manifest dict.
+    `node_progress` adds a per-root node bar (useful for slow live crawls). Returns the manifest dict.
     """
     from tqdm.auto import tqdm
 
@@ -488,7 +489,7 @@ def run_campaign(
             continue
         t0 = time.perf_counter()
         try:
-            with tqdm(total=max_nodes, desc="nodes", leave=False, disable=not progress) as nbar:
+            with tqdm(total=max_nodes, desc="nodes", leave=False, disable=not (progress and node_progress)) as nbar:
                 nbar.update(1)
                 graph = bfs_crawl(source, root, max_nodes, progress=nbar)
         except RootSkipped as e:

@@ -248,3 +248,27 @@ def test_embedded_source_is_real_vital_articles():
     assert p.status == "ok" and "Sustainable development" in p.links
     g = bfs_crawl(s, "Sustainability", 300)
     assert g.num_nodes == 300 and g.metadata["connected"] and all(t is not None for t in g.topics)
+
+
+def test_offline_roots_are_all_pages_of_the_embedded_source():
+    from lib.crawl import EmbeddedSource
+    from lib.paths import PARAMS
+
+    s = EmbeddedSource(cache_dir=None)
+    roots = read_roots(PARAMS / "roots_offline.txt")
+    assert len(roots) >= 50
+    assert [r for r in roots if s.page(r).status != "ok"] == []
+    seed = read_roots(PARAMS / "roots_seed.txt")
+    assert len(seed) == len(set(seed)) >= 300 and set(roots) <= set(seed)
+
+
+def test_pyvis_html_is_self_contained(tmp_path):
+    import re
+
+    from lib.viz import graph_to_html
+
+    g = bfs_crawl(src({"R": ["A", "B"], "A": [], "B": []}, topics={"R": "Arts"}), "R", 10)
+    html = graph_to_html(g, tmp_path / "g.html", extra_edges=[(1, 2)]).read_text(encoding="utf-8")
+    assert not re.search(r"<(script|link)\b[^>]*(src|href)=\"https?://", html)
+    assert "vis.Network" in html and "new vis.DataSet" in html  # the library itself is inlined
+    assert '"dashes": true' in html

@@ -1,0 +1,54 @@
+"""Layered params files and the batch runner's validation (no notebook is executed here)."""
+import pytest
+
+from lib.params import ParamError, check_known, load_yaml, merge, parse_override
+from lib.paths import PARAMS
+from lib.runner import main, plan_run
+from lib.params import numbered_notebooks
+
+
+def test_layering_later_file_wins(tmp_path):
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text("max_nodes: 10\nsource: embedded\n")
+    b.write_text("max_nodes: 20\n")
+    assert merge([a, b], {"source": "live"}) == {"max_nodes": 20, "source": "live"}
+
+
+def test_missing_and_malformed_params_files_are_named(tmp_path):
+    with pytest.raises(ParamError, match="nope.yaml does not exist"):
+        load_yaml(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- a\n- b\n")
+    with pytest.raises(ParamError, match="bad.yaml must be a flat mapping"):
+        load_yaml(bad)
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("a:\n  b: 1\n")
+    with pytest.raises(ParamError, match="key 'a' holds a mapping"):
+        load_yaml(nested)
+
+
+def test_unknown_key_is_named():
+    with pytest.raises(ParamError, match="unknown parameter 'max_node'"):
+        check_known({"max_node": 3}, {"max_nodes"})
+
+
+def test_override_values_keep_types():
+    assert parse_override("max_nodes=300") == ("max_nodes", 300)
+    assert parse_override("roots=[A, B]") == ("roots", ["A", "B"])
+    with pytest.raises(ParamError, match="key=value"):
+        parse_override("max_nodes")
+
+
+def test_every_shipped_params_file_is_known_to_the_notebooks():
+    notebooks = numbered_notebooks()
+    for f in sorted(PARAMS.glob("*.yaml")):
+        plan_run([f], {}, notebooks)  # raises ParamError naming the key if a profile holds an unknown key
+
+
+def test_runner_refuses_unknown_key_and_missing_file_before_any_work(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("max_nodez: 5\n")
+    assert main(["--params", str(bad), "--run-name", "never"]) == 2
+    assert "unknown parameter 'max_nodez'" in capsys.readouterr().err
+    assert main(["--size", "no_such_size"]) == 2
+    assert "no_such_size.yaml does not exist" in capsys.readouterr().err
