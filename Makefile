@@ -28,6 +28,7 @@ demo: setup
 
 ## Command 2: set up and run the whole suite (unit/integration tests + nbval over the notebooks).
 test: setup
+	@scripts/ensure_chromium.sh
 	$(BIN)/python -m pytest tests notebooks --nbval-lax --nbval-current-env \
 	  --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 

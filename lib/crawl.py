@@ -362,6 +362,7 @@ class PageCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path)
         self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL survives a killed process (the resume case)
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS pages (source TEXT, title TEXT, canonical TEXT, status TEXT, links TEXT,"
             " PRIMARY KEY (source, title))"
