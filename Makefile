@@ -6,14 +6,12 @@ STAMP  := $(VENV)/.installed
 KERNEL := wikigat
 SIZE   ?= demo
 DEVICE ?= cpu
-RUN    ?= $(SIZE)-$(DEVICE)
 
 .PHONY: setup demo test unit nbval lab batch bench clean-outputs
 
 $(STAMP): requirements.txt requirements-nodeps.txt constraints.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11 ...'"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --upgrade --quiet pip
 	$(BIN)/pip install --quiet -r requirements.txt -c constraints.txt
 	$(BIN)/pip install --quiet --no-deps -r requirements-nodeps.txt
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
@@ -24,7 +22,7 @@ setup: $(STAMP)
 
 ## Command 1: set up and run every numbered notebook on the embedded offline default.
 demo: setup
-	$(BIN)/python -m lib.runner --params params/$(SIZE).yaml params/$(DEVICE).yaml --run-name $(RUN)
+	$(BIN)/python -m lib.runner --size $(SIZE) --device $(DEVICE)
 
 ## Command 2: set up and run the whole suite (unit/integration tests + nbval over the notebooks).
 test: setup
@@ -40,6 +38,11 @@ nbval: setup
 
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=.
+
+## Batch grid: one run per size profile (and device), then outputs/summary.{md,csv,html}.
+GRID ?= demo tiny
+batch: setup
+	$(BIN)/python -m lib.runner $(foreach s,$(GRID),--size $(s)) --device $(DEVICE)
 
 bench: setup
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

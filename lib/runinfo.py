@@ -53,3 +53,24 @@ def write_params_json(run_dir: str | Path, params: dict, name: str = "params.jso
     path = Path(run_dir) / name
     atomic_write_text(path, json.dumps(run_info(params), indent=2, sort_keys=True, default=str) + "\n")
     return path
+
+
+def update_metrics(run_dir: str | Path, stage: str, values: dict) -> Path:
+    """Merge `values` into run_dir/metrics.json under `stage` (read-modify-atomic-write; other stages kept)."""
+    path = Path(run_dir) / "metrics.json"
+    metrics = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    metrics[stage] = values
+    atomic_write_text(path, json.dumps(metrics, indent=2, sort_keys=True, default=str) + "\n")
+    return path
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    """{"a": {"b": 1}} -> {"a.b": 1}; lists and other leaves are kept as they are."""
+    out: dict = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out

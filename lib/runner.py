@@ -42,13 +42,13 @@ def plan_run(files: list[Path], overrides: dict, notebooks: list[Path]) -> tuple
 
 
 def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[Path], force: bool = False,
-            log=print) -> bool:
+            log=print, outputs: Path = OUTPUTS) -> bool:
     """Execute every notebook for one run; True when the run is complete."""
     import papermill as pm
 
-    run_dir = OUTPUTS / run_name
+    run_dir = outputs / run_name
     merged, per_nb = plan_run(files, overrides, notebooks)
-    merged["run_dir"] = str(run_dir.relative_to(ROOT))
+    merged["run_dir"] = str(run_dir.relative_to(ROOT) if run_dir.is_relative_to(ROOT) else run_dir)
     phash = _hash({"params": merged, "notebooks": [nb.name for nb in notebooks]})
     status_path = run_dir / "status.json"
     status = json.loads(status_path.read_text()) if status_path.is_file() else {}
@@ -81,6 +81,31 @@ def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[P
     return True
 
 
+def summarize(run_names: list[str], out_stem: Path | None = None, outputs: Path = OUTPUTS) -> "pd.DataFrame":
+    """One table comparing runs on their headline metrics (every scalar in metrics.json, flattened), written as
+    Markdown, CSV and HTML next to each other (`outputs/summary.*` by default). Missing runs/metrics stay empty."""
+    import pandas as pd
+
+    from lib.runinfo import flatten
+
+    rows = []
+    for name in run_names:
+        run_dir = outputs / name
+        status = json.loads((run_dir / "status.json").read_text()) if (run_dir / "status.json").is_file() else {}
+        metrics = json.loads((run_dir / "metrics.json").read_text()) if (run_dir / "metrics.json").is_file() else {}
+        row = {"run": name, "complete": bool(status.get("complete"))}
+        row.update({k: v for k, v in flatten(metrics).items() if isinstance(v, (int, float, str, bool)) or v is None})
+        rows.append(row)
+    table = pd.DataFrame(rows).set_index("run")
+    out_stem = out_stem or outputs / "summary"
+    out_stem.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out_stem.with_suffix(".csv"), table.to_csv())
+    atomic_write_text(out_stem.with_suffix(".md"), table.T.to_markdown() + "\n")
+    atomic_write_text(out_stem.with_suffix(".html"), "<meta charset='utf-8'><title>wikigat runs</title>\n"
+                      + table.T.to_html(border=0, float_format=lambda x: f"{x:.4g}"))
+    return table
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lib.runner", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -91,9 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run-name", help="run folder name under outputs/ (single run only)")
     ap.add_argument("--notebooks", nargs="*", help="notebook numbers to run, e.g. 01 02 (default: all)")
     ap.add_argument("--force", action="store_true", help="re-run even if complete with the same parameters")
+    ap.add_argument("--summary", help="path stem of the summary table (default outputs/summary)")
+    ap.add_argument("--outputs", default=str(OUTPUTS), help="folder that holds the run folders (default outputs/)")
+    ap.add_argument("--notebook-dir", default=None, help=argparse.SUPPRESS)  # tests run tiny notebooks
     args = ap.parse_args(argv)
 
-    notebooks = numbered_notebooks()
+    notebooks = numbered_notebooks(args.notebook_dir) if args.notebook_dir else numbered_notebooks()
     if args.notebooks:
         notebooks = [nb for nb in notebooks if nb.name[:2] in set(args.notebooks)]
     if not notebooks:
@@ -118,12 +146,15 @@ def main(argv: list[str] | None = None) -> int:
     failed = []
     for name, files in runs:
         try:
-            ok = run_one(name, files, overrides, notebooks, force=args.force)
+            ok = run_one(name, files, overrides, notebooks, force=args.force, outputs=Path(args.outputs))
         except Exception:
             traceback.print_exc()
             ok = False
         if not ok:
             failed.append(name)
+    stem = Path(args.summary) if args.summary else Path(args.outputs) / "summary"
+    table = summarize([name for name, _ in runs], stem, outputs=Path(args.outputs))
+    print(f"summary of {len(table)} run(s): {stem}.md/.csv/.html")
     print(f"{len(runs) - len(failed)} of {len(runs)} run(s) complete" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
 

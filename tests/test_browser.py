@@ -62,13 +62,10 @@ def test_pyvis_html_draws_offline(browser, tmp_path):
     assert info["width"] > 0 and info["height"] > 0
 
 
-def test_demo_pictures_draw_offline(browser):
-    """Every pyvis picture a demo run left under outputs/ (if any) draws with the node count its graph has."""
-    from lib.paths import OUTPUTS
+def test_seed_figure_1_picture_draws_offline(browser, tmp_path):
+    """The notebook's picture: 2,000 nodes from "Sustainability" on the embedded source (seed Figure 1)."""
+    from lib.crawl import EmbeddedSource
 
-    pages = sorted(OUTPUTS.glob("*/html/*.html"))
-    if not pages:
-        pytest.skip("no demo run under outputs/ yet (notebooks write them; nbval runs after this file)")
-    for page in pages[:3]:
-        info = draws(browser, page)
-        assert info is not None and info["nodes"] > 0, f"{page} did not draw"
+    g = bfs_crawl(EmbeddedSource(cache_dir=None), "Sustainability", 2000)
+    info = draws(browser, graph_to_html(g, tmp_path / "fig1.html"))
+    assert info is not None and info["nodes"] == 2000 and info["edges"] == g.num_edges
