@@ -562,3 +562,25 @@ def make_source(kind: str, *, snapshot_path: str = "", contact: str = "", api_ur
 
         return LiveSource(contact=contact, api_url=api_url or None, **live_kwargs)
     raise ParamError(f"source={kind!r} is invalid: use 'embedded', 'snapshot' or 'live'")
+
+
+def bfs_branches(graph: Graph) -> list[int]:
+    """[N] for each node the root's child through which the BFS reached it: the root gets 0, a child of the root its
+    own id, a deeper node its ancestor's child id, a node never reached -1.
+
+    A node's BFS parent is the other end of the first edge that mentions it: Algorithm 1 (`bfs_crawl`) adds the
+    discovery edge (parent, new node) with parent < new node at the moment it adds the node, and graph files keep
+    edges in the order they were added.  For a graph from another source the branches are only as good as that order.
+    """
+    parent = [-1] * graph.num_nodes
+    if graph.num_nodes:
+        parent[0] = 0
+    for u, v in graph.edges:
+        for a, b in ((u, v), (v, u)):
+            if parent[b] == -1 and a < b:
+                parent[b] = a
+    branch = [0] * graph.num_nodes
+    for i in range(1, graph.num_nodes):
+        p = parent[i]
+        branch[i] = i if p == 0 else branch[p] if p > 0 else -1
+    return branch

@@ -52,3 +52,23 @@ def test_runner_refuses_unknown_key_and_missing_file_before_any_work(tmp_path, c
     assert "unknown parameter 'max_nodez'" in capsys.readouterr().err
     assert main(["--size", "no_such_size"]) == 2
     assert "no_such_size.yaml does not exist" in capsys.readouterr().err
+
+
+def test_every_notebook_documents_typed_parameters_and_demo_defaults_match():
+    """papermill --help-notebook lists every parameter with a type and a why; params/demo.yaml + cpu.yaml hold the
+    same values as the notebooks' own defaults (so JupyterLab, nbval and `make demo` run the same demo)."""
+    import ast
+
+    from lib.params import notebook_parameters
+
+    demo = merge([PARAMS / "demo.yaml", PARAMS / "cpu.yaml"])
+    for nb in numbered_notebooks():
+        params = notebook_parameters(nb)
+        assert "run_dir" in params, f"{nb.name} has no run_dir parameter"
+        for name, p in params.items():
+            assert p["inferred_type_name"] not in ("None", ""), f"{nb.name}: parameter {name} has no type annotation"
+            assert p["help"], f"{nb.name}: parameter {name} has no '# why' comment"
+            if name in demo:
+                assert ast.literal_eval(p["default"]) == demo[name], (
+                    f"{nb.name}: default of {name} ({p['default']}) differs from params/demo.yaml+cpu.yaml "
+                    f"({demo[name]!r})")

@@ -1,0 +1,189 @@
+import math
+
+import pytest
+import torch
+
+from lib.aauc import aauc, sample_nodes
+
+# Four nodes: 0 and 1 point the same way (cos 1), 2 is close to them (cos 0.8), 3 is orthogonal.
+X = torch.tensor([[1.0, 0.0], [2.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
+# Embeddings chosen so the logits z_i·z_j of the 6 pairs are known.
+Z = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.5, 0.5]])
+
+
+def test_hand_computed_without_self_pairs():
+    # pairs (i<j): cos > 0.7 -> positives (0,1) cos 1, (0,2) 0.8, (1,2) 0.8; negatives (0,3) 0, (1,3) 0, (2,3) 0.6
+    # logits: (0,1)=1, (0,2)=0, (1,2)=0 | (0,3)=.5, (1,3)=.5, (2,3)=.5
+    # positive>negative: (0,1) beats all 3; (0,2),(1,2) beat none -> AUC = 3/9
+    r = aauc(Z, X, r_cos=1.0, t_cos=0.7, seed=0)
+    assert r.defined and r.n_nodes == 4 and (r.n_pos, r.n_neg) == (3, 3)
+    assert r.value == pytest.approx(3 / 9)
+
+
+def test_hand_computed_with_self_pairs_seed_variant():
+    # Full 4x4 matrix: each off-diagonal pair twice (6 pos, 6 neg) plus 4 self-pairs, all positive (cos 1),
+    # with logits |z_i|^2 = 1, 1, 1, 0.5.  Positives: 2×{1, 0, 0} + {1, 1, 1, 0.5}; negatives: 6 × 0.5.
+    # wins against 0.5: logit 1 -> 2 + 3 = 5 positives win, 0.5 -> 1 tie, 0 -> 4 lose
+    # AUC = (5·6 + 0.5·1·6) / (10·6) = 33/60
+    r = aauc(Z, X, r_cos=1.0, t_cos=0.7, seed=0, include_self=True)
+    assert (r.n_pos, r.n_neg) == (10, 6)
+    assert r.value == pytest.approx(33 / 60)
+
+
+def test_deterministic_under_seed_and_depends_on_it():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(500, 8, generator=g)
+    z = x[:, :4] + 0.3 * torch.randn(500, 4, generator=g)
+    a, b = aauc(z, x, 0.2, 0.3, seed=5), aauc(z, x, 0.2, 0.3, seed=5)
+    c = aauc(z, x, 0.2, 0.3, seed=6)
+    assert a == b
+    assert a.value != c.value
+    assert torch.equal(sample_nodes(500, 0.2, 5), sample_nodes(500, 0.2, 5))
+    assert sample_nodes(500, 0.2, 5).numel() == 100
+
+
+def test_undefined_cases_are_nan_with_reason():
+    r = aauc(Z, X, r_cos=1.0, t_cos=1.0, seed=0)  # no pair has cosine > 1
+    assert not r.defined and math.isnan(r.value) and "no positive" in r.reason
+    r = aauc(Z, X, r_cos=1.0, t_cos=-1.0, seed=0)  # every pair is positive
+    assert not r.defined and "no negative" in r.reason
+    r = aauc(Z, X, r_cos=0.25, seed=0)  # one node sampled
+    assert not r.defined and "1 node" in r.reason
+    r = aauc(Z * float("nan"), X, r_cos=1.0, seed=0)
+    assert not r.defined and "NaN" in r.reason
+    assert r.to_dict()["value"] is None
+
+
+@pytest.mark.parametrize("include_self", [False, True])
+def test_chunked_equals_unchunked(include_self):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(900, 6, generator=g)
+    z = torch.round(x[:, :3] * 2) / 2  # coarse embeddings -> many tied scores
+    full = aauc(z, x, 1.0, 0.5, seed=0, include_self=include_self)
+    chunked = aauc(z, x, 1.0, 0.5, seed=0, include_self=include_self, chunk_size=97, exact_limit=0)
+    assert full.defined
+    assert chunked.value == pytest.approx(full.value, abs=1e-12)
+    assert (chunked.n_pos, chunked.n_neg) == (full.n_pos, full.n_neg)
+
+
+def test_bad_inputs_are_clear_errors():
+    with pytest.raises(ValueError, match="r_cos"):
+        aauc(Z, X, r_cos=0.0)
+    with pytest.raises(ValueError, match="r_cos"):
+        aauc(Z, X, r_cos=1.5)
+    with pytest.raises(ValueError, match="t_cos"):
+        aauc(Z, X, t_cos=2.0)
+    with pytest.raises(ValueError, match="same N"):
+        aauc(Z[:3], X)
+
+
+# ---------------------------------------------------------------- stage-4 analysis helpers
+
+import itertools
+import json
+
+from lib.aauc import aauc_by_group, aauc_inside_across, aauc_on_pairs, load_run_models, sampled_pairs, top_new_links
+
+
+def test_aauc_on_pairs_hand_computed_and_equal_to_aauc_on_all_pairs():
+    # (0,1) positive, logit 1; (0,2) positive, logit 0; (0,3) negative, logit 0.5 -> 1 of 2 positives wins: 1/2
+    r = aauc_on_pairs(Z, X, torch.tensor([[0, 0, 0], [1, 2, 3]]), t_cos=0.7)
+    assert (r.n_pos, r.n_neg, r.n_nodes) == (1 + 1, 1, 4) and r.value == pytest.approx(1 / 2)
+    every = aauc_on_pairs(Z, X, sampled_pairs(4, 1.0, 0), t_cos=0.7, chunk_size=2)
+    assert every == aauc(Z, X, r_cos=1.0, t_cos=0.7, seed=0)
+    assert not aauc_on_pairs(Z, X, torch.empty((2, 0), dtype=torch.long)).defined
+    with pytest.raises(ValueError, match="t_cos"):
+        aauc_on_pairs(Z, X, torch.tensor([[0], [1]]), t_cos=1.5)
+
+
+def test_aauc_by_group_hand_computed():
+    # group a = nodes {0, 1, 3}: (0,1) positive logit 1 beats (0,3), (1,3) negatives logit 0.5 -> 1.0
+    out = aauc_by_group(Z, X, ["a", "a", "b", "a"], r_cos=1.0, t_cos=0.7, seed=0)
+    assert set(out) == {"a", "b"}
+    assert out["a"].value == 1.0 and (out["a"].n_pos, out["a"].n_neg) == (1, 2)
+    assert not out["b"].defined and "no pairs" in out["b"].reason  # a one-node group has no pair
+    assert set(aauc_by_group(Z, X, ["a", "a", None, "a"], r_cos=1.0)) == {"a"}
+    with pytest.raises(ValueError, match="one label per node"):
+        aauc_by_group(Z, X, ["a"], r_cos=1.0)
+
+
+def test_aauc_inside_across_hand_computed():
+    # branches {0,1} and {2,3}: inside (0,1) pos logit 1 vs (2,3) neg 0.5 -> 1.0;
+    # across (0,2), (1,2) pos logit 0 vs (0,3), (1,3) neg 0.5 -> 0.0
+    out = aauc_inside_across(Z, X, [1, 1, 2, 2], r_cos=1.0, t_cos=0.7, seed=0)
+    assert out["inside"].value == 1.0 and (out["inside"].n_pos, out["inside"].n_neg) == (1, 1)
+    assert out["across"].value == 0.0 and (out["across"].n_pos, out["across"].n_neg) == (2, 2)
+    # the root (branch 0) is in no pair; all other nodes in one branch leave no across pair
+    out = aauc_inside_across(Z, X, [0, 1, 1, 1], r_cos=1.0, t_cos=0.7, seed=0)
+    assert out["inside"].value == 0.0 and (out["inside"].n_pos, out["inside"].n_neg) == (1, 2)
+    assert not out["across"].defined
+
+
+def _brute_top(z, edges, k):
+    e = {(min(u, v), max(u, v)) for u, v in edges}
+    cand = [((z[i] @ z[j]).item(), i, j) for i, j in itertools.combinations(range(z.size(0)), 2) if (i, j) not in e]
+    cand.sort(key=lambda t: -t[0])
+    return cand[:k]
+
+
+@pytest.mark.parametrize("k", [1, 10, 500])
+def test_top_new_links_matches_brute_force(k):
+    g = torch.Generator().manual_seed(3)
+    z = torch.randn(30, 5, generator=g, dtype=torch.float64)
+    edges = torch.randint(0, 30, (2, 200), generator=g)
+    edges = edges[:, edges[0] != edges[1]]
+    pairs, vals = top_new_links(z, edges, k, chunk_size=7)  # one direction only: both must still be masked
+    want = _brute_top(z, edges.T.tolist(), k)
+    assert pairs.size(1) == len(want) == min(k, pairs.size(1))
+    assert [(i, j) for _, i, j in want] == list(map(tuple, pairs.T.tolist()))
+    assert vals.tolist() == pytest.approx([s for s, _, _ in want])
+    e = {(min(u, v), max(u, v)) for u, v in edges.T.tolist()}
+    assert all(i < j and (i, j) not in e for i, j in pairs.T.tolist())
+    with pytest.raises(ValueError, match="k"):
+        top_new_links(z, edges, 0)
+
+
+def test_bfs_branches_on_a_crawled_graph(tmp_path):
+    from lib.crawl import Snapshot, SnapshotSource, bfs_branches, bfs_crawl
+    from lib.graphio import read_graph, write_graph
+
+    snap = Snapshot(links={"A": ["B", "C"], "B": ["D", "C"], "C": ["E"], "D": ["A"], "E": []})
+    g = bfs_crawl(SnapshotSource(snap), "A", max_nodes=10)
+    assert g.titles == ["A", "B", "C", "D", "E"]
+    # D was reached through B, E through C
+    assert bfs_branches(g) == [0, 1, 2, 1, 2]
+    write_graph(tmp_path / "g.json", g)
+    assert bfs_branches(read_graph(tmp_path / "g.json")) == [0, 1, 2, 1, 2]
+
+
+def test_load_run_models_errors_name_the_folder(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"(?s)no metrics\.json.*notebook 03"):
+        load_run_models(tmp_path)
+    (tmp_path / "metrics.json").write_text(json.dumps({"embed": {}}))
+    with pytest.raises(FileNotFoundError, match="train_gat"):
+        load_run_models(tmp_path)
+    (tmp_path / "metrics.json").write_text(json.dumps({"train_gat": {
+        "splits": {"0": {"train": ["a"], "val": [], "test": ["b"]}},
+        "checkpoints": {"0": {"gat_model": {"best_epoch": 2, "checkpoint": "/elsewhere/epoch_2.pt"}}}}}))
+    with pytest.raises(FileNotFoundError, match=r"(?s)seed0.gat_model.epoch_2\.pt.*notebook 03"):
+        load_run_models(tmp_path)
+
+
+def test_load_run_models_reads_checkpoints_from_the_run_folder(tmp_path):
+    from lib.model import ModelConfig
+    from lib.train import build_model, save_checkpoint
+
+    cfg = ModelConfig(in_channels=8, hidden_channels=8, out_channels=4, num_levels=1, heads=2).to_dict()
+    torch.manual_seed(0)
+    model = build_model("gat_model", cfg)
+    opt = torch.optim.AdamW(model.parameters())
+    save_checkpoint(tmp_path / "checkpoints/seed0/gat_model/epoch_2.pt", model, opt,
+                    {"kind": "gat_model", "model": cfg}, 2, [], [])
+    split = {"train": ["a"], "val": [], "test": ["b"]}
+    (tmp_path / "metrics.json").write_text(json.dumps({"train_gat": {  # recorded path from another clone
+        "splits": {"0": split}, "checkpoints": {"0": {"gat_model": {"best_epoch": 2, "checkpoint": "/x/epoch_2.pt"}}}}}))
+    run = load_run_models(tmp_path)
+    assert run["seeds"] == [0] and run["splits"][0] == split
+    loaded = run["models"][0]["gat_model"]
+    assert not loaded.training
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), loaded.state_dict().values()))
