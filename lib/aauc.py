@@ -54,7 +54,7 @@ def sample_nodes(num_nodes: int, r_cos: float, seed: int) -> Tensor:
 
 
 def aauc(z: Tensor, x: Tensor, r_cos: float = DEFAULT_R_COS, t_cos: float = DEFAULT_T_COS, seed: int = 0,
-         include_self: bool = False, chunk_size: int = 2048, exact_limit: int = 4_000_000) -> AAUCResult:
+         include_self: bool = False, chunk_size: int = 256, exact_limit: int = 4_000_000) -> AAUCResult:
     """A-AUC of embeddings z [N, F_out] against input features x [N, F_in].
 
     chunk_size: rows of the S×S pair matrix built at a time (memory O(chunk_size · S)).

@@ -55,12 +55,17 @@ def write_params_json(run_dir: str | Path, params: dict, name: str = "params.jso
     return path
 
 
+def _jsonable(o):
+    """numpy/torch scalars become numbers, anything else its string."""
+    return o.item() if hasattr(o, "item") and getattr(o, "ndim", 0) == 0 else str(o)
+
+
 def update_metrics(run_dir: str | Path, stage: str, values: dict) -> Path:
     """Merge `values` into run_dir/metrics.json under `stage` (read-modify-atomic-write; other stages kept)."""
     path = Path(run_dir) / "metrics.json"
     metrics = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     metrics[stage] = values
-    atomic_write_text(path, json.dumps(metrics, indent=2, sort_keys=True, default=str) + "\n")
+    atomic_write_text(path, json.dumps(metrics, indent=2, sort_keys=True, default=_jsonable) + "\n")
     return path
 
 

