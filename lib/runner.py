@@ -81,7 +81,7 @@ def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[P
     return True
 
 
-def summarize(run_names: list[str], out_stem: Path | None = None, outputs: Path = OUTPUTS) -> "pd.DataFrame":
+def summarize(run_names: list[str], out_stem: Path | None = None, outputs: Path = OUTPUTS):
     """One table comparing runs on their headline metrics (every scalar in metrics.json, flattened), written as
     Markdown, CSV and HTML next to each other (`outputs/summary.*` by default). Missing runs/metrics stay empty."""
     import pandas as pd

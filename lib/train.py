@@ -20,7 +20,7 @@ import re
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from sklearn.metrics import average_precision_score, roc_auc_score
 from torch import Tensor
 from torch_geometric.data import Data
-from torch_geometric.utils import coalesce, negative_sampling, to_undirected
+from torch_geometric.utils import negative_sampling, to_undirected
 from tqdm.auto import tqdm
 
 from lib.aauc import aauc

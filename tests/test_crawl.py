@@ -4,7 +4,7 @@ import json
 import pytest
 
 from lib.crawl import (
-    CachedSource, CrawlError, Page, PageCache, ParamError, RootSkipped, Snapshot, SnapshotError, SnapshotSource,
+    CachedSource, Page, PageCache, ParamError, RootSkipped, Snapshot, SnapshotError, SnapshotSource,
     bfs_crawl, graph_stats, read_roots, read_snapshot, run_campaign, title_mention_links,
 )
 from lib.graphio import Graph, read_graph

