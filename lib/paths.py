@@ -10,6 +10,8 @@ OUTPUTS = ROOT / "outputs"
 PARAMS = ROOT / "params"
 NOTEBOOKS = ROOT / "notebooks"
 CACHE = OUTPUTS / "cache"
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 
 
 def resolve(path: str | os.PathLike) -> Path:
@@ -24,6 +26,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; results should be as readable as any other file
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

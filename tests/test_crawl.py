@@ -272,3 +272,15 @@ def test_pyvis_html_is_self_contained(tmp_path):
     assert not re.search(r"<(script|link)\b[^>]*(src|href)=\"https?://", html)
     assert "vis.Network" in html and "new vis.DataSet" in html  # the library itself is inlined
     assert '"dashes": true' in html
+
+
+def test_atomic_writes_leave_no_temp_file_and_normal_permissions(tmp_path):
+    import os
+
+    from lib.paths import atomic_write_text
+
+    umask = os.umask(0o022)
+    os.umask(umask)
+    p = atomic_write_text(tmp_path / "sub" / "f.json", "{}")
+    assert p.read_text() == "{}" and [x.name for x in p.parent.iterdir()] == ["f.json"]
+    assert (p.stat().st_mode & 0o777) == (0o666 & ~umask)
