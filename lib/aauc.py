@@ -390,16 +390,3 @@ def size_trend(graphs: dict, splits: dict, seeds: list, sizes: list, model_cfg: 
             m = evaluate_model(model, [graphs[i] for i in splits[s]["test"]], protocol, cfg, progress=False)["mean"]
             rows.append({"seed": s, "train_graphs": n, "protocol": protocol, **m})
     return rows
-
-
-def jsonable(obj):
-    """obj with numpy scalars as Python numbers, NaN as None and tuple keys/values as lists (for metrics.json)."""
-    if isinstance(obj, dict):
-        return {str(k) if not isinstance(k, (str, int, float)) else k: jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if hasattr(obj, "item") and not hasattr(obj, "__len__"):
-        obj = obj.item()
-    if isinstance(obj, float) and math.isnan(obj):
-        return None
-    return obj

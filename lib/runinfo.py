@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import platform
 import subprocess
 import sys
@@ -55,17 +56,26 @@ def write_params_json(run_dir: str | Path, params: dict, name: str = "params.jso
     return path
 
 
-def _jsonable(o):
-    """numpy/torch scalars become numbers, anything else its string."""
-    return o.item() if hasattr(o, "item") and getattr(o, "ndim", 0) == 0 else str(o)
+def jsonable(obj):
+    """obj with numpy/torch scalars as Python numbers, NaN as None and tuples as lists, so json.dumps writes valid
+    JSON (the standard has no NaN)."""
+    if isinstance(obj, dict):
+        return {str(k) if not isinstance(k, (str, int, float)) else k: jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if hasattr(obj, "item") and not hasattr(obj, "__len__"):
+        obj = obj.item()
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    return obj
 
 
 def update_metrics(run_dir: str | Path, stage: str, values: dict) -> Path:
     """Merge `values` into run_dir/metrics.json under `stage` (read-modify-atomic-write; other stages kept)."""
     path = Path(run_dir) / "metrics.json"
     metrics = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    metrics[stage] = values
-    atomic_write_text(path, json.dumps(metrics, indent=2, sort_keys=True, default=_jsonable) + "\n")
+    metrics[stage] = jsonable(values)
+    atomic_write_text(path, json.dumps(metrics, indent=2, sort_keys=True, default=str) + "\n")
     return path
 
 

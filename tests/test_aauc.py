@@ -191,7 +191,8 @@ def test_load_run_models_reads_checkpoints_from_the_run_folder(tmp_path):
 
 
 def test_reference_scorers_and_nested_subsets():
-    from lib.aauc import jsonable, nested_subsets, reference_embeddings
+    from lib.aauc import nested_subsets, reference_embeddings
+    from lib.runinfo import jsonable
     from lib.train import synthetic_graph
 
     data = synthetic_graph(num_nodes=120, num_edges=300, in_channels=16, seed=0)
