@@ -271,7 +271,9 @@ def load_run_models(run_dir, device: str = "cpu") -> dict:
         for kind, rec in kinds.items():
             # the recorded path may be absolute from another clone: fall back to the same file inside run_dir
             path = Path(rec["checkpoint"]) if rec.get("checkpoint") else None
-            local = run / "checkpoints" / f"seed{seed}" / kind / (path.name if path else f"epoch_{rec.get('best_epoch')}.pt")
+            path = run / path if path is not None and not path.is_absolute() else path  # recorded relative to run_dir
+            sub = rec.get("folder", f"checkpoints/seed{seed}/{kind}")
+            local = run / sub / (path.name if path else f"epoch_{rec.get('best_epoch')}.pt")
             path = path if path is not None and path.is_file() else local
             if not path.is_file():
                 raise FileNotFoundError(f"checkpoint {path} of seed {seed} / {kind} is missing in run folder {run}; "
@@ -372,21 +374,36 @@ def nested_subsets(train_ids: list, sizes: list, seed: int) -> dict:
 
 
 def size_trend(graphs: dict, splits: dict, seeds: list, sizes: list, model_cfg: dict, train_cfg: dict,
-               epochs: int = 2, device: str = "cpu", progress: bool = True) -> list[dict]:
-    """Train a fresh GatModel per (seed, size) on nested subsets of that seed's stage-3 training graphs (no
-    validation, the last epoch is kept as the seed code did) and evaluate it on that seed's test graphs under both
-    protocols.  graphs: graph_id -> Data.  Returns rows {seed, train_graphs, protocol, auc, ap, ..., aauc, aauc_self}."""
+               epochs: int = 2, device: str = "cpu", progress: bool = True,
+               protocols: tuple = ("seed", "leak_free")) -> list[dict]:
+    """Train a fresh GatModel per (seed, size, training set) on nested subsets of that seed's stage-3 training graphs
+    (no validation, the last epoch is kept as the seed code did) and evaluate it on that seed's test graphs under
+    each protocol (uniform negatives). A protocol that cleans the training graphs ("leak_free", "new_nodes") trains on
+    its cleaned copies of the same subset. graphs: graph_id -> Data. Returns rows {seed, train_graphs, protocol, auc,
+    ap, ..., aauc, aauc_self}."""
     from tqdm.auto import tqdm
 
-    from lib.train import PROTOCOLS, TrainConfig, evaluate_model, train_model
+    from lib.protocols import TRAIN_SET, TitlePairs, make_protocol
+    from lib.train import TrainConfig, evaluate_model, train_model
 
     rows = []
+    tp = TitlePairs(graphs.values())
     jobs = [(s, n, ids) for s in seeds for n, ids in nested_subsets(splits[s]["train"], sizes, s).items()]
+    built = {}
     for s, n, ids in tqdm(jobs, desc="size trend", disable=not progress):
         cfg = TrainConfig(**{**train_cfg, "epochs": epochs, "seed": s, "device": device, "amp": False,
                              "log_aauc": False, "log_eval": False})
-        model, _ = train_model("gat_model", model_cfg, [graphs[i] for i in ids], [], cfg, progress=False)
-        for protocol in PROTOCOLS:
-            m = evaluate_model(model, [graphs[i] for i in splits[s]["test"]], protocol, cfg, progress=False)["mean"]
+        models = {}
+        for protocol in protocols:
+            if (s, protocol) not in built:
+                sp = splits[s]
+                built[s, protocol] = make_protocol(graphs, sp["train"], sp.get("val", []), sp["test"], protocol, s,
+                                                   cfg.holdout_fraction, cfg.neg_rate, cfg.new_node_fraction, tp=tp)
+            ps = built[s, protocol]
+            if TRAIN_SET[protocol] not in models:
+                subset = [g for g in ps.train if g.graph_id in set(ids)]
+                models[TRAIN_SET[protocol]], _ = train_model("gat_model", model_cfg, subset, [], cfg, progress=False)
+            m = evaluate_model(models[TRAIN_SET[protocol]], ps.test, cfg, progress=False,
+                               negative_sets=("uniform",))["mean"]["uniform"]
             rows.append({"seed": s, "train_graphs": n, "protocol": protocol, **m})
     return rows

@@ -186,36 +186,78 @@ class GraphDataset(torch.utils.data.Dataset):
         """Node titles of graph i without materialising its features (mmap load)."""
         return self._load(i)["titles"]
 
-    def split(self, test_fraction: float = 0.1, seed: int = 0, hold_out_roots: bool = False
-              ) -> tuple[list[int], list[int]]:
-        """Seeded graph-level split: (train positions, test positions), each sorted; default 90/10 as the seed.
-
-        round(n * test_fraction) graphs, at least 1, go to test. With `hold_out_roots=True` a training graph that
-        contains a test graph's root title among its nodes is dropped from training (so no test root is ever seen
-        in training); `self.last_split` records how many were dropped.
-        """
-        n = len(self)
-        if not isinstance(test_fraction, (int, float)) or not 0 < test_fraction < 1:
-            raise DatasetError(f"test_fraction={test_fraction!r} must be strictly between 0 and 1 (seed: 0.1)")
-        if n < 2:
-            raise DatasetError(f"a train/test split needs at least 2 graphs; dataset {self.path} has {n}")
-        n_test = min(n - 1, max(1, int(round(n * test_fraction))))
-        perm = np.random.default_rng(seed).permutation(n)
-        test = sorted(int(i) for i in perm[:n_test])
-        train = sorted(int(i) for i in perm[n_test:])
-        dropped: list[int] = []
+    def split(self, n_train: int = 0, n_test: int = 1, val_fraction: float = 0.1, seed: int = 0,
+              hold_out_roots: bool = False) -> dict:
+        """This dataset's graph split for one seed, by `split_graphs` (the one split every notebook uses):
+        {"train", "val", "test": [graph_id], "dropped_for_root_overlap": n}. With `hold_out_roots=True` a training
+        or validation graph that contains a test graph's root title among its nodes is dropped, so no test root is
+        ever seen in training."""
+        train, val, test = split_graphs(self.ids, n_train, n_test, val_fraction, seed)
+        dropped = 0
         if hold_out_roots:
-            roots = {self.index[i]["root"] for i in test}
-            keep = []
-            for i in train:
-                (dropped if roots.intersection(self.titles_of(i)) else keep).append(i)
-            train = keep
+            roots = {self.index[self._pos[g]]["root"] for g in test}
+            keep = {g: not roots.intersection(self.titles_of(self._pos[g])) for g in train + val}
+            dropped = sum(not k for k in keep.values())
+            train, val = [g for g in train if keep[g]], [g for g in val if keep[g]]
             if not train:
                 raise DatasetError("hold_out_roots=True left no training graph (every graph contains a test root); "
                                    "use hold_out_roots=False or more graphs")
-        self.last_split = {"train": len(train), "test": len(test), "dropped_for_root_overlap": len(dropped),
-                           "seed": seed, "test_fraction": test_fraction, "hold_out_roots": hold_out_roots}
-        return train, test
+        return {"train": train, "val": val, "test": test, "dropped_for_root_overlap": dropped}
+
+
+def split_graphs(graph_ids: list, n_train: int, n_test: int, val_fraction: float, seed: int
+                 ) -> tuple[list, list, list]:
+    """Seeded (train, val, test) graph ids: n_test for test, n_train (0 = all the rest) for training, of which a
+    `val_fraction` share (at least 1 graph when > 0) becomes validation (epoch selection only)."""
+    ids = list(graph_ids)
+    if not isinstance(n_test, int) or n_test < 1 or n_test >= len(ids):
+        raise DatasetError(f"n_test_graphs={n_test} must be between 1 and {len(ids) - 1} for {len(ids)} graphs")
+    rest = len(ids) - n_test
+    n_train = n_train or rest
+    if n_train > rest:
+        raise DatasetError(f"n_train_graphs={n_train} + n_test_graphs={n_test} exceed the {len(ids)} graphs; "
+                           f"lower them or crawl more roots")
+    if not 0 <= val_fraction < 1:
+        raise DatasetError(f"val_fraction={val_fraction} must be in [0, 1)")
+    perm = torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed)).tolist()
+    test = [ids[i] for i in perm[:n_test]]
+    train = [ids[i] for i in perm[n_test:n_test + n_train]]
+    n_val = max(1, round(val_fraction * len(train))) if val_fraction > 0 else 0
+    if n_val >= len(train):
+        raise DatasetError(f"val_fraction={val_fraction} leaves no training graph out of {len(train)}")
+    return train[n_val:], train[:n_val], test
+
+
+SPLIT_KEYS = ("n_train_graphs", "n_test_graphs", "val_fraction", "hold_out_roots")
+
+
+def write_split(ds: GraphDataset, seeds: list[int], n_train_graphs: int, n_test_graphs: int, val_fraction: float,
+                hold_out_roots: bool = False) -> dict:
+    """Split the dataset for every seed and write `<dataset>/split.json` (atomic); returns what was written."""
+    params = dict(n_train_graphs=n_train_graphs, n_test_graphs=n_test_graphs, val_fraction=val_fraction,
+                  hold_out_roots=hold_out_roots)
+    split = {"params": params, "seeds": {str(s): ds.split(n_train_graphs, n_test_graphs, val_fraction, s,
+                                                          hold_out_roots) for s in seeds}}
+    atomic_write_text(ds.path / "split.json", json.dumps(split, indent=1, ensure_ascii=False) + "\n")
+    return split
+
+
+def load_split(ds: GraphDataset, seeds: list[int], **params) -> dict[int, dict]:
+    """{seed: {"train", "val", "test"}} from `<dataset>/split.json`, checked against the caller's split parameters
+    (a mismatch or a missing seed is an error that names it: re-run notebook 02 with the same values)."""
+    path = ds.path / "split.json"
+    if not path.is_file():
+        raise DatasetError(f"{path} is missing; run notebook 02 (embed) on this run_dir first")
+    split = json.loads(path.read_text(encoding="utf-8"))
+    for k, v in params.items():
+        if split["params"].get(k) != v:
+            raise DatasetError(f"{path} was written with {k}={split['params'].get(k)!r} but this notebook has "
+                               f"{k}={v!r}; use the same value in notebooks 02 and 03 (one params file) and re-run 02")
+    missing = [s for s in seeds if str(s) not in split["seeds"]]
+    if missing:
+        raise DatasetError(f"{path} has no split for seed(s) {missing} (it has {sorted(split['seeds'])}); use the "
+                           f"same seed / n_seeds in notebooks 02 and 03 and re-run 02")
+    return {s: {k: split["seeds"][str(s)][k] for k in ("train", "val", "test")} for s in seeds}
 
 
 def dataset_summary(ds: GraphDataset) -> list[dict]:

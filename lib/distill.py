@@ -873,8 +873,9 @@ def link_prediction_eval(run_dir: str | os.PathLike, student_dirs: list[Path], s
     """Seed-report link prediction with each student as the stage-2 node embedder, next to all-MiniLM-L6-v2.
 
     For every embedder: embed the crawl's titles into its own deduplicated store (lib.embed), build a dataset in
-    run_dir/distill/lp/<name>/ (lib.dataset), train the stage-3 GatModel with the seed defaults for `epochs` on the same
-    seeded graph split and score test graphs under both protocols; the cosine heuristic is the feature-only reference.
+    run_dir/distill/lp/<name>/ (lib.dataset), train the stage-3 GatModel with the seed defaults for `epochs` on the
+    same graph split (the run's split.json when there is one) and score test graphs under the seed and leak_free
+    protocols (uniform negatives); the cosine heuristic is the feature-only reference.
     Returns rows {embedder, dim, model, protocol, auc, ap, hits@50, mrr, aauc}.
     """
     from lib import crawl, dataset, embed, train
@@ -898,9 +899,16 @@ def link_prediction_eval(run_dir: str | os.PathLike, student_dirs: list[Path], s
         ds = dataset.GraphDataset(out)
         usable, _ = train.usable_graphs([ds[i] for i in range(len(ds))], ds.num_features)
         graphs = {g.graph_id: g for g in usable}
-        tr, va, te = train.split_graphs(sorted(graphs), 0, n_test_graphs, val_fraction, seed)
+        if (run_dir / "dataset" / "split.json").is_file():  # the run's one split (notebook 02), same graphs
+            sp = dataset.load_split(dataset.GraphDataset(run_dir / "dataset"), [seed])[seed]
+            tr, va, te = ([g for g in sp[k] if g in graphs] for k in ("train", "val", "test"))
+        else:
+            tr, va, te = train.split_graphs(sorted(graphs), 0, n_test_graphs, val_fraction, seed)
         model_cfg = {**ModelConfig(in_channels=ds.num_features).to_dict(), "baseline_dropout": 0.5}
         res = train.run_experiment(graphs, tr, va, te, model_cfg, train.TrainConfig(epochs=epochs, seed=seed), None,
-                                   models=["gat_model"], heuristics=["cosine"], progress=progress)
-        rows += [{"embedder": name, "dim": ds.num_features, **r} for r in res["rows"]]
+                                   models=["gat_model"], heuristics=["cosine"], protocols=("seed", "leak_free"),
+                                   progress=progress)
+        rows += [{"embedder": name, "dim": ds.num_features, **{k: v for k, v in r.items()
+                                                                 if k not in ("negatives", "supervision")}}
+                 for r in res["rows"] if r["negatives"] == "uniform"]
     return pd.DataFrame(rows)

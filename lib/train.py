@@ -1,16 +1,17 @@
 """Stage 3: train the seed's GatModel for link prediction (seed §5.1) and evaluate it honestly beside baselines.
 
 Training (seed §5.1, §5.4.1): one step per training graph — encode, sample n_neg = round(n_pos · R_neg) non-edges
-afresh, BCE-with-logits over the graph's edges (label 1) and the non-edges (label 0), AdamW; 2 epochs, lr 1e-3.
-Every step logs loss, AUC and A-AUC of that step.
+afresh, BCE-with-logits over the positives (label 1) and the non-edges (label 0), AdamW; 2 epochs, lr 1e-3.
+Every step logs loss, AUC and A-AUC of that step. Supervision (`TrainConfig.supervision`):
+  "mp":       the seed's way — the positives are the very edges the encoder passes messages over;
+  "disjoint": at every step a seeded share (`disjoint_ratio`, 0.3) of the graph's edges is held out of message passing
+              and used as the positives (what PyG's RandomLinkSplit(disjoint_train_ratio=...) does once, re-drawn
+              each step), so training practises the task the leak-free protocols test.
 
-Two evaluation protocols, on the same seeded pairs for every scorer:
-  "seed":      the seed code's protocol — score a graph's existing edges (which are also its message-passing
-               edges, a leak) against round(n_pos · R_neg) sampled non-edges;
-  "leak_free": hold `holdout_fraction` of a graph's undirected edges out of message passing and score them against
-               as many sampled non-edges (non-edges of the full graph).
-Metrics: AUC, AP, Hits@50, MRR (and A-AUC for embedding models).  Epoch selection uses the leak-free AUC on
-validation graphs carved out of the training graphs.
+Evaluation protocols ("seed", "within_graph", "leak_free", "new_nodes") and negative sets ("uniform", "hard") are
+built in `lib.protocols` on title pairs across the overlapping graphs; every scorer of a seed sees exactly the same
+pairs and message-passing edges. Metrics: AUC, AP, Hits@50, MRR (and A-AUC for embedding models). The epoch is
+chosen on validation graphs prepared by the same protocol.
 """
 from __future__ import annotations
 
@@ -29,17 +30,22 @@ import torch.nn.functional as F
 from sklearn.metrics import average_precision_score, roc_auc_score
 from torch import Tensor
 from torch_geometric.data import Data
-from torch_geometric.utils import negative_sampling, to_undirected
+from torch_geometric.utils import to_undirected
 from tqdm.auto import tqdm
 
 from lib.aauc import aauc
+from lib.dataset import split_graphs  # noqa: F401  (re-exported: one split function for every stage)
 from lib.device import get_device
 from lib.model import FeatureMLP, GatModel, ModelConfig, PlainGAT
 from lib.paths import atomic_write_bytes
+from lib.protocols import (GRAPH_PROTOCOLS, NEGATIVE_SETS, PROTOCOLS, TRAIN_SET, EvalTask, check_negatives,
+                           check_protocol, derive_seed, graph_task, leak_audit, make_protocol, sample_negatives,
+                           split_edges, TitlePairs)
 
 MODEL_KINDS = ("gat_model", "plain_gat", "mlp")
 HEURISTICS = ("cosine", "pref_attach", "common_neighbours", "adamic_adar")
-PROTOCOLS = ("seed", "leak_free")
+SUPERVISIONS = ("mp", "disjoint")
+SELECT_METRICS = ("auc", "mrr")
 
 
 class TrainingDiverged(RuntimeError):
@@ -56,7 +62,11 @@ class TrainConfig:
     neg_rate: float = 0.3  # R_neg
     r_cos: float = 0.1  # A-AUC node sampling rate
     t_cos: float = 0.7  # A-AUC cosine threshold
-    holdout_fraction: float = 0.1  # leak-free protocol: share of a graph's edges held out of message passing
+    holdout_fraction: float = 0.1  # held-out protocols: share of a graph's edges held out of message passing
+    new_node_fraction: float = 0.1  # new_nodes protocol: share of the test graphs' titles never seen in training
+    supervision: str = "mp"  # "mp" (seed: score the message-passing edges) or "disjoint"
+    disjoint_ratio: float = 0.3  # disjoint supervision: share of a training graph's edges used as positives per step
+    select_metric: str = "auc"  # validation metric (uniform negatives) that picks the epoch: "auc" or "mrr"
     hits_k: int = 50
     amp: bool = False  # mixed precision; only on CUDA
     device: str = "cpu"
@@ -70,7 +80,11 @@ class TrainConfig:
                   ("r_cos", 0 < self.r_cos <= 1, "use a fraction in (0, 1]"),
                   ("t_cos", -1 <= self.t_cos <= 1, "use a cosine in [-1, 1]"),
                   ("holdout_fraction", 0 < self.holdout_fraction < 1, "use a fraction in (0, 1) such as 0.1"),
-                  ("hits_k", self.hits_k >= 1, "use a positive K such as 50")]
+                  ("hits_k", self.hits_k >= 1, "use a positive K such as 50"),
+                  ("new_node_fraction", 0 < self.new_node_fraction < 1, "use a fraction in (0, 1) such as 0.1"),
+                  ("supervision", self.supervision in SUPERVISIONS, f"use one of {SUPERVISIONS}"),
+                  ("disjoint_ratio", 0 < self.disjoint_ratio < 1, "use a fraction in (0, 1) such as 0.3"),
+                  ("select_metric", self.select_metric in SELECT_METRICS, f"use one of {SELECT_METRICS}")]
         for key, ok, fix in checks:
             if not ok:
                 raise ValueError(f"parameter {key}={getattr(self, key)!r} is invalid: {fix}")
@@ -82,13 +96,6 @@ class TrainConfig:
 
 
 # ---------------------------------------------------------------- seeds, input checks, synthetic graphs
-
-
-def derive_seed(*parts) -> int:
-    """A 63-bit seed from (run seed, purpose, epoch, step, ...) so every random draw is reproducible on its own."""
-    ints = [p if isinstance(p, int) else int.from_bytes(str(p).encode()[:16].ljust(16, b"\0"), "little") % 2**63
-            for p in parts]
-    return int(np.random.SeedSequence(ints).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
 def graph_problem(data: Data, in_channels: int | None = None) -> str | None:
@@ -141,89 +148,6 @@ def synthetic_graph(num_nodes: int = 300, num_edges: int = 1200, in_channels: in
     ei = to_undirected(torch.stack([src[keep], dst[keep]]), num_nodes=num_nodes)
     return Data(x=x.float(), edge_index=ei, num_nodes=num_nodes, graph_id=graph_id,
                 titles=[f"n{i}" for i in range(num_nodes)], root=0, topics=[None] * num_nodes)
-
-
-def split_graphs(graph_ids: list, n_train: int, n_test: int, val_fraction: float, seed: int
-                 ) -> tuple[list, list, list]:
-    """Seeded (train, val, test) graph ids: n_test for test, n_train (0 = all the rest) for training, of which a
-    `val_fraction` share (at least 1 graph when > 0) becomes validation for epoch selection."""
-    ids = list(graph_ids)
-    if n_test < 1 or n_test >= len(ids):
-        raise ValueError(f"n_test_graphs={n_test} must be between 1 and {len(ids) - 1} for {len(ids)} usable graphs")
-    rest = len(ids) - n_test
-    n_train = n_train or rest
-    if n_train > rest:
-        raise ValueError(f"n_train_graphs={n_train} + n_test_graphs={n_test} exceed the {len(ids)} usable graphs; "
-                         f"lower them or crawl more roots")
-    if not 0 <= val_fraction < 1:
-        raise ValueError(f"val_fraction={val_fraction} must be in [0, 1)")
-    perm = torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed)).tolist()
-    test = [ids[i] for i in perm[:n_test]]
-    train = [ids[i] for i in perm[n_test:n_test + n_train]]
-    n_val = max(1, round(val_fraction * len(train))) if val_fraction > 0 else 0
-    if n_val >= len(train):
-        raise ValueError(f"val_fraction={val_fraction} leaves no training graph out of {len(train)}")
-    return train[n_val:], train[:n_val], test
-
-
-# ---------------------------------------------------------------- negatives and evaluation pairs
-
-
-def sample_negatives(edge_index: Tensor, num_nodes: int, num_neg: int, seed: int) -> Tensor:
-    """num_neg non-edges [2, ≤num_neg] of the graph `edge_index` (never a self-loop, never an edge), seeded.
-
-    PyG's negative_sampling draws from Python's global `random`; it runs here under a seeded state that is restored
-    afterwards, so the caller's random stream is untouched.
-    """
-    state = random.getstate()
-    try:
-        random.seed(seed)
-        neg = negative_sampling(edge_index, num_nodes=num_nodes, num_neg_samples=int(num_neg), method="sparse")
-    finally:
-        random.setstate(state)
-    return neg
-
-
-@dataclass
-class EvalPairs:
-    """What one scorer sees for one graph under one protocol.
-
-    mp_edge_index [2, M]: edges available for message passing / neighbourhood heuristics;
-    pos [2, P], neg [2, Q]: node pairs to score (label 1 / 0)."""
-
-    graph_id: object
-    protocol: str
-    mp_edge_index: Tensor
-    pos: Tensor
-    neg: Tensor
-
-
-def leak_free_split(edge_index: Tensor, num_nodes: int, fraction: float, seed: int) -> tuple[Tensor, Tensor, Tensor]:
-    """Hold `fraction` of the undirected edges out: (mp_edge_index [2, 2(E-P)] both directions, pos [2, P] with
-    u < v, neg [2, P] non-edges of the *full* graph).  The held-out edges are absent from mp_edge_index in both
-    directions."""
-    und = edge_index[:, edge_index[0] < edge_index[1]]
-    e = und.size(1)
-    p = min(max(1, round(fraction * e)), e - 1)
-    g = torch.Generator().manual_seed(seed)
-    perm = torch.randperm(e, generator=g)
-    pos, keep = und[:, perm[:p]], und[:, perm[p:]]
-    mp = to_undirected(keep, num_nodes=num_nodes)
-    neg = sample_negatives(edge_index, num_nodes, p, derive_seed(seed, "neg"))
-    return mp, pos, neg
-
-
-def eval_pairs(data: Data, protocol: str, cfg: TrainConfig, seed: int) -> EvalPairs:
-    """The seeded pairs of `data` for `protocol` ("seed" or "leak_free"), shared by every scorer."""
-    n, ei = data.num_nodes, data.edge_index
-    s = derive_seed(seed, "eval", protocol, str(getattr(data, "graph_id", "")))
-    if protocol == "seed":
-        neg = sample_negatives(ei, n, round(ei.size(1) * cfg.neg_rate), s)
-        return EvalPairs(data.graph_id, protocol, ei, ei, neg)
-    if protocol == "leak_free":
-        mp, pos, neg = leak_free_split(ei, n, cfg.holdout_fraction, s)
-        return EvalPairs(data.graph_id, protocol, mp, pos, neg)
-    raise ValueError(f"protocol={protocol!r} must be one of {PROTOCOLS}")
 
 
 # ---------------------------------------------------------------- metrics
@@ -339,21 +263,40 @@ class TrainResult:
     resumed_from: int = 0
 
 
-def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val_graphs: list[Data], cfg: TrainConfig,
+def _val_tasks(val: list, cfg: TrainConfig) -> list[EvalTask]:
+    """Validation tasks; plain graphs get the within-graph hold-out of `cfg` (no dataset-wide protocol needed)."""
+    return [v if isinstance(v, EvalTask) else graph_task(v, "within_graph", cfg.seed, cfg.holdout_fraction,
+                                                         cfg.neg_rate) for v in val]
+
+
+def supervision_pairs(data: Data, cfg: TrainConfig, epoch: int, step: int) -> tuple[Tensor, Tensor]:
+    """(message-passing edges [2, M], positives [2, P]) of one training step: the seed's "mp" scores the graph's own
+    edges (both directions); "disjoint" holds a seeded `disjoint_ratio` of them out of message passing as positives
+    (RandomLinkSplit's disjoint_train_ratio semantics, re-drawn per step with a seeded generator, which
+    RandomLinkSplit — one split from the global RNG — does not offer)."""
+    if cfg.supervision == "mp":
+        return data.edge_index, data.edge_index
+    return split_edges(data.edge_index, data.num_nodes, cfg.disjoint_ratio,
+                       derive_seed(cfg.seed, "disjoint", epoch, step))
+
+
+def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list, cfg: TrainConfig,
                 ckpt_dir: str | Path | None = None, resume: bool = True, progress: bool = True,
                 max_steps: int | None = None, data_id: str = "") -> tuple[torch.nn.Module, TrainResult]:
-    """Train a fresh `kind` model per seed §5.1 and return it at the epoch with the best validation AUC.
+    """Train a fresh `kind` model per seed §5.1 and return it at the epoch with the best validation score.
 
-    One optimiser step per training graph; negatives and dropout are seeded per (seed, epoch, step), so a run resumed
-    from an epoch checkpoint reproduces an uninterrupted one.  A NaN/inf loss raises TrainingDiverged and leaves the
-    last good epoch checkpoint in place.  max_steps (for tests) stops after that many steps in total.
-    data_id identifies the training data (see `data_fingerprint`); a checkpoint made on other data is never resumed.
+    val: validation tasks (lib.protocols.EvalTask, prepared by the protocol trained for) or plain graphs (then the
+    within-graph hold-out). One optimiser step per training graph; negatives, dropout and disjoint supervision are
+    seeded per (seed, epoch, step), so a run resumed from an epoch checkpoint reproduces an uninterrupted one. A
+    NaN/inf loss raises TrainingDiverged and leaves the last good epoch checkpoint in place. max_steps (for tests)
+    stops after that many steps in total. data_id identifies the training data (see `data_fingerprint`): a checkpoint
+    is resumed only when its data_id equals a non-empty data_id; with an empty one training starts over and replaces
+    the folder's epoch checkpoints.
     """
     device = get_device(cfg.device)
     in_ch = model_cfg["in_channels"]
     train_graphs, skipped = usable_graphs(train_graphs, in_ch)
-    val_graphs, skipped_val = usable_graphs(val_graphs, in_ch)
-    skipped += skipped_val
+    val_tasks = _val_tasks(val, cfg)
     if not train_graphs:
         raise ValueError(f"no usable training graph ({len(skipped)} skipped: {skipped[:3]}); check the dataset")
     torch.manual_seed(derive_seed(cfg.seed, "init", kind))
@@ -361,17 +304,23 @@ def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val_graphs
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     scaler = torch.amp.GradScaler("cuda", enabled=cfg.amp)
     config = {"kind": kind, "model": dict(model_cfg), "train": cfg.to_dict(), "data_id": data_id}
-    history, val, start_epoch, last_good = [], [], 1, None
+    history, val_log, start_epoch, last_good = [], [], 1, None
     ckpt_dir = Path(ckpt_dir) if ckpt_dir else None
-    if ckpt_dir and resume and (found := epoch_checkpoints(ckpt_dir)):
+    found = epoch_checkpoints(ckpt_dir) if ckpt_dir else {}
+    if found and (not resume or not data_id):
+        for path in found.values():  # starting over: stale epochs of an earlier run must not be selected later
+            path.unlink()
+        found = {}
+    if found:
         last_epoch, path = list(found.items())[-1]
         ck = torch.load(path, map_location=device, weights_only=True)
         if _comparable(ck["config"]) != _comparable(config):
-            raise ValueError(f"checkpoint {path} was made with a different configuration; use another run_dir or "
-                             f"pass resume=False to start over")
+            what = "other training data" if ck["config"].get("data_id") != data_id else "a different configuration"
+            raise ValueError(f"checkpoint {path} was made with {what}; use another run_dir or pass resume=False to "
+                             f"start over")
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
-        history, val, start_epoch, last_good = ck["history"], ck["val"], last_epoch + 1, path
+        history, val_log, start_epoch, last_good = ck["history"], ck["val"], last_epoch + 1, path
     resumed_from = start_epoch - 1
     steps_done, interrupted = 0, False
     for epoch in range(start_epoch, cfg.epochs + 1):
@@ -383,13 +332,14 @@ def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val_graphs
             t0 = time.perf_counter()
             model.train()
             torch.manual_seed(derive_seed(cfg.seed, "dropout", kind, epoch, step))
-            x, ei = data.x.to(device), data.edge_index.to(device)
-            neg = sample_negatives(data.edge_index, data.num_nodes, round(ei.size(1) * cfg.neg_rate),
+            mp, pos = supervision_pairs(data, cfg, epoch, step)
+            x, mp, pos = data.x.to(device), mp.to(device), pos.to(device)
+            neg = sample_negatives(data.edge_index, data.num_nodes, round(pos.size(1) * cfg.neg_rate),
                                    derive_seed(cfg.seed, "train-neg", epoch, step)).to(device)
             with torch.autocast(device.type, dtype=torch.float16, enabled=cfg.amp):
-                z = model(x, ei)
-                logits = torch.cat([model.decode(z, ei), model.decode(z, neg)]).float()
-            labels = torch.cat([torch.ones(ei.size(1)), torch.zeros(neg.size(1))]).to(device)
+                z = model(x, mp)
+                logits = torch.cat([model.decode(z, pos), model.decode(z, neg)]).float()
+            labels = torch.cat([torch.ones(pos.size(1)), torch.zeros(neg.size(1))]).to(device)
             loss = F.binary_cross_entropy_with_logits(logits, labels)
             if not torch.isfinite(loss):
                 raise TrainingDiverged(
@@ -408,8 +358,8 @@ def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val_graphs
             if cfg.log_eval:  # dropout 0.75 makes training-mode scores noisy; eval mode shows what was learnt
                 model.eval()
                 with torch.no_grad(), torch.autocast(device.type, dtype=torch.float16, enabled=cfg.amp):
-                    ze = model(x, ei).float()
-                    le = torch.cat([model.decode(ze, ei), model.decode(ze, neg)])
+                    ze = model(x, mp).float()
+                    le = torch.cat([model.decode(ze, pos), model.decode(ze, neg)])
                 rec["auc_eval"] = float(roc_auc_score(labels.cpu().numpy(), le.cpu().numpy()))
                 if cfg.log_aauc:
                     r = aauc(ze.cpu(), data.x, cfg.r_cos, cfg.t_cos, derive_seed(cfg.seed, "aauc", epoch, step))
@@ -420,17 +370,17 @@ def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val_graphs
             bar.set_postfix(loss=f"{rec['loss']:.3f}", auc=f"{rec['auc']:.3f}")
         if interrupted:
             break  # partial epoch: no checkpoint, as if the run had been killed here
-        vm = evaluate_model(model, val_graphs, "leak_free", cfg, device=device, progress=False)["mean"] \
-            if val_graphs else {}
-        val.append({"epoch": epoch, **vm})
+        vm = evaluate_model(model, val_tasks, cfg, device=device, progress=False, negative_sets=("uniform",),
+                            with_aauc=False)["mean"]["uniform"] if val_tasks else {}
+        val_log.append({"epoch": epoch, **vm})
         if ckpt_dir:
-            last_good = save_checkpoint(ckpt_dir / f"epoch_{epoch}.pt", model, opt, config, epoch, history, val)
-    best = max(val, key=lambda r: (r.get("auc", -1.0), r["epoch"])) if val else None
+            last_good = save_checkpoint(ckpt_dir / f"epoch_{epoch}.pt", model, opt, config, epoch, history, val_log)
+    best = max(val_log, key=lambda r: (r.get(cfg.select_metric) or -1.0, r["epoch"])) if val_log else None
     best_epoch = best["epoch"] if best else 0
     ckpts = epoch_checkpoints(ckpt_dir) if ckpt_dir else {}
-    if best and best_epoch != val[-1]["epoch"] and best_epoch in ckpts:
+    if best and best_epoch != val_log[-1]["epoch"] and best_epoch in ckpts:
         model.load_state_dict(torch.load(ckpts[best_epoch], map_location=device, weights_only=True)["model"])
-    return model, TrainResult(kind, history, val, best_epoch, str(ckpts.get(best_epoch)) if ckpts else None,
+    return model, TrainResult(kind, history, val_log, best_epoch, str(ckpts.get(best_epoch)) if ckpts else None,
                               skipped, resumed_from)
 
 
@@ -438,7 +388,7 @@ def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val_graphs
 
 
 def _summarise(per_graph: list[dict]) -> dict:
-    keys = [k for k in (per_graph[0] if per_graph else {}) if k != "graph_id"]
+    keys = [k for k in (per_graph[0] if per_graph else {}) if k not in ("graph_id", "negatives")]
     out = {}
     for k in keys:
         vals = [r[k] for r in per_graph if r.get(k) is not None and not math.isnan(r[k])]
@@ -449,39 +399,56 @@ def _summarise(per_graph: list[dict]) -> dict:
     return out
 
 
+def _by_negatives(rows: list[dict], negative_sets) -> dict:
+    return {n: _summarise([r for r in rows if r["negatives"] == n]) for n in negative_sets}
+
+
 @torch.no_grad()
-def evaluate_model(model, graphs: list[Data], protocol: str, cfg: TrainConfig, device=None, progress: bool = True
-                   ) -> dict:
-    """Mean and per-graph metrics of an embedding model (eval mode) under `protocol`, plus A-AUC per graph
-    (`aauc`: self-pairs excluded; `aauc_self`: the seed code's variant with every node's pair with itself)."""
+def evaluate_model(model, tasks: list[EvalTask], cfg: TrainConfig, device=None, progress: bool = True,
+                   negative_sets=NEGATIVE_SETS, with_aauc: bool = True) -> dict:
+    """Metrics of an embedding model (eval mode) on protocol tasks: {"mean": {negative set: {auc, ap, hits@K, mrr,
+    aauc, aauc_self}}, "per_graph": rows}. A-AUC per graph (`aauc`: self-pairs excluded; `aauc_self`: the seed code's
+    variant with every node's pair with itself) from the embeddings of the task's message-passing graph."""
     device = device or get_device(cfg.device)
+    negative_sets = [check_negatives(n) for n in negative_sets]
     model.eval()
     rows = []
-    for data in tqdm(graphs, desc=f"eval {protocol}", disable=not progress, leave=False):
-        pr = eval_pairs(data, protocol, cfg, cfg.seed)
-        z = model(data.x.to(device), pr.mp_edge_index.to(device)).float().cpu()
-        m = link_metrics(model.decode(z, pr.pos).numpy(), model.decode(z, pr.neg).numpy(), cfg.hits_k)
-        s = derive_seed(cfg.seed, "eval-aauc", str(data.graph_id))
-        r = aauc(z, data.x, cfg.r_cos, cfg.t_cos, s)
-        r_self = aauc(z, data.x, cfg.r_cos, cfg.t_cos, s, include_self=True)  # the seed code's variant
-        rows.append({"graph_id": str(data.graph_id), **m, "aauc": r.value if r.defined else None,
-                     "aauc_self": r_self.value if r_self.defined else None})
-    return {"mean": _summarise(rows), "per_graph": rows}
+    for t in tqdm(tasks, desc="eval", disable=not progress, leave=False):
+        z = model(t.data.x.to(device), t.mp_edge_index.to(device)).float().cpu()
+        extra = {}
+        if with_aauc:
+            s = derive_seed(cfg.seed, "eval-aauc", t.graph_id)
+            r = aauc(z, t.data.x, cfg.r_cos, cfg.t_cos, s)
+            r_self = aauc(z, t.data.x, cfg.r_cos, cfg.t_cos, s, include_self=True)  # the seed code's variant
+            extra = {"aauc": r.value if r.defined else None, "aauc_self": r_self.value if r_self.defined else None}
+        pos = model.decode(z, t.pos).numpy()
+        for n in negative_sets:
+            neg = t.negatives(n)
+            if neg.size(1) == 0:
+                continue
+            rows.append({"graph_id": t.graph_id, "negatives": n,
+                         **link_metrics(pos, model.decode(z, neg).numpy(), cfg.hits_k), **extra})
+    return {"mean": _by_negatives(rows, negative_sets), "per_graph": rows}
 
 
-def evaluate_heuristic(name: str, graphs: list[Data], protocol: str, cfg: TrainConfig) -> dict:
-    """Mean and per-graph metrics of a heuristic scorer on the same pairs as evaluate_model."""
+def evaluate_heuristic(name: str, tasks: list[EvalTask], cfg: TrainConfig, negative_sets=NEGATIVE_SETS) -> dict:
+    """Metrics of a heuristic scorer on the same tasks as evaluate_model (same shape of result, no A-AUC)."""
     rows = []
-    for data in graphs:
-        pr = eval_pairs(data, protocol, cfg, cfg.seed)
-        pos = heuristic_scores(name, data.x, pr.mp_edge_index, data.num_nodes, pr.pos)
-        neg = heuristic_scores(name, data.x, pr.mp_edge_index, data.num_nodes, pr.neg)
-        rows.append({"graph_id": str(data.graph_id), **link_metrics(pos, neg, cfg.hits_k)})
-    return {"mean": _summarise(rows), "per_graph": rows}
+    for t in tasks:
+        n_nodes = t.data.num_nodes
+        pos = heuristic_scores(name, t.data.x, t.mp_edge_index, n_nodes, t.pos)
+        for n in negative_sets:
+            neg = t.negatives(check_negatives(n))
+            if neg.size(1) == 0:
+                continue
+            rows.append({"graph_id": t.graph_id, "negatives": n, **link_metrics(
+                pos, heuristic_scores(name, t.data.x, t.mp_edge_index, n_nodes, neg), cfg.hits_k)})
+    return {"mean": _by_negatives(rows, negative_sets), "per_graph": rows}
 
 
-def data_fingerprint(graphs: Iterable[Data]) -> str:
-    """sha256 over the graphs' ids, sizes and feature/edge bytes: which data a checkpoint was trained on."""
+def data_fingerprint(graphs: Iterable[Data], tasks: Iterable[EvalTask] = ()) -> str:
+    """sha256 over the graphs' ids, features and edges (and validation tasks' pairs): the data a checkpoint was
+    trained and selected on."""
     import hashlib
 
     h = hashlib.sha256()
@@ -489,53 +456,84 @@ def data_fingerprint(graphs: Iterable[Data]) -> str:
         h.update(str(g.graph_id).encode())
         h.update(g.x.numpy().tobytes())
         h.update(g.edge_index.numpy().tobytes())
+    for t in tasks:
+        for part in (t.mp_edge_index, t.pos, t.neg):
+            h.update(part.numpy().tobytes())
     return h.hexdigest()[:16]
 
 
 def run_experiment(graphs: dict, train_ids: list, val_ids: list, test_ids: list, model_cfg: dict, cfg: TrainConfig,
                    run_dir: str | Path | None, models: Iterable[str] = MODEL_KINDS,
-                   heuristics: Iterable[str] = HEURISTICS, baseline_epochs: int | None = None,
-                   progress: bool = True) -> dict:
-    """Train `models` and score them with `heuristics` on the test graphs under both protocols.
+                   heuristics: Iterable[str] = HEURISTICS, protocols: Iterable[str] = PROTOCOLS,
+                   supervisions: Iterable[str] = ("mp",), baseline_epochs: int | None = None,
+                   progress: bool = True, tp: TitlePairs | None = None) -> dict:
+    """Train `models` and score them and the `heuristics` on the test graphs under each protocol and negative set.
 
-    graphs: graph_id -> Data.  Returns {"rows": [{seed, model, protocol, auc, ap, hits@K, mrr, aauc}],
-    "train": {kind: TrainResult as dict}, "skipped": [...]}.  Checkpoints go to run_dir/checkpoints/seed<S>/<kind>/.
+    graphs: graph_id -> Data (the whole dataset). Protocols that leave the training graphs untouched ("seed",
+    "within_graph") share one trained model per (supervision, kind). Returns {"rows": [{seed, model, protocol,
+    supervision, negatives, auc, ap, hits@K, mrr, aauc, aauc_self}], "train": {"<train set>/<supervision>/<kind>":
+    TrainResult as dict}, "audit": [leak_audit rows], "skipped": [...], "protocols": {protocol: ProtocolSplit}}.
+    Checkpoints go to run_dir/checkpoints/seed<S>/<train set>-<supervision>/<kind>/.
     """
+    protocols = [check_protocol(p) for p in protocols]
+    supervisions = list(supervisions)
+    for sv in supervisions:
+        if sv not in SUPERVISIONS:
+            raise ValueError(f"supervision {sv!r} does not exist; use one of {SUPERVISIONS}")
     in_ch = model_cfg["in_channels"]
-    test, skipped = usable_graphs([graphs[i] for i in test_ids], in_ch)
-    rows, train_out = [], {}
-    for kind in models:
-        kcfg = cfg if (kind == "gat_model" or baseline_epochs is None) else \
-            TrainConfig(**{**cfg.to_dict(), "epochs": baseline_epochs})
-        ckpt = Path(run_dir) / "checkpoints" / f"seed{cfg.seed}" / kind if run_dir else None
-        tr, va = [graphs[i] for i in train_ids], [graphs[i] for i in val_ids]
-        model, res = train_model(kind, model_cfg, tr, va, kcfg, ckpt_dir=ckpt, progress=progress,
-                                 data_id=data_fingerprint(tr + va))
-        train_out[kind] = asdict(res)
-        skipped += res.skipped
-        for protocol in PROTOCOLS:
-            m = evaluate_model(model, test, protocol, cfg, progress=False)["mean"]
-            rows.append({"seed": cfg.seed, "model": kind, "protocol": protocol, **m})
+    tp = tp or TitlePairs(graphs.values())
+    global_links = np.unique(np.concatenate([tp.edge_keys(g) for g in graphs.values()]))
+    splits = {p: make_protocol(graphs, train_ids, val_ids, test_ids, p, cfg.seed, cfg.holdout_fraction, cfg.neg_rate,
+                               cfg.new_node_fraction, tp=tp, global_links=global_links) for p in protocols}
+    for sp_ in splits.values():
+        sp_.test = [t for t in sp_.test if graph_problem(t.data, in_ch) is None]
+    rows, train_out, skipped = [], {}, []
+    audit = [leak_audit(sp_) for sp_ in splits.values()]
+    for sp_ in splits.values():
+        skipped += [{**k, "protocol": sp_.protocol} for k in sp_.skipped]
+    trained = {}  # (train set, supervision, kind) -> model
+    for p, sp_ in splits.items():
+        for sv in supervisions:
+            for kind in models:
+                key = (TRAIN_SET[p], sv, kind)
+                if key not in trained:
+                    epochs = cfg.epochs if (kind == "gat_model" or baseline_epochs is None) else baseline_epochs
+                    kcfg = TrainConfig(**{**cfg.to_dict(), "epochs": epochs, "supervision": sv})
+                    ckpt = Path(run_dir) / "checkpoints" / f"seed{cfg.seed}" / f"{key[0]}-{sv}" / kind \
+                        if run_dir else None
+                    model, res = train_model(kind, model_cfg, sp_.train, sp_.val, kcfg, ckpt_dir=ckpt,
+                                             progress=progress, data_id=data_fingerprint(sp_.train, sp_.val))
+                    trained[key] = model
+                    train_out["/".join(key)] = asdict(res)
+                    skipped += [{**k, "protocol": p} for k in res.skipped]
+                means = evaluate_model(trained[key], sp_.test, cfg, progress=False)["mean"]
+                for neg, m in means.items():
+                    rows.append({"seed": cfg.seed, "model": kind, "protocol": p, "supervision": sv, "negatives": neg,
+                                 **m})
     for name in heuristics:
-        for protocol in PROTOCOLS:
-            m = evaluate_heuristic(name, test, protocol, cfg)["mean"]
-            rows.append({"seed": cfg.seed, "model": name, "protocol": protocol, **m})
-    return {"rows": rows, "train": train_out, "skipped": skipped}
+        for p, sp_ in splits.items():
+            for neg, m in evaluate_heuristic(name, sp_.test, cfg)["mean"].items():
+                rows.append({"seed": cfg.seed, "model": name, "protocol": p, "supervision": "none", "negatives": neg,
+                             **m})
+    return {"rows": rows, "train": train_out, "audit": audit, "skipped": skipped, "protocols": splits}
 
 
-def summary_table(rows: list[dict], metrics=("auc", "ap", "hits@50", "mrr", "aauc", "aauc_self")):
-    """pandas DataFrame (protocol, model) × metric of 'mean ± std' over seeds, plus n_seeds."""
+def summary_table(rows: list[dict], metrics=("auc", "ap", "hits@50", "mrr", "aauc", "aauc_self"),
+                  by=("protocol", "negatives", "supervision", "model")):
+    """pandas DataFrame (protocol, negatives, supervision, model) × metric of 'mean ± std' over seeds, plus n_seeds
+    (grouping keys missing from the rows are left out)."""
     import pandas as pd
 
     df = pd.DataFrame(rows)
+    by = [b for b in by if b in df]
     out = []
-    for (protocol, model), g in df.groupby(["protocol", "model"], sort=False):
-        rec = {"protocol": protocol, "model": model, "n_seeds": g["seed"].nunique()}
+    for key, g in df.groupby(by, sort=False):
+        rec = {**dict(zip(by, key if isinstance(key, tuple) else (key,))), "n_seeds": g["seed"].nunique()}
         for m in metrics:
             v = g[m].dropna() if m in g else []
             rec[m] = f"{v.mean():.3f} ± {v.std(ddof=1) if len(v) > 1 else 0:.3f}" if len(v) else "n/a"
         out.append(rec)
-    return pd.DataFrame(out).set_index(["protocol", "model"])
+    return pd.DataFrame(out).set_index(by)
 
 
 # ---------------------------------------------------------------- reporting helpers for notebook 03
@@ -577,8 +575,10 @@ def plot_training(history: list[dict], title: str, path: str | Path | None = Non
     return fig
 
 
-def plot_auc_vs_aauc(rows: list[dict], n_train: int, path: str | Path | None = None):
-    """Test AUC against test A-AUC for the embedding models (both protocols, every seed) beside the seed's points."""
+def plot_auc_vs_aauc(rows: list[dict], n_train: int, path: str | Path | None = None, negatives: str = "uniform",
+                     supervision: str = "mp"):
+    """Test AUC against test A-AUC for the embedding models (every protocol and seed; one negative set and
+    supervision) beside the seed's points."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
@@ -586,18 +586,18 @@ def plot_auc_vs_aauc(rows: list[dict], n_train: int, path: str | Path | None = N
         ax.scatter(r["aauc"], r["auc"], marker="*", s=160, color="k")
         ax.annotate(f"seed report, {r['train_graphs']} train", (r["aauc"], r["auc"]), textcoords="offset points",
                     xytext=(6, -3), fontsize=8)
-    marks = {"seed": "o", "leak_free": "s"}
+    marks = dict(zip(PROTOCOLS, "os^D"))
     for i, kind in enumerate(MODEL_KINDS):
         for protocol, m in marks.items():
             pts = [(r["aauc"], r["auc"]) for r in rows if r["model"] == kind and r["protocol"] == protocol
+                   and r.get("negatives", negatives) == negatives and r.get("supervision", supervision) == supervision
                    and r.get("aauc") is not None]
             if pts:
                 ax.scatter(*zip(*pts), marker=m, color=f"C{i}", alpha=0.8, label=f"{kind} · {protocol}")
     ax.set(xlabel="A-AUC (test graphs)", ylabel="AUC (test graphs)",
-           title=f"this run ({n_train} train graphs) vs the seed report")
-    ax.legend(fontsize=7, loc="lower left")
+           title=f"this run ({n_train} train graphs, {supervision} supervision, {negatives} negatives) vs the seed report")
+    ax.legend(fontsize=6, loc="lower left", ncol=2)
     fig.tight_layout()
     if path:
         fig.savefig(path, dpi=120)
     return fig
-

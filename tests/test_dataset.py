@@ -9,7 +9,7 @@ import torch
 from torch_geometric.utils import contains_self_loops, is_undirected
 
 from lib import dataset, embed
-from lib.dataset import DatasetError, GraphDataset, build_dataset
+from lib.dataset import DatasetError, GraphDataset, build_dataset, load_split, split_graphs, write_split
 from lib.embed import EmbeddingStore, StoreError
 from lib.graphio import Graph, write_graph
 
@@ -82,16 +82,25 @@ def test_dataset_holds_no_features_in_memory(built):
     assert a.x.data_ptr() != b.x.data_ptr()  # read from disk on each access, not cached
 
 
-def test_split_is_deterministic_and_90_10(built):
+def test_split_is_deterministic_and_is_the_one_every_stage_uses(built):
     tmp_path, *_ = built
     ds = GraphDataset(tmp_path / "ds")
-    tr, te = ds.split(test_fraction=0.1, seed=0)
-    assert (tr, te) == ds.split(test_fraction=0.1, seed=0)
-    assert GraphDataset(tmp_path / "ds").split(seed=0) == (tr, te)
-    assert len(te) == 2 and len(tr) == 18 and not set(tr) & set(te) and sorted(tr + te) == list(range(20))
-    assert any(ds.split(seed=s)[1] != te for s in range(1, 6))
-    with pytest.raises(DatasetError, match="test_fraction"):
-        ds.split(test_fraction=1.5)
+    sp = ds.split(n_train=0, n_test=2, val_fraction=0.1, seed=0)
+    assert sp == ds.split(n_train=0, n_test=2, val_fraction=0.1, seed=0)
+    tr, va, te = sp["train"], sp["val"], sp["test"]
+    assert (len(tr), len(va), len(te)) == (16, 2, 2) and sorted(tr + va + te) == sorted(ds.ids)
+    assert (tr, va, te) == split_graphs(ds.ids, 0, 2, 0.1, seed=0)  # the stage-3 function, the same split
+    assert any(ds.split(0, 2, 0.1, seed=s)["test"] != te for s in range(1, 6))
+    written = write_split(ds, [0, 1], n_train_graphs=0, n_test_graphs=2, val_fraction=0.1)
+    loaded = load_split(GraphDataset(tmp_path / "ds"), [0, 1], n_train_graphs=0, n_test_graphs=2, val_fraction=0.1)
+    assert loaded[0] == {k: written["seeds"]["0"][k] for k in ("train", "val", "test")} == {"train": tr, "val": va,
+                                                                                              "test": te}
+    with pytest.raises(DatasetError, match="n_test_graphs=2 but this notebook has n_test_graphs=3"):
+        load_split(ds, [0], n_test_graphs=3)
+    with pytest.raises(DatasetError, match=r"no split for seed\(s\) \[7\]"):
+        load_split(ds, [7], n_test_graphs=2)
+    with pytest.raises(DatasetError, match="n_test_graphs"):
+        ds.split(n_test=25)
 
 
 def test_hold_out_roots_keeps_test_roots_out_of_training(tmp_path):
@@ -102,12 +111,13 @@ def test_hold_out_roots_keeps_test_roots_out_of_training(tmp_path):
         write_graph(f, g)
     build_dataset(files, _store_for(graphs, tmp_path / "s"), tmp_path / "ds", progress=False)
     ds = GraphDataset(tmp_path / "ds")
-    seed = next(s for s in range(100) if 0 in ds.split(test_fraction=0.2, seed=s)[1])
-    tr_all, te = ds.split(test_fraction=0.2, seed=seed)
-    tr, te2 = ds.split(test_fraction=0.2, seed=seed, hold_out_roots=True)
-    assert te2 == te and 4 in tr_all and 4 not in tr and ds.last_split["dropped_for_root_overlap"] >= 1
-    test_roots = {ds.index[i]["root"] for i in te}
-    assert all(not test_roots & set(ds[i].titles) for i in tr)
+    seed = next(s for s in range(100) if "g0" in ds.split(0, 2, 0.0, seed=s)["test"])
+    everything = ds.split(0, 2, 0.0, seed=seed)
+    held = ds.split(0, 2, 0.0, seed=seed, hold_out_roots=True)
+    assert held["test"] == everything["test"] and "g4" in everything["train"] and "g4" not in held["train"]
+    assert held["dropped_for_root_overlap"] >= 1
+    test_roots = {ds[g].root for g in held["test"]}
+    assert all(not test_roots & set(ds[g].titles) for g in held["train"])
 
 
 def test_rebuild_keeps_unchanged_graphs_and_redoes_changed(built):

@@ -7,9 +7,10 @@ from torch_geometric.data import Data
 
 from lib.device import get_device
 from lib.model import ModelConfig
-from lib.train import (TrainConfig, TrainingDiverged, epoch_checkpoints, eval_pairs, graph_problem,
-                       heuristic_scores, leak_free_split, link_metrics, load_checkpoint, run_experiment,
-                       sample_negatives, split_graphs, summary_table, synthetic_graph, train_model)
+from lib.protocols import graph_task, leak_free_split
+from lib.train import (TrainConfig, TrainingDiverged, data_fingerprint, epoch_checkpoints, graph_problem,
+                       heuristic_scores, link_metrics, load_checkpoint, run_experiment, sample_negatives, split_graphs,
+                       summary_table, supervision_pairs, synthetic_graph, train_model)
 
 SMALL = ModelConfig(in_channels=32, hidden_channels=16, out_channels=8, num_levels=2, heads=2, dropout=0.1).to_dict()
 
@@ -44,7 +45,7 @@ def test_leak_free_split_keeps_held_out_edges_out_of_message_passing():
     assert mp_set <= full
     assert not (_edge_set(neg) & full)
     # the seed protocol scores the message-passing edges themselves
-    sp = eval_pairs(g, "seed", TrainConfig(), seed=0)
+    sp = graph_task(g, "seed", seed=0)
     assert torch.equal(sp.pos, sp.mp_edge_index)
 
 
@@ -98,12 +99,16 @@ def _graphs(n=5, seed=0):
 
 def test_resume_reproduces_an_uninterrupted_run(tmp_path):
     graphs = _graphs()
-    cfg = TrainConfig(epochs=2, seed=4, r_cos=0.5, t_cos=0.3)
-    m_full, r_full = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, tmp_path / "a", progress=False)
+    cfg = TrainConfig(epochs=2, seed=4, r_cos=0.5, t_cos=0.3, supervision="disjoint")
+    fid = data_fingerprint(graphs)
+    m_full, r_full = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, tmp_path / "a", progress=False,
+                                 data_id=fid)
     # interrupted inside epoch 2: only epoch 1's checkpoint exists, then resume
-    train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, tmp_path / "b", progress=False, max_steps=6)
+    train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, tmp_path / "b", progress=False, max_steps=6,
+                data_id=fid)
     assert list(epoch_checkpoints(tmp_path / "b")) == [1]
-    m_res, r_res = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, tmp_path / "b", progress=False)
+    m_res, r_res = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, tmp_path / "b", progress=False,
+                               data_id=fid)
     assert r_res.resumed_from == 1
     assert r_res.history == [{**h, "seconds": r} for h, r in zip(r_full.history, [h["seconds"] for h in r_res.history])]
     assert r_res.val == r_full.val
@@ -114,30 +119,78 @@ def test_resume_reproduces_an_uninterrupted_run(tmp_path):
 
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
-    graphs = _graphs()
+    graphs = _graphs()[:4]
     cfg = TrainConfig(epochs=1, seed=0, log_aauc=False)
-    train_model("gat_model", SMALL, graphs[:4], [], cfg, tmp_path, progress=False)
-    poisoned = [synthetic_graph(120, 400, in_channels=32, seed=9, graph_id="huge")]
-    poisoned[0].x = poisoned[0].x * 3e37  # finite, but overflows to inf in the first linear layer
+    train_model("gat_model", SMALL, graphs, [], cfg, tmp_path, progress=False, data_id="four-graphs")
+    # the same data (as its data_id says) diverges in epoch 2: features finite but overflowing the first layer
+    for g in graphs:
+        g.x = g.x * 3e37
     with pytest.raises(TrainingDiverged, match="epoch_1.pt"):
-        train_model("gat_model", SMALL, poisoned, [], TrainConfig(epochs=2, seed=0, log_aauc=False), tmp_path,
-                    progress=False)
+        train_model("gat_model", SMALL, graphs, [], TrainConfig(epochs=2, seed=0, log_aauc=False), tmp_path,
+                    progress=False, data_id="four-graphs")
     assert list(epoch_checkpoints(tmp_path)) == [1]
 
 
-def test_experiment_learns_and_reports_both_protocols(tmp_path):
+def test_checkpoints_resume_only_on_the_same_non_empty_data_id(tmp_path):
+    graphs, other = _graphs()[:3], _graphs(3, seed=20)
+    cfg = TrainConfig(epochs=1, seed=0, log_aauc=False, log_eval=False)
+    fid = data_fingerprint(graphs)
+    assert fid != data_fingerprint(other) and fid == data_fingerprint(_graphs()[:3])
+    _, r0 = train_model("gat_model", SMALL, graphs, [], cfg, tmp_path, progress=False, data_id=fid)
+    assert r0.resumed_from == 0
+    _, r = train_model("gat_model", SMALL, graphs, [], cfg, tmp_path, progress=False, data_id=fid)
+    assert r.resumed_from == 1 and r.history == r0.history  # finished run reloaded, nothing trained again
+    with pytest.raises(ValueError, match="other training data"):
+        train_model("gat_model", SMALL, other, [], cfg, tmp_path, progress=False, data_id=data_fingerprint(other))
+    # an empty data id matches nothing, not even a checkpoint also made with an empty id: training starts over
+    train_model("gat_model", SMALL, other, [], TrainConfig(epochs=2, seed=0, log_aauc=False, log_eval=False),
+                tmp_path / "e", progress=False)
+    _, r = train_model("gat_model", SMALL, graphs, [], cfg, tmp_path / "e", progress=False)
+    assert r.resumed_from == 0 and len(r.history) == 3
+    assert list(epoch_checkpoints(tmp_path / "e")) == [1]  # the other run's epoch 2 is gone, not selectable
+
+
+def test_disjoint_supervision_never_scores_its_own_message_passing_edges():
+    g = synthetic_graph(150, 600, in_channels=8, seed=2)
+    cfg = TrainConfig(supervision="disjoint", disjoint_ratio=0.3, seed=5)
+    n_und = g.edge_index.size(1) // 2
+    for step in range(3):
+        mp, pos = supervision_pairs(g, cfg, 1, step)
+        mp_set = _edge_set(mp)
+        assert pos.size(1) == round(0.3 * n_und) and mp.size(1) == 2 * (n_und - pos.size(1))
+        assert not any((u, v) in mp_set or (v, u) in mp_set for u, v in pos.t().tolist())
+        assert _edge_set(pos) <= _edge_set(g.edge_index)
+        mp2, pos2 = supervision_pairs(g, cfg, 1, step)
+        assert torch.equal(mp, mp2) and torch.equal(pos, pos2)  # seeded per (seed, epoch, step)
+    assert not torch.equal(supervision_pairs(g, cfg, 1, 0)[1], supervision_pairs(g, cfg, 1, 1)[1])
+    mp, pos = supervision_pairs(g, TrainConfig(), 1, 0)  # the seed's way: positives are the message-passing edges
+    assert torch.equal(mp, pos) and torch.equal(mp, g.edge_index)
+    with pytest.raises(ValueError, match="supervision"):
+        TrainConfig(supervision="both")
+
+
+def test_experiment_learns_and_reports_every_protocol_and_negative_set(tmp_path):
     graphs = {g.graph_id: g for g in _graphs(6, seed=10)}
     train, val, test = split_graphs(list(graphs), 0, 2, 0.25, seed=0)
     assert (len(train), len(val), len(test)) == (3, 1, 2)
     cfg = TrainConfig(epochs=2, seed=0, lr=5e-3, r_cos=0.5, t_cos=0.3)
     out = run_experiment(graphs, train, val, test, SMALL, cfg, tmp_path, models=("gat_model", "mlp"),
-                         heuristics=("cosine", "common_neighbours"), progress=False)
-    rows = {(r["model"], r["protocol"]): r for r in out["rows"]}
-    assert set(rows) == {(m, p) for m in ("gat_model", "mlp", "cosine", "common_neighbours")
-                         for p in ("seed", "leak_free")}
-    assert rows[("gat_model", "leak_free")]["auc"] > 0.7  # clusters make edges learnable
-    assert rows[("cosine", "leak_free")]["auc"] > 0.7
+                         heuristics=("cosine", "common_neighbours"), supervisions=("mp", "disjoint"), progress=False)
+    rows = {(r["model"], r["protocol"], r["supervision"], r["negatives"]): r for r in out["rows"]}
+    protocols = ("seed", "within_graph", "leak_free", "new_nodes")
+    assert set(rows) == {(m, p, sv, n) for m in ("gat_model", "mlp") for p in protocols for sv in ("mp", "disjoint")
+                         for n in ("uniform", "hard")} | {(m, p, "none", n) for m in ("cosine", "common_neighbours")
+                                                          for p in protocols for n in ("uniform", "hard")}
+    # seed and within_graph share their training graphs, so one model each; leak_free and new_nodes train their own
+    assert sorted(out["train"]) == sorted(f"{t}/{sv}/{k}" for t in ("graphs", "leak_free", "new_nodes")
+                                          for sv in ("mp", "disjoint") for k in ("gat_model", "mlp"))
+    assert rows[("gat_model", "leak_free", "mp", "uniform")]["auc"] > 0.7  # clusters make edges learnable
+    assert rows[("cosine", "leak_free", "none", "uniform")]["auc"] > 0.7
+    audit = {a["protocol"]: a for a in out["audit"]}
+    assert audit["leak_free"]["test_pos_seen"] == audit["new_nodes"]["test_pos_seen"] == 0
     table = summary_table(out["rows"])
-    assert table.loc[("leak_free", "gat_model"), "n_seeds"] == 1
+    assert table.loc[("leak_free", "uniform", "mp", "gat_model"), "n_seeds"] == 1
     with pytest.raises(ValueError, match="exceed"):
         split_graphs(list(graphs), 10, 2, 0.1, seed=0)
+    with pytest.raises(ValueError, match="protocol 'leaky' does not exist"):
+        run_experiment(graphs, train, val, test, SMALL, cfg, None, protocols=("leaky",))
