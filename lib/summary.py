@@ -17,6 +17,7 @@ HEADLINE_MODEL = "gat_model"
 LINK_METRICS = ("auc", "aauc")
 DISTILL_METRICS = ("polarity_test", "topic_test", "fid_cosine", "fid_spearman")
 DIGITS = 3
+COLUMN_DIGITS = {"seconds": 1, "peak_rss_mb": 0}  # resource columns; every other number gets DIGITS
 
 
 def link_rows(metrics: dict) -> pd.DataFrame:
@@ -127,7 +128,8 @@ def render_markdown(sections: list[tuple[str, pd.DataFrame]], csv_name: str) -> 
     parts = ["# wikigat runs: headline numbers\n"]
     for title, df in sections:
         cells = df.astype(object).where(df.notna(), None)  # a missing key or metric shows as an empty cell
-        parts.append(f"## {title}\n\n{cells.to_markdown(index=False, floatfmt=f'.{DIGITS}f', missingval='')}\n")
+        fmt = tuple(f".{COLUMN_DIGITS.get(c, DIGITS)}f" for c in df.columns)
+        parts.append(f"## {title}\n\n{cells.to_markdown(index=False, floatfmt=fmt, missingval='')}\n")
     parts.append(f"Every scalar metric of every run, unrounded: `{csv_name}`.\n")
     return "\n".join(parts)
 
@@ -136,6 +138,8 @@ def render_html(sections: list[tuple[str, pd.DataFrame]], csv_name: str) -> str:
     parts = ["<meta charset='utf-8'><title>wikigat runs</title>", "<h1>wikigat runs: headline numbers</h1>"]
     for title, df in sections:
         parts.append(f"<h2>{title}</h2>")
-        parts.append(df.to_html(index=False, border=0, na_rep="", float_format=lambda x: f"{x:.{DIGITS}f}"))
+        fmt = {c: (lambda d: lambda x: f"{x:.{d}f}")(COLUMN_DIGITS.get(c, DIGITS)) for c in df.columns
+               if df[c].dtype.kind == "f"}
+        parts.append(df.to_html(index=False, border=0, na_rep="", formatters=fmt))
     parts.append(f"<p>Every scalar metric of every run, unrounded: <code>{csv_name}</code>.</p>")
     return "\n".join(parts) + "\n"

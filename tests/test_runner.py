@@ -122,6 +122,9 @@ def test_summary_headlines_new_protocols_rounded_first_and_full_dump_in_csv(tmp_
     assert best[("old", "seed", "")][3:] == ["gat_model", "0.900", "adamic_adar", "0.950", "-0.050"]
     dist = table("Distillation")
     assert dist[1] == ["new", "3x384", "MiniLM", "0.550", "0.400"]
+    html = (tmp_path / "sum.html").read_text()
+    assert html.index("Link prediction") < html.index("Distillation") and "<td>0.812</td>" in html
+    assert "0.812345678" not in html
     csv = (tmp_path / "sum.csv").read_text()
     assert "train_gat.seconds" in csv and "1.23456789" in csv  # unrounded, every scalar
 
