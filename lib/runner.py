@@ -233,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", action="append", default=[], help="params/<size>.yaml; repeat for a grid")
     ap.add_argument("--device", action="append", default=[], help="params/<device>.yaml; repeat for a grid")
     ap.add_argument("--params", nargs="+", default=[], help="explicit params files (layered in order)")
-    ap.add_argument("-p", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("-p", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="set one parameter (value read as YAML: 1, 0.5, true, [a, b]); repeat for more")
     ap.add_argument("--run-name", help="run folder name under outputs/ (single run only)")
     ap.add_argument("--notebooks", nargs="*", help="notebook numbers to run, e.g. 01 02 (default: all)")
     ap.add_argument("--force", action="store_true", help="re-run even if complete with the same parameters")
