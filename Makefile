@@ -36,8 +36,10 @@ unit: setup
 nbval: setup
 	$(BIN)/python -m pytest notebooks --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
+# Jupyter refuses to start as root (common in containers) unless told so explicitly.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: setup
-	$(BIN)/jupyter lab --notebook-dir=.
+	$(BIN)/jupyter lab --notebook-dir=. $(ALLOW_ROOT)
 
 ## Batch grid: one run per size profile (and device), then outputs/summary.{md,csv,html}.
 GRID ?= demo tiny

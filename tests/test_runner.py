@@ -66,16 +66,163 @@ def test_summary_table_compares_runs(project):
     run(project, "--params", str(project / "c.yaml"), "--run-name", "c", "--summary", str(project / "out" / "s"))
     from lib.runner import summarize
 
-    table = summarize(["a", "c"], project / "out" / "sum", outputs=project / "out")
-    assert list(table.index) == ["a", "c"] and list(table["first.sq"]) == [9, 25]
+    table = summarize(["a", "c", "never"], project / "out" / "sum", outputs=project / "out")
+    assert list(table.index) == ["a", "c", "never"] and list(table["first.sq"])[:2] == [9, 25]
+    csv = (project / "out" / "sum.csv").read_text().splitlines()
+    assert csv[0].startswith("run,complete") and "first.sq" in csv[0] and "notebooks.01_first.ipynb.seconds" in csv[0]
     md = (project / "out" / "sum.md").read_text()
-    sq_row = next(line for line in md.splitlines() if line.startswith("| first.sq"))
-    assert [c.strip() for c in sq_row.strip("|").split("|")] == ["first.sq", "9", "25"]
-    assert (project / "out" / "sum.csv").read_text().splitlines()[0].startswith("run,complete")
+    # the tiny notebooks write no link-prediction metrics: only the notebook table is a headline
+    assert "## Notebooks: wall time and peak memory" in md and "Link prediction" not in md
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in md.splitlines() if line.startswith("| a ")]
+    assert [r[1] for r in rows] == ["01_first.ipynb", "02_second.ipynb"] and all(r[2] == "ok" for r in rows)
+    assert "| never " in md and "not run" in md
     assert "<table" in (project / "out" / "sum.html").read_text()
+
+
+def _metrics(rows, distill=None):
+    return {"train_gat": {"mean": rows, "seconds": 1.23456789}, **({"distill": {"results": distill}} if distill else {})}
+
+
+def test_summary_headlines_new_protocols_rounded_first_and_full_dump_in_csv(tmp_path):
+    from lib.runner import summarize
+
+    rows = []
+    for protocol, negatives in [("within_graph", "uniform"), ("within_graph", "hard"), ("new_nodes", "uniform")]:
+        for sv in ("mp", "disjoint"):
+            rows.append({"protocol": protocol, "negatives": negatives, "supervision": sv, "model": "gat_model",
+                         "auc": 0.812345678 if sv == "mp" else 0.7, "aauc": 0.61111111})
+            rows.append({"protocol": protocol, "negatives": negatives, "supervision": sv, "model": "mlp", "auc": 0.75})
+        rows.append({"protocol": protocol, "negatives": negatives, "supervision": "none", "model": "cosine",
+                     "auc": 0.9 if negatives == "uniform" else 0.5})
+        rows.append({"protocol": protocol, "negatives": negatives, "supervision": "none", "model": "pref_attach",
+                     "auc": 0.6})
+    distill = [{"student": "3x384", "method": "MiniLM", "seed": s, "polarity_test": v, "topic_test": 0.4}
+               for s, v in [(0, 0.5), (1, 0.6)]]
+    old_style = [{"protocol": "seed", "model": "gat_model", "auc": 0.9, "aauc": 0.7, "seed": 1.0},
+                 {"protocol": "seed", "model": "adamic_adar", "auc": 0.95}]
+    for name, m in {"new": _metrics(rows, distill), "old": _metrics(old_style), "empty": {"train_gat": {}}}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.json").write_text(json.dumps(m))
+    summarize(["new", "old", "empty"], tmp_path / "sum", outputs=tmp_path)
+    md = (tmp_path / "sum.md").read_text()
+    sections = [line for line in md.splitlines() if line.startswith("## ")]
+    assert sections[:3] == ["## Link prediction: gat_model AUC / A-AUC per protocol",
+                            "## Best trained model vs best heuristic (AUC)", "## Distillation (mean over seeds)"]
+    assert "| 0.812 |" in md and "0.812345678" not in md and "0.611" in md
+    table = lambda title: [[c.strip() for c in line.strip("|").split("|")]  # noqa: E731
+                           for line in md.split(title)[1].split("## ")[0].splitlines() if line.startswith("| ")]
+    gat = table("per protocol")
+    assert gat[0] == ["run", "protocol", "negatives", "supervision", "auc", "aauc"]
+    assert ["new", "new_nodes", "uniform", "disjoint", "0.700", "0.611"] in gat
+    assert ["old", "seed", "", "", "0.900", "0.700"] in gat  # a row without the new keys
+    best = {(r[0], r[1], r[2]): r for r in table("heuristic (AUC)")[1:]}
+    # within_graph/hard: the mp GatModel (0.812) beats the best heuristic pref_attach (0.6); uniform: cosine wins
+    assert best[("new", "within_graph", "hard")][3:] == ["gat_model (mp)", "0.812", "pref_attach", "0.600", "0.212"]
+    assert best[("new", "within_graph", "uniform")][5:] == ["cosine", "0.900", "-0.088"]
+    assert best[("old", "seed", "")][3:] == ["gat_model", "0.900", "adamic_adar", "0.950", "-0.050"]
+    dist = table("Distillation")
+    assert dist[1] == ["new", "3x384", "MiniLM", "0.550", "0.400"]
+    html = (tmp_path / "sum.html").read_text()
+    assert html.index("Link prediction") < html.index("Distillation") and "<td>0.812</td>" in html
+    assert "0.812345678" not in html
+    csv = (tmp_path / "sum.csv").read_text()
+    assert "train_gat.seconds" in csv and "1.23456789" in csv  # unrounded, every scalar
 
 
 def test_unknown_key_in_grid_is_refused_before_any_run(project, capsys):
     (project / "bad.yaml").write_text("sise: 3\n")
     assert run(project, "--params", str(project / "bad.yaml"), "--run-name", "bad") == 2
     assert "unknown parameter 'sise'" in capsys.readouterr().err and not (project / "out" / "bad").exists()
+
+
+# ---------------------------------------------------------------- issue 12: partial runs, failures, time and memory
+
+def test_profile_keys_are_checked_against_all_notebooks_and_only_selected_ones_run(project, capsys):
+    # c.yaml sets `size` (notebook 01); b2.yaml adds `fail`, declared only by notebook 02, which does not run
+    (project / "b2.yaml").write_text("size: 2\nfail: true\n")
+    assert run(project, "--params", str(project / "b2.yaml"), "--run-name", "only01", "--notebooks", "01") == 0
+    out_dir = project / "out" / "only01"
+    assert (out_dir / "01_first.ipynb").is_file() and not (out_dir / "02_second.ipynb").exists()
+    assert json.loads((out_dir / "metrics.json").read_text()) == {"first": {"size": 2, "sq": 4}}
+    # a key that no notebook declares is still refused, even when its notebook is not selected
+    (project / "typo.yaml").write_text("fial: true\n")
+    assert run(project, "--params", str(project / "typo.yaml"), "--run-name", "t", "--notebooks", "01") == 2
+    assert "unknown parameter 'fial'" in capsys.readouterr().err
+    assert run(project, "--params", str(project / "a.yaml"), "--notebooks", "07") == 2
+    assert "--notebooks 07: no such notebook" in capsys.readouterr().err
+
+
+def test_failure_reports_exception_name_message_and_cell(project, capsys):
+    assert run(project, "--params", str(project / "b.yaml"), "--run-name", "b") == 1
+    out = capsys.readouterr().out
+    assert "02_second.ipynb FAILED" in out and "AssertionError: asked to fail" in out
+    assert "assert not fail, 'asked to fail'" in out  # the failing cell's source
+    entry = json.loads((project / "out" / "b" / "status.json").read_text())["notebooks"]["02_second.ipynb"]
+    assert entry["status"] == "failed" and entry["error_name"] == "AssertionError"
+    assert entry["error_message"] == "asked to fail" and "assert not fail" in entry["cell_source"]
+    # papermill's executed copy holds the injected-parameters cell, so the body cell is at index 2 there
+    assert entry["cell_index"] == 2 and entry["seconds"] >= 0
+
+
+def test_status_records_wall_time_and_kernel_peak_memory(project):
+    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "a") == 0
+    status = json.loads((project / "out" / "a" / "status.json").read_text())
+    for entry in status["notebooks"].values():
+        assert entry["seconds"] > 0
+        # a Python kernel with ipykernel loaded holds tens of MB; far from the 24 GB of the machine
+        assert 20 < entry["peak_rss_mb"] < 4000
+    assert "VmHWM" in status["peak_rss_mb_measures"]
+
+
+def test_kernel_peak_sees_a_child_that_allocates_and_frees_300_mb():
+    import subprocess
+    import sys
+
+    from lib.runner import KernelPeak
+
+    code = "import time; b = bytearray(300 * 2**20); b[::4096] = b'x' * len(b[::4096]); del b; time.sleep(1.0)"
+    with KernelPeak(interval=0.1) as peak:
+        subprocess.run([sys.executable, "-c", code], check=True)
+    # the memory is freed before the child sleeps; VmHWM still holds the high-water mark
+    assert peak.peak_mb is not None and 300 <= peak.peak_mb < 600
+
+
+def test_dry_run_validates_prints_the_plan_and_runs_nothing(project, capsys):
+    (project / "b2.yaml").write_text("size: 2\nfail: true\n")
+    assert run(project, "--params", str(project / "b2.yaml"), "--run-name", "d", "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert "[d] run" in out and '01_first.ipynb: {"size": 2}' in out and '02_second.ipynb: {"fail": true}' in out
+    assert not (project / "out").exists()
+    (project / "bad.yaml").write_text("sise: 3\n")
+    assert run(project, "--params", str(project / "bad.yaml"), "--dry-run") == 2
+
+
+def _runner_examples() -> list[str]:
+    """Every `python -m lib.runner ...` command in the runner's --help text and in README.md (fenced command blocks
+    and inline code), as argument strings."""
+    import re
+
+    import lib.runner
+    from lib.paths import ROOT
+
+    texts = [lib.runner.__doc__]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    fenced = re.findall(r"```[a-z]*\n(.*?)```", readme, flags=re.S)
+    texts += fenced
+    inline = re.findall(r"`([^`\n]*python -m lib\.runner[^`\n]*)`", re.sub(r"```.*?```", "", readme, flags=re.S))
+    texts += inline
+    found = []
+    for text in texts:
+        for line in text.splitlines():
+            if "python -m lib.runner" in line:
+                found.append(line.split("python -m lib.runner", 1)[1].split("#", 1)[0].strip())
+    return found
+
+
+def test_every_runner_example_in_help_and_readme_parses():
+    import shlex
+
+    examples = _runner_examples()
+    assert len(examples) >= 8, examples  # help has 5, README at least 3: the extraction itself must work
+    for ex in examples:
+        assert main([*shlex.split(ex), "--dry-run"]) == 0, f"example does not parse: python -m lib.runner {ex}"
