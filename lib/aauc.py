@@ -134,6 +134,30 @@ def _chunked_mann_whitney(zs, xs, t_cos, include_self, chunk_size, s) -> AAUCRes
     return AAUCResult(value, s, n_pos, n_neg, include_self)
 
 
+def aauc_scored(score_pairs, x: Tensor, r_cos: float = DEFAULT_R_COS, t_cos: float = DEFAULT_T_COS, seed: int = 0,
+                include_self: bool = False, chunk_size: int = 65536) -> AAUCResult:
+    """A-AUC of a model that scores pairs with a decoder of its own rather than z_i · z_j (lib.decoders): the same
+    seeded node sample and labels as `aauc`, scores from score_pairs(pairs [2, P]) -> [P] (called chunk_size pairs at
+    a time). With include_self, off-diagonal pairs weigh 2 and self-pairs 1: exactly the seed's S × S matrix."""
+    _check_t_cos(t_cos)
+    idx = sample_nodes(x.size(0), r_cos, seed)
+    s = idx.numel()
+    if s < 2:
+        return AAUCResult(float("nan"), s, 0, 0, include_self,
+                          f"only {s} node(s) sampled (N={x.size(0)}, r_cos={r_cos}); need at least 2")
+    pairs = idx[torch.triu_indices(s, s, offset=0 if include_self else 1)]
+    xn = torch.nn.functional.normalize(x.detach().double(), dim=1)
+    labels = ((xn[pairs[0]] * xn[pairs[1]]).sum(1) > t_cos).numpy()
+    with torch.no_grad():
+        scores = np.concatenate([np.asarray(score_pairs(pairs[:, a:a + chunk_size]).detach().double().cpu())
+                                 for a in range(0, pairs.size(1), chunk_size)])
+    weight = np.where(pairs[0].numpy() == pairs[1].numpy(), 1.0, 2.0) if include_self else np.ones(labels.size)
+    n_pos, n_neg = int(weight[labels].sum()), int(weight[~labels].sum())
+    if n_pos == 0 or n_neg == 0:
+        return _undefined(s, n_pos, n_neg, include_self, t_cos)
+    return AAUCResult(float(roc_auc_score(labels, scores, sample_weight=weight)), s, n_pos, n_neg, include_self)
+
+
 # ---------------------------------------------------------------- stage 4: analysis helpers (notebook 04)
 
 

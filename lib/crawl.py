@@ -22,6 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Protocol
 
+import numpy as np
+
 from lib.graphio import Graph, sha256_file, write_graph
 from lib.params import ParamError
 from lib.paths import CACHE, atomic_write_text, package_file
@@ -416,6 +418,33 @@ def read_roots(path: str | Path) -> list[str]:
     return [r for r in roots if r and not r.startswith("#")]
 
 
+def draw_offline_roots(n: int, seed: int = 0, min_links: int = 5, snapshot: Snapshot | None = None) -> list[str]:
+    """n root titles of the embedded vital-articles snapshot, seeded and stratified by its 12 topic labels.
+
+    Each topic gets a share of n proportional to its number of eligible titles (largest remainders break ties by
+    topic name); eligible = at least `min_links` title-mention links, so no root gives a trivial graph. Within a topic
+    the titles are drawn by a seeded permutation of the sorted list; the result interleaves the topics round-robin
+    (so any prefix of it is stratified too)."""
+    snap = snapshot or embedded_snapshot()
+    by_topic: dict[str, list[str]] = {}
+    for t in sorted(snap.links):
+        if len(snap.links[t]) >= min_links and snap.topics.get(t):
+            by_topic.setdefault(snap.topics[t], []).append(t)
+    total = sum(len(v) for v in by_topic.values())
+    if not 0 < n <= total:
+        raise ValueError(f"n={n} roots requested but the snapshot has {total} eligible titles; ask for 1..{total}")
+    exact = {k: n * len(v) / total for k, v in by_topic.items()}
+    share = {k: int(e) for k, e in exact.items()}
+    for k in sorted(exact, key=lambda k: (-(exact[k] - share[k]), k))[:n - sum(share.values())]:
+        share[k] += 1
+    rng = np.random.default_rng(seed)
+    picks = {k: [by_topic[k][i] for i in rng.permutation(len(by_topic[k]))[:share[k]]] for k in sorted(by_topic)}
+    out = []
+    for i in range(max(share.values())):
+        out += [picks[k][i] for k in sorted(picks) if i < len(picks[k])]
+    return out
+
+
 def root_slug(root: str) -> str:
     """A file name for a root: readable part + short hash, so different titles never collide."""
     readable = re.sub(r"[^A-Za-z0-9]+", "_", root).strip("_")[:60] or "root"
@@ -536,6 +565,32 @@ def graph_stats(graph: Graph) -> dict:
         "leaf_share": float((deg == 1).mean()) if len(deg) else 0.0,
         "connected": _num_components(graph.num_nodes, graph.edges) == 1,
     }
+
+
+def overlap_by_size(source: LinkSource, roots: list[str], sizes: list[int], progress: bool = True) -> list[dict]:
+    """How much BFS graphs from `roots` overlap as max_nodes grows: per size, the graphs (roots that are pages), their
+    mean nodes and edges, the distinct titles over all of them and the shared share (share of a graph's nodes whose
+    title is also in another graph, averaged over graphs, as notebook 02 reports). Crawls in memory, writes nothing."""
+    from collections import Counter
+
+    from tqdm.auto import tqdm
+
+    rows = []
+    for n in sorted(sizes):
+        graphs = []
+        for r in tqdm(roots, desc=f"max_nodes={n}", disable=not progress, leave=False):
+            try:
+                graphs.append(bfs_crawl(source, r, n))
+            except RootSkipped:
+                continue
+        count = Counter(t for g in graphs for t in set(g.titles))
+        shared = [sum(count[t] > 1 for t in g.titles) / g.num_nodes for g in graphs if g.num_nodes]
+        rows.append({"max_nodes": n, "graphs": len(graphs),
+                     "mean_nodes": sum(g.num_nodes for g in graphs) / max(1, len(graphs)),
+                     "mean_edges": sum(g.num_edges for g in graphs) / max(1, len(graphs)),
+                     "distinct_titles": len(count), "node_slots": sum(g.num_nodes for g in graphs),
+                     "shared_share": sum(shared) / max(1, len(shared))})
+    return rows
 
 
 def make_source(kind: str, *, snapshot_path: str = "", contact: str = "", api_url: str = "", **live_kwargs):

@@ -37,6 +37,10 @@ class ModelConfig:
     negative_slope: float = 0.2  # GATConv's LeakyReLU slope (PyG default; the seed did not change it)
     input_dropout_after_lin: bool = False  # seed §4.1 list: dropout on X then L_in; §4.1.1 formula: Dropout(L_in(X))
     impl: str = "fused"  # "pyg" or "fused"; same parameters and outputs
+    decoder: str = "dot"  # "dot" (seed, no parameters), "hadamard_mlp" or "ncn" (lib.decoders)
+    decoder_hidden: int = 64  # width of an MLP decoder
+    decoder_dropout: float = 0.0  # dropout inside an MLP decoder
+    decoder_features: bool = False  # MLP decoder also reads the pair's heuristic features (cos, CN, AA, PA)
 
     def __post_init__(self):
         for k in ("in_channels", "hidden_channels", "out_channels", "num_levels", "heads"):
@@ -47,6 +51,12 @@ class ModelConfig:
             raise ValueError(f"model parameter dropout={self.dropout!r} must be in [0, 1)")
         if self.impl not in ("pyg", "fused"):
             raise ValueError(f"model parameter impl={self.impl!r} must be 'pyg' or 'fused'")
+        from lib.decoders import DECODERS
+
+        if self.decoder not in DECODERS:
+            raise ValueError(f"model parameter decoder={self.decoder!r} must be one of {DECODERS}")
+        if self.decoder_features and self.decoder == "dot":
+            raise ValueError("model parameter decoder_features=True needs an MLP decoder ('hadamard_mlp' or 'ncn')")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -205,10 +215,11 @@ class DeepGATBlock(nn.Module):
 
 
 class GatModel(nn.Module):
-    """The seed's encoder + dot-product decoder.
+    """The seed's encoder + a pair decoder (the seed's dot product by default; lib.decoders for the others).
 
     encode(x [N, F_in] float, edge_index [2, E] long) -> z [N, F_out]
-    decode(z [N, F_out], pairs [2, P] long) -> logits [P]  (z_i · z_j; sigmoid gives the edge probability)
+    decode(z [N, F_out], pairs [2, P] long, mp_edge_index [2, M], x [N, F_in]) -> logits [P]
+      (dot: z_i · z_j, which needs neither mp_edge_index nor x; sigmoid gives the edge probability)
     """
 
     def __init__(self, cfg: ModelConfig | None = None, **overrides):
@@ -219,6 +230,11 @@ class GatModel(nn.Module):
         self.lin_in = nn.Linear(cfg.in_channels, cfg.hidden_channels)
         self.block = DeepGATBlock(cfg)
         self.lin_out = nn.Linear(cfg.hidden_channels, cfg.out_channels)
+        if cfg.decoder != "dot":  # the dot decoder adds no module, so the seed's state_dict is unchanged
+            from lib.decoders import PairDecoder
+
+            self.decoder = PairDecoder(cfg.decoder, cfg.out_channels, cfg.decoder_hidden, cfg.decoder_dropout,
+                                       cfg.decoder_features)
 
     def encode(self, x: Tensor, edge_index: Tensor) -> Tensor:
         check_inputs(x, edge_index, self.cfg.in_channels)
@@ -230,9 +246,10 @@ class GatModel(nn.Module):
 
     forward = encode
 
-    @staticmethod
-    def decode(z: Tensor, pairs: Tensor) -> Tensor:
-        return (z[pairs[0]] * z[pairs[1]]).sum(-1)
+    def decode(self, z: Tensor, pairs: Tensor, mp_edge_index: Tensor | None = None, x: Tensor | None = None) -> Tensor:
+        if self.cfg.decoder == "dot":
+            return dot_decode(z, pairs)
+        return self.decoder(z, pairs, mp_edge_index, x)
 
 
 def check_inputs(x: Tensor, edge_index: Tensor, in_channels: int) -> None:
@@ -244,6 +261,11 @@ def check_inputs(x: Tensor, edge_index: Tensor, in_channels: int) -> None:
         raise ValueError(f"edge_index has shape {tuple(edge_index.shape)}; it must be [2, E]")
     if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= x.size(0)):
         raise ValueError(f"edge_index refers to nodes outside 0..{x.size(0) - 1}; rebuild the graph's edge_index")
+
+
+def dot_decode(z: Tensor, pairs: Tensor, mp_edge_index: Tensor | None = None, x: Tensor | None = None) -> Tensor:
+    """The seed's decoder: logits [P] = z_i · z_j of pairs [2, P] (mp_edge_index and x are not needed)."""
+    return (z[pairs[0]] * z[pairs[1]]).sum(-1)
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -267,7 +289,7 @@ class PlainGAT(nn.Module):
         return self.conv2(self.dropout(h), edge_index)
 
     forward = encode
-    decode = staticmethod(GatModel.decode)
+    decode = staticmethod(dot_decode)
 
 
 class FeatureMLP(nn.Module):
@@ -285,4 +307,4 @@ class FeatureMLP(nn.Module):
         return self.net(x)
 
     forward = encode
-    decode = staticmethod(GatModel.decode)
+    decode = staticmethod(dot_decode)

@@ -57,7 +57,13 @@ def notebook_parameters(nb_path: str | Path) -> dict[str, dict]:
 
 
 def numbered_notebooks(folder: str | Path = NOTEBOOKS) -> list[Path]:
-    return sorted(p for p in Path(folder).glob("[0-9][0-9]_*.ipynb"))
+    """The stage notebooks in run order: 01_*, 02_*, 03_*, 03b_*, 04_*, ... ('_' sorts before letters)."""
+    return sorted(p for p in Path(folder).glob("[0-9][0-9]*_*.ipynb") if notebook_number(p)[:2].isdigit())
+
+
+def notebook_number(nb: str | Path) -> str:
+    """'03b' of notebooks/03b_beyond_seed.ipynb: what --notebooks selects."""
+    return Path(nb).name.split("_", 1)[0]
 
 
 def check_known(params: dict, known: set[str], where: str = "params") -> None:

@@ -21,7 +21,8 @@ import time
 import traceback
 from pathlib import Path
 
-from lib.params import ParamError, check_known, merge, notebook_parameters, numbered_notebooks, parse_override
+from lib.params import (ParamError, check_known, merge, notebook_number, notebook_parameters, numbered_notebooks,
+                        parse_override)
 from lib.paths import OUTPUTS, PARAMS, ROOT, atomic_write_text
 from lib.runinfo import config_digest, write_params_json
 
@@ -247,12 +248,12 @@ def main(argv: list[str] | None = None) -> int:
     all_notebooks = numbered_notebooks(args.notebook_dir) if args.notebook_dir else numbered_notebooks()
     notebooks = all_notebooks
     if args.notebooks:
-        unknown = sorted(set(args.notebooks) - {nb.name[:2] for nb in all_notebooks})
+        unknown = sorted(set(args.notebooks) - {notebook_number(nb) for nb in all_notebooks})
         if unknown:
             print(f"error: --notebooks {' '.join(unknown)}: no such notebook; use numbers of "
                   f"{', '.join(nb.name for nb in all_notebooks)}", file=sys.stderr)
             return 2
-        notebooks = [nb for nb in all_notebooks if nb.name[:2] in set(args.notebooks)]
+        notebooks = [nb for nb in all_notebooks if notebook_number(nb) in set(args.notebooks)]
     if not notebooks:
         print("error: no numbered notebooks to run in notebooks/", file=sys.stderr)
         return 2

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Iterable
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 from sklearn.metrics import average_precision_score, roc_auc_score
@@ -33,9 +32,10 @@ from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 from tqdm.auto import tqdm
 
-from lib.aauc import aauc
+from lib.aauc import aauc, aauc_scored
 from lib.dataset import split_graphs  # noqa: F401  (re-exported: one split function for every stage)
 from lib.device import get_device
+from lib.heuristics import HEURISTICS, heuristic_scores  # noqa: F401  (re-exported)
 from lib.model import FeatureMLP, GatModel, ModelConfig, PlainGAT
 from lib.paths import atomic_write_bytes
 from lib.protocols import (GRAPH_PROTOCOLS, NEGATIVE_SETS, PROTOCOLS, TRAIN_SET, EvalTask, check_negatives,
@@ -43,9 +43,8 @@ from lib.protocols import (GRAPH_PROTOCOLS, NEGATIVE_SETS, PROTOCOLS, TRAIN_SET,
                            split_edges, TitlePairs)
 
 MODEL_KINDS = ("gat_model", "plain_gat", "mlp")
-HEURISTICS = ("cosine", "pref_attach", "common_neighbours", "adamic_adar")
 SUPERVISIONS = ("mp", "disjoint")
-SELECT_METRICS = ("auc", "mrr")
+SELECT_METRICS = ("auc", "mrr", "auc_both", "mrr_both")  # *_both: mean over uniform and hard validation negatives
 
 
 class TrainingDiverged(RuntimeError):
@@ -67,6 +66,9 @@ class TrainConfig:
     supervision: str = "mp"  # "mp" (seed: score the message-passing edges) or "disjoint"
     disjoint_ratio: float = 0.3  # disjoint supervision: share of a training graph's edges used as positives per step
     select_metric: str = "auc"  # validation metric (uniform negatives) that picks the epoch: "auc" or "mrr"
+    patience: int = 0  # early stopping: stop after this many epochs without a better validation score (0 = off)
+    steps_per_graph: int = 1  # optimiser steps per training graph and epoch (the seed: 1), each with fresh pairs
+    hard_negative_share: float = 0.0  # share of each step's negatives drawn at distance 2 in its message passing
     hits_k: int = 50
     amp: bool = False  # mixed precision; only on CUDA
     device: str = "cpu"
@@ -84,7 +86,11 @@ class TrainConfig:
                   ("new_node_fraction", 0 < self.new_node_fraction < 1, "use a fraction in (0, 1) such as 0.1"),
                   ("supervision", self.supervision in SUPERVISIONS, f"use one of {SUPERVISIONS}"),
                   ("disjoint_ratio", 0 < self.disjoint_ratio < 1, "use a fraction in (0, 1) such as 0.3"),
-                  ("select_metric", self.select_metric in SELECT_METRICS, f"use one of {SELECT_METRICS}")]
+                  ("select_metric", self.select_metric in SELECT_METRICS, f"use one of {SELECT_METRICS}"),
+                  ("patience", isinstance(self.patience, int) and self.patience >= 0, "use 0 (off) or a count"),
+                  ("steps_per_graph", isinstance(self.steps_per_graph, int) and self.steps_per_graph >= 1,
+                   "use 1 (the seed) or more"),
+                  ("hard_negative_share", 0 <= self.hard_negative_share <= 1, "use a share in [0, 1]")]
         for key, ok, fix in checks:
             if not ok:
                 raise ValueError(f"parameter {key}={getattr(self, key)!r} is invalid: {fix}")
@@ -171,38 +177,6 @@ def link_metrics(pos: np.ndarray, neg: np.ndarray, hits_k: int = 50) -> dict:
             f"hits@{hits_k}": float((pos > kth).mean()), "mrr": float((1.0 / rank).mean())}
 
 
-# ---------------------------------------------------------------- heuristic scorers
-
-
-def _adjacency(mp_edge_index: Tensor, n: int) -> sp.csr_matrix:
-    ei = mp_edge_index.numpy()
-    return sp.csr_matrix((np.ones(ei.shape[1], dtype=np.float64), (ei[0], ei[1])), shape=(n, n))
-
-
-def heuristic_scores(name: str, x: Tensor, mp_edge_index: Tensor, num_nodes: int, pairs: Tensor) -> np.ndarray:
-    """Scores [P] of node pairs [2, P] by a graph/feature heuristic (no training).
-
-    cosine: cos(x_u, x_v); pref_attach: deg(u)·deg(v); common_neighbours: |N(u) ∩ N(v)|;
-    adamic_adar: Σ_{w ∈ N(u) ∩ N(v)} 1 / log deg(w).  Degrees and neighbourhoods come from mp_edge_index only.
-    Hand-written with scipy.sparse: PyG has no pair heuristics and networkx's are pure Python (too slow at 20k nodes).
-    """
-    u, v = pairs[0].numpy(), pairs[1].numpy()
-    if name == "cosine":
-        xn = F.normalize(x.double(), dim=1).numpy()
-        return np.einsum("ij,ij->i", xn[u], xn[v])
-    a = _adjacency(mp_edge_index, num_nodes)
-    deg = np.asarray(a.sum(1)).ravel()
-    if name == "pref_attach":
-        return deg[u] * deg[v]
-    if name == "common_neighbours":
-        return np.asarray(a[u].multiply(a[v]).sum(1)).ravel()
-    if name == "adamic_adar":
-        with np.errstate(divide="ignore"):
-            w = np.where(deg > 1, 1.0 / np.log(np.maximum(deg, 2)), 0.0)  # a common neighbour has degree >= 2
-        return np.asarray(a[u].multiply(a[v]).multiply(w[None, :]).sum(1)).ravel()
-    raise ValueError(f"heuristic {name!r} is unknown; use one of {HEURISTICS}")
-
-
 # ---------------------------------------------------------------- models, checkpoints, training
 
 
@@ -280,6 +254,40 @@ def supervision_pairs(data: Data, cfg: TrainConfig, epoch: int, step: int) -> tu
                        derive_seed(cfg.seed, "disjoint", epoch, step))
 
 
+def training_negatives(data: Data, mp: Tensor, pos: Tensor, cfg: TrainConfig, epoch: int, step: int) -> Tensor:
+    """round(P · neg_rate) non-edges [2, Q] of a training graph for one step: uniform, except a `hard_negative_share`
+    of them at distance exactly 2 from a (seeded) positive's endpoint in the step's message passing — HeaRT's idea
+    (Li et al., 2023) used in training, so a model learns what separates a link from a near miss."""
+    n_neg = round(pos.size(1) * cfg.neg_rate)
+    n_hard = round(cfg.hard_negative_share * n_neg)
+    uni = sample_negatives(data.edge_index, data.num_nodes, n_neg - n_hard, derive_seed(cfg.seed, "train-neg", epoch, step))
+    if n_hard == 0:
+        return uni
+    from lib.protocols import hard_negatives
+
+    g = torch.Generator().manual_seed(derive_seed(cfg.seed, "train-hard-anchors", epoch, step))
+    anchors = pos[:, torch.randperm(pos.size(1), generator=g)[:n_hard]]
+    tp = TitlePairs([data])
+    hard, _ = hard_negatives(mp.cpu(), data, tp.gids(data), tp, tp.edge_keys(data), anchors.cpu(),
+                             derive_seed(cfg.seed, "train-hard", epoch, step))
+    return torch.cat([uni, hard], 1)
+
+
+def validation_scores(model, tasks: list[EvalTask], cfg: TrainConfig, device) -> dict:
+    """Validation metrics of one epoch: uniform negatives (auc, ap, hits@K, mrr); for a *_both selection metric also
+    the hard ones (auc_hard, mrr_hard) and their means with the uniform ones (auc_both, mrr_both)."""
+    both = cfg.select_metric.endswith("_both")
+    mean = evaluate_model(model, tasks, cfg, device=device, progress=False, with_aauc=False,
+                          negative_sets=("uniform", "hard") if both else ("uniform",))["mean"]
+    out = dict(mean["uniform"])
+    if both:
+        for m in ("auc", "mrr"):
+            out[f"{m}_hard"] = mean["hard"].get(m)
+            vals = [v for v in (out.get(m), out[f"{m}_hard"]) if v is not None]
+            out[f"{m}_both"] = float(np.mean(vals)) if vals else None
+    return out
+
+
 def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list, cfg: TrainConfig,
                 ckpt_dir: str | Path | None = None, resume: bool = True, progress: bool = True,
                 max_steps: int | None = None, data_id: str = "") -> tuple[torch.nn.Module, TrainResult]:
@@ -322,10 +330,14 @@ def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list,
         opt.load_state_dict(ck["optimizer"])
         history, val_log, start_epoch, last_good = ck["history"], ck["val"], last_epoch + 1, path
     resumed_from = start_epoch - 1
-    steps_done, interrupted = 0, False
+    steps_done, interrupted, best_state = 0, False, None
     for epoch in range(start_epoch, cfg.epochs + 1):
-        bar = tqdm(train_graphs, desc=f"{kind} epoch {epoch}/{cfg.epochs}", disable=not progress, leave=False)
-        for step, data in enumerate(bar):
+        if cfg.patience and val_log and val_log[-1]["epoch"] - _best_epoch(val_log, cfg.select_metric) >= cfg.patience:
+            break  # early stop (checked from the validation log, so a resumed run stops where the first one did)
+        k = cfg.steps_per_graph
+        bar = tqdm([(i * k + r, g) for i, g in enumerate(train_graphs) for r in range(k)],
+                   desc=f"{kind} epoch {epoch}/{cfg.epochs}", disable=not progress, leave=False)
+        for step, data in bar:
             if max_steps is not None and steps_done >= max_steps:
                 interrupted = True
                 break
@@ -334,11 +346,10 @@ def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list,
             torch.manual_seed(derive_seed(cfg.seed, "dropout", kind, epoch, step))
             mp, pos = supervision_pairs(data, cfg, epoch, step)
             x, mp, pos = data.x.to(device), mp.to(device), pos.to(device)
-            neg = sample_negatives(data.edge_index, data.num_nodes, round(pos.size(1) * cfg.neg_rate),
-                                   derive_seed(cfg.seed, "train-neg", epoch, step)).to(device)
+            neg = training_negatives(data, mp, pos, cfg, epoch, step).to(device)
             with torch.autocast(device.type, dtype=torch.float16, enabled=cfg.amp):
                 z = model(x, mp)
-                logits = torch.cat([model.decode(z, pos), model.decode(z, neg)]).float()
+                logits = model.decode(z, torch.cat([pos, neg], 1), mp, x).float()  # one call: see PairDecoder
             labels = torch.cat([torch.ones(pos.size(1)), torch.zeros(neg.size(1))]).to(device)
             loss = F.binary_cross_entropy_with_logits(logits, labels)
             if not torch.isfinite(loss):
@@ -359,7 +370,7 @@ def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list,
                 model.eval()
                 with torch.no_grad(), torch.autocast(device.type, dtype=torch.float16, enabled=cfg.amp):
                     ze = model(x, mp).float()
-                    le = torch.cat([model.decode(ze, pos), model.decode(ze, neg)])
+                    le = model.decode(ze, torch.cat([pos, neg], 1), mp, x).float()
                 rec["auc_eval"] = float(roc_auc_score(labels.cpu().numpy(), le.cpu().numpy()))
                 if cfg.log_aauc:
                     r = aauc(ze.cpu(), data.x, cfg.r_cos, cfg.t_cos, derive_seed(cfg.seed, "aauc", epoch, step))
@@ -370,18 +381,26 @@ def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list,
             bar.set_postfix(loss=f"{rec['loss']:.3f}", auc=f"{rec['auc']:.3f}")
         if interrupted:
             break  # partial epoch: no checkpoint, as if the run had been killed here
-        vm = evaluate_model(model, val_tasks, cfg, device=device, progress=False, negative_sets=("uniform",),
-                            with_aauc=False)["mean"]["uniform"] if val_tasks else {}
+        vm = validation_scores(model, val_tasks, cfg, device) if val_tasks else {}
         val_log.append({"epoch": epoch, **vm})
+        if not ckpt_dir and _best_epoch(val_log, cfg.select_metric) == epoch:  # no checkpoint folder to go back to
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         if ckpt_dir:
             last_good = save_checkpoint(ckpt_dir / f"epoch_{epoch}.pt", model, opt, config, epoch, history, val_log)
-    best = max(val_log, key=lambda r: (r.get(cfg.select_metric) or -1.0, r["epoch"])) if val_log else None
-    best_epoch = best["epoch"] if best else 0
+    best_epoch = _best_epoch(val_log, cfg.select_metric) if val_log else 0
     ckpts = epoch_checkpoints(ckpt_dir) if ckpt_dir else {}
-    if best and best_epoch != val_log[-1]["epoch"] and best_epoch in ckpts:
-        model.load_state_dict(torch.load(ckpts[best_epoch], map_location=device, weights_only=True)["model"])
+    if val_log and best_epoch != val_log[-1]["epoch"]:
+        if best_epoch in ckpts:
+            model.load_state_dict(torch.load(ckpts[best_epoch], map_location=device, weights_only=True)["model"])
+        elif best_state is not None:
+            model.load_state_dict(best_state)
     return model, TrainResult(kind, history, val_log, best_epoch, str(ckpts.get(best_epoch)) if ckpts else None,
                               skipped, resumed_from)
+
+
+def _best_epoch(val_log: list[dict], metric: str) -> int:
+    """The epoch with the best validation `metric` (a later epoch wins a tie)."""
+    return max(val_log, key=lambda r: (r.get(metric) if r.get(metric) is not None else -1.0, r["epoch"]))["epoch"]
 
 
 # ---------------------------------------------------------------- evaluation
@@ -403,47 +422,67 @@ def _by_negatives(rows: list[dict], negative_sets) -> dict:
     return {n: _summarise([r for r in rows if r["negatives"] == n]) for n in negative_sets}
 
 
+def _decodes_with_dot(model) -> bool:
+    return getattr(getattr(model, "cfg", None), "decoder", "dot") == "dot"
+
+
 @torch.no_grad()
 def evaluate_model(model, tasks: list[EvalTask], cfg: TrainConfig, device=None, progress: bool = True,
                    negative_sets=NEGATIVE_SETS, with_aauc: bool = True) -> dict:
     """Metrics of an embedding model (eval mode) on protocol tasks: {"mean": {negative set: {auc, ap, hits@K, mrr,
     aauc, aauc_self}}, "per_graph": rows}. A-AUC per graph (`aauc`: self-pairs excluded; `aauc_self`: the seed code's
-    variant with every node's pair with itself) from the embeddings of the task's message-passing graph."""
+    variant with every node's pair with itself) from the embeddings of the task's message-passing graph — scored by
+    z_i · z_j for the dot decoder, by the model's own decoder otherwise."""
     device = device or get_device(cfg.device)
     negative_sets = [check_negatives(n) for n in negative_sets]
     model.eval()
     rows = []
     for t in tqdm(tasks, desc="eval", disable=not progress, leave=False):
-        z = model(t.data.x.to(device), t.mp_edge_index.to(device)).float().cpu()
+        x, mp = t.data.x.to(device), t.mp_edge_index.to(device)
+        z = model(x, mp).float()
+
+        def score(pairs):
+            return model.decode(z, pairs.to(device), mp, x).float().cpu()
+
         extra = {}
         if with_aauc:
             s = derive_seed(cfg.seed, "eval-aauc", t.graph_id)
-            r = aauc(z, t.data.x, cfg.r_cos, cfg.t_cos, s)
-            r_self = aauc(z, t.data.x, cfg.r_cos, cfg.t_cos, s, include_self=True)  # the seed code's variant
+            if _decodes_with_dot(model):
+                r = aauc(z.cpu(), t.data.x, cfg.r_cos, cfg.t_cos, s)
+                r_self = aauc(z.cpu(), t.data.x, cfg.r_cos, cfg.t_cos, s, include_self=True)  # the seed code's variant
+            else:
+                r = aauc_scored(score, t.data.x, cfg.r_cos, cfg.t_cos, s)
+                r_self = aauc_scored(score, t.data.x, cfg.r_cos, cfg.t_cos, s, include_self=True)
             extra = {"aauc": r.value if r.defined else None, "aauc_self": r_self.value if r_self.defined else None}
-        pos = model.decode(z, t.pos).numpy()
+        pos = score(t.pos).numpy()
         for n in negative_sets:
             neg = t.negatives(n)
             if neg.size(1) == 0:
                 continue
+            rows.append({"graph_id": t.graph_id, "negatives": n, **link_metrics(pos, score(neg).numpy(), cfg.hits_k),
+                         **extra})
+    return {"mean": _by_negatives(rows, negative_sets), "per_graph": rows}
+
+
+def evaluate_scorer(score, tasks: list[EvalTask], cfg: TrainConfig, negative_sets=NEGATIVE_SETS) -> dict:
+    """Metrics of any pair scorer score(task, pairs [2, P]) -> scores [P] on protocol tasks (same result shape as
+    evaluate_model, without A-AUC)."""
+    rows = []
+    for t in tasks:
+        pos = np.asarray(score(t, t.pos))
+        for n in negative_sets:
+            neg = t.negatives(check_negatives(n))
+            if neg.size(1) == 0:
+                continue
             rows.append({"graph_id": t.graph_id, "negatives": n,
-                         **link_metrics(pos, model.decode(z, neg).numpy(), cfg.hits_k), **extra})
+                         **link_metrics(pos, np.asarray(score(t, neg)), cfg.hits_k)})
     return {"mean": _by_negatives(rows, negative_sets), "per_graph": rows}
 
 
 def evaluate_heuristic(name: str, tasks: list[EvalTask], cfg: TrainConfig, negative_sets=NEGATIVE_SETS) -> dict:
     """Metrics of a heuristic scorer on the same tasks as evaluate_model (same shape of result, no A-AUC)."""
-    rows = []
-    for t in tasks:
-        n_nodes = t.data.num_nodes
-        pos = heuristic_scores(name, t.data.x, t.mp_edge_index, n_nodes, t.pos)
-        for n in negative_sets:
-            neg = t.negatives(check_negatives(n))
-            if neg.size(1) == 0:
-                continue
-            rows.append({"graph_id": t.graph_id, "negatives": n, **link_metrics(
-                pos, heuristic_scores(name, t.data.x, t.mp_edge_index, n_nodes, neg), cfg.hits_k)})
-    return {"mean": _by_negatives(rows, negative_sets), "per_graph": rows}
+    return evaluate_scorer(lambda t, pairs: heuristic_scores(name, t.data.x, t.mp_edge_index, t.data.num_nodes, pairs),
+                           tasks, cfg, negative_sets)
 
 
 def data_fingerprint(graphs: Iterable[Data], tasks: Iterable[EvalTask] = ()) -> str:

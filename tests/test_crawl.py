@@ -284,3 +284,27 @@ def test_atomic_writes_leave_no_temp_file_and_normal_permissions(tmp_path):
     p = atomic_write_text(tmp_path / "sub" / "f.json", "{}")
     assert p.read_text() == "{}" and [x.name for x in p.parent.iterdir()] == ["f.json"]
     assert (p.stat().st_mode & 0o777) == (0o666 & ~umask)
+
+
+def test_offline_roots_file_is_a_fresh_stratified_draw():
+    import importlib.util
+    from collections import Counter
+
+    from lib.crawl import draw_offline_roots, embedded_snapshot, read_roots
+    from lib.paths import PARAMS, ROOT
+
+    spec = importlib.util.spec_from_file_location("draw_roots", ROOT / "scripts" / "draw_offline_roots.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert (PARAMS / "roots_offline_400.txt").read_text(encoding="utf-8") == mod.render(400, 0, 5)
+    snap = embedded_snapshot()
+    roots = read_roots(PARAMS / "roots_offline_400.txt")
+    assert len(roots) == len(set(roots)) == 400
+    assert all(len(snap.links[r]) >= 5 for r in roots)
+    eligible = Counter(snap.topics[t] for t in snap.links if len(snap.links[t]) >= 5 and snap.topics.get(t))
+    got = Counter(snap.topics[r] for r in roots)
+    total = sum(eligible.values())
+    assert set(got) == set(eligible) and all(abs(got[k] - 400 * eligible[k] / total) < 1 for k in eligible)
+    assert draw_offline_roots(40, 0, 5, snap) != draw_offline_roots(40, 1, 5, snap)
+    with pytest.raises(ValueError, match="eligible titles"):
+        draw_offline_roots(10**6, 0, 5, snap)

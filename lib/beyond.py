@@ -1,0 +1,141 @@
+"""Beyond the seed: can a graph model beat the heuristics here at all, and with what? (notebook 03b)
+
+Model variants are GatModel configurations that differ only in the decoder (lib.decoders) and in the few training
+settings a small sweep chooses on validation graphs (never on test graphs):
+
+  "dot":          the seed's dot decoder, trained with the settings below (disjoint supervision, early stopping, the
+                  sweep's dropout / levels / lr) — does training alone close the gap?
+  "hadamard_mlp": MLP on z_i ⊙ z_j;
+  "ncn":          MLP on [z_i ⊙ z_j ‖ Σ common-neighbour z_k];
+  "ncn_feat":     ncn plus the heuristic stack's four pair features as decoder inputs.
+
+The bar is `heuristic_stack` (lib.heuristics.HeuristicStack), fitted on the same protocol's training graphs.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import asdict
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from lib.heuristics import HeuristicStack
+from lib.protocols import ProtocolSplit
+from lib.train import TrainConfig, data_fingerprint, evaluate_model, evaluate_scorer, train_model
+
+VARIANTS = {
+    "dot": {"decoder": "dot", "decoder_features": False},
+    "hadamard_mlp": {"decoder": "hadamard_mlp", "decoder_features": False},
+    "ncn": {"decoder": "ncn", "decoder_features": False},
+    "ncn_feat": {"decoder": "ncn", "decoder_features": True},
+}
+SWEEP_KEYS = ("dropout", "num_levels", "lr")
+
+
+def check_variants(names) -> list[str]:
+    bad = [n for n in names if n not in VARIANTS]
+    if bad:
+        raise ValueError(f"model variant {bad[0]!r} does not exist; use names from {list(VARIANTS)}")
+    return list(names)
+
+
+def variant_config(name: str, model_cfg: dict, point: dict | None = None) -> dict:
+    """model_cfg (GatModel keys) for a variant, with a sweep point's dropout / num_levels applied."""
+    cfg = {**model_cfg, **VARIANTS[name]}
+    for k in ("dropout", "num_levels"):
+        if point and k in point:
+            cfg[k] = point[k]
+    return cfg
+
+
+def sweep_grid(dropouts: list, levels: list, lrs: list) -> list[dict]:
+    """Every combination, as {dropout, num_levels, lr} points."""
+    return [dict(zip(SWEEP_KEYS, p)) for p in itertools.product(dropouts, levels, lrs)]
+
+
+def sweep(split: ProtocolSplit, variant: str, model_cfg: dict, cfg: TrainConfig, grid: list[dict],
+          ckpt_root=None, progress: bool = True) -> pd.DataFrame:
+    """Train `variant` at every grid point on the split's training graphs; one row per point with the validation
+    metrics of its selected epoch (the split's validation tasks only — test tasks are never looked at)."""
+    if not split.val:
+        raise ValueError("the sweep needs validation graphs; use val_fraction > 0")
+    rows = []
+    for i, point in enumerate(tqdm(grid, desc=f"sweep {variant}", disable=not progress)):
+        mcfg = variant_config(variant, model_cfg, point)
+        tcfg = TrainConfig(**{**cfg.to_dict(), "lr": point.get("lr", cfg.lr)})
+        ckpt = ckpt_root / f"sweep-{variant}-{i}" if ckpt_root else None
+        t0 = time.perf_counter()
+        _, res = train_model("gat_model", mcfg, split.train, split.val, tcfg, ckpt_dir=ckpt, progress=False,
+                             data_id=data_fingerprint(split.train, split.val))
+        best = next(v for v in res.val if v["epoch"] == res.best_epoch)
+        rows.append({"variant": variant, **point, "best_epoch": res.best_epoch, "epochs_run": len(res.val),
+                     **{f"val_{k}": best.get(k) for k in ("auc", "mrr", "auc_hard", "mrr_hard", "auc_both", "mrr_both")
+                        if k in best}, "seconds": time.perf_counter() - t0})
+    return pd.DataFrame(rows)
+
+
+def best_point(sweep_rows: pd.DataFrame, metric: str = "mrr") -> dict:
+    """The grid point with the best validation `metric` (ties: the earlier point)."""
+    r = sweep_rows.sort_values(f"val_{metric}", ascending=False, kind="stable").iloc[0]
+    return {k: (int(r[k]) if k == "num_levels" else float(r[k])) for k in SWEEP_KEYS}
+
+
+def evaluate_stack(split: ProtocolSplit, cfg: TrainConfig) -> tuple[dict, dict]:
+    """({negative set: mean metrics}, coefficients) of the heuristic stack fitted on the split's training graphs."""
+    st = HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed).fit(split.train)
+    res = evaluate_scorer(lambda t, pairs: st.scores(t.data.x, t.mp_edge_index, t.data.num_nodes, pairs),
+                          split.test, cfg)
+    return res["mean"], st.coefficients
+
+
+def run_variant(split: ProtocolSplit, variant: str, model_cfg: dict, cfg: TrainConfig, point: dict | None,
+                ckpt_dir=None) -> tuple[dict, dict]:
+    """Train one variant on a split and evaluate it on the split's test tasks (both negative sets, with A-AUC
+    from the model's own pair scores). Returns ({negative set: mean metrics}, TrainResult as dict)."""
+    mcfg = variant_config(variant, model_cfg, point)
+    tcfg = TrainConfig(**{**cfg.to_dict(), "lr": (point or {}).get("lr", cfg.lr)})
+    model, res = train_model("gat_model", mcfg, split.train, split.val, tcfg, ckpt_dir=ckpt_dir, progress=False,
+                             data_id=data_fingerprint(split.train, split.val))
+    return evaluate_model(model, split.test, tcfg, progress=False)["mean"], asdict(res)
+
+
+def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc", "mrr")) -> pd.DataFrame:
+    """Per protocol × negative set: the best graph model (by mean AUC over seeds), the heuristic stack, the best single
+    heuristic, and the best model's margin (mean ± std of per-seed differences) over the *stronger* of the two by
+    mean AUC — the stack is fitted on uniform negatives, so on hard ones a single heuristic can beat it."""
+    from lib.heuristics import HEURISTICS
+
+    out = []
+    for (p, n), g in rows.groupby(["protocol", "negatives"], sort=False):
+        mean = g.groupby("model")[list(metrics)].mean()
+        graph_models = [m for m in mean.index if m not in HEURISTICS and m != stack]
+        best = mean.loc[graph_models, "auc"].idxmax()
+        single = mean.loc[[m for m in mean.index if m in HEURISTICS], "auc"].idxmax()
+        bar = stack if mean.loc[stack, "auc"] >= mean.loc[single, "auc"] else single
+        per_seed = g.pivot_table(index="seed", columns="model", values=list(metrics))
+        rec = {"protocol": p, "negatives": n, "best graph model": best, "bar": bar}
+        for m in metrics:
+            for label, who in (("best model", best), (stack, stack), ("best single " + single, single)):
+                v = per_seed[m][who]
+                rec[f"{best_label(m)} {label}"] = f"{v.mean():.3f} ± {v.std(ddof=1) if len(v) > 1 else 0:.3f}"
+            d = per_seed[m][best] - per_seed[m][bar]
+            rec[f"{m}_margin"] = float(d.mean())
+            rec[f"{m}_margin_std"] = float(d.std(ddof=1)) if len(d) > 1 else 0.0
+        out.append(rec)
+    return pd.DataFrame(out)
+
+
+def best_label(metric: str) -> str:
+    return {"auc": "AUC", "mrr": "MRR"}.get(metric, metric)
+
+
+def seconds_per_1000(fn, pairs: int, repeat: int = 3) -> float:
+    """Median wall seconds of fn() scaled to 1,000 pairs (for the cost table)."""
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts)) * 1000 / pairs

@@ -1,0 +1,207 @@
+"""README "Results": tables generated from the committed reference runs in outputs/reference/<run>/metrics.json.
+
+    python -m lib.report                  # rewrite the README block between the results markers and the figure
+    python -m lib.report --publish seed40 # copy outputs/seed40's small result files to outputs/reference/seed40/ first
+    python -m lib.report --check          # exit 1 when the README block differs from the files (a test runs this)
+
+Nothing here is typed by hand: every number comes from a reference run's metrics.json (written by notebooks 03/03b),
+the seed report's numbers from lib.train.SEED_REPORTED.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from lib.paths import OUTPUTS, ROOT, atomic_write_text
+
+REFERENCE = OUTPUTS / "reference"
+BEGIN, END = "<!-- results:begin (python -m lib.report) -->", "<!-- results:end -->"
+FIGURE = "auc_aauc_vs_size.png"
+
+
+MAX_BYTES = 2_000_000
+KEEP = ("*.ipynb", "metrics.json", "params.json", "status.json", "params_*.json", "*.csv", "figures/*.png", "html/*.html")
+
+
+def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE) -> list[Path]:
+    """Copy a run folder's small result files (executed notebooks, metrics, parameters, status, tables, PNG figures,
+    pictures under 2 MB) to outputs/reference/<run>/; never checkpoints, datasets, caches or crawled graphs."""
+    import shutil
+
+    src = outputs / run
+    if not (src / "metrics.json").is_file():
+        raise FileNotFoundError(f"{src} has no metrics.json; run it first (python -m lib.runner ...)")
+    dst = ref / run
+    if dst.exists():
+        shutil.rmtree(dst)
+    copied = []
+    for pattern in KEEP:
+        for f in sorted(src.glob(pattern)):
+            if f.is_file() and f.stat().st_size <= MAX_BYTES:
+                (dst / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(f, dst / f.relative_to(src))
+                copied.append(dst / f.relative_to(src))
+    return copied
+
+
+def reference_runs(ref: Path = REFERENCE) -> dict[str, dict]:
+    """{run name: metrics dict} of every reference run folder with a metrics.json, sorted by name."""
+    return {p.parent.name: json.loads(p.read_text(encoding="utf-8")) for p in sorted(ref.glob("*/metrics.json"))}
+
+
+def _n_train(m: dict) -> int:
+    s = m["train_gat"]["splits"]
+    first = s[sorted(s, key=int)[0]]
+    return len(first["train"]) + len(first["val"])
+
+
+def seed_table(runs: dict[str, dict]) -> pd.DataFrame:
+    """GatModel (the seed's model and training, message-passing supervision) per run and protocol: test AUC mean ± std
+    over seeds and A-AUC mean, uniform negatives, beside the seed report's numbers for the same training-set size."""
+    from lib.train import SEED_REPORTED
+
+    seed_ref = {r["train_graphs"]: r for r in SEED_REPORTED}
+    rows = []
+    for name, m in runs.items():
+        tg = m.get("train_gat")
+        if not tg:
+            continue
+        n = _n_train(m)
+        mean = pd.DataFrame(tg["mean"])
+        std = pd.DataFrame(tg.get("std", []))
+        sel = (mean["model"] == "gat_model") & (mean["negatives"] == "uniform") & (mean["supervision"] == "mp")
+        for _, r in mean[sel].iterrows():
+            s = std[(std["protocol"] == r["protocol"]) & (std["model"] == "gat_model") & (std["negatives"] == "uniform")
+                    & (std["supervision"] == "mp")]["auc"] if len(std) else pd.Series(dtype=float)
+            ref = seed_ref.get(n, {}) if r["protocol"] == "seed" else {}
+            rows.append({"run": name, "train graphs": n, "seeds": len(tg["seeds"]), "protocol": r["protocol"],
+                         "AUC": f"{r['auc']:.3f} ± {s.iloc[0]:.3f}" if len(s) else f"{r['auc']:.3f}",
+                         "A-AUC": f"{r['aauc']:.3f}" if pd.notna(r.get("aauc")) else "n/a",
+                         "seed report AUC": f"{ref['auc']:.3f}" if ref else "",
+                         "seed report A-AUC": f"{ref['aauc']:.3f}" if ref else ""})
+    return pd.DataFrame(rows)
+
+
+def heuristic_table(runs: dict[str, dict]) -> pd.DataFrame:
+    """Per run, protocol and negative set: GatModel (mp supervision) beside the best single heuristic (mean AUC) and,
+    where notebook 03b ran, the best graph model and the heuristic stack."""
+    from lib.train import HEURISTICS
+
+    rows = []
+    for name, m in runs.items():
+        tg = m.get("train_gat")
+        if not tg:
+            continue
+        mean = pd.DataFrame(tg["mean"])
+        gaps = {(g["protocol"], g["negatives"]): g for g in m.get("beyond", {}).get("gaps", [])}
+        for (p, n), g in mean.groupby(["protocol", "negatives"], sort=False):
+            gat = g[(g["model"] == "gat_model") & (g["supervision"] == "mp")]["auc"]
+            h = g[g["model"].isin(HEURISTICS)].sort_values("auc").iloc[-1]
+            b = gaps.get((p, n), {})
+            rows.append({"run": name, "protocol": p, "negatives": n,
+                         "GatModel (seed) AUC": f"{gat.iloc[0]:.3f}" if len(gat) else "",
+                         "best single heuristic": f"{h['model']} {h['auc']:.3f}",
+                         "best graph model (03b)": f"{b['best graph model']} {b['AUC best model']}" if b else "",
+                         "heuristic stack (03b)": b.get("AUC heuristic_stack", "")})
+    return pd.DataFrame(rows)
+
+
+def overlap_table(runs: dict[str, dict]) -> pd.DataFrame:
+    """Notebook 01's overlap-versus-max_nodes table of the reference run that measured the most roots."""
+    best = max((m.get("crawl", {}).get("overlap_by_size") or [] for m in runs.values()),
+               key=lambda rows: rows[0]["graphs"] if rows else 0, default=[])
+    if not best:
+        return pd.DataFrame()
+    t = pd.DataFrame(best)
+    return pd.DataFrame({"max_nodes": t["max_nodes"].map("{:,}".format), "graphs": t["graphs"],
+                         "mean edges": t["mean_edges"].map("{:,.0f}".format),
+                         "distinct titles": t["distinct_titles"].map("{:,}".format),
+                         "shared share": t["shared_share"].map("{:.3f}".format)})
+
+
+def plot_size(runs: dict[str, dict], path: Path):
+    """Test AUC and A-AUC of GatModel (seed protocol, uniform negatives) against training graphs, with the seed's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from lib.train import SEED_REPORTED
+
+    t = seed_table(runs)
+    t = t[t["protocol"].isin(["seed", "leak_free", "new_nodes"])]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ax.plot([r["train_graphs"] for r in SEED_REPORTED], [r["auc"] for r in SEED_REPORTED], "k*-", label="seed AUC")
+    ax.plot([r["train_graphs"] for r in SEED_REPORTED], [r["aauc"] for r in SEED_REPORTED], "k*:", label="seed A-AUC")
+    for i, (p, g) in enumerate(t.groupby("protocol")):
+        g = g.sort_values("train graphs")
+        x = g["train graphs"]
+        ax.plot(x, [float(v.split(" ")[0]) for v in g["AUC"]], "o-", color=f"C{i}", label=f"ours AUC · {p}")
+        aa = [float(v) if v != "n/a" else float("nan") for v in g["A-AUC"]]
+        ax.plot(x, aa, "s:", color=f"C{i}", label=f"ours A-AUC · {p}")
+    ax.set(xscale="log", xlabel="training graphs (incl. validation)", ylabel="score",
+           title="GatModel: AUC and A-AUC against training-set size")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def render(runs: dict[str, dict]) -> str:
+    """The README block (Markdown) for these runs."""
+    if not runs:
+        return f"{BEGIN}\nNo reference run is committed yet.\n{END}"
+    parts = [BEGIN, "",
+             "GatModel as the seed trained it (message-passing supervision, 2 epochs), test graphs, uniform negatives, "
+             "mean ± std over seeds; the seed report's numbers are its single run on 20,000-node live graphs:", "",
+             seed_table(runs).to_markdown(index=False, disable_numparse=True), "",
+             "Against the heuristics (mean AUC over seeds; notebook 03b's learned decoders and heuristic stack where "
+             "that notebook ran):", "", heuristic_table(runs).to_markdown(index=False, disable_numparse=True), "",
+             f"![AUC and A-AUC against training-set size](outputs/reference/{FIGURE})", ""]
+    ov = overlap_table(runs)
+    if len(ov):
+        parts += ["Offline graphs against `max_nodes` (notebook 01; the seed's live campaign shared 0.92 of a graph's "
+                  "nodes over ~620,000 titles):", "", ov.to_markdown(index=False, disable_numparse=True), ""]
+    parts.append(END)
+    return "\n".join(parts)
+
+
+def readme_block(text: str) -> str:
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"README.md has no results markers; add a line {BEGIN!r} and a line {END!r}")
+    return text[text.index(BEGIN):text.index(END) + len(END)]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lib.report", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="exit 1 if README.md's results block is out of date")
+    ap.add_argument("--readme", default=str(ROOT / "README.md"))
+    ap.add_argument("--publish", action="append", default=[], metavar="RUN",
+                    help="copy outputs/RUN's small result files to outputs/reference/RUN first")
+    a = ap.parse_args(argv)
+    for run in a.publish:
+        print(f"published {len(publish(run))} files of outputs/{run} to outputs/reference/{run}")
+    runs = reference_runs()
+    readme = Path(a.readme)
+    text = readme.read_text(encoding="utf-8")
+    new = render(runs)
+    if a.check:
+        if readme_block(text) != new:
+            print("README.md's results block differs from outputs/reference/*/metrics.json; run python -m lib.report",
+                  file=sys.stderr)
+            return 1
+        return 0
+    atomic_write_text(readme, text.replace(readme_block(text), new))
+    if runs:
+        plot_size(runs, REFERENCE / FIGURE)
+    print(f"README results block rewritten from {len(runs)} reference run(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

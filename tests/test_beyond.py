@@ -1,0 +1,41 @@
+"""Notebook 03b's orchestration: the sweep reads validation graphs only, and the gap table's margins by hand."""
+import pandas as pd
+import pytest
+
+from lib import beyond as B
+from lib.model import ModelConfig
+from lib.protocols import make_protocol
+from lib.train import TrainConfig, synthetic_graph
+
+SMALL = ModelConfig(in_channels=16, hidden_channels=8, out_channels=4, num_levels=1, heads=1, dropout=0.1).to_dict()
+
+
+def test_sweep_picks_a_grid_point_from_validation_scores_only(tmp_path):
+    graphs = {f"g{i}": synthetic_graph(80, 240, in_channels=16, seed=i, graph_id=f"g{i}") for i in range(5)}
+    sp = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3", "g4"], "leak_free", seed=0)
+    cfg = TrainConfig(epochs=2, seed=0, supervision="disjoint", select_metric="mrr_both", patience=1,
+                      hard_negative_share=0.5, steps_per_graph=2, log_aauc=False, log_eval=False)
+    grid = B.sweep_grid([0.5, 0.1], [1], [0.01])
+    rows = B.sweep(sp, "ncn_feat", SMALL, cfg, grid, tmp_path, progress=False)
+    assert len(rows) == 2 and {"val_mrr_both", "val_auc_both", "val_mrr_hard"} <= set(rows.columns)
+    best = B.best_point(rows, "mrr_both")
+    assert best in grid and best == grid[int(rows["val_mrr_both"].idxmax())]
+    sp.test = []  # the sweep must not need the test tasks at all
+    assert B.sweep(sp, "dot", SMALL, cfg, grid[:1], tmp_path, progress=False)["val_auc"].notna().all()
+    with pytest.raises(ValueError, match="model variant 'bilinear'"):
+        B.check_variants(["bilinear"])
+
+
+def test_gap_table_margins_against_the_stronger_heuristic_scorer():
+    rows = []
+    for seed, (model_auc, stack_auc, cos_auc) in enumerate([(0.90, 0.85, 0.80), (0.92, 0.86, 0.84)]):
+        for name, auc in (("gat_ncn", model_auc), ("heuristic_stack", stack_auc), ("cosine", cos_auc)):
+            rows.append({"seed": seed, "protocol": "leak_free", "negatives": "uniform", "model": name, "auc": auc,
+                         "mrr": auc / 10})
+        for name, auc in (("gat_ncn", 0.60), ("heuristic_stack", 0.55), ("cosine", 0.65 + seed * 0.01)):
+            rows.append({"seed": seed, "protocol": "leak_free", "negatives": "hard", "model": name, "auc": auc,
+                         "mrr": auc / 10})
+    g = B.gap_table(pd.DataFrame(rows)).set_index("negatives")
+    assert g.loc["uniform", "bar"] == "heuristic_stack" and g.loc["hard", "bar"] == "cosine"
+    assert g.loc["uniform", "auc_margin"] == pytest.approx(((0.90 - 0.85) + (0.92 - 0.86)) / 2)
+    assert g.loc["hard", "auc_margin"] == pytest.approx(((0.60 - 0.65) + (0.60 - 0.66)) / 2)

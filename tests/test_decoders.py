@@ -1,0 +1,115 @@
+"""Decoders beyond the dot product, and the heuristic stack, against hand calculations."""
+import numpy as np
+import pytest
+import torch
+
+from lib.decoders import common_neighbour_sum, common_neighbours_matrix
+from lib.heuristics import HeuristicStack, pair_features
+from lib.model import GatModel, ModelConfig, count_parameters
+from lib.train import synthetic_graph
+
+SMALL = dict(in_channels=16, hidden_channels=8, out_channels=4, num_levels=2, heads=2, dropout=0.1)
+
+
+def _ei(edges):
+    e = torch.tensor(edges).t()
+    return torch.cat([e, e.flip(0)], 1)
+
+
+def test_ncn_common_neighbour_sum_equals_a_hand_computed_one():
+    # 0-2, 0-3, 1-2, 1-3, 1-4, 2-4: N(0)={2,3}, N(1)={2,3,4}, N(2)={0,1,4}, N(4)={1,2}
+    ei = _ei([(0, 2), (0, 3), (1, 2), (1, 3), (1, 4), (2, 4)])
+    z = torch.arange(15, dtype=torch.float32).reshape(5, 3)
+    pairs = torch.tensor([[0, 0, 2, 3], [1, 4, 1, 4]])
+    got = common_neighbour_sum(z, ei, pairs)
+    want = torch.stack([z[2] + z[3], z[2], z[4], z[1]])  # (0,1): {2,3}; (0,4): {2}; (2,1): {4}; (3,4): {1}
+    assert torch.equal(got, want)
+    z.requires_grad_(True)
+    common_neighbour_sum(z, ei, pairs).sum().backward()
+    assert z.grad[:, 0].tolist() == [0, 1, 2, 1, 1]  # how often each node is a common neighbour
+
+
+def test_held_out_pairs_never_enter_the_common_neighbour_computation():
+    full = [(0, 2), (1, 2), (0, 3), (1, 3)]
+    mp = _ei(full[:3])  # (1, 3) is held out of message passing
+    s = common_neighbours_matrix(mp, 4, torch.tensor([[0], [1]])).to_dense()
+    assert s.tolist() == [[0.0, 0.0, 1.0, 0.0]]  # 3 is a common neighbour only through the held-out edge
+    assert common_neighbours_matrix(_ei(full), 4, torch.tensor([[0], [1]])).to_dense().tolist() == [[0, 0, 1, 1]]
+
+
+@pytest.mark.parametrize("decoder,features", [("hadamard_mlp", False), ("ncn", False), ("ncn", True)])
+def test_decoders_have_the_right_shape_and_are_deterministic_for_a_seed(decoder, features):
+    g = synthetic_graph(60, 200, in_channels=16, seed=1)
+    pairs = torch.tensor([[0, 1, 2, 5], [7, 9, 3, 40]])
+    outs = []
+    for _ in range(2):
+        torch.manual_seed(3)
+        m = GatModel(ModelConfig(**SMALL, decoder=decoder, decoder_features=features)).eval()
+        outs.append(m.decode(m(g.x, g.edge_index), pairs, g.edge_index, g.x))
+    assert outs[0].shape == (4,) and torch.equal(outs[0], outs[1])
+    if decoder == "ncn" or features:
+        with pytest.raises(ValueError, match="message-passing edges"):
+            m.decode(m(g.x, g.edge_index), pairs)
+
+
+def test_dot_decoder_reproduces_the_seed_model_bit_for_bit():
+    g = synthetic_graph(60, 200, in_channels=16, seed=2)
+    torch.manual_seed(0)
+    seed_model = GatModel(ModelConfig(**SMALL)).eval()
+    torch.manual_seed(0)
+    dot = GatModel(ModelConfig(**SMALL, decoder="dot")).eval()
+    assert count_parameters(GatModel(ModelConfig())) == 325_312
+    assert seed_model.state_dict().keys() == dot.state_dict().keys()
+    z = seed_model(g.x, g.edge_index)
+    pairs = g.edge_index[:, :50]
+    assert torch.equal(dot.decode(dot(g.x, g.edge_index), pairs, g.edge_index, g.x), (z[pairs[0]] * z[pairs[1]]).sum(-1))
+    with pytest.raises(ValueError, match="decoder"):
+        ModelConfig(decoder="bilinear")
+
+
+def test_heuristic_stack_features_and_fit():
+    ei = _ei([(0, 2), (1, 2), (0, 3), (1, 3), (3, 4)])
+    x = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 1.0]])
+    f = pair_features(x, ei, 5, torch.tensor([[0], [1]]))
+    # cos 1; CN {2, 3} -> log 3; AA 1/log 2 + 1/log 3; PA 2·2
+    np.testing.assert_allclose(f[0], [1.0, np.log(3), np.log1p(1 / np.log(2) + 1 / np.log(3)), np.log(5)])
+    graphs = [synthetic_graph(150, 600, in_channels=16, seed=s, graph_id=f"g{s}") for s in range(3)]
+    st = HeuristicStack(seed=0).fit(graphs)
+    st2 = HeuristicStack(seed=0).fit(graphs)
+    assert st.coefficients == st2.coefficients and set(st.coefficients) == {"cosine", "log1p_cn", "log1p_aa",
+                                                                            "log1p_pa"}
+    g = synthetic_graph(150, 600, in_channels=16, seed=9)
+    s = st.scores(g.x, g.edge_index, g.num_nodes, g.edge_index[:, :10])
+    assert s.shape == (10,) and np.isfinite(s).all()
+    with pytest.raises(ValueError, match="at least one training graph"):
+        HeuristicStack().fit([])
+
+
+def test_aauc_from_decoder_scores_equals_aauc_for_the_dot_decoder():
+    from lib.aauc import aauc, aauc_scored
+
+    g = synthetic_graph(200, 600, in_channels=16, seed=4)
+    z = torch.randn(200, 4, generator=torch.Generator().manual_seed(1))
+    for include_self in (False, True):
+        a = aauc(z, g.x, r_cos=0.3, t_cos=0.3, seed=5, include_self=include_self)
+        b = aauc_scored(lambda p: (z[p[0]] * z[p[1]]).sum(-1), g.x, r_cos=0.3, t_cos=0.3, seed=5,
+                        include_self=include_self)
+        assert a.defined and b.value == pytest.approx(a.value, abs=1e-12)
+        assert (a.n_pos, a.n_neg, a.n_nodes) == (b.n_pos, b.n_neg, b.n_nodes)
+
+
+def test_early_stopping_stops_after_patience_and_keeps_the_best_epoch(tmp_path):
+    from lib.train import TrainConfig, data_fingerprint, train_model
+
+    graphs = [synthetic_graph(100, 300, in_channels=16, seed=s, graph_id=f"g{s}") for s in range(4)]
+    mcfg = ModelConfig(**SMALL, decoder="ncn", decoder_features=True).to_dict()
+    cfg = TrainConfig(epochs=12, lr=0.05, patience=2, select_metric="mrr", seed=0, log_aauc=False, log_eval=False,
+                      supervision="disjoint")
+    fid = data_fingerprint(graphs)
+    _, r = train_model("gat_model", mcfg, graphs[:3], graphs[3:], cfg, tmp_path, progress=False, data_id=fid)
+    epochs = [v["epoch"] for v in r.val]
+    best = max(r.val, key=lambda v: (v["mrr"], v["epoch"]))["epoch"]
+    assert r.best_epoch == best
+    assert len(epochs) == 12 or epochs[-1] - best == 2  # ran out of epochs, or stopped 2 epochs after the best
+    _, again = train_model("gat_model", mcfg, graphs[:3], graphs[3:], cfg, tmp_path, progress=False, data_id=fid)
+    assert again.val == r.val and again.best_epoch == r.best_epoch  # a resumed run stops where the first one did

@@ -1,0 +1,48 @@
+"""README results are generated from the committed reference runs, and the reference folder holds small files only."""
+import json
+
+import pytest
+
+from lib import report
+from lib.paths import OUTPUTS, ROOT
+
+
+def test_readme_results_block_matches_the_committed_metrics():
+    assert report.main(["--check"]) == 0, "run `python -m lib.report` and commit README.md"
+
+
+def test_reference_runs_hold_small_files_only():
+    ref = OUTPUTS / "reference"
+    files = [p for p in ref.rglob("*") if p.is_file()] if ref.is_dir() else []
+    for p in files:
+        assert p.stat().st_size <= 2_000_000, f"{p} is over 2 MB; reference runs keep small files only"
+        assert p.suffix not in (".pt", ".sqlite", ".npy"), f"{p}: checkpoints, caches and datasets stay out of git"
+        assert not {"checkpoints", "dataset", "cache", "crawl"} & set(p.relative_to(ref).parts), p
+
+
+def _fake_run(auc_seed, std_seed, aauc):
+    mean = [{"protocol": p, "negatives": n, "supervision": sv, "model": m, "auc": auc_seed + d, "aauc": aauc, "mrr": 0.1}
+            for p, d in (("seed", 0.0), ("leak_free", -0.05)) for n in ("uniform", "hard")
+            for sv, m in (("mp", "gat_model"), ("none", "cosine"))]
+    std = [{**r, "auc": std_seed} for r in mean]
+    return {"train_gat": {"mean": mean, "std": std, "seeds": [0, 1, 2],
+                          "splits": {"0": {"train": ["a"] * 36, "val": ["b"] * 4, "test": ["c"] * 10}}}}
+
+
+def test_render_puts_each_runs_numbers_beside_the_seeds():
+    text = report.render({"fake40": _fake_run(0.8123, 0.0456, 0.7)})
+    row = next(line for line in text.splitlines() if line.startswith("| fake40") and "| seed " in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:7] == ["fake40", "40", "3", "seed", "0.812 ± 0.046", "0.700", "0.900"]  # seed report at 40 graphs
+    lf = next(line for line in text.splitlines() if line.startswith("| fake40") and "| leak_free " in line)
+    assert "0.762 ± 0.046" in lf and "0.900" not in lf  # the seed report has no leak-free number
+    assert text.startswith(report.BEGIN) and text.endswith(report.END)
+
+
+def test_check_fails_when_the_readme_is_stale(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n{report.BEGIN}\nold numbers\n{report.END}\n")
+    assert report.main(["--check", "--readme", str(readme)]) == 1
+    readme.write_text("# no markers\n")
+    with pytest.raises(ValueError, match="no results markers"):
+        report.main(["--check", "--readme", str(readme)])
