@@ -104,8 +104,49 @@ def _teacher_source(enc: Encoder, p: dict, cache_root):
     return TeacherCache(enc, None, p["max_seq_len"], definition=p["teacher_attention"])
 
 
+class _Checkpoint:
+    """Finished rows and loss histories of a grid in `folder` (rows.jsonl + losses/<run>.csv), valid for one digest of
+    the parameters; a killed grid re-run with the same parameters skips what is there. The code is not in the digest
+    (a resumed run must not redo hours after a cosmetic edit): delete the folder after changing what a run computes.
+    folder=None keeps nothing."""
+
+    def __init__(self, folder: Path | None, p: dict):
+        import hashlib
+        import json
+
+        self.folder, self.rows = (Path(folder) if folder else None), {}
+        self.digest = hashlib.sha256(json.dumps(p, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        if self.folder is not None and (self.folder / "rows.jsonl").is_file():
+            for line in (self.folder / "rows.jsonl").read_text().splitlines():
+                r = json.loads(line)
+                if r.pop("_digest", None) == self.digest:
+                    self.rows[r["model"]] = r
+
+    def _csv(self, name: str) -> Path:
+        return self.folder / "losses" / f"{name.replace('/', '_')}.csv"
+
+    def get(self, name: str, hist: dict) -> dict | None:
+        r = self.rows.get(name)
+        if r is not None and self.folder is not None and self._csv(name).is_file():
+            hist[name] = pd.read_csv(self._csv(name))
+        return r
+
+    def put(self, row: dict, hist: dict) -> dict:
+        import json
+
+        from lib.paths import atomic_write_text
+
+        if self.folder is not None:
+            if row["model"] in hist:
+                atomic_write_text(self._csv(row["model"]), hist[row["model"]].to_csv(index=False))
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with open(self.folder / "rows.jsonl", "a") as f:  # one line per finished run; a torn last line is re-run
+                f.write(json.dumps({**row, "_digest": self.digest}, default=float) + "\n")
+        return row
+
+
 def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir: Path | None = None,
-             progress: bool = True, cache_root=None) -> tuple[pd.DataFrame, dict, dict]:
+             progress: bool = True, cache_root=None, checkpoint: Path | None = None) -> tuple[pd.DataFrame, dict, dict]:
     """Distil and evaluate the grid of notebook 05; returns (results, {run name: loss history}, info).
 
     Task-agnostic rows (transfer corpus, linear probes): per seed and init, every student with MiniLM (L_AT + L_VR),
@@ -113,16 +154,19 @@ def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir
     Task-specific rows: per task, seed and init, every combination of `task_losses` on `task_students`, started from
     the same init ('ce' = the control: hard labels only), scored by the student's own head; L_OUT's soft targets come
     from the teacher fine-tuned on the task (reference row 'teacher fine-tuned'). info: teacher passes and wall time.
+    checkpoint: a folder where finished runs are kept, so a killed grid resumes (see _Checkpoint).
     """
     t0 = time.perf_counter()
+    ck = _Checkpoint(checkpoint, p)
     ev = dict(max_seq_len=p["max_seq_len"])
     temb = {f"fid_{s}": encode(teacher, data["fidelity"][s], **ev) for s in ("val", "test")}
-    rows = [{"model": "teacher (mpnet 12x768)", "student": "12x768", "stage": "reference", "method": "teacher",
-             "init": "", "seed": -1, **evaluate(teacher, data, temb, p["max_seq_len"], 0)},
-            {"model": "assistant (MiniLM-L6 6x384)", "student": "6x384", "stage": "reference",
-             "method": "assistant (pre-trained)", "init": "", "seed": -1,
-             **evaluate(assistant, data, temb, p["max_seq_len"], 0)}]
-    hist, passes = {}, {}
+    hist, rows = {}, []
+    for name, enc, student, method in (("teacher (mpnet 12x768)", teacher, "12x768", "teacher"),
+                                       ("assistant (MiniLM-L6 6x384)", assistant, "6x384", "assistant (pre-trained)")):
+        rows.append(ck.get(name, hist) or ck.put({"model": name, "student": student, "stage": "reference",
+                                                  "method": method, "init": "", "seed": -1,
+                                                  **evaluate(enc, data, temb, p["max_seq_len"], 0)}, hist))
+    passes = {}
     shared = _teacher_source(teacher, p, cache_root) if p["cache_teacher_targets"] else None
     ta_shared = _teacher_source(assistant, p, cache_root) if p["cache_teacher_targets"] else None
     base = dict(batch_size=p["batch_size"], max_seq_len=p["max_seq_len"], warmup_frac=p["warmup_frac"],
@@ -135,15 +179,23 @@ def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir
         df = data[task]["train"]
         n_cls = int(max(data[task][s].label.max() for s in ("train", "val", "test"))) + 1
         tt = TaskTargets(df.text.tolist(), df.label.values, n_cls)
+        done = ck.get(f"teacher fine-tuned ({task})", hist)
+        if done is not None:
+            tt.teacher_logits = np.asarray(done.pop("_logits"), dtype=np.float32)
+            task_targets[task] = tt
+            rows.append(done)
+            continue
         ft = finetune_teacher(teacher, tt, FinetuneConfig(steps=p["teacher_ft_steps"], batch_size=p["batch_size"],
                                                          max_seq_len=p["max_seq_len"], lr=p["teacher_ft_lr"],
                                                          layers=p["teacher_ft_layers"], seed=p["seeds"][0]), progress)
         tt.teacher_logits = predict_logits(ft, tt.texts, p["max_seq_len"])
         task_targets[task] = tt
-        rows.append({"model": f"teacher fine-tuned ({task})", "student": "12x768", "stage": "reference",
-                     "method": "teacher fine-tuned", "task": task, "init": "", "seed": -1,
-                     "task_train": float((tt.teacher_logits.argmax(1) == tt.labels).mean()),
-                     **head_accuracy(ft, data, task, p["max_seq_len"])})
+        row = {"model": f"teacher fine-tuned ({task})", "student": "12x768", "stage": "reference",
+               "method": "teacher fine-tuned", "task": task, "init": "", "seed": -1,
+               "task_train": float((tt.teacher_logits.argmax(1) == tt.labels).mean()),
+               **head_accuracy(ft, data, task, p["max_seq_len"])}
+        ck.put({**row, "_logits": tt.teacher_logits.tolist()}, hist)
+        rows.append(row)
         del ft
 
     for seed in p["seeds"]:
@@ -156,6 +208,11 @@ def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir
             plan += [(m, "no distillation") for m in p["students"]]
             for m, meth in plan:
                 name = f"{m}x{p['student_hidden']} {meth} {init} s{seed}"
+                done = ck.get(name, hist)
+                needed_later = meth == "MiniLM" and m == 6 and p["ta_source"] == "distilled" and p["ta_students"]
+                if done is not None and not needed_later:
+                    rows.append(done)
+                    continue
                 st = make_student(teacher.tokenizer, m, p["student_hidden"], p["student_heads"], seed=seed,
                                   init_from=assistant if init == "assistant" else None, device=teacher.model.device)
                 spec = VARIANT_SPECS[METHOD_VARIANT[meth]] if meth in METHOD_VARIANT else LossSpec()
@@ -173,27 +230,31 @@ def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir
                     if save_dir is not None and init == p["student_inits"][0]:
                         save_sentence_transformer(st, Path(save_dir) / f"student_{m}x{p['student_hidden']}_s{seed}",
                                                   p["max_seq_len"])
-                rows.append({"model": name, "student": f"{m}x{p['student_hidden']}", "stage": "task-agnostic",
-                             "method": meth, "losses": spec.label(), "init": init, "seed": seed,
-                             "final_loss": float(hist[name].loss.iloc[-5:].mean()) if name in hist else float("nan"),
-                             **evaluate(st, data, temb, p["max_seq_len"], seed)})
+                rows.append(done or ck.put({"model": name, "student": f"{m}x{p['student_hidden']}", "stage": "task-agnostic",
+                                            "method": meth, "losses": spec.label(), "init": init, "seed": seed,
+                                            "final_loss": float(hist[name].loss.iloc[-5:].mean()) if name in hist else float("nan"),
+                                            **evaluate(st, data, temb, p["max_seq_len"], seed)}, hist))
             for task in p["tasks"]:
                 tt = task_targets[task]
                 for m in p["task_students"]:
                     for combo in p["task_losses"]:
                         spec = LossSpec.parse(combo, p["w_at"], p["w_vr"], p["w_out"], 1.0, p["kd_temperature"], p["kd_alpha"])
                         name = f"{m}x{p['student_hidden']} {task} {combo} {init} s{seed}"
+                        done = ck.get(name, hist)
+                        if done is not None:
+                            rows.append(done)
+                            continue
                         st = make_student(teacher.tokenizer, m, p["student_hidden"], p["student_heads"], seed=seed,
                                           init_from=assistant if init == "assistant" else None, device=teacher.model.device)
                         cfg = DistillConfig(steps=p["task_steps"], lr=p["task_lr"], seed=seed, losses=combo, **base, **kd)
                         hist[name] = distill(tcache, st, tt.texts, cfg, progress=progress, task=tt)
                         passes[id(tcache)] = tcache
-                        rows.append({"model": name, "student": f"{m}x{p['student_hidden']}", "stage": "task-specific",
-                                     "method": "control (task loss only)" if combo == CONTROL else "distilled",
-                                     "task": task, "combo": combo, "losses": spec.label(), "init": init, "seed": seed,
-                                     "final_loss": float(hist[name].loss.iloc[-5:].mean()),
-                                     **head_accuracy(st, data, task, p["max_seq_len"]),
-                                     **fidelity_of(st, data, temb, p["max_seq_len"])})
+                        rows.append(ck.put({"model": name, "student": f"{m}x{p['student_hidden']}", "stage": "task-specific",
+                                            "method": "control (task loss only)" if combo == CONTROL else "distilled",
+                                            "task": task, "combo": combo, "losses": spec.label(), "init": init,
+                                            "seed": seed, "final_loss": float(hist[name].loss.iloc[-5:].mean()),
+                                            **head_accuracy(st, data, task, p["max_seq_len"]),
+                                            **fidelity_of(st, data, temb, p["max_seq_len"])}, hist))
     info = {"teacher_sentences": int(sum(s.teacher_sentences for s in passes.values())),
             "wall_s": time.perf_counter() - t0}
     return pd.DataFrame(rows), hist, info

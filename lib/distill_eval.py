@@ -109,12 +109,15 @@ def last_layer_attention(enc: Encoder, sentence: str, max_seq_len: int = 64) -> 
     return atts[L][0].cpu().numpy(), enc.tokenizer.convert_ids_to_tokens(b["input_ids"][0])
 
 
-def paper_table(results: pd.DataFrame, metrics=("polarity_test", "topic_test", "fid_cosine", "fid_spearman")) -> pd.DataFrame:
-    """students x methods x metrics as 'mean ± std' over seeds (std shown only with >= 2 seeds), like Tables 3, 5-7."""
-    g = results.groupby(["student", "method"], sort=False)[list(metrics)]
+def paper_table(results: pd.DataFrame, metrics=("polarity_test", "topic_test", "fid_cosine", "fid_spearman"),
+                group=("student", "method")) -> pd.DataFrame:
+    """`group` x metrics as 'mean ± std' over seeds (std shown only with >= 2 seeds), like Tables 3, 5-7."""
+    g = results.groupby(list(group), sort=False, dropna=False)[list(metrics)]
     mean, std, n = g.mean(), g.std(), g.size()
 
     def cell(mu, sd, k):
+        if not np.isfinite(mu):
+            return ""
         return f"{mu:.3f}" if k < 2 or not np.isfinite(sd) else f"{mu:.3f} ± {sd:.3f}"
 
     out = pd.DataFrame({m: [cell(mean.loc[i, m], std.loc[i, m], n.loc[i]) for i in mean.index] for m in metrics},
