@@ -24,7 +24,7 @@ from lib.distill_cache import (ATTENTION_DEFINITIONS, TeacherCache, TeacherTarge
                                teacher_targets)
 from lib.distill_data import build_datasets, load_rotten_tomatoes, load_vital_articles, split_ids, split_sentences  # noqa: F401
 from lib.distill_eval import (encode, evaluate, fidelity, fidelity_of, head_accuracy, last_layer_attention,  # noqa: F401
-                              linear_probe, paper_table, plot_attention_maps, plot_loss_curves, speed_table, time_inference)
+                              linear_probe, task_accuracy, paper_table, plot_attention_maps, plot_loss_curves, speed_table, time_inference)
 from lib.distill_losses import (TERMS, VARIANT_SPECS, VARIANTS, DistillError, LossSpec, attention_transfer_loss,  # noqa: F401
                                 combined_loss, distill_losses, kd_output_loss, kl_rows, masked_log_softmax, qk_attention,
                                 relation_scores, split_heads, uniform_layer_map, value_mse_loss, value_relation,
@@ -253,7 +253,7 @@ def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir
                                             "method": "control (task loss only)" if combo == CONTROL else "distilled",
                                             "task": task, "combo": combo, "losses": spec.label(), "init": init,
                                             "seed": seed, "final_loss": float(hist[name].loss.iloc[-5:].mean()),
-                                            **head_accuracy(st, data, task, p["max_seq_len"]),
+                                            **task_accuracy(st, data, task, p["max_seq_len"], seed),
                                             **fidelity_of(st, data, temb, p["max_seq_len"])}, hist))
     info = {"teacher_sentences": int(sum(s.teacher_sentences for s in passes.values())),
             "wall_s": time.perf_counter() - t0}
@@ -270,6 +270,7 @@ def versus_control(results: pd.DataFrame, metrics=("task_test", "fid_cosine")) -
     g = ts.groupby(keys, sort=False)
     out = g[list(metrics)].mean().add_suffix("_mean").join(g[list(metrics)].std().add_suffix("_std"))
     out["losses"] = g["losses"].first()
+    out["scored_by"] = g["scored_by"].first()
     out["runs"] = g.size()
     ctrl = out.xs(CONTROL, level="combo")
     for m in metrics:

@@ -81,12 +81,25 @@ def evaluate(enc: Encoder, data: dict, teacher_emb: dict, max_seq_len: int, seed
     return res
 
 
-def head_accuracy(enc: Encoder, data: dict, task: str, max_seq_len: int) -> dict:
-    """Accuracy of the encoder's own classification head on `task`'s val and test texts: {task_val, task_test}."""
+def task_accuracy(enc: Encoder, data: dict, task: str, max_seq_len: int, seed: int = 0) -> dict:
+    """Accuracy on `task`'s val and test texts: {task_val, task_test, scored_by}.
+
+    Scored by the encoder's own classification head when a task loss trained one ('ce' or L_OUT in the combination);
+    a combination without one (e.g. 'at+vr' on the task texts) is scored by a linear probe on frozen embeddings.
+    """
     from lib.distill_train import predict_logits
 
-    return {f"task_{s}": float((predict_logits(enc, data[task][s].text.tolist(), max_seq_len).argmax(1)
-                                 == data[task][s].label.values).mean()) for s in ("val", "test")}
+    if enc.head is not None:
+        return {**{f"task_{s}": float((predict_logits(enc, data[task][s].text.tolist(), max_seq_len).argmax(1)
+                                       == data[task][s].label.values).mean()) for s in ("val", "test")},
+                "scored_by": "head"}
+    e = {s: encode(enc, data[task][s].text.tolist(), max_seq_len) for s in ("train", "val", "test")}
+    acc = linear_probe(e["train"], data[task]["train"].label.values,
+                       {s: (e[s], data[task][s].label.values) for s in ("val", "test")}, seed)
+    return {"task_val": acc["val"], "task_test": acc["test"], "scored_by": "probe"}
+
+
+head_accuracy = task_accuracy
 
 
 def time_inference(enc: Encoder, texts: list[str], max_seq_len: int, batch_size: int = 32, repeats: int = 1) -> float:

@@ -133,7 +133,7 @@ def test_versus_control_and_verdicts_come_from_the_numbers():
         for task in ("polarity", "topic"):
             for combo, acc, fid in (("ce", 0.6, 0.40), ("at+vr+out", 0.7 if task == "polarity" else 0.5, 0.45)):
                 rows.append(dict(stage="task-specific", student="3x384", init="random", task=task, combo=combo,
-                                 losses=combo, seed=seed, task_test=acc + 0.01 * seed, fid_cosine=fid))
+                                 losses=combo, seed=seed, task_test=acc + 0.01 * seed, fid_cosine=fid, scored_by="head"))
     vs = D.versus_control(pd.DataFrame(rows))
     assert vs.loc[("3x384", "random", "polarity", "at+vr+out"), "task_test_gain"] == pytest.approx(0.1)
     assert vs.loc[("3x384", "random", "topic", "at+vr+out"), "task_test_gain"] == pytest.approx(-0.1)
@@ -141,3 +141,19 @@ def test_versus_control_and_verdicts_come_from_the_numbers():
     (line,) = D.goal_verdicts(vs, "at+vr+out")
     assert "polarity accuracy +0.100" in line and "does NOT beat its control on topic accuracy" in line
     assert "fidelity cosine +0.050" in line and "3 seed(s)" in line
+
+
+def test_task_accuracy_uses_the_head_when_there_is_one_else_a_probe(tmp_path):
+    tok = make_tokenizer(tmp_path)
+    enc = tiny_encoder(tok, layers=1, hidden=16, heads=2)
+    df = pd.DataFrame({"text": list(CORPUS) * 3, "label": [int("cat" in t) for t in CORPUS] * 3})
+    data = {"polarity": {"train": df, "val": df, "test": df}}
+    probe = D.task_accuracy(enc, data, "polarity", 16)
+    assert probe["scored_by"] == "probe" and 0 <= probe["task_test"] <= 1
+    enc.head = torch.nn.Linear(16, 2)
+    with torch.no_grad():
+        enc.head.weight.zero_()
+        enc.head.bias.copy_(torch.tensor([1.0, 0.0]))  # always predicts class 0
+    got = D.task_accuracy(enc, data, "polarity", 16)
+    assert got == {"task_val": pytest.approx((df.label == 0).mean()), "task_test": pytest.approx((df.label == 0).mean()),
+                   "scored_by": "head"}
