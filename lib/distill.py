@@ -145,10 +145,19 @@ class _Checkpoint:
         return row
 
 
+def checkpoint_rows(folder: str | Path) -> pd.DataFrame:
+    """The finished rows of a (possibly unfinished) grid's checkpoint folder, for a look before the grid ends."""
+    import json
+
+    rows = [json.loads(line) for line in (Path(folder) / "rows.jsonl").read_text().splitlines() if line.strip()]
+    return pd.DataFrame([{k: v for k, v in r.items() if k not in ("_digest", "_logits")} for r in rows])
+
+
 def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir: Path | None = None,
              progress: bool = True, cache_root=None, checkpoint: Path | None = None) -> tuple[pd.DataFrame, dict, dict]:
     """Distil and evaluate the grid of notebook 05; returns (results, {run name: loss history}, info).
 
+    Task-specific rows come first (they carry the comparison with the controls), then the task-agnostic ones.
     Task-agnostic rows (transfer corpus, linear probes): per seed and init, every student with MiniLM (L_AT + L_VR),
     the ablations on `ablation_students`, w/ TA on `ta_students`, and the undistilled control of every student.
     Task-specific rows: per task, seed and init, every combination of `task_losses` on `task_students`, started from
@@ -198,6 +207,32 @@ def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir
         rows.append(row)
         del ft
 
+    # task-specific stage first: it answers the goal (distilled vs control over seeds) if a long grid is cut short
+    for seed in p["seeds"]:
+        tcache = shared or _teacher_source(teacher, p, cache_root)
+        for init in p["student_inits"]:
+            for task in p["tasks"]:
+                tt = task_targets[task]
+                for m in p["task_students"]:
+                    for combo in p["task_losses"]:
+                        spec = LossSpec.parse(combo, p["w_at"], p["w_vr"], p["w_out"], 1.0, p["kd_temperature"], p["kd_alpha"])
+                        name = f"{m}x{p['student_hidden']} {task} {combo} {init} s{seed}"
+                        done = ck.get(name, hist)
+                        if done is not None:
+                            rows.append(done)
+                            continue
+                        st = make_student(teacher.tokenizer, m, p["student_hidden"], p["student_heads"], seed=seed,
+                                          init_from=assistant if init == "assistant" else None, device=teacher.model.device)
+                        cfg = DistillConfig(steps=p["task_steps"], lr=p["task_lr"], seed=seed, losses=combo, **base, **kd)
+                        hist[name] = distill(tcache, st, tt.texts, cfg, progress=progress, task=tt)
+                        passes[id(tcache)] = tcache
+                        rows.append(ck.put({"model": name, "student": f"{m}x{p['student_hidden']}", "stage": "task-specific",
+                                            "method": "control (task loss only)" if combo == CONTROL else "distilled",
+                                            "task": task, "combo": combo, "losses": spec.label(), "init": init,
+                                            "seed": seed, "final_loss": float(hist[name].loss.iloc[-5:].mean()),
+                                            **task_accuracy(st, data, task, p["max_seq_len"], seed),
+                                            **fidelity_of(st, data, temb, p["max_seq_len"])}, hist))
+
     for seed in p["seeds"]:
         tcache = shared or _teacher_source(teacher, p, cache_root)
         for init in p["student_inits"]:
@@ -234,27 +269,6 @@ def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir
                                             "method": meth, "losses": spec.label(), "init": init, "seed": seed,
                                             "final_loss": float(hist[name].loss.iloc[-5:].mean()) if name in hist else float("nan"),
                                             **evaluate(st, data, temb, p["max_seq_len"], seed)}, hist))
-            for task in p["tasks"]:
-                tt = task_targets[task]
-                for m in p["task_students"]:
-                    for combo in p["task_losses"]:
-                        spec = LossSpec.parse(combo, p["w_at"], p["w_vr"], p["w_out"], 1.0, p["kd_temperature"], p["kd_alpha"])
-                        name = f"{m}x{p['student_hidden']} {task} {combo} {init} s{seed}"
-                        done = ck.get(name, hist)
-                        if done is not None:
-                            rows.append(done)
-                            continue
-                        st = make_student(teacher.tokenizer, m, p["student_hidden"], p["student_heads"], seed=seed,
-                                          init_from=assistant if init == "assistant" else None, device=teacher.model.device)
-                        cfg = DistillConfig(steps=p["task_steps"], lr=p["task_lr"], seed=seed, losses=combo, **base, **kd)
-                        hist[name] = distill(tcache, st, tt.texts, cfg, progress=progress, task=tt)
-                        passes[id(tcache)] = tcache
-                        rows.append(ck.put({"model": name, "student": f"{m}x{p['student_hidden']}", "stage": "task-specific",
-                                            "method": "control (task loss only)" if combo == CONTROL else "distilled",
-                                            "task": task, "combo": combo, "losses": spec.label(), "init": init,
-                                            "seed": seed, "final_loss": float(hist[name].loss.iloc[-5:].mean()),
-                                            **task_accuracy(st, data, task, p["max_seq_len"], seed),
-                                            **fidelity_of(st, data, temb, p["max_seq_len"])}, hist))
     info = {"teacher_sentences": int(sum(s.teacher_sentences for s in passes.values())),
             "wall_s": time.perf_counter() - t0}
     return pd.DataFrame(rows), hist, info
