@@ -125,7 +125,8 @@ def last_layer_attention(enc: Encoder, sentence: str, max_seq_len: int = 64) -> 
 def paper_table(results: pd.DataFrame, metrics=("polarity_test", "topic_test", "fid_cosine", "fid_spearman"),
                 group=("student", "method")) -> pd.DataFrame:
     """`group` x metrics as 'mean ± std' over seeds (std shown only with >= 2 seeds), like Tables 3, 5-7."""
-    g = results.groupby(list(group), sort=False, dropna=False)[list(metrics)]
+    results = results.assign(**{c: results[c].astype(object).where(results[c].notna(), "") for c in group})
+    g = results.groupby(list(group), sort=False)[list(metrics)]
     mean, std, n = g.mean(), g.std(), g.size()
 
     def cell(mu, sd, k):
@@ -133,7 +134,7 @@ def paper_table(results: pd.DataFrame, metrics=("polarity_test", "topic_test", "
             return ""
         return f"{mu:.3f}" if k < 2 or not np.isfinite(sd) else f"{mu:.3f} ± {sd:.3f}"
 
-    out = pd.DataFrame({m: [cell(mean.loc[i, m], std.loc[i, m], n.loc[i]) for i in mean.index] for m in metrics},
+    out = pd.DataFrame({m: [cell(a, b, k) for a, b, k in zip(mean[m].values, std[m].values, n.values)] for m in metrics},
                        index=mean.index)
     out["runs"] = n.values
     return out
