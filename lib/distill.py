@@ -24,7 +24,8 @@ from lib.distill_cache import (ATTENTION_DEFINITIONS, TeacherCache, TeacherTarge
                                teacher_targets)
 from lib.distill_data import build_datasets, load_rotten_tomatoes, load_vital_articles, split_ids, split_sentences  # noqa: F401
 from lib.distill_eval import (encode, evaluate, fidelity, fidelity_of, head_accuracy, last_layer_attention,  # noqa: F401
-                              linear_probe, task_accuracy, paper_table, plot_attention_maps, plot_loss_curves, speed_table, time_inference)
+                              linear_probe, paper_table, plot_attention_maps, plot_loss_curves, plot_versus_control,
+                              speed_table, task_accuracy, time_inference)
 from lib.distill_losses import (TERMS, VARIANT_SPECS, VARIANTS, DistillError, LossSpec, attention_transfer_loss,  # noqa: F401
                                 combined_loss, distill_losses, kd_output_loss, kl_rows, masked_log_softmax, qk_attention,
                                 relation_scores, split_heads, uniform_layer_map, value_mse_loss, value_relation,

@@ -197,3 +197,27 @@ def plot_attention_maps(maps: dict, heads=(0, 1, 2, 3), path: str | os.PathLike 
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=130)
     return fig
+
+
+def plot_versus_control(vs: pd.DataFrame, metric: str = "task_test", path: str | os.PathLike | None = None):
+    """One panel per (student, init, task): mean ± std over seeds of `metric` per loss combination (control first).
+
+    vs: the output of lib.distill.versus_control (index student, init, task, combo; columns <metric>_mean/_std).
+    """
+    import matplotlib.pyplot as plt
+
+    groups = list(dict.fromkeys(i[:3] for i in vs.index))
+    fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups), 3.2), squeeze=False, sharey=False)
+    for ax, key in zip(axes[0], groups):
+        part = vs.xs(key, level=("student", "init", "task"))
+        ax.bar(range(len(part)), part[f"{metric}_mean"], yerr=part[f"{metric}_std"].fillna(0), capsize=3,
+               color=["0.6" if c == "ce" else "C0" for c in part.index])
+        ax.set_xticks(range(len(part)), part.index, rotation=45, fontsize=7)
+        lo = float((part[f"{metric}_mean"] - part[f"{metric}_std"].fillna(0)).min())
+        ax.set_ylim(max(0.0, lo - 0.05), None)
+        ax.set_title(f"{key[0]} {key[1]} · {key[2]}\n{metric} (n={int(part['runs'].min())})", fontsize=8)
+    fig.tight_layout()
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+    return fig
