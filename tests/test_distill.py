@@ -283,10 +283,14 @@ def test_check_params_names_the_bad_key():
     from lib.params import ParamError
 
     good = dict(seeds=[0], students=[6, 3], ablation_students=[3], ta_students=[3], ta_source="distilled",
-                student_init="random", student_hidden=384, student_heads=12, relation_heads=12, transfer_sentences=64,
-                batch_size=8, task_train=24, task_eval=12, lp_students=[3], save_students=True)
+                student_inits=["random"], student_hidden=384, student_heads=12, relation_heads=12, transfer_sentences=64,
+                batch_size=8, task_train=24, task_eval=12, lp_students=[3], save_students=True, teacher_attention="eager",
+                tasks=["polarity"], task_students=[3], task_losses=["ce", "at+vr+out"], task_steps=2, teacher_ft_steps=2,
+                teacher_ft_layers=1, w_at=1.0, w_vr=1.0, w_out=1.0, kd_temperature=2.0, kd_alpha=0.5)
     D.check_params(good)
+    D.check_params({**good, "teacher_attention": "qk", "relation_heads": 6})
     for key, bad in (("ablation_students", [4]), ("ta_source", "other"), ("relation_heads", 10), ("lp_students", [5]),
-                     ("student_init", "zeros")):
+                     ("student_inits", ["zeros"]), ("teacher_attention", "bias"), ("task_losses", ["at+vr+out"]),
+                     ("task_losses", ["ce", "at+kd"]), ("task_students", [4]), ("tasks", ["nli"])):
         with pytest.raises(ParamError, match=f"parameter {key}="):
             D.check_params({**good, key: bad})

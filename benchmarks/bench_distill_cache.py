@@ -1,0 +1,73 @@
+"""Stage 5 benchmark: teacher forward passes and wall time of a 3-seed distillation grid with the disk cache of teacher
+targets (TeacherTargetStore) vs the first build's per-seed in-memory TeacherCache, and a warm re-run.
+
+Targets (issue 13): one teacher pass per sentence for the whole grid; >= 2x less wall time; a warm re-run does no
+teacher pass. Every seed draws its own batch order, so the in-memory cache shares the teacher only within a seed.
+
+    .venv/bin/python benchmarks/bench_distill_cache.py [--sentences 256] [--steps 16] [--seeds 3] [--max-seq-len 64]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from lib import distill as D  # noqa: E402
+
+VARIANTS = ("minilm", "no_value_relation", "value_mse")  # the runs of one seed that share its teacher targets
+
+
+def grid(source_for_seed, teacher, texts, args) -> tuple[int, float]:
+    """Run every variant on a 3x384 student for every seed; (teacher sentences, seconds)."""
+    t0, sources = time.perf_counter(), {}
+    for seed in range(args.seeds):
+        src = source_for_seed(seed)
+        sources[id(src)] = src
+        for variant in VARIANTS:
+            st = D.make_student(teacher.tokenizer, 3, 384, 12, seed=seed)
+            cfg = D.DistillConfig(variant=variant, steps=args.steps, batch_size=args.batch_size,
+                                  max_seq_len=args.max_seq_len, seed=seed)
+            D.distill(src, st, texts, cfg, progress=False)
+    return sum(s.teacher_sentences for s in sources.values()), time.perf_counter() - t0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sentences", type=int, default=256, help="transfer sentences (steps x batch = one epoch by default)")
+    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--max-seq-len", type=int, default=64)
+    ap.add_argument("--seeds", type=int, default=3)
+    args = ap.parse_args(argv)
+
+    texts = D.build_datasets(0, args.sentences, task_train=24, task_eval=12, fidelity_sentences=4)["transfer"]
+    teacher = D.load_encoder(D.ensure_teacher(), "teacher")
+    tid = D.encoder_identity(teacher)
+    print(f"{args.seeds} seeds x {len(VARIANTS)} runs (3x384), {args.steps} steps of {args.batch_size}, "
+          f"max_seq_len {args.max_seq_len}, {len(texts)} transfer sentences")
+    mem_n, mem_s = grid(lambda seed: D.TeacherCache(teacher, texts, args.max_seq_len), teacher, texts, args)
+    with tempfile.TemporaryDirectory() as root:
+        cold_n, cold_s = grid(lambda seed, s=D.TeacherTargetStore(teacher, tid, args.max_seq_len, root=root): s,
+                              teacher, texts, args)
+        warm_n, warm_s = grid(lambda seed, s=D.TeacherTargetStore(teacher, tid, args.max_seq_len, root=root): s,
+                              teacher, texts, args)
+    distinct = len({t for seed in range(args.seeds) for idx in D.batch_plan(len(texts), args.steps, args.batch_size, seed)
+                    for t in (texts[i] for i in idx)})
+    print(f"{'mode':<28}{'teacher sentences':>18}{'wall s':>9}")
+    for name, n, s in (("in-memory, per seed", mem_n, mem_s), ("disk cache, cold", cold_n, cold_s),
+                       ("disk cache, warm re-run", warm_n, warm_s)):
+        print(f"{name:<28}{n:>18}{s:>9.1f}")
+    ratio = mem_s / cold_s
+    print(f"distinct sentences used by the grid: {distinct}; cold disk cache passes per sentence: {cold_n / distinct:.2f} "
+          f"(target 1) -> {'OK' if cold_n == distinct else 'ABOVE TARGET'}")
+    print(f"wall time in-memory / disk cold: {ratio:.2f}x (target >= 2x) -> {'OK' if ratio >= 2 else 'BELOW TARGET'}; "
+          f"in-memory / warm: {mem_s / warm_s:.2f}x")
+    print(f"warm re-run teacher passes: {warm_n} (target 0) -> {'OK' if warm_n == 0 else 'NOT ZERO'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,260 @@
+"""Stage 5 teacher targets: one definition of the teacher's attention, an in-memory cache and a disk cache.
+
+Teacher attention (`teacher_attention`, a named parameter of notebook 05):
+- "eager" (default): the attention probabilities the teacher itself uses, from HF's eager implementation. For MPNet
+  they include the relative-position bias, so the student imitates the distribution the teacher really attends with,
+  which is what MiniLM eq. 6 transfers. Needs relation_heads == the teacher's head count (12).
+- "qk": softmax(q_r k_r^T / sqrt(d_r)) recomputed from the hooked queries and keys for any number R of relation heads.
+  It omits MPNet's position bias, so it is not the teacher's attention; it is the choice when R differs from the
+  teacher's heads (MiniLMv2-style relations). For BERT teachers (no bias) both definitions agree.
+The first build used "eager" when R = 12 and "qk" otherwise, silently; now the choice is explicit and checked.
+
+Disk cache (`TeacherTargetStore`): per sentence and per teacher layer, the unpadded float16 targets — attention
+[H, T, T] + values [T, D] ("eager") or queries, keys and values [T, D] each ("qk") — keyed by the sentence's sha1, in
+append-only chunk files under outputs/cache/teacher_targets/<teacher id, max_seq_len, definition, layer>/. So one
+teacher pass per sentence serves every student, ablation, seed and re-run. The format follows lib/embed.py's
+EmbeddingStore: a chunk appears only through rename(2) (a kill loses at most the chunk being computed) and carries a
+sha256 over everything after it; a corrupt chunk is set aside as *.corrupt on open and its sentences are recomputed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from lib.distill_losses import DistillError, qk_attention
+from lib.distill_models import Encoder
+from lib.paths import CACHE, atomic_write_bytes, atomic_write_text
+
+ATTENTION_DEFINITIONS = ("eager", "qk")
+STORE_FORMAT = 1
+MAGIC = b"WGTGT01\n"
+_ALIGN = 64
+
+
+def check_attention_definition(definition: str, relation_heads: int, teacher_heads: int) -> None:
+    """DistillError naming `teacher_attention` unless the definition is known and possible for these head counts."""
+    if definition not in ATTENTION_DEFINITIONS:
+        raise DistillError(f"teacher_attention={definition!r} is unknown; use one of {ATTENTION_DEFINITIONS}")
+    if definition == "eager" and relation_heads != teacher_heads:
+        raise DistillError(f"teacher_attention='eager' is the teacher's own {teacher_heads}-head attention, but "
+                           f"relation_heads={relation_heads}; set relation_heads={teacher_heads} or teacher_attention='qk'")
+
+
+@torch.no_grad()
+def teacher_targets(teacher: Encoder, batch: dict, layers: list[int], heads: int, definition: str = "eager") -> dict:
+    """Teacher attention [B, R, T, T] (see the module docstring for `definition`) and values [B, T, D] of `layers`."""
+    check_attention_definition(definition, heads, teacher.heads)
+    _, atts, qkv = teacher.run(batch, attentions=definition == "eager")
+    mask = batch["attention_mask"].to(teacher.model.device)
+    out = {}
+    for i in layers:
+        p = atts[i] if definition == "eager" else qk_attention(qkv[(i, "q")], qkv[(i, "k")], mask, heads)
+        out[i] = {"att": p.detach(), "v": qkv[(i, "v")].detach()}
+    return out
+
+
+class TeacherCache:
+    """In-memory teacher targets per (batch texts, R): the first build's cache, shared by the students of one seed.
+
+    Keeps at most `max_bytes` of targets (first come, first kept); batches beyond that are recomputed when asked.
+    `teacher_sentences` counts the sentences passed through the teacher.
+    """
+
+    def __init__(self, teacher: Encoder, corpus: list[str] | None, max_seq_len: int, max_bytes: float = 2 * 2**30,
+                 definition: str = "eager"):
+        self.teacher, self.corpus, self.max_seq_len, self.definition = teacher, corpus, max_seq_len, definition
+        self.store: dict = {}
+        self.max_bytes, self.nbytes = max_bytes, 0
+        self.teacher_sentences = 0
+
+    def get(self, idx: np.ndarray, layers: list[int], heads: int) -> tuple[dict, dict]:
+        """Targets of the corpus rows `idx` (see `targets`)."""
+        return self.targets([self.corpus[i] for i in idx], layers, heads)
+
+    def targets(self, texts: list[str], layers: list[int], heads: int) -> tuple[dict, dict]:
+        """(teacher tokens {input_ids, attention_mask: [B, T]}, {layer: {"att": [B, R, T, T], "v": [B, T, D]}})."""
+        key = (tuple(texts), heads)
+        batch = self.teacher.tokenize(texts, self.max_seq_len)
+        have = self.store.get(key, {})
+        missing = [l for l in layers if l not in have]
+        if missing:
+            new = teacher_targets(self.teacher, batch, missing, heads, self.definition)
+            self.teacher_sentences += len(texts)
+            have.update(new)
+            size = sum(t.numel() * t.element_size() for tg in new.values() for t in tg.values())
+            if self.nbytes + size <= self.max_bytes:
+                self.store[key] = have
+                self.nbytes += size
+        return batch, {l: have[l] for l in layers}
+
+
+def text_key(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def _chunk_bytes(header: dict, arrays: list[np.ndarray]) -> bytes:
+    head = json.dumps(header).encode("utf-8")
+    head = struct.pack("<Q", len(head)) + head
+    pad = (-(len(MAGIC) + 64 + len(head))) % _ALIGN
+    body = head + b"\0" * pad + b"".join(np.ascontiguousarray(a, dtype="<f2").tobytes() for a in arrays)
+    return MAGIC + hashlib.sha256(body).hexdigest().encode() + body
+
+
+class _LayerStore:
+    """Chunk files of one (teacher, max_seq_len, definition, layer): text sha1 -> {name: float16 array view}."""
+
+    def __init__(self, path: Path, meta: dict):
+        self.path, self.meta = path, meta
+        self.chunk_dir = path / "chunks"
+        self.chunk_dir.mkdir(parents=True, exist_ok=True)
+        meta_path = path / "store.json"
+        if meta_path.is_file():
+            have = json.loads(meta_path.read_text(encoding="utf-8"))
+            if have != meta:
+                raise DistillError(f"teacher-target store {path} was written for {have}, not {meta}; delete the folder")
+        else:
+            atomic_write_text(meta_path, json.dumps(meta, sort_keys=True) + "\n")
+        self.index: dict[str, dict] = {}
+        self.corrupt: list[Path] = []
+        for f in sorted(self.chunk_dir.glob("c*.bin")):
+            self._load(f)
+
+    def _load(self, f: Path) -> None:
+        raw = f.read_bytes()
+        n0 = len(MAGIC) + 64
+        ok = len(raw) >= n0 + 8 and raw[:len(MAGIC)] == MAGIC and \
+            hashlib.sha256(raw[n0:]).hexdigest().encode() == raw[len(MAGIC):n0]
+        if ok:
+            (hlen,) = struct.unpack("<Q", raw[n0:n0 + 8])
+            header = json.loads(raw[n0 + 8:n0 + 8 + hlen].decode("utf-8"))
+            start = n0 + 8 + hlen
+            start += (-start) % _ALIGN
+            data = np.frombuffer(raw, dtype="<f2", offset=start)
+            ok = data.size == header["size"]
+        if not ok:
+            bad = f.with_suffix(".corrupt")
+            os.replace(f, bad)
+            self.corrupt.append(bad)
+            warnings.warn(f"teacher-target chunk {f} is corrupt (sha256 mismatch or truncated); moved to {bad.name}, "
+                          "its sentences will be recomputed", stacklevel=2)
+            return
+        for key, rec in zip(header["keys"], header["records"]):
+            if key not in self.index:  # first writer wins if a sentence was ever stored twice
+                self.index[key] = {name: data[o:o + int(np.prod(s))].reshape(s) for name, (o, s) in rec.items()}
+
+    def append(self, keys: list[str], records: list[dict[str, np.ndarray]]) -> None:
+        arrays, recs, o = [], [], 0
+        for rec in records:
+            r = {}
+            for name, a in rec.items():
+                r[name] = (o, list(a.shape))
+                o += a.size
+                arrays.append(a)
+            recs.append(r)
+        f = self.chunk_dir / f"c{time.time_ns():020d}-{os.getpid()}.bin"
+        atomic_write_bytes(f, _chunk_bytes({"keys": keys, "records": recs, "size": o}, arrays))
+        self._load(f)
+
+
+class TeacherTargetStore:
+    """Disk cache of teacher targets; same `targets(texts, layers, heads)` interface as TeacherCache.
+
+    teacher_id: a stable identity of the teacher's weights and tokenizer (e.g. lib.embed.model_identity of its folder).
+    `teacher_sentences` counts sentences passed through the teacher by this object (0 on a warm re-run).
+    """
+
+    def __init__(self, teacher: Encoder, teacher_id: str, max_seq_len: int, definition: str = "eager",
+                 root: str | os.PathLike = CACHE / "teacher_targets", batch_size: int = 32, chunk_size: int = 512,
+                 progress: bool = False):
+        if definition not in ATTENTION_DEFINITIONS:
+            raise DistillError(f"teacher_attention={definition!r} is unknown; use one of {ATTENTION_DEFINITIONS}")
+        self.teacher, self.teacher_id, self.max_seq_len, self.definition = teacher, teacher_id, max_seq_len, definition
+        self.root, self.batch_size, self.chunk_size, self.progress = Path(root), batch_size, chunk_size, progress
+        self.layers: dict[int, _LayerStore] = {}
+        self.teacher_sentences = 0
+
+    def _store(self, layer: int) -> _LayerStore:
+        if layer not in self.layers:
+            meta = {"format": STORE_FORMAT, "teacher": self.teacher_id, "max_seq_len": self.max_seq_len,
+                    "definition": self.definition, "layer": layer, "dtype": "float16"}
+            digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:16]
+            self.layers[layer] = _LayerStore(self.root / f"{self.teacher_id}-L{layer}-{digest}", meta)
+        return self.layers[layer]
+
+    @property
+    def corrupt(self) -> list[Path]:
+        return [p for s in self.layers.values() for p in s.corrupt]
+
+    def ensure(self, texts: list[str], layers: list[int]) -> int:
+        """Compute what the store lacks for `texts` x `layers` (one teacher pass per missing sentence); returns that count."""
+        from tqdm.auto import tqdm
+
+        stores = {l: self._store(l) for l in layers}
+        todo = [t for t in dict.fromkeys(texts) if any(text_key(t) not in s.index for s in stores.values())]
+        if not todo:
+            return 0
+        lens = [len(self.teacher.tokenizer(t, truncation=True, max_length=self.max_seq_len)["input_ids"]) for t in todo]
+        order = np.argsort(lens, kind="stable")  # batches of similar length waste little on padding
+        pending: dict[int, tuple[list, list]] = {l: ([], []) for l in layers}
+        bar = tqdm(total=len(todo), desc="teacher targets", disable=not self.progress, leave=False)
+        for b in range(0, len(todo), self.batch_size):
+            chunk = [todo[i] for i in order[b:b + self.batch_size]]
+            batch = self.teacher.tokenize(chunk, self.max_seq_len)
+            _, atts, qkv = self.teacher.run(batch, attentions=self.definition == "eager")
+            self.teacher_sentences += len(chunk)
+            n = batch["attention_mask"].sum(-1).tolist()
+            for l in layers:
+                keys, recs = pending[l]
+                for j, t in enumerate(chunk):
+                    L = n[j]
+                    if self.definition == "eager":
+                        rec = {"att": atts[l][j, :, :L, :L], "v": qkv[(l, "v")][j, :L]}
+                    else:
+                        rec = {r: qkv[(l, r)][j, :L] for r in "qkv"}
+                    keys.append(text_key(t))
+                    recs.append({k: v.detach().to(torch.float16).cpu().numpy() for k, v in rec.items()})
+                if len(keys) >= self.chunk_size or b + self.batch_size >= len(todo):
+                    stores[l].append(keys, recs)
+                    pending[l] = ([], [])
+            bar.update(len(chunk))
+        bar.close()
+        return len(todo)
+
+    def targets(self, texts: list[str], layers: list[int], heads: int) -> tuple[dict, dict]:
+        """(teacher tokens {input_ids, attention_mask: [B, T]}, {layer: {"att": [B, R, T, T], "v": [B, T, D]}}) float32."""
+        check_attention_definition(self.definition, heads, self.teacher.heads)
+        self.ensure(texts, layers)
+        batch = self.teacher.tokenize(texts, self.max_seq_len)
+        mask = batch["attention_mask"]
+        B, T = mask.shape
+        n = mask.sum(-1).tolist()
+        out = {}
+        for l in layers:
+            recs = [self._store(l).index[text_key(t)] for t in texts]
+            if any(r["v"].shape[0] != k for r, k in zip(recs, n)):
+                raise DistillError(f"teacher-target store {self._store(l).path} holds other token counts than the "
+                                   "teacher's tokenizer gives now; delete that folder so it is recomputed")
+            D = recs[0]["v"].shape[1]
+            v = torch.zeros(B, T, D)
+            for j, r in enumerate(recs):
+                v[j, :n[j]] = torch.from_numpy(r["v"].astype(np.float32))
+            if self.definition == "eager":
+                att = torch.zeros(B, recs[0]["att"].shape[0], T, T)
+                for j, r in enumerate(recs):
+                    att[j, :, :n[j], :n[j]] = torch.from_numpy(r["att"].astype(np.float32))
+            else:
+                q, k = torch.zeros(B, T, D), torch.zeros(B, T, D)
+                for j, r in enumerate(recs):
+                    q[j, :n[j]] = torch.from_numpy(r["q"].astype(np.float32))
+                    k[j, :n[j]] = torch.from_numpy(r["k"].astype(np.float32))
+                att = qk_attention(q, k, mask, heads)
+            out[l] = {"att": att, "v": v}
+        return batch, out

@@ -1,0 +1,225 @@
+"""Stage 5 losses, pure functions of tensors: MiniLM eq. 6-9 on relation heads, the value-MSE ablation, and L_OUT.
+
+Queries, keys and values of one layer, [B, T, D], are split into R relation heads of size D / R, so a teacher and a
+student with different hidden sizes or head counts compare head by head. `LossSpec` names which terms a run uses and
+with which weight; `combined_loss` adds them up. Nothing here loads a model or touches a file.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class DistillError(ValueError):
+    """Bad input to stage 5 (models, tokenizers, corpus, relation heads, losses); the message names the input and the fix."""
+
+
+def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
+    """[B, T, D] -> [B, R, T, D/R] (relation heads); DistillError when R does not divide D."""
+    b, t, d = x.shape
+    if heads < 1 or d % heads:
+        raise DistillError(f"relation_heads={heads} does not divide the hidden size {d}; pick a common divisor "
+                           "of the teacher's and the student's hidden sizes (e.g. 12 for 768 and 384)")
+    return x.view(b, t, heads, d // heads).transpose(1, 2)
+
+
+def relation_scores(a: torch.Tensor, b: torch.Tensor, heads: int) -> torch.Tensor:
+    """Scaled dot products per relation head: a, b [B, T, D] -> [B, R, T, T] = a_r b_r^T / sqrt(D/R)."""
+    ar, br = split_heads(a, heads), split_heads(b, heads)
+    return ar @ br.transpose(-1, -2) / math.sqrt(ar.shape[-1])
+
+
+def masked_log_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Row-wise log-softmax over valid columns: scores [B, R, T, T], mask [B, T] (1 = token, 0 = pad)."""
+    col = mask[:, None, None, :].bool()
+    return torch.log_softmax(scores.masked_fill(~col, torch.finfo(scores.dtype).min), dim=-1)
+
+
+def kl_rows(p_teacher: torch.Tensor, logq_student: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Eq. 6 / 9: (1 / (R |x|)) sum_a sum_t KL(P_t,a || Q_t,a), averaged over the batch.
+
+    p_teacher [B, R, T, T] (rows sum to 1 over valid columns), logq_student [B, R, T, T], mask [B, T].
+    Pad columns and pad rows are excluded; |x| is each sequence's own length.
+    """
+    col = mask[:, None, None, :].bool()
+    row = mask[:, None, :].to(p_teacher.dtype)  # [B, 1, T]
+    p = p_teacher.masked_fill(~col, 0.0)
+    # torch.xlogy: 0 * log 0 = 0 without a hand-written guard.
+    kl = (torch.xlogy(p, p) - p * logq_student.masked_fill(~col, 0.0)).sum(-1)  # [B, R, T]
+    per_seq = (kl * row).sum((1, 2)) / (kl.shape[1] * mask.sum(-1).clamp(min=1))
+    return per_seq.mean()
+
+
+def qk_attention(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor, heads: int) -> torch.Tensor:
+    """softmax(q_r k_r^T / sqrt(d_r)) with pad columns masked: [B, T, D] x2 -> [B, R, T, T] (no position bias)."""
+    return masked_log_softmax(relation_scores(q, k, heads), mask).exp()
+
+
+value_relation_like = qk_attention  # the name of the first build
+
+
+def attention_transfer_loss(p_teacher: torch.Tensor, q_s: torch.Tensor, k_s: torch.Tensor, mask: torch.Tensor,
+                            heads: int) -> torch.Tensor:
+    """L_AT (eq. 6). p_teacher [B, R, T, T] teacher attention; q_s, k_s [B, T, D'] student queries/keys of one layer.
+
+    Student attention is recomputed from its queries and keys (pre-dropout; identical to BERT's eager attention,
+    which has no position bias) so relation heads and training-mode dropout do not change what is compared.
+    """
+    return kl_rows(p_teacher, masked_log_softmax(relation_scores(q_s, k_s, heads), mask), mask)
+
+
+def value_relation(v: torch.Tensor, mask: torch.Tensor, heads: int) -> torch.Tensor:
+    """Eq. 7/8: VR = softmax(V_a V_a^T / sqrt(d_k)) per relation head, pad columns masked. v [B, T, D] -> [B, R, T, T]."""
+    return qk_attention(v, v, mask, heads)
+
+
+def value_relation_loss(v_t: torch.Tensor, v_s: torch.Tensor, mask: torch.Tensor, heads: int) -> torch.Tensor:
+    """L_VR (eq. 9). v_t [B, T, D], v_s [B, T, D'] last-layer values of teacher and student."""
+    return kl_rows(value_relation(v_t, mask, heads), masked_log_softmax(relation_scores(v_s, v_s, heads), mask), mask)
+
+
+def value_mse_loss(v_t: torch.Tensor, v_s: torch.Tensor, proj: nn.Module, mask: torch.Tensor) -> torch.Tensor:
+    """Table 6 ablation: MSE between teacher values and linearly projected student values over non-pad tokens.
+
+    v_t [B, T, D], v_s [B, T, D'], proj: Linear(D', D) learned with the student (Jiao et al. 2019).
+    """
+    m = mask.to(v_t.dtype)[..., None]
+    se = ((proj(v_s) - v_t) ** 2 * m).sum()
+    return se / (m.sum() * v_t.shape[-1]).clamp(min=1)
+
+
+def kd_output_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor | None, labels: torch.Tensor | None,
+                   temperature: float = 1.0, alpha: float = 0.5) -> torch.Tensor:
+    """L_OUT of the slides: alpha * T^2 * KL(softmax(z_t/T) || softmax(z_s/T)) + (1 - alpha) * CE(z_s, y).
+
+    logits [B, C], labels [B]. alpha=1 is pure soft-label KD, alpha=0 pure hard-label CE. The T^2 factor keeps the
+    soft part's gradient scale independent of T (Hinton et al. 2015).
+    """
+    if temperature <= 0:
+        raise DistillError(f"temperature={temperature} must be > 0")
+    if not 0 <= alpha <= 1:
+        raise DistillError(f"alpha={alpha} must lie in [0, 1] (weight of the soft-target part of L_OUT)")
+    loss = student_logits.new_zeros(())
+    if alpha > 0:
+        if teacher_logits is None:
+            raise DistillError("kd_output_loss with alpha > 0 needs teacher_logits")
+        soft = F.kl_div(F.log_softmax(student_logits / temperature, -1), F.log_softmax(teacher_logits / temperature, -1),
+                        reduction="batchmean", log_target=True)
+        loss = loss + alpha * temperature ** 2 * soft
+    if alpha < 1:
+        if labels is None:
+            raise DistillError("kd_output_loss with alpha < 1 needs labels")
+        loss = loss + (1 - alpha) * F.cross_entropy(student_logits, labels)
+    return loss
+
+
+def uniform_layer_map(teacher_layers: int, student_layers: int) -> list[tuple[int, int]]:
+    """TinyBERT's uniform mapping, 0-based: student layer m <- teacher layer (m+1) * L / M - 1 (last maps to last)."""
+    if student_layers < 1 or student_layers > teacher_layers:
+        raise DistillError(f"a {student_layers}-layer student cannot map onto a {teacher_layers}-layer teacher")
+    return [(round((m + 1) * teacher_layers / student_layers) - 1, m) for m in range(student_layers)]
+
+
+# ------------------------------------------------------------------------------------------------ loss combinations
+TERMS = ("at", "vr", "vmse", "out", "ce")
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    """Weights of the loss terms of one run; a weight of 0 switches the term off.
+
+    at: L_AT, vr: L_VR, vmse: value MSE (Table 6), out: L_OUT = alpha T^2 KL(teacher || student at T) + (1 - alpha) CE.
+    The undistilled control is `LossSpec.parse("ce")`: L_OUT with alpha = 0, i.e. the task loss alone.
+    """
+    at: float = 0.0
+    vr: float = 0.0
+    vmse: float = 0.0
+    out: float = 0.0
+    temperature: float = 1.0
+    alpha: float = 0.5
+
+    @classmethod
+    def parse(cls, combo: str, w_at: float = 1.0, w_vr: float = 1.0, w_out: float = 1.0, w_vmse: float = 1.0,
+              temperature: float = 1.0, alpha: float = 0.5) -> "LossSpec":
+        """'at+vr+out' -> LossSpec(at=w_at, vr=w_vr, out=w_out, ...); 'ce' = hard-label task loss only."""
+        terms = [t.strip().lower() for t in str(combo).split("+") if t.strip()]
+        bad = [t for t in terms if t not in TERMS]
+        if not terms or bad or len(set(terms)) != len(terms) or ("ce" in terms and "out" in terms):
+            raise DistillError(f"loss combination {combo!r} is not valid; join distinct terms of {TERMS} with '+', "
+                               "e.g. 'at+vr', 'at+vr+out' or 'ce' (the control); 'ce' and 'out' exclude each other")
+        for name, w in (("w_at", w_at), ("w_vr", w_vr), ("w_out", w_out), ("w_vmse", w_vmse)):
+            if w < 0:
+                raise DistillError(f"{name}={w} must be >= 0")
+        spec = cls(at=w_at * ("at" in terms), vr=w_vr * ("vr" in terms), vmse=w_vmse * ("vmse" in terms),
+                   out=w_out * ("out" in terms or "ce" in terms), temperature=temperature,
+                   alpha=0.0 if "ce" in terms else alpha)
+        kd_output_loss(torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, dtype=torch.long), temperature, spec.alpha)
+        return spec
+
+    @property
+    def needs_task(self) -> bool:
+        return self.out > 0
+
+    @property
+    def needs_teacher_logits(self) -> bool:
+        return self.out > 0 and self.alpha > 0
+
+    @property
+    def needs_attention(self) -> bool:
+        return self.at > 0 or self.vr > 0 or self.vmse > 0
+
+    def label(self) -> str:
+        """The combination as a table cell, e.g. '1·AT + 1·VR + 1·OUT(T=2, α=0.5)' or '1·CE'."""
+        parts = [f"{w:g}·{n}" for n, w in (("AT", self.at), ("VR", self.vr), ("VMSE", self.vmse)) if w > 0]
+        if self.out > 0:
+            parts.append(f"{self.out:g}·CE" if self.alpha == 0 else f"{self.out:g}·OUT(T={self.temperature:g}, α={self.alpha:g})")
+        return " + ".join(parts) or "none"
+
+
+VARIANT_SPECS = {"minilm": LossSpec(at=1, vr=1), "no_value_relation": LossSpec(at=1), "value_mse": LossSpec(at=1, vmse=1),
+                 "layer_to_layer": LossSpec(at=1, vr=1)}
+VARIANTS = tuple(VARIANT_SPECS)
+
+
+def combined_loss(targets: dict, qkv: dict, mask: torch.Tensor, pairs: list[tuple[int, int]], heads: int,
+                  spec: LossSpec, proj: nn.Module | None = None, student_logits: torch.Tensor | None = None,
+                  teacher_logits: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """Loss terms of one step: {L_AT, L_VR, L_VMSE, L_OUT (those switched on, unweighted), loss (weighted sum)}.
+
+    targets: teacher layer -> {"att": [B, R, T, T], "v": [B, T, D]}; qkv: (student layer, role) -> [B, T, D'];
+    mask [B, T]; pairs: (teacher layer, student layer) averaged over; logits [B, C], labels [B].
+    """
+    at, vr, vm = [], [], []
+    for t, s in pairs if spec.needs_attention else []:
+        tg = targets[t]
+        if spec.at > 0:
+            at.append(attention_transfer_loss(tg["att"], qkv[(s, "q")], qkv[(s, "k")], mask, heads))
+        if spec.vr > 0:
+            vr.append(value_relation_loss(tg["v"], qkv[(s, "v")], mask, heads))
+        if spec.vmse > 0:
+            vm.append(value_mse_loss(tg["v"], qkv[(s, "v")], proj, mask))
+    terms, weights = {}, {}
+    for name, xs, w in (("L_AT", at, spec.at), ("L_VR", vr, spec.vr), ("L_VMSE", vm, spec.vmse)):
+        if xs:
+            terms[name], weights[name] = torch.stack(xs).mean(), w
+    if spec.out > 0:
+        if student_logits is None:
+            raise DistillError("L_OUT needs student logits; give the run a task (texts with labels)")
+        terms["L_OUT"] = kd_output_loss(student_logits, teacher_logits, labels, spec.temperature, spec.alpha)
+        weights["L_OUT"] = spec.out
+    if not terms:
+        raise DistillError(f"loss combination {spec.label()} has no term switched on; give at least one weight > 0")
+    terms["loss"] = sum(weights[k] * v for k, v in terms.items())
+    return terms
+
+
+def distill_losses(targets: dict, qkv: dict, mask: torch.Tensor, pairs: list[tuple[int, int]], heads: int,
+                   variant: str, proj: nn.Module | None = None) -> dict[str, torch.Tensor]:
+    """Task-agnostic loss terms of one step for a named MiniLM `variant` (see VARIANT_SPECS)."""
+    if variant not in VARIANT_SPECS:
+        raise DistillError(f"variant={variant!r} is unknown; use one of {VARIANTS}")
+    return combined_loss(targets, qkv, mask, pairs, heads, VARIANT_SPECS[variant], proj)

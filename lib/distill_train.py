@@ -1,0 +1,240 @@
+"""Stage 5 training: one loop for the task-agnostic stage (L_AT, L_VR, value MSE on a transfer corpus) and the
+task-specific stage (any combination with L_OUT on labelled task texts), and the fine-tuning of the task teacher.
+
+`distill(source, student, corpus, cfg, task=None)`: `source` gives teacher targets (a TeacherCache in memory or a
+TeacherTargetStore on disk); `task` adds labels and the fine-tuned teacher's logits, and a linear head on the student's
+mean-pooled output, for L_OUT. A run whose combination has no attention term (the control 'ce', or 'out') never asks
+the teacher for attention, so it costs no teacher pass.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn as nn
+from tqdm.auto import tqdm
+
+from lib.distill_cache import ATTENTION_DEFINITIONS, TeacherCache, check_attention_definition
+from lib.distill_losses import VARIANTS, DistillError, LossSpec, VARIANT_SPECS, combined_loss, uniform_layer_map
+from lib.distill_models import Encoder, check_tokenizers_aligned
+
+
+@dataclass
+class DistillConfig:
+    """Hyper-parameters of one run (paper defaults where a CPU allows; see supplement §3).
+
+    variant: the MiniLM ablation (layer mapping and default terms); losses: a combination such as 'at+vr+out' that
+    replaces the variant's terms ('' keeps them), weighted by w_*; temperature and alpha shape L_OUT.
+    """
+    variant: str = "minilm"
+    steps: int = 40
+    batch_size: int = 16
+    max_seq_len: int = 32
+    lr: float = 3e-4          # supplement: 3e-4 peak for students other than 6x768
+    warmup_frac: float = 0.01  # supplement: 4,000 of 400,000 steps
+    weight_decay: float = 0.01
+    relation_heads: int = 12   # supplement: 12 heads of attention distributions and value relation
+    seed: int = 0
+    losses: str = ""
+    w_at: float = 1.0
+    w_vr: float = 1.0
+    w_out: float = 1.0
+    temperature: float = 1.0
+    alpha: float = 0.5
+    teacher_attention: str = "eager"
+
+    def spec(self) -> LossSpec:
+        if not self.losses:
+            return VARIANT_SPECS[self.variant]
+        return LossSpec.parse(self.losses, self.w_at, self.w_vr, self.w_out, 1.0, self.temperature, self.alpha)
+
+    def check(self, teacher: Encoder, student: Encoder) -> None:
+        if self.variant not in VARIANTS:
+            raise DistillError(f"variant={self.variant!r} is unknown; use one of {VARIANTS}")
+        if self.steps < 1 or self.batch_size < 1 or self.max_seq_len < 4:
+            raise DistillError(f"steps={self.steps}, batch_size={self.batch_size}, max_seq_len={self.max_seq_len} "
+                               "must be >= 1, >= 1, >= 4")
+        for who, d in (("teacher", teacher.hidden), ("student", student.hidden)):
+            if d % self.relation_heads:
+                raise DistillError(f"relation_heads={self.relation_heads} does not divide the {who} hidden size {d}; "
+                                   "pick a common divisor (e.g. 12 for 768 and 384)")
+        if self.teacher_attention not in ATTENTION_DEFINITIONS:
+            raise DistillError(f"teacher_attention={self.teacher_attention!r} is unknown; use one of {ATTENTION_DEFINITIONS}")
+        if self.spec().needs_attention:
+            check_attention_definition(self.teacher_attention, self.relation_heads, teacher.heads)
+
+
+@dataclass
+class TaskTargets:
+    """Labelled task texts for L_OUT: texts [N], labels [N] int, teacher_logits [N, C] float (None: hard labels only)."""
+    texts: list
+    labels: np.ndarray
+    n_classes: int
+    teacher_logits: np.ndarray | None = None
+
+    def __post_init__(self):
+        self.labels = np.asarray(self.labels, dtype=np.int64)
+        if len(self.texts) != len(self.labels) or (self.teacher_logits is not None and
+                                                   self.teacher_logits.shape != (len(self.texts), self.n_classes)):
+            raise DistillError(f"task targets disagree: {len(self.texts)} texts, {len(self.labels)} labels, teacher "
+                               f"logits {None if self.teacher_logits is None else self.teacher_logits.shape}; "
+                               f"give one label and one row of {self.n_classes} logits per text")
+
+
+def batch_plan(n: int, steps: int, batch_size: int, seed: int) -> list[np.ndarray]:
+    """Index batches of a seeded sampler over epochs of a permutation: steps x [batch_size]."""
+    rng = np.random.default_rng(seed)
+    order: list[int] = []
+    while len(order) < steps * batch_size:
+        order += rng.permutation(n).tolist()
+    return [np.array(order[i * batch_size:(i + 1) * batch_size]) for i in range(steps)]
+
+
+def _optimizer(params: list, cfg, steps: int):
+    from transformers import get_linear_schedule_with_warmup
+
+    decay = [p for p in params if p.ndim >= 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                             {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}],
+                            lr=cfg.lr, betas=(0.9, 0.999))
+    return opt, get_linear_schedule_with_warmup(opt, max(1, round(cfg.warmup_frac * steps)), steps)
+
+
+def distill(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig, progress: bool = True,
+            task: TaskTargets | None = None) -> pd.DataFrame:
+    """Train `student` on `corpus` with the loss combination `cfg.spec()`; returns per-step loss terms.
+
+    teacher: an Encoder, a TeacherCache or a TeacherTargetStore (anything with `.teacher` and `.targets`).
+    task: labels (and teacher logits) aligned with `corpus`, needed by L_OUT; the trained head is left in
+    `student.head` (Linear(D', C)). Students tokenize with their own tokenizer; `check_tokenizers_aligned` must hold.
+    """
+    source = teacher if hasattr(teacher, "targets") else TeacherCache(teacher, corpus, cfg.max_seq_len,
+                                                                     definition=cfg.teacher_attention)
+    t = source.teacher
+    if not corpus:
+        raise DistillError("the transfer corpus is empty; give distill() at least one sentence")
+    cfg.check(t, student)
+    spec = cfg.spec()
+    if spec.needs_attention and getattr(source, "definition", cfg.teacher_attention) != cfg.teacher_attention:
+        raise DistillError(f"the teacher-target source uses teacher_attention={source.definition!r}, the run asks for "
+                           f"{cfg.teacher_attention!r}; build the source with the run's definition")
+    if spec.needs_task:
+        if task is None or list(task.texts) != list(corpus):
+            raise DistillError(f"loss combination {spec.label()} has L_OUT; pass task=TaskTargets for the same texts "
+                               "as the corpus")
+        if spec.needs_teacher_logits and task.teacher_logits is None:
+            raise DistillError(f"{spec.label()} needs teacher logits (alpha > 0); fine-tune a task teacher first or "
+                               "use the 'ce' combination")
+    if spec.needs_attention and student.tokenizer is not t.tokenizer:
+        check_tokenizers_aligned(t.tokenizer, student.tokenizer, corpus, cfg.max_seq_len, (t.name, student.name))
+    L, M = t.num_layers, student.num_layers
+    pairs = uniform_layer_map(L, M) if cfg.variant == "layer_to_layer" else [(L - 1, M - 1)]
+    plan = batch_plan(len(corpus), cfg.steps, cfg.batch_size, cfg.seed)
+    layers = sorted({p[0] for p in pairs})
+    if spec.needs_attention and hasattr(source, "ensure"):  # one sorted teacher pass over every text the run will use
+        source.ensure([corpus[i] for i in np.unique(np.concatenate(plan))], layers)
+    torch.manual_seed(cfg.seed)
+    dev = student.model.device
+    proj = nn.Linear(student.hidden, t.hidden).to(dev) if spec.vmse > 0 else None
+    head = nn.Linear(student.hidden, task.n_classes).to(dev) if spec.needs_task else None
+    params = list(student.model.parameters())
+    params += [p for m in (proj, head) if m is not None for p in m.parameters()]
+    opt, sched = _optimizer(params, cfg, cfg.steps)
+    rows = []
+    student.model.train()
+    try:
+        for step, idx in enumerate(tqdm(plan, desc=f"{student.name} {spec.label()}", disable=not progress, leave=False)):
+            texts = [corpus[i] for i in idx]
+            sbatch = student.tokenize(texts, cfg.max_seq_len)
+            targets, mask = {}, sbatch["attention_mask"].to(dev)
+            if spec.needs_attention:
+                batch, targets = source.targets(texts, layers, cfg.relation_heads)
+                if not torch.equal(sbatch["attention_mask"], batch["attention_mask"]):
+                    raise DistillError(f"{student.name} and {t.name} produce different token counts for a batch; "
+                                       "give the student the teacher's tokenizer")
+                targets = {l: {k: v.to(dev) for k, v in tg.items()} for l, tg in targets.items()}
+            if head is not None:
+                pooled, qkv = student.pooled(sbatch)
+                logits = head(pooled)
+            else:
+                _, _, qkv = student.run(sbatch)
+                logits = None
+            tl = None if not spec.needs_teacher_logits else torch.as_tensor(task.teacher_logits[idx], device=dev).float()
+            labels = None if task is None else torch.as_tensor(task.labels[idx], device=dev)
+            terms = combined_loss(targets, qkv, mask, pairs, cfg.relation_heads, spec, proj, logits, tl, labels)
+            opt.zero_grad()
+            terms["loss"].backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            sched.step()
+            rows.append({"step": step, **{k: float(v.detach()) for k, v in terms.items()}})
+    finally:
+        student.model.eval()
+    if head is not None:
+        student.head = head.eval()
+    return pd.DataFrame(rows)
+
+
+@torch.no_grad()
+def predict_logits(enc: Encoder, texts: list[str], max_seq_len: int, batch_size: int = 64) -> np.ndarray:
+    """Logits [N, C] of `enc.head` on mean-pooled embeddings."""
+    if enc.head is None:
+        raise DistillError(f"{enc.name} has no classification head; train it with a task (L_OUT or 'ce') first")
+    enc.model.eval()
+    out = [enc.head(enc.pooled(enc.tokenize(texts[i:i + batch_size], max_seq_len))[0]).float().cpu().numpy()
+           for i in range(0, len(texts), batch_size)]
+    return np.concatenate(out) if out else np.zeros((0, enc.head.out_features), np.float32)
+
+
+@dataclass
+class FinetuneConfig:
+    """Fine-tuning of the task teacher: the top `layers` transformer layers and a linear head (lower layers frozen)."""
+    steps: int = 100
+    batch_size: int = 16
+    max_seq_len: int = 32
+    lr: float = 5e-5
+    layers: int = 2
+    warmup_frac: float = 0.1
+    weight_decay: float = 0.01
+    seed: int = 0
+
+
+def finetune_teacher(teacher: Encoder, task: TaskTargets, cfg: FinetuneConfig, progress: bool = True) -> Encoder:
+    """A copy of `teacher` with its top `cfg.layers` layers fine-tuned and a head trained by CE on `task` (labels only).
+
+    The shared teacher is left untouched (its attention targets stay valid for every cache). Freezing the lower
+    layers keeps the backward pass small enough for a CPU; the forward pass still runs the whole model.
+    """
+    n = teacher.num_layers
+    if not 0 <= cfg.layers <= n:
+        raise DistillError(f"teacher_ft_layers={cfg.layers} must lie in 0..{n} (the teacher's layer count)")
+    torch.manual_seed(cfg.seed)
+    model = copy.deepcopy(teacher.model)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for layer in model.encoder.layer[n - cfg.layers:]:
+        for p in layer.parameters():
+            p.requires_grad_(True)
+    ft = Encoder(model, teacher.tokenizer, teacher.kind, f"{teacher.name} fine-tuned", None)
+    dev = model.device
+    ft.head = nn.Linear(ft.hidden, task.n_classes).to(dev)
+    params = [p for p in model.parameters() if p.requires_grad] + list(ft.head.parameters())
+    opt, sched = _optimizer(params, cfg, cfg.steps)
+    model.train()
+    try:
+        for idx in tqdm(batch_plan(len(task.texts), cfg.steps, cfg.batch_size, cfg.seed), desc="fine-tune teacher",
+                        disable=not progress, leave=False):
+            batch = ft.tokenize([task.texts[i] for i in idx], cfg.max_seq_len)
+            loss = nn.functional.cross_entropy(ft.head(ft.pooled(batch)[0]), torch.as_tensor(task.labels[idx], device=dev))
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            sched.step()
+    finally:
+        model.eval()
+    ft.head.eval()
+    return ft
