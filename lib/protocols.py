@@ -292,6 +292,7 @@ def graph_task(data: Data, protocol: str, seed: int, holdout_fraction: float = 0
                          f"(lib.protocols.make_protocol)")
     tp = tp or TitlePairs([data])
     n, ei = data.num_nodes, data.edge_index
+    # within_graph was called "leak_free" before the dataset-wide protocols; the old name keeps its pairs identical
     s = derive_seed(seed, "eval", "leak_free" if protocol == "within_graph" else protocol, str(data.graph_id))
     if protocol == "seed":
         mp, pos = ei, ei
