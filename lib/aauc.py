@@ -38,6 +38,12 @@ class AAUCResult:
     def defined(self) -> bool:
         return not math.isnan(self.value)
 
+    @property
+    def share_pos(self) -> float:
+        """Share of the sampled pairs that count as positives; NaN when no pair was sampled (S < 2)."""
+        n = self.n_pos + self.n_neg
+        return self.n_pos / n if n else float("nan")
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["value"] = None if math.isnan(self.value) else self.value
@@ -309,17 +315,38 @@ def load_run_models(run_dir, device: str = "cpu") -> dict:
     return out
 
 
+def trend_slopes(df) -> dict[str, dict[str, float]]:
+    """Least-squares slope of the mean AUC and A-AUC over seeds against ln(training graphs), per protocol:
+    df columns protocol, train_graphs, auc, aauc (one row per seed and size). NaN where fewer than two sizes have a
+    defined value (one size in the grid, or A-AUC None because no test pair passed its cosine thresholds)."""
+    import pandas as pd
+
+    out = {}
+    for protocol, g in df.groupby("protocol"):
+        out[protocol] = {}
+        for k in ("auc", "aauc"):
+            m = pd.to_numeric(g[k], errors="coerce").groupby(g["train_graphs"]).mean().dropna()
+            out[protocol][k] = float(np.polyfit(np.log(m.index.to_numpy(float)), m.to_numpy(float), 1)[0]) \
+                if len(m) > 1 else float("nan")
+    return out
+
+
 def plot_trend(df, path=None, seed_reported=None):
     """AUC and A-AUC against the number of training graphs: df columns train_graphs, seed, protocol, auc, aauc.
     Mean with min–max band over seeds, one line per (metric, protocol); the seed report's points on a second panel."""
     import matplotlib.pyplot as plt
+    import pandas as pd
 
     fig, axes = plt.subplots(1, 2 if seed_reported else 1, figsize=(11 if seed_reported else 6, 4), squeeze=False)
     ax = axes[0, 0]
     for (metric, ls), colour in zip([("auc", "-"), ("aauc", "--")], ["C0", "C1"]):
         for protocol, marker in (("seed", "o"), ("leak_free", "s")):
-            g = df[df["protocol"] == protocol].groupby("train_graphs")[metric]
+            # A-AUC is None where no test pair passes its cosine thresholds (tiny graphs): such points are not drawn
+            h = df[df["protocol"] == protocol].assign(**{metric: lambda d: pd.to_numeric(d[metric], errors="coerce")})
+            g = h.dropna(subset=[metric]).groupby("train_graphs")[metric]
             m, lo, hi = g.mean(), g.min(), g.max()
+            if m.empty:
+                continue
             ax.plot(m.index, m.values, ls=ls, marker=marker, color=colour, label=f"{metric.upper()} · {protocol}")
             ax.fill_between(m.index, lo.values, hi.values, color=colour, alpha=0.12)
     ax.set(xlabel="training graphs (this run)", ylabel="score on the test graphs", title="this run: mean, min–max over seeds")
@@ -338,13 +365,15 @@ def plot_trend(df, path=None, seed_reported=None):
 
 
 def plot_tradeoff(df, path=None, seed_reported=None):
-    """Scatter of test AUC against test A-AUC, one point per run (df columns label, protocol, auc, aauc)."""
+    """Scatter of test AUC against test A-AUC, one point per run (df columns label, protocol, auc, aauc); runs whose
+    A-AUC is undefined are not drawn."""
     import matplotlib.pyplot as plt
+    import pandas as pd
 
     fig, ax = plt.subplots(figsize=(6.6, 4.8))
     for i, (label, g) in enumerate(df.groupby("label", sort=False)):
         for protocol, marker in (("seed", "o"), ("leak_free", "s")):
-            h = g[g["protocol"] == protocol]
+            h = g.loc[g["protocol"] == protocol, ["auc", "aauc"]].apply(pd.to_numeric, errors="coerce").dropna()
             ax.scatter(h["aauc"], h["auc"], marker=marker, color=f"C{i % 10}", alpha=0.8, label=f"{label} · {protocol}")
     for r in seed_reported or []:
         ax.scatter(r["aauc"], r["auc"], marker="*", s=160, color="k")

@@ -20,6 +20,13 @@ def resolve(path: str | os.PathLike) -> Path:
     return p if p.is_absolute() else ROOT / p
 
 
+def shown(path: str | os.PathLike) -> str:
+    """`path` for printing: relative to the project root when it is inside it (stable in executed notebooks), else
+    absolute (a run folder elsewhere, e.g. `--outputs /scratch/runs`)."""
+    p = resolve(path)
+    return p.relative_to(ROOT).as_posix() if p.is_relative_to(ROOT) else str(p)
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write `data` to `path` via a temp file in the same folder + rename, so a kill never leaves half a file."""
     path = Path(path)

@@ -71,6 +71,8 @@ def sample_negatives(edge_index: Tensor, num_nodes: int, num_neg: int, seed: int
     PyG's negative_sampling draws from Python's global `random`; it runs here under a seeded state that is restored
     afterwards, so the caller's random stream is untouched.
     """
+    if num_neg <= 0:  # PyG returns a float tensor here, which would turn a cat with long pairs into float
+        return torch.empty(2, 0, dtype=torch.long)
     state = random.getstate()
     try:
         random.seed(seed)

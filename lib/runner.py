@@ -23,7 +23,7 @@ from pathlib import Path
 
 from lib.params import (ParamError, check_known, merge, notebook_number, notebook_parameters, numbered_notebooks,
                         parse_override)
-from lib.paths import OUTPUTS, PARAMS, ROOT, atomic_write_text
+from lib.paths import OUTPUTS, PARAMS, atomic_write_text, shown
 from lib.runinfo import config_digest, write_params_json
 
 KERNEL = "wikigat"
@@ -50,7 +50,7 @@ def plan_run(files: list[Path], overrides: dict, notebooks: list[Path], all_note
 
 
 def _run_dir_param(run_dir: Path) -> str:
-    return str(run_dir.relative_to(ROOT) if run_dir.is_relative_to(ROOT) else run_dir)
+    return shown(run_dir)
 
 
 def _params_hash(merged: dict, notebooks: list[Path]) -> str:

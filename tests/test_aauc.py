@@ -1,8 +1,11 @@
 import math
 
+import numpy as np
+
 import pytest
 import torch
 
+from lib import aauc as A
 from lib.aauc import aauc, sample_nodes
 
 # Four nodes: 0 and 1 point the same way (cos 1), 2 is close to them (cos 0.8), 3 is orthogonal.
@@ -211,3 +214,18 @@ def test_reference_scorers_and_nested_subsets():
     with pytest.raises(ValueError, match="size_grid"):
         nested_subsets(list("abc"), [2, 4], seed=0)
     assert jsonable({"a": np.float64("nan"), ("x", 1): [np.int64(3)]}) == {"a": None, "('x', 1)": [3]}
+
+
+def test_trend_slopes_fit_log_size_and_skip_undefined_aauc():
+    import pandas as pd
+
+    rows = [dict(protocol="seed", train_graphs=n, seed=s, auc=0.5 + 0.1 * np.log(n) + 0.01 * s, aauc=None)
+            for n in (2, 4, 8) for s in (0, 1)]
+    rows += [dict(protocol="leak_free", train_graphs=n, seed=0, auc=0.7, aauc=0.9 - 0.05 * np.log(n)) for n in (2, 4)]
+    rows += [dict(protocol="leak_free", train_graphs=8, seed=0, auc=0.7, aauc=None)]
+    sl = A.trend_slopes(pd.DataFrame(rows))
+    assert sl["seed"]["auc"] == pytest.approx(0.1)
+    assert np.isnan(sl["seed"]["aauc"])
+    assert sl["leak_free"]["aauc"] == pytest.approx(-0.05)  # the size without an A-AUC is left out, not a zero
+    assert sl["leak_free"]["auc"] == pytest.approx(0.0, abs=1e-12)
+    A.plot_trend(pd.DataFrame(rows))  # an undefined A-AUC is not drawn and does not fail

@@ -33,6 +33,15 @@ def test_negatives_never_contain_positives_and_are_seeded():
     assert (a[0] != a[1]).all()
 
 
+def test_zero_negatives_are_an_empty_long_tensor_so_small_graphs_train():
+    # one positive at neg_rate 0.3 asks for round(0.3) = 0 negatives; PyG would return a float tensor there
+    g = synthetic_graph(12, 10, in_channels=8, seed=0)
+    neg = sample_negatives(g.edge_index, g.num_nodes, 0, seed=1)
+    assert neg.shape == (2, 0) and neg.dtype == torch.long
+    cfg = TrainConfig(epochs=1, neg_rate=0.01, seed=0)
+    train_model("gat_model", SMALL | {"in_channels": 8}, [g], [g], cfg, progress=False)
+
+
 def test_leak_free_split_keeps_held_out_edges_out_of_message_passing():
     g = synthetic_graph(150, 600, in_channels=8, seed=1)
     mp, pos, neg = leak_free_split(g.edge_index, g.num_nodes, 0.1, seed=3)

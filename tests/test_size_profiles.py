@@ -1,0 +1,40 @@
+"""Every size profile of the seed's experiment (seed40, seed180, seed315) runs notebooks 01-04 end to end, through the
+runner, on a tiny stand-in of the offline dataset: the profile's own roots, split sizes, protocols, picture root and
+thresholds, with graphs of 30 nodes instead of 2,000, one seed instead of three and one epoch instead of two. It is
+the test that would have caught notebook 04 assuming the picture's graph is in a split, a zero-negative step with a
+float tensor, and an A-AUC that is undefined on small graphs. Takes a few minutes (notebook 03 trains on 315 graphs)."""
+import json
+
+import pytest
+
+from lib.params import load_yaml
+from lib.paths import PARAMS
+from lib.runner import main
+
+STAND_IN = ["-p", "max_nodes=30", "-p", "overlap_n_roots=4", "-p", "overlap_max_nodes=[30]", "-p", "n_seeds=1",
+            "-p", "gat_epochs=1"]
+
+
+@pytest.mark.parametrize("size", ["seed40", "seed180", "seed315"])
+def test_size_profile_runs_notebooks_01_to_04_on_a_tiny_stand_in(size, tmp_path):
+    out = tmp_path / "runs"
+    code = main(["--size", size, "--device", "cpu", *STAND_IN, "--outputs", str(out), "--run-name", size,
+                 "--notebooks", "01", "02", "03", "04", "--summary", str(tmp_path / "summary")])
+    run = out / size
+    status = json.loads((run / "status.json").read_text())
+    assert code == 0, status["notebooks"]
+    assert [v["status"] for v in status["notebooks"].values()] == ["ok"] * 4
+
+    profile = load_yaml(PARAMS / f"{size}.yaml")
+    split = json.loads((run / "dataset" / "split.json").read_text())["seeds"]["0"]
+    n_train = profile["n_train_graphs"]
+    assert len(split["train"]) + len(split["val"]) == n_train  # validation graphs come out of the training graphs
+    assert len(split["test"]) == profile["n_test_graphs"]
+    assert not set(split["test"]) & (set(split["train"]) | set(split["val"]))
+
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["crawl"]["graphs"] >= n_train + profile["n_test_graphs"]
+    audit = {a["protocol"]: a for a in metrics["train_gat"]["audit"]}
+    assert audit["leak_free"]["test_pos_seen"] == 0 and audit["new_nodes"]["test_pos_seen"] == 0
+    pic = metrics["aauc_analysis"]["picture"]
+    assert pic["role"] in ("train", "val", "test", "not in split")
