@@ -7,7 +7,9 @@ settings a small sweep chooses on validation graphs (never on test graphs):
                   sweep's dropout / levels / lr) — does training alone close the gap?
   "hadamard_mlp": MLP on z_i ⊙ z_j;
   "ncn":          MLP on [z_i ⊙ z_j ‖ Σ common-neighbour z_k];
-  "ncn_feat":     ncn plus the heuristic stack's four pair features as decoder inputs.
+  "ncn_feat":     ncn plus the heuristic stack's four pair features as decoder inputs;
+  "ncn_stack":    ncn_feat whose feature part starts as the fitted heuristic stack (lib.decoders, init="stack"), so
+                  training starts at the bar instead of at random feature weights.
 
 The bar is `heuristic_stack` (lib.heuristics.HeuristicStack), fitted on the same protocol's training graphs.
 """
@@ -30,6 +32,7 @@ VARIANTS = {
     "hadamard_mlp": {"decoder": "hadamard_mlp", "decoder_features": False},
     "ncn": {"decoder": "ncn", "decoder_features": False},
     "ncn_feat": {"decoder": "ncn", "decoder_features": True},
+    "ncn_stack": {"decoder": "ncn", "decoder_features": True, "decoder_init": "stack"},
 }
 SWEEP_KEYS = ("dropout", "num_levels", "lr")
 

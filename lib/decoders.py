@@ -7,6 +7,10 @@
                   embeddings are summed into the decoder's input. N(·) comes from the message-passing graph only.
 With `features=True` the MLP also reads the pair's heuristic features (cos(x_i, x_j), log(1+CN), log(1+AA),
 log(1+PA) on the message-passing graph), so a learned combination can use everything the heuristic stack uses.
+With `init="stack"` the feature part starts as the heuristic stack itself (its standardisation as fixed buffers, its
+logistic-regression weights in the linear term, the MLP's output layer at zero): before the first step the decoder
+scores exactly as the stack does, and training moves it from there instead of from random feature weights, which a
+few hundred steps at a GAT's learning rate do not undo.
 """
 from __future__ import annotations
 
@@ -39,17 +43,32 @@ def common_neighbour_sum(z: Tensor, mp_edge_index: Tensor, pairs: Tensor) -> Ten
     return torch.sparse.mm(s, z.float()).to(z.dtype)
 
 
+class Standardise(nn.Module):
+    """(f - mean) / scale with fixed buffers [F] (a fitted StandardScaler; identity until set)."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(n))
+        self.register_buffer("scale", torch.ones(n))
+
+    def forward(self, f: Tensor) -> Tensor:
+        return (f - self.mean) / self.scale
+
+
 class PairDecoder(nn.Module):
     """MLP decoder: forward(z [N, F], pairs [2, P], mp_edge_index [2, M], x [N, F_in]) -> logits [P].
 
     With features, batch normalisation sees the pairs of one call together: score a training step's positives and
     negatives in one call (lib.train does)."""
 
-    def __init__(self, kind: str, out_channels: int, hidden: int = 64, dropout: float = 0.0, features: bool = False):
+    def __init__(self, kind: str, out_channels: int, hidden: int = 64, dropout: float = 0.0, features: bool = False,
+                 init: str = "random"):
         super().__init__()
         if kind not in DECODERS or kind == "dot":
             raise ValueError(f"PairDecoder kind={kind!r}; use 'hadamard_mlp' or 'ncn' ('dot' needs no module)")
-        self.kind, self.features = kind, features
+        if init == "stack" and not features:
+            raise ValueError("PairDecoder init='stack' needs features=True")
+        self.kind, self.features, self.init = kind, features, init
         in_dim = out_channels * (2 if kind == "ncn" else 1) + (4 if features else 0)
         self.mlp = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Dropout(dropout),
                                  nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
@@ -57,8 +76,22 @@ class PairDecoder(nn.Module):
             # The features live on different scales (a cosine, log counts up to ~10): batch-normalised, and also fed
             # straight to the logit through a linear term, so the decoder contains the heuristic stack's logistic
             # regression as a special case and cannot have to learn it through the MLP alone.
-            self.feat_norm = nn.BatchNorm1d(4)
+            self.feat_norm = Standardise(4) if init == "stack" else nn.BatchNorm1d(4)
             self.feat_linear = nn.Linear(4, 1)
+
+    def init_from_stack(self, stack) -> None:
+        """Start as `stack` (a fitted lib.heuristics.HeuristicStack): its scaler's mean/scale, its weights and
+        intercept in the linear term, the MLP's last layer zeroed, so logits equal stack.scores(...) until trained."""
+        if self.init != "stack":
+            raise ValueError("init_from_stack needs a decoder built with init='stack'")
+        scaler, lr = stack.model[0], stack.model[-1]
+        with torch.no_grad():
+            self.feat_norm.mean.copy_(torch.as_tensor(scaler.mean_, dtype=torch.float32))
+            self.feat_norm.scale.copy_(torch.as_tensor(scaler.scale_, dtype=torch.float32))
+            self.feat_linear.weight.copy_(torch.as_tensor(lr.coef_, dtype=torch.float32))
+            self.feat_linear.bias.copy_(torch.as_tensor(lr.intercept_, dtype=torch.float32))
+            self.mlp[-1].weight.zero_()
+            self.mlp[-1].bias.zero_()
 
     def forward(self, z: Tensor, pairs: Tensor, mp_edge_index: Tensor | None = None, x: Tensor | None = None) -> Tensor:
         parts = [z[pairs[0]] * z[pairs[1]]]

@@ -41,6 +41,7 @@ class ModelConfig:
     decoder_hidden: int = 64  # width of an MLP decoder
     decoder_dropout: float = 0.0  # dropout inside an MLP decoder
     decoder_features: bool = False  # MLP decoder also reads the pair's heuristic features (cos, CN, AA, PA)
+    decoder_init: str = "random"  # "stack": the feature part starts as the heuristic stack of the training graphs
 
     def __post_init__(self):
         for k in ("in_channels", "hidden_channels", "out_channels", "num_levels", "heads"):
@@ -57,6 +58,10 @@ class ModelConfig:
             raise ValueError(f"model parameter decoder={self.decoder!r} must be one of {DECODERS}")
         if self.decoder_features and self.decoder == "dot":
             raise ValueError("model parameter decoder_features=True needs an MLP decoder ('hadamard_mlp' or 'ncn')")
+        if self.decoder_init not in ("random", "stack"):
+            raise ValueError(f"model parameter decoder_init={self.decoder_init!r} must be 'random' or 'stack'")
+        if self.decoder_init == "stack" and not self.decoder_features:
+            raise ValueError("model parameter decoder_init='stack' needs decoder_features=True (the stack reads them)")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -234,7 +239,7 @@ class GatModel(nn.Module):
             from lib.decoders import PairDecoder
 
             self.decoder = PairDecoder(cfg.decoder, cfg.out_channels, cfg.decoder_hidden, cfg.decoder_dropout,
-                                       cfg.decoder_features)
+                                       cfg.decoder_features, cfg.decoder_init)
 
     def encode(self, x: Tensor, edge_index: Tensor) -> Tensor:
         check_inputs(x, edge_index, self.cfg.in_channels)

@@ -309,6 +309,11 @@ def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list,
         raise ValueError(f"no usable training graph ({len(skipped)} skipped: {skipped[:3]}); check the dataset")
     torch.manual_seed(derive_seed(cfg.seed, "init", kind))
     model = build_model(kind, model_cfg).to(device)
+    if model_cfg.get("decoder_init") == "stack":
+        # the same stack (ratio, seed) that lib.beyond reports as the heuristic_stack baseline for these graphs
+        from lib.heuristics import HeuristicStack
+
+        model.decoder.init_from_stack(HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed).fit(train_graphs))
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     scaler = torch.amp.GradScaler("cuda", enabled=cfg.amp)
     config = {"kind": kind, "model": dict(model_cfg), "train": cfg.to_dict(), "data_id": data_id}

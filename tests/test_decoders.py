@@ -113,3 +113,27 @@ def test_early_stopping_stops_after_patience_and_keeps_the_best_epoch(tmp_path):
     assert len(epochs) == 12 or epochs[-1] - best == 2  # ran out of epochs, or stopped 2 epochs after the best
     _, again = train_model("gat_model", mcfg, graphs[:3], graphs[3:], cfg, tmp_path, progress=False, data_id=fid)
     assert again.val == r.val and again.best_epoch == r.best_epoch  # a resumed run stops where the first one did
+
+
+def test_stack_initialised_decoder_scores_exactly_as_the_fitted_stack_until_trained():
+    from lib.train import TrainConfig, train_model
+
+    graphs = [synthetic_graph(60, 240, in_channels=16, seed=s) for s in range(3)]
+    cfg = TrainConfig(epochs=1, seed=4, disjoint_ratio=0.3, supervision="disjoint")
+    stack = HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed).fit(graphs)
+    mcfg = {**SMALL, "decoder": "ncn", "decoder_features": True, "decoder_init": "stack"}
+    model = GatModel(ModelConfig(**mcfg)).eval()
+    model.decoder.init_from_stack(stack)
+    g = synthetic_graph(50, 200, in_channels=16, seed=9)
+    pairs = torch.randint(0, 50, (2, 300), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        got = model.decode(model(g.x, g.edge_index), pairs, g.edge_index, g.x)
+    want = stack.scores(g.x, g.edge_index, 50, pairs)
+    assert np.allclose(got.numpy(), want, atol=1e-4)
+    # train_model starts from that stack (same ratio and seed) and moves away from it with training
+    trained, _ = train_model("gat_model", mcfg, graphs, graphs[:1], cfg, progress=False, max_steps=0)
+    assert torch.allclose(trained.decoder.feat_linear.weight, model.decoder.feat_linear.weight)
+    trained, _ = train_model("gat_model", mcfg, graphs, graphs[:1], cfg, progress=False)
+    assert not torch.allclose(trained.decoder.mlp[-1].weight, torch.zeros_like(trained.decoder.mlp[-1].weight))
+    with pytest.raises(ValueError, match="decoder_features=True"):
+        ModelConfig(**{**SMALL, "decoder": "ncn", "decoder_init": "stack"})
