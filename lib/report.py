@@ -36,9 +36,13 @@ def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE) -> list[Pa
     if not (src / "metrics.json").is_file():
         raise FileNotFoundError(f"{src} has no metrics.json; run it first (python -m lib.runner ...)")
     dst = ref / run
+    notes = (dst / "README.md").read_text() if (dst / "README.md").is_file() else None  # how the run was made
     if dst.exists():
         shutil.rmtree(dst)
     copied = []
+    if notes is not None:
+        dst.mkdir(parents=True)
+        (dst / "README.md").write_text(notes)
     for pattern in KEEP:
         for f in sorted(src.glob(pattern)):
             if f.is_file() and f.stat().st_size <= MAX_BYTES:

@@ -46,3 +46,20 @@ def test_check_fails_when_the_readme_is_stale(tmp_path):
     readme.write_text("# no markers\n")
     with pytest.raises(ValueError, match="no results markers"):
         report.main(["--check", "--readme", str(readme)])
+
+
+def test_publish_copies_small_results_keeps_the_run_notes_and_leaves_checkpoints_out(tmp_path):
+    src, ref = tmp_path / "out" / "r", tmp_path / "ref"
+    (src / "checkpoints").mkdir(parents=True)
+    (src / "figures").mkdir()
+    (src / "metrics.json").write_text("{}")
+    (src / "figures" / "a.png").write_bytes(b"png")
+    (src / "checkpoints" / "e1.pt").write_bytes(b"x")
+    (src / "big.csv").write_bytes(b"0" * 2_000_001)
+    (ref / "r").mkdir(parents=True)
+    (ref / "r" / "README.md").write_text("how this run was made")
+    (ref / "r" / "stale.csv").write_text("old")
+    report.publish("r", outputs=tmp_path / "out", ref=ref)
+    got = sorted(p.relative_to(ref / "r").as_posix() for p in (ref / "r").rglob("*") if p.is_file())
+    assert got == ["README.md", "figures/a.png", "metrics.json"]
+    assert (ref / "r" / "README.md").read_text() == "how this run was made"
