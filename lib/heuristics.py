@@ -63,12 +63,13 @@ def pair_features(x: Tensor, mp_edge_index: Tensor, num_nodes: int, pairs: Tenso
 def stack_training_pairs(graphs: list[Data], ratio: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(features [P+Q, 4], labels [P+Q]) from training graphs: per graph a seeded `ratio` of its edges held out of
     message passing (positives) against as many sampled non-edges of the graph (negatives)."""
-    from lib.protocols import derive_seed, sample_negatives, split_edges
+    from lib.protocols import derive_seed, sample_negatives, split_edges, training_exclusions
 
     feats, labels = [], []
     for g in graphs:
         mp, pos = split_edges(g.edge_index, g.num_nodes, ratio, derive_seed(seed, "stack", str(g.graph_id)))
-        neg = sample_negatives(g.edge_index, g.num_nodes, pos.size(1), derive_seed(seed, "stack-neg", str(g.graph_id)))
+        neg = sample_negatives(training_exclusions(g), g.num_nodes, pos.size(1),
+                               derive_seed(seed, "stack-neg", str(g.graph_id)))
         pairs = torch.cat([pos, neg], 1)
         feats.append(pair_features(g.x, mp, g.num_nodes, pairs))
         labels.append(np.r_[np.ones(pos.size(1)), np.zeros(neg.size(1))])

@@ -114,6 +114,28 @@ def with_edges(data: Data, edge_index: Tensor) -> Data:
                 topics=getattr(data, "topics", None), graph_id=data.graph_id, root=getattr(data, "root", None))
 
 
+def local_pairs_with_keys(data: Data, gids: np.ndarray, tp: "TitlePairs", keys: np.ndarray) -> Tensor:
+    """Node pairs [2, H] (i < j, local ids) of `data` whose title pair is one of the sorted `keys`, whether or not
+    the pair is an edge of this graph."""
+    n = tp.n
+    a, b = keys // n, keys % n
+    local = np.full(n, -1, dtype=np.int64)
+    local[gids] = np.arange(gids.size)  # a title appears once per graph
+    u, v = local[a], local[b]
+    ok = (u >= 0) & (v >= 0)
+    u, v = u[ok], v[ok]
+    return torch.from_numpy(np.stack([np.minimum(u, v), np.maximum(u, v)]))
+
+
+def training_exclusions(data: Data) -> Tensor:
+    """Pairs [2, E + 2H] no training step may use as a negative: the graph's edges and, under `leak_free`, both
+    directions of every held-out title pair present in it (`held_out_pairs`, set by make_protocol)."""
+    held = getattr(data, "held_out_pairs", None)
+    if held is None or held.size(1) == 0:
+        return data.edge_index
+    return torch.cat([data.edge_index, held, held.flip(0)], 1)
+
+
 def without_nodes(data: Data, drop: np.ndarray) -> Data:
     """`data` without the nodes where drop [N] is True (their edges go too; node ids are renumbered)."""
     keep = torch.from_numpy(np.flatnonzero(~drop))
@@ -375,13 +397,20 @@ def make_protocol(graphs: dict, train_ids: list, val_ids: list, test_ids: list, 
                     for g, p in test_pos.items()]
         out.val = [_heldout_task(g, protocol, val_pos[g.graph_id], tp, val_forbidden,
                                  derive_seed(seed, "val", str(g.graph_id))) for g in val_graphs]
-        removed = 0
+        removed = excluded = 0
         for g in train_g:
             und = undirected(g.edge_index)
             keep = ~_member(tp.keys(tp.gids(g), und), drop)
             removed += int((~keep).sum())
-            out.train.append(with_edges(g, to_undirected(und[:, torch.from_numpy(keep)], num_nodes=g.num_nodes)))
+            h = with_edges(g, to_undirected(und[:, torch.from_numpy(keep)], num_nodes=g.num_nodes))
+            # The held-out pairs must not come back as training *negatives* either: the graphs share most titles, so a
+            # held-out pair sits in many training graphs, usually at distance 2, where hard-negative sampling finds
+            # it — the model would be taught that exactly the test links are non-links.
+            h.held_out_pairs = local_pairs_with_keys(g, tp.gids(g), tp, drop)
+            excluded += h.held_out_pairs.size(1)
+            out.train.append(h)
         out.removed = {"train_edges_removed": removed, "train_nodes_removed": 0,
+                       "train_pairs_excluded_from_negatives": excluded,
                        "test_pairs_held_out": int(k_test.size), "val_pairs_held_out": int(k_val.size)}
     else:  # new_nodes
         def unseen_titles(ids_graphs: list[Data], exclude: set, purpose: str) -> set:

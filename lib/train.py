@@ -40,7 +40,7 @@ from lib.model import FeatureMLP, GatModel, ModelConfig, PlainGAT
 from lib.paths import atomic_write_bytes
 from lib.protocols import (GRAPH_PROTOCOLS, NEGATIVE_SETS, PROTOCOLS, TRAIN_SET, EvalTask, check_negatives,
                            check_protocol, derive_seed, graph_task, leak_audit, make_protocol, sample_negatives,
-                           split_edges, TitlePairs)
+                           split_edges, TitlePairs, training_exclusions)
 
 MODEL_KINDS = ("gat_model", "plain_gat", "mlp")
 SUPERVISIONS = ("mp", "disjoint")
@@ -260,7 +260,8 @@ def training_negatives(data: Data, mp: Tensor, pos: Tensor, cfg: TrainConfig, ep
     (Li et al., 2023) used in training, so a model learns what separates a link from a near miss."""
     n_neg = round(pos.size(1) * cfg.neg_rate)
     n_hard = round(cfg.hard_negative_share * n_neg)
-    uni = sample_negatives(data.edge_index, data.num_nodes, n_neg - n_hard, derive_seed(cfg.seed, "train-neg", epoch, step))
+    excluded = training_exclusions(data)  # edges, and under leak_free the held-out pairs (never a training negative)
+    uni = sample_negatives(excluded, data.num_nodes, n_neg - n_hard, derive_seed(cfg.seed, "train-neg", epoch, step))
     if n_hard == 0:
         return uni
     from lib.protocols import hard_negatives
@@ -268,7 +269,7 @@ def training_negatives(data: Data, mp: Tensor, pos: Tensor, cfg: TrainConfig, ep
     g = torch.Generator().manual_seed(derive_seed(cfg.seed, "train-hard-anchors", epoch, step))
     anchors = pos[:, torch.randperm(pos.size(1), generator=g)[:n_hard]]
     tp = TitlePairs([data])
-    hard, _ = hard_negatives(mp.cpu(), data, tp.gids(data), tp, tp.edge_keys(data), anchors.cpu(),
+    hard, _ = hard_negatives(mp.cpu(), data, tp.gids(data), tp, tp.edge_keys(data, excluded), anchors.cpu(),
                              derive_seed(cfg.seed, "train-hard", epoch, step))
     return torch.cat([uni, hard], 1)
 
@@ -500,6 +501,8 @@ def data_fingerprint(graphs: Iterable[Data], tasks: Iterable[EvalTask] = ()) -> 
         h.update(str(g.graph_id).encode())
         h.update(g.x.numpy().tobytes())
         h.update(g.edge_index.numpy().tobytes())
+        if getattr(g, "held_out_pairs", None) is not None:  # they change the training negatives
+            h.update(b"held_out" + g.held_out_pairs.numpy().tobytes())
     for t in tasks:
         for part in (t.mp_edge_index, t.pos, t.neg):
             h.update(part.numpy().tobytes())

@@ -7,7 +7,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
 from lib.protocols import (PROTOCOLS, TitlePairs, graph_task, hard_negatives, leak_audit, make_protocol,
-                           sample_global_negatives)
+                           sample_global_negatives, sample_negatives)
 from lib.train import HEURISTICS, TrainConfig, evaluate_heuristic, synthetic_graph
 
 
@@ -61,6 +61,33 @@ def test_leak_free_removes_a_test_graphs_held_out_pairs_from_every_training_grap
     # the test graph's message passing lacks exactly its held-out pairs
     t = clean.test[0]
     assert _title_pairs(t.data, t.mp_edge_index) == _title_pairs(graphs["B"], graphs["B"].edge_index) - held
+
+
+def test_leak_free_held_out_pairs_are_never_training_negatives_uniform_or_hard():
+    from lib.heuristics import stack_training_pairs
+    from lib.train import training_negatives
+
+    graphs = _overlapping()
+    clean = make_protocol(graphs, ["A", "C"], ["V"], ["B"], "leak_free", seed=0, holdout_fraction=0.25)
+    held = _title_pairs(graphs["B"], clean.test[0].pos) | _title_pairs(clean.val[0].data, clean.val[0].pos)
+    train_a = next(g for g in clean.train if g.graph_id == "A")
+    in_a = {p for p in held if p <= set(train_a.titles)}
+    assert in_a and _title_pairs(train_a, train_a.held_out_pairs) == in_a  # every held-out pair A holds is listed
+    seen = set()
+    for hs in (0.0, 1.0):
+        cfg = TrainConfig(seed=1, neg_rate=3.0, hard_negative_share=hs)
+        for step in range(40):
+            for g in clean.train:
+                neg = training_negatives(g, g.edge_index, g.edge_index, cfg, 1, step)
+                seen |= _title_pairs(g, neg)
+    assert len(seen) > 20 and not seen & held  # many non-edges drawn, none of them a held-out link
+    # before the fix A's held-out pairs were ordinary non-edges there: a sampler blind to them draws them
+    blind = set()
+    for step in range(40):
+        blind |= _title_pairs(train_a, sample_negatives(train_a.edge_index, train_a.num_nodes, 40, step))
+    assert blind & in_a
+    feats, labels = stack_training_pairs(clean.train, 0.3, 0)
+    assert len(labels) > 0  # the stack's negatives go through the same exclusion (training_exclusions)
 
 
 def test_leak_free_negatives_are_links_in_no_graph_of_the_dataset():
