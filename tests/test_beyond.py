@@ -39,3 +39,13 @@ def test_gap_table_margins_against_the_stronger_heuristic_scorer():
     assert g.loc["uniform", "bar"] == "heuristic_stack" and g.loc["hard", "bar"] == "cosine"
     assert g.loc["uniform", "auc_margin"] == pytest.approx(((0.90 - 0.85) + (0.92 - 0.86)) / 2)
     assert g.loc["hard", "auc_margin"] == pytest.approx(((0.60 - 0.65) + (0.60 - 0.66)) / 2)
+
+
+def test_variant_training_overrides_apply_to_sweep_and_run_and_pick_their_own_metric():
+    cfg = TrainConfig(hard_negative_share=0.5, select_metric="mrr_both", lr=0.01)
+    u = B.variant_train_config("ncn_stack_uniform", cfg, {"lr": 0.003})
+    assert (u.hard_negative_share, u.select_metric, u.lr) == (0.0, "mrr", 0.003)
+    s = B.variant_train_config("ncn_stack", cfg)
+    assert (s.hard_negative_share, s.select_metric, s.lr) == (0.5, "mrr_both", 0.01)
+    assert B.variant_select_metric("ncn_stack_uniform", "mrr_both") == "mrr"
+    assert B.variant_select_metric("ncn_feat", "mrr_both") == "mrr_both"
