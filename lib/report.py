@@ -53,8 +53,10 @@ def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE) -> list[Pa
 
 
 def reference_runs(ref: Path = REFERENCE) -> dict[str, dict]:
-    """{run name: metrics dict} of every reference run folder with a metrics.json, sorted by name."""
-    return {p.parent.name: json.loads(p.read_text(encoding="utf-8")) for p in sorted(ref.glob("*/metrics.json"))}
+    """{run name: metrics dict} of every reference run folder with a metrics.json, the seed-experiment runs first by
+    number of training graphs, then the others (e.g. distillation) by name."""
+    runs = {p.parent.name: json.loads(p.read_text(encoding="utf-8")) for p in ref.glob("*/metrics.json")}
+    return dict(sorted(runs.items(), key=lambda kv: (0, _n_train(kv[1]), kv[0]) if "train_gat" in kv[1] else (1, 0, kv[0])))
 
 
 def _n_train(m: dict) -> int:
