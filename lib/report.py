@@ -152,7 +152,7 @@ def plot_size(runs: dict[str, dict], path: Path):
     from lib.train import SEED_REPORTED
 
     t = seed_table(runs)
-    t = t[t["protocol"].isin(["seed", "leak_free", "new_nodes"])]
+    t = t[t["protocol"].isin(["seed", "leak_free", "pair_split", "new_nodes"])]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     ax.plot([r["train_graphs"] for r in SEED_REPORTED], [r["auc"] for r in SEED_REPORTED], "k*-", label="seed AUC")
     ax.plot([r["train_graphs"] for r in SEED_REPORTED], [r["aauc"] for r in SEED_REPORTED], "k*:", label="seed A-AUC")

@@ -8,8 +8,8 @@ Every step logs loss, AUC and A-AUC of that step. Supervision (`TrainConfig.supe
               and used as the positives (what PyG's RandomLinkSplit(disjoint_train_ratio=...) does once, re-drawn
               each step), so training practises the task the leak-free protocols test.
 
-Evaluation protocols ("seed", "within_graph", "leak_free", "new_nodes") and negative sets ("uniform", "hard") are
-built in `lib.protocols` on title pairs across the overlapping graphs; every scorer of a seed sees exactly the same
+Evaluation protocols ("seed", "within_graph", "leak_free", "pair_split", "new_nodes") and negative sets ("uniform",
+"hard") are built in `lib.protocols` on title pairs across the overlapping graphs; every scorer of a seed sees exactly the same
 pairs and message-passing edges. Metrics: AUC, AP, Hits@50, MRR (and A-AUC for embedding models). The epoch is
 chosen on validation graphs prepared by the same protocol.
 """
@@ -633,7 +633,7 @@ def plot_auc_vs_aauc(rows: list[dict], n_train: int, path: str | Path | None = N
         ax.scatter(r["aauc"], r["auc"], marker="*", s=160, color="k")
         ax.annotate(f"seed report, {r['train_graphs']} train", (r["aauc"], r["auc"]), textcoords="offset points",
                     xytext=(6, -3), fontsize=8)
-    marks = dict(zip(PROTOCOLS, "os^D"))
+    marks = dict(zip(PROTOCOLS, "os^vD"))
     for i, kind in enumerate(MODEL_KINDS):
         for protocol, m in marks.items():
             pts = [(r["aauc"], r["auc"]) for r in rows if r["model"] == kind and r["protocol"] == protocol

@@ -103,6 +103,50 @@ def test_leak_free_negatives_are_links_in_no_graph_of_the_dataset():
         assert leak_audit(sp)["test_neg_true_links"] == 0 == leak_audit(sp)["test_neg_hard_true_links"]
 
 
+def test_pair_split_strips_every_held_out_pair_from_every_graph_alike():
+    from lib.train import training_negatives
+
+    graphs = _overlapping()
+    sp = make_protocol(graphs, ["A", "C"], ["V"], ["B"], "pair_split", seed=0, holdout_fraction=0.25)
+    test_held = set().union(*(_title_pairs(t.data, t.pos) for t in sp.test))
+    val_held = set().union(*(_title_pairs(t.data, t.pos) for t in sp.val))
+    b_links = _title_pairs(graphs["B"], graphs["B"].edge_index)
+    assert len(test_held) == round(0.25 * len(b_links)) and not test_held & val_held
+    held = test_held | val_held
+    # the defining property: no graph, whatever its role, passes messages over (or trains on) a held-out pair
+    for g in sp.train:
+        assert not held & _title_pairs(g, g.edge_index)
+    for t in sp.val + sp.test:
+        assert not held & _title_pairs(t.data, t.mp_edge_index)
+    # B's message passing lost the validation pairs it holds too, not only its own positives (unlike leak_free)
+    t = sp.test[0]
+    assert _title_pairs(t.data, t.mp_edge_index) == b_links - held
+    assert (b_links & val_held) and not (b_links & val_held) & _title_pairs(t.data, t.mp_edge_index)
+    # negatives of validation and test are links in no graph, so never a held-out pair
+    every_link = set().union(*(_title_pairs(g, g.edge_index) for g in graphs.values()))
+    for t in sp.val + sp.test:
+        for pairs in (t.neg, t.neg_hard):
+            assert not _title_pairs(t.data, pairs) & every_link
+    seen = set()
+    for hs in (0.0, 1.0):
+        cfg = TrainConfig(seed=1, neg_rate=3.0, hard_negative_share=hs)
+        for step in range(40):
+            for g in sp.train:
+                seen |= _title_pairs(g, training_negatives(g, g.edge_index, g.edge_index, cfg, 1, step))
+    assert len(seen) > 20 and not seen & held
+    assert leak_audit(sp)["test_pos_seen"] == 0
+
+
+def test_leak_free_validation_negatives_are_never_test_pairs():
+    graphs = _overlapping()
+    for seed in range(5):
+        sp = make_protocol(graphs, ["A", "C"], ["V"], ["B"], "leak_free", seed=seed, holdout_fraction=0.25)
+        test_held = set().union(*(_title_pairs(t.data, t.pos) for t in sp.test))
+        for t in sp.val:
+            for pairs in (t.neg, t.neg_hard):
+                assert not _title_pairs(t.data, pairs) & test_held
+
+
 def test_new_nodes_never_lets_a_held_out_title_into_training():
     graphs = {f"g{i}": synthetic_graph(80, 300, in_channels=8, seed=i, graph_id=f"g{i}") for i in range(6)}
     sp = make_protocol(graphs, ["g0", "g1", "g2"], ["g3"], ["g4", "g5"], "new_nodes", seed=3, new_node_fraction=0.1)
