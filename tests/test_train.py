@@ -186,17 +186,17 @@ def test_experiment_learns_and_reports_every_protocol_and_negative_set(tmp_path)
     out = run_experiment(graphs, train, val, test, SMALL, cfg, tmp_path, models=("gat_model", "mlp"),
                          heuristics=("cosine", "common_neighbours"), supervisions=("mp", "disjoint"), progress=False)
     rows = {(r["model"], r["protocol"], r["supervision"], r["negatives"]): r for r in out["rows"]}
-    protocols = ("seed", "within_graph", "leak_free", "new_nodes")
+    protocols = ("seed", "within_graph", "leak_free", "pair_split", "new_nodes")
     assert set(rows) == {(m, p, sv, n) for m in ("gat_model", "mlp") for p in protocols for sv in ("mp", "disjoint")
                          for n in ("uniform", "hard")} | {(m, p, "none", n) for m in ("cosine", "common_neighbours")
                                                           for p in protocols for n in ("uniform", "hard")}
-    # seed and within_graph share their training graphs, so one model each; leak_free and new_nodes train their own
-    assert sorted(out["train"]) == sorted(f"{t}/{sv}/{k}" for t in ("graphs", "leak_free", "new_nodes")
+    # seed and within_graph share their training graphs, so one model each; the clean protocols train their own
+    assert sorted(out["train"]) == sorted(f"{t}/{sv}/{k}" for t in ("graphs", "leak_free", "pair_split", "new_nodes")
                                           for sv in ("mp", "disjoint") for k in ("gat_model", "mlp"))
     assert rows[("gat_model", "leak_free", "mp", "uniform")]["auc"] > 0.7  # clusters make edges learnable
     assert rows[("cosine", "leak_free", "none", "uniform")]["auc"] > 0.7
     audit = {a["protocol"]: a for a in out["audit"]}
-    assert audit["leak_free"]["test_pos_seen"] == audit["new_nodes"]["test_pos_seen"] == 0
+    assert audit["leak_free"]["test_pos_seen"] == audit["pair_split"]["test_pos_seen"] == audit["new_nodes"]["test_pos_seen"] == 0
     table = summary_table(out["rows"])
     assert table.loc[("leak_free", "uniform", "mp", "gat_model"), "n_seeds"] == 1
     with pytest.raises(ValueError, match="exceed"):
