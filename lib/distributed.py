@@ -140,6 +140,38 @@ def peak_memory_mb(device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _local_worker(rank: int, world: int, port: int, job, args: tuple, device: str, timeout_s: float, out: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    d = setup(device, timeout_s)
+    try:
+        torch.save(job(d, *args), Path(out) / f"rank{rank}.pt")
+    finally:
+        teardown()
+
+
+def run_local(job, args: tuple = (), world: int = 2, device: str = "cpu", timeout_s: float = 120) -> list:
+    """job(Dist, *args) on `world` processes of this machine (torch.multiprocessing.spawn, a free port), for tests and
+    benchmarks; returns each rank's result (anything torch.save can write). A rank's exception is raised here, naming
+    that rank, after the others were stopped. `job` must be importable (a module-level function)."""
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as out:
+        mp.spawn(_local_worker, args=(world, free_port(), job, args, device, timeout_s, out), nprocs=world, join=True)
+        return [torch.load(Path(out) / f"rank{r}.pt", weights_only=False) for r in range(world)]
+
+
 # ---------------------------------------------------------------- stage 3: GatModel
 
 

@@ -8,7 +8,6 @@ exception, stated where it is checked: BERT's attention key biases, whose true g
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -17,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 import lib.distributed as DP
 from lib.model import ModelConfig
@@ -33,29 +31,6 @@ CFG = TrainConfig(epochs=2, lr=1e-2, log_aauc=False, log_eval=False)
 def graphs(n=5):
     # 5 graphs at a global batch of 4: the second step of each epoch has 1 graph, so rank 1 gets none
     return [synthetic_graph(30, 80, 16, seed=i, graph_id=f"g{i}") for i in range(n)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _worker(rank, world, port, job, args, out):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))
-    torch.set_num_threads(1)
-    d = DP.setup("cpu", timeout_s=60)
-    try:
-        torch.save(job(d, *args), Path(out) / f"rank{rank}.pt")
-    finally:
-        DP.teardown()
-
-
-def spawn(job, args, out: Path, world: int = 2) -> list:
-    out.mkdir(parents=True, exist_ok=True)
-    mp.spawn(_worker, args=(world, free_port(), job, args, str(out)), nprocs=world, join=True)
-    return [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(world)]
 
 
 def max_diff(a: dict, b: dict) -> float:
@@ -76,16 +51,42 @@ def test_gat_one_process_at_one_graph_is_the_notebook_step():
     assert max_diff(model.state_dict(), mine.state_dict()) == 0.0
 
 
+TITLES = [f"Title number {i}" for i in range(30)] + ["Water", "Climate change"]
+
+
+def _suite(d, tmp):
+    """Every 2-rank job of this file in one pair of processes (starting processes is what costs here)."""
+    tmp = Path(tmp)
+    return {"gat": _gat(d, tmp / "ck", True),  # each rank is given its own checkpoint folder
+            "gat_part": _gat(d, tmp / "b", False, 3, 2),  # stopped after 3 steps, checkpoints every 2
+            "gat_part_ck": _read(tmp / "b" / "last.pt", d),
+            "gat_again": _gat(d, tmp / "b", False),  # a fresh model and optimiser, resumed from last.pt
+            "distill": _distill(d, tmp, tmp / "dck"),
+            "embed": _embed(d, TITLES + TITLES[:5], tmp / "store")}
+
+
+def _read(path, d):
+    d.barrier()  # rank 0 wrote it
+    ck = torch.load(path, weights_only=True)
+    return {"epoch": ck["epoch"], "step": ck["step"]}
+
+
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
-    """One uninterrupted 2-rank GAT run, each rank given its own checkpoint folder."""
-    tmp = tmp_path_factory.mktemp("gat2")
-    return tmp, spawn(_gat, (str(tmp / "ck"), True), tmp / "res")
+    from lib.embed import load_model, open_store
+
+    tmp = tmp_path_factory.mktemp("ranks")
+    model = load_model()
+    open_store(model, tmp / "store").append(["Water"], model.encode(["Water"]))  # stored before: nobody encodes it
+    t0 = time.perf_counter()
+    res = DP.run_local(_suite, (str(tmp),), timeout_s=60)
+    print(f"2-rank jobs: {time.perf_counter() - t0:.1f} s")
+    return tmp, res
 
 
 def test_gat_two_ranks_equal_one_rank_at_twice_the_batch_and_only_rank0_writes(two_ranks):
     one, res1 = DP.train_gat("gat_model", MODEL_CFG, graphs(), CFG, DP.Dist(), 4)
-    tmp_path, (r0, r1) = two_ranks
+    tmp_path, (r0, r1) = two_ranks[0], [r["gat"] for r in two_ranks[1]]
     assert r0["steps"] == r1["steps"] == 4 == res1["steps"]  # 2 epochs x (4 graphs + 1 graph)
     assert max_diff(r0["state"], r1["state"]) == 0.0  # DDP keeps the replicas identical
     assert max_diff(one.state_dict(), r0["state"]) < TOL
@@ -95,13 +96,11 @@ def test_gat_two_ranks_equal_one_rank_at_twice_the_batch_and_only_rank0_writes(t
     assert not (tmp_path / "ck" / "rank1").exists()
 
 
-def test_gat_killed_run_resumes_to_the_same_parameters(tmp_path, two_ranks):
-    full = two_ranks[1][0]
-    part = spawn(_gat, (str(tmp_path / "b"), False, 3, 2), tmp_path / "part")[0]
+def test_gat_stopped_run_resumes_to_the_same_parameters(two_ranks):
+    r0 = two_ranks[1][0]
+    full, part, again = r0["gat"], r0["gat_part"], r0["gat_again"]
     assert part["steps"] == 3 and max_diff(part["state"], full["state"]) > 0
-    ck = torch.load(tmp_path / "b" / "last.pt", weights_only=True)
-    assert (ck["epoch"], ck["step"]) == (2, 0)  # step 3 was not saved yet: the resumed run redoes it
-    again = spawn(_gat, (str(tmp_path / "b"), False), tmp_path / "again")[0]
+    assert r0["gat_part_ck"] == {"epoch": 2, "step": 0}  # step 3 was not saved yet: the resumed run redoes it
     assert again["steps"] == 2
     assert max_diff(again["state"], full["state"]) == 0.0
 
@@ -109,10 +108,10 @@ def test_gat_killed_run_resumes_to_the_same_parameters(tmp_path, two_ranks):
 # ---------------------------------------------------------------- distillation
 
 
-def _students(vocab_dir):
+def _students(vocab_dir, who="main"):
     from tests.test_distill import make_tokenizer, tiny_encoder
 
-    tok = make_tokenizer(Path(vocab_dir))
+    tok = make_tokenizer(Path(vocab_dir), name=f"vocab_{who}.txt")  # one file per process: no half-written reads
     return tiny_encoder(tok, layers=2, hidden=32, heads=4, seed=1, name="teacher"), \
         tiny_encoder(tok, layers=2, hidden=16, heads=2, seed=2, name="student")  # no dropout (see lib.distributed)
 
@@ -126,18 +125,18 @@ def _dcfg():
 def _distill(d, vocab_dir, ckpt):
     from tests.test_distill import CORPUS
 
-    teacher, student = _students(vocab_dir)
+    teacher, student = _students(vocab_dir, f"rank{d.rank}")
     res = DP.distill(teacher, student, CORPUS, _dcfg(), d, out_dir=Path(ckpt) / f"rank{d.rank}", ckpt_every=2)
     return {"state": student.model.state_dict(), "loss": [r["loss"] for r in res["rows"]]}
 
 
-def test_distill_two_ranks_equal_one_rank_at_twice_the_batch(tmp_path):
+def test_distill_two_ranks_equal_one_rank_at_twice_the_batch(two_ranks):
     from lib.distill_train import distill
     from tests.test_distill import CORPUS
 
+    tmp_path, (r0, r1) = two_ranks[0], [r["distill"] for r in two_ranks[1]]
     teacher, student = _students(tmp_path)
     ref = distill(teacher, student, CORPUS, _dcfg(), progress=False)
-    r0, r1 = spawn(_distill, (str(tmp_path), str(tmp_path / "ck")), tmp_path / "res")
     assert max_diff(r0["state"], r1["state"]) == 0.0
     # A key bias adds q·b to every score of a softmax row, so its true gradient is 0 and what backward returns is
     # rounding noise, which AdamW scales up to about lr per step whichever way the noise was summed.
@@ -147,7 +146,7 @@ def test_distill_two_ranks_equal_one_rank_at_twice_the_batch(tmp_path):
                     {k: v for k, v in r0["state"].items() if k not in key_bias}) < TOL
     assert max_diff({k: ref_state[k] for k in key_bias}, {k: r0["state"][k] for k in key_bias}) <= cfg.lr * cfg.steps
     assert r0["loss"] == pytest.approx(ref["loss"].tolist(), abs=1e-5)
-    assert (tmp_path / "ck" / "rank0" / "last.pt").is_file() and not (tmp_path / "ck" / "rank1").exists()
+    assert (tmp_path / "dck" / "rank0" / "last.pt").is_file() and not (tmp_path / "dck" / "rank1").exists()
 
 
 # ---------------------------------------------------------------- embedding
@@ -159,14 +158,11 @@ def _embed(d, titles, store):
     return DP.embed_shard(titles, load_model(), store, d, batch_size=8, chunk_size=8)
 
 
-def test_embedding_store_filled_by_two_ranks_encodes_each_title_once(tmp_path):
+def test_embedding_store_filled_by_two_ranks_encodes_each_title_once(two_ranks):
     from lib.embed import load_model, open_store
 
-    titles = [f"Title number {i}" for i in range(30)] + ["Water", "Climate change"]
+    tmp_path, (r0, r1) = two_ranks[0], [r["embed"] for r in two_ranks[1]]
     model = load_model()
-    store = open_store(model, tmp_path / "store")
-    store.append(["Water"], model.encode(["Water"]))  # already stored: nobody encodes it again
-    r0, r1 = spawn(_embed, (titles + titles[:5], str(tmp_path / "store")), tmp_path / "res")
     assert r0["missing"] == r1["missing"] == 31
     assert r0["newly_encoded"] + r1["newly_encoded"] == 31 and abs(r0["newly_encoded"] - r1["newly_encoded"]) <= 1
     again = open_store(model, tmp_path / "store")
