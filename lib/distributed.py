@@ -17,7 +17,10 @@ Exactly equivalent, up to the order of float summation (tests/test_distributed.p
   notebook's own step), not by rank or batch. G = W = 1 is the notebook's one-graph step. A short last batch of an
   epoch is weighted the same way (a rank left without a graph contributes a zero-weighted one).
 - distillation: W ranks at B sentences == 1 process at W·B for L_AT, L_VR and L_OUT (means over sentences) and
-  the gradient clipping (applied to the averaged gradient), when the student has no dropout.
+  the gradient clipping (applied to the averaged gradient), when the student has no dropout. Parameters without a
+  gradient (the last layer's FFN under L_AT + L_VR) stay untouched, as in one process. BERT's attention key biases
+  are the exception to 1e-5: their true gradient is 0 (a bias shifts a whole softmax row), so AdamW turns rounding
+  noise into steps of up to lr, whichever way it was summed.
 Not equivalent: student dropout in distillation (masks are drawn per rank tensor); the Value-MSE ablation (a mean
 over the batch's tokens, so ranks are weighted by sentences, not tokens); the GAT trainer logs the global mean loss
 per step, not lib.train's per-step AUC / A-AUC, and has no early stopping (validation per epoch on rank 0).
@@ -393,6 +396,7 @@ def _distill_job(p: dict, a, d: Dist) -> dict:
     from lib import distill as D
 
     p = {k.removeprefix("distill_"): v for k, v in p.items()}
+    D.check_params(p)
     seed = p["seeds"][0]
     if d.rank == 0:  # joins and unzips the teacher's parts once; the other ranks then find it ready
         D.ensure_teacher()

@@ -136,6 +136,7 @@ def test_distill_two_ranks_equal_one_rank_at_twice_the_batch(two_ranks):
 
     tmp_path, (r0, r1) = two_ranks[0], [r["distill"] for r in two_ranks[1]]
     teacher, student = _students(tmp_path)
+    init = {k: v.clone() for k, v in student.model.state_dict().items()}
     ref = distill(teacher, student, CORPUS, _dcfg(), progress=False)
     assert max_diff(r0["state"], r1["state"]) == 0.0
     # A key bias adds q·b to every score of a softmax row, so its true gradient is 0 and what backward returns is
@@ -146,6 +147,10 @@ def test_distill_two_ranks_equal_one_rank_at_twice_the_batch(two_ranks):
                     {k: v for k, v in r0["state"].items() if k not in key_bias}) < TOL
     assert max_diff({k: ref_state[k] for k in key_bias}, {k: r0["state"][k] for k in key_bias}) <= cfg.lr * cfg.steps
     assert r0["loss"] == pytest.approx(ref["loss"].tolist(), abs=1e-5)
+    # the last layer's attention output and FFN get no gradient from L_AT / L_VR: DDP (find_unused_parameters) must
+    # leave their .grad None, as one process does, or AdamW would decay them
+    unused = [k for k in init if torch.equal(init[k], ref_state[k])]
+    assert len(unused) == 10 and all(torch.equal(r0["state"][k], init[k]) for k in unused)
     assert (tmp_path / "dck" / "rank0" / "last.pt").is_file() and not (tmp_path / "dck" / "rank1").exists()
 
 
@@ -202,19 +207,42 @@ def test_a_failing_rank_ends_the_job_with_its_error(tmp_path):
     assert time.perf_counter() - t0 < 90
 
 
-def test_command_line_runs_under_torchrun(tmp_path):
-    cmd = [TORCHRUN, "--standalone", "--nproc_per_node", "2", "-m", "lib.distributed", "gat", "--synthetic", "3",
-           "--params", "params/tiny.yaml", "params/cpu.yaml", "-p", "gat_epochs=1", "-p", "gat_hidden=16",
-           "-p", "gat_levels=1", "--out", str(tmp_path / "run"), "--ckpt-every", "1"]
+def test_command_line_killed_under_torchrun_resumes_to_the_one_process_result(tmp_path):
+    """SIGKILL to the whole torchrun job after its first checkpoint, a re-run, and the same command in one process
+    (no torchrun) at the same global batch as the reference."""
+    import json
+    import signal
+
+    args = ["gat", "--synthetic", "3", "--params", "params/tiny.yaml", "params/cpu.yaml", "-p", "gat_epochs=3",
+            "-p", "gat_hidden=16", "-p", "gat_levels=1", "--ckpt-every", "1", "--global-batch", "2"]
+    cmd = [TORCHRUN, "--standalone", "--nproc_per_node", "2", "-m", "lib.distributed", *args, "--out",
+           str(tmp_path / "run")]
     root = Path(__file__).parents[1]
+    job = subprocess.Popen(cmd, env=_env(), cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    try:
+        t0 = time.perf_counter()
+        while not (tmp_path / "run" / "last.pt").exists() and job.poll() is None and time.perf_counter() - t0 < 120:
+            time.sleep(0.02)
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait(30)
+    assert not (tmp_path / "run" / "metrics.json").exists(), "the job ended before it could be killed"
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=_env(), cwd=root)
     assert r.returncode == 0, r.stderr[-3000:]
-    import json
-
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert m["world"] == 2 and m["global_batch"] == 2 and m["steps"] == 2 and len(m["history"]) == 2  # 3 graphs
-    assert m["val"][0]["epoch"] == 1 and m["val"][0]["auc"] is not None  # rank 0 validated the epoch
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["epoch_1.pt", "last.pt", "metrics.json"]
+    assert m["world"] == 2 and m["global_batch"] == 2 and len(m["history"]) == 6 > m["steps"]  # 3 epochs x 2 steps
+    assert [v["epoch"] for v in m["val"]] == [1, 2, 3] and m["val"][0]["auc"] is not None  # rank 0 validated
+    assert sorted(p.name for p in (tmp_path / "run").iterdir() if not p.name.startswith(".")) == \
+        ["epoch_1.pt", "epoch_2.pt", "epoch_3.pt", "last.pt", "metrics.json"]
+    cwd = os.getcwd()
+    try:
+        os.chdir(root)
+        assert DP.main([*args, "--out", str(tmp_path / "one")]) == 0
+    finally:
+        os.chdir(cwd)
+    two, one = (torch.load(tmp_path / f / "epoch_3.pt", weights_only=True)["model"] for f in ("run", "one"))
+    assert max_diff(two, one) < TOL
 
 
 def test_cuda_without_a_gpu_is_a_clear_error():
