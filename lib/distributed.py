@@ -466,7 +466,9 @@ def main(argv: list[str] | None = None) -> int:
             res.update(peak_memory_mb_rank0=round(peak_memory_mb(d.device), 1), params=p)
             out = Path(res["out"])
             atomic_write_text(out / "metrics.json", json.dumps(res, indent=1, default=str) + "\n")
-            print(f"{a.command}: {res.get('steps', '')} steps on {d.world} rank(s); wrote {out / 'metrics.json'}")
+            done = f"{res['steps']} steps" if "steps" in res else \
+                f"{sum(r['newly_encoded'] for r in res['per_rank'])} titles encoded"
+            print(f"{a.command}: {done} on {d.world} rank(s); wrote {out / 'metrics.json'}")
     finally:
         teardown()
     return 0
