@@ -103,14 +103,53 @@ def _optimizer(params: list, cfg, steps: int):
     return opt, get_linear_schedule_with_warmup(opt, max(1, round(cfg.warmup_frac * steps)), steps)
 
 
-def distill(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig, progress: bool = True,
-            task: TaskTargets | None = None) -> pd.DataFrame:
-    """Train `student` on `corpus` with the loss combination `cfg.spec()`; returns per-step loss terms.
+class StudentStep(nn.Module):
+    """The student, its value projection and task head (None when unused) and the loss of one step as one module, so
+    DistributedDataParallel wraps everything that gets gradients."""
 
-    teacher: an Encoder, a TeacherCache or a TeacherTargetStore (anything with `.teacher` and `.targets`).
-    task: labels (and teacher logits) aligned with `corpus`, needed by L_OUT; the trained head is left in
-    `student.head` (Linear(D', C)). Students tokenize with their own tokenizer; `check_tokenizers_aligned` must hold.
-    """
+    def __init__(self, student: Encoder, proj: nn.Module | None, head: nn.Module | None, pairs: list[tuple[int, int]],
+                 heads: int, spec: LossSpec):
+        super().__init__()
+        self.enc, self.pairs, self.heads, self.spec = student, pairs, heads, spec
+        self.model, self.proj, self.head = student.model, proj, head
+
+    def forward(self, sbatch: dict, targets: dict, teacher_logits, labels) -> dict:
+        """sbatch: student tokens {input_ids, attention_mask: [B, T]}; targets: teacher layer -> {"att" [B, R, T, T],
+        "v" [B, T, D]}; teacher_logits [B, C] or None; labels [B] or None -> combined_loss's terms."""
+        if self.head is not None:
+            pooled, qkv = self.enc.pooled(sbatch)
+            logits = self.head(pooled)
+        else:
+            _, _, qkv = self.enc.run(sbatch)
+            logits = None
+        mask = sbatch["attention_mask"].to(self.enc.model.device)
+        return combined_loss(targets, qkv, mask, self.pairs, self.heads, self.spec, self.proj, logits, teacher_logits,
+                             labels)
+
+
+def step_inputs(source, student: Encoder, corpus: list[str], idx: np.ndarray, cfg: DistillConfig, spec: LossSpec,
+                layers: list[int], task: TaskTargets | None) -> tuple:
+    """StudentStep's inputs for the corpus rows `idx` [B]: (student tokens, teacher targets on the student's device,
+    teacher logits [B, C] or None, labels [B] or None)."""
+    dev = student.model.device
+    texts = [corpus[i] for i in idx]
+    sbatch = student.tokenize(texts, cfg.max_seq_len)
+    targets = {}
+    if spec.needs_attention:
+        batch, targets = source.targets(texts, layers, cfg.relation_heads)
+        if not torch.equal(sbatch["attention_mask"], batch["attention_mask"]):
+            raise DistillError(f"{student.name} and {source.teacher.name} produce different token counts for a batch; "
+                               "give the student the teacher's tokenizer")
+        targets = {l: {k: v.to(dev) for k, v in tg.items()} for l, tg in targets.items()}
+    tl = None if not spec.needs_teacher_logits else torch.as_tensor(task.teacher_logits[idx], device=dev).float()
+    labels = None if task is None else torch.as_tensor(task.labels[idx], device=dev)
+    return sbatch, targets, tl, labels
+
+
+def prepare_run(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig, task: TaskTargets | None) -> dict:
+    """Checks and set-up shared by `distill` and its data-parallel twin (lib.distributed): {"source" (teacher
+    targets), "spec", "layers" (teacher layers used), "step" (StudentStep, value projection and head seeded by
+    cfg.seed), "params" (everything the optimiser updates)}."""
     source = teacher if hasattr(teacher, "targets") else TeacherCache(teacher, corpus, cfg.max_seq_len,
                                                                      definition=cfg.teacher_attention)
     t = source.teacher
@@ -132,39 +171,35 @@ def distill(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig, pr
         check_tokenizers_aligned(t.tokenizer, student.tokenizer, corpus, cfg.max_seq_len, (t.name, student.name))
     L, M = t.num_layers, student.num_layers
     pairs = uniform_layer_map(L, M) if cfg.variant == "layer_to_layer" else [(L - 1, M - 1)]
-    plan = batch_plan(len(corpus), cfg.steps, cfg.batch_size, cfg.seed)
-    layers = sorted({p[0] for p in pairs})
-    if spec.needs_attention and hasattr(source, "ensure"):  # one sorted teacher pass over every text the run will use
-        source.ensure([corpus[i] for i in np.unique(np.concatenate(plan))], layers)
     torch.manual_seed(cfg.seed)
     dev = student.model.device
     proj = nn.Linear(student.hidden, t.hidden).to(dev) if spec.vmse > 0 else None
     head = nn.Linear(student.hidden, task.n_classes).to(dev) if spec.needs_task else None
     params = list(student.model.parameters())
     params += [p for m in (proj, head) if m is not None for p in m.parameters()]
+    return {"source": source, "spec": spec, "layers": sorted({p[0] for p in pairs}), "params": params,
+            "step": StudentStep(student, proj, head, pairs, cfg.relation_heads, spec)}
+
+
+def distill(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig, progress: bool = True,
+            task: TaskTargets | None = None) -> pd.DataFrame:
+    """Train `student` on `corpus` with the loss combination `cfg.spec()`; returns per-step loss terms.
+
+    teacher: an Encoder, a TeacherCache or a TeacherTargetStore (anything with `.teacher` and `.targets`).
+    task: labels (and teacher logits) aligned with `corpus`, needed by L_OUT; the trained head is left in
+    `student.head` (Linear(D', C)). Students tokenize with their own tokenizer; `check_tokenizers_aligned` must hold.
+    """
+    r = prepare_run(teacher, student, corpus, cfg, task)
+    source, spec, layers, run, params = r["source"], r["spec"], r["layers"], r["step"], r["params"]
+    plan = batch_plan(len(corpus), cfg.steps, cfg.batch_size, cfg.seed)
+    if spec.needs_attention and hasattr(source, "ensure"):  # one sorted teacher pass over every text the run will use
+        source.ensure([corpus[i] for i in np.unique(np.concatenate(plan))], layers)
     opt, sched = _optimizer(params, cfg, cfg.steps)
     rows = []
     student.model.train()
     try:
         for step, idx in enumerate(tqdm(plan, desc=f"{student.name} {spec.label()}", disable=not progress, leave=False)):
-            texts = [corpus[i] for i in idx]
-            sbatch = student.tokenize(texts, cfg.max_seq_len)
-            targets, mask = {}, sbatch["attention_mask"].to(dev)
-            if spec.needs_attention:
-                batch, targets = source.targets(texts, layers, cfg.relation_heads)
-                if not torch.equal(sbatch["attention_mask"], batch["attention_mask"]):
-                    raise DistillError(f"{student.name} and {t.name} produce different token counts for a batch; "
-                                       "give the student the teacher's tokenizer")
-                targets = {l: {k: v.to(dev) for k, v in tg.items()} for l, tg in targets.items()}
-            if head is not None:
-                pooled, qkv = student.pooled(sbatch)
-                logits = head(pooled)
-            else:
-                _, _, qkv = student.run(sbatch)
-                logits = None
-            tl = None if not spec.needs_teacher_logits else torch.as_tensor(task.teacher_logits[idx], device=dev).float()
-            labels = None if task is None else torch.as_tensor(task.labels[idx], device=dev)
-            terms = combined_loss(targets, qkv, mask, pairs, cfg.relation_heads, spec, proj, logits, tl, labels)
+            terms = run(*step_inputs(source, student, corpus, idx, cfg, spec, layers, task))
             opt.zero_grad()
             terms["loss"].backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -173,8 +208,8 @@ def distill(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig, pr
             rows.append({"step": step, **{k: float(v.detach()) for k, v in terms.items()}})
     finally:
         student.model.eval()
-    if head is not None:
-        student.head = head.eval()
+    if run.head is not None:
+        student.head = run.head.eval()
     return pd.DataFrame(rows)
 
 

@@ -289,6 +289,54 @@ def validation_scores(model, tasks: list[EvalTask], cfg: TrainConfig, device) ->
     return out
 
 
+class EncodeDecode(torch.nn.Module):
+    """model(x, mp) then model.decode(z, pairs, mp, x) as one forward, so DistributedDataParallel wraps both
+    (a decoder with parameters is then part of the wrapped module)."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: Tensor, mp: Tensor, pairs: Tensor) -> tuple[Tensor, Tensor]:
+        """x [N, F], mp [2, M], pairs [2, P] -> (z [N, F_out], logits [P])."""
+        z = self.model(x, mp)
+        return z, self.model.decode(z, pairs, mp, x)  # one call for positives and negatives: see PairDecoder
+
+
+def init_model(kind: str, model_cfg: dict, train_graphs: list[Data], cfg: TrainConfig, device) -> torch.nn.Module:
+    """A fresh `kind` model seeded by (cfg.seed, kind) on `device` (decoder_init="stack": its feature part fitted on
+    `train_graphs`)."""
+    torch.manual_seed(derive_seed(cfg.seed, "init", kind))
+    model = build_model(kind, model_cfg).to(device)
+    if model_cfg.get("decoder_init") == "stack":
+        # the same stack (ratio, seed) that lib.beyond reports as the heuristic_stack baseline for these graphs
+        from lib.heuristics import HeuristicStack
+
+        model.decoder.init_from_stack(HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed).fit(train_graphs))
+    return model
+
+
+def step_loss(run, data: Data, cfg: TrainConfig, kind: str, epoch: int, step: int, device) -> dict:
+    """The BCE loss of one training example: graph `data` at (epoch, step), `run` in training mode.
+
+    run(x [N, F], mp [2, M], pairs [2, P]) -> (z [N, F_out], logits [P]) (an EncodeDecode, possibly inside
+    DistributedDataParallel). Dropout, the disjoint split and the negatives are seeded by (seed, kind, epoch, step)
+    alone, so an example draws the same samples whichever batch, rank or resumed run it falls in.
+    Returns {"loss": scalar mean over the example's P + Q pairs, "logits", "labels": [P + Q], "z": [N, F_out],
+    "x", "mp", "pos" [2, P], "neg" [2, Q]} on `device`.
+    """
+    torch.manual_seed(derive_seed(cfg.seed, "dropout", kind, epoch, step))
+    mp, pos = supervision_pairs(data, cfg, epoch, step)
+    x, mp, pos = data.x.to(device), mp.to(device), pos.to(device)
+    neg = training_negatives(data, mp, pos, cfg, epoch, step).to(device)
+    with torch.autocast(device.type, dtype=torch.float16, enabled=cfg.amp):
+        z, logits = run(x, mp, torch.cat([pos, neg], 1))
+        logits = logits.float()
+    labels = torch.cat([torch.ones(pos.size(1)), torch.zeros(neg.size(1))]).to(device)
+    return {"loss": F.binary_cross_entropy_with_logits(logits, labels), "logits": logits, "labels": labels, "z": z,
+            "x": x, "mp": mp, "pos": pos, "neg": neg}
+
+
 def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list, cfg: TrainConfig,
                 ckpt_dir: str | Path | None = None, resume: bool = True, progress: bool = True,
                 max_steps: int | None = None, data_id: str = "") -> tuple[torch.nn.Module, TrainResult]:
@@ -308,13 +356,8 @@ def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list,
     val_tasks = _val_tasks(val, cfg)
     if not train_graphs:
         raise ValueError(f"no usable training graph ({len(skipped)} skipped: {skipped[:3]}); check the dataset")
-    torch.manual_seed(derive_seed(cfg.seed, "init", kind))
-    model = build_model(kind, model_cfg).to(device)
-    if model_cfg.get("decoder_init") == "stack":
-        # the same stack (ratio, seed) that lib.beyond reports as the heuristic_stack baseline for these graphs
-        from lib.heuristics import HeuristicStack
-
-        model.decoder.init_from_stack(HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed).fit(train_graphs))
+    model = init_model(kind, model_cfg, train_graphs, cfg, device)
+    run = EncodeDecode(model)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     scaler = torch.amp.GradScaler("cuda", enabled=cfg.amp)
     config = {"kind": kind, "model": dict(model_cfg), "train": cfg.to_dict(), "data_id": data_id}
@@ -349,15 +392,9 @@ def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list,
                 break
             t0 = time.perf_counter()
             model.train()
-            torch.manual_seed(derive_seed(cfg.seed, "dropout", kind, epoch, step))
-            mp, pos = supervision_pairs(data, cfg, epoch, step)
-            x, mp, pos = data.x.to(device), mp.to(device), pos.to(device)
-            neg = training_negatives(data, mp, pos, cfg, epoch, step).to(device)
-            with torch.autocast(device.type, dtype=torch.float16, enabled=cfg.amp):
-                z = model(x, mp)
-                logits = model.decode(z, torch.cat([pos, neg], 1), mp, x).float()  # one call: see PairDecoder
-            labels = torch.cat([torch.ones(pos.size(1)), torch.zeros(neg.size(1))]).to(device)
-            loss = F.binary_cross_entropy_with_logits(logits, labels)
+            out = step_loss(run, data, cfg, kind, epoch, step, device)
+            loss, logits, labels, z, x, mp, pos, neg = (out[k] for k in ("loss", "logits", "labels", "z", "x", "mp",
+                                                                            "pos", "neg"))
             if not torch.isfinite(loss):
                 raise TrainingDiverged(
                     f"{kind}: loss is {loss.item()} at epoch {epoch} step {step} (graph {data.graph_id}); training "
