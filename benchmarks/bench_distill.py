@@ -1,6 +1,11 @@
 """Stage 5 benchmark: inference sentences/s of teacher, assistant and students on the same sentences in one run
 (target: 6x384 >= 5x the teacher, as the paper's Table 4 reports 5.3x), and distillation steps/s with peak memory.
 
+Teacher targets in low precision (`--precision`, default auto; lib.device): teacher sentences/s of the target pass
+(attention + values of the last layer) under autocast vs float32 on the same batches, interleaved (target >= 1.8x),
+with the KL of the low-precision attention rows to the float32 ones. Where auto resolves to float32 (no native bf16 on
+this CPU) that is said and only float32 is reported; `--precision bf16` measures the emulated path anyway.
+
     .venv/bin/python benchmarks/bench_distill.py [--sentences 256] [--max-seq-len 128] [--steps 10]
 """
 from __future__ import annotations
@@ -15,6 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from lib import distill as D  # noqa: E402
+from lib.device import resolve_precision  # noqa: E402
 
 
 def peak_rss_mib() -> float:
@@ -28,6 +34,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--steps", type=int, default=10, help="distillation steps timed per student")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--precision", default="auto", help="teacher precision for distillation targets (lib.device)")
+    ap.add_argument("--skip-steps", action="store_true", help="skip the distillation steps/s part")
     args = ap.parse_args(argv)
 
     data = D.build_datasets(args.seed, transfer_sentences=max(args.sentences, args.batch_size * args.steps),
@@ -42,6 +50,25 @@ def main(argv=None) -> int:
     print(speed.round(2).to_string(index=False))
     r6 = float(speed.loc[speed.model == "student 6x384", "speedup"].iloc[0])
     print(f"6x384 speed-up vs teacher: {r6:.2f}x (target >= 5x; paper Table 4: 5.3x) -> {'OK' if r6 >= 5 else 'BELOW TARGET'}")
+
+    prec = resolve_precision(args.precision, "cpu")
+    print(f"\nteacher targets: precision {args.precision!r} -> {prec.name}: {prec.reason}")
+    if prec.name == "fp32":
+        print("  reporting float32 only (teacher sentences/s above)")
+    else:
+        last = teacher.num_layers - 1
+        D.target_divergence(teacher, texts[:4], [last], 12, args.max_seq_len, precision=prec)  # warm-up, both paths
+        before = peak_rss_mib()
+        div = D.target_divergence(teacher, texts, [last], 12, args.max_seq_len, precision=prec,
+                                  batch_size=args.batch_size)
+        r = div["seconds_fp32"] / div["seconds_low"]
+        print(f"  fp32 {len(texts) / div['seconds_fp32']:.1f} sentences/s, {prec.name} "
+              f"{len(texts) / div['seconds_low']:.1f} sentences/s: {r:.2f}x (target >= 1.8x) -> "
+              f"{'OK' if r >= 1.8 else 'BELOW TARGET'}")
+        print(f"  KL(fp32 || {prec.name} attention rows, last layer) {div['kl_att']:.2e}, value relative error "
+              f"{div['value_rel_err']:.2e}; process peak RSS {peak_rss_mib():.0f} MiB (before {before:.0f})")
+    if args.skip_steps:
+        return 0
 
     print("\ndistillation steps/s (teacher forward + student forward/backward, batch "
           f"{args.batch_size // 2}, max_seq_len {args.max_seq_len}):")

@@ -7,6 +7,12 @@ graph's edges and round(0.3 · 2E) sampled non-edges, BCE-with-logits, backward,
 Both implementations are timed alternately in the same process (the machine may be shared), median of `repeats`.
 Peak memory: each implementation also runs alone in a child process and reports its peak RSS (ru_maxrss).
 Checks first that both have the same parameter count and the same outputs for the same weights.
+
+Low precision (`--precision`, default auto; lib.device): the fused step under autocast (bf16, or fp16 with a
+GradScaler) against the PyG float32 reference in the same run (target <= 0.25x), its peak memory, and the eval AUC
+after `--auc-steps` training steps on a learnable synthetic graph, fused low precision vs fused float32 from the same
+initial weights (target: within 0.01). Where `auto` resolves to float32 (no native bf16 on this CPU) the benchmark says
+so and reports float32 only; an explicit `--precision bf16` times the emulated path anyway.
 """
 from __future__ import annotations
 
@@ -21,8 +27,9 @@ import time
 import torch
 import torch.nn.functional as F
 
+from lib.device import resolve_precision
 from lib.model import GatModel, count_parameters
-from lib.train import sample_negatives
+from lib.train import sample_negatives, synthetic_graph
 
 
 def seed_sized_graph(nodes: int, edges: int, features: int = 384, seed: int = 0):
@@ -40,18 +47,48 @@ def seed_sized_graph(nodes: int, edges: int, features: int = 384, seed: int = 0)
     return torch.randn(nodes, features, generator=g), ei
 
 
-def make_step(model, x, ei, neg):
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+def make_step(model, x, ei, neg, precision: str = "fp32", lr: float = 1e-3):
+    """One lib.train-style step at `precision` (autocast; GradScaler for fp16)."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    prec = resolve_precision(precision, "cpu")
+    scaler = torch.amp.GradScaler("cpu", enabled=prec.grad_scaling)
     labels = torch.cat([torch.ones(ei.size(1)), torch.zeros(neg.size(1))])
 
     def step():
         model.train()
-        z = model(x, ei)
-        loss = F.binary_cross_entropy_with_logits(torch.cat([model.decode(z, ei), model.decode(z, neg)]), labels)
+        with prec.autocast("cpu"):
+            z = model(x, ei)
+            logits = torch.cat([model.decode(z, ei), model.decode(z, neg)]).float()
+        loss = F.binary_cross_entropy_with_logits(logits, labels)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
     return step
+
+
+def auc_after_steps(precision: str, steps: int, seed: int = 0) -> float:
+    """Eval-mode AUC (float32 forward) on a held-out half of a synthetic graph's edges after `steps` fused steps at
+    `precision`, from the same initial weights, edges and negatives for every precision."""
+    from sklearn.metrics import roc_auc_score
+
+    g = synthetic_graph(2000, 8000, seed=seed)
+    und = g.edge_index[:, g.edge_index[0] < g.edge_index[1]]
+    perm = torch.randperm(und.size(1), generator=torch.Generator().manual_seed(seed))
+    train_e, test_e = und[:, perm[: und.size(1) // 2]], und[:, perm[und.size(1) // 2:]]
+    mp = torch.cat([train_e, train_e.flip(0)], 1)
+    neg = sample_negatives(g.edge_index, g.num_nodes, mp.size(1), seed=seed + 1)
+    test_neg = sample_negatives(g.edge_index, g.num_nodes, test_e.size(1), seed=seed + 2)
+    torch.manual_seed(seed)
+    model = GatModel(impl="fused")
+    step = make_step(model, g.x, mp, neg, precision, lr=5e-3)
+    for _ in range(steps):
+        step()
+    model.eval()
+    with torch.no_grad():
+        z = model(g.x, mp)
+        s = torch.cat([model.decode(z, test_e), model.decode(z, test_neg)])
+    return float(roc_auc_score([1] * test_e.size(1) + [0] * test_neg.size(1), s.numpy()))
 
 
 def _rss_kib(field: str) -> int:
@@ -59,12 +96,12 @@ def _rss_kib(field: str) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
 
 
-def child(impl: str, nodes: int, edges: int, steps: int) -> None:
+def child(impl: str, nodes: int, edges: int, steps: int, precision: str = "fp32") -> None:
     """Peak RSS of `steps` training steps alone: the peak (VmHWM) is reset after the graph and negatives exist,
     because generating them costs more memory than training on them."""
     x, ei = seed_sized_graph(nodes, edges)
     neg = sample_negatives(ei, nodes, round(0.3 * ei.size(1)), seed=1)
-    step = make_step(GatModel(impl=impl), x, ei, neg)
+    step = make_step(GatModel(impl=impl), x, ei, neg, precision)
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # Linux: reset the peak-RSS counter
@@ -77,7 +114,8 @@ def child(impl: str, nodes: int, edges: int, steps: int) -> None:
         for _ in range(steps):
             step()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"impl": impl, "peak_rss_mib": peak / 1024, "step_growth_mib": (peak - before) / 1024}))
+    print(json.dumps({"impl": impl, "precision": precision, "peak_rss_mib": peak / 1024,
+                      "step_growth_mib": (peak - before) / 1024}))
 
 
 def main() -> None:
@@ -86,11 +124,18 @@ def main() -> None:
     ap.add_argument("--edges", type=int, default=38_700)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--precision", default="auto", help="low precision of the fused step: auto, bf16, fp16 (lib.device)")
+    ap.add_argument("--auc-steps", type=int, default=40, help="training steps before the AUC comparison")
     ap.add_argument("--child", default=None)
+    ap.add_argument("--child-precision", default="fp32")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     if a.child:
-        return child(a.child, a.nodes, a.edges, 2)
+        return child(a.child, a.nodes, a.edges, 2, a.child_precision)
+    prec = resolve_precision(a.precision, "cpu")
+    low = prec.name if prec.name != "fp32" else None
+    print(f"precision {a.precision!r} -> {prec.name}: {prec.reason}"
+          + ("" if low else "; reporting float32 only"))
 
     x, ei = seed_sized_graph(a.nodes, a.edges)
     neg = sample_negatives(ei, a.nodes, round(0.3 * ei.size(1)), seed=1)
@@ -106,6 +151,10 @@ def main() -> None:
     assert diff < 1e-3, "outputs differ"
 
     steps = {"pyg": make_step(ref, x, ei, neg), "fused": make_step(fused, x, ei, neg)}
+    if low:
+        lowm = GatModel(impl="fused")
+        lowm.load_state_dict(ref.state_dict())
+        steps[f"fused-{low}"] = make_step(lowm, x, ei, neg, low)
     for s in steps.values():
         s()  # warm-up
     times = {k: [] for k in steps}
@@ -124,12 +173,22 @@ def main() -> None:
     # CPU seconds are printed too because on a shared machine the wall-clock ratio mostly measures the neighbours.
     print(f"ratio fused / pyg = {med['fused'] / med['pyg']:.3f} wall (min/min {min(times['fused']) / min(times['pyg']):.3f}),"
           f" {med_cpu['fused'] / med_cpu['pyg']:.3f} CPU  (target <= 0.8)")
+    if low:
+        k = f"fused-{low}"
+        r = med[k] / med["pyg"]
+        print(f"ratio {k} / pyg fp32 = {r:.3f} wall, {med_cpu[k] / med_cpu['pyg']:.3f} CPU  (target <= 0.25) -> "
+              f"{'OK' if r <= 0.25 else 'ABOVE TARGET'}")
+        auc = {p: auc_after_steps(p, a.auc_steps) for p in ("fp32", low)}
+        d = auc[low] - auc["fp32"]
+        print(f"held-out AUC after {a.auc_steps} fused steps: fp32 {auc['fp32']:.4f}, {low} {auc[low]:.4f} "
+              f"(difference {d:+.4f}; target within 0.01) -> {'OK' if abs(d) <= 0.01 else 'OUTSIDE TARGET'}")
 
-    for impl in ("pyg", "fused"):
-        out = subprocess.run([sys.executable, __file__, "--child", impl, "--nodes", str(a.nodes), "--edges",
-                              str(a.edges), "--threads", str(a.threads)], capture_output=True, text=True, check=True)
+    for impl, p in [("pyg", "fp32"), ("fused", "fp32")] + ([("fused", low)] if low else []):
+        out = subprocess.run([sys.executable, __file__, "--child", impl, "--child-precision", p, "--nodes",
+                              str(a.nodes), "--edges", str(a.edges), "--threads", str(a.threads)],
+                             capture_output=True, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"{impl:>6}: peak RSS during 2 training steps {r['peak_rss_mib']:.0f} MiB "
+        print(f"{impl + ' ' + p:>11}: peak RSS during 2 training steps {r['peak_rss_mib']:.0f} MiB "
               f"({r['step_growth_mib']:.0f} MiB above the resident graph + model)")
 
 

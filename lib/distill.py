@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lib.device import PRECISIONS
 from lib.distill_cache import (ATTENTION_DEFINITIONS, TeacherCache, TeacherTargetStore, check_attention_definition,  # noqa: F401
-                               teacher_targets)
+                               target_divergence, teacher_targets)
 from lib.distill_data import build_datasets, load_rotten_tomatoes, load_vital_articles, split_ids, split_sentences  # noqa: F401
 from lib.distill_eval import (encode, evaluate, fidelity, fidelity_of, head_accuracy, last_layer_attention,  # noqa: F401
                               linear_probe, paper_table, plot_attention_maps, plot_loss_curves, plot_versus_control,
@@ -48,7 +49,7 @@ NOTEBOOK_PARAMS = ("run_dir", "device", "distill_seeds", "students", "student_hi
                    "distill_warmup_frac", "distill_weight_decay", "cache_teacher_targets", "tasks", "task_students",
                    "task_losses", "task_steps", "task_lr", "w_at", "w_vr", "w_out", "kd_temperature", "kd_alpha",
                    "teacher_ft_steps", "teacher_ft_layers", "teacher_ft_lr", "task_train", "task_eval",
-                   "fidelity_sentences", "speed_sentences", "save_students", "lp_students", "lp_epochs")
+                   "fidelity_sentences", "speed_sentences", "save_students", "lp_students", "lp_epochs", "precision")
 """Notebook 05's parameters; names shared with other stages' generic keys carry a `distill_` prefix, dropped in `p`."""
 
 
@@ -95,14 +96,17 @@ def check_params(p: dict) -> None:
     require(p["task_steps"] >= 1 and p["teacher_ft_steps"] >= 0, "task_steps", p["task_steps"],
             "task_steps must be >= 1 and teacher_ft_steps >= 0")
     require(0 <= p["teacher_ft_layers"] <= 12, "teacher_ft_layers", p["teacher_ft_layers"], "fine-tune 0..12 top layers")
+    require(p.get("precision", "fp32") in PRECISIONS, "precision", p.get("precision"), f"use one of {PRECISIONS}")
 
 
 def _teacher_source(enc: Encoder, p: dict, cache_root):
     """The disk cache when `cache_teacher_targets` (and the encoder has a folder), else a fresh in-memory cache."""
     if p["cache_teacher_targets"] and enc.source is not None:
         kw = {} if cache_root is None else {"root": cache_root}
-        return TeacherTargetStore(enc, encoder_identity(enc), p["max_seq_len"], p["teacher_attention"], **kw)
-    return TeacherCache(enc, None, p["max_seq_len"], definition=p["teacher_attention"])
+        return TeacherTargetStore(enc, encoder_identity(enc), p["max_seq_len"], p["teacher_attention"],
+                                  precision=p.get("precision", "fp32"), **kw)
+    return TeacherCache(enc, None, p["max_seq_len"], definition=p["teacher_attention"],
+                        precision=p.get("precision", "fp32"))
 
 
 class _Checkpoint:
@@ -255,7 +259,8 @@ def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir
                 if meth != "no distillation":
                     if meth == "MiniLM (w/ TA)":
                         src = (ta_shared or _teacher_source(assistant, p, cache_root)) if p["ta_source"] == "pretrained" \
-                            else TeacherCache(trained[6], None, p["max_seq_len"], definition=p["teacher_attention"])
+                            else TeacherCache(trained[6], None, p["max_seq_len"], definition=p["teacher_attention"],
+                                            precision=p.get("precision", "fp32"))
                     else:
                         src = tcache
                     cfg = DistillConfig(variant=METHOD_VARIANT[meth], steps=p["steps"], lr=p["lr"], seed=seed, **base)

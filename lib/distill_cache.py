@@ -15,6 +15,10 @@ append-only chunk files under outputs/cache/teacher_targets/<teacher id, max_seq
 teacher pass per sentence serves every student, ablation, seed and re-run. The format follows lib/embed.py's
 EmbeddingStore: a chunk appears only through rename(2) (a kill loses at most the chunk being computed) and carries a
 sha256 over everything after it; a corrupt chunk is set aside as *.corrupt on open and its sentences are recomputed.
+
+Compute precision (`precision`, lib.device): the teacher's forward pass for targets may run under bf16/fp16 autocast;
+such targets get their own folder (`<teacher id>@bf16-L<layer>-...`), never mixed with float32 ones, and
+`target_divergence` reports how far they are from the float32 targets (KL of the attention rows).
 """
 from __future__ import annotations
 
@@ -29,7 +33,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lib.distill_losses import DistillError, qk_attention
+from lib.device import Precision, resolve_precision
+from lib.distill_losses import DistillError, kl_rows, qk_attention
 from lib.distill_models import Encoder
 from lib.paths import CACHE, atomic_write_bytes, atomic_write_text
 
@@ -48,17 +53,62 @@ def check_attention_definition(definition: str, relation_heads: int, teacher_hea
                            f"relation_heads={relation_heads}; set relation_heads={teacher_heads} or teacher_attention='qk'")
 
 
+def _precision(teacher: Encoder, precision: str | Precision) -> Precision:
+    return precision if isinstance(precision, Precision) else resolve_precision(precision, teacher.model.device)
+
+
+def _run_teacher(teacher: Encoder, batch: dict, attentions: bool, precision: Precision):
+    """teacher.run under `precision`'s autocast; attentions and q/k/v come back float32."""
+    with precision.autocast(teacher.model.device):
+        _, atts, qkv = teacher.run(batch, attentions=attentions)
+    return (None if atts is None else [a.float() for a in atts]), {k: v.float() for k, v in qkv.items()}
+
+
 @torch.no_grad()
-def teacher_targets(teacher: Encoder, batch: dict, layers: list[int], heads: int, definition: str = "eager") -> dict:
-    """Teacher attention [B, R, T, T] (see the module docstring for `definition`) and values [B, T, D] of `layers`."""
+def teacher_targets(teacher: Encoder, batch: dict, layers: list[int], heads: int, definition: str = "eager",
+                    precision: str | Precision = "fp32") -> dict:
+    """Teacher attention [B, R, T, T] (see the module docstring for `definition`) and values [B, T, D] of `layers`,
+    float32, from a forward pass at `precision` (lib.device; the q·k softmax of "qk" is taken in float32)."""
     check_attention_definition(definition, heads, teacher.heads)
-    _, atts, qkv = teacher.run(batch, attentions=definition == "eager")
+    atts, qkv = _run_teacher(teacher, batch, definition == "eager", _precision(teacher, precision))
     mask = batch["attention_mask"].to(teacher.model.device)
     out = {}
     for i in layers:
         p = atts[i] if definition == "eager" else qk_attention(qkv[(i, "q")], qkv[(i, "k")], mask, heads)
         out[i] = {"att": p.detach(), "v": qkv[(i, "v")].detach()}
     return out
+
+
+@torch.no_grad()
+def target_divergence(teacher: Encoder, texts: list[str], layers: list[int], heads: int, max_seq_len: int,
+                      definition: str = "eager", precision: str | Precision = "bf16", batch_size: int = 16) -> dict:
+    """How far low-precision teacher targets are from float32 ones on `texts`, and what they cost.
+
+    Returns {"precision", "reason", "kl_att": mean over layers of eq. 6's KL(P_fp32 || P_low) per relation head and
+    token, "kl_att_max": the largest of those per layer, "value_rel_err": ||V_low - V_fp32|| / ||V_fp32||, "seconds_fp32",
+    "seconds_low"}; kl_att ≈ 0 (rounding) when `precision` resolves to float32.
+    """
+    prec, fp32 = _precision(teacher, precision), resolve_precision("fp32", teacher.model.device)
+    kls, num, den, secs = {l: [] for l in layers}, 0.0, 0.0, {"fp32": 0.0, "low": 0.0}
+    for b in range(0, len(texts), batch_size):
+        batch = teacher.tokenize(texts[b:b + batch_size], max_seq_len)
+        mask = batch["attention_mask"].to(teacher.model.device)
+        t0 = time.perf_counter()
+        ref = teacher_targets(teacher, batch, layers, heads, definition, fp32)
+        t1 = time.perf_counter()
+        low = teacher_targets(teacher, batch, layers, heads, definition, prec)
+        secs["fp32"] += t1 - t0
+        secs["low"] += time.perf_counter() - t1
+        for l in layers:
+            q = low[l]["att"].masked_fill(~mask[:, None, None, :].bool(), 0.0)
+            q = q / q.sum(-1, keepdim=True).clamp(min=1e-30)  # rows of a bf16 softmax sum to 1 only within rounding
+            kls[l].append(float(kl_rows(ref[l]["att"], q.clamp(min=1e-30).log(), mask)))
+            num += float((low[l]["v"] - ref[l]["v"]).pow(2).sum())
+            den += float(ref[l]["v"].pow(2).sum())
+    per_layer = [float(np.mean(v)) for v in kls.values()]
+    return {"precision": prec.name, "reason": prec.reason, "kl_att": float(np.mean(per_layer)),
+            "kl_att_max": float(np.max(per_layer)), "value_rel_err": (num / den) ** 0.5 if den else 0.0,
+            "seconds_fp32": secs["fp32"], "seconds_low": secs["low"]}
 
 
 class TeacherCache:
@@ -69,8 +119,9 @@ class TeacherCache:
     """
 
     def __init__(self, teacher: Encoder, corpus: list[str] | None, max_seq_len: int, max_bytes: float = 2 * 2**30,
-                 definition: str = "eager"):
+                 definition: str = "eager", precision: str = "fp32"):
         self.teacher, self.corpus, self.max_seq_len, self.definition = teacher, corpus, max_seq_len, definition
+        self.precision = _precision(teacher, precision)
         self.store: dict = {}
         self.max_bytes, self.nbytes = max_bytes, 0
         self.teacher_sentences = 0
@@ -86,7 +137,7 @@ class TeacherCache:
         have = self.store.get(key, {})
         missing = [l for l in layers if l not in have]
         if missing:
-            new = teacher_targets(self.teacher, batch, missing, heads, self.definition)
+            new = teacher_targets(self.teacher, batch, missing, heads, self.definition, self.precision)
             self.teacher_sentences += len(texts)
             have.update(new)
             size = sum(t.numel() * t.element_size() for tg in new.values() for t in tg.values())
@@ -168,14 +219,19 @@ class TeacherTargetStore:
     """Disk cache of teacher targets; same `targets(texts, layers, heads)` interface as TeacherCache.
 
     teacher_id: a stable identity of the teacher's weights and tokenizer (e.g. lib.embed.model_identity of its folder).
+    precision: the teacher's compute precision (lib.device); targets other than float32 live in their own folders.
     `teacher_sentences` counts sentences passed through the teacher by this object (0 on a warm re-run).
     """
 
     def __init__(self, teacher: Encoder, teacher_id: str, max_seq_len: int, definition: str = "eager",
                  root: str | os.PathLike = CACHE / "teacher_targets", batch_size: int = 32, chunk_size: int = 512,
-                 progress: bool = False):
+                 progress: bool = False, precision: str = "fp32"):
         if definition not in ATTENTION_DEFINITIONS:
             raise DistillError(f"teacher_attention={definition!r} is unknown; use one of {ATTENTION_DEFINITIONS}")
+        from lib.embed import precision_identity
+
+        self.precision = _precision(teacher, precision)
+        teacher_id = precision_identity(teacher_id, self.precision.name)
         self.teacher, self.teacher_id, self.max_seq_len, self.definition = teacher, teacher_id, max_seq_len, definition
         self.root, self.batch_size, self.chunk_size, self.progress = Path(root), batch_size, chunk_size, progress
         self.layers: dict[int, _LayerStore] = {}
@@ -208,7 +264,8 @@ class TeacherTargetStore:
         for b in range(0, len(todo), self.batch_size):
             chunk = [todo[i] for i in order[b:b + self.batch_size]]
             batch = self.teacher.tokenize(chunk, self.max_seq_len)
-            _, atts, qkv = self.teacher.run(batch, attentions=self.definition == "eager")
+            with torch.no_grad():
+                atts, qkv = _run_teacher(self.teacher, batch, self.definition == "eager", self.precision)
             self.teacher_sentences += len(chunk)
             n = batch["attention_mask"].sum(-1).tolist()
             for l in layers:

@@ -39,7 +39,7 @@ import math
 import os
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -49,7 +49,7 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from lib.device import get_device
+from lib.device import get_device, resolve_precision
 from lib.paths import atomic_write_bytes, atomic_write_text, resolve
 
 TIMEOUT_S = 600  # collectives of a stuck or dead rank fail after this, instead of hanging the job
@@ -200,12 +200,14 @@ def train_gat(kind: str, model_cfg: dict, train_graphs: list, cfg, d: Dist, grap
     model = init_model(kind, model_cfg, graphs, cfg, d.device)
     run = _wrap(EncodeDecode(model), d)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    scaler = torch.amp.GradScaler("cuda", enabled=cfg.amp)
+    prec = resolve_precision(cfg.precision, d.device)
+    scaler = torch.amp.GradScaler(d.device.type, enabled=prec.grad_scaling)
     k = cfg.steps_per_graph
     items = [(i * k + r, g) for i, g in enumerate(graphs) for r in range(k)]
     n_steps = math.ceil(len(items) / G)
     out_dir = Path(out_dir) if out_dir else None
-    config = {"kind": kind, "model": dict(model_cfg), "train": cfg.to_dict(), "global_batch": G,
+    config = {"kind": kind, "model": dict(model_cfg), "train": replace(cfg, precision=prec.name).to_dict(),
+              "global_batch": G,
               "data_id": data_fingerprint(graphs)}
     epoch0, step0, history, val_log = 1, 0, [], []
     ck = _resume(out_dir, config, d.device)
@@ -236,7 +238,7 @@ def train_gat(kind: str, model_cfg: dict, train_graphs: list, cfg, d: Dist, grap
             local = 0.0
             for j, (step, g) in enumerate(mine or batch[:1]):
                 with run.no_sync() if d.group and j < len(mine) - 1 else nullcontext():
-                    out = step_loss(run, g, cfg, kind, epoch, step, d.device)
+                    out = step_loss(run, g, cfg, kind, epoch, step, d.device, prec)
                     if not torch.isfinite(out["loss"]):
                         raise TrainingDiverged(f"rank {d.rank}: {kind} loss is {out['loss'].item()} at epoch {epoch} "
                                                f"step {step} (graph {g.graph_id}); lower lr or check the features")
@@ -374,7 +376,8 @@ def _gat_job(p: dict, a, d: Dist) -> dict:
 
     cfg = TrainConfig(epochs=p["gat_epochs"], lr=p["gat_lr"], neg_rate=p["neg_rate"], r_cos=p["r_cos"],
                       t_cos=p["t_cos"], holdout_fraction=p["holdout_fraction"], new_node_fraction=p["new_node_fraction"],
-                      disjoint_ratio=p["disjoint_ratio"], select_metric=p["select_metric"], amp=p["amp"],
+                      disjoint_ratio=p["disjoint_ratio"], select_metric=p["select_metric"],
+                      precision="fp16" if p.get("amp") else p.get("precision", "fp32"),
                       device=p["device"], seed=p["seed"], supervision=p["train_supervision"][0])
     if a.synthetic:
         graphs = [synthetic_graph(200, 800, 384, seed=i, graph_id=f"synthetic{i}") for i in range(a.synthetic + 1)]

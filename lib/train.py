@@ -19,7 +19,8 @@ import math
 import random
 import re
 import time
-from dataclasses import asdict, dataclass, field, fields
+import warnings
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -34,7 +35,7 @@ from tqdm.auto import tqdm
 
 from lib.aauc import aauc, aauc_scored
 from lib.dataset import split_graphs  # noqa: F401  (re-exported: one split function for every stage)
-from lib.device import get_device
+from lib.device import check_precision, get_device, resolve_precision
 from lib.heuristics import HEURISTICS, heuristic_scores  # noqa: F401  (re-exported)
 from lib.model import FeatureMLP, GatModel, ModelConfig, PlainGAT
 from lib.paths import atomic_write_bytes
@@ -70,7 +71,8 @@ class TrainConfig:
     steps_per_graph: int = 1  # optimiser steps per training graph and epoch (the seed: 1), each with fresh pairs
     hard_negative_share: float = 0.0  # share of each step's negatives drawn at distance 2 in its message passing
     hits_k: int = 50
-    amp: bool = False  # mixed precision; only on CUDA
+    precision: str = "fp32"  # compute precision of training steps: "fp32", "bf16", "fp16" or "auto" (lib.device)
+    amp: bool | None = None  # deprecated alias: amp=True means precision="fp16" (the old CUDA profile)
     device: str = "cpu"
     seed: int = 0
     log_aauc: bool = True  # A-AUC at every training step (as the seed's figures 3, 5, 7)
@@ -94,11 +96,22 @@ class TrainConfig:
         for key, ok, fix in checks:
             if not ok:
                 raise ValueError(f"parameter {key}={getattr(self, key)!r} is invalid: {fix}")
-        if self.amp and not self.device.startswith("cuda"):
-            raise ValueError(f"amp=True needs device='cuda' (got device={self.device!r}); use params/cpu.yaml (amp off)")
+        if self.amp:  # amp=False never meant more than "no float16 autocast", which precision already says
+            if self.precision not in ("fp32", "fp16"):
+                raise ValueError(f"amp=True (deprecated: float16 autocast) contradicts precision={self.precision!r}; "
+                                 f"drop amp and keep precision")
+            warnings.warn("TrainConfig(amp=True) is deprecated; use precision='fp16' (or 'auto')", DeprecationWarning,
+                          stacklevel=3)
+            object.__setattr__(self, "precision", "fp16")
+        object.__setattr__(self, "amp", None)
+        check_precision(self.precision)
+
+    def resolved(self) -> "TrainConfig":
+        """This config with `precision` resolved for its device ("auto" -> what runs), as checkpoints store it."""
+        return replace(self, precision=resolve_precision(self.precision, get_device(self.device)).name)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "amp"}
 
 
 # ---------------------------------------------------------------- seeds, input checks, synthetic graphs
@@ -222,8 +235,11 @@ def epoch_checkpoints(ckpt_dir: Path) -> dict[int, Path]:
 
 
 def _comparable(config: dict) -> dict:
-    """A checkpoint's config minus what may change on resume (the number of epochs)."""
-    return {**config, "train": {k: v for k, v in config["train"].items() if k != "epochs"}}
+    """A checkpoint's config minus what may change on resume (the number of epochs); checkpoints from before
+    `precision` (with `amp`) compare as the float32 / float16 runs they were."""
+    train = {k: v for k, v in config["train"].items() if k not in ("epochs", "amp")}
+    train.setdefault("precision", "fp16" if config["train"].get("amp") else "fp32")
+    return {**config, "train": train}
 
 
 @dataclass
@@ -316,21 +332,23 @@ def init_model(kind: str, model_cfg: dict, train_graphs: list[Data], cfg: TrainC
     return model
 
 
-def step_loss(run, data: Data, cfg: TrainConfig, kind: str, epoch: int, step: int, device) -> dict:
+def step_loss(run, data: Data, cfg: TrainConfig, kind: str, epoch: int, step: int, device, prec=None) -> dict:
     """The BCE loss of one training example: graph `data` at (epoch, step), `run` in training mode.
 
     run(x [N, F], mp [2, M], pairs [2, P]) -> (z [N, F_out], logits [P]) (an EncodeDecode, possibly inside
     DistributedDataParallel). Dropout, the disjoint split and the negatives are seeded by (seed, kind, epoch, step)
     alone, so an example draws the same samples whichever batch, rank or resumed run it falls in.
     Returns {"loss": scalar mean over the example's P + Q pairs, "logits", "labels": [P + Q], "z": [N, F_out],
-    "x", "mp", "pos" [2, P], "neg" [2, Q]} on `device`.
+    "x", "mp", "pos" [2, P], "neg" [2, Q]} on `device`. prec: cfg.precision resolved for `device`
+    (lib.device.resolve_precision; resolved here when None).
     """
+    prec = prec or resolve_precision(cfg.precision, device)
     torch.manual_seed(derive_seed(cfg.seed, "dropout", kind, epoch, step))
     mp, pos = supervision_pairs(data, cfg, epoch, step)
     x, mp, pos = data.x.to(device), mp.to(device), pos.to(device)
     neg = training_negatives(data, mp, pos, cfg, epoch, step).to(device)
-    with torch.autocast(device.type, dtype=torch.float16, enabled=cfg.amp):
-        z, logits = run(x, mp, torch.cat([pos, neg], 1))
+    with prec.autocast(device):
+        z, logits = run(x, mp, torch.cat([pos, neg], 1))  # one decode call: see PairDecoder
         logits = logits.float()
     labels = torch.cat([torch.ones(pos.size(1)), torch.zeros(neg.size(1))]).to(device)
     return {"loss": F.binary_cross_entropy_with_logits(logits, labels), "logits": logits, "labels": labels, "z": z,
@@ -359,8 +377,10 @@ def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list,
     model = init_model(kind, model_cfg, train_graphs, cfg, device)
     run = EncodeDecode(model)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    scaler = torch.amp.GradScaler("cuda", enabled=cfg.amp)
-    config = {"kind": kind, "model": dict(model_cfg), "train": cfg.to_dict(), "data_id": data_id}
+    prec = resolve_precision(cfg.precision, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=prec.grad_scaling)
+    config = {"kind": kind, "model": dict(model_cfg), "train": replace(cfg, precision=prec.name).to_dict(),
+              "data_id": data_id}
     history, val_log, start_epoch, last_good = [], [], 1, None
     ckpt_dir = Path(ckpt_dir) if ckpt_dir else None
     found = epoch_checkpoints(ckpt_dir) if ckpt_dir else {}
@@ -392,7 +412,7 @@ def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list,
                 break
             t0 = time.perf_counter()
             model.train()
-            out = step_loss(run, data, cfg, kind, epoch, step, device)
+            out = step_loss(run, data, cfg, kind, epoch, step, device, prec)
             loss, logits, labels, z, x, mp, pos, neg = (out[k] for k in ("loss", "logits", "labels", "z", "x", "mp",
                                                                             "pos", "neg"))
             if not torch.isfinite(loss):
@@ -411,7 +431,7 @@ def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list,
                 rec["aauc"] = r.value if r.defined else None
             if cfg.log_eval:  # dropout 0.75 makes training-mode scores noisy; eval mode shows what was learnt
                 model.eval()
-                with torch.no_grad(), torch.autocast(device.type, dtype=torch.float16, enabled=cfg.amp):
+                with torch.no_grad(), prec.autocast(device):
                     ze = model(x, mp).float()
                     le = model.decode(ze, torch.cat([pos, neg], 1), mp, x).float()
                 rec["auc_eval"] = float(roc_auc_score(labels.cpu().numpy(), le.cpu().numpy()))

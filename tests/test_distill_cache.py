@@ -128,3 +128,27 @@ def test_distillation_from_the_disk_cache_matches_the_in_memory_cache(tmp_path):
     with pytest.raises(D.DistillError, match="uses teacher_attention='eager', the run asks for 'qk'"):
         D.distill(store, tiny_encoder(tok, layers=1, hidden=16, heads=2), list(CORPUS),
                   D.DistillConfig(steps=1, relation_heads=4, teacher_attention="qk"), progress=False)
+
+
+def test_low_precision_targets_live_in_their_own_folder_and_their_kl_is_reported(tmp_path):
+    """A bf16 teacher pass (autocast) fills a store of its own, never the float32 one; its targets stay close to the
+    float32 targets (KL of the attention rows per head and token < 1e-3 on this tiny random teacher) and
+    target_divergence reports exactly 0 for float32 against itself."""
+    tok = make_tokenizer(tmp_path)
+    t = tiny_mpnet(tok, seed=3)
+    fp32 = D.TeacherTargetStore(t, "tiny", 16, root=tmp_path / "cache")
+    bf16 = D.TeacherTargetStore(t, "tiny", 16, root=tmp_path / "cache", precision="bf16")
+    assert bf16.teacher_id == "tiny@bf16" and bf16.precision.name == "bf16"
+    batch, a = fp32.targets(CORPUS[:4], [1], 4)
+    _, b = bf16.targets(CORPUS[:4], [1], 4)
+    assert fp32.teacher_sentences == bf16.teacher_sentences == 4  # neither store served the other's sentences
+    folders = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert len(folders) == 2 and folders[0].startswith("tiny-L1-") and folders[1].startswith("tiny@bf16-L1-")
+    assert not torch.equal(a[1]["att"], b[1]["att"])
+    kl = float(D.kl_rows(a[1]["att"], b[1]["att"].clamp(min=1e-30).log(), batch["attention_mask"]))
+    assert abs(kl) < 1e-3  # float16-stored rows: a tiny KL of either sign (rows sum to 1 only within rounding)
+    div = D.target_divergence(t, list(CORPUS), [0, 1], 4, 16, precision="bf16", batch_size=3)
+    assert div["precision"] == "bf16" and 0 < div["kl_att"] <= div["kl_att_max"] < 1e-3
+    assert 0 < div["value_rel_err"] < 0.02
+    same = D.target_divergence(t, list(CORPUS), [1], 4, 16, precision="fp32")
+    assert abs(same["kl_att"]) < 1e-6 and same["value_rel_err"] == 0  # float32 against itself: rounding only

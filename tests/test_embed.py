@@ -201,3 +201,24 @@ def test_nearest_neighbours_are_sensible(model, tmp_path):
     assert top == {"Climate change": "Global warming", "Renewable energy": "Solar power"}
     assert [r["rank"] for r in rows] == [1, 2, 1, 2] and rows[0]["cosine"] >= rows[1]["cosine"]
     assert all(r["title"] != r["query"] for r in rows)
+
+
+def test_compute_precision_is_part_of_the_store_identity(model, tmp_path):
+    """bf16 vectors get the identity `<id>@bf16`: a float32 store refuses them and they go to a store of their own;
+    they are stored as float32 and agree with the float32 vectors to cosine >= 0.999 (the stage-2 bar)."""
+    low = embed.load_model(precision="bf16")
+    assert low.wikigat_model_id == model.wikigat_model_id + "@bf16" and low.wikigat_precision.name == "bf16"
+    assert embed.default_store_path(low.wikigat_model_id) != embed.default_store_path(model.wikigat_model_id)
+    st = embed.open_store(model, tmp_path / "s")
+    embed.embed_titles(TITLES[:5], model, st, progress=False)
+    with pytest.raises(StoreError, match="belongs to model .* but the model is .*@bf16"):
+        embed.embed_titles(TITLES, low, st, progress=False)
+    with pytest.raises(StoreError, match="was written by model"):
+        embed.open_store(low, tmp_path / "s")
+    st_low = embed.open_store(low, tmp_path / "s_bf16")
+    embed.embed_titles(TITLES, low, st_low, progress=False)
+    a, b = st_low.get(TITLES), embed.encode(model, TITLES)[0]
+    assert a.dtype == np.float32
+    cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    assert cos.min() >= 0.999, cos.min()
+    assert embed.load_model(precision="fp32").wikigat_model_id == model.wikigat_model_id  # float32 stores unchanged

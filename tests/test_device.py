@@ -1,0 +1,52 @@
+"""Device and compute-precision resolution (lib.device) and its record in params.json (lib.runinfo)."""
+import json
+
+import pytest
+import torch
+
+import lib.device as dev
+from lib.runinfo import write_params_json
+
+
+def test_auto_picks_fp32_on_a_cpu_without_native_bf16(monkeypatch):
+    monkeypatch.setattr(dev, "cpu_bf16_support", lambda: (False, "simulated CPU without bf16"))
+    p = dev.resolve_precision("auto", "cpu")
+    assert (p.name, p.dtype) == ("fp32", None) and "simulated CPU without bf16" in p.reason
+    assert not p.grad_scaling
+
+
+def test_auto_picks_bf16_on_a_cpu_with_native_bf16(monkeypatch):
+    monkeypatch.setattr(dev, "cpu_bf16_support", lambda: (True, "simulated AMX"))
+    p = dev.resolve_precision("auto", "cpu")
+    assert (p.name, p.dtype) == ("bf16", torch.bfloat16) and "native bf16" in p.reason
+    assert not p.grad_scaling  # bf16 keeps float32's exponent range
+
+
+def test_explicit_precisions_are_honoured_and_unknown_ones_are_named(monkeypatch):
+    monkeypatch.setattr(dev, "cpu_bf16_support", lambda: (False, "simulated"))
+    assert dev.resolve_precision("bf16", "cpu").name == "bf16"  # emulated, but asked for
+    assert "expect a slowdown" in dev.resolve_precision("bf16", "cpu").reason
+    assert dev.resolve_precision("fp16", "cpu").grad_scaling
+    assert dev.resolve_precision("fp32", "cpu").dtype is None
+    with pytest.raises(ValueError, match="precision='half' is unknown"):
+        dev.resolve_precision("half", "cpu")
+
+
+def test_autocast_context_matches_the_precision():
+    x, w = torch.randn(4, 8), torch.randn(8, 3)
+    with dev.resolve_precision("bf16", "cpu").autocast("cpu"):
+        assert (x @ w).dtype == torch.bfloat16
+    with dev.resolve_precision("fp32", "cpu").autocast("cpu"):
+        assert (x @ w).dtype == torch.float32
+
+
+def test_params_json_records_what_precision_resolved_to_and_why(tmp_path, monkeypatch):
+    monkeypatch.setattr(dev, "cpu_bf16_support", lambda: (False, "simulated CPU without bf16"))
+    info = json.loads(write_params_json(tmp_path, {"device": "cpu", "precision": "auto"}).read_text())
+    assert info["params"]["precision"] == "auto"
+    assert info["precision"] == {"requested": "auto", "resolved": "fp32", "dtype": "torch.float32",
+                                 "reason": "auto on CPU: simulated CPU without bf16, so float32"}
+    monkeypatch.setattr(dev, "cpu_bf16_support", lambda: (True, "simulated AMX"))
+    info = json.loads(write_params_json(tmp_path, {"device": "cpu", "precision": "auto"}).read_text())
+    assert info["precision"]["resolved"] == "bf16" and info["precision"]["dtype"] == "torch.bfloat16"
+    assert "precision" not in json.loads(write_params_json(tmp_path, {"device": "cpu"}).read_text())
