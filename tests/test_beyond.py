@@ -20,6 +20,8 @@ def test_sweep_picks_a_grid_point_from_validation_scores_only(tmp_path):
     assert len(rows) == 2 and {"val_mrr_both", "val_auc_both", "val_mrr_hard"} <= set(rows.columns)
     best = B.best_point(rows, "mrr_both")
     assert best in grid and best == grid[int(rows["val_mrr_both"].idxmax())]
+    again = B.sweep(sp, "ncn_feat", SMALL, cfg, grid, tmp_path, progress=False)  # reloaded from finished checkpoints
+    assert (rows["seconds"] > 0).all() and again["seconds"].tolist() == rows["seconds"].tolist()
     sp.test = []  # the sweep must not need the test tasks at all
     assert B.sweep(sp, "dot", SMALL, cfg, grid[:1], tmp_path, progress=False)["val_auc"].notna().all()
     with pytest.raises(ValueError, match="model variant 'bilinear'"):
