@@ -31,7 +31,8 @@ from lib.distill_losses import (TERMS, VARIANT_SPECS, VARIANTS, DistillError, Lo
                                 combined_loss, distill_losses, kd_output_loss, kl_rows, masked_log_softmax, qk_attention,
                                 relation_scores, split_heads, uniform_layer_map, value_mse_loss, value_relation,
                                 value_relation_like, value_relation_loss)
-from lib.distill_lp import link_prediction_available, link_prediction_eval  # noqa: F401
+from lib.distill_lp import REFERENCE as LP_REFERENCE  # noqa: F401
+from lib.distill_lp import link_prediction_available, link_prediction_eval, lp_table, lp_verdicts  # noqa: F401
 from lib.distill_models import (MPNET_INSTALL, MPNET_PARTS, MPNET_SHA256, Encoder, assistant_path,  # noqa: F401
                                 check_tokenizers_aligned, encoder_identity, ensure_teacher, load_encoder, make_student,
                                 mpnet_part_files, save_sentence_transformer)
@@ -49,7 +50,8 @@ NOTEBOOK_PARAMS = ("run_dir", "device", "distill_seeds", "students", "student_hi
                    "distill_warmup_frac", "distill_weight_decay", "cache_teacher_targets", "tasks", "task_students",
                    "task_losses", "task_steps", "task_lr", "w_at", "w_vr", "w_out", "kd_temperature", "kd_alpha",
                    "teacher_ft_steps", "teacher_ft_layers", "teacher_ft_lr", "task_train", "task_eval",
-                   "fidelity_sentences", "speed_sentences", "save_students", "lp_students", "lp_epochs", "precision")
+                   "fidelity_sentences", "speed_sentences", "save_students", "lp_students", "lp_epochs", "lp_protocols",
+                   "precision")
 """Notebook 05's parameters; names shared with other stages' generic keys carry a `distill_` prefix, dropped in `p`."""
 
 
@@ -81,6 +83,10 @@ def check_params(p: dict) -> None:
     require(set(p.get("lp_students", [])) <= set(p["students"]) and (p.get("save_students", True) or not p.get("lp_students")),
             "lp_students", p.get("lp_students"), "link prediction uses saved MiniLM students: list members of `students` "
             "and keep save_students=True")
+    from lib.protocols import PROTOCOLS
+
+    require(not p.get("lp_students") or (p.get("lp_protocols") and set(p["lp_protocols"]) <= set(PROTOCOLS)),
+            "lp_protocols", p.get("lp_protocols"), f"list protocols of {PROTOCOLS} (the clean one: 'leak_free')")
     require(p["task_train"] >= 24 and p["task_eval"] >= 12, "task_train", p["task_train"],
             "use >= 24 training and >= 12 evaluation texts per task so each class can appear")
     require(set(p["tasks"]) <= set(TASKS), "tasks", p["tasks"], f"list tasks of {TASKS}")
@@ -249,7 +255,13 @@ def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir
             for m, meth in plan:
                 name = f"{m}x{p['student_hidden']} {meth} {init} s{seed}"
                 done = ck.get(name, hist)
-                needed_later = meth == "MiniLM" and m == 6 and p["ta_source"] == "distilled" and p["ta_students"]
+                folder = Path(save_dir) / student_folder(m, p["student_hidden"], seed, meth) if (
+                    save_dir is not None and init == p["student_inits"][0]
+                    and (meth == "MiniLM" or (meth == "no distillation" and m in p.get("lp_students", [])))) else None
+                # a finished row whose saved model is missing (or the 6x384 teacher assistant) is trained again:
+                # every run is seeded, so it reproduces the same student
+                needed_later = (meth == "MiniLM" and m == 6 and p["ta_source"] == "distilled" and p["ta_students"]) or (
+                    folder is not None and not (folder / "config.json").is_file())
                 if done is not None and not needed_later:
                     rows.append(done)
                     continue
@@ -268,9 +280,8 @@ def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir
                     passes[id(src)] = src
                 if meth == "MiniLM":
                     trained[m] = st
-                    if save_dir is not None and init == p["student_inits"][0]:
-                        save_sentence_transformer(st, Path(save_dir) / f"student_{m}x{p['student_hidden']}_s{seed}",
-                                                  p["max_seq_len"])
+                if folder is not None:
+                    save_sentence_transformer(st, folder, p["max_seq_len"])
                 rows.append(done or ck.put({"model": name, "student": f"{m}x{p['student_hidden']}", "stage": "task-agnostic",
                                             "method": meth, "losses": spec.label(), "init": init, "seed": seed,
                                             "final_loss": float(hist[name].loss.iloc[-5:].mean()) if name in hist else float("nan"),
@@ -278,6 +289,12 @@ def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir
     info = {"teacher_sentences": int(sum(s.teacher_sentences for s in passes.values())),
             "wall_s": time.perf_counter() - t0}
     return pd.DataFrame(rows), hist, info
+
+
+def student_folder(layers: int, hidden: int, seed: int, method: str = "MiniLM") -> str:
+    """Folder name of a saved task-agnostic student: the MiniLM one, or its undistilled control (for link prediction)."""
+    kind = {"MiniLM": "student", "no distillation": "control"}[method]
+    return f"{kind}_{layers}x{hidden}_s{seed}"
 
 
 def versus_control(results: pd.DataFrame, metrics=("task_test", "fid_cosine")) -> pd.DataFrame:

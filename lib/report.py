@@ -134,6 +134,42 @@ def heuristic_table(runs: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _pm(x: pd.Series) -> str:
+    return f"{x.mean():.3f} ± {x.std():.3f}" if len(x) > 1 else f"{x.mean():.3f}"
+
+
+def distill_table(runs: dict[str, dict]) -> pd.DataFrame:
+    """Notebook 05's task-agnostic stage per run: each MiniLM student beside its undistilled control (same
+    architecture, init and seeds), polarity and topic test accuracy and fidelity cosine, mean ± std over seeds."""
+    rows = []
+    for name, m in runs.items():
+        res = pd.DataFrame((m.get("distill") or {}).get("results") or [])
+        if res.empty or "stage" not in res:
+            continue
+        ta = res[(res["stage"] == "task-agnostic") & res["method"].isin(["MiniLM", "no distillation"])]
+        for (student, init, method), g in ta.groupby(["student", "init", "method"]):
+            rows.append({"run": name, "student": student, "init": init, "method": method, "seeds": g["seed"].nunique(),
+                         "polarity": _pm(g["polarity_test"]), "topic": _pm(g["topic_test"]),
+                         "fidelity cosine": _pm(g["fid_cosine"])})
+    return pd.DataFrame(rows)
+
+
+def distill_lp_table(runs: dict[str, dict]) -> pd.DataFrame:
+    """Notebook 05's link prediction with each embedder as stage 2's node embedder: GatModel and feature-cosine AUC
+    per protocol, mean ± std over seeds."""
+    rows = []
+    for name, m in runs.items():
+        lp = pd.DataFrame((m.get("distill") or {}).get("link_prediction") or [])
+        if lp.empty or "seed" not in lp:
+            continue
+        for (protocol, emb), g in lp.groupby(["protocol", "embedder"], sort=False):
+            gat, cos = g[g["model"] == "gat_model"], g[g["model"] == "cosine"]
+            rows.append({"run": name, "protocol": protocol, "node embedder": emb, "seeds": g["seed"].nunique(),
+                         "GatModel AUC": _pm(gat["auc"]), "GatModel MRR": _pm(gat["mrr"]),
+                         "cosine AUC": _pm(cos["auc"])})
+    return pd.DataFrame(rows)
+
+
 def overlap_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Notebook 01's overlap-versus-max_nodes table of the reference run that measured the most roots."""
     best = max((m.get("crawl", {}).get("overlap_by_size") or [] for m in runs.values()),
@@ -196,6 +232,18 @@ def render(runs: dict[str, dict]) -> str:
     if len(ov):
         parts += ["Offline graphs against `max_nodes` (notebook 01; the seed's live campaign shared 0.92 of a graph's "
                   "nodes over ~620,000 titles):", "", ov.to_markdown(index=False, disable_numparse=True), ""]
+    dt = distill_table(runs)
+    if len(dt):
+        parts += ["Stage 5, task-agnostic distillation (notebook 05): each MiniLM student beside its undistilled control "
+                  "(same architecture, initialisation and seeds; an assistant-initialised control is the first layers of "
+                  "all-MiniLM-L6-v2, so it does not vary with the seed), linear probes on frozen sentence embeddings, "
+                  "test accuracy, and cosine fidelity to the teacher, mean ± std over seeds:", "",
+                  dt.to_markdown(index=False, disable_numparse=True), ""]
+    lt = distill_lp_table(runs)
+    if len(lt):
+        parts += ["Stage 5 to stage 3: each embedder as the node embedder of the seed's GatModel (2 epochs), test "
+                  "graphs of the run's split per seed, uniform negatives; `cosine` scores the features alone:", "",
+                  lt.to_markdown(index=False, disable_numparse=True), ""]
     parts.append(END)
     return "\n".join(parts)
 

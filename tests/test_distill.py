@@ -9,6 +9,7 @@ import zipfile
 from importlib import metadata
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from transformers import BertConfig, BertModel, BertTokenizer
@@ -285,12 +286,32 @@ def test_check_params_names_the_bad_key():
     good = dict(seeds=[0], students=[6, 3], ablation_students=[3], ta_students=[3], ta_source="distilled",
                 student_inits=["random"], student_hidden=384, student_heads=12, relation_heads=12, transfer_sentences=64,
                 batch_size=8, task_train=24, task_eval=12, lp_students=[3], save_students=True, teacher_attention="eager",
-                tasks=["polarity"], task_students=[3], task_losses=["ce", "at+vr+out"], task_steps=2, teacher_ft_steps=2,
+                lp_protocols=["leak_free"], tasks=["polarity"], task_students=[3], task_losses=["ce", "at+vr+out"], task_steps=2, teacher_ft_steps=2,
                 teacher_ft_layers=1, w_at=1.0, w_vr=1.0, w_out=1.0, kd_temperature=2.0, kd_alpha=0.5)
     D.check_params(good)
     D.check_params({**good, "teacher_attention": "qk", "relation_heads": 6})
     for key, bad in (("ablation_students", [4]), ("ta_source", "other"), ("relation_heads", 10), ("lp_students", [5]),
                      ("student_inits", ["zeros"]), ("teacher_attention", "bias"), ("task_losses", ["at+vr+out"]),
-                     ("task_losses", ["ce", "at+kd"]), ("task_students", [4]), ("tasks", ["nli"])):
+                     ("task_losses", ["ce", "at+kd"]), ("task_students", [4]), ("tasks", ["nli"]),
+                     ("lp_protocols", ["leaky"]), ("lp_protocols", [])):
         with pytest.raises(ParamError, match=f"parameter {key}="):
             D.check_params({**good, key: bad})
+
+
+def test_lp_verdicts_pair_each_student_with_its_control_by_seed():
+    rows = [dict(embedder=e, seed=s, protocol="leak_free", model=m, auc=a, mrr=0.1)
+            for e, s, m, a in [("all-MiniLM-L6-v2", 0, "gat_model", 0.80), ("3x384 MiniLM", 0, "gat_model", 0.70),
+                               ("3x384 MiniLM", 1, "gat_model", 0.72), ("3x384 no distillation", 0, "gat_model", 0.60),
+                               ("3x384 no distillation", 1, "gat_model", 0.66), ("3x384 MiniLM", 0, "cosine", 0.5),
+                               ("6x384 MiniLM", 0, "gat_model", 0.60), ("6x384 no distillation", 0, "gat_model", 0.65),
+                               ("6x384 MiniLM", 1, "gat_model", 0.99)]]  # seed 1 of 6x384 has no control: not paired
+    lp = pd.DataFrame(rows)
+    v3, v6 = D.lp_verdicts(lp)
+    assert v3.startswith("3x384: distilled 0.710 vs control 0.630") and "+0.080 ± 0.028 over 2 seed(s)" in v3
+    assert v3.endswith("beats its control as node embedder")
+    assert "distilled 0.600 vs control 0.650" in v6 and "-0.050 over 1 seed(s)" in v6 and "does not consistently" in v6
+    t = D.lp_table(lp)
+    assert t.loc[("leak_free", "3x384 MiniLM", "gat_model"), "auc_mean"] == pytest.approx(0.71)
+    assert t.loc[("leak_free", "3x384 MiniLM", "gat_model"), "seeds"] == 2
+    assert D.student_folder(3, 384, 2, "no distillation") == "control_3x384_s2"
+    assert D.student_folder(6, 384, 0) == "student_6x384_s0"

@@ -63,3 +63,19 @@ def test_publish_copies_small_results_keeps_the_run_notes_and_leaves_checkpoints
     got = sorted(p.relative_to(ref / "r").as_posix() for p in (ref / "r").rglob("*") if p.is_file())
     assert got == ["README.md", "figures/a.png", "metrics.json"]
     assert (ref / "r" / "README.md").read_text() == "how this run was made"
+
+
+def test_render_shows_distilled_students_beside_their_controls_and_as_node_embedders():
+    res = [{"stage": "task-agnostic", "student": "3x384", "init": "assistant", "method": meth, "seed": s,
+            "polarity_test": pol + s / 100, "topic_test": 0.7, "fid_cosine": 0.4}
+           for s in (0, 1) for meth, pol in (("MiniLM", 0.63), ("no distillation", 0.61), ("Value-MSE", 0.5))]
+    lp = [{"embedder": e, "seed": s, "protocol": "leak_free", "model": mdl, "auc": auc, "mrr": 0.2}
+          for s in (0, 1) for e, auc in (("3x384 MiniLM", 0.70 + s / 10), ("3x384 no distillation", 0.65))
+          for mdl in ("gat_model", "cosine")]
+    text = report.render({"d": {"distill": {"results": res, "link_prediction": lp}}})
+    lines = text.splitlines()
+    row = next(x for x in lines if x.startswith("| d ") and "| MiniLM " in x)
+    assert "0.635 ± 0.007" in row and "Value-MSE" not in text  # ablations stay in the run's own table
+    assert any("| no distillation " in x and "0.615 ± 0.007" in x for x in lines)
+    lp_row = next(x for x in lines if x.startswith("| d ") and "| 3x384 MiniLM " in x)
+    assert "0.750 ± 0.071" in lp_row and "| 2 " in lp_row
