@@ -358,6 +358,24 @@ def _pick(n: int, k: int, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).permutation(n)[:k])
 
 
+def _without_pairs(train_g: list[Data], drop: np.ndarray, tp: "TitlePairs") -> tuple[list[Data], dict]:
+    """The training graphs with every title pair in `drop` (sorted pair keys) removed as an edge, and the counts."""
+    out, removed, excluded = [], 0, 0
+    for g in train_g:
+        und = undirected(g.edge_index)
+        keep = ~_member(tp.keys(tp.gids(g), und), drop)
+        removed += int((~keep).sum())
+        h = with_edges(g, to_undirected(und[:, torch.from_numpy(keep)], num_nodes=g.num_nodes))
+        # The held-out pairs must not come back as training *negatives* either: the graphs share most titles, so a
+        # held-out pair sits in many training graphs, usually at distance 2, where hard-negative sampling finds
+        # it — the model would be taught that exactly the test links are non-links.
+        h.held_out_pairs = local_pairs_with_keys(g, tp.gids(g), tp, drop)
+        excluded += h.held_out_pairs.size(1)
+        out.append(h)
+    return out, {"train_edges_removed": removed, "train_nodes_removed": 0,
+                 "train_pairs_excluded_from_negatives": excluded}
+
+
 def make_protocol(graphs: dict, train_ids: list, val_ids: list, test_ids: list, protocol: str, seed: int,
                   holdout_fraction: float = 0.1, neg_rate: float = 0.3, new_node_fraction: float = 0.1,
                   tp: TitlePairs | None = None, global_links: np.ndarray | None = None) -> ProtocolSplit:
@@ -411,21 +429,8 @@ def make_protocol(graphs: dict, train_ids: list, val_ids: list, test_ids: list, 
         # epoch selection would reward scoring the test links low.
         out.val = [_heldout_task(g, protocol, val_pos[g.graph_id], tp, global_links,
                                  derive_seed(seed, "val", str(g.graph_id))) for g in val_graphs]
-        removed = excluded = 0
-        for g in train_g:
-            und = undirected(g.edge_index)
-            keep = ~_member(tp.keys(tp.gids(g), und), drop)
-            removed += int((~keep).sum())
-            h = with_edges(g, to_undirected(und[:, torch.from_numpy(keep)], num_nodes=g.num_nodes))
-            # The held-out pairs must not come back as training *negatives* either: the graphs share most titles, so a
-            # held-out pair sits in many training graphs, usually at distance 2, where hard-negative sampling finds
-            # it — the model would be taught that exactly the test links are non-links.
-            h.held_out_pairs = local_pairs_with_keys(g, tp.gids(g), tp, drop)
-            excluded += h.held_out_pairs.size(1)
-            out.train.append(h)
-        out.removed = {"train_edges_removed": removed, "train_nodes_removed": 0,
-                       "train_pairs_excluded_from_negatives": excluded,
-                       "test_pairs_held_out": int(k_test.size), "val_pairs_held_out": int(k_val.size)}
+        out.train, out.removed = _without_pairs(train_g, drop, tp)
+        out.removed.update(test_pairs_held_out=int(k_test.size), val_pairs_held_out=int(k_val.size))
     elif protocol == "pair_split":
         def draw(ids: list, exclude: np.ndarray, purpose: str) -> np.ndarray:
             linked = np.unique(np.concatenate([tp.edge_keys(graphs[g]) for g in ids])) if ids else np.empty(0, np.int64)
@@ -458,18 +463,8 @@ def make_protocol(graphs: dict, train_ids: list, val_ids: list, test_ids: list, 
                 t = pair_task(gid, keys, purpose)
                 (out.skipped.append({"graph_id": str(gid), "role": purpose, "reason": t}) if isinstance(t, str)
                  else target.append(t))
-        removed = excluded = 0
-        for g in train_g:
-            und = undirected(g.edge_index)
-            keep = ~_member(tp.keys(tp.gids(g), und), drop)
-            removed += int((~keep).sum())
-            h = with_edges(g, to_undirected(und[:, torch.from_numpy(keep)], num_nodes=g.num_nodes))
-            h.held_out_pairs = local_pairs_with_keys(g, tp.gids(g), tp, drop)  # never a training negative either
-            excluded += h.held_out_pairs.size(1)
-            out.train.append(h)
-        out.removed = {"train_edges_removed": removed, "train_nodes_removed": 0,
-                       "train_pairs_excluded_from_negatives": excluded,
-                       "test_pairs_held_out": int(k_test.size), "val_pairs_held_out": int(k_val.size)}
+        out.train, out.removed = _without_pairs(train_g, drop, tp)
+        out.removed.update(test_pairs_held_out=int(k_test.size), val_pairs_held_out=int(k_val.size))
     else:  # new_nodes
         def unseen_titles(ids_graphs: list[Data], exclude: set, purpose: str) -> set:
             linked = sorted({t for g in ids_graphs for i in torch.unique(g.edge_index).tolist()
