@@ -5,7 +5,6 @@ of it sits in `link_prediction_eval`, so a change of lib.train's API is adapted 
 """
 from __future__ import annotations
 
-import io
 import os
 from pathlib import Path
 
@@ -87,9 +86,7 @@ def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, 
         rows += new
         if rows_file:
             done = pd.concat([done, pd.DataFrame(new)], ignore_index=True)
-            buf = io.StringIO()
-            done.to_csv(buf, index=False)
-            atomic_write_text(rows_file, buf.getvalue())
+            atomic_write_text(rows_file, done.to_csv(index=False))
     return pd.DataFrame(rows)
 
 
