@@ -188,17 +188,18 @@ def load_encoder(model_dir: str | os.PathLike, name: str | None = None, device: 
 
 def make_student(teacher_tokenizer, layers: int, hidden: int = 384, heads: int = 12, seed: int = 0,
                  init_from: Encoder | None = None, max_positions: int = 512, dropout: float = 0.1,
-                 device: str | torch.device = "cpu") -> Encoder:
+                 device: str | torch.device = "cpu", intermediate: int | None = None) -> Encoder:
     """A BERT-architecture student M x d'_h using the teacher's tokenizer and vocabulary (random init as in the paper).
 
     init_from: copy embeddings (rows re-indexed by wordpiece string, so ids follow the teacher's vocabulary) and
     `layers` of the assistant's layers chosen uniformly (assistant layer round((m+1) * L_a / M) - 1 for m < M).
+    intermediate: feed-forward width (default: the assistant's, else 4 x hidden).
     """
     from transformers import BertConfig, BertModel
 
     if layers < 1 or hidden % heads:
         raise DistillError(f"student {layers} x {hidden} with {heads} heads is impossible; hidden must be a multiple of heads")
-    ffn = init_from.model.config.intermediate_size if init_from is not None else 4 * hidden
+    ffn = intermediate or (init_from.model.config.intermediate_size if init_from is not None else 4 * hidden)
     cfg = BertConfig(vocab_size=len(teacher_tokenizer), hidden_size=hidden, num_hidden_layers=layers,
                      num_attention_heads=heads, intermediate_size=ffn, max_position_embeddings=max_positions,
                      pad_token_id=teacher_tokenizer.pad_token_id, hidden_dropout_prob=dropout,
