@@ -170,6 +170,32 @@ def distill_lp_table(runs: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def kd_table(runs: dict[str, dict]) -> pd.DataFrame:
+    """Notebook 06: per task, the fine-tuned teacher and each KD student beside its CE-only control (test accuracy and
+    agreement with the teacher, mean ± std over seeds), with parameter counts and the mean probing accuracy above the
+    majority class of the first seed's student."""
+    rows = []
+    for name, m in runs.items():
+        kd = m.get("kd") or {}
+        res = pd.DataFrame(kd.get("rows") or [])
+        if res.empty:
+            continue
+        probing = pd.DataFrame(kd.get("probing") or []).set_index("model") if kd.get("probing") else pd.DataFrame()
+        gain = (probing.drop(index="majority") - probing.loc["majority"]).mean(axis=1) if len(probing) else pd.Series()
+        for t in kd.get("teacher") or []:
+            key = f"teacher fine-tuned ({t['task']})"
+            rows.append({"run": name, "task": t["task"], "model": "teacher (fine-tuned)", "seeds": 1,
+                         "test accuracy": f"{t['test']:.3f}", "agreement": "", "params (M)": "",
+                         "probing gain": f"{gain[key]:+.3f}" if key in gain else ""})
+        for (task, student, method), g in res.groupby(["task", "student", "method"], sort=False):
+            key = f"{student} {method} ({task})"
+            rows.append({"run": name, "task": task, "model": f"{student} {method}", "seeds": g["seed"].nunique(),
+                         "test accuracy": _pm(g["test"]), "agreement": _pm(g["agree_test"]),
+                         "params (M)": f"{g['params_total'].iloc[0] / 1e6:.1f}",
+                         "probing gain": f"{gain[key]:+.3f}" if key in gain else ""})
+    return pd.DataFrame(rows)
+
+
 def overlap_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Notebook 01's overlap-versus-max_nodes table of the reference run that measured the most roots."""
     best = max((m.get("crawl", {}).get("overlap_by_size") or [] for m in runs.values()),
@@ -244,6 +270,13 @@ def render(runs: dict[str, dict]) -> str:
         parts += ["Stage 5 to stage 3: each embedder as the node embedder of the seed's GatModel (2 epochs), test "
                   "graphs of the run's split per seed, uniform negatives; `cosine` scores the features alone:", "",
                   lt.to_markdown(index=False, disable_numparse=True), ""]
+    kt = kd_table(runs)
+    if len(kt):
+        parts += ["Stage 6, classic knowledge distillation (notebook 06): each student distilled from the fine-tuned "
+                  "teacher's logits beside the same student trained on the labelled texts with CE for as many steps "
+                  "(`control`); test accuracy and agreement with the teacher's predictions, mean ± std over seeds; "
+                  "`probing gain` is the mean probe accuracy above the majority class over the eight probing tasks:",
+                  "", kt.to_markdown(index=False, disable_numparse=True), ""]
     parts.append(END)
     return "\n".join(parts)
 

@@ -58,6 +58,14 @@ def test_hard_label_ce_skips_unlabelled_rows_and_is_weighted():
     assert "L_CE" not in K.kd_loss(zs, ZT, labels)  # ce_weight = 0, the thesis's choice
 
 
+def test_the_control_loss_is_hard_label_ce_only():
+    labels = torch.tensor([0, K.NO_LABEL])
+    got = K.kd_loss(ZS, ZT * 100, labels, soft="none", ce_weight=2.0)  # teacher logits ignored
+    assert "L_soft" not in got and got["loss"].item() == pytest.approx(2 * F.cross_entropy(ZS[:1], labels[:1]).item())
+    with pytest.raises(DistillError, match="hard labels only"):
+        K.kd_loss(ZS, ZT, labels, soft="none")
+
+
 def test_gradients_flow_to_the_student_only():
     zs = ZS.clone().requires_grad_(True)
     K.kd_loss(zs, ZT, soft="mse")["loss"].backward()

@@ -79,3 +79,18 @@ def test_render_shows_distilled_students_beside_their_controls_and_as_node_embed
     assert any("| no distillation " in x and "0.615 ± 0.007" in x for x in lines)
     lp_row = next(x for x in lines if x.startswith("| d ") and "| 3x384 MiniLM " in x)
     assert "0.750 ± 0.071" in lp_row and "| 2 " in lp_row
+
+
+def test_render_shows_kd_students_beside_their_controls_with_probing_gain():
+    rows = [{"task": "polarity", "student": "bilstm", "method": meth, "seed": s, "test": acc + s / 100,
+             "agree_test": 0.9, "params_total": 49_756_874} for s in (0, 1) for meth, acc in (("kd", 0.80), ("control", 0.70))]
+    probing = [{"model": m, "length": a, "tense": a} for m, a in
+               (("bilstm kd (polarity)", 0.6), ("bilstm control (polarity)", 0.5), ("teacher fine-tuned (polarity)", 0.7),
+                ("majority", 0.2))]
+    text = report.render({"k": {"kd": {"rows": rows, "probing": probing,
+                                       "teacher": [{"task": "polarity", "test": 0.85}]}}})
+    lines = text.splitlines()
+    kd = next(x for x in lines if x.startswith("| k ") and "| bilstm kd " in x)
+    assert "0.805 ± 0.007" in kd and "49.8" in kd and "+0.400" in kd
+    assert any("| bilstm control " in x and "0.705 ± 0.007" in x and "+0.300" in x for x in lines)
+    assert any("| teacher (fine-tuned) " in x and "0.850" in x and "+0.500" in x for x in lines)

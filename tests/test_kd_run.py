@@ -1,0 +1,149 @@
+"""Stage 6 orchestration (lib.kd_run): the logit cache, the saved task teacher, the control's budget, probing inputs,
+and a resumable end-to-end grid on a tiny teacher. No real teacher, spaCy model or /work/shared needed."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import lib.kd as K
+import lib.kd_run as R
+from lib.distill_losses import DistillError
+from lib.distill_train import FinetuneConfig, TaskTargets, predict_logits
+from tests.test_distill import CORPUS, make_tokenizer, tiny_encoder
+
+TEXTS = CORPUS  # 8 sentences of the tiny vocabulary
+
+
+def fake_tagger(sentences):
+    """Every word a NOUN: the rules still mask, swap and cut, with no spaCy model."""
+    return [[(w, "NOUN") for w in s.split()] for s in sentences]
+
+
+def _teacher(tmp_path, monkeypatch, classes=2):
+    enc = tiny_encoder(make_tokenizer(tmp_path), hidden=32)
+    enc.head = torch.nn.Linear(32, classes)
+    monkeypatch.setattr(R, "encoder_identity", lambda e: "tiny-teacher")  # built in memory, no folder to hash
+    return enc
+
+
+def test_logit_cache_computes_each_text_once_and_survives_a_reload_and_damage(tmp_path, monkeypatch):
+    enc = _teacher(tmp_path, monkeypatch)
+    path = tmp_path / "c" / "logits.npz"
+    cache = R.LogitCache(path, 2)
+    z = cache.logits(TEXTS[:5] + TEXTS[:2], enc, 16)
+    assert cache.passes == 5 and z.shape == (7, 2)
+    np.testing.assert_allclose(z[:5], predict_logits(enc, TEXTS[:5], 16), rtol=1e-6, atol=1e-6)
+    again = R.LogitCache(path, 2)
+    np.testing.assert_array_equal(again.logits(TEXTS[:5], enc, 16), z[:5])
+    assert again.passes == 0
+    again.logits(TEXTS, enc, 16)
+    assert again.passes == 3  # only the new ones
+    path.write_bytes(b"not an npz")
+    broken = R.LogitCache(path, 2)
+    np.testing.assert_allclose(broken.logits(TEXTS[:5], enc, 16), z[:5], rtol=1e-6, atol=1e-6)
+    assert broken.passes == 5
+    with pytest.raises(DistillError, match="3 classes|not 3"):
+        R.LogitCache(path, 3).logits(TEXTS[:1], enc, 16)
+
+
+def test_the_task_teacher_is_fine_tuned_once_then_reloaded_exactly(tmp_path, monkeypatch):
+    enc = _teacher(tmp_path, monkeypatch)
+    task = TaskTargets(TEXTS, np.array([0, 1] * 4), 2)
+    cfg = FinetuneConfig(steps=3, batch_size=4, max_seq_len=16, lr=1e-3, layers=1)
+    before = {k: v.clone() for k, v in enc.model.state_dict().items()}
+    ft, reloaded = R.task_teacher(enc, task, cfg, tmp_path / "t", progress=False)
+    assert not reloaded and len(list((tmp_path / "t").glob("teacher_ft_*.pt"))) == 1
+    assert all(torch.equal(v, enc.model.state_dict()[k]) for k, v in before.items())  # shared teacher untouched
+    again, reloaded = R.task_teacher(enc, task, cfg, tmp_path / "t", progress=False)
+    assert reloaded
+    np.testing.assert_array_equal(predict_logits(again, TEXTS, 16), predict_logits(ft, TEXTS, 16))
+    saved = torch.load(next((tmp_path / "t").glob("*.pt")), weights_only=True)["model"]
+    assert saved and all(k.startswith("encoder.layer.1.") for k in saved)  # only the fine-tuned top layer is stored
+    _, other = R.task_teacher(enc, task, FinetuneConfig(steps=4, batch_size=4, max_seq_len=16, layers=1), tmp_path / "t",
+                              progress=False)
+    assert not other  # another setting never reloads a file made with different settings
+
+
+def _params(**kw):
+    p = dict(kd_seeds=[0], kd_tasks=["polarity"], kd_task_train=10, kd_task_eval=10, kd_max_seq_len=16,
+             kd_teacher_ft_steps=2, kd_teacher_ft_layers=1, kd_teacher_ft_lr=1e-3, kd_teacher_ft_batch_size=4,
+             augment_n_iter=2, augment_max=6, augment_p_mask=0.2, augment_p_pos=0.2, augment_p_ng=0.25,
+             kd_students=["bilstm", "bert"], kd_controls=True, kd_epochs=1.0, kd_batch_size=4, kd_lr=1e-3,
+             kd_ce_weight=0.0, bilstm_soft="mse", bert_soft="kl", kd_soft_temperature=3.0, bilstm_hidden=8, bilstm_fc=8,
+             bilstm_embed_dim=8, bilstm_multichannel=True, bert_layers=1, bert_hidden=12, bert_heads=3,
+             bert_intermediate=16, probing_sentences=100, probing_max_per_class=None, probing_word_content_words=5,
+             minilm_dir="", kd_speed_sentences=8)
+    return p | kw
+
+
+@pytest.mark.parametrize("key,value,match", [("kd_tasks", ["sst2"], "kd_tasks"), ("kd_students", [], "kd_students"),
+                                             ("bilstm_soft", "ce", "bilstm_soft"), ("bert_heads", 5, "bert_heads"),
+                                             ("kd_task_train", 3, "kd_task_train"), ("augment_max", -1, "augment_max")])
+def test_bad_parameters_are_named(key, value, match):
+    R.check_params(_params())
+    with pytest.raises(DistillError, match=match):
+        R.check_params(_params(**{key: value}))
+    with pytest.raises(DistillError, match="missing"):
+        R.check_params({k: v for k, v in _params().items() if k != "minilm_dir"})
+
+
+def test_the_control_gets_as_many_steps_as_its_distilled_twin():
+    p = _params(kd_epochs=3.0, kd_batch_size=32)
+    kd, ctrl = R.kd_config("bert", "kd", p, 0, 1000, 200), R.kd_config("bert", "control", p, 0, 1000, 200)
+    assert kd.soft == "kl" and kd.temperature == 3.0 and ctrl.soft == "none" and ctrl.ce_weight == 1.0
+    assert kd.steps(1000) == ctrl.steps(200) == 94
+    assert R.kd_config("bilstm", "kd", p, 0, 1000, 200).soft == "mse"
+
+
+def test_probe_inputs_and_by_task_keep_each_tasks_order():
+    tasks = {"a": (["x", "y", "z"], [0, 1, 0]), "b": (["z", "w"], [1, 0])}
+    texts = R.probe_inputs(tasks)
+    assert texts == ["x", "y", "z", "w"]
+    reps = np.arange(8, dtype=np.float32).reshape(4, 2)
+    got = R.by_task(reps, texts, tasks)
+    np.testing.assert_array_equal(got["b"], reps[[2, 3]])
+    with pytest.raises(DistillError, match="probe_inputs"):
+        R.by_task(reps[:3], texts, tasks)
+
+
+def test_minilm_folders_are_labelled_like_stage_5(tmp_path):
+    for f in ("student_3x384_s0", "control_3x384_s0", "student_6x384_s1"):
+        (tmp_path / f).mkdir()
+    assert R.minilm_folders(tmp_path, 0) == {"MiniLM 3x384": tmp_path / "student_3x384_s0",
+                                             "3x384 no distillation": tmp_path / "control_3x384_s0"}
+    assert R.minilm_folders("", 0) == {} and R.minilm_folders(tmp_path / "absent", 0) == {}
+
+
+def test_verdicts_pair_each_student_with_its_control_per_seed():
+    rows = pd.DataFrame({"task": "polarity", "student": "bilstm", "method": ["kd", "control"] * 3,
+                         "seed": [0, 0, 1, 1, 2, 2], "test": [0.8, 0.7, 0.82, 0.7, 0.78, 0.71]})
+    (v,) = R.kd_verdicts(rows)
+    assert "beats its control by +0.097 ± 0.025" in v  # diffs 0.10, 0.12, 0.07: sample std 0.0252 and "3 seeds" in v
+
+
+def test_the_grid_runs_end_to_end_and_resumes_without_training_again(tmp_path, monkeypatch):
+    enc = _teacher(tmp_path, monkeypatch)
+    rng = np.random.default_rng(0)
+    data = {"polarity": {s: pd.DataFrame({"text": [TEXTS[i] for i in rng.permutation(8)] + TEXTS[:2],
+                                          "label": [0, 1] * 5}) for s in ("train", "val", "test")}}
+    probe = TEXTS[:6]
+    rows, info = R.run_students(_params(), enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger)
+    assert len(rows) == 4 and set(rows.method) == {"kd", "control"} and set(rows.student) == {"bilstm", "bert"}
+    assert info["augmented"]["polarity"] > 0 and info["transfer"]["polarity"] == 10 + info["augmented"]["polarity"]
+    assert rows[rows.method == "control"].texts.eq(10).all()
+    assert (rows.groupby("student").steps.nunique() == 1).all()  # control and KD: same number of steps
+    for r in rows.itertuples():
+        assert np.load(tmp_path / "kd" / "reps" / f"{r.row_id}.npy").shape[0] == len(probe)
+    assert rows[["val", "test", "agree_test"]].apply(lambda c: c.between(0, 1)).all().all()
+
+    def no_training(*a, **k):
+        raise AssertionError("a finished row was trained again")
+
+    monkeypatch.setattr(K, "train_student", no_training)
+    again, info2 = R.run_students(_params(), enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger)
+    pd.testing.assert_frame_equal(again, rows)
+    assert info2["teacher_passes"] == 0 and info2["teacher"][0]["reloaded"]
+    table = R.kd_table(rows, info["teacher"])
+    assert table.student.iloc[0] == "teacher (fine-tuned)" and len(table) == 5
