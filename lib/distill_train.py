@@ -103,6 +103,17 @@ def _optimizer(params: list, cfg, steps: int):
     return opt, get_linear_schedule_with_warmup(opt, max(1, round(cfg.warmup_frac * steps)), steps)
 
 
+def optimiser_step(terms: dict, opt, sched, params: list, clip: float = 1.0) -> dict[str, float]:
+    """One update from a step's loss terms (zero_grad, backward of terms["loss"], clip the grad norm, step, schedule);
+    returns the terms as floats. Shared by `distill` and lib.distributed's data-parallel loop."""
+    opt.zero_grad()
+    terms["loss"].backward()
+    torch.nn.utils.clip_grad_norm_(params, clip)
+    opt.step()
+    sched.step()
+    return {k: float(v.detach()) for k, v in terms.items()}
+
+
 class StudentStep(nn.Module):
     """The student, its value projection and task head (None when unused) and the loss of one step as one module, so
     DistributedDataParallel wraps everything that gets gradients."""
@@ -200,12 +211,7 @@ def distill(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig, pr
     try:
         for step, idx in enumerate(tqdm(plan, desc=f"{student.name} {spec.label()}", disable=not progress, leave=False)):
             terms = run(*step_inputs(source, student, corpus, idx, cfg, spec, layers, task))
-            opt.zero_grad()
-            terms["loss"].backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            sched.step()
-            rows.append({"step": step, **{k: float(v.detach()) for k, v in terms.items()}})
+            rows.append({"step": step, **optimiser_step(terms, opt, sched, params)})
     finally:
         student.model.eval()
     if run.head is not None:

@@ -278,7 +278,7 @@ def distill(teacher, student, corpus: list[str], cfg, d: Dist, task=None, out_di
     rank's own shard. Returns {"rows": [{step, L_AT, L_VR, ..., loss}] (global means), "steps", "seconds",
     "global_batch", "world"}; the trained head, if any, is left in `student.head`.
     """
-    from lib.distill_train import _optimizer, batch_plan, prepare_run, step_inputs
+    from lib.distill_train import _optimizer, batch_plan, optimiser_step, prepare_run, step_inputs
 
     per = _per_rank(cfg.batch_size, d)
     r = prepare_run(teacher, student, corpus, cfg, task)
@@ -308,12 +308,7 @@ def distill(teacher, student, corpus: list[str], cfg, d: Dist, task=None, out_di
                 break
             idx = plan[step][d.rank * per:(d.rank + 1) * per]
             terms = run(*step_inputs(source, student, corpus, idx, cfg, spec, layers, task))
-            opt.zero_grad()
-            terms["loss"].backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            sched.step()
-            rows.append({"step": step, **_mean_over_ranks({k: float(v.detach()) for k, v in terms.items()}, d)})
+            rows.append({"step": step, **_mean_over_ranks(optimiser_step(terms, opt, sched, params), d)})
             done += 1
             if out_dir and d.rank == 0 and (done % ckpt_every == 0 or step == cfg.steps - 1):
                 _save(out_dir / "last.pt", {"model": step_mod.state_dict(), "optimizer": opt.state_dict(),
