@@ -7,6 +7,7 @@ student's probing representations beside it, and is not trained again.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import io
 import json
@@ -87,8 +88,6 @@ def task_teacher(teacher: Encoder, task: TaskTargets, cfg: FinetuneConfig, folde
     path = Path(folder) / f"teacher_ft_{key}.pt"
     if path.is_file():
         saved = torch.load(path, map_location="cpu", weights_only=True)
-        import copy
-
         model = copy.deepcopy(teacher.model)
         missing, unexpected = model.load_state_dict(saved["model"], strict=False)
         if unexpected or set(saved["model"]) != set(_trainable_keys(teacher, cfg.layers)):
