@@ -214,6 +214,27 @@ def _timed(fn, texts) -> float:
     return time.perf_counter() - t
 
 
+# what a finished row depends on besides its own (task, student, method, seed): everything but the lists it is one of
+_ROW_SETTINGS = tuple(k for k in NOTEBOOK_PARAMS if k not in ("kd_seeds", "kd_tasks", "kd_students", "kd_controls",
+                                                               "minilm_dir", "kd_speed_sentences"))
+
+
+def check_resume(folder: str | Path, p: dict, probe_texts: list[str]) -> None:
+    """Refuse to resume `folder/rows.csv` under other settings: a finished row is reused only if the settings it was
+    trained with (and the probing sentences its representations are for) are this run's. The first run writes
+    `folder/settings.json`; a later one with other settings gets one error naming the keys that differ."""
+    path = Path(folder) / "settings.json"
+    now = {k: p[k] for k in _ROW_SETTINGS} | {"probe_texts": _digest(probe_texts)}
+    if path.is_file():
+        before = json.loads(path.read_text(encoding="utf-8"))
+        diff = sorted(k for k in now.keys() | before.keys() if before.get(k) != now.get(k))
+        if diff:
+            raise DistillError(f"{path.parent} holds rows made with other settings ({', '.join(diff)} differ); "
+                               "use another run_dir, or delete its rows.csv and reps/ to start afresh")
+    else:
+        atomic_write_text(path, json.dumps(now, indent=1, sort_keys=True, default=str) + "\n")
+
+
 def run_students(p: dict, teacher: Encoder, data: dict, folder: str | Path, probe_texts: list[str],
                  progress: bool = True, tagger=None) -> tuple[pd.DataFrame, dict]:
     """Every task x student kind x method x seed; returns (rows, info).
@@ -225,6 +246,7 @@ def run_students(p: dict, teacher: Encoder, data: dict, folder: str | Path, prob
     """
     folder = Path(folder)
     rows_path, reps_dir = folder / "rows.csv", folder / "reps"
+    check_resume(folder, p, probe_texts)
     done = pd.read_csv(rows_path) if rows_path.is_file() else pd.DataFrame(columns=["row_id"])
     rows = done.to_dict("records")
     info = {"teacher": [], "teacher_passes": 0, "transfer": {}, "augmented": {}}
