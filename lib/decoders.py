@@ -11,6 +11,8 @@ With `init="stack"` the feature part starts as the heuristic stack itself (its s
 logistic-regression weights in the linear term, the MLP's output layer at zero): before the first step the decoder
 scores exactly as the stack does, and training moves it from there instead of from random feature weights, which a
 few hundred steps at a GAT's learning rate do not undo.
+With `rescale=True` the decoder's count inputs (the common-neighbour sum and the CN, AA, PA features) are brought to a
+reference mean degree (lib.heuristics, "Density rescaling"): the training graphs' message passing, or the stack's.
 """
 from __future__ import annotations
 
@@ -62,13 +64,16 @@ class PairDecoder(nn.Module):
     negatives in one call (lib.train does)."""
 
     def __init__(self, kind: str, out_channels: int, hidden: int = 64, dropout: float = 0.0, features: bool = False,
-                 init: str = "random"):
+                 init: str = "random", rescale: bool = False):
         super().__init__()
         if kind not in DECODERS or kind == "dot":
             raise ValueError(f"PairDecoder kind={kind!r}; use 'hadamard_mlp' or 'ncn' ('dot' needs no module)")
         if init == "stack" and not features:
             raise ValueError("PairDecoder init='stack' needs features=True")
-        self.kind, self.features, self.init = kind, features, init
+        self.kind, self.features, self.init, self.rescale = kind, features, init, rescale
+        if rescale:  # only then, so the state_dict of the other decoders is what earlier checkpoints hold
+            # reference mean degree of the rescaling; 0 = not set yet (set_reference_degree or init_from_stack)
+            self.register_buffer("ref_degree", torch.zeros(()))
         in_dim = out_channels * (2 if kind == "ncn" else 1) + (4 if features else 0)
         self.mlp = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Dropout(dropout),
                                  nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
@@ -79,12 +84,33 @@ class PairDecoder(nn.Module):
             self.feat_norm = Standardise(4) if init == "stack" else nn.BatchNorm1d(4)
             self.feat_linear = nn.Linear(4, 1)
 
+    def set_reference_degree(self, d: float) -> None:
+        """The mean degree counts are rescaled to (rescale=True only)."""
+        if not self.rescale:
+            raise ValueError("set_reference_degree needs a decoder built with rescale=True")
+        if not d > 0:
+            raise ValueError(f"reference degree {d!r} must be positive")
+        self.ref_degree.fill_(float(d))
+
+    def _ref(self) -> float | None:
+        if not self.rescale:
+            return None
+        if self.ref_degree.item() == 0:
+            raise RuntimeError("decoder with rescale=True has no reference degree: call set_reference_degree "
+                               "(lib.train.init_model does) or init_from_stack")
+        return float(self.ref_degree)
+
     def init_from_stack(self, stack) -> None:
         """Start as `stack` (a fitted lib.heuristics.HeuristicStack): its scaler's mean/scale, its weights and
         intercept in the linear term, the MLP's last layer zeroed, so logits equal stack.scores(...) until trained."""
         if self.init != "stack":
             raise ValueError("init_from_stack needs a decoder built with init='stack'")
+        if self.rescale != (stack.ref_degree is not None):
+            raise ValueError(f"decoder rescale={self.rescale} but the stack was fitted with "
+                             f"rescale={stack.ref_degree is not None}; fit HeuristicStack(rescale={self.rescale})")
         scaler, lr = stack.model[0], stack.model[-1]
+        if self.rescale:
+            self.set_reference_degree(stack.ref_degree)
         with torch.no_grad():
             self.feat_norm.mean.copy_(torch.as_tensor(scaler.mean_, dtype=torch.float32))
             self.feat_norm.scale.copy_(torch.as_tensor(scaler.scale_, dtype=torch.float32))
@@ -99,14 +125,20 @@ class PairDecoder(nn.Module):
             if mp_edge_index is None:
                 raise ValueError(f"the {self.kind} decoder{' with features' if self.features else ''} needs the "
                                  f"message-passing edges: call decode(z, pairs, mp_edge_index, x)")
+        ref = self._ref()
         if self.kind == "ncn":
-            parts.append(common_neighbour_sum(z, mp_edge_index, pairs))
+            cn = common_neighbour_sum(z, mp_edge_index, pairs)
+            if ref is not None:
+                from lib.heuristics import adjacency, density_factor
+
+                cn = cn * density_factor(adjacency(mp_edge_index, z.size(0)), ref)
+            parts.append(cn)
         if self.features:
             from lib.heuristics import pair_features
 
             if x is None:
                 raise ValueError("the decoder with features needs the node features x: call decode(z, pairs, mp, x)")
-            f = pair_features(x.cpu(), mp_edge_index.cpu(), z.size(0), pairs.cpu())
+            f = pair_features(x.cpu(), mp_edge_index.cpu(), z.size(0), pairs.cpu(), ref)
             f = self.feat_norm(torch.as_tensor(f, dtype=torch.float32, device=z.device)).to(z.dtype)
             parts.append(f)
             return (self.mlp(torch.cat(parts, -1)) + self.feat_linear(f)).squeeze(-1)

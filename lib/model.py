@@ -42,6 +42,7 @@ class ModelConfig:
     decoder_dropout: float = 0.0  # dropout inside an MLP decoder
     decoder_features: bool = False  # MLP decoder also reads the pair's heuristic features (cos, CN, AA, PA)
     decoder_init: str = "random"  # "stack": the feature part starts as the heuristic stack of the training graphs
+    decoder_rescale: bool = False  # MLP decoder's counts rescaled to the training graphs' mean degree (lib.heuristics)
 
     def __post_init__(self):
         for k in ("in_channels", "hidden_channels", "out_channels", "num_levels", "heads"):
@@ -60,6 +61,8 @@ class ModelConfig:
             raise ValueError("model parameter decoder_features=True needs an MLP decoder ('hadamard_mlp' or 'ncn')")
         if self.decoder_init not in ("random", "stack"):
             raise ValueError(f"model parameter decoder_init={self.decoder_init!r} must be 'random' or 'stack'")
+        if self.decoder_rescale and self.decoder == "dot":
+            raise ValueError("model parameter decoder_rescale=True needs an MLP decoder ('hadamard_mlp' or 'ncn')")
         if self.decoder_init == "stack" and not self.decoder_features:
             raise ValueError("model parameter decoder_init='stack' needs decoder_features=True (the stack reads them)")
 
@@ -263,7 +266,7 @@ class GatModel(nn.Module):
             from lib.decoders import PairDecoder
 
             self.decoder = PairDecoder(cfg.decoder, cfg.out_channels, cfg.decoder_hidden, cfg.decoder_dropout,
-                                       cfg.decoder_features, cfg.decoder_init)
+                                       cfg.decoder_features, cfg.decoder_init, cfg.decoder_rescale)
 
     def encode(self, x: Tensor, edge_index: Tensor) -> Tensor:
         check_inputs(x, edge_index, self.cfg.in_channels)

@@ -324,11 +324,18 @@ def init_model(kind: str, model_cfg: dict, train_graphs: list[Data], cfg: TrainC
     `train_graphs`)."""
     torch.manual_seed(derive_seed(cfg.seed, "init", kind))
     model = build_model(kind, model_cfg).to(device)
+    rescale = bool(model_cfg.get("decoder_rescale"))
     if model_cfg.get("decoder_init") == "stack":
-        # the same stack (ratio, seed) that lib.beyond reports as the heuristic_stack baseline for these graphs
+        # the same stack (ratio, seed, rescale) that lib.beyond reports as a baseline for these graphs
         from lib.heuristics import HeuristicStack
 
-        model.decoder.init_from_stack(HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed).fit(train_graphs))
+        model.decoder.init_from_stack(HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed, rescale=rescale)
+                                      .fit(train_graphs))
+    elif rescale:
+        from lib.heuristics import reference_degree
+
+        model.decoder.set_reference_degree(reference_degree(
+            train_graphs, cfg.disjoint_ratio if cfg.supervision == "disjoint" else 0.0))
     return model
 
 

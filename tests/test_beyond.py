@@ -51,3 +51,36 @@ def test_variant_training_overrides_apply_to_sweep_and_run_and_pick_their_own_me
     assert (s.hard_negative_share, s.select_metric, s.lr) == (0.5, "mrr_both", 0.01)
     assert B.variant_select_metric("ncn_stack_uniform", "mrr_both") == "mrr"
     assert B.variant_select_metric("ncn_feat", "mrr_both") == "mrr_both"
+
+
+def test_gap_table_counts_the_rescaled_stack_as_a_bar_where_it_ran():
+    rows = []
+    for seed in range(2):
+        for name, auc in (("gat_ncn_stack_rescaled", 0.93), ("heuristic_stack", 0.90),
+                          ("heuristic_stack_rescaled", 0.92 + seed * 0.002), ("cosine", 0.85)):
+            rows.append({"seed": seed, "protocol": "leak_free", "negatives": "uniform", "model": name, "auc": auc,
+                         "mrr": auc / 10})
+    g = B.gap_table(pd.DataFrame(rows)).iloc[0]
+    assert g["bar"] == "heuristic_stack_rescaled" and g["best graph model"] == "gat_ncn_stack_rescaled"
+    assert g["auc_margin"] == pytest.approx(0.93 - 0.921)
+    assert g["AUC heuristic_stack"] == "0.900 ± 0.000" and g["AUC heuristic_stack_rescaled"] == "0.921 ± 0.001"
+    assert B.rescaled(["dot", "ncn_stack_uniform_rescaled"]) and not B.rescaled(["ncn_stack"])
+
+
+def test_rescaled_variant_starts_from_the_rescaled_stack_of_its_training_graphs(tmp_path):
+    from lib.heuristics import HeuristicStack, reference_degree
+
+    graphs = {f"g{i}": synthetic_graph(80, 240 + 60 * i, in_channels=16, seed=i, graph_id=f"g{i}") for i in range(5)}
+    sp = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3", "g4"], "leak_free", seed=0)
+    cfg = TrainConfig(epochs=1, seed=0, supervision="disjoint", log_aauc=False, log_eval=False)
+    mean, coef = B.evaluate_stack(sp, cfg, rescale=True)
+    plain, _ = B.evaluate_stack(sp, cfg)
+    assert set(mean) == {"uniform", "hard"} and len(coef) == 4 and mean != plain
+    mean, res = B.run_variant(sp, "ncn_stack_uniform_rescaled", SMALL, cfg, None, tmp_path)
+    assert 0 <= mean["uniform"]["auc"] <= 1
+    from lib.train import load_checkpoint
+
+    model, _ = load_checkpoint(res["checkpoint"])
+    want = reference_degree(sp.train, cfg.disjoint_ratio)
+    assert float(model.decoder.ref_degree) == pytest.approx(want, rel=1e-6)
+    assert HeuristicStack(ratio=cfg.disjoint_ratio, seed=0, rescale=True).fit(sp.train).ref_degree == pytest.approx(want)

@@ -137,3 +137,55 @@ def test_stack_initialised_decoder_scores_exactly_as_the_fitted_stack_until_trai
     assert not torch.allclose(trained.decoder.mlp[-1].weight, torch.zeros_like(trained.decoder.mlp[-1].weight))
     with pytest.raises(ValueError, match="decoder_features=True"):
         ModelConfig(**{**SMALL, "decoder": "ncn", "decoder_init": "stack"})
+
+
+def test_density_rescaling_multiplies_the_counts_by_the_squared_degree_ratio():
+    from lib.heuristics import adjacency, density_factor, reference_degree
+
+    ei = _ei([(0, 2), (1, 2), (0, 3), (1, 3), (3, 4)])  # 10 directed entries on 5 nodes: mean degree 2
+    x = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 1.0]])
+    pair = torch.tensor([[0], [1]])
+    assert density_factor(adjacency(ei, 5), 4.0) == 4.0 and density_factor(adjacency(ei, 5), None) == 1.0
+    np.testing.assert_array_equal(pair_features(x, ei, 5, pair, ref_degree=2.0), pair_features(x, ei, 5, pair))
+    # counts 2 (CN), 1/log 2 + 1/log 3 (AA), 4 (PA) at mean degree 2, read at reference degree 1: a quarter of each
+    np.testing.assert_allclose(pair_features(x, ei, 5, pair, ref_degree=1.0)[0],
+                               [1.0, np.log1p(0.5), np.log1p((1 / np.log(2) + 1 / np.log(3)) / 4), np.log1p(1.0)])
+    g = synthetic_graph(150, 600, in_channels=16, seed=0)
+    d = adjacency(g.edge_index, g.num_nodes).nnz / g.num_nodes
+    assert reference_degree([g, g], held_out=0.3) == pytest.approx(0.7 * d)
+    st = HeuristicStack(ratio=0.3, seed=0, rescale=True).fit([g])
+    assert st.ref_degree == pytest.approx(0.7 * d) and HeuristicStack(seed=0).fit([g]).ref_degree is None
+
+
+def test_rescaled_decoder_equals_the_plain_one_at_the_reference_density_and_starts_as_the_rescaled_stack():
+    from lib.heuristics import adjacency
+
+    g = synthetic_graph(50, 200, in_channels=16, seed=9)
+    pairs = torch.randint(0, 50, (2, 300), generator=torch.Generator().manual_seed(0))
+    plain = GatModel(ModelConfig(**SMALL, decoder="ncn", decoder_features=True)).eval()
+    scaled = GatModel(ModelConfig(**SMALL, decoder="ncn", decoder_features=True, decoder_rescale=True)).eval()
+    assert set(scaled.state_dict()) - set(plain.state_dict()) == {"decoder.ref_degree"}  # others' checkpoints unchanged
+    scaled.load_state_dict(plain.state_dict(), strict=False)
+    with pytest.raises(RuntimeError, match="no reference degree"):
+        scaled.decode(scaled(g.x, g.edge_index), pairs, g.edge_index, g.x)
+    d = adjacency(g.edge_index, 50).nnz / 50
+    with torch.no_grad():
+        z = plain(g.x, g.edge_index)
+        want = plain.decode(z, pairs, g.edge_index, g.x)
+        scaled.decoder.set_reference_degree(d)
+        assert torch.allclose(scaled.decode(z, pairs, g.edge_index, g.x), want, atol=1e-6)
+        scaled.decoder.set_reference_degree(d / 2)
+        assert not torch.allclose(scaled.decode(z, pairs, g.edge_index, g.x), want, atol=1e-3)
+    graphs = [synthetic_graph(60, 240, in_channels=16, seed=s) for s in range(3)]
+    stack = HeuristicStack(ratio=0.3, seed=4, rescale=True).fit(graphs)
+    m = GatModel(ModelConfig(**SMALL, decoder="ncn", decoder_features=True, decoder_init="stack",
+                             decoder_rescale=True)).eval()
+    m.decoder.init_from_stack(stack)
+    assert float(m.decoder.ref_degree) == pytest.approx(stack.ref_degree)
+    with torch.no_grad():
+        got = m.decode(m(g.x, g.edge_index), pairs, g.edge_index, g.x)
+    assert np.allclose(got.numpy(), stack.scores(g.x, g.edge_index, 50, pairs), atol=1e-4)
+    with pytest.raises(ValueError, match="rescale=True"):
+        m.decoder.init_from_stack(HeuristicStack(ratio=0.3, seed=4).fit(graphs))
+    with pytest.raises(ValueError, match="decoder_rescale=True needs an MLP decoder"):
+        ModelConfig(decoder="dot", decoder_rescale=True)
