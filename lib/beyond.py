@@ -145,23 +145,39 @@ def run_variant(split: ProtocolSplit, variant: str, model_cfg: dict, cfg: TrainC
     return evaluate_model(model, split.test, tcfg, progress=False)["mean"], asdict(res)
 
 
+def validation_of(res: dict, negatives: str) -> dict:
+    """{"val_auc", "val_mrr"} of a trained variant's selected epoch (TrainResult as dict) for one negative set — the
+    numbers that pick the best graph model in gap_table; None where the variant did not validate on that set."""
+    best = next(v for v in res["val"] if v["epoch"] == res["best_epoch"])
+    suffix = "" if negatives == "uniform" else f"_{negatives}"
+    return {f"val_{m}": best.get(f"{m}{suffix}") for m in ("auc", "mrr")}
+
+
 def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc", "mrr")) -> pd.DataFrame:
-    """Per protocol × negative set: the best graph model (by mean AUC over seeds), the heuristic stack, the best single
-    heuristic, and the best model's margin (mean ± std of per-seed differences) over the *strongest* heuristic scorer
-    by mean AUC ("bar") — the stack is fitted on uniform negatives, so on hard ones a single heuristic can beat it;
-    where the rows hold a rescaled stack (STACKS), it competes for the bar too."""
+    """Per protocol × negative set: the best graph model, the heuristic stack, the best single heuristic, and the best
+    model's margin (mean ± std of per-seed differences) over the *strongest* heuristic scorer by mean test AUC ("bar")
+    — the stack is fitted on uniform negatives, so on hard ones a single heuristic can beat it; where the rows hold a
+    rescaled stack (STACKS), it competes for the bar too.
+
+    The best graph model is chosen by its mean *validation* AUC on that negative set (column val_auc, from
+    validation_of) among the models that have one, so no test number picks it; "best on test" names the model with the
+    highest mean test AUC beside it. Rows without val_auc (older runs) fall back to the test AUC, and "chosen on" says
+    which was used."""
     from lib.heuristics import HEURISTICS
 
     out = []
     for (p, n), g in rows.groupby(["protocol", "negatives"], sort=False):
         mean = g.groupby("model")[list(metrics)].mean()
         graph_models = [m for m in mean.index if m not in HEURISTICS and m not in STACKS]
-        best = mean.loc[graph_models, "auc"].idxmax()
+        val = g.groupby("model")["val_auc"].mean().reindex(graph_models).dropna() if "val_auc" in g else pd.Series()
+        on_test = mean.loc[graph_models, "auc"].idxmax()
+        best = val.idxmax() if len(val) else on_test
         single = mean.loc[[m for m in mean.index if m in HEURISTICS], "auc"].idxmax()
         bars = [stack] + [m for m in STACKS if m != stack and m in mean.index] + [single]
         bar = max(bars, key=lambda m: mean.loc[m, "auc"])  # the first of equals: the stack before a single one
         per_seed = g.pivot_table(index="seed", columns="model", values=list(metrics))
-        rec = {"protocol": p, "negatives": n, "best graph model": best, "bar": bar}
+        rec = {"protocol": p, "negatives": n, "best graph model": best, "bar": bar,
+               "chosen on": "validation" if len(val) else "test", "best on test": on_test}
         for m in metrics:
             for label, who in (("best model", best), *((b, b) for b in bars[:-1]), ("best single " + single, single)):
                 v = per_seed[m][who]

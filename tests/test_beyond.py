@@ -84,3 +84,20 @@ def test_rescaled_variant_starts_from_the_rescaled_stack_of_its_training_graphs(
     want = reference_degree(sp.train, cfg.disjoint_ratio)
     assert float(model.decoder.ref_degree) == pytest.approx(want, rel=1e-6)
     assert HeuristicStack(ratio=cfg.disjoint_ratio, seed=0, rescale=True).fit(sp.train).ref_degree == pytest.approx(want)
+
+
+def test_gap_table_picks_the_best_graph_model_on_validation_not_on_test():
+    rows = []
+    for seed in range(2):
+        for name, auc, val in (("gat_a", 0.95, 0.80), ("gat_b", 0.93, 0.85), ("gat_c", 0.99, None),
+                               ("heuristic_stack", 0.90, None), ("cosine", 0.85, None)):
+            rows.append({"seed": seed, "protocol": "leak_free", "negatives": "uniform", "model": name, "auc": auc,
+                         "mrr": auc / 10, "val_auc": val, "val_mrr": None})
+    g = B.gap_table(pd.DataFrame(rows)).iloc[0]
+    assert (g["best graph model"], g["chosen on"], g["best on test"]) == ("gat_b", "validation", "gat_c")
+    assert g["auc_margin"] == pytest.approx(0.93 - 0.90)
+    res = {"best_epoch": 2, "val": [{"epoch": 1, "auc": 0.5, "mrr": 0.1},
+                                    {"epoch": 2, "auc": 0.7, "mrr": 0.2, "auc_hard": 0.6, "mrr_hard": 0.3}]}
+    assert B.validation_of(res, "uniform") == {"val_auc": 0.7, "val_mrr": 0.2}
+    assert B.validation_of(res, "hard") == {"val_auc": 0.6, "val_mrr": 0.3}
+    assert B.validation_of({**res, "best_epoch": 1}, "hard") == {"val_auc": None, "val_mrr": None}
