@@ -23,14 +23,15 @@ from torch import Tensor, nn
 DECODERS = ("dot", "hadamard_mlp", "ncn")
 
 
-def common_neighbours_matrix(mp_edge_index: Tensor, num_nodes: int, pairs: Tensor):
+def common_neighbours_matrix(mp_edge_index: Tensor, num_nodes: int, pairs: Tensor, a=None):
     """Sparse indicator S [P, N] (torch COO, float32) with S[p, k] = 1 iff k ∈ N(i_p) ∩ N(j_p) in mp_edge_index.
 
     Built with scipy (row slices of the CSR adjacency, elementwise product): torch has no sparse row gather with
-    elementwise product on CPU, and the P × N matrix is never dense."""
+    elementwise product on CPU, and the P × N matrix is never dense. a: the CSR adjacency of mp_edge_index when the
+    caller already has it."""
     from lib.heuristics import adjacency
 
-    a = adjacency(mp_edge_index, num_nodes)
+    a = adjacency(mp_edge_index, num_nodes) if a is None else a
     u, v = pairs[0].cpu().numpy(), pairs[1].cpu().numpy()
     s = a[u].multiply(a[v]).tocoo()
     idx = torch.from_numpy(np.vstack([s.row, s.col]).astype(np.int64))
@@ -38,10 +39,10 @@ def common_neighbours_matrix(mp_edge_index: Tensor, num_nodes: int, pairs: Tenso
                                    check_invariants=False).coalesce()  # indices come from scipy, valid by construction
 
 
-def common_neighbour_sum(z: Tensor, mp_edge_index: Tensor, pairs: Tensor) -> Tensor:
+def common_neighbour_sum(z: Tensor, mp_edge_index: Tensor, pairs: Tensor, a=None) -> Tensor:
     """Σ_{k ∈ N(i) ∩ N(j)} z_k for each pair: [P, F] from z [N, F], mp_edge_index [2, M], pairs [2, P];
     differentiable in z (sparse-dense matmul)."""
-    s = common_neighbours_matrix(mp_edge_index, z.size(0), pairs).to(z.device)
+    s = common_neighbours_matrix(mp_edge_index, z.size(0), pairs, a).to(z.device)
     return torch.sparse.mm(s, z.float()).to(z.dtype)
 
 
@@ -125,20 +126,17 @@ class PairDecoder(nn.Module):
             if mp_edge_index is None:
                 raise ValueError(f"the {self.kind} decoder{' with features' if self.features else ''} needs the "
                                  f"message-passing edges: call decode(z, pairs, mp_edge_index, x)")
+        from lib.heuristics import adjacency, density_factor, pair_features
+
         ref = self._ref()
+        # once per call: the common neighbours and the features both read it (a plain hadamard_mlp reads neither)
+        a = adjacency(mp_edge_index, z.size(0)) if self.kind == "ncn" or self.features else None
         if self.kind == "ncn":
-            cn = common_neighbour_sum(z, mp_edge_index, pairs)
-            if ref is not None:
-                from lib.heuristics import adjacency, density_factor
-
-                cn = cn * density_factor(adjacency(mp_edge_index, z.size(0)), ref)
-            parts.append(cn)
+            parts.append(common_neighbour_sum(z, mp_edge_index, pairs, a) * density_factor(a, ref))
         if self.features:
-            from lib.heuristics import pair_features
-
             if x is None:
                 raise ValueError("the decoder with features needs the node features x: call decode(z, pairs, mp, x)")
-            f = pair_features(x.cpu(), mp_edge_index.cpu(), z.size(0), pairs.cpu(), ref)
+            f = pair_features(x.cpu(), mp_edge_index.cpu(), z.size(0), pairs.cpu(), ref, a)
             f = self.feat_norm(torch.as_tensor(f, dtype=torch.float32, device=z.device)).to(z.dtype)
             parts.append(f)
             return (self.mlp(torch.cat(parts, -1)) + self.feat_linear(f)).squeeze(-1)

@@ -72,10 +72,11 @@ def density_factor(a: sp.csr_matrix, ref_degree: float | None) -> float:
 
 
 def pair_features(x: Tensor, mp_edge_index: Tensor, num_nodes: int, pairs: Tensor,
-                  ref_degree: float | None = None) -> np.ndarray:
+                  ref_degree: float | None = None, a: sp.csr_matrix | None = None) -> np.ndarray:
     """[P, 4] float64: cos(x_u, x_v), log(1+CN), log(1+AA), log(1+PA) of pairs [2, P] on the message-passing graph;
-    with ref_degree the three counts are first rescaled to that mean degree (density_factor)."""
-    a = adjacency(mp_edge_index, num_nodes)
+    with ref_degree the three counts are first rescaled to that mean degree (density_factor). a: the adjacency of
+    mp_edge_index when the caller already has it."""
+    a = adjacency(mp_edge_index, num_nodes) if a is None else a
     s = density_factor(a, ref_degree)
     cos = heuristic_scores("cosine", x, mp_edge_index, num_nodes, pairs)
     return np.stack([cos] + [np.log1p(s * heuristic_scores(h, x, mp_edge_index, num_nodes, pairs, a))
