@@ -187,6 +187,30 @@ def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc"
     return pd.DataFrame(out)
 
 
+def structure_profile(tasks: list) -> dict:
+    """What the held-out pairs of a set of tasks (validation or test, lib.protocols.EvalTask) look like in their
+    message passing: mean degree, positives, share of positives with no common neighbour, mean common neighbours of
+    positives and of hard / uniform negatives. A hard negative sits at distance 2, so it always has one: a positive
+    without one is told apart from every hard negative by that alone, and where validation and test differ in that
+    share, validation measures another task than test. Reads the tasks' pairs, never a model."""
+    from lib.heuristics import adjacency
+
+    cn = {"pos": [], "hard": [], "uniform": []}
+    degree = []
+    for t in tasks:
+        a = adjacency(t.mp_edge_index, t.data.num_nodes)
+        degree.append(t.mp_edge_index.size(1) / t.data.num_nodes)
+        for k, pairs in (("pos", t.pos), ("hard", t.neg_hard), ("uniform", t.neg)):
+            u, v = pairs[0].numpy(), pairs[1].numpy()
+            cn[k].append(np.asarray(a[u].multiply(a[v]).sum(1)).ravel())
+    cn = {k: np.concatenate(v) if v else np.empty(0) for k, v in cn.items()}
+    share = lambda c: float((c == 0).mean()) if c.size else float("nan")
+    mean = lambda c: float(c.mean()) if c.size else float("nan")
+    return {"tasks": len(tasks), "mp_degree": mean(np.asarray(degree)), "positives": int(cn["pos"].size),
+            "pos_no_cn": share(cn["pos"]), "pos_cn": mean(cn["pos"]), "hard_cn": mean(cn["hard"]),
+            "hard_no_cn": share(cn["hard"]), "uniform_no_cn": share(cn["uniform"])}
+
+
 def best_label(metric: str) -> str:
     return {"auc": "AUC", "mrr": "MRR"}.get(metric, metric)
 

@@ -101,3 +101,22 @@ def test_gap_table_picks_the_best_graph_model_on_validation_not_on_test():
     assert B.validation_of(res, "uniform") == {"val_auc": 0.7, "val_mrr": 0.2}
     assert B.validation_of(res, "hard") == {"val_auc": 0.6, "val_mrr": 0.3}
     assert B.validation_of({**res, "best_epoch": 1}, "hard") == {"val_auc": None, "val_mrr": None}
+
+
+def test_structure_profile_counts_common_neighbours_by_hand():
+    import torch
+    from torch_geometric.data import Data
+    from torch_geometric.utils import to_undirected
+    from lib.protocols import EvalTask
+
+    # path 0-1-2 plus 2-3; held out: (0, 2) has one common neighbour (1), (0, 3) none
+    mp = to_undirected(torch.tensor([[0, 1, 2], [1, 2, 3]]), num_nodes=5)
+    data = Data(x=torch.randn(5, 3), num_nodes=5)
+    t = EvalTask("g", "leak_free", data, mp, pos=torch.tensor([[0, 0], [2, 3]]),
+                 neg=torch.tensor([[0, 4], [4, 1]]), neg_hard=torch.tensor([[1], [3]]))
+    p = B.structure_profile([t])
+    assert p["positives"] == 2 and p["tasks"] == 1
+    assert p["pos_no_cn"] == 0.5 and p["pos_cn"] == 0.5
+    assert p["hard_cn"] == 1.0 and p["hard_no_cn"] == 0.0  # (1, 3) share node 2
+    assert p["uniform_no_cn"] == 1.0
+    assert p["mp_degree"] == pytest.approx(6 / 5)
