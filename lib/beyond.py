@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from lib.heuristics import HeuristicStack
 from lib.protocols import ProtocolSplit
-from lib.train import TrainConfig, data_fingerprint, evaluate_model, evaluate_scorer, train_model
+from lib.train import TrainConfig, data_fingerprint, evaluate_model, evaluate_scorer, link_metrics, train_model
 
 VARIANTS = {
     "dot": {"decoder": "dot", "decoder_features": False},
@@ -50,6 +50,10 @@ VARIANTS.update({f"{v}_rescaled": {**VARIANTS[v], "decoder_rescale": True} for v
 VARIANT_TRAINING = {v: {"hard_negative_share": 0.0, "select_metric": "mrr"}
                     for v in ("ncn_stack_uniform", "ncn_stack_uniform_rescaled")}
 STACKS = ("heuristic_stack", "heuristic_stack_rescaled")
+# A diagnostic scorer, not one of the issue's heuristics: 1 for a pair without a common neighbour in the message
+# passing, 0 otherwise. Every hard negative has one (distance 2), so on hard negatives this needs no learning to rank each
+# such positive first; gap_table reports the best graph model's margin over it beside the goal's.
+SHORTCUT = "no_cn_shortcut"
 SWEEP_KEYS = ("dropout", "num_levels", "lr")
 GOAL_AUC_MARGIN = 0.02  # issue "Beyond the seed": >= +0.02 AUC over the stronger heuristic scorer, and a higher MRR
 
@@ -123,6 +127,20 @@ def rescaled(variants) -> bool:
     return any(VARIANTS[v].get("decoder_rescale") for v in variants)
 
 
+def shortcut_scores(task, pairs) -> np.ndarray:
+    """SHORTCUT's scores [P] of pairs [2, P] on a task: 1.0 where the pair has no common neighbour in the task's message
+    passing, else 0.0."""
+    from lib.heuristics import heuristic_scores
+
+    return (heuristic_scores("common_neighbours", task.data.x, task.mp_edge_index, task.data.num_nodes, pairs) == 0
+            ).astype(np.float64)
+
+
+def evaluate_shortcut(split: ProtocolSplit, cfg: TrainConfig) -> dict:
+    """{negative set: mean metrics} of SHORTCUT on the split's test tasks."""
+    return evaluate_scorer(shortcut_scores, split.test, cfg)["mean"]
+
+
 def evaluate_stack(split: ProtocolSplit, cfg: TrainConfig, rescale: bool = False) -> tuple[dict, dict]:
     """({negative set: mean metrics}, coefficients) of the heuristic stack fitted on the split's training graphs
     (rescale: on counts rescaled to their mean degree)."""
@@ -160,13 +178,14 @@ def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc"
     The best graph model is chosen by its mean *validation* AUC on that negative set (column val_auc, from
     validation_of) among the models that have one, so no test number picks it; "best on test" names the model with the
     highest mean test AUC beside it. Rows without val_auc (older runs) fall back to the test AUC, and "chosen on" says
-    which was used."""
+    which was used. Where the rows hold SHORTCUT, its metrics and the best model's mean margin over it
+    ({metric}_margin_shortcut) are added; it is not part of the bar."""
     from lib.heuristics import HEURISTICS
 
     out = []
     for (p, n), g in rows.groupby(["protocol", "negatives"], sort=False):
         mean = g.groupby("model")[list(metrics)].mean()
-        graph_models = [m for m in mean.index if m not in HEURISTICS and m not in STACKS]
+        graph_models = [m for m in mean.index if m not in HEURISTICS and m not in STACKS and m != SHORTCUT]
         val = g.groupby("model")["val_auc"].mean().reindex(graph_models).dropna() if "val_auc" in g else pd.Series()
         on_test = mean.loc[graph_models, "auc"].idxmax()
         best = val.idxmax() if len(val) else on_test
@@ -183,32 +202,42 @@ def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc"
             d = per_seed[m][best] - per_seed[m][bar]
             rec[f"{m}_margin"] = float(d.mean())
             rec[f"{m}_margin_std"] = float(d.std(ddof=1)) if len(d) > 1 else 0.0
+            if SHORTCUT in mean.index:
+                v = per_seed[m][SHORTCUT]
+                rec[f"{best_label(m)} {SHORTCUT}"] = f"{v.mean():.3f} ± {v.std(ddof=1) if len(v) > 1 else 0:.3f}"
+                rec[f"{m}_margin_shortcut"] = float((per_seed[m][best] - v).mean())
         out.append(rec)
     return pd.DataFrame(out)
 
 
-def structure_profile(tasks: list) -> dict:
+def structure_profile(tasks: list, hits_k: int = 50) -> dict:
     """What the held-out pairs of a set of tasks (validation or test, lib.protocols.EvalTask) look like in their
     message passing: mean degree, positives, share of positives with no common neighbour, mean common neighbours of
-    positives and of hard / uniform negatives. A hard negative sits at distance 2, so it always has one: a positive
-    without one is told apart from every hard negative by that alone, and where validation and test differ in that
-    share, validation measures another task than test. Reads the tasks' pairs, never a model."""
+    positives and of hard / uniform negatives — and the hard-negative AUC and MRR (per-task mean, as every scorer's) of
+    the shortcut that scores a pair 1 when it has no common neighbour and 0 otherwise. A hard negative sits at distance
+    2, so it always has one: a positive without one is told apart from every hard negative by that alone (the shortcut's
+    MRR is about the share of such positives). Where validation and test differ in that share, validation measures
+    another task than test. Reads the tasks' pairs, never a model."""
     from lib.heuristics import adjacency
 
     cn = {"pos": [], "hard": [], "uniform": []}
-    degree = []
+    degree, shortcut = [], []
     for t in tasks:
         a = adjacency(t.mp_edge_index, t.data.num_nodes)
         degree.append(t.mp_edge_index.size(1) / t.data.num_nodes)
         for k, pairs in (("pos", t.pos), ("hard", t.neg_hard), ("uniform", t.neg)):
             u, v = pairs[0].numpy(), pairs[1].numpy()
             cn[k].append(np.asarray(a[u].multiply(a[v]).sum(1)).ravel())
+        if cn["pos"][-1].size and cn["hard"][-1].size:
+            shortcut.append(link_metrics((cn["pos"][-1] == 0).astype(float), (cn["hard"][-1] == 0).astype(float),
+                                         hits_k))
     cn = {k: np.concatenate(v) if v else np.empty(0) for k, v in cn.items()}
     share = lambda c: float((c == 0).mean()) if c.size else float("nan")
-    mean = lambda c: float(c.mean()) if c.size else float("nan")
-    return {"tasks": len(tasks), "mp_degree": mean(np.asarray(degree)), "positives": int(cn["pos"].size),
+    mean = lambda c: float(np.mean(c)) if len(c) else float("nan")
+    return {"tasks": len(tasks), "mp_degree": mean(degree), "positives": int(cn["pos"].size),
             "pos_no_cn": share(cn["pos"]), "pos_cn": mean(cn["pos"]), "hard_cn": mean(cn["hard"]),
-            "hard_no_cn": share(cn["hard"]), "uniform_no_cn": share(cn["uniform"])}
+            "hard_no_cn": share(cn["hard"]), "uniform_no_cn": share(cn["uniform"]),
+            "shortcut_hard_auc": mean([m["auc"] for m in shortcut]), "shortcut_hard_mrr": mean([m["mrr"] for m in shortcut])}
 
 
 def best_label(metric: str) -> str:

@@ -120,3 +120,31 @@ def test_structure_profile_counts_common_neighbours_by_hand():
     assert p["hard_cn"] == 1.0 and p["hard_no_cn"] == 0.0  # (1, 3) share node 2
     assert p["uniform_no_cn"] == 1.0
     assert p["mp_degree"] == pytest.approx(6 / 5)
+    # the shortcut ranks (0, 3) above the hard negative and ties (0, 2) with it: AUC (1 + 0.5) / 2, MRR (1 + 1/2) / 2
+    assert p["shortcut_hard_auc"] == pytest.approx(0.75) and p["shortcut_hard_mrr"] == pytest.approx(0.75)
+
+
+def test_shortcut_is_reported_beside_the_goal_never_as_a_graph_model_or_bar():
+    rows = []
+    for seed in (0, 1):
+        for name, auc, mrr in (("gat_ncn", 0.70, 0.30), ("heuristic_stack", 0.60, 0.05), ("cosine", 0.65, 0.06),
+                               (B.SHORTCUT, 0.75 + seed * 0.01, 0.50)):
+            rows.append({"seed": seed, "protocol": "leak_free", "negatives": "hard", "model": name, "auc": auc,
+                         "mrr": mrr})
+    g = B.gap_table(pd.DataFrame(rows)).iloc[0]
+    assert g["best graph model"] == "gat_ncn" and g["bar"] == "cosine"  # the shortcut is neither
+    assert g["auc_margin"] == pytest.approx(0.05)
+    assert g["auc_margin_shortcut"] == pytest.approx(0.70 - 0.755) and g["mrr_margin_shortcut"] == pytest.approx(-0.2)
+    assert g[f"AUC {B.SHORTCUT}"] == "0.755 ± 0.007"
+
+
+def test_shortcut_scores_one_exactly_for_pairs_without_a_common_neighbour():
+    import torch
+    from torch_geometric.data import Data
+    from torch_geometric.utils import to_undirected
+    from lib.protocols import EvalTask
+
+    mp = to_undirected(torch.tensor([[0, 1, 2], [1, 2, 3]]), num_nodes=5)
+    t = EvalTask("g", "leak_free", Data(x=torch.randn(5, 3), num_nodes=5), mp, pos=torch.tensor([[0], [2]]),
+                 neg=torch.tensor([[0], [4]]), neg_hard=torch.tensor([[1], [3]]))
+    assert B.shortcut_scores(t, torch.tensor([[0, 0, 1, 0], [2, 3, 3, 4]])).tolist() == [0.0, 1.0, 0.0, 1.0]

@@ -94,3 +94,23 @@ def test_render_shows_kd_students_beside_their_controls_with_probing_gain():
     assert "0.805 ± 0.007" in kd and "49.8" in kd and "+0.400" in kd
     assert any("| bilstm control " in x and "0.705 ± 0.007" in x and "+0.300" in x for x in lines)
     assert any("| teacher (fine-tuned) " in x and "0.850" in x and "+0.500" in x for x in lines)
+
+
+def test_render_sets_validation_beside_test_structure_where_03b_stored_it():
+    run = _fake_run(0.8, 0.01, 0.7)
+    assert "common neighbour" not in report.render({"fake40": run})
+    run["beyond"] = {
+        "protocols": ["leak_free"],
+        "structure": [{"protocol": "leak_free", "role": "val", "mp_degree": 4.0, "pos_no_cn": 0.73},
+                      {"protocol": "leak_free", "role": "test", "mp_degree": 8.13, "pos_no_cn": 0.36,
+                       "shortcut_hard_auc": 0.68, "shortcut_hard_mrr": 0.361}],
+        "gaps": [{"protocol": "leak_free", "negatives": "hard", "best graph model": "gat_ncn_stack",
+                  "AUC best model": "0.663 ± 0.007", "AUC heuristic_stack": "0.586 ± 0.010", "bar": "cosine",
+                  "auc_margin": -0.01, "auc_margin_std": 0.006, "mrr_margin": 0.32}],
+        "mean": [{"protocol": "leak_free", "negatives": "hard", "model": "gat_ncn_stack", "val_auc": 0.899, "auc": 0.663,
+                  "mrr": 0.377}]}
+    row = next(line for line in report.render({"fake40": run}).splitlines()
+               if line.startswith("| fake40") and "73%" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells == ["fake40", "leak_free", "4.0 / 8.1", "73% / 36%", "0.680 / 0.361", "gat_ncn_stack",
+                     "0.899 / 0.663, 0.377"]
