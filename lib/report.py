@@ -29,7 +29,12 @@ KEEP = ("*.ipynb", "metrics.json", "params.json", "status.json", "params_*.json"
 
 def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE) -> list[Path]:
     """Copy a run folder's small result files (executed notebooks, metrics, parameters, status, tables, PNG figures,
-    pictures under 2 MB) to outputs/reference/<run>/; never checkpoints, datasets, caches or crawled graphs."""
+    pictures under 2 MB) to outputs/reference/<run>/; never checkpoints, datasets, caches or crawled graphs.
+
+    Where the run's status.json lists its notebooks (lib.runner), only those executed notebooks are copied, and only
+    the figures and pictures whose name starts with one of their numbers ("03b_…") or with none: a run folder another
+    profile also wrote into (e.g. notebook 05's node-embedder run in seed40) keeps that run's files out."""
+    import re
     import shutil
 
     src = outputs / run
@@ -39,13 +44,25 @@ def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE) -> list[Pa
     notes = (dst / "README.md").read_text() if (dst / "README.md").is_file() else None  # how the run was made
     if dst.exists():
         shutil.rmtree(dst)
+    status = json.loads((src / "status.json").read_text()) if (src / "status.json").is_file() else {}
+    listed = set(status.get("notebooks", {}))
+    numbers = {n.split("_", 1)[0] for n in listed}
+
+    def owned(f: Path) -> bool:
+        if not listed:
+            return True
+        if f.suffix == ".ipynb":
+            return f.name in listed
+        m = re.match(r"(\d+[a-z]?)_", f.name)
+        return m is None or m.group(1) in numbers
+
     copied = []
     if notes is not None:
         dst.mkdir(parents=True)
         (dst / "README.md").write_text(notes)
     for pattern in KEEP:
         for f in sorted(src.glob(pattern)):
-            if f.is_file() and f.stat().st_size <= MAX_BYTES:
+            if f.is_file() and f.stat().st_size <= MAX_BYTES and owned(f):
                 (dst / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(f, dst / f.relative_to(src))
                 copied.append(dst / f.relative_to(src))
@@ -147,22 +164,23 @@ def structure_table(runs: dict[str, dict]) -> pd.DataFrame:
         if not b.get("structure"):
             continue
         st = {(r["protocol"], r["role"]): r for r in b["structure"]}
-        chosen = {g["protocol"]: g["best graph model"] for g in b.get("gaps", []) if g["negatives"] == "hard"}
+        hard = {g["protocol"]: g for g in b.get("gaps", []) if g["negatives"] == "hard"}
+        chosen = {p: g["best graph model"] for p, g in hard.items()}
         mean = {(r["protocol"], r["negatives"], r["model"]): r for r in b.get("mean", [])}
         for p in b.get("protocols", []):
             v, t = st.get((p, "val")), st.get((p, "test"))
             if not (v and t):
                 continue
-            r = mean.get((p, "hard", chosen.get(p)), {})
-            has = lambda *k: all(r.get(x) is not None for x in k)
+            r, g = mean.get((p, "hard", chosen.get(p)), {}), hard.get(p, {})
             rows.append({"run": name, "protocol": p,
                          "mean degree val / test": f"{v['mp_degree']:.1f} / {t['mp_degree']:.1f}",
                          "positives without a common neighbour val / test": f"{v['pos_no_cn']:.0%} / {t['pos_no_cn']:.0%}",
                          "shortcut on test hard: AUC / MRR": (f"{t['shortcut_hard_auc']:.3f} / {t['shortcut_hard_mrr']:.3f}"
                                                              if "shortcut_hard_auc" in t else ""),
                          "hard-negative model (chosen on validation)": chosen.get(p, ""),
-                         "its AUC val / test, test MRR": (f"{r['val_auc']:.3f} / {r['auc']:.3f}, {r['mrr']:.3f}"
-                                                          if has("val_auc", "auc", "mrr") else "")})
+                         "its validation AUC": f"{r['val_auc']:.3f}" if r.get("val_auc") is not None else "",
+                         "its test AUC, MRR": (f"{g['AUC best model']}, {g['MRR best model']}"
+                                               if "MRR best model" in g else "")})
     return pd.DataFrame(rows)
 
 

@@ -65,6 +65,21 @@ def test_publish_copies_small_results_keeps_the_run_notes_and_leaves_checkpoints
     assert (ref / "r" / "README.md").read_text() == "how this run was made"
 
 
+def test_publish_keeps_files_of_notebooks_the_run_did_not_list_out(tmp_path):
+    src, ref = tmp_path / "out" / "r", tmp_path / "ref"
+    (src / "figures").mkdir(parents=True)
+    (src / "metrics.json").write_text("{}")
+    (src / "status.json").write_text(json.dumps({"notebooks": {"01_crawl.ipynb": {}, "03b_beyond.ipynb": {}}}))
+    for name in ("01_crawl.ipynb", "03b_beyond.ipynb", "05_other.ipynb"):
+        (src / name).write_text("{}")
+    for name in ("01_degrees.png", "03b_beyond.png", "05_maps.png", "size_trend.png"):
+        (src / "figures" / name).write_bytes(b"png")
+    report.publish("r", outputs=tmp_path / "out", ref=ref)
+    got = sorted(p.relative_to(ref / "r").as_posix() for p in (ref / "r").rglob("*") if p.is_file())
+    assert got == ["01_crawl.ipynb", "03b_beyond.ipynb", "figures/01_degrees.png", "figures/03b_beyond.png",
+                   "figures/size_trend.png", "metrics.json", "status.json"]
+
+
 def test_render_shows_distilled_students_beside_their_controls_and_as_node_embedders():
     res = [{"stage": "task-agnostic", "student": "3x384", "init": "assistant", "method": meth, "seed": s,
             "polarity_test": pol + s / 100, "topic_test": 0.7, "fid_cosine": 0.4}
@@ -105,12 +120,12 @@ def test_render_sets_validation_beside_test_structure_where_03b_stored_it():
                       {"protocol": "leak_free", "role": "test", "mp_degree": 8.13, "pos_no_cn": 0.36,
                        "shortcut_hard_auc": 0.68, "shortcut_hard_mrr": 0.361}],
         "gaps": [{"protocol": "leak_free", "negatives": "hard", "best graph model": "gat_ncn_stack",
-                  "AUC best model": "0.663 ± 0.007", "AUC heuristic_stack": "0.586 ± 0.010", "bar": "cosine",
+                  "AUC best model": "0.663 ± 0.007", "MRR best model": "0.377 ± 0.013", "AUC heuristic_stack": "0.586 ± 0.010", "bar": "cosine",
                   "auc_margin": -0.01, "auc_margin_std": 0.006, "mrr_margin": 0.32}],
         "mean": [{"protocol": "leak_free", "negatives": "hard", "model": "gat_ncn_stack", "val_auc": 0.899, "auc": 0.663,
                   "mrr": 0.377}]}
     row = next(line for line in report.render({"fake40": run}).splitlines()
                if line.startswith("| fake40") and "73%" in line)
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells == ["fake40", "leak_free", "4.0 / 8.1", "73% / 36%", "0.680 / 0.361", "gat_ncn_stack",
-                     "0.899 / 0.663, 0.377"]
+    assert cells == ["fake40", "leak_free", "4.0 / 8.1", "73% / 36%", "0.680 / 0.361", "gat_ncn_stack", "0.899",
+                     "0.663 ± 0.007, 0.377 ± 0.013"]
