@@ -5,16 +5,21 @@
     python -m lib.runner --params params/tiny.yaml params/cpu.yaml --run-name mine   # explicit files, later win
     python -m lib.runner --size demo --device cpu --notebooks 01 02   # only notebooks 01 and 02
     python -m lib.runner --size seed40 --device cpu --dry-run     # validate and print the plan, run nothing
+    python -m lib.runner --params params/seed40.yaml params/beyond.yaml params/cpu.yaml --run-name seed40 --rerun --notebooks 03b
+                                                                  # re-run 03b into the complete run seed40, nothing else
 
 Each run folder gets the executed notebooks, params.json (resolved parameters, git commit, package versions) and
 status.json (per notebook: status, wall seconds, peak RSS of the kernel process, and for a failure the exception's
 name, message and cell). A profile's keys are checked against every numbered notebook, whichever notebooks run. A
 run already complete with the same parameters is skipped; a failed run is reported at the end, the rest of the grid
-still runs, and the exit code is non-zero.
+still runs, and the exit code is non-zero. `--rerun` re-executes only the selected notebooks into a run folder that is
+complete with the same parameters (e.g. after a notebook gained a section), keeping the other notebooks' entries and
+files; each re-run entry records the git commit it ran at, and the folder's checkpoints are reused as usual.
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import sys
 import time
@@ -181,6 +186,71 @@ def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[P
     return True
 
 
+def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks: list[Path], log=print,
+                    outputs: Path = OUTPUTS, all_notebooks: list[Path] | None = None) -> bool:
+    """Re-execute `notebooks` into the complete run folder `run_name`; the other notebooks' status entries and files
+    stay, and the run stays complete when every re-run succeeds. The parameters of the notebooks not re-run must equal
+    those the folder was made with (params.json), so their results still belong to the run; the re-run notebooks' own
+    parameters may differ (a profile that gained a variant), and each re-run entry lists those that did
+    ("params_changed") with the git commit it ran at. A folder that is incomplete, lacks a notebook, or whose other
+    notebooks would see other parameters is refused with the fix named (ValueError)."""
+    import papermill as pm
+
+    from lib.runinfo import git_commit
+
+    run_dir = outputs / run_name
+    status = _status(run_dir)
+    made = list(status.get("notebooks") or {})
+    if not status.get("complete") or not (run_dir / "params.json").is_file():
+        raise ValueError(f"--rerun needs a complete run folder; {run_dir} is not (run it without --rerun first)")
+    missing = [nb.name for nb in notebooks if nb.name not in made]
+    if missing:
+        raise ValueError(f"--rerun: {run_dir} never ran {missing}; re-run only notebooks it ran: {made}")
+    merged, per_nb = plan_run(files, overrides, notebooks, all_notebooks)
+    merged["run_dir"] = _run_dir_param(run_dir)
+    old = json.loads((run_dir / "params.json").read_text())["params"]
+    nb_dir = (all_notebooks or notebooks)[0].parent
+    others = [nb_dir / n for n in made if n not in {nb.name for nb in notebooks}]
+    declared = {}
+    for nb in others:
+        if nb.is_file():
+            declared.update(notebook_parameters(nb))
+    declared.pop("run_dir", None)
+
+    def default(k):  # a parameter added after the folder was made counts as unchanged at its notebook default
+        try:
+            return ast.literal_eval(declared[k]["default"])
+        except (ValueError, SyntaxError):
+            return declared[k]["default"]
+
+    changed = sorted(k for k in declared if merged.get(k, default(k)) != old.get(k, default(k)))
+    if changed:
+        raise ValueError(f"--rerun: {changed} differ from what {run_dir} was made with, and notebooks that are not "
+                         f"re-run use them; pass the same params files, or run it whole with --force")
+    commit = git_commit()
+    for nb in notebooks:
+        t0 = time.perf_counter()
+        log(f"[{run_name}] re-running {nb.name} ...")
+        error = None
+        with KernelPeak() as peak:
+            try:
+                pm.execute_notebook(str(nb), str(run_dir / nb.name), parameters={**per_nb[nb], "run_dir": merged["run_dir"]},
+                                    kernel_name=KERNEL, cwd=str(nb.parent), progress_bar=False, log_output=False)
+            except Exception as e:
+                error = failure_details(e)
+        entry = {"status": "failed" if error else "ok", "seconds": round(time.perf_counter() - t0, 1),
+                 "peak_rss_mb": peak.peak_mb, "rerun": f"re-run alone at commit {commit}",
+                 "params_changed": {k: v for k, v in per_nb[nb].items() if v != old.get(k)}, **(error or {})}
+        status["notebooks"][nb.name] = entry
+        status["complete"] = not error
+        atomic_write_text(run_dir / "status.json", json.dumps(status, indent=1))
+        if error:
+            log(f"[{run_name}] {nb.name} FAILED after {entry['seconds']} s: {describe_failure(error)}")
+            return False
+        log(f"[{run_name}] {nb.name} re-run ok in {entry['seconds']} s")
+    return True
+
+
 def describe_plan(run_name: str, files: list[Path], overrides: dict, notebooks: list[Path], outputs: Path = OUTPUTS,
                   all_notebooks: list[Path] | None = None, force: bool = False) -> str:
     """What run_one would do, in a few lines (for --dry-run): folder, files, notebooks, parameters, skip or run."""
@@ -239,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run-name", help="run folder name under outputs/ (single run only)")
     ap.add_argument("--notebooks", nargs="*", help="notebook numbers to run, e.g. 01 02 (default: all)")
     ap.add_argument("--force", action="store_true", help="re-run even if complete with the same parameters")
+    ap.add_argument("--rerun", action="store_true",
+                    help="re-execute only --notebooks into a run folder complete with the same parameters, keeping the rest")
     ap.add_argument("--summary", help="path stem of the summary table (default outputs/summary)")
     ap.add_argument("--outputs", default=str(OUTPUTS), help="folder that holds the run folders (default outputs/)")
     ap.add_argument("--dry-run", action="store_true", help="validate every run and print the plan; run nothing")
@@ -272,9 +344,24 @@ def main(argv: list[str] | None = None) -> int:
     except ParamError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.rerun and (len(runs) != 1 or not args.notebooks):
+        print("error: --rerun takes one run (--params ... --run-name NAME) and the --notebooks to re-run",
+              file=sys.stderr)
+        return 2
+    if args.rerun and not args.dry_run:
+        try:
+            ok = rerun_notebooks(runs[0][0], runs[0][1], overrides, notebooks, outputs=Path(args.outputs),
+                                 all_notebooks=all_notebooks)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0 if ok else 1
     if args.dry_run:
         for name, files in runs:
             print(describe_plan(name, files, overrides, notebooks, Path(args.outputs), all_notebooks, args.force))
+        if args.rerun:
+            print(f"--rerun: only {', '.join(nb.name for nb in notebooks)} would be re-executed into the complete run "
+                  f"folder {Path(args.outputs) / runs[0][0]}")
         print(f"dry run: {len(runs)} run(s) valid; nothing executed")
         return 0
 

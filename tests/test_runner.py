@@ -226,3 +226,35 @@ def test_every_runner_example_in_help_and_readme_parses():
     assert len(examples) >= 8, examples  # help has 5, README at least 3: the extraction itself must work
     for ex in examples:
         assert main([*shlex.split(ex), "--dry-run"]) == 0, f"example does not parse: python -m lib.runner {ex}"
+
+
+def test_rerun_executes_only_the_selected_notebook_into_a_complete_run(project, capsys):
+    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "r") == 0
+    out_dir = project / "out" / "r"
+    before = json.loads((out_dir / "status.json").read_text())
+    first_nb = (out_dir / "01_first.ipynb").read_text()
+    # 02 gains a parameter value of its own (its own keys may change); 01's are the folder's
+    (project / "a2.yaml").write_text("size: 3\nfail: false\n")
+    assert run(project, "--params", str(project / "a2.yaml"), "--run-name", "r", "--rerun", "--notebooks", "02") == 0
+    after = json.loads((out_dir / "status.json").read_text())
+    assert after["complete"] and after["params_hash"] == before["params_hash"]
+    assert after["notebooks"]["01_first.ipynb"] == before["notebooks"]["01_first.ipynb"]
+    assert (out_dir / "01_first.ipynb").read_text() == first_nb  # not re-executed
+    entry = after["notebooks"]["02_second.ipynb"]
+    assert entry["status"] == "ok" and entry["rerun"].startswith("re-run alone at commit ")
+    assert entry["params_changed"] == {"fail": False}
+    # a parameter a notebook that is not re-run uses: refused, naming it
+    assert run(project, "--params", str(project / "c.yaml"), "--run-name", "r", "--rerun", "--notebooks", "02") == 2
+    assert "['size'] differ" in capsys.readouterr().err
+    # a parameter notebook 01 gained after the folder was made counts as unchanged at its default, not otherwise
+    tiny_notebook(project / "nbs" / "01_first.ipynb", 'run_dir: str = "x"  # run folder\nsize: int = 1  # a size\n'
+                  'extra: int = 7  # added later', "pass")
+    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "r", "--rerun", "--notebooks", "02") == 0
+    (project / "a3.yaml").write_text("size: 3\nextra: 8\n")
+    assert run(project, "--params", str(project / "a3.yaml"), "--run-name", "r", "--rerun", "--notebooks", "02") == 2
+    assert "['extra'] differ" in capsys.readouterr().err
+    # an incomplete or missing folder, or no --notebooks: refused
+    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "none", "--rerun", "--notebooks", "02") == 2
+    assert "needs a complete run folder" in capsys.readouterr().err
+    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "r", "--rerun") == 2
+    assert "--rerun takes one run" in capsys.readouterr().err
