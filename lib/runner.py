@@ -140,11 +140,26 @@ def describe_failure(d: dict) -> str:
     return text
 
 
+def execute(nb: Path, out: Path, params: dict) -> dict:
+    """Run one notebook with papermill into `out`; its status entry: status, wall seconds, kernel peak RSS and, for a
+    failure, the exception's details (failure_details)."""
+    import papermill as pm
+
+    t0 = time.perf_counter()
+    error = None
+    with KernelPeak() as peak:
+        try:
+            pm.execute_notebook(str(nb), str(out), parameters=params, kernel_name=KERNEL, cwd=str(nb.parent),
+                                progress_bar=False, log_output=False)
+        except Exception as e:  # papermill raises PapermillExecutionError with the failing cell
+            error = failure_details(e)
+    return {"status": "failed" if error else "ok", "seconds": round(time.perf_counter() - t0, 1),
+            "peak_rss_mb": peak.peak_mb, **(error or {})}
+
+
 def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[Path], force: bool = False,
             log=print, outputs: Path = OUTPUTS, all_notebooks: list[Path] | None = None) -> bool:
     """Execute every notebook for one run; True when the run is complete."""
-    import papermill as pm
-
     run_dir = outputs / run_name
     merged, per_nb = plan_run(files, overrides, notebooks, all_notebooks)
     merged["run_dir"] = _run_dir_param(run_dir)
@@ -160,23 +175,13 @@ def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[P
               "peak_rss_mb_measures": PEAK_RSS_MEASURES}
     atomic_write_text(status_path, json.dumps(status, indent=1))
     for nb in notebooks:
-        params = {**per_nb[nb], "run_dir": merged["run_dir"]}
         out = run_dir / nb.name
-        t0 = time.perf_counter()
         log(f"[{run_name}] {nb.name} ...")
-        error = None
-        with KernelPeak() as peak:
-            try:
-                pm.execute_notebook(str(nb), str(out), parameters=params, kernel_name=KERNEL, cwd=str(nb.parent),
-                                    progress_bar=False, log_output=False)
-            except Exception as e:  # papermill raises PapermillExecutionError with the failing cell
-                error = failure_details(e)
-        entry = {"status": "failed" if error else "ok", "seconds": round(time.perf_counter() - t0, 1),
-                 "peak_rss_mb": peak.peak_mb, **(error or {})}
+        entry = execute(nb, out, {**per_nb[nb], "run_dir": merged["run_dir"]})
         status["notebooks"][nb.name] = entry
         atomic_write_text(status_path, json.dumps(status, indent=1))
-        if error:
-            log(f"[{run_name}] {nb.name} FAILED after {entry['seconds']} s: {describe_failure(error)}\n"
+        if entry["status"] == "failed":
+            log(f"[{run_name}] {nb.name} FAILED after {entry['seconds']} s: {describe_failure(entry)}\n"
                 f"    executed notebook: {out}")
             return False
         mem = f", kernel peak RSS {entry['peak_rss_mb']:.0f} MB" if entry["peak_rss_mb"] is not None else ""
@@ -194,8 +199,6 @@ def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks
     parameters may differ (a profile that gained a variant), and each re-run entry lists those that did
     ("params_changed") with the git commit it ran at. A folder that is incomplete, lacks a notebook, or whose other
     notebooks would see other parameters is refused with the fix named (ValueError)."""
-    import papermill as pm
-
     from lib.runinfo import git_commit
 
     run_dir = outputs / run_name
@@ -229,23 +232,15 @@ def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks
                          f"re-run use them; pass the same params files, or run it whole with --force")
     commit = git_commit()
     for nb in notebooks:
-        t0 = time.perf_counter()
         log(f"[{run_name}] re-running {nb.name} ...")
-        error = None
-        with KernelPeak() as peak:
-            try:
-                pm.execute_notebook(str(nb), str(run_dir / nb.name), parameters={**per_nb[nb], "run_dir": merged["run_dir"]},
-                                    kernel_name=KERNEL, cwd=str(nb.parent), progress_bar=False, log_output=False)
-            except Exception as e:
-                error = failure_details(e)
-        entry = {"status": "failed" if error else "ok", "seconds": round(time.perf_counter() - t0, 1),
-                 "peak_rss_mb": peak.peak_mb, "rerun": f"re-run alone at commit {commit}",
-                 "params_changed": {k: v for k, v in per_nb[nb].items() if v != old.get(k)}, **(error or {})}
+        entry = {**execute(nb, run_dir / nb.name, {**per_nb[nb], "run_dir": merged["run_dir"]}),
+                 "rerun": f"re-run alone at commit {commit}",
+                 "params_changed": {k: v for k, v in per_nb[nb].items() if v != old.get(k)}}
         status["notebooks"][nb.name] = entry
-        status["complete"] = not error
+        status["complete"] = entry["status"] == "ok"
         atomic_write_text(run_dir / "status.json", json.dumps(status, indent=1))
-        if error:
-            log(f"[{run_name}] {nb.name} FAILED after {entry['seconds']} s: {describe_failure(error)}")
+        if entry["status"] == "failed":
+            log(f"[{run_name}] {nb.name} FAILED after {entry['seconds']} s: {describe_failure(entry)}")
             return False
         log(f"[{run_name}] {nb.name} re-run ok in {entry['seconds']} s")
     return True
