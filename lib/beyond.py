@@ -218,7 +218,7 @@ def structure_profile(tasks: list, hits_k: int = 50) -> dict:
     2, so it always has one: a positive without one is told apart from every hard negative by that alone (the shortcut's
     MRR is about the share of such positives). Where validation and test differ in that share, validation measures
     another task than test. Reads the tasks' pairs, never a model."""
-    from lib.heuristics import adjacency
+    from lib.heuristics import adjacency, heuristic_scores
 
     cn = {"pos": [], "hard": [], "uniform": []}
     degree, shortcut = [], []
@@ -226,8 +226,7 @@ def structure_profile(tasks: list, hits_k: int = 50) -> dict:
         a = adjacency(t.mp_edge_index, t.data.num_nodes)
         degree.append(t.mp_edge_index.size(1) / t.data.num_nodes)
         for k, pairs in (("pos", t.pos), ("hard", t.neg_hard), ("uniform", t.neg)):
-            u, v = pairs[0].numpy(), pairs[1].numpy()
-            cn[k].append(np.asarray(a[u].multiply(a[v]).sum(1)).ravel())
+            cn[k].append(heuristic_scores("common_neighbours", t.data.x, t.mp_edge_index, t.data.num_nodes, pairs, a))
         if cn["pos"][-1].size and cn["hard"][-1].size:
             shortcut.append(link_metrics((cn["pos"][-1] == 0).astype(float), (cn["hard"][-1] == 0).astype(float),
                                          hits_k))
