@@ -165,19 +165,19 @@ def structure_table(runs: dict[str, dict]) -> pd.DataFrame:
             continue
         st = {(r["protocol"], r["role"]): r for r in b["structure"]}
         hard = {g["protocol"]: g for g in b.get("gaps", []) if g["negatives"] == "hard"}
-        chosen = {p: g["best graph model"] for p, g in hard.items()}
         mean = {(r["protocol"], r["negatives"], r["model"]): r for r in b.get("mean", [])}
         for p in b.get("protocols", []):
             v, t = st.get((p, "val")), st.get((p, "test"))
             if not (v and t):
                 continue
-            r, g = mean.get((p, "hard", chosen.get(p)), {}), hard.get(p, {})
+            g = hard.get(p, {})
+            r = mean.get((p, "hard", g.get("best graph model")), {})
             rows.append({"run": name, "protocol": p,
                          "mean degree val / test": f"{v['mp_degree']:.1f} / {t['mp_degree']:.1f}",
                          "positives without a common neighbour val / test": f"{v['pos_no_cn']:.0%} / {t['pos_no_cn']:.0%}",
                          "shortcut on test hard: AUC / MRR": (f"{t['shortcut_hard_auc']:.3f} / {t['shortcut_hard_mrr']:.3f}"
                                                              if "shortcut_hard_auc" in t else ""),
-                         "hard-negative model (chosen on validation)": chosen.get(p, ""),
+                         "hard-negative model (chosen on validation)": g.get("best graph model", ""),
                          "its validation AUC": f"{r['val_auc']:.3f}" if r.get("val_auc") is not None else "",
                          "its test AUC, MRR": (f"{g['AUC best model']}, {g['MRR best model']}"
                                                if "MRR best model" in g else "")})
