@@ -23,26 +23,25 @@ from torch import Tensor, nn
 DECODERS = ("dot", "hadamard_mlp", "ncn")
 
 
-def common_neighbours_matrix(mp_edge_index: Tensor, num_nodes: int, pairs: Tensor, a=None):
+def common_neighbours_matrix(mp_edge_index: Tensor, num_nodes: int, pairs: Tensor, a=None, cache: bool = True):
     """Sparse indicator S [P, N] (torch COO, float32) with S[p, k] = 1 iff k ∈ N(i_p) ∩ N(j_p) in mp_edge_index.
 
-    Built with scipy (row slices of the CSR adjacency, elementwise product): torch has no sparse row gather with
-    elementwise product on CPU, and the P × N matrix is never dense. a: the CSR adjacency of mp_edge_index when the
-    caller already has it."""
-    from lib.heuristics import adjacency
+    Built with scipy (lib.heuristics.pair_structure: row slices of the CSR adjacency, elementwise product, the same
+    product CN and AA are read from): torch has no sparse row gather with elementwise product on CPU, and the P × N
+    matrix is never dense. a: the CSR adjacency of mp_edge_index when the caller already has it; cache: see
+    pair_structure."""
+    from lib.heuristics import pair_structure
 
-    a = adjacency(mp_edge_index, num_nodes) if a is None else a
-    u, v = pairs[0].cpu().numpy(), pairs[1].cpu().numpy()
-    s = a[u].multiply(a[v]).tocoo()
+    s = pair_structure(mp_edge_index, num_nodes, pairs, a, cache).common.tocoo()
     idx = torch.from_numpy(np.vstack([s.row, s.col]).astype(np.int64))
     return torch.sparse_coo_tensor(idx, torch.ones(idx.size(1)), (pairs.size(1), num_nodes),
                                    check_invariants=False).coalesce()  # indices come from scipy, valid by construction
 
 
-def common_neighbour_sum(z: Tensor, mp_edge_index: Tensor, pairs: Tensor, a=None) -> Tensor:
+def common_neighbour_sum(z: Tensor, mp_edge_index: Tensor, pairs: Tensor, a=None, cache: bool = True) -> Tensor:
     """Σ_{k ∈ N(i) ∩ N(j)} z_k for each pair: [P, F] from z [N, F], mp_edge_index [2, M], pairs [2, P];
     differentiable in z (sparse-dense matmul)."""
-    s = common_neighbours_matrix(mp_edge_index, z.size(0), pairs, a).to(z.device)
+    s = common_neighbours_matrix(mp_edge_index, z.size(0), pairs, a, cache).to(z.device)
     return torch.sparse.mm(s, z.float()).to(z.dtype)
 
 
@@ -129,14 +128,17 @@ class PairDecoder(nn.Module):
         from lib.heuristics import adjacency, density_factor, pair_features
 
         ref = self._ref()
+        # In eval mode the pairs are a fixed validation or test set, scored again every epoch and by every variant:
+        # their structure is cached (lib.heuristics.pair_structure). A training step's fresh pairs are not.
+        cache = not self.training
         # once per call: the common neighbours and the features both read it (a plain hadamard_mlp reads neither)
-        a = adjacency(mp_edge_index, z.size(0)) if self.kind == "ncn" or self.features else None
+        a = adjacency(mp_edge_index, z.size(0), cache) if self.kind == "ncn" or self.features else None
         if self.kind == "ncn":
-            parts.append(common_neighbour_sum(z, mp_edge_index, pairs, a) * density_factor(a, ref))
+            parts.append(common_neighbour_sum(z, mp_edge_index, pairs, a, cache) * density_factor(a, ref))
         if self.features:
             if x is None:
                 raise ValueError("the decoder with features needs the node features x: call decode(z, pairs, mp, x)")
-            f = pair_features(x.cpu(), mp_edge_index.cpu(), z.size(0), pairs.cpu(), ref, a)
+            f = pair_features(x.cpu(), mp_edge_index.cpu(), z.size(0), pairs.cpu(), ref, a, cache)
             f = self.feat_norm(torch.as_tensor(f, dtype=torch.float32, device=z.device)).to(z.dtype)
             parts.append(f)
             return (self.mlp(torch.cat(parts, -1)) + self.feat_linear(f)).squeeze(-1)

@@ -189,3 +189,76 @@ def test_rescaled_decoder_equals_the_plain_one_at_the_reference_density_and_star
         m.decoder.init_from_stack(HeuristicStack(ratio=0.3, seed=4).fit(graphs))
     with pytest.raises(ValueError, match="decoder_rescale=True needs an MLP decoder"):
         ModelConfig(decoder="dot", decoder_rescale=True)
+
+
+def test_pair_structure_matches_networkx_and_the_cache_never_serves_another_graph_or_pair_set():
+    import networkx as nx
+
+    from lib.heuristics import heuristic_scores, pair_structure
+
+    g = synthetic_graph(80, 300, in_channels=8, seed=4)
+    G = nx.Graph(g.edge_index.t().tolist())
+    G.add_nodes_from(range(80))
+    gen = torch.Generator().manual_seed(0)
+    pairs = torch.randint(0, 80, (2, 200), generator=gen)
+    pairs = pairs[:, pairs[0] != pairs[1]]
+    st = pair_structure(g.edge_index, 80, pairs, cache=False)
+    uv = pairs.t().tolist()
+    assert st.cn.tolist() == [len(list(nx.common_neighbors(G, u, v))) for u, v in uv]
+    np.testing.assert_allclose(st.aa, [p for _, _, p in nx.adamic_adar_index(G, uv)], rtol=1e-12)
+    assert st.pa.tolist() == [p for _, _, p in nx.preferential_attachment(G, uv)]
+    for k, (u, v) in enumerate(uv[:20]):  # the indicator the NCN sum reads is the same intersection
+        assert set(st.common[k].indices.tolist()) == set(nx.common_neighbors(G, u, v))
+    # cached and uncached agree; a graph with an edge less, or other pairs, is never served the cached entry
+    cached = heuristic_scores("common_neighbours", g.x, g.edge_index, 80, pairs)
+    assert cached.tolist() == st.cn.tolist()
+    hub = int(torch.bincount(g.edge_index[0]).argmax())
+    keep = (g.edge_index[0] != hub) & (g.edge_index[1] != hub)  # the best-connected node loses every edge
+    thinner = g.edge_index[:, keep]
+    G2 = nx.Graph(thinner.t().tolist())
+    G2.add_nodes_from(range(80))
+    want = [len(list(nx.common_neighbors(G2, u, v))) for u, v in uv]
+    assert want != st.cn.tolist()
+    assert heuristic_scores("common_neighbours", g.x, thinner, 80, pairs).tolist() == want
+    flipped = pairs.flip(0)[:, :50]
+    assert heuristic_scores("common_neighbours", g.x, g.edge_index, 80, flipped).tolist() == st.cn[:50].tolist()
+
+
+def test_ncn_feat_scores_the_same_from_the_cache_as_computed_afresh():
+    from lib import heuristics
+
+    g = synthetic_graph(60, 200, in_channels=16, seed=5)
+    pairs = torch.randint(0, 60, (2, 40), generator=torch.Generator().manual_seed(1))
+    torch.manual_seed(0)
+    m = GatModel(ModelConfig(**SMALL, decoder="ncn", decoder_features=True)).eval()
+    with torch.no_grad():
+        z = m(g.x, g.edge_index)
+        heuristics._STRUCTURE.items.clear()
+        cold = m.decode(z, pairs, g.edge_index, g.x)
+        assert len(heuristics._STRUCTURE.items) == 1  # eval-mode pairs are cached ...
+        warm = m.decode(z, pairs, g.edge_index, g.x)
+        m.train()
+        m.decode(z, pairs[:, :10], g.edge_index, g.x)
+        assert len(heuristics._STRUCTURE.items) == 1  # ... a training step's are not
+    assert torch.equal(cold, warm)
+
+
+def test_cosine_is_float64_exact_and_its_cache_follows_the_tensor_and_its_changes():
+    import torch.nn.functional as F
+
+    from lib.heuristics import cosine_scores
+
+    g = synthetic_graph(50, 100, in_channels=16, seed=6)
+    x = g.x.clone()
+    x[3] = 0.0  # a zero vector: cosine 0, as F.normalize gives
+    for n in (10, 40):  # fewer pairs than half the nodes (rows used only) and more (every row's norm)
+        pairs = torch.randint(0, 50, (2, n), generator=torch.Generator().manual_seed(n))
+        pairs[0, 0] = 3
+        xn = F.normalize(x.double(), dim=1)
+        want = (xn[pairs[0]] * xn[pairs[1]]).sum(1).numpy()
+        np.testing.assert_allclose(cosine_scores(x, pairs), want, rtol=0, atol=1e-15)
+        assert cosine_scores(x, pairs)[0] == 0.0
+    x[pairs[0, 1]] = -x[pairs[0, 1]]  # in place: the cached scores of the old values must not be served
+    assert cosine_scores(x, pairs)[1] == -want[1]
+    y = x.clone()  # another tensor with equal values gets its own entry, with the same scores
+    np.testing.assert_array_equal(cosine_scores(y, pairs), cosine_scores(x, pairs))
