@@ -25,10 +25,12 @@ demo: setup
 	$(BIN)/python -m lib.runner --size $(SIZE) --device $(DEVICE)
 
 ## Command 2: set up and run the whole suite (unit/integration tests + nbval over the notebooks).
+# Two workers, one thread each: one runs the notebooks in order (conftest.py groups them), the other the rest.
+WORKERS ?= 2
 test: setup
 	@scripts/ensure_chromium.sh
-	$(BIN)/python -m pytest tests notebooks --nbval-lax --nbval-current-env \
-	  --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest tests notebooks -n $(WORKERS) --dist loadgroup \
+	  --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 
 unit: setup
 	$(BIN)/python -m pytest tests

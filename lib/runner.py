@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
+import os
 import sys
 import time
 import traceback
@@ -58,8 +60,13 @@ def _run_dir_param(run_dir: Path) -> str:
     return shown(run_dir)
 
 
+# Parameters that say how a run executes, not what it computes: a run complete with other values is not re-run.
+EXECUTION_KEYS = ("threads",)
+
+
 def _params_hash(merged: dict, notebooks: list[Path]) -> str:
-    return config_digest({"params": merged, "notebooks": [nb.name for nb in notebooks]})
+    return config_digest({"params": {k: v for k, v in merged.items() if k not in EXECUTION_KEYS},
+                          "notebooks": [nb.name for nb in notebooks]})
 
 
 def _status(run_dir: Path) -> dict:
@@ -140,21 +147,40 @@ def describe_failure(d: dict) -> str:
     return text
 
 
+@contextlib.contextmanager
+def kernel_threads(threads: int):
+    """OMP_NUM_THREADS / MKL_NUM_THREADS for the kernels started inside (0: lib.device.default_threads()), so the
+    OpenMP pool of a kernel has the size its notebook's set_threads() asks for from the first import of torch on."""
+    from lib.device import THREAD_VARS, default_threads
+
+    n = threads or default_threads()
+    saved = {v: os.environ.get(v) for v in THREAD_VARS}
+    os.environ.update({v: str(n) for v in THREAD_VARS})
+    try:
+        yield n
+    finally:
+        for v, old in saved.items():
+            if old is None:
+                os.environ.pop(v, None)
+            else:
+                os.environ[v] = old
+
+
 def execute(nb: Path, out: Path, params: dict) -> dict:
-    """Run one notebook with papermill into `out`; its status entry: status, wall seconds, kernel peak RSS and, for a
-    failure, the exception's details (failure_details)."""
+    """Run one notebook with papermill into `out`; its status entry: status, wall seconds, kernel peak RSS, the CPU
+    threads its kernel used and, for a failure, the exception's details (failure_details)."""
     import papermill as pm
 
     t0 = time.perf_counter()
     error = None
-    with KernelPeak() as peak:
+    with KernelPeak() as peak, kernel_threads(params.get("threads", 0)) as threads:
         try:
             pm.execute_notebook(str(nb), str(out), parameters=params, kernel_name=KERNEL, cwd=str(nb.parent),
                                 progress_bar=False, log_output=False)
         except Exception as e:  # papermill raises PapermillExecutionError with the failing cell
             error = failure_details(e)
     return {"status": "failed" if error else "ok", "seconds": round(time.perf_counter() - t0, 1),
-            "peak_rss_mb": peak.peak_mb, **(error or {})}
+            "peak_rss_mb": peak.peak_mb, "threads": threads, **(error or {})}
 
 
 def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[Path], force: bool = False,
@@ -218,7 +244,8 @@ def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks
     for nb in others:
         if nb.is_file():
             declared.update(notebook_parameters(nb))
-    declared.pop("run_dir", None)
+    for k in ("run_dir", *EXECUTION_KEYS):
+        declared.pop(k, None)
 
     def default(k):  # a parameter added after the folder was made counts as unchanged at its notebook default
         try:

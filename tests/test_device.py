@@ -50,3 +50,34 @@ def test_params_json_records_what_precision_resolved_to_and_why(tmp_path, monkey
     info = json.loads(write_params_json(tmp_path, {"device": "cpu", "precision": "auto"}).read_text())
     assert info["precision"]["resolved"] == "bf16" and info["precision"]["dtype"] == "torch.bfloat16"
     assert "precision" not in json.loads(write_params_json(tmp_path, {"device": "cpu"}).read_text())
+
+
+def test_set_threads_follows_omp_num_threads_then_the_cores_and_exports_them(monkeypatch):
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")
+        assert dev.set_threads(0) == 1 and torch.get_num_threads() == 1
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        import os
+
+        cores = len(os.sched_getaffinity(0))
+        assert dev.set_threads(0) == cores and torch.get_num_threads() == cores
+        assert os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == str(cores)  # for child processes
+        assert dev.set_threads(1) == 1 and os.environ["OMP_NUM_THREADS"] == "1"
+        for bad in (-1, 1.5, "2", True):
+            with pytest.raises(ValueError, match="threads=.*use 0 .* or a positive count"):
+                dev.set_threads(bad)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_every_notebook_sets_its_threads_from_the_threads_parameter():
+    import nbformat
+
+    from lib.params import notebook_parameters, numbered_notebooks
+
+    for nb in numbered_notebooks():
+        assert notebook_parameters(nb)["threads"]["default"] == "0", nb.name
+        code = "\n".join(c.source for c in nbformat.read(nb, as_version=4).cells if c.cell_type == "code")
+        assert "set_threads(threads)" in code, f"{nb.name} does not call set_threads(threads)"
+        assert "torch.set_num_threads" not in code, f"{nb.name} sets torch threads by itself"

@@ -72,3 +72,21 @@ def test_every_notebook_documents_typed_parameters_and_demo_defaults_match():
                 assert ast.literal_eval(p["default"]) == demo[name], (
                     f"{nb.name}: default of {name} ({p['default']}) differs from params/demo.yaml+cpu.yaml "
                     f"({demo[name]!r})")
+
+
+def test_papermill_parses_every_parameter_line_of_every_notebook(caplog):
+    """papermill skips (and logs "Unable to parse line") any parameter line it cannot read, e.g. one with a second '='
+    in its comment; such a parameter could not be overridden."""
+    import logging
+
+    import nbformat
+    from papermill.translators import PythonTranslator
+
+    for nb in numbered_notebooks():
+        cell = next(c for c in nbformat.read(nb, as_version=4).cells if "parameters" in c.metadata.get("tags", []))
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="papermill"):
+            names = [p.name for p in PythonTranslator.inspect(cell)]
+        assert not [r.message for r in caplog.records if "Unable to parse" in r.message], nb.name
+        declared = [l.split(":")[0] for l in cell.source.splitlines() if l.strip() and not l.startswith("#")]
+        assert names == declared, nb.name

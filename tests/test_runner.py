@@ -258,3 +258,27 @@ def test_rerun_executes_only_the_selected_notebook_into_a_complete_run(project, 
     assert "needs a complete run folder" in capsys.readouterr().err
     assert run(project, "--params", str(project / "a.yaml"), "--run-name", "r", "--rerun") == 2
     assert "--rerun takes one run" in capsys.readouterr().err
+
+
+def test_the_runner_gives_each_kernel_the_threads_parameter_as_omp_num_threads(tmp_path, monkeypatch):
+    nbs = tmp_path / "nbs"
+    nbs.mkdir()
+    tiny_notebook(nbs / "01_threads.ipynb", 'run_dir: str = "x"  # run folder\nthreads: int = 0  # CPU threads',
+                  "import os\nfrom lib.runinfo import update_metrics\n"
+                  "update_metrics(run_dir, 'env', {'omp': os.environ.get('OMP_NUM_THREADS')})")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    out = tmp_path / "out"
+    args = ["--notebook-dir", str(nbs), "--outputs", str(out), "--params", str(nbs / ".." / "t.yaml")]
+    (tmp_path / "t.yaml").write_text("{}\n")
+    assert main([*args, "--run-name", "one", "-p", "threads=1"]) == 0
+    assert json.loads((out / "one" / "metrics.json").read_text())["env"]["omp"] == "1"
+    assert json.loads((out / "one" / "status.json").read_text())["notebooks"]["01_threads.ipynb"]["threads"] == 1
+    assert main([*args, "--run-name", "dflt"]) == 0  # threads 0: OMP_NUM_THREADS of the runner's environment
+    assert json.loads((out / "dflt" / "metrics.json").read_text())["env"]["omp"] == "2"
+    # threads says how a run executes, not what it computes: a complete run is not re-run for another value
+    import os
+
+    assert os.environ["OMP_NUM_THREADS"] == "2"  # restored after the kernel ran
+    status = (out / "one" / "status.json").read_text()
+    assert main([*args, "--run-name", "one", "-p", "threads=2"]) == 0
+    assert (out / "one" / "status.json").read_text() == status
