@@ -21,6 +21,9 @@ from lib.paths import OUTPUTS, ROOT, atomic_write_text
 REFERENCE = OUTPUTS / "reference"
 BEGIN, END = "<!-- results:begin (python -m lib.report) -->", "<!-- results:end -->"
 FIGURE = "auc_aauc_vs_size.png"
+# How long the README's two commands take, measured from a fresh clone by scripts/time_loop.py.
+TIMINGS = REFERENCE / "loop" / "timings.json"
+TBEGIN, TEND = "<!-- timings:begin (python -m lib.report) -->", "<!-- timings:end -->"
 
 
 MAX_BYTES = 2_000_000
@@ -340,10 +343,46 @@ def render(runs: dict[str, dict]) -> str:
     return "\n".join(parts)
 
 
-def readme_block(text: str) -> str:
-    if BEGIN not in text or END not in text:
-        raise ValueError(f"README.md has no results markers; add a line {BEGIN!r} and a line {END!r}")
-    return text[text.index(BEGIN):text.index(END) + len(END)]
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
+
+
+def render_timings(t: dict) -> str:
+    """The README's timing sentences from scripts/time_loop.py's record (timings.json); parts not measured are left
+    out."""
+    idle = t.get("idle")
+    if not idle:
+        return f"{TBEGIN}\nNot measured yet (python scripts/time_loop.py).\n{TEND}"
+    nb = lambda r: ", ".join(f"{k.split('_')[0]} {v['seconds']:.0f} s" for k, v in r["notebooks"].items())
+    done = []
+    if "setup_seconds" in idle:
+        done.append(f"set-up {_minutes(idle['setup_seconds'])} with a warm pip cache")
+    if "demo_seconds" in idle:
+        done.append(f"`make demo` {_minutes(idle['demo_seconds'])} (notebooks {nb(idle)})")
+    count = f"{idle['tests_collected']} tests" if "tests_collected" in idle else "the tests"
+    if "test_seconds" in idle:
+        outcome = ", ".join(f"{n} {k}" for k, n in idle["tests"].items())
+        done.append(f"`make test` {_minutes(idle['test_seconds'])} for {count} ({outcome})")
+    elif "tests_collected" in idle:
+        done.append(f"`make test` collects {count}")
+    lines = [TBEGIN, f"Measured from a fresh clone on {idle['cores']} idle cores ({idle['machine']}; commit "
+                     f"{idle['commit']}, {idle['date']}, `python scripts/time_loop.py`): " + "; ".join(done) + "."]
+    shared = t.get("shared")
+    if shared and "demo_seconds" in shared:
+        lines.append(f"With {shared['condition']} (commit {shared['commit']}, {shared['date']}): `make demo` "
+                     f"{_minutes(shared['demo_seconds'])} (notebooks {nb(shared)}).")
+    lines.append(TEND)
+    return "\n".join(lines)
+
+
+def load_timings(path: Path = TIMINGS) -> dict:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def readme_block(text: str, begin: str = BEGIN, end: str = END) -> str:
+    if begin not in text or end not in text:
+        raise ValueError(f"README.md has no generated-block markers; add a line {begin!r} and a line {end!r}")
+    return text[text.index(begin):text.index(end) + len(end)]
 
 
 def main(argv=None) -> int:
@@ -360,12 +399,18 @@ def main(argv=None) -> int:
     readme = Path(a.readme)
     text = readme.read_text(encoding="utf-8")
     new = render(runs)
+    new_t = render_timings(load_timings())
     if a.check:
         if readme_block(text) != new:
             print("README.md's results block differs from outputs/reference/*/metrics.json; run python -m lib.report",
                   file=sys.stderr)
             return 1
+        if readme_block(text, TBEGIN, TEND) != new_t:
+            print(f"README.md's timings differ from {TIMINGS.relative_to(ROOT)}; run python -m lib.report",
+                  file=sys.stderr)
+            return 1
         return 0
+    text = text.replace(readme_block(text, TBEGIN, TEND), new_t)
     atomic_write_text(readme, text.replace(readme_block(text), new))
     if runs:
         plot_size(runs, REFERENCE / FIGURE)

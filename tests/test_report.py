@@ -44,8 +44,11 @@ def test_check_fails_when_the_readme_is_stale(tmp_path):
     readme.write_text(f"# x\n{report.BEGIN}\nold numbers\n{report.END}\n")
     assert report.main(["--check", "--readme", str(readme)]) == 1
     readme.write_text("# no markers\n")
-    with pytest.raises(ValueError, match="no results markers"):
+    with pytest.raises(ValueError, match="no generated-block markers"):
         report.main(["--check", "--readme", str(readme)])
+    current = report.render(report.reference_runs())  # results current, timings block stale
+    readme.write_text(f"# x\n{current}\n{report.TBEGIN}\nold timings\n{report.TEND}\n")
+    assert report.main(["--check", "--readme", str(readme)]) == 1
 
 
 def test_publish_copies_small_results_keeps_the_run_notes_and_leaves_checkpoints_out(tmp_path):
@@ -129,3 +132,33 @@ def test_render_sets_validation_beside_test_structure_where_03b_stored_it():
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells == ["fake40", "leak_free", "4.0 / 8.1", "73% / 36%", "0.680 / 0.361", "gat_ncn_stack", "0.899",
                      "0.663 ± 0.007, 0.377 ± 0.013"]
+
+
+def test_readme_test_count_is_within_ten_percent_of_the_collected_tests():
+    """The README's timing sentence (generated from outputs/reference/loop/timings.json) names how many tests
+    `make test` ran; re-measure with scripts/time_loop.py when the suite has grown or shrunk by more than 10%."""
+    import re
+    import subprocess
+    import sys
+
+    timings = report.load_timings()
+    assert timings.get("idle", {}).get("tests_collected"), "no measured test count: run python scripts/time_loop.py"
+    measured = timings["idle"]["tests_collected"]
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "tests", "notebooks", "--nbval-lax",
+                          "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True).stdout
+    collected = int(re.search(r"(\d+) tests? collected", out).group(1))
+    assert abs(collected - measured) <= 0.1 * collected, (
+        f"README says {measured} tests, {collected} are collected: re-measure with python scripts/time_loop.py")
+    assert f"for {measured} tests" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_timing_sentence_is_rendered_from_the_record():
+    t = {"idle": {"cores": 2, "machine": "x86_64", "commit": "abc1234", "date": "2026-11-24", "setup_seconds": 95.0,
+                  "demo_seconds": 420.0, "test_seconds": 600.0, "tests": {"passed": 290, "skipped": 2},
+                  "tests_collected": 292,
+                  "notebooks": {"01_crawl.ipynb": {"seconds": 20.4}, "03b_beyond_seed.ipynb": {"seconds": 80.0}}}}
+    text = report.render_timings(t)
+    assert "`make demo` 7.0 min (notebooks 01 20 s, 03b 80 s)" in text and "for 292 tests (290 passed, 2 skipped)" in text
+    assert text.startswith(report.TBEGIN) and text.endswith(report.TEND)
+    partial = report.render_timings({"idle": {k: v for k, v in t["idle"].items() if k not in ("test_seconds", "tests")}})
+    assert "`make test` collects 292 tests" in partial and "`make demo` 7.0 min" in partial
