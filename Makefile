@@ -29,7 +29,7 @@ demo: setup
 WORKERS ?= 2
 test: setup
 	@scripts/ensure_chromium.sh
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest tests notebooks -n $(WORKERS) --dist loadgroup \
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest tests notebooks -n $(WORKERS) \
 	  --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 
 unit: setup

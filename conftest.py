@@ -4,10 +4,8 @@ HTML renderings (pandas tables, widgets) and stderr (progress bars, warnings) ch
 changing, so they are left out of the comparison; plain-text outputs are compared after tests/nbval_sanitize.cfg.
 nbval has no command-line option for this, hence the hook.
 
-Under pytest-xdist (`make test`: `-n 2 --dist loadgroup`) every notebook cell joins one group, so one worker runs the
-notebooks in file order (each reads the run folder the one before wrote) while the other worker runs the rest.
+Under pytest-xdist (`make test`: `-n 2`) one worker runs the notebooks in file order while the other runs the rest.
 """
-import pytest
 
 
 def pytest_collectstart(collector):
@@ -15,8 +13,15 @@ def pytest_collectstart(collector):
         collector.skip_compare = tuple(collector.skip_compare) + ("text/html", "stderr")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the group marks
-def pytest_collection_modifyitems(items):
-    for item in items:
-        if type(item).__name__ == "IPyNbCell":
-            item.add_marker(pytest.mark.xdist_group("notebooks"))
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist (`make test`: `-n 2`) all notebook cells form one unit of work, sent in collection order to one
+    worker (each notebook reads the run folder the one before wrote); every other test is its own unit. Written as a
+    scheduler because xdist's own "@group" node-id suffix (--dist loadgroup) does not take under pytest 9, whose node
+    ids no longer read the attribute xdist sets (checked: two tests of one group ran on two workers)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class NotebooksOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "notebooks" if nodeid.split("::", 1)[0].endswith(".ipynb") else nodeid
+
+    return NotebooksOnOneWorker(config, log)
