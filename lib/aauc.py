@@ -460,3 +460,18 @@ def size_trend(graphs: dict, splits: dict, seeds: list, sizes: list, model_cfg: 
                                negative_sets=("uniform",))["mean"]["uniform"]
             rows.append({"seed": s, "train_graphs": n, "protocol": protocol, **m})
     return rows
+
+
+def topic_table(rows: list[dict]) -> "pd.DataFrame":
+    """Per-topic A-AUC rows ({topic, value, n_pos, n_neg} per graph and seed, from aauc_by_group) -> one row per topic:
+    mean and std of the defined values, how many were defined out of how many graphs, pair counts; most positive
+    pairs first. No rows (a source without topic labels) give an empty table with the same columns."""
+    import pandas as pd
+
+    cols = ["aauc", "aauc_std", "defined", "graphs", "n_pos", "n_neg"]
+    if not rows:
+        return pd.DataFrame(columns=cols, index=pd.Index([], name="topic"))
+    return (pd.DataFrame(rows).groupby("topic")
+            .agg(aauc=("value", "mean"), aauc_std=("value", "std"), defined=("value", "count"),
+                 graphs=("value", "size"), n_pos=("n_pos", "sum"), n_neg=("n_neg", "sum"))
+            .sort_values("n_pos", ascending=False))

@@ -179,13 +179,17 @@ def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc"
     validation_of) among the models that have one, so no test number picks it; "best on test" names the model with the
     highest mean test AUC beside it. Rows without val_auc (older runs) fall back to the test AUC, and "chosen on" says
     which was used. Where the rows hold SHORTCUT, its metrics and the best model's mean margin over it
-    ({metric}_margin_shortcut) are added; it is not part of the bar."""
+    ({metric}_margin_shortcut) are added; it is not part of the bar. A protocol × negative set without a defined AUC
+    (its tasks hold no such negative) has no row."""
     from lib.heuristics import HEURISTICS
 
     out = []
     for (p, n), g in rows.groupby(["protocol", "negatives"], sort=False):
+        g = g[g["auc"].notna()]  # a negative set with no pairs in these tasks (e.g. no hard negative exists) has none
         mean = g.groupby("model")[list(metrics)].mean()
         graph_models = [m for m in mean.index if m not in HEURISTICS and m not in STACKS and m != SHORTCUT]
+        if not graph_models or not any(m in HEURISTICS for m in mean.index):
+            continue
         val = g.groupby("model")["val_auc"].mean().reindex(graph_models).dropna() if "val_auc" in g else pd.Series()
         on_test = mean.loc[graph_models, "auc"].idxmax()
         best = val.idxmax() if len(val) else on_test

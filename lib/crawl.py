@@ -537,6 +537,49 @@ def run_campaign(
         }
         save()
     save()
+    if roots and not any(e["status"] == "ok" for e in manifest["roots"].values()):
+        skipped = {r: e.get("reason", "") for r, e in manifest["roots"].items()}
+        raise CrawlError(f"none of the {len(roots)} roots gave a graph (manifest.json lists why): "
+                         f"{dict(list(skipped.items())[:5])}{' ...' if len(skipped) > 5 else ''}; pick roots that are "
+                         f"pages of this source (source {source.source_id})")
+    return manifest
+
+
+def import_graphs(folder: str | Path, out_dir: str | Path) -> dict:
+    """Graph JSON files of `folder` (the seed's own format, or this project's) as a finished campaign: each file is
+    read (lib.graphio.read_graph: ids remapped, self-loops and repeated edges dropped), written to
+    `out_dir/graphs/<root slug>.json` with a metadata block, and listed in `out_dir/manifest.json` like a crawled root
+    (its root = node 0's title), so notebooks 02-06 run on it unchanged. Nothing is crawled. Files in name order; a
+    file that cannot be read is an error naming it; two files with the same root are an error naming both."""
+    from lib.graphio import read_graph
+
+    folder, out_dir = Path(folder), Path(out_dir)
+    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if not files:
+        raise SnapshotError(f"graph folder {folder} holds no .json graph files; pass a folder of seed-format graphs "
+                            f'({{"nodes": [{{"id", "label"}}], "edges": [{{"source", "target"}}]}})')
+    (out_dir / "graphs").mkdir(parents=True, exist_ok=True)
+    config = {"source": f"graphs:{folder.name}", "algorithm": "import-v1",
+              "files": {f.name: sha256_file(f) for f in files}}
+    manifest = {"config": config, "config_hash": config_digest(config), "roots": {}}
+    origin = {}
+    for f in files:
+        g = read_graph(f)
+        if not g.titles:
+            raise SnapshotError(f"graph file {f} has no nodes; remove it from {folder}")
+        if g.root in origin:
+            raise SnapshotError(f"graph files {origin[g.root].name} and {f.name} have the same root {g.root!r}; "
+                                f"keep one of them")
+        origin[g.root] = f
+        n_comp = _num_components(g.num_nodes, g.edges)
+        g.metadata = {**g.metadata, "format_version": 1, "algorithm": "imported graph file", "root": g.root,
+                      "root_title": g.root, "source": config["source"], "file": f.name, "num_nodes": g.num_nodes,
+                      "num_edges": g.num_edges, "connected": n_comp == 1, "num_components": n_comp}
+        rel = f"graphs/{root_slug(g.root)}.json"
+        manifest["roots"][g.root] = {"status": "ok", "file": rel, "sha256": write_graph(out_dir / rel, g),
+                                     "root_title": g.root, "num_nodes": g.num_nodes, "num_edges": g.num_edges,
+                                     "connected": n_comp == 1, "num_components": n_comp, "imported_from": f.name}
+    atomic_write_text(out_dir / "manifest.json", json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
     return manifest
 
 
@@ -593,8 +636,32 @@ def overlap_by_size(source: LinkSource, roots: list[str], sizes: list[int], prog
     return rows
 
 
-def make_source(kind: str, *, snapshot_path: str = "", contact: str = "", api_url: str = "", **live_kwargs):
-    """Build the link source named by the `source` parameter: "embedded", "snapshot" or "live"."""
+def read_topics(path: str | Path) -> dict[str, str]:
+    """Topic labels for a snapshot: TSV `title<TAB>topic` (title plain or URL-encoded as in the link list; blank and
+    `#` lines ignored)."""
+    path = Path(path)
+    if not path.is_file():
+        raise SnapshotError(f"topics file {path} does not exist; pass a TSV of title<TAB>topic lines, or leave "
+                            f"topics_file empty")
+    topics = {}
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        cols = line.split("\t")
+        if len(cols) != 2 or not cols[0].strip() or not cols[1].strip():
+            raise SnapshotError(f"{path}:{lineno}: expected 'title<TAB>topic', got {line[:80]!r}")
+        topics[_clean_title(cols[0])] = cols[1].strip()
+    if not topics:
+        raise SnapshotError(f"topics file {path} has no title<TAB>topic line")
+    return topics
+
+
+def make_source(kind: str, *, snapshot_path: str = "", contact: str = "", api_url: str = "", topics_file: str = "",
+                **live_kwargs):
+    """Build the link source named by the `source` parameter: "embedded", "snapshot" or "live" ("graphs", a folder of
+    graph files, is not crawled: see import_graphs)."""
+    if topics_file and kind != "snapshot":
+        raise ParamError(f"topics_file is read with source='snapshot' only (source={kind!r}); leave it empty")
     if kind == "embedded":
         return EmbeddedSource()
     if kind == "snapshot":
@@ -602,12 +669,18 @@ def make_source(kind: str, *, snapshot_path: str = "", contact: str = "", api_ur
             raise ParamError("source='snapshot' needs snapshot_path (a TSV link list or a graph JSON file)")
         p = Path(snapshot_path)
         snap = read_snapshot(p)
-        return SnapshotSource(snap, source_id=f"snapshot:{p.name}:{snap.digest()}")
+        sid = f"snapshot:{p.name}:{snap.digest()}"
+        if topics_file:  # part of the source's identity: a campaign made without them is crawled again
+            snap.topics.update(read_topics(topics_file))
+            sid += ":topics:" + hashlib.sha256(json.dumps(sorted(snap.topics.items())).encode()).hexdigest()[:16]
+        return SnapshotSource(snap, source_id=sid)
     if kind == "live":
         from lib.wikilive import LiveSource
 
         return LiveSource(contact=contact, api_url=api_url or None, **live_kwargs)
-    raise ParamError(f"source={kind!r} is invalid: use 'embedded', 'snapshot' or 'live'")
+    if kind == "graphs":
+        raise ParamError("source='graphs' imports graph files instead of crawling: call import_graphs(snapshot_path, ...)")
+    raise ParamError(f"source={kind!r} is invalid: use 'embedded', 'snapshot', 'live' or 'graphs'")
 
 
 def bfs_branches(graph: Graph) -> list[int]:

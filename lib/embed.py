@@ -492,3 +492,20 @@ def nearest_neighbours(store: EmbeddingStore, queries: list[str], k: int = 5, ca
                  for r, j in enumerate(best)]
     return rows
 
+
+
+def nn_topic_agreement(store: EmbeddingStore, titles: list[str], topic_of: dict[str, str]) -> dict | None:
+    """How often a labelled title's nearest labelled neighbour (cosine, among `titles`) has its topic, against the
+    chance that two random labelled titles agree: {"agreement", "chance", "titles"}; None when fewer than two titles
+    have a topic label (a snapshot or live source without topics), so nothing is computed from an empty set."""
+    lab = [t for t in titles if topic_of.get(t) is not None]
+    if len(lab) < 2:
+        return None
+    V = store.get(lab)
+    V = V / np.maximum(np.linalg.norm(V, axis=1, keepdims=True), 1e-12)
+    S = V @ V.T
+    np.fill_diagonal(S, -np.inf)
+    y = np.array([topic_of[t] for t in lab])
+    _, counts = np.unique(y, return_counts=True)
+    p = counts / counts.sum()
+    return {"agreement": float(np.mean(y[S.argmax(1)] == y)), "chance": float((p ** 2).sum()), "titles": len(lab)}

@@ -229,3 +229,18 @@ def test_trend_slopes_fit_log_size_and_skip_undefined_aauc():
     assert sl["leak_free"]["aauc"] == pytest.approx(-0.05)  # the size without an A-AUC is left out, not a zero
     assert sl["leak_free"]["auc"] == pytest.approx(0.0, abs=1e-12)
     A.plot_trend(pd.DataFrame(rows))  # an undefined A-AUC is not drawn and does not fail
+
+
+def test_topic_table_of_a_source_without_topics_is_empty_with_the_columns():
+    from lib.aauc import topic_table
+
+    g = torch.Generator().manual_seed(0)
+    z, x = torch.randn(30, 4, generator=g), torch.randn(30, 8, generator=g)
+    rows = [{"topic": t, **r.to_dict()} for t, r in aauc_by_group(z, x, [None] * 30, 0.5, 0.0, 0).items()]
+    t = topic_table(rows)
+    assert t.empty and list(t.columns) == ["aauc", "aauc_std", "defined", "graphs", "n_pos", "n_neg"]
+    labels = ["p" if i % 2 else "q" for i in range(30)]
+    rows = [{"topic": k, **r.to_dict()} for k, r in aauc_by_group(z, x, labels, 1.0, 0.0, 0).items()]
+    full = topic_table(rows)
+    assert set(full.index) == {"p", "q"} and (full["graphs"] == 1).all()
+    assert full["n_pos"].sum() + full["n_neg"].sum() == 2 * 15 * 14 // 2  # every pair inside one of the two groups

@@ -148,3 +148,18 @@ def test_shortcut_scores_one_exactly_for_pairs_without_a_common_neighbour():
     t = EvalTask("g", "leak_free", Data(x=torch.randn(5, 3), num_nodes=5), mp, pos=torch.tensor([[0], [2]]),
                  neg=torch.tensor([[0], [4]]), neg_hard=torch.tensor([[1], [3]]))
     assert B.shortcut_scores(t, torch.tensor([[0, 0, 1, 0], [2, 3, 3, 4]])).tolist() == [0.0, 1.0, 0.0, 1.0]
+
+
+def test_gap_table_leaves_out_a_negative_set_the_tasks_do_not_hold():
+    import numpy as np
+    import pandas as pd
+
+    from lib.beyond import gap_table
+
+    rows = [{"seed": s, "protocol": "new_nodes", "negatives": n, "model": m, "auc": a, "mrr": a / 2,
+             "val_auc": (a if m.startswith("gat_") else np.nan)}
+            for s in (0, 1) for m, base in (("gat_dot", 0.8), ("cosine", 0.7), ("heuristic_stack", 0.75))
+            for n, a in (("uniform", base + 0.01 * s), ("hard", np.nan))]
+    g = gap_table(pd.DataFrame(rows))
+    assert list(zip(g["protocol"], g["negatives"])) == [("new_nodes", "uniform")]
+    assert g["best graph model"].iloc[0] == "gat_dot" and g["bar"].iloc[0] == "heuristic_stack"

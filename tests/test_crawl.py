@@ -308,3 +308,56 @@ def test_offline_roots_file_is_a_fresh_stratified_draw():
     assert draw_offline_roots(40, 0, 5, snap) != draw_offline_roots(40, 1, 5, snap)
     with pytest.raises(ValueError, match="eligible titles"):
         draw_offline_roots(10**6, 0, 5, snap)
+
+
+def test_a_campaign_whose_roots_are_all_missing_is_an_error_naming_them(tmp_path):
+    from lib.crawl import CrawlError, run_campaign
+
+    src = SnapshotSource(Snapshot(links={"A": ["B"], "B": ["A"]}))
+    with pytest.raises(CrawlError, match="none of the 2 roots gave a graph.*'Nope'"):
+        run_campaign(["Nope", "Nada"], src, tmp_path / "c", 10, progress=False)
+    manifest = json.loads((tmp_path / "c" / "manifest.json").read_text())
+    assert {e["status"] for e in manifest["roots"].values()} == {"skipped"}  # listed, with the reason, before the error
+    m = run_campaign(["Nope", "A"], src, tmp_path / "d", 10, progress=False)  # one left: skipped and counted, no error
+    assert [e["status"] for e in m["roots"].values()] == ["skipped", "ok"]
+
+
+def test_import_graphs_turns_seed_format_files_into_a_campaign(tmp_path):
+    from lib.crawl import import_graphs, ok_graph_files
+    from lib.graphio import read_graph
+
+    folder = tmp_path / "g"
+    folder.mkdir()
+    (folder / "b.json").write_text(json.dumps({"nodes": [{"id": 7, "label": "Root B"}, {"id": 9, "label": "X"}],
+                                               "edges": [{"source": 7, "target": 9}, {"source": 9, "target": 7}]}))
+    (folder / "a.json").write_text(json.dumps({"nodes": [{"id": 0, "label": "Root A"}, {"id": 1, "label": "X"},
+                                                         {"id": 2, "label": "Y"}], "edges": [{"source": 0, "target": 1}]}))
+    m = import_graphs(folder, tmp_path / "crawl")
+    assert list(m["roots"]) == ["Root A", "Root B"]
+    assert m["roots"]["Root A"]["connected"] is False and m["roots"]["Root B"]["num_edges"] == 1
+    g = read_graph(ok_graph_files(tmp_path / "crawl")[1])
+    assert g.titles == ["Root B", "X"] and g.edges == [(0, 1)] and g.metadata["file"] == "b.json"
+    (folder / "c.json").write_text(json.dumps({"nodes": [{"id": 0, "label": "Root A"}], "edges": []}))
+    with pytest.raises(SnapshotError, match="a.json and c.json have the same root 'Root A'"):
+        import_graphs(folder, tmp_path / "crawl2")
+    with pytest.raises(SnapshotError, match="holds no .json graph files"):
+        import_graphs(tmp_path / "empty", tmp_path / "crawl3")
+
+
+def test_a_topics_file_labels_a_snapshot_and_bad_lines_are_named(tmp_path):
+    from lib.crawl import bfs_crawl, make_source
+
+    links = tmp_path / "links.tsv"
+    links.write_text("Root_page\tOther%20page\nOther_page\tRoot_page\n")
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("# title<TAB>topic\nRoot%20page\tScience\n")
+    plain = make_source("snapshot", snapshot_path=str(links))
+    src = make_source("snapshot", snapshot_path=str(links), topics_file=str(topics))
+    assert bfs_crawl(src, "Root page", 5).topics == ["Science", None]
+    assert bfs_crawl(plain, "Root page", 5).topics is None
+    assert src.source_id != plain.source_id  # a campaign made without the topics is not reused
+    topics.write_text("Root page Science\n")
+    with pytest.raises(SnapshotError, match=r"topics.tsv:1: expected 'title<TAB>topic'"):
+        make_source("snapshot", snapshot_path=str(links), topics_file=str(topics))
+    with pytest.raises(ParamError, match="topics_file is read with source='snapshot' only"):
+        make_source("embedded", topics_file=str(topics))

@@ -222,3 +222,15 @@ def test_compute_precision_is_part_of_the_store_identity(model, tmp_path):
     cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
     assert cos.min() >= 0.999, cos.min()
     assert embed.load_model(precision="fp32").wikigat_model_id == model.wikigat_model_id  # float32 stores unchanged
+
+
+def test_nn_topic_agreement_by_hand_and_null_without_topic_labels(tmp_path):
+    store = EmbeddingStore(tmp_path / "s", "m")
+    titles = ["a", "b", "c", "d"]
+    # a and b point the same way, c and d the other way; a's nearest is b, c's nearest is d
+    store.append(titles, np.array([[1, 0.1], [1, 0], [0, 1], [0.1, 1]], dtype=np.float32))
+    got = embed.nn_topic_agreement(store, titles, {"a": "x", "b": "x", "c": "y", "d": "x"})
+    # a->b agree, b->a agree, c->d disagree, d->c disagree; chance = 0.75² + 0.25²
+    assert got == {"agreement": 0.5, "chance": 0.625, "titles": 4}
+    assert embed.nn_topic_agreement(store, titles, {}) is None
+    assert embed.nn_topic_agreement(store, titles, {"a": "x"}) is None  # one labelled title has no neighbour to agree
