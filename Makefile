@@ -7,7 +7,7 @@ KERNEL := wikigat
 SIZE   ?= demo
 DEVICE ?= cpu
 
-.PHONY: setup demo test unit nbval lab batch bench clean-outputs
+.PHONY: setup demo test unit quick nbval lab batch bench clean-outputs
 
 $(STAMP): requirements.txt requirements-nodeps.txt constraints.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11 ...'"; exit 1; }
@@ -34,6 +34,11 @@ test: setup
 
 unit: setup
 	$(BIN)/python -m pytest tests
+
+# The inner loop: unit tests without the ones marked slow (notebooks through the runner, torchrun, kills); make test
+# still runs everything.
+quick: setup
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests -m "not slow" -n $(WORKERS)
 
 nbval: setup
 	$(BIN)/python -m pytest notebooks --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg

@@ -262,7 +262,7 @@ def read_snapshot(path: str | Path) -> Snapshot:
                     f"{path}:{lineno}: unknown kind {kind!r}; use link, redirect or disambiguation"
                 )
     if not snap.links:
-        raise SnapshotError(f"snapshot file {path} holds no links")
+        raise SnapshotError(f"snapshot file {path} holds no links; write one source<TAB>target line per link")
     return snap
 
 

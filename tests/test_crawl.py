@@ -361,3 +361,14 @@ def test_a_topics_file_labels_a_snapshot_and_bad_lines_are_named(tmp_path):
         make_source("snapshot", snapshot_path=str(links), topics_file=str(topics))
     with pytest.raises(ParamError, match="topics_file is read with source='snapshot' only"):
         make_source("embedded", topics_file=str(topics))
+
+
+def test_a_snapshot_without_a_link_row_is_named_with_the_fix(tmp_path):
+    from lib.crawl import read_snapshot
+
+    f = tmp_path / "links.tsv"
+    f.write_text("# only a comment\n\n")
+    with pytest.raises(SnapshotError, match=r"links.tsv holds no links; write one source<TAB>target line per link"):
+        read_snapshot(f)
+    with pytest.raises(SnapshotError, match="does not exist; pass a TSV link list or a graph JSON file"):
+        read_snapshot(tmp_path / "nope.tsv")

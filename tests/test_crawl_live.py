@@ -141,6 +141,7 @@ def synth() -> Snapshot:
     return synthetic_snapshot(1500, seed=3, community_size=300)
 
 
+@pytest.mark.slow
 def test_faults_do_not_change_the_graph(synth):
     """60% of requests fail (12% each: 429, 503, stall, malformed JSON, maxlag); the graph is the same."""
     root, n = "Article 0007", 400

@@ -84,6 +84,7 @@ def two_ranks(tmp_path_factory):
     return tmp, res
 
 
+@pytest.mark.slow
 def test_gat_two_ranks_equal_one_rank_at_twice_the_batch_and_only_rank0_writes(two_ranks):
     one, res1 = DP.train_gat("gat_model", MODEL_CFG, graphs(), CFG, DP.Dist(), 4)
     tmp_path, (r0, r1) = two_ranks[0], [r["gat"] for r in two_ranks[1]]
@@ -207,6 +208,7 @@ def test_a_failing_rank_ends_the_job_with_its_error(tmp_path):
     assert time.perf_counter() - t0 < 90
 
 
+@pytest.mark.slow
 def test_command_line_killed_under_torchrun_resumes_to_the_one_process_result(tmp_path):
     """SIGKILL to the whole torchrun job after its first checkpoint, a re-run, and the same command in one process
     (no torchrun) at the same global batch as the reference."""

@@ -160,6 +160,7 @@ def test_embed_refuses_store_of_other_model(model, tmp_path):
         embed.embed_titles(["Jazz"], model, EmbeddingStore(tmp_path / "s", "other"), progress=False)
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill(model, tmp_path):
     """A real kill -9 while a run writes chunks: the store stays valid and the next run encodes only the rest."""
     titles = [f"Synthetic article number {i} about topic {i % 97}" for i in range(20000)]

@@ -11,6 +11,8 @@ import pytest
 from lib.mockwiki import MockWiki, synthetic_snapshot
 from lib.runner import main
 
+pytestmark = pytest.mark.slow  # about 40 s per source: five notebooks through the runner
+
 N_ROOTS = 8
 TINY = ["-p", "max_nodes=60", "-p", "n_seeds=1", "-p", "n_test_graphs=2", "-p", "gat_epochs=1",
         "-p", "baseline_epochs=1", "-p", "beyond_variants=[dot, ncn_feat]", "-p", "beyond_epochs=1",

@@ -11,6 +11,8 @@ from lib.params import load_yaml
 from lib.paths import PARAMS
 from lib.runner import main
 
+pytestmark = pytest.mark.slow  # minutes: notebooks 01-04 through the runner, 315 training graphs at most
+
 STAND_IN = ["-p", "max_nodes=30", "-p", "overlap_n_roots=4", "-p", "overlap_max_nodes=[30]", "-p", "n_seeds=1",
             "-p", "gat_epochs=1"]
 
