@@ -463,6 +463,11 @@ def check_campaign(roots: list[str], max_nodes) -> list[str]:
     return list(dict.fromkeys(cleaned))
 
 
+def write_manifest(path: Path, manifest: dict) -> None:
+    """A campaign's manifest.json, written atomically (crawled or imported)."""
+    atomic_write_text(path, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+
+
 def run_campaign(
     roots: Iterable[str],
     source: LinkSource,
@@ -496,7 +501,7 @@ def run_campaign(
             manifest["roots"] = old.get("roots", {})
 
     def save() -> None:
-        atomic_write_text(manifest_path, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+        write_manifest(manifest_path, manifest)
 
     bar = tqdm(roots, desc="roots", unit="root", disable=not progress)
     for root in bar:
@@ -579,7 +584,7 @@ def import_graphs(folder: str | Path, out_dir: str | Path) -> dict:
         manifest["roots"][g.root] = {"status": "ok", "file": rel, "sha256": write_graph(out_dir / rel, g),
                                      "root_title": g.root, "num_nodes": g.num_nodes, "num_edges": g.num_edges,
                                      "connected": n_comp == 1, "num_components": n_comp, "imported_from": f.name}
-    atomic_write_text(out_dir / "manifest.json", json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+    write_manifest(out_dir / "manifest.json", manifest)
     return manifest
 
 

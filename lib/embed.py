@@ -493,7 +493,6 @@ def nearest_neighbours(store: EmbeddingStore, queries: list[str], k: int = 5, ca
     return rows
 
 
-
 def nn_topic_agreement(store: EmbeddingStore, titles: list[str], topic_of: dict[str, str]) -> dict | None:
     """How often a labelled title's nearest labelled neighbour (cosine, among `titles`) has its topic, against the
     chance that two random labelled titles agree: {"agreement", "chance", "titles"}; None when fewer than two titles

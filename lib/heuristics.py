@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Data
 
