@@ -24,9 +24,10 @@ from lib.device import PRECISIONS
 from lib.distill_cache import (ATTENTION_DEFINITIONS, TeacherCache, TeacherTargetStore, check_attention_definition,  # noqa: F401
                                target_divergence, teacher_targets)
 from lib.distill_data import build_datasets, load_rotten_tomatoes, load_vital_articles, split_ids, split_sentences  # noqa: F401
-from lib.distill_eval import (encode, evaluate, fidelity, fidelity_of, head_accuracy, last_layer_attention,  # noqa: F401
-                              linear_probe, paper_table, plot_attention_maps, plot_loss_curves, plot_versus_control,
-                              speed_table, task_accuracy, time_inference)
+from lib.distill_eval import (CURVE_METRICS, curve_trends, difference_sentences, encode, evaluate,  # noqa: F401
+                              fidelity, fidelity_of, head_accuracy, last_layer_attention, linear_probe,
+                              paired_differences, paper_table, plot_attention_maps, plot_learning_curves,
+                              plot_loss_curves, plot_versus_control, speed_table, task_accuracy, time_inference)
 from lib.distill_losses import (TERMS, VARIANT_SPECS, VARIANTS, DistillError, LossSpec, attention_transfer_loss,  # noqa: F401
                                 combined_loss, distill_losses, kd_output_loss, kl_rows, masked_log_softmax, qk_attention,
                                 relation_scores, split_heads, uniform_layer_map, value_mse_loss, value_relation,
@@ -37,8 +38,9 @@ from lib.distill_models import (MPNET_INSTALL, MPNET_PARTS, MPNET_SHA256, Encode
                                 check_tokenizers_aligned, encoder_identity, ensure_teacher, load_encoder, make_student,
                                 mpnet_part_files, save_sentence_transformer)
 from lib.distill_train import (DistillConfig, FinetuneConfig, TaskTargets, batch_plan, distill,  # noqa: F401
-                               finetune_teacher, predict_logits)
+                               finetune_teacher, predict_logits, train_student)
 
+ABLATIONS = ("-Value-Rel", "Value-MSE", "+Layer-to-Layer")
 METHOD_VARIANT = {"MiniLM": "minilm", "-Value-Rel": "no_value_relation", "Value-MSE": "value_mse",
                   "+Layer-to-Layer": "layer_to_layer", "MiniLM (w/ TA)": "minilm"}
 TASKS = ("polarity", "topic")
@@ -51,7 +53,7 @@ NOTEBOOK_PARAMS = ("run_dir", "device", "distill_seeds", "students", "student_hi
                    "task_losses", "task_steps", "task_lr", "w_at", "w_vr", "w_out", "kd_temperature", "kd_alpha",
                    "teacher_ft_steps", "teacher_ft_layers", "teacher_ft_lr", "task_train", "task_eval",
                    "fidelity_sentences", "speed_sentences", "save_students", "lp_students", "lp_epochs", "lp_protocols",
-                   "precision")
+                   "precision", "ablation_inits", "ablation_seeds", "eval_every", "checkpoint_every")
 """Notebook 05's parameters; names shared with other stages' generic keys carry a `distill_` prefix, dropped in `p`."""
 
 
@@ -63,6 +65,12 @@ def check_params(p: dict) -> None:
     require(all(1 <= m <= 12 for m in p["students"]), "students", p["students"], "student layer counts must be 1..12")
     require(set(p["ablation_students"]) <= set(p["students"]), "ablation_students", p["ablation_students"],
             "ablations run on students that are in `students`")
+    require(set(p.get("ablation_inits", [])) <= set(p["student_inits"]), "ablation_inits", p.get("ablation_inits"),
+            "list inits of `student_inits` ([] = every init)")
+    require(set(p.get("ablation_seeds", [])) <= set(p["seeds"]), "ablation_seeds", p.get("ablation_seeds"),
+            "list seeds of `distill_seeds` ([] = every seed)")
+    require(p.get("eval_every", 0) >= 0 and p.get("checkpoint_every", 0) >= 0, "eval_every", p.get("eval_every"),
+            "eval_every and checkpoint_every are step counts >= 0 (0: off)")
     require(set(p["ta_students"]) <= set(p["students"]), "ta_students", p["ta_students"], "must be a subset of `students`")
     require(p["ta_source"] in ("pretrained", "distilled"), "ta_source", p["ta_source"], "use 'pretrained' or 'distilled'")
     require(p["ta_source"] == "pretrained" or 6 in p["students"], "ta_source", p["ta_source"],
@@ -133,26 +141,36 @@ class _Checkpoint:
                 if r.pop("_digest", None) == self.digest:
                     self.rows[r["model"]] = r
 
-    def _csv(self, name: str) -> Path:
-        return self.folder / "losses" / f"{name.replace('/', '_')}.csv"
+    def _csv(self, name: str, kind: str = "losses") -> Path:
+        return self.folder / kind / f"{name.replace('/', '_')}.csv"
 
-    def get(self, name: str, hist: dict) -> dict | None:
+    def steps_file(self, name: str) -> Path | None:
+        """Where the run `name` keeps its step checkpoint while it trains (None: no checkpoint folder)."""
+        return None if self.folder is None else self.folder / "steps" / f"{name.replace('/', '_')}.pt"
+
+    def get(self, name: str, hist: dict, curves: dict | None = None) -> dict | None:
         r = self.rows.get(name)
-        if r is not None and self.folder is not None and self._csv(name).is_file():
-            hist[name] = pd.read_csv(self._csv(name))
+        if r is not None and self.folder is not None:
+            for kind, into in (("losses", hist), ("curves", curves)):
+                if into is not None and self._csv(name, kind).is_file():
+                    into[name] = pd.read_csv(self._csv(name, kind))
         return r
 
-    def put(self, row: dict, hist: dict) -> dict:
+    def put(self, row: dict, hist: dict, curves: dict | None = None) -> dict:
         import json
 
         from lib.paths import atomic_write_text
 
         if self.folder is not None:
-            if row["model"] in hist:
-                atomic_write_text(self._csv(row["model"]), hist[row["model"]].to_csv(index=False))
+            for kind, have in (("losses", hist), ("curves", curves or {})):
+                if row["model"] in have:
+                    atomic_write_text(self._csv(row["model"], kind), have[row["model"]].to_csv(index=False))
             self.folder.mkdir(parents=True, exist_ok=True)
             with open(self.folder / "rows.jsonl", "a") as f:  # one line per finished run; a torn last line is re-run
                 f.write(json.dumps({**row, "_digest": self.digest}, default=float) + "\n")
+            steps = self.steps_file(row["model"])
+            if steps.is_file():  # the finished row replaces the run's step checkpoint (hundreds of MB)
+                steps.unlink()
         return row
 
 
@@ -170,10 +188,14 @@ def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir
 
     Task-specific rows come first (they carry the comparison with the controls), then the task-agnostic ones.
     Task-agnostic rows (transfer corpus, linear probes): per seed and init, every student with MiniLM (L_AT + L_VR),
-    the ablations on `ablation_students`, w/ TA on `ta_students`, and the undistilled control of every student.
+    the ablations on `ablation_students` (only for `ablation_inits` x `ablation_seeds`; [] = all), w/ TA on
+    `ta_students`, and the undistilled control of every student. With `eval_every` > 0 each distilled run is also
+    evaluated every that many steps (info["curves"]: run name -> DataFrame [step, metrics]); with `checkpoint_every`
+    > 0 (and a checkpoint folder) a run interrupted mid-way resumes from its last step checkpoint.
     Task-specific rows: per task, seed and init, every combination of `task_losses` on `task_students`, started from
     the same init ('ce' = the control: hard labels only), scored by the student's own head; L_OUT's soft targets come
-    from the teacher fine-tuned on the task (reference row 'teacher fine-tuned'). info: teacher passes and wall time.
+    from the teacher fine-tuned on the task (reference row 'teacher fine-tuned'). info: teacher passes, wall time and
+    learning curves. Distilled rows carry `steps` and `train_s` (training wall time over every resumed call).
     checkpoint: a folder where finished runs are kept, so a killed grid resumes (see _Checkpoint).
     """
     t0 = time.perf_counter()
@@ -244,19 +266,22 @@ def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir
                                             **task_accuracy(st, data, task, p["max_seq_len"], seed),
                                             **fidelity_of(st, data, temb, p["max_seq_len"])}, hist))
 
+    curves: dict[str, pd.DataFrame] = {}
+    abl_inits, abl_seeds = p.get("ablation_inits") or p["student_inits"], p.get("ablation_seeds") or p["seeds"]
     for seed in p["seeds"]:
         tcache = shared or _teacher_source(teacher, p, cache_root)
         for init in p["student_inits"]:
             trained = {}
             plan = [(m, "MiniLM") for m in p["students"]]
-            plan += [(m, meth) for m in p["ablation_students"] for meth in ("-Value-Rel", "Value-MSE", "+Layer-to-Layer")]
+            if init in abl_inits and seed in abl_seeds:
+                plan += [(m, meth) for m in p["ablation_students"] for meth in ABLATIONS]
             plan += [(m, "MiniLM (w/ TA)") for m in p["ta_students"]]
             plan += [(m, "no distillation") for m in p["students"]]
             for m, meth in plan:
                 name = f"{m}x{p['student_hidden']} {meth} {init} s{seed}"
-                done = ck.get(name, hist)
-                folder = Path(save_dir) / student_folder(m, p["student_hidden"], seed, meth) if (
-                    save_dir is not None and init == p["student_inits"][0]
+                done = ck.get(name, hist, curves)
+                folder = Path(save_dir) / student_folder(m, p["student_hidden"], seed, meth, init) if (
+                    save_dir is not None
                     and (meth == "MiniLM" or (meth == "no distillation" and m in p.get("lp_students", [])))) else None
                 # a finished row whose saved model is missing (or the 6x384 teacher assistant) is trained again:
                 # every run is seeded, so it reproduces the same student
@@ -268,6 +293,7 @@ def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir
                 st = make_student(teacher.tokenizer, m, p["student_hidden"], p["student_heads"], seed=seed,
                                   init_from=assistant if init == "assistant" else None, device=teacher.model.device)
                 spec = VARIANT_SPECS[METHOD_VARIANT[meth]] if meth in METHOD_VARIANT else LossSpec()
+                trained_for = {}
                 if meth != "no distillation":
                     if meth == "MiniLM (w/ TA)":
                         src = (ta_shared or _teacher_source(assistant, p, cache_root)) if p["ta_source"] == "pretrained" \
@@ -276,7 +302,14 @@ def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir
                     else:
                         src = tcache
                     cfg = DistillConfig(variant=METHOD_VARIANT[meth], steps=p["steps"], lr=p["lr"], seed=seed, **base)
-                    hist[name] = distill(src, st, data["transfer"], cfg, progress=progress)
+                    res = train_student(src, st, data["transfer"], cfg, progress=progress,
+                                        checkpoint=ck.steps_file(name) if p.get("checkpoint_every") else None,
+                                        checkpoint_every=p.get("checkpoint_every", 0), eval_every=p.get("eval_every", 0),
+                                        evaluate=lambda enc, s=seed: evaluate(enc, data, temb, p["max_seq_len"], s))
+                    hist[name] = res["losses"]
+                    if len(res["curve"]):
+                        curves[name] = res["curve"]
+                    trained_for = {"steps": len(res["losses"]), "train_s": res["seconds"]}
                     passes[id(src)] = src
                 if meth == "MiniLM":
                     trained[m] = st
@@ -285,16 +318,17 @@ def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir
                 rows.append(done or ck.put({"model": name, "student": f"{m}x{p['student_hidden']}", "stage": "task-agnostic",
                                             "method": meth, "losses": spec.label(), "init": init, "seed": seed,
                                             "final_loss": float(hist[name].loss.iloc[-5:].mean()) if name in hist else float("nan"),
-                                            **evaluate(st, data, temb, p["max_seq_len"], seed)}, hist))
+                                            **trained_for, **evaluate(st, data, temb, p["max_seq_len"], seed)},
+                                           hist, curves))
     info = {"teacher_sentences": int(sum(s.teacher_sentences for s in passes.values())),
-            "wall_s": time.perf_counter() - t0}
+            "wall_s": time.perf_counter() - t0, "curves": curves}
     return pd.DataFrame(rows), hist, info
 
 
-def student_folder(layers: int, hidden: int, seed: int, method: str = "MiniLM") -> str:
+def student_folder(layers: int, hidden: int, seed: int, method: str = "MiniLM", init: str = "random") -> str:
     """Folder name of a saved task-agnostic student: the MiniLM one, or its undistilled control (for link prediction)."""
     kind = {"MiniLM": "student", "no distillation": "control"}[method]
-    return f"{kind}_{layers}x{hidden}_s{seed}"
+    return f"{kind}_{layers}x{hidden}_{init}_s{seed}"
 
 
 def versus_control(results: pd.DataFrame, metrics=("task_test", "fid_cosine")) -> pd.DataFrame:
@@ -344,4 +378,51 @@ def goal_verdicts(vs: pd.DataFrame, combo: str) -> list[str]:
         txt = ", ".join(f"{k} {v:+.3f}" for k, v in gains.items())
         verdict = "beats its control on all of them" if not lost else f"does NOT beat its control on {', '.join(lost)}"
         out.append(f"{student} ({init} init), {combo} vs ce over {int(part['runs'].min())} seed(s): {txt} -> {verdict}")
+    return out
+
+
+def choose_init(results: pd.DataFrame, students: list[str]) -> tuple[str, str]:
+    """The init whose MiniLM students score best on validation (mean of polarity_val and topic_val over `students`
+    and seeds; test numbers are never looked at) and a sentence saying so: (init, sentence)."""
+    agn = results[(results.stage == "task-agnostic") & (results.method == "MiniLM") & results.student.isin(students)]
+    if agn.empty:
+        raise DistillError(f"no task-agnostic MiniLM rows for students {students}; run the grid with them first")
+    score = ((agn.polarity_val + agn.topic_val) / 2).groupby(agn.init, sort=False).mean()
+    best = str(score.idxmax())
+    txt = ", ".join(f"{i} {v:.3f}" for i, v in score.items())
+    return best, f"init chosen on validation (mean polarity/topic probe accuracy): {txt} -> {best}"
+
+
+def lp_embedders(students_dir: Path, results: pd.DataFrame, p: dict) -> tuple[list[tuple[str, int, Path | None]], str]:
+    """Notebook 05's node embedders for link prediction, per seed: all-MiniLM-L6-v2 (folder None) and, for every
+    student of `lp_students`, its MiniLM student and undistilled control of the init `choose_init` picks, labelled
+    '<m>x<h> <init> MiniLM' / '<m>x<h> <init> no distillation' (lp_verdicts pairs them). Returns (triples, sentence)."""
+    if not p.get("lp_students"):
+        return [], "no lp_students: link prediction skipped"
+    h = p["student_hidden"]
+    init, why = choose_init(results, [f"{m}x{h}" for m in p["lp_students"]])
+    out = [(LP_REFERENCE, s, None) for s in p["seeds"]]
+    out += [(f"{m}x{h} {init} {meth}", s, Path(students_dir) / student_folder(m, h, s, meth, init))
+            for s in p["seeds"] for m in p["lp_students"] for meth in ("MiniLM", "no distillation")]
+    return sorted(out, key=lambda e: e[1]), why
+
+
+def budget_verdicts(results: pd.DataFrame, curves: dict[str, pd.DataFrame], metrics=CURVE_METRICS) -> list[str]:
+    """What a reader can conclude from a task-agnostic grid, printed by notebook 05 from the numbers: every distilled
+    student against its undistilled control (paired by seed, 95% interval), MiniLM against each ablation (the paper's
+    Tables 5-7 put MiniLM above all three), and which learning curves still rise over the last fifth of training."""
+    out = ["distilled - undistilled control (same student, init and seed):"]
+    out += ["  " + x for x in difference_sentences(paired_differences(results, metrics=metrics))]
+    abl = [paired_differences(results, reference=a, methods=("MiniLM",), metrics=metrics)
+           for a in ABLATIONS if a in set(results.method)]
+    abl = [a for a in abl if len(a)]
+    if abl:
+        out.append("MiniLM - ablation (the paper's Tables 5-7 ordering holds where the difference is above 0):")
+        out += ["  " + x for x in difference_sentences(pd.concat(abl, ignore_index=True), "MiniLM", "{versus}")]
+    tr = curve_trends(curves, results, metrics)
+    if len(tr):
+        for word, sel in (("still rising", tr[tr.rising]), ("flat or falling", tr[~tr.rising])):
+            cells = [f"{r.student} {r.init} {r.method} {r.metric} {r['mean']:+.3f}" for _, r in sel.iterrows()]
+            out.append(f"learning curves {word} from step {int(tr.from_step.min())} to {int(tr.to_step.max())}: "
+                       + ("; ".join(cells) if cells else "none"))
     return out

@@ -221,3 +221,113 @@ def plot_versus_control(vs: pd.DataFrame, metric: str = "task_test", path: str |
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=110)
     return fig
+
+
+CURVE_METRICS = ("fid_cosine", "polarity_test", "topic_test")
+
+
+def paired_differences(results: pd.DataFrame, reference: str = "no distillation", metrics=CURVE_METRICS,
+                       methods: tuple | None = None) -> pd.DataFrame:
+    """Task-agnostic rows: per (student, init, method) and metric, the difference to `reference` (the same student,
+    init and seed), its mean, std and 95% t-interval over the paired seeds (no interval with one seed).
+
+    methods: the methods compared (default every other one). Columns student, init, method, versus, metric, seeds,
+    diff, std, ci_low, ci_high."""
+    from scipy.stats import t as student_t
+
+    ta = results[results.stage == "task-agnostic"]
+    ref = ta[ta.method == reference].set_index(["student", "init", "seed"])
+    rows = []
+    for (student, init, method), g in ta[ta.method != reference].groupby(["student", "init", "method"], sort=False):
+        if methods is not None and method not in methods:
+            continue
+        g = g.set_index("seed")
+        seeds = [s for s in g.index if (student, init, s) in ref.index]
+        for m in metrics:
+            d = np.array([g.loc[s, m] - ref.loc[(student, init, s), m] for s in seeds], dtype=float)
+            n = len(d)
+            mean = float(d.mean()) if n else float("nan")
+            sd = float(d.std(ddof=1)) if n > 1 else float("nan")
+            half = float(student_t.ppf(0.975, n - 1) * sd / np.sqrt(n)) if n > 1 else float("nan")
+            rows.append({"student": student, "init": init, "method": method, "versus": reference, "metric": m,
+                         "seeds": n, "diff": mean, "std": sd, "ci_low": mean - half, "ci_high": mean + half})
+    return pd.DataFrame(rows)
+
+
+def _interval_word(r) -> str:
+    if r.seeds < 2:
+        return "one seed, no interval"
+    if r.ci_low > 0:
+        return "above 0"
+    return "below 0" if r.ci_high < 0 else "includes 0"
+
+
+def difference_sentences(diffs: pd.DataFrame, subject: str = "{method}", versus: str = "{versus}") -> list[str]:
+    """One sentence per (student, init, method) of `paired_differences`: each metric's mean difference with its 95%
+    interval and whether the interval lies above 0 (a win the seeds support), below 0, or includes 0."""
+    out = []
+    for (student, init, method), part in diffs.groupby(["student", "init", "method"], sort=False):
+        r0 = part.iloc[0]
+        cells = []
+        for r in part.itertuples():
+            ci = f" [{r.ci_low:+.3f}, {r.ci_high:+.3f}]" if r.seeds > 1 else ""
+            cells.append(f"{r.metric} {r.diff:+.3f}{ci} ({_interval_word(r)})")
+        who = subject.format(method=method, versus=r0.versus)
+        ref = versus.format(method=method, versus=r0.versus)
+        out.append(f"{student} ({init} init), {who} - {ref} over {int(r0.seeds)} seed(s): " + "; ".join(cells))
+    return out
+
+
+def curve_trends(curves: dict[str, pd.DataFrame], results: pd.DataFrame, metrics=CURVE_METRICS,
+                 tail: float = 0.2) -> pd.DataFrame:
+    """Does a learning curve still rise? Per (student, init, method) and metric: the change over the last `tail` of
+    the steps (last evaluation minus the one nearest to (1 - tail)·steps), mean and std over seeds, and 'rising'
+    when the mean change is positive and, with >= 2 seeds, more than twice its standard error."""
+    meta = results.set_index("model")
+    rows = []
+    for name, c in curves.items():
+        if name not in meta.index or len(c) < 2:
+            continue
+        last = c.step.max()
+        j = (c.step - (1 - tail) * last).abs().idxmin()
+        r = meta.loc[name]
+        for m in metrics:
+            rows.append({"student": r.student, "init": r.init, "method": r.method, "seed": r.seed, "metric": m,
+                         "from_step": int(c.step[j]), "to_step": int(last),
+                         "change": float(c[m].iloc[-1] - c.loc[j, m])})
+    if not rows:
+        return pd.DataFrame()
+    df = pd.DataFrame(rows)
+    g = df.groupby(["student", "init", "method", "metric", "from_step", "to_step"], sort=False)["change"]
+    out = g.agg(["mean", "std", "size"]).reset_index().rename(columns={"size": "seeds"})
+    se = out["std"] / np.sqrt(out.seeds)
+    out["rising"] = (out["mean"] > 0) & ((out.seeds < 2) | (out["mean"] > 2 * se))
+    return out
+
+
+def plot_learning_curves(curves: dict[str, pd.DataFrame], results: pd.DataFrame, metrics=CURVE_METRICS,
+                         path: str | os.PathLike | None = None):
+    """One panel per metric: mean over seeds (band: min-max) of every (student, init, method) against steps; the
+    step-0 point is the undistilled control; dashed lines are the teacher and the pre-trained assistant."""
+    import matplotlib.pyplot as plt
+
+    meta = results.set_index("model")
+    long = pd.concat([c.assign(student=meta.loc[n, "student"], init=meta.loc[n, "init"], method=meta.loc[n, "method"])
+                      for n, c in curves.items() if n in meta.index], ignore_index=True)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 3.6), squeeze=False)
+    refs = results[results.stage == "reference"].set_index("method")
+    for ax, m in zip(axes[0], metrics):
+        for i, (key, g) in enumerate(long.groupby(["student", "init", "method"], sort=False)):
+            s = g.groupby("step")[m]
+            ax.plot(s.mean().index, s.mean(), color=f"C{i}", lw=1.4, label=" ".join(key))
+            ax.fill_between(s.mean().index, s.min(), s.max(), color=f"C{i}", alpha=0.15, lw=0)
+        for ls, who in (("--", "teacher"), (":", "assistant (pre-trained)")):
+            if who in refs.index and m in refs:
+                ax.axhline(float(refs.loc[who, m]), color="0.3", ls=ls, lw=1, label=who)
+        ax.set(title=m, xlabel="step")
+    axes[0][-1].legend(fontsize=6, loc="lower right")
+    fig.tight_layout()
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+    return fig

@@ -1,15 +1,22 @@
 """Stage 5 training: one loop for the task-agnostic stage (L_AT, L_VR, value MSE on a transfer corpus) and the
 task-specific stage (any combination with L_OUT on labelled task texts), and the fine-tuning of the task teacher.
 
-`distill(source, student, corpus, cfg, task=None)`: `source` gives teacher targets (a TeacherCache in memory or a
-TeacherTargetStore on disk); `task` adds labels and the fine-tuned teacher's logits, and a linear head on the student's
-mean-pooled output, for L_OUT. A run whose combination has no attention term (the control 'ce', or 'out') never asks
-the teacher for attention, so it costs no teacher pass.
+`train_student(source, student, corpus, cfg, task=None, ...)` is the one loop: `source` gives teacher targets (a
+TeacherCache in memory or a TeacherTargetStore on disk); `task` adds labels and the fine-tuned teacher's logits, and a
+linear head on the student's mean-pooled output, for L_OUT. A run whose combination has no attention term (the control
+'ce', or 'out') never asks the teacher for attention, so it costs no teacher pass. It checkpoints every
+`checkpoint_every` steps (student, optimiser, schedule, RNG, losses, learning curve) and resumes from that file,
+evaluates the student every `eval_every` steps for a learning curve, and runs data-parallel when lib.distributed
+hands it its ranks. `distill(...)` is its per-step loss table, for the callers that want only that.
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -45,6 +52,7 @@ class DistillConfig:
     temperature: float = 1.0
     alpha: float = 0.5
     teacher_attention: str = "eager"
+    fused: bool = True         # fused AdamW: one kernel per parameter group; py-spy put 20% of a CPU step in AdamW.step
 
     def spec(self) -> LossSpec:
         if not self.losses:
@@ -94,12 +102,16 @@ def batch_plan(n: int, steps: int, batch_size: int, seed: int) -> list[np.ndarra
 
 
 def _optimizer(params: list, cfg, steps: int):
+    """AdamW (weight decay on matrices only; fused when `cfg.fused` and every parameter is a float tensor on CPU or
+    CUDA) and the linear warm-up/decay schedule."""
     from transformers import get_linear_schedule_with_warmup
 
     decay = [p for p in params if p.ndim >= 2]
+    fused = getattr(cfg, "fused", False) and all(p.device.type in ("cpu", "cuda") and p.is_floating_point()
+                                                 for p in params)
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}],
-                            lr=cfg.lr, betas=(0.9, 0.999))
+                            lr=cfg.lr, betas=(0.9, 0.999), fused=fused or None)
     return opt, get_linear_schedule_with_warmup(opt, max(1, round(cfg.warmup_frac * steps)), steps)
 
 
@@ -192,31 +204,111 @@ def prepare_run(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig
             "step": StudentStep(student, proj, head, pairs, cfg.relation_heads, spec)}
 
 
-def distill(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig, progress: bool = True,
-            task: TaskTargets | None = None) -> pd.DataFrame:
-    """Train `student` on `corpus` with the loss combination `cfg.spec()`; returns per-step loss terms.
+class OneProcess:
+    """The ranks of a single-process run (lib.distributed hands `train_student` its own for data parallelism)."""
+    rank, world = 0, 1
+
+    def barrier(self) -> None:
+        pass
+
+    def mean(self, values: dict[str, float]) -> dict[str, float]:
+        return values
+
+    def wrap(self, module: nn.Module) -> nn.Module:
+        return module
+
+
+def train_student(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig, task: TaskTargets | None = None,
+                  progress: bool = True, ranks=None, checkpoint: str | Path | None = None, checkpoint_every: int = 0,
+                  evaluate: Callable[[Encoder], dict] | None = None, eval_every: int = 0,
+                  max_steps: int | None = None) -> dict:
+    """Train `student` on `corpus` with the loss combination `cfg.spec()`.
 
     teacher: an Encoder, a TeacherCache or a TeacherTargetStore (anything with `.teacher` and `.targets`).
     task: labels (and teacher logits) aligned with `corpus`, needed by L_OUT; the trained head is left in
     `student.head` (Linear(D', C)). Students tokenize with their own tokenizer; `check_tokenizers_aligned` must hold.
+    ranks: lib.distributed's ranks (rank r takes its share of each step's batch, DDP averages the gradients);
+    default one process. checkpoint: a file written atomically by rank 0 every `checkpoint_every` steps and after the
+    last one; a call with the same settings resumes from it and reproduces the uninterrupted run (the RNG state is in
+    it, for dropout), other settings are refused naming the keys. evaluate(student) -> {metric: float}, run in eval
+    mode after 0, eval_every, 2·eval_every, ... steps and after the last (rank 0). max_steps: stop after that many
+    steps of this call, as a kill would.
+    Returns {"losses": DataFrame [step, L_*, loss], "curve": DataFrame [step, metrics...], "steps" (this call),
+    "seconds" (training wall time over every call, evaluation excluded), "complete", "global_batch", "world"}.
     """
+    from lib.runinfo import load_state, save_state
+
+    ranks = ranks or OneProcess()
+    if cfg.batch_size % ranks.world:
+        raise DistillError(f"a global batch of {cfg.batch_size} cannot be split evenly over {ranks.world} ranks; use a "
+                           "multiple of the number of processes")
+    per = cfg.batch_size // ranks.world
     r = prepare_run(teacher, student, corpus, cfg, task)
-    source, spec, layers, run, params = r["source"], r["spec"], r["layers"], r["step"], r["params"]
+    source, spec, layers, step_mod, params = r["source"], r["spec"], r["layers"], r["step"], r["params"]
     plan = batch_plan(len(corpus), cfg.steps, cfg.batch_size, cfg.seed)
     if spec.needs_attention and hasattr(source, "ensure"):  # one sorted teacher pass over every text the run will use
-        source.ensure([corpus[i] for i in np.unique(np.concatenate(plan))], layers)
+        if ranks.rank == 0:
+            source.ensure([corpus[i] for i in np.unique(np.concatenate(plan))], layers)
+        ranks.barrier()
+    run = ranks.wrap(step_mod)
     opt, sched = _optimizer(params, cfg, cfg.steps)
-    rows = []
+    checkpoint = Path(checkpoint) if checkpoint else None
+    config = {"student": student.name, "cfg": dataclasses.asdict(cfg), "corpus": len(corpus), "eval_every": eval_every}
+    step0, rows, curve, seconds = 0, [], [], 0.0
+    ck = load_state(checkpoint, config, student.model.device) if checkpoint else None
+    if ck is not None:
+        step_mod.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        sched.load_state_dict(ck["scheduler"])
+        torch.set_rng_state(ck["rng"])
+        step0, rows, curve, seconds = ck["step"], ck["rows"], ck["curve"], ck["seconds"]
+
+    def save(step: int) -> None:
+        if checkpoint is not None and ranks.rank == 0:
+            save_state(checkpoint, {"model": step_mod.state_dict(), "optimizer": opt.state_dict(),
+                                    "scheduler": sched.state_dict(), "rng": torch.get_rng_state(), "config": config,
+                                    "step": step, "rows": rows, "curve": curve, "seconds": seconds})
+
+    def score(step: int) -> None:
+        if evaluate is not None and ranks.rank == 0 and not any(c["step"] == step for c in curve):
+            student.model.eval()
+            curve.append({"step": step, **evaluate(student)})
+            student.model.train()
+        ranks.barrier()
+
+    done = 0
     student.model.train()
     try:
-        for step, idx in enumerate(tqdm(plan, desc=f"{student.name} {spec.label()}", disable=not progress, leave=False)):
+        if eval_every and step0 == 0:
+            score(0)
+        bar = tqdm(range(step0, cfg.steps), desc=f"{student.name} {spec.label()}", disable=not progress, leave=False,
+                   initial=step0, total=cfg.steps)
+        for step in bar:
+            if max_steps is not None and done >= max_steps:
+                break
+            t0 = time.perf_counter()
+            idx = plan[step][ranks.rank * per:(ranks.rank + 1) * per]
             terms = run(*step_inputs(source, student, corpus, idx, cfg, spec, layers, task))
-            rows.append({"step": step, **optimiser_step(terms, opt, sched, params)})
+            rows.append({"step": step, **ranks.mean(optimiser_step(terms, opt, sched, params))})
+            seconds += time.perf_counter() - t0
+            done += 1
+            last = step == cfg.steps - 1
+            if eval_every and ((step + 1) % eval_every == 0 or last):
+                score(step + 1)
+            if (checkpoint_every and (step + 1) % checkpoint_every == 0) or last:
+                save(step + 1)
     finally:
         student.model.eval()
-    if run.head is not None:
-        student.head = run.head.eval()
-    return pd.DataFrame(rows)
+    if step_mod.head is not None:
+        student.head = step_mod.head.eval()
+    return {"losses": pd.DataFrame(rows), "curve": pd.DataFrame(curve), "steps": done, "seconds": seconds,
+            "complete": len(rows) == cfg.steps, "global_batch": cfg.batch_size, "world": ranks.world}
+
+
+def distill(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig, progress: bool = True,
+            task: TaskTargets | None = None) -> pd.DataFrame:
+    """`train_student` in one process without checkpoints or evaluations: its per-step loss terms [step, L_*, loss]."""
+    return train_student(teacher, student, corpus, cfg, task, progress)["losses"]
 
 
 @torch.no_grad()

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import io
 import json
 import math
 import os
@@ -50,7 +49,8 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from lib.device import get_device, resolve_precision
-from lib.paths import atomic_write_bytes, atomic_write_text, resolve
+from lib.paths import atomic_write_text, resolve
+from lib.runinfo import load_state, save_state
 
 TIMEOUT_S = 600  # collectives of a stuck or dead rank fail after this, instead of hanging the job
 
@@ -113,25 +113,6 @@ def _per_rank(global_batch: int, d: Dist) -> int:
         raise ValueError(f"a global batch of {global_batch} cannot be split evenly over {d.world} ranks; use a multiple "
                          f"of the number of processes")
     return global_batch // d.world
-
-
-def _save(path: Path, obj: dict) -> Path:
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    return atomic_write_bytes(path, buf.getvalue())
-
-
-def _resume(out_dir: Path | None, config: dict, device) -> dict | None:
-    """last.pt of `out_dir` if it was made by the same configuration (else an error naming the fix)."""
-    path = out_dir / "last.pt" if out_dir else None
-    if path is None or not path.is_file():
-        return None
-    ck = torch.load(path, map_location=device, weights_only=True)
-    if ck["config"] != config:
-        diff = sorted(k for k in set(config) | set(ck["config"]) if config.get(k) != ck["config"].get(k))
-        raise ValueError(f"checkpoint {path} was made with other settings ({', '.join(diff)}); use another output "
-                         f"folder or delete it to start over")
-    return ck
 
 
 def peak_memory_mb(device) -> float:
@@ -210,7 +191,7 @@ def train_gat(kind: str, model_cfg: dict, train_graphs: list, cfg, d: Dist, grap
               "global_batch": G,
               "data_id": data_fingerprint(graphs)}
     epoch0, step0, history, val_log = 1, 0, [], []
-    ck = _resume(out_dir, config, d.device)
+    ck = load_state(out_dir / "last.pt", config, d.device) if out_dir else None
     if ck is not None:
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
@@ -219,7 +200,7 @@ def train_gat(kind: str, model_cfg: dict, train_graphs: list, cfg, d: Dist, grap
     val_tasks = _val_tasks(list(val), cfg) if d.rank == 0 else []
 
     def save(epoch: int, step: int) -> None:
-        _save(out_dir / "last.pt", {"model": model.state_dict(), "optimizer": opt.state_dict(),
+        save_state(out_dir / "last.pt", {"model": model.state_dict(), "optimizer": opt.state_dict(),
                                     "scaler": scaler.state_dict(), "config": config, "epoch": epoch, "step": step,
                                     "history": history, "val": val_log})
 
@@ -269,57 +250,40 @@ def _gat_result(history, val_log, done, t_start, G, d) -> dict:
 # ---------------------------------------------------------------- stage 5: MiniLM distillation
 
 
+class _Ranks:
+    """lib.distill_train's view of this job's ranks: a share of each batch, DDP, gradient means, barriers."""
+
+    def __init__(self, d: Dist):
+        self.d, self.rank, self.world = d, d.rank, d.world
+
+    def barrier(self) -> None:
+        self.d.barrier()
+
+    def mean(self, values: dict[str, float]) -> dict[str, float]:
+        return _mean_over_ranks(values, self.d)
+
+    def wrap(self, module):
+        return _wrap(module, self.d, find_unused=True)  # the last layer's attention output and FFN get no gradient
+        # from L_AT / L_VR
+
+
 def distill(teacher, student, corpus: list[str], cfg, d: Dist, task=None, out_dir: str | Path | None = None,
             ckpt_every: int = 10, max_steps: int | None = None) -> dict:
-    """lib.distill_train.distill data-parallel over `d`'s ranks: cfg.batch_size is the global batch W·B, rank r takes
-    sentences r·B..(r+1)·B-1 of each step's batch (the single-process run's batch plan).
+    """lib.distill_train.train_student data-parallel over `d`'s ranks: cfg.batch_size is the global batch W·B, rank r
+    takes sentences r·B..(r+1)·B-1 of each step's batch (the single-process run's batch plan); checkpoints in
+    out_dir/last.pt.
 
     A TeacherTargetStore is filled by rank 0 before training (one writer); an in-memory TeacherCache computes each
     rank's own shard. Returns {"rows": [{step, L_AT, L_VR, ..., loss}] (global means), "steps", "seconds",
     "global_batch", "world"}; the trained head, if any, is left in `student.head`.
     """
-    from lib.distill_train import _optimizer, batch_plan, optimiser_step, prepare_run, step_inputs
+    from lib.distill_train import train_student
 
-    per = _per_rank(cfg.batch_size, d)
-    r = prepare_run(teacher, student, corpus, cfg, task)
-    source, spec, layers, step_mod, params = r["source"], r["spec"], r["layers"], r["step"], r["params"]
-    plan = batch_plan(len(corpus), cfg.steps, cfg.batch_size, cfg.seed)
-    if spec.needs_attention and hasattr(source, "ensure"):
-        if d.rank == 0:
-            source.ensure([corpus[i] for i in np.unique(np.concatenate(plan))], layers)
-        d.barrier()
-    # the last layer's attention output and FFN get no gradient from L_AT / L_VR
-    run = _wrap(step_mod, d, find_unused=True)
-    opt, sched = _optimizer(params, cfg, cfg.steps)
-    out_dir = Path(out_dir) if out_dir else None
-    config = {"student": student.name, "cfg": {k: v for k, v in vars(cfg).items()}, "corpus": len(corpus)}
-    step0, rows = 0, []
-    ck = _resume(out_dir, config, d.device)
-    if ck is not None:
-        step_mod.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
-        sched.load_state_dict(ck["scheduler"])
-        step0, rows = ck["step"], ck["rows"]
-    done, t_start = 0, time.perf_counter()
-    student.model.train()
-    try:
-        for step in range(step0, cfg.steps):
-            if max_steps is not None and done >= max_steps:
-                break
-            idx = plan[step][d.rank * per:(d.rank + 1) * per]
-            terms = run(*step_inputs(source, student, corpus, idx, cfg, spec, layers, task))
-            rows.append({"step": step, **_mean_over_ranks(optimiser_step(terms, opt, sched, params), d)})
-            done += 1
-            if out_dir and d.rank == 0 and (done % ckpt_every == 0 or step == cfg.steps - 1):
-                _save(out_dir / "last.pt", {"model": step_mod.state_dict(), "optimizer": opt.state_dict(),
-                                            "scheduler": sched.state_dict(), "config": config, "step": step + 1,
-                                            "rows": rows})
-    finally:
-        student.model.eval()
-    if step_mod.head is not None:
-        student.head = step_mod.head.eval()
-    return {"rows": rows, "steps": done, "seconds": time.perf_counter() - t_start, "global_batch": cfg.batch_size,
-            "world": d.world}
+    res = train_student(teacher, student, corpus, cfg, task, progress=False, ranks=_Ranks(d),
+                        checkpoint=Path(out_dir) / "last.pt" if out_dir else None, checkpoint_every=ckpt_every,
+                        max_steps=max_steps)
+    return {"rows": res["losses"].to_dict("records"), "steps": res["steps"], "seconds": res["seconds"],
+            "global_batch": res["global_batch"], "world": res["world"]}
 
 
 # ---------------------------------------------------------------- stage 2: embedding

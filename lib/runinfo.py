@@ -102,3 +102,33 @@ def config_digest(obj) -> str:
     import hashlib
 
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def save_state(path: str | Path, state: dict) -> Path:
+    """torch.save `state` (which carries its "config") to `path` atomically: a kill leaves the previous file whole."""
+    import io
+
+    import torch
+
+    from lib.paths import atomic_write_bytes
+
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def load_state(path: str | Path, config: dict, device="cpu") -> dict | None:
+    """The state saved at `path` when it was made with `config`; None when there is no file. A file made with other
+    settings is refused with one error naming the keys that differ (resuming it would mix two runs)."""
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        return None
+    state = torch.load(path, map_location=device, weights_only=True)
+    if state["config"] != config:
+        flat_new, flat_old = flatten(jsonable(config)), flatten(jsonable(state["config"]))
+        diff = sorted(k for k in set(flat_new) | set(flat_old) if flat_new.get(k) != flat_old.get(k))
+        raise ValueError(f"checkpoint {path} was made with other settings ({', '.join(diff)}); use another output "
+                         "folder, or delete the file to start over")
+    return state

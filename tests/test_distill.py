@@ -26,11 +26,11 @@ def make_tokenizer(tmp_path, words=WORDS, name="vocab.txt"):
     return BertTokenizer(str(p), do_lower_case=True)
 
 
-def tiny_encoder(tok, layers=2, hidden=32, heads=4, seed=0, name="tiny"):
+def tiny_encoder(tok, layers=2, hidden=32, heads=4, seed=0, name="tiny", dropout=0.0, positions=64):
     torch.manual_seed(seed)
     cfg = BertConfig(vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                     intermediate_size=2 * hidden, max_position_embeddings=64, attn_implementation="eager",
-                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+                     intermediate_size=2 * hidden, max_position_embeddings=positions, attn_implementation="eager",
+                     hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     m = BertModel(cfg, add_pooling_layer=False).eval()
     return D.Encoder(m, tok, "bert", name)
 
@@ -181,6 +181,78 @@ def test_distillation_is_deterministic_for_a_seed(tmp_path):
     assert runs[0].loss.tolist() == runs[1].loss.tolist()
 
 
+def test_a_killed_run_resumes_from_its_step_checkpoint_and_matches_the_uninterrupted_one(tmp_path):
+    tok = make_tokenizer(tmp_path)
+    teacher = tiny_encoder(tok, layers=2, seed=1)
+    cfg = D.DistillConfig(steps=6, batch_size=3, max_seq_len=16, lr=1e-3, relation_heads=4, seed=3)
+    probe = lambda enc: {"norm": float(sum(p.detach().norm() for p in enc.model.parameters()))}  # noqa: E731
+    kw = dict(progress=False, evaluate=probe, eval_every=2, checkpoint_every=2)
+    ref_student = tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2, dropout=0.3)  # dropout: the RNG must resume
+    ref = D.train_student(teacher, ref_student, CORPUS, cfg, checkpoint=tmp_path / "ref.pt", **kw)
+    assert ref["complete"] and ref["curve"].step.tolist() == [0, 2, 4, 6] and ref["seconds"] > 0
+
+    first = D.train_student(teacher, tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2, dropout=0.3), CORPUS, cfg,
+                            checkpoint=tmp_path / "run.pt", max_steps=3, **kw)  # "killed" after step 3
+    assert not first["complete"] and first["steps"] == 3
+    student = tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=7, dropout=0.3)  # other weights: all from the file
+    res = D.train_student(teacher, student, CORPUS, cfg, checkpoint=tmp_path / "run.pt", **kw)
+    assert res["steps"] == 4  # resumed after step 2, the last checkpoint
+    pd.testing.assert_frame_equal(res["losses"], ref["losses"])
+    pd.testing.assert_frame_equal(res["curve"], ref["curve"])
+    for (k, a), b in zip(ref_student.model.state_dict().items(), student.model.state_dict().values()):
+        assert torch.equal(a, b), k
+    again = D.train_student(teacher, student, CORPUS, cfg, checkpoint=tmp_path / "run.pt", **kw)
+    assert again["steps"] == 0 and again["complete"]
+    with pytest.raises(ValueError, match=r"other settings \(cfg\.lr\)"):
+        D.train_student(teacher, student, CORPUS, D.DistillConfig(**{**vars(cfg), "lr": 2e-3}),
+                        checkpoint=tmp_path / "run.pt", **kw)
+
+
+def test_adamw_is_fused_unless_asked_not_to(tmp_path):
+    from lib.distill_train import _optimizer
+
+    params = list(tiny_encoder(make_tokenizer(tmp_path), layers=1, hidden=16, heads=2).model.parameters())
+    assert _optimizer(params, D.DistillConfig(), 10)[0].defaults["fused"] is True
+    assert not _optimizer(params, D.DistillConfig(fused=False), 10)[0].defaults["fused"]
+
+
+def _grid_data():
+    texts = CORPUS * 2
+    df = pd.DataFrame({"text": texts, "label": [i % 2 for i in range(len(texts))]})
+    return {"transfer": CORPUS, "fidelity": {"val": texts, "test": texts}, "polarity": {s: df for s in ("train", "val", "test")},
+            "topic": {s: df for s in ("train", "val", "test")}, "topics": ["a", "b"]}
+
+
+def test_grid_curves_ablation_subset_and_resume(tmp_path):
+    tok = make_tokenizer(tmp_path)
+    teacher = tiny_encoder(tok, layers=2, seed=1, name="teacher")
+    assistant = tiny_encoder(tok, layers=2, hidden=16, heads=2, seed=4, name="assistant", positions=512)
+    p = dict(seeds=[0, 1], students=[1], student_hidden=16, student_heads=2, relation_heads=4, teacher_attention="eager",
+             student_inits=["random", "assistant"], ablation_students=[1], ablation_inits=["random"], ablation_seeds=[0],
+             ta_students=[], ta_source="pretrained", transfer_sentences=8, steps=4, batch_size=2, max_seq_len=16,
+             lr=1e-3, warmup_frac=0.1, weight_decay=0.01, cache_teacher_targets=False, tasks=[], task_students=[],
+             task_losses=["ce"], eval_every=2, checkpoint_every=2, lp_students=[], precision="fp32", w_at=1.0, w_vr=1.0,
+             w_out=1.0, kd_temperature=1.0, kd_alpha=0.5)
+    with pytest.raises(D.DistillError, match="no task-agnostic MiniLM rows"):
+        D.choose_init(pd.DataFrame({"stage": [], "method": [], "student": [], "init": []}), ["1x16"])
+    res, hist, info = D.run_grid(p, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / "ck")
+    agn = res[res.stage == "task-agnostic"]
+    abl = agn[agn.method.isin(["-Value-Rel", "Value-MSE", "+Layer-to-Layer"])]
+    assert len(abl) == 3 and set(abl.init) == {"random"} and set(abl.seed) == {0}
+    assert len(agn[agn.method == "MiniLM"]) == 4 and len(agn[agn.method == "no distillation"]) == 4
+    distilled = agn[agn.method != "no distillation"]
+    assert set(info["curves"]) == set(distilled.model) and (distilled.steps == 4).all()
+    assert all(c.step.tolist() == [0, 2, 4] for c in info["curves"].values())
+    first = distilled.iloc[0]  # the curve's last point is the row's own evaluation
+    assert info["curves"][first.model].iloc[-1].topic_test == first.topic_test
+    assert not list((tmp_path / "ck" / "steps").glob("*.pt"))  # finished rows replace their step checkpoints
+    init, why = D.choose_init(res, ["1x16"])
+    assert init in ("random", "assistant") and "validation" in why
+    res2, hist2, info2 = D.run_grid(p, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / "ck")
+    assert info2["teacher_sentences"] == 0 and set(info2["curves"]) == set(info["curves"])
+    pd.testing.assert_frame_equal(res2.drop(columns="train_s"), res.drop(columns="train_s"), check_dtype=False)
+
+
 def test_teacher_cache_is_shared_and_matches_direct_run(tmp_path):
     tok = make_tokenizer(tmp_path)
     teacher = tiny_encoder(tok, layers=2, seed=1)
@@ -293,7 +365,8 @@ def test_check_params_names_the_bad_key():
     for key, bad in (("ablation_students", [4]), ("ta_source", "other"), ("relation_heads", 10), ("lp_students", [5]),
                      ("student_inits", ["zeros"]), ("teacher_attention", "bias"), ("task_losses", ["at+vr+out"]),
                      ("task_losses", ["ce", "at+kd"]), ("task_students", [4]), ("tasks", ["nli"]),
-                     ("lp_protocols", ["leaky"]), ("lp_protocols", [])):
+                     ("lp_protocols", ["leaky"]), ("lp_protocols", []), ("ablation_inits", ["assistant"]),
+                     ("ablation_seeds", [7]), ("eval_every", -1)):
         with pytest.raises(ParamError, match=f"parameter {key}="):
             D.check_params({**good, key: bad})
 
@@ -313,5 +386,41 @@ def test_lp_verdicts_pair_each_student_with_its_control_by_seed():
     t = D.lp_table(lp)
     assert t.loc[("leak_free", "3x384 MiniLM", "gat_model"), "auc_mean"] == pytest.approx(0.71)
     assert t.loc[("leak_free", "3x384 MiniLM", "gat_model"), "seeds"] == 2
-    assert D.student_folder(3, 384, 2, "no distillation") == "control_3x384_s2"
-    assert D.student_folder(6, 384, 0) == "student_6x384_s0"
+    assert D.student_folder(3, 384, 2, "no distillation") == "control_3x384_random_s2"
+    assert D.student_folder(3, 384, 0, "MiniLM", "assistant") == "student_3x384_assistant_s0"
+    assert D.student_folder(6, 384, 0) == "student_6x384_random_s0"
+
+
+def _agnostic_rows(values: dict) -> pd.DataFrame:
+    return pd.DataFrame([{"model": f"{meth} s{s}", "stage": "task-agnostic", "student": "3x384", "init": "random",
+                          "method": meth, "seed": s, "polarity_test": v, "topic_test": v / 2, "fid_cosine": 0.5}
+                         for meth, vs in values.items() for s, v in enumerate(vs)])
+
+
+def test_paired_differences_give_the_t_interval_over_seeds():
+    res = _agnostic_rows({"MiniLM": [0.62, 0.64, 0.63], "no distillation": [0.60, 0.60, 0.60]})
+    d = D.paired_differences(res, metrics=("polarity_test",)).iloc[0]
+    half = 4.302653 * 0.01 / math.sqrt(3)  # t_{0.975, 2} * sd / sqrt(n), sd of (0.02, 0.04, 0.03) = 0.01
+    assert (d.method, d.seeds) == ("MiniLM", 3)
+    assert d["diff"] == pytest.approx(0.03) and d["std"] == pytest.approx(0.01)
+    assert d.ci_low == pytest.approx(0.03 - half, abs=1e-6) and d.ci_high == pytest.approx(0.03 + half, abs=1e-6)
+    assert "(above 0)" in D.difference_sentences(D.paired_differences(res, metrics=("polarity_test",)))[0]
+    one = D.paired_differences(_agnostic_rows({"MiniLM": [0.61], "no distillation": [0.60]}), metrics=("topic_test",))
+    assert math.isnan(one.ci_low.iloc[0]) and "one seed, no interval" in D.difference_sentences(one)[0]
+    worse = _agnostic_rows({"MiniLM": [0.50, 0.51, 0.52], "no distillation": [0.60, 0.60, 0.61]})
+    assert "(below 0)" in D.difference_sentences(D.paired_differences(worse, metrics=("polarity_test",)))[0]
+
+
+def test_curve_trends_and_budget_verdicts():
+    res = _agnostic_rows({"MiniLM": [0.7, 0.7], "-Value-Rel": [0.6, 0.6], "no distillation": [0.5, 0.5]})
+    steps = np.arange(0, 5001, 500)
+    curves = {"MiniLM s0": pd.DataFrame({"step": steps, "polarity_test": 0.5 + steps / 1e5}),  # +0.01 after 4000
+              "MiniLM s1": pd.DataFrame({"step": steps, "polarity_test": 0.5 + steps / 1e5 + 0.001 * (steps == 5000)}),
+              "-Value-Rel s0": pd.DataFrame({"step": steps, "polarity_test": 0.6 - steps / 1e6})}
+    tr = D.curve_trends(curves, res, metrics=("polarity_test",)).set_index("method")
+    assert (tr.loc["MiniLM", "from_step"], tr.loc["MiniLM", "to_step"]) == (4000, 5000)
+    assert tr.loc["MiniLM", "mean"] == pytest.approx(0.0105) and bool(tr.loc["MiniLM", "rising"])
+    assert not bool(tr.loc["-Value-Rel", "rising"])
+    lines = D.budget_verdicts(res, curves, metrics=("polarity_test",))
+    assert any("MiniLM - -Value-Rel" in x and "+0.100" in x for x in lines)
+    assert any(x.startswith("learning curves still rising") and "random MiniLM polarity_test +0.01" in x for x in lines)
