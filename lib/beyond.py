@@ -31,8 +31,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from lib.heuristics import HeuristicStack
-from lib.protocols import ProtocolSplit
-from lib.train import TrainConfig, data_fingerprint, evaluate_model, evaluate_scorer, link_metrics, train_model
+from lib.protocols import NEGATIVE_SETS, ProtocolSplit
+from lib.train import STRATA, TrainConfig, data_fingerprint, evaluate_model, evaluate_scorer, train_model
 
 VARIANTS = {
     "dot": {"decoder": "dot", "decoder_features": False},
@@ -45,16 +45,17 @@ VARIANTS = {
 VARIANTS.update({f"{v}_rescaled": {**VARIANTS[v], "decoder_rescale": True} for v in ("ncn_stack", "ncn_stack_uniform")})
 # Training settings a variant fixes whatever the profile says. ncn_stack_uniform is ncn_stack trained for the uniform
 # negative set only: on the seed40 validation graphs (leak_free, seed 0) ncn_stack's validation AUC with uniform
-# negatives fell from 0.942 to 0.892 to 0.807 as the hard share of its training negatives rose from 0 to 0.2 to 0.5,
-# while its hard-negative AUC rose from 0.51 to 0.91 to 0.94: one training mix does not serve both negative sets here.
+# negatives fell from 0.942 to 0.892 to 0.807 as the distance-2 share of its training negatives rose from 0 to 0.2 to
+# 0.5, while its AUC on distance-2 negatives (dist2) rose from 0.51 to 0.91 to 0.94: one training mix does not serve both negative sets here.
 VARIANT_TRAINING = {v: {"hard_negative_share": 0.0, "select_metric": "mrr"}
                     for v in ("ncn_stack_uniform", "ncn_stack_uniform_rescaled")}
 STACKS = ("heuristic_stack", "heuristic_stack_rescaled")
 # A diagnostic scorer, not one of the issue's heuristics: 1 for a pair without a common neighbour in the message
-# passing, 0 otherwise. Every hard negative has one (distance 2), so on hard negatives this needs no learning to rank each
+# passing, 0 otherwise. Every dist2 negative has one (distance 2), so on dist2 this needs no learning to rank each
 # such positive first; gap_table reports the best graph model's margin over it beside the goal's.
 SHORTCUT = "no_cn_shortcut"
 SWEEP_KEYS = ("dropout", "num_levels", "lr")
+VAL_KEYS = tuple(f"{m}{s}" for s in ["", *(f"_{n}" for n in NEGATIVE_SETS[1:]), "_both", "_all"] for m in ("auc", "mrr"))
 GOAL_AUC_MARGIN = 0.02  # issue "Beyond the seed": >= +0.02 AUC over the stronger heuristic scorer, and a higher MRR
 
 
@@ -111,8 +112,8 @@ def sweep(split: ProtocolSplit, variant: str, model_cfg: dict, cfg: TrainConfig,
                              data_id=data_fingerprint(split.train, split.val))
         best = next(v for v in res.val if v["epoch"] == res.best_epoch)
         rows.append({"variant": variant, **point, "best_epoch": res.best_epoch, "epochs_run": len(res.val),
-                     **{f"val_{k}": best.get(k) for k in ("auc", "mrr", "auc_hard", "mrr_hard", "auc_both", "mrr_both")
-                        if k in best}, "seconds": sum(h["seconds"] for h in res.history)})
+                     **{f"val_{k}": best.get(k) for k in VAL_KEYS if k in best},
+                     "seconds": sum(h["seconds"] for h in res.history)})
     return pd.DataFrame(rows)
 
 
@@ -172,7 +173,7 @@ def validation_of(res: dict, negatives: str) -> dict:
 def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc", "mrr")) -> pd.DataFrame:
     """Per protocol × negative set: the best graph model, the heuristic stack, the best single heuristic, and the best
     model's margin (mean ± std of per-seed differences) over the *strongest* heuristic scorer by mean test AUC ("bar")
-    — the stack is fitted on uniform negatives, so on hard ones a single heuristic can beat it; where the rows hold a
+    — the stack is fitted on uniform negatives, so on the other sets a single heuristic can beat it; where the rows hold a
     rescaled stack (STACKS), it competes for the bar too.
 
     The best graph model is chosen by its mean *validation* AUC on that negative set (column val_auc, from
@@ -180,12 +181,13 @@ def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc"
     highest mean test AUC beside it. Rows without val_auc (older runs) fall back to the test AUC, and "chosen on" says
     which was used. Where the rows hold SHORTCUT, its metrics and the best model's mean margin over it
     ({metric}_margin_shortcut) are added; it is not part of the bar. A protocol × negative set without a defined AUC
-    (its tasks hold no such negative) has no row."""
+    (its tasks hold no such negative) has no row. Where the rows hold per-stratum metrics (auc_cn, mrr_no_cn, ...),
+    {metric}_{stratum}_margin is the best model's mean margin over the bar within that stratum of positives."""
     from lib.heuristics import HEURISTICS
 
     out = []
     for (p, n), g in rows.groupby(["protocol", "negatives"], sort=False):
-        g = g[g["auc"].notna()]  # a negative set with no pairs in these tasks (e.g. no hard negative exists) has none
+        g = g[g["auc"].notna()]  # a negative set with no pairs in these tasks (e.g. no dist2 negative exists) has none
         mean = g.groupby("model")[list(metrics)].mean()
         graph_models = [m for m in mean.index if m not in HEURISTICS and m not in STACKS and m != SHORTCUT]
         if not graph_models or not any(m in HEURISTICS for m in mean.index):
@@ -210,37 +212,53 @@ def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc"
                 v = per_seed[m][SHORTCUT]
                 rec[f"{best_label(m)} {SHORTCUT}"] = f"{v.mean():.3f} ± {v.std(ddof=1) if len(v) > 1 else 0:.3f}"
                 rec[f"{m}_margin_shortcut"] = float((per_seed[m][best] - v).mean())
+            for st in STRATA:  # where the best model wins: positives with / without a common neighbour
+                col = f"{m}_{st}"
+                if col in g and g[col].notna().any():
+                    ps = g.pivot_table(index="seed", columns="model", values=col)
+                    if best in ps and bar in ps:
+                        rec[f"{col}_margin"] = float((ps[best] - ps[bar]).mean())
         out.append(rec)
     return pd.DataFrame(out)
 
 
 def structure_profile(tasks: list, hits_k: int = 50) -> dict:
     """What the held-out pairs of a set of tasks (validation or test, lib.protocols.EvalTask) look like in their
-    message passing: mean degree, positives, share of positives with no common neighbour, mean common neighbours of
-    positives and of hard / uniform negatives — and the hard-negative AUC and MRR (per-task mean, as every scorer's) of
-    the shortcut that scores a pair 1 when it has no common neighbour and 0 otherwise. A hard negative sits at distance
-    2, so it always has one: a positive without one is told apart from every hard negative by that alone (the shortcut's
-    MRR is about the share of such positives). Where validation and test differ in that share, validation measures
-    another task than test. Reads the tasks' pairs, never a model."""
-    from lib.heuristics import adjacency, heuristic_scores
+    message passing: mean degree, positives, share of positives with no common neighbour (pos_no_cn), mean common
+    neighbours of positives, and per negative set the share of its negatives without one (<set>_no_cn) and the AUC and
+    MRR of the shortcut that scores a pair 1 when it has no common neighbour and 0 otherwise (shortcut_<set>_auc /
+    _mrr; per-task means, as every scorer's; per-positive sets ranked per positive). A dist2 negative always has a
+    common neighbour, so there the shortcut's MRR is about the share of positives without one; a matched negative has
+    one exactly when its positive has, so there the shortcut's AUC is 0.5. Where validation and test differ in
+    pos_no_cn, validation measures another task than test. Reads the tasks' pairs, never a model."""
+    from lib.heuristics import heuristic_scores
+    from lib.train import set_metrics
 
-    cn = {"pos": [], "hard": [], "uniform": []}
-    degree, shortcut = [], []
+    def cn(t, pairs):
+        return heuristic_scores("common_neighbours", t.data.x, t.mp_edge_index, t.data.num_nodes, pairs)
+
+    pos_cn, degree, neg_no_cn = [], [], {n: [] for n in NEGATIVE_SETS}
+    shortcut = {n: [] for n in NEGATIVE_SETS}
     for t in tasks:
-        a = adjacency(t.mp_edge_index, t.data.num_nodes)
         degree.append(t.mp_edge_index.size(1) / t.data.num_nodes)
-        for k, pairs in (("pos", t.pos), ("hard", t.neg_hard), ("uniform", t.neg)):
-            cn[k].append(heuristic_scores("common_neighbours", t.data.x, t.mp_edge_index, t.data.num_nodes, pairs, a))
-        if cn["pos"][-1].size and cn["hard"][-1].size:
-            shortcut.append(link_metrics((cn["pos"][-1] == 0).astype(float), (cn["hard"][-1] == 0).astype(float),
-                                         hits_k))
-    cn = {k: np.concatenate(v) if v else np.empty(0) for k, v in cn.items()}
-    share = lambda c: float((c == 0).mean()) if c.size else float("nan")
-    mean = lambda c: float(np.mean(c)) if len(c) else float("nan")
-    return {"tasks": len(tasks), "mp_degree": mean(degree), "positives": int(cn["pos"].size),
-            "pos_no_cn": share(cn["pos"]), "pos_cn": mean(cn["pos"]), "hard_cn": mean(cn["hard"]),
-            "hard_no_cn": share(cn["hard"]), "uniform_no_cn": share(cn["uniform"]),
-            "shortcut_hard_auc": mean([m["auc"] for m in shortcut]), "shortcut_hard_mrr": mean([m["mrr"] for m in shortcut])}
+        p = cn(t, t.pos)
+        pos_cn.append(p)
+        for n in NEGATIVE_SETS:
+            pairs = t.negatives(n)
+            if pairs.size(1) == 0 or p.size == 0:
+                continue
+            q = cn(t, pairs)
+            neg_no_cn[n].append(q == 0)
+            shortcut[n].append(set_metrics((p == 0).astype(float), (q == 0).astype(float), t.owners(n), None, hits_k))
+    pos_cn = np.concatenate(pos_cn) if pos_cn else np.empty(0)
+    mean = lambda c: float(np.mean(c)) if len(c) else float("nan")  # noqa: E731
+    out = {"tasks": len(tasks), "mp_degree": mean(degree), "positives": int(pos_cn.size),
+           "pos_no_cn": float((pos_cn == 0).mean()) if pos_cn.size else float("nan"), "pos_cn": mean(pos_cn)}
+    for n in NEGATIVE_SETS:
+        out[f"{n}_no_cn"] = float(np.concatenate(neg_no_cn[n]).mean()) if neg_no_cn[n] else float("nan")
+        for m in ("auc", "mrr"):
+            out[f"shortcut_{n}_{m}"] = mean([r[m] for r in shortcut[n] if r[m] is not None])
+    return out
 
 
 def best_label(metric: str) -> str:
@@ -255,3 +273,52 @@ def seconds_per_1000(fn, pairs: int, repeat: int = 3) -> float:
         fn()
         ts.append(time.perf_counter() - t0)
     return float(np.median(ts)) * 1000 / pairs
+
+
+def gap_sentences(gaps: pd.DataFrame) -> list[str]:
+    """One sentence per protocol × negative set of `gap_table`: the best graph model (chosen on validation), its AUC
+    and MRR margins over the bar and the goal's verdict, its margin over SHORTCUT, and within each stratum of positives
+    (with / without a common neighbour) its AUC margin over the bar — printed by notebook 03b from the numbers."""
+    out = []
+    for r in gaps.to_dict("records"):
+        ok = meets_goal(r["auc_margin"], r["mrr_margin"])
+        txt = (f"{r['protocol']} / {r['negatives']}: best graph model {r['best graph model']} (chosen on "
+               f"{r['chosen on']} AUC; best on test: {r['best on test']}): AUC margin over the strongest heuristic "
+               f"scorer ({r['bar']}) {r['auc_margin']:+.3f} ± {r['auc_margin_std']:.3f}, MRR margin "
+               f"{r['mrr_margin']:+.3f} ± {r['mrr_margin_std']:.3f}: {'meets' if ok else 'does not meet'} the goal "
+               f"(>= +{GOAL_AUC_MARGIN} AUC and a higher MRR)")
+        if "auc_margin_shortcut" in r and pd.notna(r.get("auc_margin_shortcut")):
+            txt += f"; over {SHORTCUT} AUC {r['auc_margin_shortcut']:+.3f}, MRR {r['mrr_margin_shortcut']:+.3f}"
+        strata = [f"{st} {r[f'auc_{st}_margin']:+.3f}" for st in STRATA if pd.notna(r.get(f"auc_{st}_margin"))]
+        if strata:
+            txt += f"; AUC margin over the bar by stratum of positives: {', '.join(strata)}"
+        out.append(txt + ".")
+    return out
+
+
+def structure_sentences(structure: pd.DataFrame, gaps: pd.DataFrame, rows: pd.DataFrame, protocols: list,
+                        sets=("dist2", "heart", "matched")) -> list[str]:
+    """Per protocol: the share of validation and test positives without a common neighbour (and the mean degree),
+    then per negative set the shortcut's test AUC / MRR beside the validation and test numbers of the graph model
+    chosen for that set on validation. structure: `structure_profile` rows indexed by (protocol, role)."""
+    chosen = gaps.set_index(["protocol", "negatives"])["best graph model"] if len(gaps) else pd.Series(dtype=object)
+    mean = rows.groupby(["protocol", "negatives", "model"])[["val_auc", "auc", "mrr"]].mean()
+    out = []
+    for p in protocols:
+        if (p, "val") not in structure.index or (p, "test") not in structure.index:
+            continue
+        v, t = structure.loc[(p, "val")], structure.loc[(p, "test")]
+        out.append(f"{p}: {v.pos_no_cn:.0%} of validation positives have no common neighbour against {t.pos_no_cn:.0%} "
+                   f"of test positives (mean degree {v.mp_degree:.1f} against {t.mp_degree:.1f}).")
+        for n in sets:
+            if (p, n) not in chosen.index:
+                out.append(f"  {n}: the test tasks hold no such negative")
+                continue
+            m = chosen[(p, n)]
+            r = mean.loc[(p, n, m)]
+            sa, sm = t[f"shortcut_{n}_auc"], t[f"shortcut_{n}_mrr"]
+            out.append(f"  {n}: the shortcut scores test AUC {sa:.3f} / MRR {sm:.3f}; the model chosen for this set, {m}, "
+                       f"validation AUC {r.val_auc:.3f}, test AUC {r.auc:.3f} / MRR {r.mrr:.3f}: "
+                       f"{'above' if r.auc > sa else 'not above'} the shortcut in AUC, "
+                       f"{'above' if r.mrr > sm else 'not above'} it in MRR.")
+    return out

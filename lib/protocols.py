@@ -29,10 +29,18 @@ Protocols — what every scorer of one seed sees, after the graphs were split in
                   an unseen title and are a link in no graph. Validation graphs get unseen titles of their own the
                   same way, removed from the training graphs, so epoch selection measures the same task.
 
-Negative sets: "uniform" (as above) and "hard", after the HeaRT benchmark (Li et al., NeurIPS 2023): for each positive
-(u, v) one pair (u, w) with w at distance exactly 2 from u in the message-passing graph, of u's topic where any such w
-has it, that is a non-link under the protocol's rule; u is tried first, then v (under new_nodes only an unseen
-endpoint may anchor, so the negative holds an unseen title too).
+Negative sets, each reported on its own (every one is a non-link under the protocol's rule: a link in no graph of the
+dataset, so never a positive of any role):
+  "uniform":  as above, shared by all positives of a task.
+  "dist2":    for each positive (u, v) one pair (u, w) with w at distance exactly 2 from u in the message-passing graph,
+              of u's topic where any such w has it; u is tried first, then v (under new_nodes only an unseen endpoint
+              may anchor, so the negative holds an unseen title too). Every such negative has a common neighbour, so
+              "no common neighbour => link" ranks a positive without one above all of them with no learning (this set
+              was called "hard" before; it is kept for comparison).
+  "heart", "matched": `per_positive` negatives of each positive's own, sharing an endpoint with it (lib.negatives):
+              ranked hard by resource allocation, personalised PageRank and feature cosine together (HeaRT), or at the
+              positive's own distance in the message passing. Scored per positive (MRR, Hits@k among its own
+              negatives) beside the AUC.
 """
 from __future__ import annotations
 
@@ -49,7 +57,8 @@ from torch_geometric.utils import negative_sampling, subgraph, to_undirected
 
 PROTOCOLS = ("seed", "within_graph", "leak_free", "pair_split", "new_nodes")
 GRAPH_PROTOCOLS = ("seed", "within_graph")  # leave the training graphs as they are
-NEGATIVE_SETS = ("uniform", "hard")
+NEGATIVE_SETS = ("uniform", "dist2", "heart", "matched")
+PER_POSITIVE = 20  # negatives per positive of the "heart" and "matched" sets (lib.negatives says why 20)
 # Protocols whose training graphs are identical share one trained model per (seed, supervision, kind).
 TRAIN_SET = {"seed": "graphs", "within_graph": "graphs", "leak_free": "leak_free", "pair_split": "pair_split",
              "new_nodes": "new_nodes"}
@@ -285,7 +294,8 @@ class EvalTask:
 
     data: the evaluation graph (x [N, F], titles, topics; edge_index = every edge it may know of);
     mp_edge_index [2, M]: edges for message passing and neighbourhood heuristics (both directions);
-    pos [2, P]: positives; neg [2, Q]: uniform negatives; neg_hard [2, H]: distance-2 negatives."""
+    pos [2, P]: positives; neg [2, Q]: uniform negatives; neg_hard [2, H]: distance-2 negatives (set "dist2");
+    per_positive: set name -> (pairs [2, Q], owner [Q] = the positive each belongs to) for "heart" and "matched"."""
 
     graph_id: str
     protocol: str
@@ -295,9 +305,27 @@ class EvalTask:
     neg: Tensor
     neg_hard: Tensor
     hard_missing: int = 0
+    per_positive: dict = field(default_factory=dict)
+    missing: dict = field(default_factory=dict)  # per-positive set -> positives that got no negative
 
     def negatives(self, which: str) -> Tensor:
-        return self.neg if check_negatives(which) == "uniform" else self.neg_hard
+        which = check_negatives(which)
+        if which == "uniform":
+            return self.neg
+        if which == "dist2":
+            return self.neg_hard
+        return self.per_positive[which][0] if which in self.per_positive else torch.empty(2, 0, dtype=torch.long)
+
+    def owners(self, which: str) -> np.ndarray | None:
+        """owner [Q] of a per-positive set's negatives (index into pos); None for the shared sets."""
+        return self.per_positive[which][1].numpy() if which in self.per_positive else None
+
+    def pos_has_cn(self) -> np.ndarray:
+        """[P] bool: the positive has a common neighbour in the message passing (the strata of every table)."""
+        from lib.heuristics import heuristic_scores
+
+        return heuristic_scores("common_neighbours", self.data.x, self.mp_edge_index, self.data.num_nodes,
+                                self.pos) > 0
 
 
 @dataclass
@@ -317,9 +345,9 @@ class ProtocolSplit:
 
 
 def graph_task(data: Data, protocol: str, seed: int, holdout_fraction: float = 0.1, neg_rate: float = 0.3,
-               tp: TitlePairs | None = None) -> EvalTask:
-    """The seeded pairs of one graph under a per-graph protocol ("seed" or "within_graph"); negatives (uniform and
-    hard) are non-edges of this graph."""
+               tp: TitlePairs | None = None, per_positive: int = PER_POSITIVE) -> EvalTask:
+    """The seeded pairs of one graph under a per-graph protocol ("seed" or "within_graph"); negatives (every set) are
+    non-edges of this graph."""
     if protocol not in GRAPH_PROTOCOLS:
         raise ValueError(f"graph_task handles {GRAPH_PROTOCOLS}; {protocol!r} needs the whole dataset "
                          f"(lib.protocols.make_protocol)")
@@ -334,11 +362,33 @@ def graph_task(data: Data, protocol: str, seed: int, holdout_fraction: float = 0
         mp, pos, neg = leak_free_split(ei, n, holdout_fraction, s)
     gids = tp.gids(data)
     hard, miss = hard_negatives(mp, data, gids, tp, tp.edge_keys(data), pos, derive_seed(s, "hard"))
-    return EvalTask(str(data.graph_id), protocol, data, mp, pos, neg, hard, miss)
+    task = EvalTask(str(data.graph_id), protocol, data, mp, pos, neg, hard, miss)
+    return _with_per_positive(task, gids, tp, tp.edge_keys(data), s, per_positive)
+
+
+def _with_per_positive(task: EvalTask, gids: np.ndarray, tp: TitlePairs, forbidden: np.ndarray, seed: int, k: int,
+                       anchor_ok: np.ndarray | None = None) -> EvalTask:
+    """`task` with its "heart" and "matched" negatives (k per positive; k = 0 builds none)."""
+    from lib.heuristics import adjacency
+    from lib.negatives import heart_negatives, matched_negatives
+
+    if k <= 0 or task.pos.size(1) == 0:
+        return task
+    a = adjacency(task.mp_edge_index, task.data.num_nodes)
+    x = task.data.x.numpy().astype(np.float64) if task.data.x is not None else np.eye(task.data.num_nodes)
+    for name, (neg, owner, miss) in (
+            ("heart", heart_negatives(a, x, task.data, gids, tp, forbidden, task.pos, k, derive_seed(seed, "heart"),
+                                      anchor_ok)),
+            ("matched", matched_negatives(a, task.data, gids, tp, forbidden, task.pos, k, derive_seed(seed, "matched"),
+                                          anchor_ok))):
+        task.per_positive[name] = (neg, owner)
+        task.missing[name] = miss
+    return task
 
 
 def _heldout_task(data: Data, protocol: str, pos: Tensor, tp: TitlePairs, forbidden: np.ndarray, seed: int,
-                  unseen: np.ndarray | None = None, also_drop: np.ndarray | None = None) -> EvalTask:
+                  unseen: np.ndarray | None = None, also_drop: np.ndarray | None = None,
+                  per_positive: int = PER_POSITIVE) -> EvalTask:
     """Task of a graph whose positives pos [2, P] are held out of its message passing (with the sorted keys
     `also_drop`, when given); negatives avoid `forbidden`."""
     gids = tp.gids(data)
@@ -351,7 +401,8 @@ def _heldout_task(data: Data, protocol: str, pos: Tensor, tp: TitlePairs, forbid
     anchors = np.flatnonzero(unseen) if unseen is not None else None
     neg = sample_global_negatives(data, gids, tp, forbidden, pos.size(1), derive_seed(seed, "neg"), anchors)
     hard, miss = hard_negatives(mp, data, gids, tp, forbidden, pos, derive_seed(seed, "hard"), unseen)
-    return EvalTask(str(data.graph_id), protocol, data, mp, pos, neg, hard, miss)
+    task = EvalTask(str(data.graph_id), protocol, data, mp, pos, neg, hard, miss)
+    return _with_per_positive(task, gids, tp, forbidden, seed, per_positive, unseen)
 
 
 def _pick(n: int, k: int, seed: int) -> np.ndarray:
@@ -378,9 +429,12 @@ def _without_pairs(train_g: list[Data], drop: np.ndarray, tp: "TitlePairs") -> t
 
 def make_protocol(graphs: dict, train_ids: list, val_ids: list, test_ids: list, protocol: str, seed: int,
                   holdout_fraction: float = 0.1, neg_rate: float = 0.3, new_node_fraction: float = 0.1,
-                  tp: TitlePairs | None = None, global_links: np.ndarray | None = None) -> ProtocolSplit:
+                  tp: TitlePairs | None = None, global_links: np.ndarray | None = None,
+                  per_positive: int = PER_POSITIVE) -> ProtocolSplit:
     """Build one protocol for one seed. graphs: graph_id -> Data (the whole dataset: negatives must be non-links in
-    every one of them). Deterministic for a seed. Training graphs left without 2 edges are skipped and listed."""
+    every one of them). Deterministic for a seed. Training graphs left without 2 edges are skipped and listed.
+    Validation tasks are built as the test tasks are, every negative set included (`per_positive` negatives of each
+    positive's own for "heart" and "matched"; 0 builds neither)."""
     check_protocol(protocol)
     if not 0 < holdout_fraction < 1:
         raise ValueError(f"holdout_fraction={holdout_fraction!r} must be in (0, 1), e.g. 0.1")
@@ -393,8 +447,10 @@ def make_protocol(graphs: dict, train_ids: list, val_ids: list, test_ids: list, 
     train_g = [graphs[i] for i in train_ids]
     if protocol in GRAPH_PROTOCOLS:
         out.train = train_g
-        out.val = [graph_task(graphs[i], "within_graph", seed, holdout_fraction, neg_rate, tp) for i in val_ids]
-        out.test = [graph_task(graphs[i], protocol, seed, holdout_fraction, neg_rate, tp) for i in test_ids]
+        out.val = [graph_task(graphs[i], "within_graph", seed, holdout_fraction, neg_rate, tp, per_positive)
+                   for i in val_ids]
+        out.test = [graph_task(graphs[i], protocol, seed, holdout_fraction, neg_rate, tp, per_positive)
+                    for i in test_ids]
         out.removed = {"train_edges_removed": 0, "train_nodes_removed": 0}
         return out
 
@@ -422,13 +478,14 @@ def make_protocol(graphs: dict, train_ids: list, val_ids: list, test_ids: list, 
         k_val = np.unique(np.concatenate([tp.keys(tp.gids(g), val_pos[g.graph_id]) for g in val_graphs])) \
             if val_graphs else np.empty(0, dtype=np.int64)
         drop = np.union1d(k_test, k_val)
-        out.test = [_heldout_task(graphs[g], protocol, p, tp, global_links, derive_seed(seed, "test", str(g)))
-                    for g, p in test_pos.items()]
+        out.test = [_heldout_task(graphs[g], protocol, p, tp, global_links, derive_seed(seed, "test", str(g)),
+                                  per_positive=per_positive) for g, p in test_pos.items()]
         # Validation negatives avoid every link of the dataset, test pairs included: a test pair is usually at distance
         # 2 in a validation graph (it was removed there), so hard negatives would pick it (7.7% of them on seed40) and
         # epoch selection would reward scoring the test links low.
         out.val = [_heldout_task(g, protocol, val_pos[g.graph_id], tp, global_links,
-                                 derive_seed(seed, "val", str(g.graph_id))) for g in val_graphs]
+                                 derive_seed(seed, "val", str(g.graph_id)), per_positive=per_positive)
+                   for g in val_graphs]
         out.train, out.removed = _without_pairs(train_g, drop, tp)
         out.removed.update(test_pairs_held_out=int(k_test.size), val_pairs_held_out=int(k_val.size))
     elif protocol == "pair_split":
@@ -456,7 +513,7 @@ def make_protocol(graphs: dict, train_ids: list, val_ids: list, test_ids: list, 
             if pos.size(1) == und.size(1):
                 return "every one of its links is held out"
             return _heldout_task(g, protocol, pos, tp, global_links, derive_seed(seed, purpose, str(gid)),
-                                 also_drop=drop)
+                                 also_drop=drop, per_positive=per_positive)
 
         for ids, keys, purpose, target in ((test_ids, k_test, "test", out.test), (val_ids, k_val, "val", out.val)):
             for gid in ids:
@@ -484,7 +541,7 @@ def make_protocol(graphs: dict, train_ids: list, val_ids: list, test_ids: list, 
             perm = torch.randperm(cand.size(1), generator=torch.Generator().manual_seed(
                 derive_seed(seed, "holdout", purpose, str(g.graph_id))))
             return _heldout_task(g, "new_nodes", cand[:, perm[:p]], tp, forbidden,
-                                 derive_seed(seed, purpose, str(g.graph_id)), unseen)
+                                 derive_seed(seed, purpose, str(g.graph_id)), unseen, per_positive=per_positive)
 
         for gid in test_ids:
             t = node_task(graphs[gid], u_test, global_links, "test")
@@ -532,8 +589,9 @@ def leak_audit(split: ProtocolSplit) -> dict:
     """What of a protocol's test pairs could have been learnt, counted on title pairs across every graph.
 
     test_pos_seen: test positive title pairs that are an edge of a training graph (as trained on) or of a validation
-    graph (its message passing or its positives); test_neg_true_links / test_neg_hard_true_links: negative title pairs
-    that are a link in some graph of the dataset (label noise); *_titles_seen_share: share of the test graphs' node
+    graph (its message passing or its positives); test_neg_true_links / test_neg_hard_true_links (dist2) /
+    test_neg_heart_true_links / test_neg_matched_true_links: negative title pairs that are a link in some graph of the
+    dataset (label noise); *_titles_seen_share: share of the test graphs' node
     titles, and of the test positives' endpoint titles, that occur in a training or validation graph."""
     tp = split.tp
     seen_keys = [tp.edge_keys(g) for g in split.train]
@@ -546,6 +604,17 @@ def leak_audit(split: ProtocolSplit) -> dict:
         return np.unique(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
 
     pos, neg, hard = keys("pos"), keys("neg"), keys("neg_hard")
+
+    def per_positive_keys(name):
+        parts = [tp.keys(tp.gids(t.data), t.negatives(name)) for t in split.test if t.negatives(name).numel()]
+        return np.unique(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
+
+    extra = {}
+    for name in ("heart", "matched"):
+        k = per_positive_keys(name)
+        extra.update({f"test_neg_{name}_pairs": int(k.size),
+                      f"test_neg_{name}_true_links": int(_member(k, split.global_links).sum()),
+                      f"{name}_missing": int(sum(t.missing.get(name, 0) for t in split.test))})
     test_titles = {tp.index[title] for task in split.test for title in task.data.titles}
     pos_titles = set(np.unique(tp.titles_of(pos)).tolist()) if pos.size else set()
     return {
@@ -556,5 +625,5 @@ def leak_audit(split: ProtocolSplit) -> dict:
         "test_titles_seen_share": round(len(test_titles & seen_titles) / max(1, len(test_titles)), 4),
         "test_pos_titles_seen_share": round(len(pos_titles & seen_titles) / max(1, len(pos_titles)), 4),
         "hard_missing": int(sum(t.hard_missing for t in split.test)),
-        "train_graphs": len(split.train), "skipped": len(split.skipped), **split.removed,
+        **extra, "train_graphs": len(split.train), "skipped": len(split.skipped), **split.removed,
     }

@@ -39,13 +39,16 @@ from lib.device import check_precision, get_device, resolve_precision
 from lib.heuristics import HEURISTICS, heuristic_scores  # noqa: F401  (re-exported)
 from lib.model import FeatureMLP, GatModel, ModelConfig, PlainGAT
 from lib.paths import atomic_write_bytes
-from lib.protocols import (GRAPH_PROTOCOLS, NEGATIVE_SETS, PROTOCOLS, TRAIN_SET, EvalTask, check_negatives,
+from lib.protocols import (GRAPH_PROTOCOLS, NEGATIVE_SETS, PER_POSITIVE, PROTOCOLS, TRAIN_SET, EvalTask, check_negatives,
                            check_protocol, derive_seed, graph_task, leak_audit, make_protocol, sample_negatives,
                            split_edges, TitlePairs, training_exclusions)
 
 MODEL_KINDS = ("gat_model", "plain_gat", "mlp")
 SUPERVISIONS = ("mp", "disjoint")
-SELECT_METRICS = ("auc", "mrr", "auc_both", "mrr_both")  # *_both: mean over uniform and hard validation negatives
+# validation metric that picks the epoch: on uniform negatives; *_both: mean over the uniform and dist2 sets; *_all:
+# mean over every negative set the validation tasks hold
+SELECT_METRICS = ("auc", "mrr", "auc_both", "mrr_both", "auc_all", "mrr_all")
+STRATA = ("cn", "no_cn")  # positives with / without a common neighbour in the message passing
 
 
 class TrainingDiverged(RuntimeError):
@@ -70,6 +73,7 @@ class TrainConfig:
     patience: int = 0  # early stopping: stop after this many epochs without a better validation score (0 = off)
     steps_per_graph: int = 1  # optimiser steps per training graph and epoch (the seed: 1), each with fresh pairs
     hard_negative_share: float = 0.0  # share of each step's negatives drawn at distance 2 in its message passing
+    matched_negative_share: float = 0.0  # share drawn at a positive's own distance in the step's message passing
     hits_k: int = 50
     precision: str = "fp32"  # compute precision of training steps: "fp32", "bf16", "fp16" or "auto" (lib.device)
     amp: bool | None = None  # deprecated alias: amp=True means precision="fp16" (the old CUDA profile)
@@ -92,7 +96,9 @@ class TrainConfig:
                   ("patience", isinstance(self.patience, int) and self.patience >= 0, "use 0 (off) or a count"),
                   ("steps_per_graph", isinstance(self.steps_per_graph, int) and self.steps_per_graph >= 1,
                    "use 1 (the seed) or more"),
-                  ("hard_negative_share", 0 <= self.hard_negative_share <= 1, "use a share in [0, 1]")]
+                  ("hard_negative_share", 0 <= self.hard_negative_share <= 1, "use a share in [0, 1]"),
+                  ("matched_negative_share", 0 <= self.matched_negative_share <= 1 - self.hard_negative_share,
+                   "use a share in [0, 1 - hard_negative_share]")]
         for key, ok, fix in checks:
             if not ok:
                 raise ValueError(f"parameter {key}={getattr(self, key)!r} is invalid: {fix}")
@@ -190,6 +196,41 @@ def link_metrics(pos: np.ndarray, neg: np.ndarray, hits_k: int = 50) -> dict:
             f"hits@{hits_k}": float((pos > kth).mean()), "mrr": float((1.0 / rank).mean())}
 
 
+def set_metrics(pos: np.ndarray, neg: np.ndarray, owner: np.ndarray | None = None, has_cn: np.ndarray | None = None,
+                hits_k: int = 50) -> dict:
+    """Metrics of one negative set of one task: AUC and AP over every positive [P] and negative [Q] score; MRR and
+    Hits@{1,10} of each positive among its negatives (its own when owner [Q] maps every negative to its positive, as
+    for "heart" and "matched"; all of them otherwise), Hits@K (shared sets only, OGB's form, `link_metrics`); and,
+    with has_cn [P], the same AUC and MRR within each stratum of positives (STRATA: auc_cn, mrr_no_cn, ...; a
+    per-positive set keeps the stratum's own negatives) plus pos_no_cn, the share of positives without a common
+    neighbour. A stratum without positives (or negatives) gets None."""
+    from lib.negatives import ranking_metrics
+
+    def one(p, q, o):
+        if len(p) == 0 or len(q) == 0:
+            return {"auc": None, "ap": None, "mrr": None, "hits@1": None, "hits@10": None}
+        m = link_metrics(p, q, hits_k)
+        m.update(ranking_metrics(p, q, o))
+        if o is not None:
+            m.pop(f"hits@{hits_k}")  # with K own negatives per positive, Hits@50 says nothing
+        return m
+
+    pos, neg = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
+    out = one(pos, neg, owner)
+    if has_cn is not None:
+        has_cn = np.asarray(has_cn, dtype=bool)
+        out["pos_no_cn"] = float((~has_cn).mean()) if len(has_cn) else None
+        for name, mask in zip(STRATA, (has_cn, ~has_cn)):
+            if owner is None:
+                m = one(pos[mask], neg, None)
+            else:
+                keep = mask[owner]
+                new_index = np.cumsum(mask) - 1  # positive index -> index within the stratum
+                m = one(pos[mask], neg[keep], new_index[owner[keep]])
+            out[f"auc_{name}"], out[f"mrr_{name}"] = m["auc"], m["mrr"]
+    return out
+
+
 # ---------------------------------------------------------------- models, checkpoints, training
 
 
@@ -239,6 +280,7 @@ def _comparable(config: dict) -> dict:
     `precision` (with `amp`) compare as the float32 / float16 runs they were."""
     train = {k: v for k, v in config["train"].items() if k not in ("epochs", "amp")}
     train.setdefault("precision", "fp16" if config["train"].get("amp") else "fp32")
+    train.setdefault("matched_negative_share", 0.0)  # checkpoints from before it trained without
     return {**config, "train": train}
 
 
@@ -273,35 +315,52 @@ def supervision_pairs(data: Data, cfg: TrainConfig, epoch: int, step: int) -> tu
 def training_negatives(data: Data, mp: Tensor, pos: Tensor, cfg: TrainConfig, epoch: int, step: int) -> Tensor:
     """round(P · neg_rate) non-edges [2, Q] of a training graph for one step: uniform, except a `hard_negative_share`
     of them at distance exactly 2 from a (seeded) positive's endpoint in the step's message passing — HeaRT's idea
-    (Li et al., 2023) used in training, so a model learns what separates a link from a near miss."""
+    (Li et al., 2023) used in training, so a model learns what separates a link from a near miss — and a
+    `matched_negative_share` at a (seeded) positive's own distance from its first endpoint (lib.negatives, the
+    "matched" set), where "has a common neighbour" separates nothing."""
     n_neg = round(pos.size(1) * cfg.neg_rate)
     n_hard = round(cfg.hard_negative_share * n_neg)
+    n_matched = round(cfg.matched_negative_share * n_neg)
     excluded = training_exclusions(data)  # edges, and under leak_free the held-out pairs (never a training negative)
-    uni = sample_negatives(excluded, data.num_nodes, n_neg - n_hard, derive_seed(cfg.seed, "train-neg", epoch, step))
-    if n_hard == 0:
+    uni = sample_negatives(excluded, data.num_nodes, n_neg - n_hard - n_matched,
+                           derive_seed(cfg.seed, "train-neg", epoch, step))
+    if n_hard == 0 and n_matched == 0:
         return uni
     from lib.protocols import hard_negatives
 
-    g = torch.Generator().manual_seed(derive_seed(cfg.seed, "train-hard-anchors", epoch, step))
-    anchors = pos[:, torch.randperm(pos.size(1), generator=g)[:n_hard]]
+    out = [uni]
     tp = TitlePairs([data])
-    hard, _ = hard_negatives(mp.cpu(), data, tp.gids(data), tp, tp.edge_keys(data, excluded), anchors.cpu(),
-                             derive_seed(cfg.seed, "train-hard", epoch, step))
-    return torch.cat([uni, hard], 1)
+    forbidden = tp.edge_keys(data, excluded)
+    if n_hard:
+        g = torch.Generator().manual_seed(derive_seed(cfg.seed, "train-hard-anchors", epoch, step))
+        anchors = pos[:, torch.randperm(pos.size(1), generator=g)[:n_hard]]
+        out.append(hard_negatives(mp.cpu(), data, tp.gids(data), tp, forbidden, anchors.cpu(),
+                                  derive_seed(cfg.seed, "train-hard", epoch, step))[0])
+    if n_matched:
+        from lib.heuristics import adjacency
+        from lib.negatives import matched_negatives
+
+        g = torch.Generator().manual_seed(derive_seed(cfg.seed, "train-matched-anchors", epoch, step))
+        anchors = pos[:, torch.randperm(pos.size(1), generator=g)[:n_matched]].cpu()
+        a = adjacency(mp.cpu(), data.num_nodes, cache=False)
+        out.append(matched_negatives(a, data, tp.gids(data), tp, forbidden, anchors, 1,
+                                     derive_seed(cfg.seed, "train-matched", epoch, step))[0])
+    return torch.cat(out, 1)
 
 
 def validation_scores(model, tasks: list[EvalTask], cfg: TrainConfig, device) -> dict:
-    """Validation metrics of one epoch: uniform negatives (auc, ap, hits@K, mrr); for a *_both selection metric also
-    the hard ones (auc_hard, mrr_hard) and their means with the uniform ones (auc_both, mrr_both)."""
-    both = cfg.select_metric.endswith("_both")
+    """Validation metrics of one epoch: uniform negatives (auc, ap, hits@K, mrr); every other negative set the tasks
+    hold as auc_<set>, mrr_<set> (so a model can be chosen per negative set on validation); their means over uniform
+    and dist2 (auc_both, mrr_both) and over every set (auc_all, mrr_all)."""
     mean = evaluate_model(model, tasks, cfg, device=device, progress=False, with_aauc=False,
-                          negative_sets=("uniform", "hard") if both else ("uniform",))["mean"]
+                          negative_sets=NEGATIVE_SETS, strata=False)["mean"]
     out = dict(mean["uniform"])
-    if both:
-        for m in ("auc", "mrr"):
-            out[f"{m}_hard"] = mean["hard"].get(m)
-            vals = [v for v in (out.get(m), out[f"{m}_hard"]) if v is not None]
-            out[f"{m}_both"] = float(np.mean(vals)) if vals else None
+    for m in ("auc", "mrr"):
+        for n in NEGATIVE_SETS[1:]:
+            out[f"{m}_{n}"] = mean[n].get(m)
+        for key, sets in (("both", ("uniform", "dist2")), ("all", NEGATIVE_SETS)):
+            vals = [mean[n].get(m) for n in sets if mean[n].get(m) is not None]
+            out[f"{m}_{key}"] = float(np.mean(vals)) if vals else None
     return out
 
 
@@ -498,11 +557,11 @@ def _decodes_with_dot(model) -> bool:
 
 @torch.no_grad()
 def evaluate_model(model, tasks: list[EvalTask], cfg: TrainConfig, device=None, progress: bool = True,
-                   negative_sets=NEGATIVE_SETS, with_aauc: bool = True) -> dict:
-    """Metrics of an embedding model (eval mode) on protocol tasks: {"mean": {negative set: {auc, ap, hits@K, mrr,
+                   negative_sets=NEGATIVE_SETS, with_aauc: bool = True, strata: bool = True) -> dict:
+    """Metrics of an embedding model (eval mode) on protocol tasks: {"mean": {negative set: {set_metrics' keys,
     aauc, aauc_self}}, "per_graph": rows}. A-AUC per graph (`aauc`: self-pairs excluded; `aauc_self`: the seed code's
     variant with every node's pair with itself) from the embeddings of the task's message-passing graph — scored by
-    z_i · z_j for the dot decoder, by the model's own decoder otherwise."""
+    z_i · z_j for the dot decoder, by the model's own decoder otherwise. strata: also the per-stratum metrics."""
     device = device or get_device(cfg.device)
     negative_sets = [check_negatives(n) for n in negative_sets]
     model.eval()
@@ -525,12 +584,13 @@ def evaluate_model(model, tasks: list[EvalTask], cfg: TrainConfig, device=None, 
                 r_self = aauc_scored(score, t.data.x, cfg.r_cos, cfg.t_cos, s, include_self=True)
             extra = {"aauc": r.value if r.defined else None, "aauc_self": r_self.value if r_self.defined else None}
         pos = score(t.pos).numpy()
+        has_cn = t.pos_has_cn() if strata else None
         for n in negative_sets:
             neg = t.negatives(n)
             if neg.size(1) == 0:
                 continue
-            rows.append({"graph_id": t.graph_id, "negatives": n, **link_metrics(pos, score(neg).numpy(), cfg.hits_k),
-                         **extra})
+            rows.append({"graph_id": t.graph_id, "negatives": n,
+                         **set_metrics(pos, score(neg).numpy(), t.owners(n), has_cn, cfg.hits_k), **extra})
     return {"mean": _by_negatives(rows, negative_sets), "per_graph": rows}
 
 
@@ -540,12 +600,13 @@ def evaluate_scorer(score, tasks: list[EvalTask], cfg: TrainConfig, negative_set
     rows = []
     for t in tasks:
         pos = np.asarray(score(t, t.pos))
+        has_cn = t.pos_has_cn()
         for n in negative_sets:
             neg = t.negatives(check_negatives(n))
             if neg.size(1) == 0:
                 continue
             rows.append({"graph_id": t.graph_id, "negatives": n,
-                         **link_metrics(pos, np.asarray(score(t, neg)), cfg.hits_k)})
+                         **set_metrics(pos, np.asarray(score(t, neg)), t.owners(n), has_cn, cfg.hits_k)})
     return {"mean": _by_negatives(rows, negative_sets), "per_graph": rows}
 
 
@@ -577,14 +638,16 @@ def run_experiment(graphs: dict, train_ids: list, val_ids: list, test_ids: list,
                    run_dir: str | Path | None, models: Iterable[str] = MODEL_KINDS,
                    heuristics: Iterable[str] = HEURISTICS, protocols: Iterable[str] = PROTOCOLS,
                    supervisions: Iterable[str] = ("mp",), baseline_epochs: int | None = None,
-                   progress: bool = True, tp: TitlePairs | None = None) -> dict:
+                   progress: bool = True, tp: TitlePairs | None = None, splits: dict | None = None,
+                   per_positive: int = PER_POSITIVE) -> dict:
     """Train `models` and score them and the `heuristics` on the test graphs under each protocol and negative set.
 
     graphs: graph_id -> Data (the whole dataset). Protocols that leave the training graphs untouched ("seed",
     "within_graph") share one trained model per (supervision, kind). Returns {"rows": [{seed, model, protocol,
     supervision, negatives, auc, ap, hits@K, mrr, aauc, aauc_self}], "train": {"<train set>/<supervision>/<kind>":
     TrainResult as dict}, "audit": [leak_audit rows], "skipped": [...], "protocols": {protocol: ProtocolSplit}}.
-    Checkpoints go to run_dir/checkpoints/seed<S>/<train set>-<supervision>/<kind>/.
+    Checkpoints go to run_dir/checkpoints/seed<S>/<train set>-<supervision>/<kind>/. splits: protocol ->
+    ProtocolSplit of this seed already built (the notebook's audit ones), else built here with `per_positive`.
     """
     protocols = [check_protocol(p) for p in protocols]
     supervisions = list(supervisions)
@@ -594,8 +657,9 @@ def run_experiment(graphs: dict, train_ids: list, val_ids: list, test_ids: list,
     in_ch = model_cfg["in_channels"]
     tp = tp or TitlePairs(graphs.values())
     global_links = np.unique(np.concatenate([tp.edge_keys(g) for g in graphs.values()]))
-    splits = {p: make_protocol(graphs, train_ids, val_ids, test_ids, p, cfg.seed, cfg.holdout_fraction, cfg.neg_rate,
-                               cfg.new_node_fraction, tp=tp, global_links=global_links) for p in protocols}
+    splits = {p: (splits or {}).get(p) or make_protocol(
+        graphs, train_ids, val_ids, test_ids, p, cfg.seed, cfg.holdout_fraction, cfg.neg_rate, cfg.new_node_fraction,
+        tp=tp, global_links=global_links, per_positive=per_positive) for p in protocols}
     for sp_ in splits.values():
         sp_.test = [t for t in sp_.test if graph_problem(t.data, in_ch) is None]
     rows, train_out, skipped = [], {}, []
@@ -627,6 +691,36 @@ def run_experiment(graphs: dict, train_ids: list, val_ids: list, test_ids: list,
                 rows.append({"seed": cfg.seed, "model": name, "protocol": p, "supervision": "none", "negatives": neg,
                              **m})
     return {"rows": rows, "train": train_out, "audit": audit, "skipped": skipped, "protocols": splits}
+
+
+def mean_std(v) -> str:
+    """'mean ± std' of a series over seeds (std 0 with one seed): the cell of every results table."""
+    return f"{v.mean():.3f} ± {v.std(ddof=1) if len(v) > 1 else 0:.3f}"
+
+
+def results_table(rows, metric: str = "auc", index=("model", "supervision"), strata: bool = False,
+                  order: list | None = None):
+    """Notebook 03/03b results: index × (protocol, negative set[, stratum]) of 'mean ± std' over seeds of `metric`;
+    strata=True splits the positives into those with a common neighbour in the message passing ('cn') and without
+    ('no_cn') from the per-stratum columns <metric>_cn / <metric>_no_cn. order: the index values to show, in order."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    if strata:
+        cols = [f"{metric}_{st}" for st in STRATA if f"{metric}_{st}" in df]
+        keys = [*index, "protocol", "negatives", "seed"]
+        df = df[keys + cols].melt(id_vars=keys, value_vars=cols, var_name="stratum",
+                                  value_name=metric).dropna(subset=[metric])
+        df["stratum"] = df["stratum"].str.removeprefix(f"{metric}_")
+    columns = ["protocol", "negatives", "stratum"] if strata else ["protocol", "negatives"]
+    df = df.dropna(subset=[metric])
+    t = df.pivot_table(index=list(index), columns=columns, values=metric, aggfunc=mean_std, sort=False)
+    rank = {"protocol": {p: i for i, p in enumerate(dict.fromkeys(df["protocol"]))},
+            "negatives": {n: i for i, n in enumerate(NEGATIVE_SETS)}, "stratum": {s: i for i, s in enumerate(STRATA)}}
+    t = t[sorted(t.columns, key=lambda c: tuple(rank[k].get(v, 99) for k, v in zip(columns, c)))]
+    if order is not None:
+        t = t.reindex([o for o in order if o in t.index])
+    return t
 
 
 def summary_table(rows: list[dict], metrics=("auc", "ap", "hits@50", "mrr", "aauc", "aauc_self"),

@@ -17,7 +17,7 @@ def test_sweep_picks_a_grid_point_from_validation_scores_only(tmp_path):
                       hard_negative_share=0.5, steps_per_graph=2, log_aauc=False, log_eval=False)
     grid = B.sweep_grid([0.5, 0.1], [1], [0.01])
     rows = B.sweep(sp, "ncn_feat", SMALL, cfg, grid, tmp_path, progress=False)
-    assert len(rows) == 2 and {"val_mrr_both", "val_auc_both", "val_mrr_hard"} <= set(rows.columns)
+    assert len(rows) == 2 and {"val_mrr_both", "val_auc_both", "val_mrr_dist2", "val_mrr_heart", "val_auc_matched", "val_mrr_all"} <= set(rows.columns)
     best = B.best_point(rows, "mrr_both")
     assert best in grid and best == grid[int(rows["val_mrr_both"].idxmax())]
     again = B.sweep(sp, "ncn_feat", SMALL, cfg, grid, tmp_path, progress=False)  # reloaded from finished checkpoints
@@ -35,12 +35,12 @@ def test_gap_table_margins_against_the_stronger_heuristic_scorer():
             rows.append({"seed": seed, "protocol": "leak_free", "negatives": "uniform", "model": name, "auc": auc,
                          "mrr": auc / 10})
         for name, auc in (("gat_ncn", 0.60), ("heuristic_stack", 0.55), ("cosine", 0.65 + seed * 0.01)):
-            rows.append({"seed": seed, "protocol": "leak_free", "negatives": "hard", "model": name, "auc": auc,
+            rows.append({"seed": seed, "protocol": "leak_free", "negatives": "dist2", "model": name, "auc": auc,
                          "mrr": auc / 10})
     g = B.gap_table(pd.DataFrame(rows)).set_index("negatives")
-    assert g.loc["uniform", "bar"] == "heuristic_stack" and g.loc["hard", "bar"] == "cosine"
+    assert g.loc["uniform", "bar"] == "heuristic_stack" and g.loc["dist2", "bar"] == "cosine"
     assert g.loc["uniform", "auc_margin"] == pytest.approx(((0.90 - 0.85) + (0.92 - 0.86)) / 2)
-    assert g.loc["hard", "auc_margin"] == pytest.approx(((0.60 - 0.65) + (0.60 - 0.66)) / 2)
+    assert g.loc["dist2", "auc_margin"] == pytest.approx(((0.60 - 0.65) + (0.60 - 0.66)) / 2)
 
 
 def test_variant_training_overrides_apply_to_sweep_and_run_and_pick_their_own_metric():
@@ -75,7 +75,7 @@ def test_rescaled_variant_starts_from_the_rescaled_stack_of_its_training_graphs(
     cfg = TrainConfig(epochs=1, seed=0, supervision="disjoint", log_aauc=False, log_eval=False)
     mean, coef = B.evaluate_stack(sp, cfg, rescale=True)
     plain, _ = B.evaluate_stack(sp, cfg)
-    assert set(mean) == {"uniform", "hard"} and len(coef) == 4 and mean != plain
+    assert set(mean) == {"uniform", "dist2", "heart", "matched"} and len(coef) == 4 and mean != plain
     mean, res = B.run_variant(sp, "ncn_stack_uniform_rescaled", SMALL, cfg, None, tmp_path)
     assert 0 <= mean["uniform"]["auc"] <= 1
     from lib.train import load_checkpoint
@@ -97,10 +97,10 @@ def test_gap_table_picks_the_best_graph_model_on_validation_not_on_test():
     assert (g["best graph model"], g["chosen on"], g["best on test"]) == ("gat_b", "validation", "gat_c")
     assert g["auc_margin"] == pytest.approx(0.93 - 0.90)
     res = {"best_epoch": 2, "val": [{"epoch": 1, "auc": 0.5, "mrr": 0.1},
-                                    {"epoch": 2, "auc": 0.7, "mrr": 0.2, "auc_hard": 0.6, "mrr_hard": 0.3}]}
+                                    {"epoch": 2, "auc": 0.7, "mrr": 0.2, "auc_dist2": 0.6, "mrr_dist2": 0.3}]}
     assert B.validation_of(res, "uniform") == {"val_auc": 0.7, "val_mrr": 0.2}
-    assert B.validation_of(res, "hard") == {"val_auc": 0.6, "val_mrr": 0.3}
-    assert B.validation_of({**res, "best_epoch": 1}, "hard") == {"val_auc": None, "val_mrr": None}
+    assert B.validation_of(res, "dist2") == {"val_auc": 0.6, "val_mrr": 0.3}
+    assert B.validation_of({**res, "best_epoch": 1}, "dist2") == {"val_auc": None, "val_mrr": None}
 
 
 def test_structure_profile_counts_common_neighbours_by_hand():
@@ -117,11 +117,11 @@ def test_structure_profile_counts_common_neighbours_by_hand():
     p = B.structure_profile([t])
     assert p["positives"] == 2 and p["tasks"] == 1
     assert p["pos_no_cn"] == 0.5 and p["pos_cn"] == 0.5
-    assert p["hard_cn"] == 1.0 and p["hard_no_cn"] == 0.0  # (1, 3) share node 2
+    assert p["dist2_no_cn"] == 0.0  # (1, 3) share node 2
     assert p["uniform_no_cn"] == 1.0
     assert p["mp_degree"] == pytest.approx(6 / 5)
     # the shortcut ranks (0, 3) above the hard negative and ties (0, 2) with it: AUC (1 + 0.5) / 2, MRR (1 + 1/2) / 2
-    assert p["shortcut_hard_auc"] == pytest.approx(0.75) and p["shortcut_hard_mrr"] == pytest.approx(0.75)
+    assert p["shortcut_dist2_auc"] == pytest.approx(0.75) and p["shortcut_dist2_mrr"] == pytest.approx(0.75)
 
 
 def test_shortcut_is_reported_beside_the_goal_never_as_a_graph_model_or_bar():
@@ -129,7 +129,7 @@ def test_shortcut_is_reported_beside_the_goal_never_as_a_graph_model_or_bar():
     for seed in (0, 1):
         for name, auc, mrr in (("gat_ncn", 0.70, 0.30), ("heuristic_stack", 0.60, 0.05), ("cosine", 0.65, 0.06),
                                (B.SHORTCUT, 0.75 + seed * 0.01, 0.50)):
-            rows.append({"seed": seed, "protocol": "leak_free", "negatives": "hard", "model": name, "auc": auc,
+            rows.append({"seed": seed, "protocol": "leak_free", "negatives": "dist2", "model": name, "auc": auc,
                          "mrr": mrr})
     g = B.gap_table(pd.DataFrame(rows)).iloc[0]
     assert g["best graph model"] == "gat_ncn" and g["bar"] == "cosine"  # the shortcut is neither
@@ -159,7 +159,7 @@ def test_gap_table_leaves_out_a_negative_set_the_tasks_do_not_hold():
     rows = [{"seed": s, "protocol": "new_nodes", "negatives": n, "model": m, "auc": a, "mrr": a / 2,
              "val_auc": (a if m.startswith("gat_") else np.nan)}
             for s in (0, 1) for m, base in (("gat_dot", 0.8), ("cosine", 0.7), ("heuristic_stack", 0.75))
-            for n, a in (("uniform", base + 0.01 * s), ("hard", np.nan))]
+            for n, a in (("uniform", base + 0.01 * s), ("dist2", np.nan))]
     g = gap_table(pd.DataFrame(rows))
     assert list(zip(g["protocol"], g["negatives"])) == [("new_nodes", "uniform")]
     assert g["best graph model"].iloc[0] == "gat_dot" and g["bar"].iloc[0] == "heuristic_stack"

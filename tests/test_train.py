@@ -7,7 +7,7 @@ from torch_geometric.data import Data
 
 from lib.device import get_device
 from lib.model import ModelConfig
-from lib.protocols import graph_task, leak_free_split
+from lib.protocols import NEGATIVE_SETS, graph_task, leak_free_split
 from lib.train import (TrainConfig, TrainingDiverged, data_fingerprint, epoch_checkpoints, graph_problem,
                        heuristic_scores, link_metrics, load_checkpoint, run_experiment, sample_negatives, split_graphs,
                        summary_table, supervision_pairs, synthetic_graph, train_model)
@@ -227,8 +227,14 @@ def test_experiment_learns_and_reports_every_protocol_and_negative_set(tmp_path)
     rows = {(r["model"], r["protocol"], r["supervision"], r["negatives"]): r for r in out["rows"]}
     protocols = ("seed", "within_graph", "leak_free", "pair_split", "new_nodes")
     assert set(rows) == {(m, p, sv, n) for m in ("gat_model", "mlp") for p in protocols for sv in ("mp", "disjoint")
-                         for n in ("uniform", "hard")} | {(m, p, "none", n) for m in ("cosine", "common_neighbours")
-                                                          for p in protocols for n in ("uniform", "hard")}
+                         for n in NEGATIVE_SETS} | {(m, p, "none", n) for m in ("cosine", "common_neighbours")
+                                                    for p in protocols for n in NEGATIVE_SETS}
+    # under "seed" the positives are message-passing edges (distance 1): a matched negative would be a link, so none
+    assert rows[("cosine", "seed", "none", "matched")].get("auc") is None
+    heart = rows[("gat_model", "leak_free", "mp", "heart")]
+    assert {"mrr", "hits@1", "hits@10", "auc_cn", "auc_no_cn", "mrr_cn", "mrr_no_cn", "pos_no_cn"} <= set(heart)
+    assert "hits@50" not in heart and "hits@50" in rows[("gat_model", "leak_free", "mp", "uniform")]
+    assert rows[("common_neighbours", "leak_free", "none", "matched")]["auc_no_cn"] is not None
     # seed and within_graph share their training graphs, so one model each; the clean protocols train their own
     assert sorted(out["train"]) == sorted(f"{t}/{sv}/{k}" for t in ("graphs", "leak_free", "pair_split", "new_nodes")
                                           for sv in ("mp", "disjoint") for k in ("gat_model", "mlp"))
