@@ -45,9 +45,10 @@ from lib.protocols import (GRAPH_PROTOCOLS, NEGATIVE_SETS, PER_POSITIVE, PROTOCO
 
 MODEL_KINDS = ("gat_model", "plain_gat", "mlp")
 SUPERVISIONS = ("mp", "disjoint")
-# validation metric that picks the epoch: on uniform negatives; *_both: mean over the uniform and dist2 sets; *_all:
-# mean over every negative set the validation tasks hold
-SELECT_METRICS = ("auc", "mrr", "auc_both", "mrr_both", "auc_all", "mrr_all")
+# validation metric that picks the epoch: on uniform negatives; *_<set>: on that negative set; *_both: mean over the
+# uniform and dist2 sets; *_all: mean over every negative set the validation tasks hold
+SELECT_METRICS = ("auc", "mrr", *(f"{m}_{n}" for n in NEGATIVE_SETS[1:] for m in ("auc", "mrr")),
+                  "auc_both", "mrr_both", "auc_all", "mrr_all")
 STRATA = ("cn", "no_cn")  # positives with / without a common neighbour in the message passing
 
 
