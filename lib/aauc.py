@@ -451,7 +451,8 @@ def size_trend(graphs: dict, splits: dict, seeds: list, sizes: list, model_cfg: 
             if (s, protocol) not in built:
                 sp = splits[s]
                 built[s, protocol] = make_protocol(graphs, sp["train"], sp.get("val", []), sp["test"], protocol, s,
-                                                   cfg.holdout_fraction, cfg.neg_rate, cfg.new_node_fraction, tp=tp)
+                                                   cfg.holdout_fraction, cfg.neg_rate, cfg.new_node_fraction, tp=tp,
+                                                   per_positive=0)  # uniform negatives only: skip the others' cost
             ps = built[s, protocol]
             if TRAIN_SET[protocol] not in models:
                 subset = [g for g in ps.train if g.graph_id in set(ids)]

@@ -243,6 +243,8 @@ def paired_differences(results: pd.DataFrame, reference: str = "no distillation"
             continue
         g = g.set_index("seed")
         seeds = [s for s in g.index if (student, init, s) in ref.index]
+        if not seeds:  # e.g. a student without the reference's ablation rows
+            continue
         for m in metrics:
             d = np.array([g.loc[s, m] - ref.loc[(student, init, s), m] for s in seeds], dtype=float)
             n = len(d)
@@ -263,10 +265,10 @@ def _interval_word(r) -> str:
 
 
 def difference_sentences(diffs: pd.DataFrame, subject: str = "{method}", versus: str = "{versus}") -> list[str]:
-    """One sentence per (student, init, method) of `paired_differences`: each metric's mean difference with its 95%
+    """One sentence per (student, init, method, versus) of `paired_differences`: each metric's mean difference with its 95%
     interval and whether the interval lies above 0 (a win the seeds support), below 0, or includes 0."""
     out = []
-    for (student, init, method), part in diffs.groupby(["student", "init", "method"], sort=False):
+    for (student, init, method, _), part in diffs.groupby(["student", "init", "method", "versus"], sort=False):
         r0 = part.iloc[0]
         cells = []
         for r in part.itertuples():

@@ -163,3 +163,18 @@ def test_gap_table_leaves_out_a_negative_set_the_tasks_do_not_hold():
     g = gap_table(pd.DataFrame(rows))
     assert list(zip(g["protocol"], g["negatives"])) == [("new_nodes", "uniform")]
     assert g["best graph model"].iloc[0] == "gat_dot" and g["bar"].iloc[0] == "heuristic_stack"
+
+
+def test_goal_needs_the_shortcut_beaten_too_except_on_uniform_negatives():
+    row = {"protocol": "leak_free", "negatives": "matched", "best graph model": "gat_ncn_stack_matched",
+           "chosen on": "validation", "best on test": "gat_ncn_stack_matched", "bar": "cosine", "auc_margin": 0.05,
+           "auc_margin_std": 0.01, "mrr_margin": 0.02, "mrr_margin_std": 0.01, "auc_margin_shortcut": 0.3,
+           "mrr_margin_shortcut": 0.4, "auc_cn_margin": 0.06, "auc_no_cn_margin": -0.01}
+    assert B.goal_met(row)
+    assert not B.goal_met({**row, "auc_margin_shortcut": 0.01})  # the bar beaten, the one-bit rule not
+    assert not B.goal_met({**row, "mrr_margin": -0.001})
+    assert B.goal_met({**row, "negatives": "uniform", "auc_margin_shortcut": -0.5})
+    assert B.goal_met({k: v for k, v in row.items() if "shortcut" not in k})  # rows without the shortcut
+    (line,) = B.gap_sentences(pd.DataFrame([{**row, "auc_margin_shortcut": 0.01}]))
+    assert "does not meet the goal" in line and "and the shortcut" in line
+    assert "cn +0.060, no_cn -0.010" in line

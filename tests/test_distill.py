@@ -423,4 +423,14 @@ def test_curve_trends_and_budget_verdicts():
     assert not bool(tr.loc["-Value-Rel", "rising"])
     lines = D.budget_verdicts(res, curves, metrics=("polarity_test",))
     assert any("MiniLM - -Value-Rel" in x and "+0.100" in x for x in lines)
+    res3 = pd.concat([res, _agnostic_rows({"Value-MSE": [0.65, 0.65]})], ignore_index=True)
+    abl = [x for x in D.budget_verdicts(res3, curves, metrics=("polarity_test",)) if "MiniLM - " in x and "no distillation" not in x and "ablation" not in x]
+    assert len(abl) == 2 and "+0.050" in abl[1]  # one sentence per ablation
     assert any(x.startswith("learning curves still rising") and "random MiniLM polarity_test +0.01" in x for x in lines)
+
+
+def test_paired_differences_skip_students_without_the_reference():
+    res = pd.concat([_agnostic_rows({"MiniLM": [0.62], "-Value-Rel": [0.60]}),
+                     _agnostic_rows({"MiniLM": [0.7]}).assign(student="6x384")], ignore_index=True)
+    d = D.paired_differences(res, reference="-Value-Rel", methods=("MiniLM",), metrics=("polarity_test",))
+    assert d.student.tolist() == ["3x384"] and d["diff"].iloc[0] == pytest.approx(0.02)
