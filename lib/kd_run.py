@@ -339,13 +339,21 @@ def encoder_representations(enc: Encoder, texts: list[str], max_seq_len: int) ->
 
 
 def minilm_folders(minilm_dir: str | Path | None, seed: int = 0) -> dict[str, Path]:
-    """Stage-5 students saved by notebook 05 (`student_{L}x{H}_s{seed}`, `control_{L}x{H}_s{seed}`) -> label -> folder."""
+    """Stage-5 students saved by notebook 05 (`student_{L}x{H}_{init}_s{seed}`, `control_{L}x{H}_{init}_s{seed}`;
+    folders of older runs have no init) -> label -> folder. Labels name the init only where a shape has several."""
     if not minilm_dir or not Path(minilm_dir).is_dir():
         return {}
-    out = {}
+    found = []
     for f in sorted(Path(minilm_dir).glob(f"*_s{seed}")):
-        kind, shape, _ = f.name.split("_")
-        out[f"MiniLM {shape}" if kind == "student" else f"{shape} no distillation"] = f
+        parts = f.name.split("_")
+        found.append((parts[0], parts[1], parts[2] if len(parts) == 4 else "", f))
+    inits = {}
+    for _, shape, init, _ in found:
+        inits.setdefault(shape, set()).add(init)
+    out = {}
+    for kind, shape, init, f in found:
+        tag = f" ({init} init)" if len(inits[shape]) > 1 else ""
+        out[(f"MiniLM {shape}" if kind == "student" else f"{shape} no distillation") + tag] = f
     return out
 
 

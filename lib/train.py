@@ -618,8 +618,8 @@ def evaluate_heuristic(name: str, tasks: list[EvalTask], cfg: TrainConfig, negat
 
 
 def data_fingerprint(graphs: Iterable[Data], tasks: Iterable[EvalTask] = ()) -> str:
-    """sha256 over the graphs' ids, features and edges (and validation tasks' pairs): the data a checkpoint was
-    trained and selected on."""
+    """sha256 over the graphs' ids, features and edges (and validation tasks' pairs of every negative set): the data a
+    checkpoint was trained and selected on."""
     import hashlib
 
     h = hashlib.sha256()
@@ -629,8 +629,8 @@ def data_fingerprint(graphs: Iterable[Data], tasks: Iterable[EvalTask] = ()) -> 
         h.update(g.edge_index.numpy().tobytes())
         if getattr(g, "held_out_pairs", None) is not None:  # they change the training negatives
             h.update(b"held_out" + g.held_out_pairs.numpy().tobytes())
-    for t in tasks:
-        for part in (t.mp_edge_index, t.pos, t.neg):
+    for t in tasks:  # every negative set: an epoch may be selected on any of them
+        for part in (t.mp_edge_index, t.pos, t.neg, t.neg_hard, *(p for pair in t.per_positive.values() for p in pair)):
             h.update(part.numpy().tobytes())
     return h.hexdigest()[:16]
 
@@ -684,11 +684,15 @@ def run_experiment(graphs: dict, train_ids: list, val_ids: list, test_ids: list,
                     skipped += [{**k, "protocol": p} for k in res.skipped]
                 means = evaluate_model(trained[key], sp_.test, cfg, progress=False)["mean"]
                 for neg, m in means.items():
+                    if not m:  # a set this protocol cannot have (matched under seed: positives are edges)
+                        continue
                     rows.append({"seed": cfg.seed, "model": kind, "protocol": p, "supervision": sv, "negatives": neg,
                                  **m})
     for name in heuristics:
         for p, sp_ in splits.items():
             for neg, m in evaluate_heuristic(name, sp_.test, cfg)["mean"].items():
+                if not m:
+                    continue
                 rows.append({"seed": cfg.seed, "model": name, "protocol": p, "supervision": "none", "negatives": neg,
                              **m})
     return {"rows": rows, "train": train_out, "audit": audit, "skipped": skipped, "protocols": splits}

@@ -114,6 +114,13 @@ def test_minilm_folders_are_labelled_like_stage_5(tmp_path):
     assert R.minilm_folders(tmp_path, 0) == {"MiniLM 3x384": tmp_path / "student_3x384_s0",
                                              "3x384 no distillation": tmp_path / "control_3x384_s0"}
     assert R.minilm_folders("", 0) == {} and R.minilm_folders(tmp_path / "absent", 0) == {}
+    new = tmp_path / "new"
+    for f in ("student_3x384_random_s0", "student_3x384_assistant_s0", "control_3x384_random_s0", "student_6x384_random_s0"):
+        (new / f).mkdir(parents=True)
+    assert R.minilm_folders(new, 0) == {"MiniLM 3x384 (assistant init)": new / "student_3x384_assistant_s0",
+                                        "MiniLM 3x384 (random init)": new / "student_3x384_random_s0",
+                                        "3x384 no distillation (random init)": new / "control_3x384_random_s0",
+                                        "MiniLM 6x384": new / "student_6x384_random_s0"}
 
 
 def test_verdicts_pair_each_student_with_its_control_per_seed():
