@@ -79,7 +79,8 @@ def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, 
             tr, va, te = train.split_graphs(sorted(graphs), 0, n_test_graphs, val_fraction, seed)
         model_cfg = {**ModelConfig(in_channels=ds.num_features).to_dict(), "baseline_dropout": 0.5}
         res = train.run_experiment(graphs, tr, va, te, model_cfg, train.TrainConfig(epochs=epochs, seed=seed), out,
-                                   models=["gat_model"], heuristics=["cosine"], protocols=protocols, progress=progress)
+                                   models=["gat_model"], heuristics=["cosine"], protocols=protocols, progress=progress,
+                                   per_positive=0)  # only the uniform rows are kept: skip the per-positive sets' cost
         new = [{**key, "dim": ds.num_features, **{k: v for k, v in r.items()
                                                   if k not in ("negatives", "supervision", "seed")}}
                for r in res["rows"] if r["negatives"] == "uniform"]
