@@ -1,4 +1,4 @@
-"""Benchmark of stage 1 against the local mock MediaWiki server (issue 2): what the shared page cache saves.
+"""Benchmark of stage 1 against the local mock MediaWiki server: what the shared page cache saves.
 
 1. A campaign of 20 overlapping roots x 2,000 nodes, crawled live through LiveSource -> mock server:
    (a) without the page cache: every root is an independent crawl (a fresh LiveSource each, as the seed did);

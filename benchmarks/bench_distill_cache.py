@@ -1,7 +1,7 @@
 """Stage 5 benchmark: teacher forward passes and wall time of a 3-seed distillation grid with the disk cache of teacher
 targets (TeacherTargetStore) vs the first build's per-seed in-memory TeacherCache, and a warm re-run.
 
-Targets (issue 13): one teacher pass per sentence for the whole grid; >= 2x less wall time; a warm re-run does no
+Targets: one teacher pass per sentence for the whole grid; >= 2x less wall time; a warm re-run does no
 teacher pass. Every seed draws its own batch order, so the in-memory cache shares the teacher only within a seed.
 
     .venv/bin/python benchmarks/bench_distill_cache.py [--sentences 256] [--steps 16] [--seeds 3] [--max-seq-len 64]

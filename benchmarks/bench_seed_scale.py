@@ -1,4 +1,4 @@
-"""Seed-scale check (issue 12): crawl -> embed -> dataset -> train on a few 20,000-node graphs of a synthetic
+"""Seed-scale check: crawl -> embed -> dataset -> train on a few 20,000-node graphs of a synthetic
 snapshot, extrapolated to the seed's full campaign of 389 graphs x 20,000 nodes.
 
     .venv/bin/python benchmarks/bench_seed_scale.py            # ~3-6 minutes on one core
@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 STAGES = ("crawl", "embed", "dataset", "train", "train_nolog")
-SEED_SHARED_SHARE = 0.92  # distinct-title share shared between graphs on the seed's live campaign (issue 12)
+SEED_SHARED_SHARE = 0.92  # distinct-title share shared between graphs on the seed's live campaign
 SEED_RUNS_TRAIN_GRAPHS = (40, 180, 315)  # seed40, seed180, seed315
 
 
