@@ -22,7 +22,7 @@ setup: $(STAMP)
 
 ## Command 1: set up and run every numbered notebook on the embedded offline default.
 demo: setup
-	$(BIN)/python -m lib.runner --size $(SIZE) --device $(DEVICE)
+	$(BIN)/python -m lib.run.runner --size $(SIZE) --device $(DEVICE)
 
 ## Command 2: set up and run the whole suite (unit/integration tests + nbval over the notebooks).
 # Two workers, one thread each: one runs the notebooks in order (conftest.py groups them), the other the rest.
@@ -51,7 +51,7 @@ lab: setup
 ## Batch grid: one run per size profile (and device), then outputs/summary.{md,csv,html}.
 GRID ?= demo tiny
 batch: setup
-	$(BIN)/python -m lib.runner $(foreach s,$(GRID),--size $(s)) --device $(DEVICE)
+	$(BIN)/python -m lib.run.runner $(foreach s,$(GRID),--size $(s)) --device $(DEVICE)
 
 bench: setup
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

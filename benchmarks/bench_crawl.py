@@ -5,7 +5,7 @@
    (b) with the shared page cache: one `run_campaign` over a `CachedSource(LiveSource, PageCache)`.
    HTTP requests and wall time for both, and their ratio (a is the reference). Both must give the same graphs.
    Done on the embedded vital-articles snapshot (real titles, title-mention links) when it is installed, and on a
-   synthetic Wikipedia-like snapshot (lib.mockwiki.synthetic_snapshot).
+   synthetic Wikipedia-like snapshot (tests.mockwiki.synthetic_snapshot).
 2. Peak memory of one 20,000-node crawl of the synthetic snapshot (40,000 articles): tracemalloc peak of the
    Python heap, and the growth of the process's max RSS.
 
@@ -25,10 +25,15 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from lib.crawl import CachedSource, PageCache, Snapshot, bfs_crawl, embedded_snapshot, run_campaign
-from lib.graphio import read_graph
-from lib.mockwiki import MockWiki, synthetic_snapshot
-from lib.wikilive import LiveSource
+from lib.common.graphio import read_graph
+from lib.crawl.bfs import bfs_crawl
+from lib.crawl.campaign import run_campaign
+from lib.crawl.live import LiveSource
+from lib.crawl.pages import Snapshot
+from lib.crawl.sources import CachedSource, PageCache, embedded_snapshot
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the mock MediaWiki server lives with the tests
+from mockwiki import MockWiki, synthetic_snapshot  # noqa: E402
 
 RTT = 0.15  # seconds per request to assume when projecting to the real Wikipedia
 
@@ -139,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as e:  # the data package is optional for the benchmark
                 print(f"embedded snapshot unavailable ({e}); skipping it", file=sys.stderr)
             else:
-                from lib.crawl import read_roots
+                from lib.crawl.campaign import read_roots
 
                 emb_roots = [r for r in read_roots("params/roots_offline.txt") if r in emb.links][: args.roots]
                 print(f"campaign on the embedded snapshot: {len(emb_roots)} roots x {args.max_nodes} nodes ...", flush=True)

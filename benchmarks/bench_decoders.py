@@ -8,7 +8,7 @@ Scoring = decode `pairs` node pairs (half edges, half random pairs) from the eva
 computed once (the encoder is the same for every decoder); "+ encode" adds one encoder pass, what scoring a new graph
 costs. Decoders are timed alternately in one process (the machine may be shared), median of `repeats`.
 
-"cold" clears lib.heuristics' caches before every call: the adjacency, the pairs' common-neighbour product, CN, AA, PA
+"cold" clears lib.linkpred.heuristics' caches before every call: the adjacency, the pairs' common-neighbour product, CN, AA, PA
 and the float64 cosine are computed afresh (a training step's fresh pairs, or a pair set seen for the first time).
 "warm" scores the same pairs again with the caches kept (an evaluation pair set at the next epoch, or by the next
 variant): only the sparse-dense common-neighbour sum and the MLP remain. Every decoder's cold and warm scores are
@@ -31,8 +31,8 @@ import torch
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
 from bench_model import _rss_kib, seed_sized_graph  # noqa: E402
 
-from lib import heuristics  # noqa: E402
-from lib.model import GatModel, ModelConfig, count_parameters  # noqa: E402
+from lib.linkpred import heuristics  # noqa: E402
+from lib.linkpred.model import GatModel, ModelConfig, count_parameters  # noqa: E402
 
 VARIANTS = {"dot": {}, "hadamard_mlp": {"decoder": "hadamard_mlp"}, "ncn": {"decoder": "ncn"},
             "ncn_feat": {"decoder": "ncn", "decoder_features": True},

@@ -4,7 +4,7 @@
 Fused AdamW: 3x384 student steps/s at batch 32 on teacher targets already cached in memory (the long profile's
 situation), fused against non-fused AdamW, each timed twice, interleaved, in the same run (target: fused faster).
 
-Teacher targets in low precision (`--precision`, default auto; lib.device): teacher sentences/s of the target pass
+Teacher targets in low precision (`--precision`, default auto; lib.common.device): teacher sentences/s of the target pass
 (attention + values of the last layer) under autocast vs float32 on the same batches, interleaved (target >= 1.8x),
 with the KL of the low-precision attention rows to the float32 ones. Where auto resolves to float32 (no native bf16 on
 this CPU) that is said and only float32 is reported; `--precision bf16` measures the emulated path anyway.
@@ -22,8 +22,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from lib import distill as D  # noqa: E402
-from lib.device import resolve_precision  # noqa: E402
+from lib.common.device import resolve_precision  # noqa: E402
+from lib.distill.cache import TeacherCache, target_divergence
+from lib.distill.data import build_datasets
+from lib.distill.eval import speed_table
+from lib.distill.models import assistant_path, ensure_teacher, load_encoder, make_student
+from lib.distill.train import DistillConfig, distill  # noqa: E402
 
 
 def peak_rss_mib() -> float:
@@ -34,15 +38,15 @@ def fused_vs_plain(teacher, corpus: list[str], args) -> None:
     """3x384 MiniLM steps/s with the teacher's targets cached: fused vs non-fused AdamW, A/B/A/B."""
     n = args.optimizer_steps
     texts = corpus[:n * 32]
-    cache = D.TeacherCache(teacher, texts, 64)
+    cache = TeacherCache(teacher, texts, 64)
     base = dict(steps=n, batch_size=32, max_seq_len=64, seed=args.seed)
-    D.distill(cache, D.make_student(teacher.tokenizer, 3, 384, 12, seed=args.seed), texts,
-              D.DistillConfig(**base), progress=False)  # fills the cache: every later run reads targets only
+    distill(cache, make_student(teacher.tokenizer, 3, 384, 12, seed=args.seed), texts,
+              DistillConfig(**base), progress=False)  # fills the cache: every later run reads targets only
     rates = {True: [], False: []}
     for fused in (True, False, True, False):
-        st = D.make_student(teacher.tokenizer, 3, 384, 12, seed=args.seed)
+        st = make_student(teacher.tokenizer, 3, 384, 12, seed=args.seed)
         t0 = time.perf_counter()
-        D.distill(cache, st, texts, D.DistillConfig(**base, fused=fused), progress=False)
+        distill(cache, st, texts, DistillConfig(**base, fused=fused), progress=False)
         rates[fused].append(n / (time.perf_counter() - t0))
     f, p = max(rates[True]), max(rates[False])
     print(f"\nAdamW on cached targets (3x384, batch 32, max_seq_len 64, {n} steps, best of 2 each, threads "
@@ -57,20 +61,20 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--steps", type=int, default=10, help="distillation steps timed per student")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--precision", default="auto", help="teacher precision for distillation targets (lib.device)")
+    ap.add_argument("--precision", default="auto", help="teacher precision for distillation targets (lib.common.device)")
     ap.add_argument("--skip-steps", action="store_true", help="skip the distillation steps/s part")
     ap.add_argument("--optimizer-steps", type=int, default=20,
                     help="steps per timing of the fused vs non-fused AdamW comparison (0 skips it)")
     args = ap.parse_args(argv)
 
-    data = D.build_datasets(args.seed, transfer_sentences=max(args.sentences, args.batch_size * args.steps),
+    data = build_datasets(args.seed, transfer_sentences=max(args.sentences, args.batch_size * args.steps),
                             task_train=24, task_eval=12, fidelity_sentences=4)
     texts = sorted(data["transfer"], key=len)[-args.sentences:]  # the longest sentences: positions near max_seq_len
-    teacher = D.load_encoder(D.ensure_teacher(), "teacher")
-    assistant = D.load_encoder(D.assistant_path(), "assistant")
+    teacher = load_encoder(ensure_teacher(), "teacher")
+    assistant = load_encoder(assistant_path(), "assistant")
     print(f"torch threads: {torch.get_num_threads()}; {len(texts)} sentences, max_seq_len {args.max_seq_len}, "
           f"batch {args.batch_size}")
-    speed = D.speed_table(teacher, assistant, texts, args.max_seq_len, args.batch_size, repeats=2)
+    speed = speed_table(teacher, assistant, texts, args.max_seq_len, args.batch_size, repeats=2)
     speed["sentences_per_s"] = 1000 / speed.s_per_1000
     print(speed.round(2).to_string(index=False))
     r6 = float(speed.loc[speed.model == "student 6x384", "speedup"].iloc[0])
@@ -82,9 +86,9 @@ def main(argv=None) -> int:
         print("  reporting float32 only (teacher sentences/s above)")
     else:
         last = teacher.num_layers - 1
-        D.target_divergence(teacher, texts[:4], [last], 12, args.max_seq_len, precision=prec)  # warm-up, both paths
+        target_divergence(teacher, texts[:4], [last], 12, args.max_seq_len, precision=prec)  # warm-up, both paths
         before = peak_rss_mib()
-        div = D.target_divergence(teacher, texts, [last], 12, args.max_seq_len, precision=prec,
+        div = target_divergence(teacher, texts, [last], 12, args.max_seq_len, precision=prec,
                                   batch_size=args.batch_size)
         r = div["seconds_fp32"] / div["seconds_low"]
         print(f"  fp32 {len(texts) / div['seconds_fp32']:.1f} sentences/s, {prec.name} "
@@ -101,10 +105,10 @@ def main(argv=None) -> int:
           f"{args.batch_size // 2}, max_seq_len {args.max_seq_len}):")
     ref = None
     for m in (6, 4, 3):
-        st = D.make_student(teacher.tokenizer, m, 384, 12, seed=args.seed)
-        cfg = D.DistillConfig(steps=args.steps, batch_size=args.batch_size // 2, max_seq_len=args.max_seq_len, seed=args.seed)
+        st = make_student(teacher.tokenizer, m, 384, 12, seed=args.seed)
+        cfg = DistillConfig(steps=args.steps, batch_size=args.batch_size // 2, max_seq_len=args.max_seq_len, seed=args.seed)
         t0 = time.perf_counter()
-        D.distill(teacher, st, texts, cfg, progress=False)
+        distill(teacher, st, texts, cfg, progress=False)
         rate = args.steps / (time.perf_counter() - t0)
         ref = ref or rate
         print(f"  {m}x384 MiniLM: {rate:.2f} steps/s ({rate / ref:.2f}x the 6x384 rate); peak RSS {peak_rss_mib():.0f} MiB")

@@ -15,7 +15,10 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from lib import distill as D  # noqa: E402
+from lib.distill.cache import TeacherCache, TeacherTargetStore
+from lib.distill.data import build_datasets
+from lib.distill.models import encoder_identity, ensure_teacher, load_encoder, make_student
+from lib.distill.train import DistillConfig, batch_plan, distill  # noqa: E402
 
 VARIANTS = ("minilm", "no_value_relation", "value_mse")  # the runs of one seed that share its teacher targets
 
@@ -27,10 +30,10 @@ def grid(source_for_seed, teacher, texts, args) -> tuple[int, float]:
         src = source_for_seed(seed)
         sources[id(src)] = src
         for variant in VARIANTS:
-            st = D.make_student(teacher.tokenizer, 3, 384, 12, seed=seed)
-            cfg = D.DistillConfig(variant=variant, steps=args.steps, batch_size=args.batch_size,
+            st = make_student(teacher.tokenizer, 3, 384, 12, seed=seed)
+            cfg = DistillConfig(variant=variant, steps=args.steps, batch_size=args.batch_size,
                                   max_seq_len=args.max_seq_len, seed=seed)
-            D.distill(src, st, texts, cfg, progress=False)
+            distill(src, st, texts, cfg, progress=False)
     return sum(s.teacher_sentences for s in sources.values()), time.perf_counter() - t0
 
 
@@ -43,18 +46,18 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=3)
     args = ap.parse_args(argv)
 
-    texts = D.build_datasets(0, args.sentences, task_train=24, task_eval=12, fidelity_sentences=4)["transfer"]
-    teacher = D.load_encoder(D.ensure_teacher(), "teacher")
-    tid = D.encoder_identity(teacher)
+    texts = build_datasets(0, args.sentences, task_train=24, task_eval=12, fidelity_sentences=4)["transfer"]
+    teacher = load_encoder(ensure_teacher(), "teacher")
+    tid = encoder_identity(teacher)
     print(f"{args.seeds} seeds x {len(VARIANTS)} runs (3x384), {args.steps} steps of {args.batch_size}, "
           f"max_seq_len {args.max_seq_len}, {len(texts)} transfer sentences")
-    mem_n, mem_s = grid(lambda seed: D.TeacherCache(teacher, texts, args.max_seq_len), teacher, texts, args)
+    mem_n, mem_s = grid(lambda seed: TeacherCache(teacher, texts, args.max_seq_len), teacher, texts, args)
     with tempfile.TemporaryDirectory() as root:
-        cold_n, cold_s = grid(lambda seed, s=D.TeacherTargetStore(teacher, tid, args.max_seq_len, root=root): s,
+        cold_n, cold_s = grid(lambda seed, s=TeacherTargetStore(teacher, tid, args.max_seq_len, root=root): s,
                               teacher, texts, args)
-        warm_n, warm_s = grid(lambda seed, s=D.TeacherTargetStore(teacher, tid, args.max_seq_len, root=root): s,
+        warm_n, warm_s = grid(lambda seed, s=TeacherTargetStore(teacher, tid, args.max_seq_len, root=root): s,
                               teacher, texts, args)
-    distinct = len({t for seed in range(args.seeds) for idx in D.batch_plan(len(texts), args.steps, args.batch_size, seed)
+    distinct = len({t for seed in range(args.seeds) for idx in batch_plan(len(texts), args.steps, args.batch_size, seed)
                     for t in (texts[i] for i in idx)})
     print(f"{'mode':<28}{'teacher sentences':>18}{'wall s':>9}")
     for name, n, s in (("in-memory, per seed", mem_n, mem_s), ("disk cache, cold", cold_n, cold_s),

@@ -1,4 +1,4 @@
-"""Data-parallel benchmark (lib.distributed): steps/s, samples/s and peak memory per rank of the GAT trainer and the
+"""Data-parallel benchmark (lib.run.distributed): steps/s, samples/s and peak memory per rank of the GAT trainer and the
 distillation trainer at 1 and 2 processes (gloo, CPU), at the same global batch, in one run.
 
     .venv/bin/python benchmarks/bench_distributed.py [--steps 6] [--nodes 1000] [--batch 16]
@@ -17,24 +17,26 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pandas as pd  # noqa: E402
 
-import lib.distributed as DP  # noqa: E402
+from lib.run.distributed import distill, train_gat
+from lib.run.ranks import peak_memory_mb, run_local  # noqa: E402
 
 
 def _gat(d, steps: int, nodes: int):
-    from lib.model import ModelConfig
-    from lib.train import TrainConfig, synthetic_graph
+    from lib.linkpred.config import TrainConfig
+    from lib.linkpred.data import synthetic_graph
+    from lib.linkpred.model import ModelConfig
 
     graphs = [synthetic_graph(nodes, 4 * nodes, 384, seed=i, graph_id=f"g{i}") for i in range(2 * (steps + 1))]
     cfg = TrainConfig(epochs=1, log_aauc=False, log_eval=False)
-    DP.train_gat("gat_model", ModelConfig().to_dict(), graphs, cfg, d, 2, max_steps=1)  # warm-up (first-call costs)
-    _, res = DP.train_gat("gat_model", ModelConfig().to_dict(), graphs, cfg, d, 2, max_steps=steps)
+    train_gat("gat_model", ModelConfig().to_dict(), graphs, cfg, d, 2, max_steps=1)  # warm-up (first-call costs)
+    _, res = train_gat("gat_model", ModelConfig().to_dict(), graphs, cfg, d, 2, max_steps=steps)
     return {"seconds": res["seconds"], "steps": res["steps"], "samples": 2 * res["steps"],
-            "peak_mb": DP.peak_memory_mb(d.device), "grad_mb": _mb(ModelConfig())}
+            "peak_mb": peak_memory_mb(d.device), "grad_mb": _mb(ModelConfig())}
 
 
 def _mb(model_or_cfg) -> float:
     """Gradient bytes a rank all-reduces per step (float32), in MB."""
-    from lib.model import GatModel
+    from lib.linkpred.model import GatModel
 
     model = GatModel(model_or_cfg) if not hasattr(model_or_cfg, "parameters") else model_or_cfg
     return sum(p.numel() for p in model.parameters() if p.requires_grad) * 4 / 2**20
@@ -43,17 +45,18 @@ def _mb(model_or_cfg) -> float:
 def _distill(d, steps: int, batch: int):
     from transformers.utils import logging as hf_logging
 
-    from lib import distill as D
+    from lib.distill.models import assistant_path, load_encoder, make_student
+    from lib.distill.train import DistillConfig
 
     hf_logging.disable_progress_bar()
-    teacher = D.load_encoder(D.assistant_path(), "assistant (6x384)")
+    teacher = load_encoder(assistant_path(), "assistant (6x384)")
     words = "the a river city music science history of in and war king art water planet language school".split()
     corpus = [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(12 + i % 9)) for i in range(batch * (steps + 1))]
-    cfg = D.DistillConfig(steps=steps, batch_size=batch, max_seq_len=32, relation_heads=12)
-    student = D.make_student(teacher.tokenizer, 3, 384, 12, seed=0)
-    res = DP.distill(teacher, student, corpus, cfg, d)  # the teacher pass of each rank's shard is inside the steps
+    cfg = DistillConfig(steps=steps, batch_size=batch, max_seq_len=32, relation_heads=12)
+    student = make_student(teacher.tokenizer, 3, 384, 12, seed=0)
+    res = distill(teacher, student, corpus, cfg, d)  # the teacher pass of each rank's shard is inside the steps
     return {"seconds": res["seconds"], "steps": res["steps"], "samples": batch * res["steps"],
-            "peak_mb": DP.peak_memory_mb(d.device), "grad_mb": _mb(student.model)}
+            "peak_mb": peak_memory_mb(d.device), "grad_mb": _mb(student.model)}
 
 
 def main(argv=None) -> int:
@@ -67,7 +70,7 @@ def main(argv=None) -> int:
                                   (f"distill (3x384 from MiniLM-L6, {a.batch} sentences/step)", _distill,
                                    (a.steps, a.batch), "sentences")):
         for world in (1, 2):
-            res = DP.run_local(job, args, world, timeout_s=600)
+            res = run_local(job, args, world, timeout_s=600)
             r0 = res[0]
             rows.append({"trainer": name, "processes": world, "steps/s": r0["steps"] / r0["seconds"],
                          "samples/s": r0["samples"] / r0["seconds"], "unit": what,

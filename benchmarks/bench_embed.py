@@ -3,12 +3,13 @@
     .venv/bin/python benchmarks/bench_embed.py            # 10,033 vital-article titles, 3 interleaved repetitions
     .venv/bin/python benchmarks/bench_embed.py --quick    # 2,000 titles, 1 repetition (a smoke run)
 
-1. Unique titles: titles/s of `lib.embed.encode` (equal-length batches, no padding) vs `SentenceTransformer.encode`
+1. Unique titles: titles/s of `lib.embed.encoder.encode` (equal-length batches, no padding) vs
+   `SentenceTransformer.encode`
    (default batch size 32, and the same batch size as ours), cosine to the plain output, peak RSS growth per call.
    Repetitions alternate the methods so a noisy shared machine hits all of them alike; the medians are reported.
 2. Effective speed-up on a title list shaped like the seed's campaign (every graph shares 92% of its nodes with other
    graphs): the seed's way (encode every graph's titles) vs `embed_titles` into an empty store.
-   With `--precision` (default auto; lib.device) resolving to bf16/fp16, the project's embedder under autocast is a
+   With `--precision` (default auto; lib.common.device) resolving to bf16/fp16, the project's embedder under autocast is a
    further method of the same loop (target: >= 3.5x plain encode at cosine >= 0.999); where auto resolves to float32
    (no native bf16 on this CPU) that is said and float32 only is reported; `--precision bf16` measures it anyway.
 3. Rejected options, measured rather than assumed: dynamic int8 quantisation of the Linear layers; and, only where
@@ -57,7 +58,7 @@ class PeakRSS:
 
 
 def vital_titles() -> list[str]:
-    from lib.crawl import embedded_data_path
+    from lib.crawl.sources import embedded_data_path
 
     return list(json.loads(embedded_data_path().read_text(encoding="utf-8")))
 
@@ -103,7 +104,7 @@ def onnx_encoder(model, workdir: Path):
         return None
     import torch
 
-    from lib import embed
+    from lib.embed import encoder as embed
 
     bert = model[0].auto_model.eval()
 
@@ -153,14 +154,15 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=1500, help="nodes per graph in the 92%%-overlap campaign")
     ap.add_argument("--quick", action="store_true", help="2,000 titles, 1 repetition, a 4 x 500 campaign")
     ap.add_argument("--json", default="", help="also write the figures to this JSON file")
-    ap.add_argument("--precision", default="auto", help="compute precision of a further project method (lib.device)")
+    ap.add_argument("--precision", default="auto", help="compute precision of a further project method (lib.common.device)")
     args = ap.parse_args()
     if args.quick:
         args.titles, args.reps, args.graphs, args.nodes = 2000, 1, 4, 500
 
     import torch
 
-    from lib import embed
+    from lib.embed import encoder as embed
+    from lib.embed import store as embed_store
 
     model = embed.load_model()
     titles = vital_titles()
@@ -243,9 +245,9 @@ def main() -> None:
             counts[t] = counts.get(t, 0) + 1
     shared = np.mean([np.mean([counts[t] > 1 for t in g]) for g in lists])
     _, seed_sec, seed_mib = timed(lambda: [model.encode(g, batch_size=32, convert_to_numpy=True) for g in lists])
-    store = embed.EmbeddingStore(tmp / "store", model.wikigat_model_id)
-    stats, store_sec, store_mib = timed(lambda: embed.embed_titles(flat, model, store, batch_size=bs, progress=False))
-    again = embed.embed_titles(flat, model, embed.EmbeddingStore(tmp / "store", model.wikigat_model_id),
+    store = embed_store.EmbeddingStore(tmp / "store", model.wikigat_model_id)
+    stats, store_sec, store_mib = timed(lambda: embed_store.embed_titles(flat, model, store, batch_size=bs, progress=False))
+    again = embed_store.embed_titles(flat, model, embed_store.EmbeddingStore(tmp / "store", model.wikigat_model_id),
                                progress=False)
     print(f"\n92%-overlap campaign: {args.graphs} graphs x {args.nodes} nodes = {len(flat)} titles, "
           f"{stats['unique']} unique, shared share {shared:.3f}")

@@ -3,12 +3,12 @@
     python benchmarks/bench_model.py [--nodes 20000 --edges 38700 --repeats 5 --threads 2]
 
 Graph: 20,000 nodes and 38,700 undirected edges (the seed's mean), 384-dim features.  A step = encode, decode the
-graph's edges and round(0.3 · 2E) sampled non-edges, BCE-with-logits, backward, AdamW — as in lib.train.
+graph's edges and round(0.3 · 2E) sampled non-edges, BCE-with-logits, backward, AdamW — as in lib.linkpred.train.
 Both implementations are timed alternately in the same process (the machine may be shared), median of `repeats`.
 Peak memory: each implementation also runs alone in a child process and reports its peak RSS (ru_maxrss).
 Checks first that both have the same parameter count and the same outputs for the same weights.
 
-Low precision (`--precision`, default auto; lib.device): the fused step under autocast (bf16, or fp16 with a
+Low precision (`--precision`, default auto; lib.common.device): the fused step under autocast (bf16, or fp16 with a
 GradScaler) against the PyG float32 reference in the same run (target <= 0.25x), its peak memory, and the eval AUC
 after `--auc-steps` training steps on a learnable synthetic graph, fused low precision vs fused float32 from the same
 initial weights (target: within 0.01). Where `auto` resolves to float32 (no native bf16 on this CPU) the benchmark says
@@ -27,9 +27,10 @@ import time
 import torch
 import torch.nn.functional as F
 
-from lib.device import resolve_precision
-from lib.model import GatModel, count_parameters
-from lib.train import sample_negatives, synthetic_graph
+from lib.common.device import resolve_precision
+from lib.linkpred.data import synthetic_graph
+from lib.linkpred.model import GatModel, count_parameters
+from lib.linkpred.sampling import sample_negatives
 
 
 def seed_sized_graph(nodes: int, edges: int, features: int = 384, seed: int = 0):
@@ -48,7 +49,7 @@ def seed_sized_graph(nodes: int, edges: int, features: int = 384, seed: int = 0)
 
 
 def make_step(model, x, ei, neg, precision: str = "fp32", lr: float = 1e-3):
-    """One lib.train-style step at `precision` (autocast; GradScaler for fp16)."""
+    """One lib.linkpred.train-style step at `precision` (autocast; GradScaler for fp16)."""
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     prec = resolve_precision(precision, "cpu")
     scaler = torch.amp.GradScaler("cpu", enabled=prec.grad_scaling)
@@ -124,7 +125,7 @@ def main() -> None:
     ap.add_argument("--edges", type=int, default=38_700)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--precision", default="auto", help="low precision of the fused step: auto, bf16, fp16 (lib.device)")
+    ap.add_argument("--precision", default="auto", help="low precision of the fused step: auto, bf16, fp16 (lib.common.device)")
     ap.add_argument("--auc-steps", type=int, default=40, help="training steps before the AUC comparison")
     ap.add_argument("--child", default=None)
     ap.add_argument("--child-precision", default="fp32")

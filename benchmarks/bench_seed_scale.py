@@ -8,11 +8,11 @@ Every stage runs through the repository's own public functions, each in its own 
 memory is its own), first at `--ref-nodes` (the demo's 2,000, the reference) and then at `--nodes` (the seed's
 20,000), on the same `--graphs` roots:
 
-  crawl    lib.crawl.run_campaign over SnapshotSource(lib.mockwiki.synthetic_snapshot(--articles)); in-process, so
+  crawl    lib.crawl.campaign.run_campaign over SnapshotSource(tests.mockwiki.synthetic_snapshot(--articles)); in-process, so
            no network time (a live crawl is bounded by its requests instead: see bench_crawl.py);
-  embed    lib.embed.embed_titles with the real all-MiniLM-L6-v2 (lib.embed.load_model) into a fresh store;
-  dataset  lib.dataset.build_dataset (float32 features);
-  train    lib.train.train_model("gat_model", seed architecture, TrainConfig(epochs=1) with the seed's settings,
+  embed    lib.embed.store.embed_titles with the real all-MiniLM-L6-v2 (lib.embed.encoder.load_model) into a fresh store;
+  dataset  lib.embed.dataset.build_dataset (float32 features);
+  train    lib.linkpred.train.train_model("gat_model", seed architecture, TrainConfig(epochs=1) with the seed's settings,
            per-step A-AUC and eval logging included), one optimiser step per graph; no validation graphs;
   train_nolog  the same with log_aauc=False, log_eval=False: what the per-step logging costs.
 
@@ -61,8 +61,10 @@ def roots_for(n_articles: int, graphs: int) -> list[str]:
 
 
 def stage_crawl(a, work: Path) -> dict:
-    from lib.crawl import SnapshotSource, run_campaign
-    from lib.mockwiki import synthetic_snapshot
+    from lib.crawl.campaign import run_campaign
+    from lib.crawl.sources import SnapshotSource
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the synthetic snapshot lives with the tests
+    from mockwiki import synthetic_snapshot
 
     t0 = time.perf_counter()
     source = SnapshotSource(synthetic_snapshot(a.articles, seed=0))  # hashes the snapshot once: set-up, not crawl
@@ -73,7 +75,7 @@ def stage_crawl(a, work: Path) -> dict:
     seconds = time.perf_counter() - t0
     ok = [r for r in manifest["roots"].values() if r["status"] == "ok"]
     files = [work / "crawl" / r["file"] for r in ok]
-    from lib.graphio import read_graph
+    from lib.common.graphio import read_graph
 
     titles = [t for f in files for t in read_graph(f).titles]
     return {"setup_s": setup, "seconds": seconds, "units": len(ok), "base_mb": base,
@@ -82,8 +84,9 @@ def stage_crawl(a, work: Path) -> dict:
 
 
 def stage_embed(a, work: Path) -> dict:
-    from lib.embed import EmbeddingStore, embed_titles, load_model
-    from lib.graphio import read_graph
+    from lib.common.graphio import read_graph
+    from lib.embed.encoder import load_model
+    from lib.embed.store import EmbeddingStore, embed_titles
 
     t0 = time.perf_counter()
     model = load_model()
@@ -97,8 +100,9 @@ def stage_embed(a, work: Path) -> dict:
 
 
 def stage_dataset(a, work: Path) -> dict:
-    from lib.dataset import build_dataset
-    from lib.embed import EmbeddingStore, load_model
+    from lib.embed.dataset import build_dataset
+    from lib.embed.encoder import load_model
+    from lib.embed.store import EmbeddingStore
 
     t0 = time.perf_counter()
     store = EmbeddingStore(work / "store", load_model().wikigat_model_id)
@@ -112,9 +116,10 @@ def stage_dataset(a, work: Path) -> dict:
 
 
 def stage_train(a, work: Path, log: bool = True) -> dict:
-    from lib.dataset import GraphDataset
-    from lib.model import ModelConfig
-    from lib.train import TrainConfig, train_model
+    from lib.embed.dataset import GraphDataset
+    from lib.linkpred.config import TrainConfig
+    from lib.linkpred.model import ModelConfig
+    from lib.linkpred.train import train_model
 
     t0 = time.perf_counter()
     ds = GraphDataset(work / "dataset")

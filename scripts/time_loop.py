@@ -5,7 +5,7 @@
 
 Writes outputs/reference/loop/timings.json (one entry per condition: wall seconds of each command, the notebooks'
 seconds from the demo's status.json, the test counts from pytest's summary line, the commit, date and machine), from
-which `python -m lib.report` writes the README's timing sentence. Nothing here is typed by hand.
+which `python -m lib.run.report` writes the README's timing sentence. Nothing here is typed by hand.
 """
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def main() -> int:
     clone_out = clone / OUT.relative_to(ROOT)
     clone_out.parent.mkdir(parents=True, exist_ok=True)
     clone_out.write_text(json.dumps(seeded, indent=1) + "\n")
-    subprocess.run([str(clone / ".venv" / "bin" / "python"), "-m", "lib.report"], cwd=clone, check=True, env=env,
+    subprocess.run([str(clone / ".venv" / "bin" / "python"), "-m", "lib.run.report"], cwd=clone, check=True, env=env,
                    capture_output=True)
     if a.shared:
         hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])

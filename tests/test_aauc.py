@@ -1,12 +1,11 @@
 import math
 
 import numpy as np
-
 import pytest
 import torch
 
-from lib import aauc as A
-from lib.aauc import aauc, sample_nodes
+from lib.aauc import study as A
+from lib.aauc.metric import aauc, sample_nodes
 
 # Four nodes: 0 and 1 point the same way (cos 1), 2 is close to them (cos 0.8), 3 is orthogonal.
 X = torch.tensor([[1.0, 0.0], [2.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
@@ -83,10 +82,12 @@ def test_bad_inputs_are_clear_errors():
 # ---------------------------------------------------------------- stage-4 analysis helpers
 
 import itertools
-import numpy as np
 import json
 
-from lib.aauc import aauc_by_group, aauc_inside_across, aauc_on_pairs, load_run_models, sampled_pairs, top_new_links
+import numpy as np
+
+from lib.aauc.metric import aauc_by_group, aauc_inside_across, aauc_on_pairs, sampled_pairs, top_new_links
+from lib.aauc.study import load_run_models
 
 
 def test_aauc_on_pairs_hand_computed_and_equal_to_aauc_on_all_pairs():
@@ -148,8 +149,10 @@ def test_top_new_links_matches_brute_force(k):
 
 
 def test_bfs_branches_on_a_crawled_graph(tmp_path):
-    from lib.crawl import Snapshot, SnapshotSource, bfs_branches, bfs_crawl
-    from lib.graphio import read_graph, write_graph
+    from lib.common.graphio import read_graph, write_graph
+    from lib.crawl.bfs import bfs_branches, bfs_crawl
+    from lib.crawl.pages import Snapshot
+    from lib.crawl.sources import SnapshotSource
 
     snap = Snapshot(links={"A": ["B", "C"], "B": ["D", "C"], "C": ["E"], "D": ["A"], "E": []})
     g = bfs_crawl(SnapshotSource(snap), "A", max_nodes=10)
@@ -174,8 +177,9 @@ def test_load_run_models_errors_name_the_folder(tmp_path):
 
 
 def test_load_run_models_reads_checkpoints_from_the_run_folder(tmp_path):
-    from lib.model import ModelConfig
-    from lib.train import build_model, save_checkpoint
+    from lib.linkpred.checkpoint import save_checkpoint
+    from lib.linkpred.config import build_model
+    from lib.linkpred.model import ModelConfig
 
     cfg = ModelConfig(in_channels=8, hidden_channels=8, out_channels=4, num_levels=1, heads=2).to_dict()
     torch.manual_seed(0)
@@ -194,9 +198,9 @@ def test_load_run_models_reads_checkpoints_from_the_run_folder(tmp_path):
 
 
 def test_reference_scorers_and_nested_subsets():
-    from lib.aauc import nested_subsets, reference_embeddings
-    from lib.runinfo import jsonable
-    from lib.train import synthetic_graph
+    from lib.aauc.study import nested_subsets, reference_embeddings
+    from lib.common.runinfo import jsonable
+    from lib.linkpred.data import synthetic_graph
 
     data = synthetic_graph(num_nodes=120, num_edges=300, in_channels=16, seed=0)
     # the features' own cosine reproduces the labels exactly: A-AUC 1.0 by construction, with and without self-pairs
@@ -232,7 +236,7 @@ def test_trend_slopes_fit_log_size_and_skip_undefined_aauc():
 
 
 def test_topic_table_of_a_source_without_topics_is_empty_with_the_columns():
-    from lib.aauc import topic_table
+    from lib.aauc.study import topic_table
 
     g = torch.Generator().manual_seed(0)
     z, x = torch.randn(30, 4, generator=g), torch.randn(30, 8, generator=g)

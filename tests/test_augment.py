@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import lib.augment as A
-from lib.distill_losses import DistillError
+from lib.distill.losses import DistillError
+from lib.kd import augment as A
 
 TAGS = {"the": "DET", "a": "DET", "cat": "NOUN", "dog": "NOUN", "mat": "NOUN", "rug": "NOUN", "sat": "VERB",
         "ran": "VERB", "slept": "VERB", "on": "ADP", "under": "ADP", ".": "PUNCT"}

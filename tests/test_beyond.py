@@ -2,10 +2,11 @@
 import pandas as pd
 import pytest
 
-from lib import beyond as B
-from lib.model import ModelConfig
-from lib.protocols import make_protocol
-from lib.train import TrainConfig, synthetic_graph
+from lib.linkpred import beyond as B
+from lib.linkpred.config import TrainConfig
+from lib.linkpred.data import synthetic_graph
+from lib.linkpred.model import ModelConfig
+from lib.linkpred.protocols import make_protocol
 
 SMALL = ModelConfig(in_channels=16, hidden_channels=8, out_channels=4, num_levels=1, heads=1, dropout=0.1).to_dict()
 
@@ -68,7 +69,7 @@ def test_gap_table_counts_the_rescaled_stack_as_a_bar_where_it_ran():
 
 
 def test_rescaled_variant_starts_from_the_rescaled_stack_of_its_training_graphs(tmp_path):
-    from lib.heuristics import HeuristicStack, reference_degree
+    from lib.linkpred.heuristics import HeuristicStack, reference_degree
 
     graphs = {f"g{i}": synthetic_graph(80, 240 + 60 * i, in_channels=16, seed=i, graph_id=f"g{i}") for i in range(5)}
     sp = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3", "g4"], "leak_free", seed=0)
@@ -78,7 +79,7 @@ def test_rescaled_variant_starts_from_the_rescaled_stack_of_its_training_graphs(
     assert set(mean) == {"uniform", "dist2", "heart", "matched"} and len(coef) == 4 and mean != plain
     mean, res = B.run_variant(sp, "ncn_stack_uniform_rescaled", SMALL, cfg, None, tmp_path)
     assert 0 <= mean["uniform"]["auc"] <= 1
-    from lib.train import load_checkpoint
+    from lib.linkpred.checkpoint import load_checkpoint
 
     model, _ = load_checkpoint(res["checkpoint"])
     want = reference_degree(sp.train, cfg.disjoint_ratio)
@@ -107,7 +108,8 @@ def test_structure_profile_counts_common_neighbours_by_hand():
     import torch
     from torch_geometric.data import Data
     from torch_geometric.utils import to_undirected
-    from lib.protocols import EvalTask
+
+    from lib.linkpred.protocols import EvalTask
 
     # path 0-1-2 plus 2-3; held out: (0, 2) has one common neighbour (1), (0, 3) none
     mp = to_undirected(torch.tensor([[0, 1, 2], [1, 2, 3]]), num_nodes=5)
@@ -142,7 +144,8 @@ def test_shortcut_scores_one_exactly_for_pairs_without_a_common_neighbour():
     import torch
     from torch_geometric.data import Data
     from torch_geometric.utils import to_undirected
-    from lib.protocols import EvalTask
+
+    from lib.linkpred.protocols import EvalTask
 
     mp = to_undirected(torch.tensor([[0, 1, 2], [1, 2, 3]]), num_nodes=5)
     t = EvalTask("g", "leak_free", Data(x=torch.randn(5, 3), num_nodes=5), mp, pos=torch.tensor([[0], [2]]),
@@ -154,7 +157,7 @@ def test_gap_table_leaves_out_a_negative_set_the_tasks_do_not_hold():
     import numpy as np
     import pandas as pd
 
-    from lib.beyond import gap_table
+    from lib.linkpred.beyond import gap_table
 
     rows = [{"seed": s, "protocol": "new_nodes", "negatives": n, "model": m, "auc": a, "mrr": a / 2,
              "val_auc": (a if m.startswith("gat_") else np.nan)}

@@ -6,8 +6,10 @@ import shutil
 
 import pytest
 
-from lib.crawl import Snapshot, SnapshotSource, bfs_crawl
-from lib.viz import graph_to_html
+from lib.crawl.bfs import bfs_crawl
+from lib.crawl.pages import Snapshot
+from lib.crawl.sources import SnapshotSource
+from lib.viz.graph import graph_to_html
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -64,7 +66,7 @@ def test_pyvis_html_draws_offline(browser, tmp_path):
 
 def test_seed_figure_1_picture_draws_offline(browser, tmp_path):
     """The notebook's picture: 2,000 nodes from "Sustainability" on the embedded source (seed Figure 1)."""
-    from lib.crawl import EmbeddedSource
+    from lib.crawl.sources import EmbeddedSource
 
     g = bfs_crawl(EmbeddedSource(cache_dir=None), "Sustainability", 2000)
     info = draws(browser, graph_to_html(g, tmp_path / "fig1.html"))

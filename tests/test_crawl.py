@@ -3,11 +3,12 @@ import json
 
 import pytest
 
-from lib.crawl import (
-    CachedSource, Page, PageCache, ParamError, RootSkipped, Snapshot, SnapshotError, SnapshotSource,
-    bfs_crawl, graph_stats, read_roots, read_snapshot, run_campaign, title_mention_links,
-)
-from lib.graphio import Graph, read_graph
+from lib.common.graphio import Graph, read_graph
+from lib.common.params import ParamError
+from lib.crawl.bfs import bfs_crawl
+from lib.crawl.campaign import graph_stats, read_roots, run_campaign
+from lib.crawl.pages import Page, RootSkipped, Snapshot, SnapshotError
+from lib.crawl.sources import CachedSource, PageCache, SnapshotSource, read_snapshot, title_mention_links
 
 
 def src(links, redirects=None, disamb=None, topics=None):
@@ -239,7 +240,7 @@ def test_read_roots(tmp_path):
 
 
 def test_embedded_source_is_real_vital_articles():
-    from lib.crawl import EmbeddedSource
+    from lib.crawl.sources import EmbeddedSource
 
     s = EmbeddedSource(cache_dir=None)
     assert len(s.snapshot.links) == 10033
@@ -251,8 +252,8 @@ def test_embedded_source_is_real_vital_articles():
 
 
 def test_offline_roots_are_all_pages_of_the_embedded_source():
-    from lib.crawl import EmbeddedSource
-    from lib.paths import PARAMS
+    from lib.common.paths import PARAMS
+    from lib.crawl.sources import EmbeddedSource
 
     s = EmbeddedSource(cache_dir=None)
     roots = read_roots(PARAMS / "roots_offline.txt")
@@ -265,7 +266,7 @@ def test_offline_roots_are_all_pages_of_the_embedded_source():
 def test_pyvis_html_is_self_contained(tmp_path):
     import re
 
-    from lib.viz import graph_to_html
+    from lib.viz.graph import graph_to_html
 
     g = bfs_crawl(src({"R": ["A", "B"], "A": [], "B": []}, topics={"R": "Arts"}), "R", 10)
     html = graph_to_html(g, tmp_path / "g.html", extra_edges=[(1, 2)]).read_text(encoding="utf-8")
@@ -277,7 +278,7 @@ def test_pyvis_html_is_self_contained(tmp_path):
 def test_atomic_writes_leave_no_temp_file_and_normal_permissions(tmp_path):
     import os
 
-    from lib.paths import atomic_write_text
+    from lib.common.paths import atomic_write_text
 
     umask = os.umask(0o022)
     os.umask(umask)
@@ -290,8 +291,9 @@ def test_offline_roots_file_is_a_fresh_stratified_draw():
     import importlib.util
     from collections import Counter
 
-    from lib.crawl import draw_offline_roots, embedded_snapshot, read_roots
-    from lib.paths import PARAMS, ROOT
+    from lib.common.paths import PARAMS, ROOT
+    from lib.crawl.campaign import draw_offline_roots, read_roots
+    from lib.crawl.sources import embedded_snapshot
 
     spec = importlib.util.spec_from_file_location("draw_roots", ROOT / "scripts" / "draw_offline_roots.py")
     mod = importlib.util.module_from_spec(spec)
@@ -311,7 +313,8 @@ def test_offline_roots_file_is_a_fresh_stratified_draw():
 
 
 def test_a_campaign_whose_roots_are_all_missing_is_an_error_naming_them(tmp_path):
-    from lib.crawl import CrawlError, run_campaign
+    from lib.crawl.campaign import run_campaign
+    from lib.crawl.pages import CrawlError
 
     src = SnapshotSource(Snapshot(links={"A": ["B"], "B": ["A"]}))
     with pytest.raises(CrawlError, match="none of the 2 roots gave a graph.*'Nope'"):
@@ -323,8 +326,8 @@ def test_a_campaign_whose_roots_are_all_missing_is_an_error_naming_them(tmp_path
 
 
 def test_import_graphs_turns_seed_format_files_into_a_campaign(tmp_path):
-    from lib.crawl import import_graphs, ok_graph_files
-    from lib.graphio import read_graph
+    from lib.common.graphio import read_graph
+    from lib.crawl.campaign import import_graphs, ok_graph_files
 
     folder = tmp_path / "g"
     folder.mkdir()
@@ -345,7 +348,8 @@ def test_import_graphs_turns_seed_format_files_into_a_campaign(tmp_path):
 
 
 def test_a_topics_file_labels_a_snapshot_and_bad_lines_are_named(tmp_path):
-    from lib.crawl import bfs_crawl, make_source
+    from lib.crawl.bfs import bfs_crawl
+    from lib.crawl.sources import make_source
 
     links = tmp_path / "links.tsv"
     links.write_text("Root_page\tOther%20page\nOther_page\tRoot_page\n")
@@ -364,7 +368,7 @@ def test_a_topics_file_labels_a_snapshot_and_bad_lines_are_named(tmp_path):
 
 
 def test_a_snapshot_without_a_link_row_is_named_with_the_fix(tmp_path):
-    from lib.crawl import read_snapshot
+    from lib.crawl.sources import read_snapshot
 
     f = tmp_path / "links.tsv"
     f.write_text("# only a comment\n\n")

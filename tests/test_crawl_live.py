@@ -13,11 +13,14 @@ import time
 from pathlib import Path
 
 import pytest
+from mockwiki import FaultConfig, MockWiki, normalize_title, synthetic_snapshot
 
-from lib.crawl import CachedSource, CrawlError, PageCache, Snapshot, SnapshotSource, bfs_crawl, run_campaign
-from lib.mockwiki import FaultConfig, MockWiki, normalize_title, synthetic_snapshot
-from lib.params import ParamError
-from lib.wikilive import LiveSource
+from lib.common.params import ParamError
+from lib.crawl.bfs import bfs_crawl
+from lib.crawl.campaign import run_campaign
+from lib.crawl.live import LiveSource
+from lib.crawl.pages import CrawlError, Snapshot
+from lib.crawl.sources import CachedSource, PageCache, SnapshotSource
 
 CONTACT = "tests@example.org"
 FAST = dict(retry_wait=0.01, connect_timeout=1.0, read_timeout=0.3)  # tiny waits: tests stay fast
@@ -200,8 +203,9 @@ def test_stalled_server_hits_the_read_timeout(small):
 # ------------------------------------------------------------------------------------------- cached campaign
 CAMPAIGN = textwrap.dedent("""
     import sys
-    from lib.crawl import CachedSource, PageCache, run_campaign
-    from lib.wikilive import LiveSource
+    from lib.crawl.sources import CachedSource, PageCache
+    from lib.crawl.campaign import run_campaign
+    from lib.crawl.live import LiveSource
     url, cache, out, roots = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split("|")
     src = CachedSource(LiveSource("tests@example.org", api_url=url, retry_wait=0.01, source_id="live:mock"),
                        PageCache(cache))

@@ -8,10 +8,11 @@ import pytest
 import torch
 from torch_geometric.utils import contains_self_loops, is_undirected
 
-from lib import dataset, embed
-from lib.dataset import DatasetError, GraphDataset, build_dataset, load_split, split_graphs, write_split
-from lib.embed import EmbeddingStore, StoreError
-from lib.graphio import Graph, write_graph
+from lib.common.graphio import Graph, write_graph
+from lib.embed import dataset
+from lib.embed.dataset import DatasetError, GraphDataset, build_dataset, load_split, split_graphs, write_split
+from lib.embed.encoder import load_model
+from lib.embed.store import EmbeddingStore, StoreError, open_store
 
 DIM = 16
 
@@ -166,11 +167,11 @@ def test_import_seed_format_graphs(tmp_path):
     f1.write_text(json.dumps(seed_obj), encoding="utf-8")
     f2 = tmp_path / "seed_graph_2.json"
     f2.write_text(json.dumps({"nodes": seed_obj["nodes"][1:], "edges": [{"source": 20, "target": 30}]}))
-    model = embed.load_model()
-    st = embed.open_store(model, tmp_path / "store")
+    model = load_model()
+    st = open_store(model, tmp_path / "store")
     entries, stats = dataset.import_seed_graphs([f1, f2], tmp_path / "ds", model, store=st, progress=False)
     assert (stats["total"], stats["unique"], stats["newly_encoded"]) == (7, 4, 4)
-    assert len(embed.EmbeddingStore(tmp_path / "store", model.wikigat_model_id)) == 4  # the store we passed
+    assert len(EmbeddingStore(tmp_path / "store", model.wikigat_model_id)) == 4  # the store we passed
     assert [(e["graph_id"], e["root"], e["num_nodes"], e["num_edges"]) for e in entries] == \
         [("seed_graph_1", "Sustainability", 4, 3), ("seed_graph_2", "Renewable energy", 3, 1)]
     d = GraphDataset(tmp_path / "ds")[0]

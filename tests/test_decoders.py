@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 import torch
 
-from lib.decoders import common_neighbour_sum, common_neighbours_matrix
-from lib.heuristics import HeuristicStack, pair_features
-from lib.model import GatModel, ModelConfig, count_parameters
-from lib.train import synthetic_graph
+from lib.linkpred.data import synthetic_graph
+from lib.linkpred.decoders import common_neighbour_sum, common_neighbours_matrix
+from lib.linkpred.heuristics import HeuristicStack, pair_features
+from lib.linkpred.model import GatModel, ModelConfig, count_parameters
 
 SMALL = dict(in_channels=16, hidden_channels=8, out_channels=4, num_levels=2, heads=2, dropout=0.1)
 
@@ -86,7 +86,7 @@ def test_heuristic_stack_features_and_fit():
 
 
 def test_aauc_from_decoder_scores_equals_aauc_for_the_dot_decoder():
-    from lib.aauc import aauc, aauc_scored
+    from lib.aauc.metric import aauc, aauc_scored
 
     g = synthetic_graph(200, 600, in_channels=16, seed=4)
     z = torch.randn(200, 4, generator=torch.Generator().manual_seed(1))
@@ -99,7 +99,9 @@ def test_aauc_from_decoder_scores_equals_aauc_for_the_dot_decoder():
 
 
 def test_early_stopping_stops_after_patience_and_keeps_the_best_epoch(tmp_path):
-    from lib.train import TrainConfig, data_fingerprint, train_model
+    from lib.linkpred.checkpoint import data_fingerprint
+    from lib.linkpred.config import TrainConfig
+    from lib.linkpred.train import train_model
 
     graphs = [synthetic_graph(100, 300, in_channels=16, seed=s, graph_id=f"g{s}") for s in range(4)]
     mcfg = ModelConfig(**SMALL, decoder="ncn", decoder_features=True).to_dict()
@@ -116,7 +118,8 @@ def test_early_stopping_stops_after_patience_and_keeps_the_best_epoch(tmp_path):
 
 
 def test_stack_initialised_decoder_scores_exactly_as_the_fitted_stack_until_trained():
-    from lib.train import TrainConfig, train_model
+    from lib.linkpred.config import TrainConfig
+    from lib.linkpred.train import train_model
 
     graphs = [synthetic_graph(60, 240, in_channels=16, seed=s) for s in range(3)]
     cfg = TrainConfig(epochs=1, seed=4, disjoint_ratio=0.3, supervision="disjoint")
@@ -140,7 +143,7 @@ def test_stack_initialised_decoder_scores_exactly_as_the_fitted_stack_until_trai
 
 
 def test_density_rescaling_multiplies_the_counts_by_the_squared_degree_ratio():
-    from lib.heuristics import adjacency, density_factor, reference_degree
+    from lib.linkpred.heuristics import adjacency, density_factor, reference_degree
 
     ei = _ei([(0, 2), (1, 2), (0, 3), (1, 3), (3, 4)])  # 10 directed entries on 5 nodes: mean degree 2
     x = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 1.0]])
@@ -158,7 +161,7 @@ def test_density_rescaling_multiplies_the_counts_by_the_squared_degree_ratio():
 
 
 def test_rescaled_decoder_equals_the_plain_one_at_the_reference_density_and_starts_as_the_rescaled_stack():
-    from lib.heuristics import adjacency
+    from lib.linkpred.heuristics import adjacency
 
     g = synthetic_graph(50, 200, in_channels=16, seed=9)
     pairs = torch.randint(0, 50, (2, 300), generator=torch.Generator().manual_seed(0))
@@ -194,7 +197,7 @@ def test_rescaled_decoder_equals_the_plain_one_at_the_reference_density_and_star
 def test_pair_structure_matches_networkx_and_the_cache_never_serves_another_graph_or_pair_set():
     import networkx as nx
 
-    from lib.heuristics import heuristic_scores, pair_structure
+    from lib.linkpred.heuristics import heuristic_scores, pair_structure
 
     g = synthetic_graph(80, 300, in_channels=8, seed=4)
     G = nx.Graph(g.edge_index.t().tolist())
@@ -225,7 +228,7 @@ def test_pair_structure_matches_networkx_and_the_cache_never_serves_another_grap
 
 
 def test_ncn_feat_scores_the_same_from_the_cache_as_computed_afresh():
-    from lib import heuristics
+    from lib.linkpred import heuristics
 
     g = synthetic_graph(60, 200, in_channels=16, seed=5)
     pairs = torch.randint(0, 60, (2, 40), generator=torch.Generator().manual_seed(1))
@@ -246,7 +249,7 @@ def test_ncn_feat_scores_the_same_from_the_cache_as_computed_afresh():
 def test_cosine_is_float64_exact_and_its_cache_follows_the_tensor_and_its_changes():
     import torch.nn.functional as F
 
-    from lib.heuristics import cosine_scores
+    from lib.linkpred.heuristics import cosine_scores
 
     g = synthetic_graph(50, 100, in_channels=16, seed=6)
     x = g.x.clone()

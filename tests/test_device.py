@@ -1,11 +1,11 @@
-"""Device and compute-precision resolution (lib.device) and its record in params.json (lib.runinfo)."""
+"""Device and compute-precision resolution (lib.common.device) and its record in params.json (lib.common.runinfo)."""
 import json
 
 import pytest
 import torch
 
-import lib.device as dev
-from lib.runinfo import write_params_json
+from lib.common import device as dev
+from lib.common.runinfo import write_params_json
 
 
 def test_auto_picks_fp32_on_a_cpu_without_native_bf16(monkeypatch):
@@ -74,7 +74,7 @@ def test_set_threads_follows_omp_num_threads_then_the_cores_and_exports_them(mon
 def test_every_notebook_sets_its_threads_from_the_threads_parameter():
     import nbformat
 
-    from lib.params import notebook_parameters, numbered_notebooks
+    from lib.common.params import notebook_parameters, numbered_notebooks
 
     for nb in numbered_notebooks():
         assert notebook_parameters(nb)["threads"]["default"] == "0", nb.name

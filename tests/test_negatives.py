@@ -7,11 +7,22 @@ import scipy.sparse as sp
 import torch
 from scipy.stats import rankdata
 
-from lib.heuristics import adjacency
-from lib.negatives import (distance_bins, heart_negatives, matched_negatives, personalized_pagerank, ranking_metrics,
-                           ranks, resource_allocation)
-from lib.protocols import PROTOCOLS, TitlePairs, _member, leak_audit, make_protocol, split_edges
-from lib.train import TrainConfig, link_metrics, synthetic_graph
+from lib.linkpred.audit import leak_audit
+from lib.linkpred.config import TrainConfig
+from lib.linkpred.data import synthetic_graph
+from lib.linkpred.heuristics import adjacency
+from lib.linkpred.metrics import link_metrics
+from lib.linkpred.negatives import (
+    distance_bins,
+    heart_negatives,
+    matched_negatives,
+    personalized_pagerank,
+    ranking_metrics,
+    ranks,
+    resource_allocation,
+)
+from lib.linkpred.protocols import make_protocol
+from lib.linkpred.sampling import PROTOCOLS, TitlePairs, _member, split_edges
 
 
 def _adj(n, edges):
@@ -95,8 +106,8 @@ def test_matched_negatives_sit_at_their_positives_distance_and_are_never_links()
 
 def test_shortcut_cannot_separate_matched_negatives_but_separates_distance_two_ones():
     """"No common neighbour => link" scores AUC 0.5 on matched negatives by construction, far from it on dist2."""
-    from lib.heuristics import heuristic_scores
-    from lib.protocols import hard_negatives
+    from lib.linkpred.heuristics import heuristic_scores
+    from lib.linkpred.sampling import hard_negatives
 
     data, mp, pos, tp, gids, forbidden = _task(seed=4, n=400, m=900)
     a = adjacency(mp, data.num_nodes)
@@ -177,7 +188,7 @@ def test_protocol_tasks_carry_both_sets_on_validation_too_and_none_is_a_link(pro
 
 
 def test_matched_training_negatives_sit_at_a_positives_distance_and_mix_with_the_others():
-    from lib.train import supervision_pairs, training_negatives
+    from lib.linkpred.train import supervision_pairs, training_negatives
 
     data = synthetic_graph(150, 400, 8, seed=7)
     cfg = TrainConfig(supervision="disjoint", neg_rate=1.0, matched_negative_share=0.5, hard_negative_share=0.25,

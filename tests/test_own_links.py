@@ -7,9 +7,9 @@ import json
 import urllib.parse
 
 import pytest
+from mockwiki import MockWiki, synthetic_snapshot
 
-from lib.mockwiki import MockWiki, synthetic_snapshot
-from lib.runner import main
+from lib.run.runner import main
 
 pytestmark = pytest.mark.slow  # about 40 s per source: five notebooks through the runner
 
@@ -84,7 +84,8 @@ def test_live_source_through_the_local_mock_mediawiki(tmp_path):
 
 def test_seed_format_json_graphs_imported_instead_of_crawled(tmp_path):
     """The seed's own files: {"nodes": [{"id", "label"}], "edges": [{"source", "target"}]}, nothing else."""
-    from lib.crawl import SnapshotSource, bfs_crawl
+    from lib.crawl.bfs import bfs_crawl
+    from lib.crawl.sources import SnapshotSource
 
     snap = snapshot_without_topics()
     folder = tmp_path / "seed_graphs"

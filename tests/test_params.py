@@ -1,10 +1,9 @@
 """Layered params files and the batch runner's validation (no notebook is executed here)."""
 import pytest
 
-from lib.params import ParamError, check_known, load_yaml, merge, parse_override
-from lib.paths import PARAMS
-from lib.runner import main, plan_run
-from lib.params import numbered_notebooks
+from lib.common.params import ParamError, check_known, load_yaml, merge, numbered_notebooks, parse_override
+from lib.common.paths import PARAMS
+from lib.run.runner import main, plan_run
 
 
 def test_layering_later_file_wins(tmp_path):
@@ -59,7 +58,7 @@ def test_every_notebook_documents_typed_parameters_and_demo_defaults_match():
     same values as the notebooks' own defaults (so JupyterLab, nbval and `make demo` run the same demo)."""
     import ast
 
-    from lib.params import notebook_parameters
+    from lib.common.params import notebook_parameters
 
     demo = merge([PARAMS / "demo.yaml", PARAMS / "cpu.yaml"])
     for nb in numbered_notebooks():

@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import lib.probing as P
-from lib.distill_losses import DistillError
+from lib.distill.losses import DistillError
+from lib.kd import probing as P
+
 
 @pytest.fixture(scope="module")
 def trees():

@@ -6,9 +6,13 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
-from lib.protocols import (PROTOCOLS, TitlePairs, graph_task, hard_negatives, leak_audit, make_protocol,
-                           sample_global_negatives, sample_negatives)
-from lib.train import HEURISTICS, TrainConfig, evaluate_heuristic, synthetic_graph
+from lib.linkpred.audit import leak_audit
+from lib.linkpred.config import TrainConfig
+from lib.linkpred.data import synthetic_graph
+from lib.linkpred.evaluate import evaluate_heuristic
+from lib.linkpred.heuristics import HEURISTICS
+from lib.linkpred.protocols import graph_task, make_protocol
+from lib.linkpred.sampling import PROTOCOLS, TitlePairs, hard_negatives, sample_global_negatives, sample_negatives
 
 
 def _graph(gid, titles, edges, topics=None, seed=0):
@@ -64,8 +68,8 @@ def test_leak_free_removes_a_test_graphs_held_out_pairs_from_every_training_grap
 
 
 def test_leak_free_held_out_pairs_are_never_training_negatives_uniform_or_hard():
-    from lib.heuristics import stack_training_pairs
-    from lib.train import training_negatives
+    from lib.linkpred.heuristics import stack_training_pairs
+    from lib.linkpred.train import training_negatives
 
     graphs = _overlapping()
     clean = make_protocol(graphs, ["A", "C"], ["V"], ["B"], "leak_free", seed=0, holdout_fraction=0.25)
@@ -104,7 +108,7 @@ def test_leak_free_negatives_are_links_in_no_graph_of_the_dataset():
 
 
 def test_pair_split_strips_every_held_out_pair_from_every_graph_alike():
-    from lib.train import training_negatives
+    from lib.linkpred.train import training_negatives
 
     graphs = _overlapping()
     sp = make_protocol(graphs, ["A", "C"], ["V"], ["B"], "pair_split", seed=0, holdout_fraction=0.25)
@@ -216,7 +220,7 @@ def test_heuristics_and_models_see_the_same_pairs():
     t = sp.test[0]
     nxg = nx.Graph(t.mp_edge_index.t().tolist())
     nxg.add_nodes_from(range(t.data.num_nodes))
-    from lib.train import link_metrics
+    from lib.linkpred.metrics import link_metrics
     cn = lambda pairs: np.array([len(list(nx.common_neighbors(nxg, u, v))) for u, v in pairs.t().tolist()])
     assert r1["mean"]["uniform"]["auc"] == pytest.approx(link_metrics(cn(t.pos), cn(t.neg))["auc"])
     assert set(HEURISTICS) >= {"common_neighbours"}

@@ -3,12 +3,12 @@ import json
 
 import pytest
 
-from lib import report
-from lib.paths import OUTPUTS, ROOT
+from lib.common.paths import OUTPUTS, ROOT
+from lib.run import report
 
 
 def test_readme_results_block_matches_the_committed_metrics():
-    assert report.main(["--check"]) == 0, "run `python -m lib.report` and commit README.md"
+    assert report.main(["--check"]) == 0, "run `python -m lib.run.report` and commit README.md"
 
 
 def test_reference_runs_hold_small_files_only():

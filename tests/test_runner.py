@@ -4,7 +4,7 @@ import json
 import nbformat as nbf
 import pytest
 
-from lib.runner import main
+from lib.run.runner import main
 
 
 def tiny_notebook(path, params_src, body_src):
@@ -22,10 +22,10 @@ def project(tmp_path):
     nbs.mkdir()
     tiny_notebook(nbs / "01_first.ipynb",
                   'run_dir: str = "x"  # run folder\nsize: int = 1  # a size',
-                  "from lib.runinfo import update_metrics\nupdate_metrics(run_dir, 'first', {'size': size, 'sq': size * size})")
+                  "from lib.common.runinfo import update_metrics\nupdate_metrics(run_dir, 'first', {'size': size, 'sq': size * size})")
     tiny_notebook(nbs / "02_second.ipynb",
                   'run_dir: str = "x"  # run folder\nfail: bool = False  # make this notebook fail',
-                  "assert not fail, 'asked to fail'\nfrom lib.runinfo import update_metrics\n"
+                  "assert not fail, 'asked to fail'\nfrom lib.common.runinfo import update_metrics\n"
                   "update_metrics(run_dir, 'second', {'ok': 1})")
     (tmp_path / "a.yaml").write_text("size: 3\n")
     (tmp_path / "b.yaml").write_text("size: 4\nfail: true\n")
@@ -64,7 +64,7 @@ def test_grid_with_a_failing_run_goes_on_reports_and_exits_nonzero(project, caps
 def test_summary_table_compares_runs(project):
     run(project, "--params", str(project / "a.yaml"), "--run-name", "a")
     run(project, "--params", str(project / "c.yaml"), "--run-name", "c", "--summary", str(project / "out" / "s"))
-    from lib.runner import summarize
+    from lib.run.runner import summarize
 
     table = summarize(["a", "c", "never"], project / "out" / "sum", outputs=project / "out")
     assert list(table.index) == ["a", "c", "never"] and list(table["first.sq"])[:2] == [9, 25]
@@ -84,7 +84,7 @@ def _metrics(rows, distill=None):
 
 
 def test_summary_headlines_new_protocols_rounded_first_and_full_dump_in_csv(tmp_path):
-    from lib.runner import summarize
+    from lib.run.runner import summarize
 
     rows = []
     for protocol, negatives in [("within_graph", "uniform"), ("within_graph", "hard"), ("new_nodes", "uniform")]:
@@ -135,7 +135,7 @@ def test_unknown_key_in_grid_is_refused_before_any_run(project, capsys):
     assert "unknown parameter 'sise'" in capsys.readouterr().err and not (project / "out" / "bad").exists()
 
 
-# ---------------------------------------------------------------- issue 12: partial runs, failures, time and memory
+# ---------------------------------------------------------------- partial runs, failures, time and memory
 
 def test_profile_keys_are_checked_against_all_notebooks_and_only_selected_ones_run(project, capsys):
     # c.yaml sets `size` (notebook 01); b2.yaml adds `fail`, declared only by notebook 02, which does not run
@@ -178,7 +178,7 @@ def test_kernel_peak_sees_a_child_that_allocates_and_frees_300_mb():
     import subprocess
     import sys
 
-    from lib.runner import KernelPeak
+    from lib.run.runner import KernelPeak
 
     code = "import time; b = bytearray(300 * 2**20); b[::4096] = b'x' * len(b[::4096]); del b; time.sleep(1.0)"
     with KernelPeak(interval=0.1) as peak:
@@ -198,14 +198,14 @@ def test_dry_run_validates_prints_the_plan_and_runs_nothing(project, capsys):
 
 
 def _runner_examples() -> list[str]:
-    """Every `python -m lib.runner ...` command in the runner's --help text and in README.md (fenced command blocks
+    """Every `python -m lib.run.runner ...` command in the runner's --help text and in README.md (fenced command blocks
     and inline code), as argument strings."""
     import re
 
-    import lib.runner
-    from lib.paths import ROOT
+    import lib.run.runner
+    from lib.common.paths import ROOT
 
-    texts = [lib.runner.__doc__]
+    texts = [lib.run.runner.__doc__]
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     fenced = re.findall(r"```[a-z]*\n(.*?)```", readme, flags=re.S)
     texts += fenced
@@ -214,8 +214,8 @@ def _runner_examples() -> list[str]:
     found = []
     for text in texts:
         for line in text.splitlines():
-            if "python -m lib.runner" in line:
-                found.append(line.split("python -m lib.runner", 1)[1].split("#", 1)[0].strip())
+            if "python -m lib.run.runner" in line:
+                found.append(line.split("python -m lib.run.runner", 1)[1].split("#", 1)[0].strip())
     return found
 
 
@@ -225,7 +225,7 @@ def test_every_runner_example_in_help_and_readme_parses():
     examples = _runner_examples()
     assert len(examples) >= 8, examples  # help has 5, README at least 3: the extraction itself must work
     for ex in examples:
-        assert main([*shlex.split(ex), "--dry-run"]) == 0, f"example does not parse: python -m lib.runner {ex}"
+        assert main([*shlex.split(ex), "--dry-run"]) == 0, f"example does not parse: python -m lib.run.runner {ex}"
 
 
 def test_rerun_executes_only_the_selected_notebook_into_a_complete_run(project, capsys):
@@ -264,7 +264,7 @@ def test_the_runner_gives_each_kernel_the_threads_parameter_as_omp_num_threads(t
     nbs = tmp_path / "nbs"
     nbs.mkdir()
     tiny_notebook(nbs / "01_threads.ipynb", 'run_dir: str = "x"  # run folder\nthreads: int = 0  # CPU threads',
-                  "import os\nfrom lib.runinfo import update_metrics\n"
+                  "import os\nfrom lib.common.runinfo import update_metrics\n"
                   "update_metrics(run_dir, 'env', {'omp': os.environ.get('OMP_NUM_THREADS')})")
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     out = tmp_path / "out"

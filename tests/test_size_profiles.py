@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from lib.params import load_yaml
-from lib.paths import PARAMS
-from lib.runner import main
+from lib.common.params import load_yaml
+from lib.common.paths import PARAMS
+from lib.run.runner import main
 
 pytestmark = pytest.mark.slow  # minutes: notebooks 01-04 through the runner, 315 training graphs at most
 

@@ -5,12 +5,18 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-from lib.device import get_device
-from lib.model import ModelConfig
-from lib.protocols import NEGATIVE_SETS, graph_task, leak_free_split
-from lib.train import (TrainConfig, TrainingDiverged, data_fingerprint, epoch_checkpoints, graph_problem,
-                       heuristic_scores, link_metrics, load_checkpoint, run_experiment, sample_negatives, split_graphs,
-                       summary_table, supervision_pairs, synthetic_graph, train_model)
+from lib.common.device import get_device
+from lib.embed.dataset import split_graphs
+from lib.linkpred.checkpoint import data_fingerprint, epoch_checkpoints, load_checkpoint
+from lib.linkpred.config import TrainConfig, TrainingDiverged
+from lib.linkpred.data import graph_problem, synthetic_graph
+from lib.linkpred.experiment import run_experiment
+from lib.linkpred.heuristics import heuristic_scores
+from lib.linkpred.metrics import link_metrics, summary_table
+from lib.linkpred.model import ModelConfig
+from lib.linkpred.protocols import graph_task
+from lib.linkpred.sampling import NEGATIVE_SETS, leak_free_split, sample_negatives
+from lib.linkpred.train import supervision_pairs, train_model
 
 SMALL = ModelConfig(in_channels=32, hidden_channels=16, out_channels=8, num_levels=2, heads=2, dropout=0.1).to_dict()
 
@@ -129,7 +135,7 @@ def test_short_low_precision_training_of_the_fused_model_is_finite_and_learns(tm
 
 
 def test_checkpoints_store_auto_resolved(tmp_path, monkeypatch):
-    import lib.device as dev
+    from lib.common import device as dev
 
     monkeypatch.setattr(dev, "cpu_bf16_support", lambda: (False, "simulated CPU without bf16"))
     cfg = TrainConfig(epochs=1, seed=0, precision="auto", log_aauc=False, log_eval=False)

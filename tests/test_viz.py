@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from lib.graphio import Graph
-from lib.viz import focus_nodes, graph_to_html
+from lib.common.graphio import Graph
+from lib.viz.graph import focus_nodes, graph_to_html
 
 
 def drawn(html: str) -> tuple[list[int], list[tuple[int, int]]]:

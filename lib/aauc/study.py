@@ -1,0 +1,222 @@
+"""Stage 4 studies with the A-AUC: trained models reloaded from a run folder, the trend with training-set
+size and the AUC / A-AUC trade-off, per-topic tables."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import Tensor
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def load_run_models(run_dir, device: str = "cpu") -> dict:
+    """The stage-3 results of `run_dir` (notebook 03): {"seeds": [S...], "splits": {S: {train, val, test}},
+    "checkpoints": {S: {kind: Path}}, "models": {S: {kind: model in eval mode}}, "configs": {S: {kind: the
+    checkpoint's config dict (kind, model, train)}}}.
+
+    Raises FileNotFoundError naming what is missing (metrics.json, its train_gat section, a checkpoint file) and
+    telling to run notebook 03 on that run folder."""
+    import json
+    from pathlib import Path
+
+    from lib.linkpred.checkpoint import load_checkpoint
+
+    run = Path(run_dir)
+    fix = f"run notebook 03 (train_gat) with run_dir={str(run_dir)!r} first"
+    metrics = run / "metrics.json"
+    if not metrics.is_file():
+        raise FileNotFoundError(f"run folder {run} has no metrics.json; {fix}")
+    tg = json.loads(metrics.read_text(encoding="utf-8")).get("train_gat")
+    if not tg or not tg.get("checkpoints"):
+        raise FileNotFoundError(f"{metrics} has no train_gat checkpoints; {fix}")
+    out = {"seeds": [], "splits": {}, "checkpoints": {}, "models": {}, "configs": {}}
+    for s, kinds in sorted(tg["checkpoints"].items(), key=lambda kv: int(kv[0])):
+        seed = int(s)
+        out["seeds"].append(seed)
+        out["splits"][seed] = tg["splits"][s]
+        out["checkpoints"][seed], out["models"][seed], out["configs"][seed] = {}, {}, {}
+        for kind, rec in kinds.items():
+            # the recorded path may be absolute from another clone: fall back to the same file inside run_dir
+            path = Path(rec["checkpoint"]) if rec.get("checkpoint") else None
+            path = run / path if path is not None and not path.is_absolute() else path  # recorded relative to run_dir
+            sub = rec.get("folder", f"checkpoints/seed{seed}/{kind}")
+            local = run / sub / (path.name if path else f"epoch_{rec.get('best_epoch')}.pt")
+            path = path if path is not None and path.is_file() else local
+            if not path.is_file():
+                raise FileNotFoundError(f"checkpoint {path} of seed {seed} / {kind} is missing in run folder {run}; "
+                                        f"{fix}")
+            model, ck = load_checkpoint(path, device)
+            out["checkpoints"][seed][kind] = path
+            out["configs"][seed][kind] = ck["config"]
+            out["models"][seed][kind] = model.eval()
+    return out
+
+
+def trend_slopes(df) -> dict[str, dict[str, float]]:
+    """Least-squares slope of the mean AUC and A-AUC over seeds against ln(training graphs), per protocol:
+    df columns protocol, train_graphs, auc, aauc (one row per seed and size). NaN where fewer than two sizes have a
+    defined value (one size in the grid, or A-AUC None because no test pair passed its cosine thresholds)."""
+    import pandas as pd
+
+    out = {}
+    for protocol, g in df.groupby("protocol"):
+        out[protocol] = {}
+        for k in ("auc", "aauc"):
+            m = pd.to_numeric(g[k], errors="coerce").groupby(g["train_graphs"]).mean().dropna()
+            out[protocol][k] = float(np.polyfit(np.log(m.index.to_numpy(float)), m.to_numpy(float), 1)[0]) \
+                if len(m) > 1 else float("nan")
+    return out
+
+
+def plot_trend(df, path=None, seed_reported=None):
+    """AUC and A-AUC against the number of training graphs: df columns train_graphs, seed, protocol, auc, aauc.
+    Mean with min–max band over seeds, one line per (metric, protocol); the seed report's points on a second panel."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    fig, axes = plt.subplots(1, 2 if seed_reported else 1, figsize=(11 if seed_reported else 6, 4), squeeze=False)
+    ax = axes[0, 0]
+    for (metric, ls), colour in zip([("auc", "-"), ("aauc", "--")], ["C0", "C1"]):
+        for protocol, marker in (("seed", "o"), ("leak_free", "s")):
+            # A-AUC is None where no test pair passes its cosine thresholds (tiny graphs): such points are not drawn
+            h = df[df["protocol"] == protocol].assign(**{metric: lambda d: pd.to_numeric(d[metric], errors="coerce")})
+            g = h.dropna(subset=[metric]).groupby("train_graphs")[metric]
+            m, lo, hi = g.mean(), g.min(), g.max()
+            if m.empty:
+                continue
+            ax.plot(m.index, m.values, ls=ls, marker=marker, color=colour, label=f"{metric.upper()} · {protocol}")
+            ax.fill_between(m.index, lo.values, hi.values, color=colour, alpha=0.12)
+    ax.set(xlabel="training graphs (this run)", ylabel="score on the test graphs", title="this run: mean, min–max over seeds")
+    ax.legend(fontsize=7)
+    if seed_reported:
+        b = axes[0, 1]
+        n = [r["train_graphs"] for r in seed_reported]
+        b.plot(n, [r["auc"] for r in seed_reported], "-o", color="C0", label="AUC (seed report)")
+        b.plot(n, [r["aauc"] for r in seed_reported], "--o", color="C1", label="A-AUC (seed report)")
+        b.set(xlabel="training graphs (seed report, 20,000-node graphs)", ylabel="score", title="seed report, one run each")
+        b.legend(fontsize=7)
+    fig.tight_layout()
+    if path:
+        fig.savefig(path, dpi=120)
+    return fig
+
+
+def plot_tradeoff(df, path=None, seed_reported=None):
+    """Scatter of test AUC against test A-AUC, one point per run (df columns label, protocol, auc, aauc); runs whose
+    A-AUC is undefined are not drawn."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    fig, ax = plt.subplots(figsize=(6.6, 4.8))
+    for i, (label, g) in enumerate(df.groupby("label", sort=False)):
+        for protocol, marker in (("seed", "o"), ("leak_free", "s")):
+            h = g.loc[g["protocol"] == protocol, ["auc", "aauc"]].apply(pd.to_numeric, errors="coerce").dropna()
+            ax.scatter(h["aauc"], h["auc"], marker=marker, color=f"C{i % 10}", alpha=0.8, label=f"{label} · {protocol}")
+    for r in seed_reported or []:
+        ax.scatter(r["aauc"], r["auc"], marker="*", s=160, color="k")
+        ax.annotate(f"seed report, {r['train_graphs']}", (r["aauc"], r["auc"]), textcoords="offset points",
+                    xytext=(5, -3), fontsize=7)
+    ax.set(xlabel="A-AUC (self-pairs excluded)", ylabel="AUC", title="AUC / A-AUC trade-off across runs")
+    ax.legend(fontsize=6, loc="best")
+    fig.tight_layout()
+    if path:
+        fig.savefig(path, dpi=120)
+    return fig
+
+
+# ---------------------------------------------------------------- stage 4: experiments behind notebook 04
+
+
+@torch.no_grad()
+def embed_graph(model, data, device="cpu") -> Tensor:
+    """Eval-mode embeddings z [N, F_out] (float32, CPU) of one graph, message passing over all its edges (the seed
+    code's setting for A-AUC)."""
+    model.eval()
+    return model(data.x.to(device), data.edge_index.to(device)).float().cpu()
+
+
+def reference_embeddings(kind: str, data, out_channels: int, seed: int, model_cfg: dict | None = None) -> Tensor:
+    """Embeddings [N, ·] of a reference scorer that needs no training.
+
+    "features": the input features themselves, L2-normalised in float64, so z_i·z_j is exactly the cosine the labels
+    threshold (A-AUC 1.0 by construction); "random": seeded N(0, 1) vectors [N, out_channels];
+    "untrained": a GatModel with the initial weights `lib.linkpred.train.train_model` draws for this seed (eval mode)."""
+    from lib.linkpred.config import build_model
+    from lib.linkpred.sampling import derive_seed
+
+    if kind == "features":
+        return torch.nn.functional.normalize(data.x.double(), dim=1)
+    if kind == "random":
+        g = torch.Generator().manual_seed(derive_seed(seed, "random-scorer", str(data.graph_id)))
+        return torch.randn(data.num_nodes, out_channels, generator=g)
+    if kind == "untrained":
+        torch.manual_seed(derive_seed(seed, "init", "gat_model"))
+        return embed_graph(build_model("gat_model", model_cfg), data)
+    raise ValueError(f"reference scorer {kind!r} is unknown; use 'features', 'random' or 'untrained'")
+
+
+def nested_subsets(train_ids: list, sizes: list, seed: int) -> dict:
+    """{size: the first `size` graphs of one seeded permutation of train_ids}: each subset contains the smaller ones."""
+    if not sizes or min(sizes) < 1 or max(sizes) > len(train_ids):
+        raise ValueError(f"size_grid={sizes!r} must hold sizes between 1 and the {len(train_ids)} training graphs of "
+                         f"the stage-3 split; lower it or train stage 3 on more graphs")
+    perm = torch.randperm(len(train_ids), generator=torch.Generator().manual_seed(int(seed))).tolist()
+    return {n: [train_ids[i] for i in perm[:n]] for n in sorted(sizes)}
+
+
+def size_trend(graphs: dict, splits: dict, seeds: list, sizes: list, model_cfg: dict, train_cfg: dict,
+               epochs: int = 2, device: str = "cpu", progress: bool = True,
+               protocols: tuple = ("seed", "leak_free")) -> list[dict]:
+    """Train a fresh GatModel per (seed, size, training set) on nested subsets of that seed's stage-3 training graphs
+    (no validation, the last epoch is kept as the seed code did) and evaluate it on that seed's test graphs under
+    each protocol (uniform negatives). A protocol that cleans the training graphs ("leak_free", "new_nodes") trains on
+    its cleaned copies of the same subset. graphs: graph_id -> Data. Returns rows {seed, train_graphs, protocol, auc,
+    ap, ..., aauc, aauc_self}."""
+    from tqdm.auto import tqdm
+
+    from lib.linkpred.config import TrainConfig
+    from lib.linkpred.evaluate import evaluate_model
+    from lib.linkpred.protocols import make_protocol
+    from lib.linkpred.sampling import TRAIN_SET, TitlePairs
+    from lib.linkpred.train import train_model
+
+    rows = []
+    tp = TitlePairs(graphs.values())
+    jobs = [(s, n, ids) for s in seeds for n, ids in nested_subsets(splits[s]["train"], sizes, s).items()]
+    built = {}
+    for s, n, ids in tqdm(jobs, desc="size trend", disable=not progress):
+        cfg = TrainConfig(**{**train_cfg, "epochs": epochs, "seed": s, "device": device, "amp": False,
+                             "log_aauc": False, "log_eval": False})
+        models = {}
+        for protocol in protocols:
+            if (s, protocol) not in built:
+                sp = splits[s]
+                built[s, protocol] = make_protocol(graphs, sp["train"], sp.get("val", []), sp["test"], protocol, s,
+                                                   cfg.holdout_fraction, cfg.neg_rate, cfg.new_node_fraction, tp=tp,
+                                                   per_positive=0)  # uniform negatives only: skip the others' cost
+            ps = built[s, protocol]
+            if TRAIN_SET[protocol] not in models:
+                subset = [g for g in ps.train if g.graph_id in set(ids)]
+                models[TRAIN_SET[protocol]], _ = train_model("gat_model", model_cfg, subset, [], cfg, progress=False)
+            m = evaluate_model(models[TRAIN_SET[protocol]], ps.test, cfg, progress=False,
+                               negative_sets=("uniform",))["mean"]["uniform"]
+            rows.append({"seed": s, "train_graphs": n, "protocol": protocol, **m})
+    return rows
+
+
+def topic_table(rows: list[dict]) -> "pd.DataFrame":
+    """Per-topic A-AUC rows ({topic, value, n_pos, n_neg} per graph and seed, from aauc_by_group) -> one row per topic:
+    mean and std of the defined values, how many were defined out of how many graphs, pair counts; most positive
+    pairs first. No rows (a source without topic labels) give an empty table with the same columns."""
+    import pandas as pd
+
+    cols = ["aauc", "aauc_std", "defined", "graphs", "n_pos", "n_neg"]
+    if not rows:
+        return pd.DataFrame(columns=cols, index=pd.Index([], name="topic"))
+    return (pd.DataFrame(rows).groupby("topic")
+            .agg(aauc=("value", "mean"), aauc_std=("value", "std"), defined=("value", "count"),
+                 graphs=("value", "size"), n_pos=("n_pos", "sum"), n_neg=("n_neg", "sum"))
+            .sort_values("n_pos", ascending=False))

@@ -1,0 +1,1 @@
+"""Shared by every stage: project paths and atomic writes, parameters, run records, devices, graph files."""

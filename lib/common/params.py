@@ -1,0 +1,81 @@
+"""Layered papermill parameter files: `-f params/<size>.yaml -f params/<device>.yaml` (later files win).
+
+Every key must be declared in some notebook's `parameters` cell; an unknown key is an error naming the key.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from lib.common.paths import NOTEBOOKS, resolve
+
+
+class ParamError(ValueError):
+    pass
+
+
+def load_yaml(path: str | Path) -> dict:
+    """One flat params file."""
+    p = resolve(path)
+    if not p.is_file():
+        raise ParamError(f"params file {path} does not exist; pick one of {sorted(x.name for x in p.parent.glob('*.yaml'))}")
+    try:
+        obj = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise ParamError(f"params file {path} is not valid YAML: {e}") from None
+    if not isinstance(obj, dict):
+        raise ParamError(f"params file {path} must be a flat mapping of key: value")
+    for k, v in obj.items():
+        if isinstance(v, dict):
+            raise ParamError(f"params file {path}: key {k!r} holds a mapping; parameters must be flat literals")
+    return obj
+
+
+def merge(files: list[str | Path], overrides: dict | None = None) -> dict:
+    """Merge params files left to right, then `overrides` (like papermill `-f a -f b -p k v`)."""
+    out: dict = {}
+    for f in files:
+        out.update(load_yaml(f))
+    out.update(overrides or {})
+    return out
+
+
+def parse_override(text: str) -> tuple[str, object]:
+    """'key=value' with value parsed as YAML (so 1, 0.5, true, [a, b] keep their types)."""
+    if "=" not in text:
+        raise ParamError(f"override {text!r} must look like key=value")
+    k, v = text.split("=", 1)
+    return k.strip(), yaml.safe_load(v)
+
+
+def notebook_parameters(nb_path: str | Path) -> dict[str, dict]:
+    """The parameters a notebook declares: name -> {default, inferred_type_name, help} (papermill's view)."""
+    import papermill as pm
+
+    return pm.inspect_notebook(str(nb_path))
+
+
+def numbered_notebooks(folder: str | Path = NOTEBOOKS) -> list[Path]:
+    """The stage notebooks in run order: 01_*, 02_*, 03_*, 03b_*, 04_*, ... ('_' sorts before letters)."""
+    return sorted(p for p in Path(folder).glob("[0-9][0-9]*_*.ipynb") if notebook_number(p)[:2].isdigit())
+
+
+def notebook_number(nb: str | Path) -> str:
+    """'03b' of notebooks/03b_beyond_seed.ipynb: what --notebooks selects."""
+    return Path(nb).name.split("_", 1)[0]
+
+
+def check_known(params: dict, known: set[str], where: str = "params") -> None:
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ParamError(
+            f"unknown parameter {unknown[0]!r} in {where}; no notebook declares it. "
+            f"Known parameters: {', '.join(sorted(known))}"
+        )
+
+
+def require(cond: bool, key: str, value, fix: str) -> None:
+    """Stage-level validation helper: one sentence naming the key, its value and the fix."""
+    if not cond:
+        raise ParamError(f"parameter {key}={value!r} is invalid: {fix}")

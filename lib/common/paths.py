@@ -1,0 +1,61 @@
+"""Every path derives from the project root, so notebooks run the same from JupyterLab, papermill and nbval."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OUTPUTS = ROOT / "outputs"
+PARAMS = ROOT / "params"
+NOTEBOOKS = ROOT / "notebooks"
+CACHE = OUTPUTS / "cache"
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+def resolve(path: str | os.PathLike) -> Path:
+    """A path relative to the project root (absolute paths are kept)."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else ROOT / p
+
+
+def shown(path: str | os.PathLike) -> str:
+    """`path` for printing: relative to the project root when it is inside it (stable in executed notebooks), else
+    absolute (a run folder elsewhere, e.g. `--outputs /scratch/runs`)."""
+    p = resolve(path)
+    return p.relative_to(ROOT).as_posix() if p.is_relative_to(ROOT) else str(p)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write `data` to `path` via a temp file in the same folder + rename, so a kill never leaves half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; results should be as readable as any other file
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def package_file(dist: str, relpath: str) -> Path | None:
+    """A data file shipped inside an installed distribution, found without importing its code; None when absent."""
+    from importlib import metadata
+
+    try:
+        p = Path(metadata.distribution(dist).locate_file(relpath))
+    except metadata.PackageNotFoundError:
+        return None
+    return p if p.is_file() else None

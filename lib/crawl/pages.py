@@ -1,0 +1,84 @@
+"""Stage 1 types: one page of a link source, the `LinkSource` interface, a link snapshot and crawl errors."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Protocol
+
+OK, MISSING, DISAMBIGUATION = "ok", "missing", "disambiguation"
+
+
+class CrawlError(RuntimeError):
+    """A link source failed for good (e.g. host unreachable after the bounded retries)."""
+
+
+class SnapshotError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Page:
+    """What a link source knows about one title.
+
+    title:  canonical title after redirects (one article = one node).
+    status: "ok", "missing" or "disambiguation" (the last two are skipped by the BFS, as in the seed).
+    links:  canonical titles of main-namespace links, redirects resolved, duplicates removed, in source order.
+    """
+
+    title: str
+    status: str
+    links: tuple[str, ...] = ()
+
+
+class LinkSource(Protocol):
+    source_id: str  # identity of the data behind the source; part of the page-cache key
+
+    def page(self, title: str) -> Page: ...
+
+    def topic(self, title: str) -> str | None: ...
+
+
+@dataclass
+class Snapshot:
+    """A whole link table held in memory: what `SnapshotSource` crawls and what the mock MediaWiki server serves.
+
+    links:          title -> linked titles (as written; may point at redirects), in order.
+    redirects:      redirect title -> target title.
+    disambiguation: titles of disambiguation pages (they exist and may have links).
+    topics:         title -> topic label, where known.
+    """
+
+    links: dict[str, list[str]]
+    redirects: dict[str, str] = field(default_factory=dict)
+    disambiguation: set[str] = field(default_factory=set)
+    topics: dict[str, str] = field(default_factory=dict)
+
+    def resolve(self, title: str) -> str:
+        """Follow redirects (bounded, so a redirect loop cannot hang the crawl)."""
+        seen = 0
+        while title in self.redirects and seen < 10:
+            title = self.redirects[title]
+            seen += 1
+        return title
+
+    def exists(self, title: str) -> bool:
+        t = self.resolve(title)
+        return t in self.links or t in self.disambiguation
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        h.update(json.dumps([self.links, sorted(self.redirects.items()), sorted(self.disambiguation)],
+                            ensure_ascii=False, sort_keys=True).encode())
+        return h.hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------------------------------- Algorithm 1
+@dataclass
+class CrawlStats:
+    pages_expanded: int = 0
+    pages_skipped: dict = field(default_factory=lambda: {MISSING: 0, DISAMBIGUATION: 0})
+
+
+class RootSkipped(Exception):
+    """The root itself is missing or a disambiguation page; the campaign records it and goes on."""

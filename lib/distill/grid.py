@@ -1,0 +1,368 @@
+"""Stage 5: MiniLM deep self-attention distillation (Wang et al. 2020, eq. 6-10) at a scale a CPU can run —
+the experiment of notebook 05: its parameters and `run_grid`, every student and ablation beside its undistilled control.
+
+Teacher all-mpnet-base-v2 (12 x 768, 12 heads), teacher assistant all-MiniLM-L6-v2 (6 x 384, 12 heads), BERT-architecture
+students (M x 384, 12 heads) that use the teacher's vocabulary. Parts: lib.distill.models (teacher, hooked encoders,
+students), lib.distill.losses, lib.distill.cache (teacher targets), lib.distill.data, lib.distill.train (the loop),
+lib.distill.eval (probes, fidelity, figures), lib.distill.lp (a student as stage 3's node embedder),
+lib.distill.verdicts (what the numbers say).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lib.common.device import PRECISIONS
+from lib.common.hashing import config_digest
+from lib.distill.cache import ATTENTION_DEFINITIONS, TeacherCache, TeacherTargetStore
+from lib.distill.data import build_datasets, load_rotten_tomatoes, load_vital_articles, split_ids, split_sentences  # noqa: F401
+from lib.distill.eval import encode, evaluate, fidelity_of, head_accuracy, task_accuracy
+from lib.distill.losses import VARIANT_SPECS, DistillError, LossSpec
+from lib.distill.lp import REFERENCE as LP_REFERENCE  # noqa: F401
+from lib.distill.lp import link_prediction_available, link_prediction_eval, lp_table, lp_verdicts  # noqa: F401
+from lib.distill.models import Encoder, encoder_identity, make_student, save_sentence_transformer
+from lib.distill.train import (
+    DistillConfig,
+    FinetuneConfig,
+    TaskTargets,
+    distill,
+    finetune_teacher,
+    predict_logits,
+    train_student,
+)
+
+ABLATIONS = ("-Value-Rel", "Value-MSE", "+Layer-to-Layer")
+METHOD_VARIANT = {"MiniLM": "minilm", "-Value-Rel": "no_value_relation", "Value-MSE": "value_mse",
+                  "+Layer-to-Layer": "layer_to_layer", "MiniLM (w/ TA)": "minilm"}
+TASKS = ("polarity", "topic")
+CONTROL = "ce"
+
+NOTEBOOK_PARAMS = ("run_dir", "device", "distill_seeds", "students", "student_hidden", "student_heads", "relation_heads",
+                   "teacher_attention", "student_inits", "ablation_students", "ta_students", "ta_source",
+                   "transfer_sentences", "distill_steps", "distill_batch_size", "distill_max_seq_len", "distill_lr",
+                   "distill_warmup_frac", "distill_weight_decay", "cache_teacher_targets", "tasks", "task_students",
+                   "task_losses", "task_steps", "task_lr", "w_at", "w_vr", "w_out", "kd_temperature", "kd_alpha",
+                   "teacher_ft_steps", "teacher_ft_layers", "teacher_ft_lr", "task_train", "task_eval",
+                   "fidelity_sentences", "speed_sentences", "save_students", "lp_students", "lp_epochs", "lp_protocols",
+                   "precision", "ablation_inits", "ablation_seeds", "eval_every", "checkpoint_every")
+"""Notebook 05's parameters; names shared with other stages' generic keys carry a `distill_` prefix, dropped in `p`."""
+
+
+def check_params(p: dict) -> None:
+    """sanity_checks before any work: every impossible combination names its key and the fix."""
+    from lib.common.params import require
+
+    require(len(p["seeds"]) >= 1, "seeds", p["seeds"], "give at least one seed")
+    require(all(1 <= m <= 12 for m in p["students"]), "students", p["students"], "student layer counts must be 1..12")
+    require(set(p["ablation_students"]) <= set(p["students"]), "ablation_students", p["ablation_students"],
+            "ablations run on students that are in `students`")
+    require(set(p.get("ablation_inits", [])) <= set(p["student_inits"]), "ablation_inits", p.get("ablation_inits"),
+            "list inits of `student_inits` ([] = every init)")
+    require(set(p.get("ablation_seeds", [])) <= set(p["seeds"]), "ablation_seeds", p.get("ablation_seeds"),
+            "list seeds of `distill_seeds` ([] = every seed)")
+    require(p.get("eval_every", 0) >= 0 and p.get("checkpoint_every", 0) >= 0, "eval_every", p.get("eval_every"),
+            "eval_every and checkpoint_every are step counts >= 0 (0: off)")
+    require(set(p["ta_students"]) <= set(p["students"]), "ta_students", p["ta_students"], "must be a subset of `students`")
+    require(p["ta_source"] in ("pretrained", "distilled"), "ta_source", p["ta_source"], "use 'pretrained' or 'distilled'")
+    require(p["ta_source"] == "pretrained" or 6 in p["students"], "ta_source", p["ta_source"],
+            "'distilled' uses the 6-layer MiniLM student as assistant; add 6 to `students`")
+    require(all(m < 6 for m in p["ta_students"]) or p["ta_source"] == "pretrained", "ta_students", p["ta_students"],
+            "a distilled 6-layer assistant can only teach students with fewer than 6 layers")
+    require(len(p["student_inits"]) >= 1 and set(p["student_inits"]) <= {"random", "assistant"}, "student_inits",
+            p["student_inits"], "list 'random' and/or 'assistant'")
+    require(p["student_hidden"] % p["relation_heads"] == 0 and 768 % p["relation_heads"] == 0, "relation_heads",
+            p["relation_heads"], "must divide both the teacher (768) and the student hidden size")
+    require(p["teacher_attention"] in ATTENTION_DEFINITIONS, "teacher_attention", p["teacher_attention"],
+            f"use one of {ATTENTION_DEFINITIONS}")
+    require(p["teacher_attention"] == "qk" or p["relation_heads"] == 12, "relation_heads", p["relation_heads"],
+            "teacher_attention='eager' is the teacher's own 12-head attention; use 12 or teacher_attention='qk'")
+    require(p["student_hidden"] % p["student_heads"] == 0, "student_heads", p["student_heads"], "must divide student_hidden")
+    require(p["transfer_sentences"] >= p["batch_size"], "transfer_sentences", p["transfer_sentences"],
+            "need at least one batch of transfer sentences")
+    require(set(p.get("lp_students", [])) <= set(p["students"]) and (p.get("save_students", True) or not p.get("lp_students")),
+            "lp_students", p.get("lp_students"), "link prediction uses saved MiniLM students: list members of `students` "
+            "and keep save_students=True")
+    from lib.linkpred.sampling import PROTOCOLS
+
+    require(not p.get("lp_students") or (p.get("lp_protocols") and set(p["lp_protocols"]) <= set(PROTOCOLS)),
+            "lp_protocols", p.get("lp_protocols"), f"list protocols of {PROTOCOLS} (the clean one: 'leak_free')")
+    require(p["task_train"] >= 24 and p["task_eval"] >= 12, "task_train", p["task_train"],
+            "use >= 24 training and >= 12 evaluation texts per task so each class can appear")
+    require(set(p["tasks"]) <= set(TASKS), "tasks", p["tasks"], f"list tasks of {TASKS}")
+    require(set(p["task_students"]) <= set(p["students"]), "task_students", p["task_students"],
+            "the task-specific stage runs on students that are in `students`")
+    require(not p["tasks"] or CONTROL in p["task_losses"], "task_losses", p["task_losses"],
+            f"include the control {CONTROL!r} (task loss only) so every distilled student has its undistilled control")
+    for combo in p["task_losses"]:
+        try:
+            LossSpec.parse(combo, p["w_at"], p["w_vr"], p["w_out"], 1.0, p["kd_temperature"], p["kd_alpha"])
+        except DistillError as e:
+            require(False, "task_losses", p["task_losses"], str(e))
+    require(p["task_steps"] >= 1 and p["teacher_ft_steps"] >= 0, "task_steps", p["task_steps"],
+            "task_steps must be >= 1 and teacher_ft_steps >= 0")
+    require(0 <= p["teacher_ft_layers"] <= 12, "teacher_ft_layers", p["teacher_ft_layers"], "fine-tune 0..12 top layers")
+    require(p.get("precision", "fp32") in PRECISIONS, "precision", p.get("precision"), f"use one of {PRECISIONS}")
+
+
+def _teacher_source(enc: Encoder, p: dict, cache_root):
+    """The disk cache when `cache_teacher_targets` (and the encoder has a folder), else a fresh in-memory cache."""
+    if p["cache_teacher_targets"] and enc.source is not None:
+        kw = {} if cache_root is None else {"root": cache_root}
+        return TeacherTargetStore(enc, encoder_identity(enc), p["max_seq_len"], p["teacher_attention"],
+                                  precision=p.get("precision", "fp32"), **kw)
+    return TeacherCache(enc, None, p["max_seq_len"], definition=p["teacher_attention"],
+                        precision=p.get("precision", "fp32"))
+
+
+class _Checkpoint:
+    """Finished rows and loss histories of a grid in `folder` (rows.jsonl + losses/<run>.csv), valid for one digest of
+    the parameters; a killed grid re-run with the same parameters skips what is there. The code is not in the digest
+    (a resumed run must not redo hours after a cosmetic edit): delete the folder after changing what a run computes.
+    folder=None keeps nothing."""
+
+    def __init__(self, folder: Path | None, p: dict):
+        import json
+
+        self.folder, self.rows = (Path(folder) if folder else None), {}
+        self.digest = config_digest(p)
+        if self.folder is not None and (self.folder / "rows.jsonl").is_file():
+            for line in (self.folder / "rows.jsonl").read_text().splitlines():
+                r = json.loads(line)
+                if r.pop("_digest", None) == self.digest:
+                    self.rows[r["model"]] = r
+
+    def _csv(self, name: str, kind: str = "losses") -> Path:
+        return self.folder / kind / f"{name.replace('/', '_')}.csv"
+
+    def steps_file(self, name: str) -> Path | None:
+        """Where the run `name` keeps its step checkpoint while it trains (None: no checkpoint folder)."""
+        return None if self.folder is None else self.folder / "steps" / f"{name.replace('/', '_')}.pt"
+
+    def get(self, name: str, hist: dict, curves: dict | None = None) -> dict | None:
+        r = self.rows.get(name)
+        if r is not None and self.folder is not None:
+            for kind, into in (("losses", hist), ("curves", curves)):
+                if into is not None and self._csv(name, kind).is_file():
+                    into[name] = pd.read_csv(self._csv(name, kind))
+        return r
+
+    def put(self, row: dict, hist: dict, curves: dict | None = None) -> dict:
+        import json
+
+        from lib.common.paths import atomic_write_text
+
+        if self.folder is not None:
+            for kind, have in (("losses", hist), ("curves", curves or {})):
+                if row["model"] in have:
+                    atomic_write_text(self._csv(row["model"], kind), have[row["model"]].to_csv(index=False))
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with open(self.folder / "rows.jsonl", "a") as f:  # one line per finished run; a torn last line is re-run
+                f.write(json.dumps({**row, "_digest": self.digest}, default=float) + "\n")
+            steps = self.steps_file(row["model"])
+            if steps.is_file():  # the finished row replaces the run's step checkpoint (hundreds of MB)
+                steps.unlink()
+        return row
+
+
+def checkpoint_rows(folder: str | Path) -> pd.DataFrame:
+    """The finished rows of a (possibly unfinished) grid's checkpoint folder, for a look before the grid ends."""
+    import json
+
+    rows = [json.loads(line) for line in (Path(folder) / "rows.jsonl").read_text().splitlines() if line.strip()]
+    return pd.DataFrame([{k: v for k, v in r.items() if k not in ("_digest", "_logits")} for r in rows])
+
+
+@dataclass
+class _Run:
+    """What the stages of one `run_grid` call share."""
+    p: dict
+    teacher: Encoder
+    assistant: Encoder
+    data: dict
+    ck: "_Checkpoint"
+    hist: dict
+    rows: list
+    temb: dict
+    passes: dict
+    shared: object
+    ta_shared: object
+    base: dict
+    kd: dict
+    cache_root: object
+    save_dir: Path | None
+    progress: bool
+
+
+def _task_teachers(g: _Run) -> dict:
+    """Task teachers: fine-tuned once per task (seed of the first run), shared by every seed and student."""
+    p, teacher, data, ck, hist, rows, progress = g.p, g.teacher, g.data, g.ck, g.hist, g.rows, g.progress
+    task_targets = {}
+    for task in p["tasks"]:
+        df = data[task]["train"]
+        n_cls = int(max(data[task][s].label.max() for s in ("train", "val", "test"))) + 1
+        tt = TaskTargets(df.text.tolist(), df.label.values, n_cls)
+        done = ck.get(f"teacher fine-tuned ({task})", hist)
+        if done is not None:
+            tt.teacher_logits = np.asarray(done.pop("_logits"), dtype=np.float32)
+            task_targets[task] = tt
+            rows.append(done)
+            continue
+        ft = finetune_teacher(teacher, tt, FinetuneConfig(steps=p["teacher_ft_steps"], batch_size=p["batch_size"],
+                                                         max_seq_len=p["max_seq_len"], lr=p["teacher_ft_lr"],
+                                                         layers=p["teacher_ft_layers"], seed=p["seeds"][0]), progress)
+        tt.teacher_logits = predict_logits(ft, tt.texts, p["max_seq_len"])
+        task_targets[task] = tt
+        row = {"model": f"teacher fine-tuned ({task})", "student": "12x768", "stage": "reference",
+               "method": "teacher fine-tuned", "task": task, "init": "", "seed": -1,
+               "task_train": float((tt.teacher_logits.argmax(1) == tt.labels).mean()),
+               **head_accuracy(ft, data, task, p["max_seq_len"])}
+        ck.put({**row, "_logits": tt.teacher_logits.tolist()}, hist)
+        rows.append(row)
+        del ft
+    return task_targets
+
+
+def _task_specific(g: _Run, task_targets: dict) -> None:
+    """Task-specific rows: every combination of `task_losses` on `task_students`, per seed, init and task."""
+    p, teacher, assistant, data, ck, hist, rows = g.p, g.teacher, g.assistant, g.data, g.ck, g.hist, g.rows
+    shared, cache_root, base, kd, passes, progress, temb = g.shared, g.cache_root, g.base, g.kd, g.passes, g.progress, g.temb
+    for seed in p["seeds"]:
+        tcache = shared or _teacher_source(teacher, p, cache_root)
+        for init in p["student_inits"]:
+            for task in p["tasks"]:
+                tt = task_targets[task]
+                for m in p["task_students"]:
+                    for combo in p["task_losses"]:
+                        spec = LossSpec.parse(combo, p["w_at"], p["w_vr"], p["w_out"], 1.0, p["kd_temperature"], p["kd_alpha"])
+                        name = f"{m}x{p['student_hidden']} {task} {combo} {init} s{seed}"
+                        done = ck.get(name, hist)
+                        if done is not None:
+                            rows.append(done)
+                            continue
+                        st = make_student(teacher.tokenizer, m, p["student_hidden"], p["student_heads"], seed=seed,
+                                          init_from=assistant if init == "assistant" else None, device=teacher.model.device)
+                        cfg = DistillConfig(steps=p["task_steps"], lr=p["task_lr"], seed=seed, losses=combo, **base, **kd)
+                        hist[name] = distill(tcache, st, tt.texts, cfg, progress=progress, task=tt)
+                        passes[id(tcache)] = tcache
+                        rows.append(ck.put({"model": name, "student": f"{m}x{p['student_hidden']}", "stage": "task-specific",
+                                            "method": "control (task loss only)" if combo == CONTROL else "distilled",
+                                            "task": task, "combo": combo, "losses": spec.label(), "init": init,
+                                            "seed": seed, "final_loss": float(hist[name].loss.iloc[-5:].mean()),
+                                            **task_accuracy(st, data, task, p["max_seq_len"], seed),
+                                            **fidelity_of(st, data, temb, p["max_seq_len"])}, hist))
+
+
+def _task_agnostic(g: _Run) -> dict[str, pd.DataFrame]:
+    """Task-agnostic rows: MiniLM, the ablations, w/ TA and the controls per seed and init; returns the learning curves."""
+    p, teacher, assistant, data, ck, hist, rows = g.p, g.teacher, g.assistant, g.data, g.ck, g.hist, g.rows
+    shared, ta_shared, cache_root, base, passes, progress, temb = (g.shared, g.ta_shared, g.cache_root, g.base, g.passes,
+                                                                   g.progress, g.temb)
+    save_dir = g.save_dir
+    curves: dict[str, pd.DataFrame] = {}
+    abl_inits, abl_seeds = p.get("ablation_inits") or p["student_inits"], p.get("ablation_seeds") or p["seeds"]
+    for seed in p["seeds"]:
+        tcache = shared or _teacher_source(teacher, p, cache_root)
+        for init in p["student_inits"]:
+            trained = {}
+            plan = [(m, "MiniLM") for m in p["students"]]
+            if init in abl_inits and seed in abl_seeds:
+                plan += [(m, meth) for m in p["ablation_students"] for meth in ABLATIONS]
+            plan += [(m, "MiniLM (w/ TA)") for m in p["ta_students"]]
+            plan += [(m, "no distillation") for m in p["students"]]
+            for m, meth in plan:
+                name = f"{m}x{p['student_hidden']} {meth} {init} s{seed}"
+                done = ck.get(name, hist, curves)
+                folder = Path(save_dir) / student_folder(m, p["student_hidden"], seed, meth, init) if (
+                    save_dir is not None
+                    and (meth == "MiniLM" or (meth == "no distillation" and m in p.get("lp_students", [])))) else None
+                # a finished row whose saved model is missing (or the 6x384 teacher assistant) is trained again:
+                # every run is seeded, so it reproduces the same student
+                needed_later = (meth == "MiniLM" and m == 6 and p["ta_source"] == "distilled" and p["ta_students"]) or (
+                    folder is not None and not (folder / "config.json").is_file())
+                if done is not None and not needed_later:
+                    rows.append(done)
+                    continue
+                st = make_student(teacher.tokenizer, m, p["student_hidden"], p["student_heads"], seed=seed,
+                                  init_from=assistant if init == "assistant" else None, device=teacher.model.device)
+                spec = VARIANT_SPECS[METHOD_VARIANT[meth]] if meth in METHOD_VARIANT else LossSpec()
+                trained_for = {}
+                if meth != "no distillation":
+                    if meth == "MiniLM (w/ TA)":
+                        src = (ta_shared or _teacher_source(assistant, p, cache_root)) if p["ta_source"] == "pretrained" \
+                            else TeacherCache(trained[6], None, p["max_seq_len"], definition=p["teacher_attention"],
+                                            precision=p.get("precision", "fp32"))
+                    else:
+                        src = tcache
+                    cfg = DistillConfig(variant=METHOD_VARIANT[meth], steps=p["steps"], lr=p["lr"], seed=seed, **base)
+                    res = train_student(src, st, data["transfer"], cfg, progress=progress,
+                                        checkpoint=ck.steps_file(name) if p.get("checkpoint_every") else None,
+                                        checkpoint_every=p.get("checkpoint_every", 0), eval_every=p.get("eval_every", 0),
+                                        evaluate=lambda enc, s=seed: evaluate(enc, data, temb, p["max_seq_len"], s))
+                    hist[name] = res["losses"]
+                    if len(res["curve"]):
+                        curves[name] = res["curve"]
+                    trained_for = {"steps": len(res["losses"]), "train_s": res["seconds"]}
+                    passes[id(src)] = src
+                if meth == "MiniLM":
+                    trained[m] = st
+                if folder is not None:
+                    save_sentence_transformer(st, folder, p["max_seq_len"])
+                rows.append(done or ck.put({"model": name, "student": f"{m}x{p['student_hidden']}", "stage": "task-agnostic",
+                                            "method": meth, "losses": spec.label(), "init": init, "seed": seed,
+                                            "final_loss": float(hist[name].loss.iloc[-5:].mean()) if name in hist else float("nan"),
+                                            **trained_for, **evaluate(st, data, temb, p["max_seq_len"], seed)},
+                                           hist, curves))
+    return curves
+
+
+def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir: Path | None = None,
+             progress: bool = True, cache_root=None, checkpoint: Path | None = None) -> tuple[pd.DataFrame, dict, dict]:
+    """Distil and evaluate the grid of notebook 05; returns (results, {run name: loss history}, info).
+
+    Task-specific rows come first (they carry the comparison with the controls), then the task-agnostic ones.
+    Task-agnostic rows (transfer corpus, linear probes): per seed and init, every student with MiniLM (L_AT + L_VR),
+    the ablations on `ablation_students` (only for `ablation_inits` x `ablation_seeds`; [] = all), w/ TA on
+    `ta_students`, and the undistilled control of every student. With `eval_every` > 0 each distilled run is also
+    evaluated every that many steps (info["curves"]: run name -> DataFrame [step, metrics]); with `checkpoint_every`
+    > 0 (and a checkpoint folder) a run interrupted mid-way resumes from its last step checkpoint.
+    Task-specific rows: per task, seed and init, every combination of `task_losses` on `task_students`, started from
+    the same init ('ce' = the control: hard labels only), scored by the student's own head; L_OUT's soft targets come
+    from the teacher fine-tuned on the task (reference row 'teacher fine-tuned'). info: teacher passes, wall time and
+    learning curves. Distilled rows carry `steps` and `train_s` (training wall time over every resumed call).
+    checkpoint: a folder where finished runs are kept, so a killed grid resumes (see _Checkpoint).
+    """
+    t0 = time.perf_counter()
+    ck = _Checkpoint(checkpoint, p)
+    ev = dict(max_seq_len=p["max_seq_len"])
+    temb = {f"fid_{s}": encode(teacher, data["fidelity"][s], **ev) for s in ("val", "test")}
+    hist, rows = {}, []
+    for name, enc, student, method in (("teacher (mpnet 12x768)", teacher, "12x768", "teacher"),
+                                       ("assistant (MiniLM-L6 6x384)", assistant, "6x384", "assistant (pre-trained)")):
+        rows.append(ck.get(name, hist) or ck.put({"model": name, "student": student, "stage": "reference",
+                                                  "method": method, "init": "", "seed": -1,
+                                                  **evaluate(enc, data, temb, p["max_seq_len"], 0)}, hist))
+    passes = {}
+    shared = _teacher_source(teacher, p, cache_root) if p["cache_teacher_targets"] else None
+    ta_shared = _teacher_source(assistant, p, cache_root) if p["cache_teacher_targets"] else None
+    base = dict(batch_size=p["batch_size"], max_seq_len=p["max_seq_len"], warmup_frac=p["warmup_frac"],
+                weight_decay=p["weight_decay"], relation_heads=p["relation_heads"], teacher_attention=p["teacher_attention"])
+    kd = dict(w_at=p["w_at"], w_vr=p["w_vr"], w_out=p["w_out"], temperature=p["kd_temperature"], alpha=p["kd_alpha"])
+
+    g = _Run(p, teacher, assistant, data, ck, hist, rows, temb, passes, shared, ta_shared, base, kd, cache_root,
+             save_dir, progress)
+    # task-specific stage first: it answers the goal (distilled vs control over seeds) if a long grid is cut short
+    _task_specific(g, _task_teachers(g))
+    curves = _task_agnostic(g)
+    info = {"teacher_sentences": int(sum(s.teacher_sentences for s in passes.values())),
+            "wall_s": time.perf_counter() - t0, "curves": curves}
+    return pd.DataFrame(rows), hist, info
+
+
+def student_folder(layers: int, hidden: int, seed: int, method: str = "MiniLM", init: str = "random") -> str:
+    """Folder name of a saved task-agnostic student: the MiniLM one, or its undistilled control (for link prediction)."""
+    kind = {"MiniLM": "student", "no distillation": "control"}[method]
+    return f"{kind}_{layers}x{hidden}_{init}_s{seed}"

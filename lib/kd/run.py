@@ -1,0 +1,371 @@
+"""Stage 6 orchestration (notebook 06): a fine-tuned task teacher saved once, its logits cached on disk, the augmented
+transfer set, the BiLSTM / small-BERT students each beside its undistilled control, and the probing table.
+
+lib.kd.train holds the losses, students and training loop; lib.kd.augment the transfer-set rules; lib.kd.probing the
+tasks and the probe. Everything here is resumable: a finished (task, student, method, seed) row is kept in `rows.csv`
+with the student's probing representations beside it, and is not trained again.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn as nn
+from tqdm.auto import tqdm
+
+from lib.common.hashing import config_digest, text_key
+from lib.common.paths import atomic_write_bytes, atomic_write_text
+from lib.distill.data import load_vital_articles, split_ids, split_sentences
+from lib.distill.eval import encode
+from lib.distill.losses import DistillError
+from lib.distill.models import Encoder, encoder_identity
+from lib.distill.train import FinetuneConfig, TaskTargets, finetune_teacher, predict_logits
+from lib.kd import train as K
+
+STUDENT_KINDS = ("bilstm", "bert")
+METHODS = ("kd", "control")  # control: same student, init and steps, hard-label CE on the labelled texts only
+NOTEBOOK_PARAMS = (
+    "kd_seeds", "kd_tasks", "kd_task_train", "kd_task_eval", "kd_max_seq_len",
+    "kd_teacher_ft_steps", "kd_teacher_ft_layers", "kd_teacher_ft_lr", "kd_teacher_ft_batch_size",
+    "augment_n_iter", "augment_max", "augment_p_mask", "augment_p_pos", "augment_p_ng",
+    "kd_students", "kd_controls", "kd_epochs", "kd_batch_size", "kd_lr", "kd_ce_weight", "bilstm_soft", "bert_soft",
+    "kd_soft_temperature", "bilstm_hidden", "bilstm_fc", "bilstm_embed_dim", "bilstm_multichannel",
+    "bert_layers", "bert_hidden", "bert_heads", "bert_intermediate",
+    "probing_sentences", "probing_max_per_class", "probing_word_content_words", "minilm_dir", "kd_speed_sentences",
+)
+
+
+def check_params(p: dict) -> None:
+    """One clear error for the first parameter of notebook 06 that cannot work."""
+    missing = [k for k in NOTEBOOK_PARAMS if k not in p]
+    if missing:
+        raise DistillError(f"notebook-06 parameters missing: {missing}")
+    bad_tasks = [t for t in p["kd_tasks"] if t not in ("polarity", "topic")]
+    if not p["kd_tasks"] or bad_tasks:
+        raise DistillError(f"kd_tasks={p['kd_tasks']}: use a non-empty subset of ['polarity', 'topic']")
+    bad = [s for s in p["kd_students"] if s not in STUDENT_KINDS]
+    if not p["kd_students"] or bad:
+        raise DistillError(f"kd_students={p['kd_students']}: use a non-empty subset of {list(STUDENT_KINDS)}")
+    for k in ("bilstm_soft", "bert_soft"):
+        if p[k] not in ("mse", "kl"):
+            raise DistillError(f"{k}={p[k]!r}: use 'mse' (the thesis's LSTM_S) or 'kl' (its BERT_S, at kd_soft_temperature)")
+    if not p["kd_seeds"] or p["kd_task_train"] < 10 or p["kd_task_eval"] < 10:
+        raise DistillError(f"kd_seeds={p['kd_seeds']}, kd_task_train={p['kd_task_train']}, kd_task_eval={p['kd_task_eval']}: give at least "
+                           "one seed and 10 texts per split")
+    if p["bert_hidden"] % p["bert_heads"]:
+        raise DistillError(f"bert_hidden={p['bert_hidden']} is not a multiple of bert_heads={p['bert_heads']}")
+    if p["augment_max"] < 0 or p["probing_sentences"] < 100:
+        raise DistillError(f"augment_max={p['augment_max']} must be >= 0 (0: no augmentation) and "
+                           f"probing_sentences={p['probing_sentences']} >= 100")
+
+
+# ------------------------------------------------------------------------------------------------------ the teacher
+def _trainable_keys(teacher: Encoder, layers: int) -> list[str]:
+    n = teacher.num_layers
+    return [k for k in teacher.model.state_dict() if any(k.startswith(f"encoder.layer.{i}.") for i in range(n - layers, n))]
+
+
+def task_teacher(teacher: Encoder, task: TaskTargets, cfg: FinetuneConfig, folder: str | Path,
+                 progress: bool = True) -> tuple[Encoder, bool]:
+    """The teacher fine-tuned on `task` (lib.distill.train.finetune_teacher), saved once in `folder` and reloaded after.
+
+    Only the fine-tuned top layers and the head are stored (about 57 MB for 2 of mpnet's layers, not 420 MB); the file
+    is keyed by the teacher's weights, the task texts and labels and `cfg`, so another setting never reloads it.
+    Returns (encoder with `.head`, whether it was reloaded).
+    """
+    key = config_digest({"teacher": encoder_identity(teacher), "cfg": cfg.__dict__, "n_classes": task.n_classes,
+                   "texts": hashlib.sha256("\n".join(task.texts).encode()).hexdigest(), "labels": task.labels.tolist()})
+    path = Path(folder) / f"teacher_ft_{key}.pt"
+    if path.is_file():
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        model = copy.deepcopy(teacher.model)
+        missing, unexpected = model.load_state_dict(saved["model"], strict=False)
+        if unexpected or set(saved["model"]) != set(_trainable_keys(teacher, cfg.layers)):
+            raise DistillError(f"{path} does not hold this teacher's top {cfg.layers} layers; delete it to fine-tune again")
+        ft = Encoder(model, teacher.tokenizer, teacher.kind, f"{teacher.name} fine-tuned", None)
+        ft.head = nn.Linear(ft.hidden, task.n_classes).to(model.device)
+        ft.head.load_state_dict(saved["head"])
+        model.eval()
+        ft.head.eval()
+        return ft, True
+    ft = finetune_teacher(teacher, task, cfg, progress)
+    sd = ft.model.state_dict()
+    buf = io.BytesIO()
+    torch.save({"model": {k: sd[k].cpu() for k in _trainable_keys(teacher, cfg.layers)},
+                "head": {k: v.cpu() for k, v in ft.head.state_dict().items()}}, buf)
+    atomic_write_bytes(path, buf.getvalue())
+    return ft, False
+
+
+class LogitCache:
+    """Teacher logits per text on disk (one .npz of sha256 text keys [N] and float32 logits [N, C], rewritten
+    atomically), so every student, seed and re-run reads the teacher's labels instead of running the teacher.
+
+    `passes` counts the texts this object sent through the teacher.
+    """
+
+    def __init__(self, path: str | Path, n_classes: int):
+        self.path, self.n_classes, self.passes = Path(path), n_classes, 0
+        self.table: dict[str, np.ndarray] = {}
+        if self.path.is_file():
+            try:
+                z = np.load(self.path)
+                self.table = dict(zip(z["keys"].tolist(), z["logits"]))
+            except (OSError, ValueError, KeyError, EOFError):  # a damaged file is recomputed, not trusted
+                self.table = {}
+
+    def logits(self, texts: list[str], teacher: Encoder, max_seq_len: int, batch_size: int = 64,
+               progress: bool = False) -> np.ndarray:
+        """Logits [N, C] of `teacher.head` for `texts`, computing only the texts not cached yet."""
+        keys = [text_key(t) for t in texts]
+        todo = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in self.table))
+        for i in tqdm(range(0, len(todo), 512), desc="teacher logits", disable=not progress or not todo, leave=False):
+            chunk = todo[i:i + 512]
+            with torch.no_grad():
+                z = predict_logits(teacher, chunk, max_seq_len, batch_size)
+            self.table.update(zip((text_key(t) for t in chunk), z.astype(np.float32)))
+            self.passes += len(chunk)
+            self._save()
+        out = np.stack([self.table[k] for k in keys]) if keys else np.zeros((0, self.n_classes), np.float32)
+        if out.shape[1:] != (self.n_classes,):
+            raise DistillError(f"{self.path} holds logits of {out.shape[1:]} classes, not {self.n_classes}; delete it")
+        return out
+
+    def _save(self) -> None:
+        buf = io.BytesIO()
+        np.savez(buf, keys=np.array(list(self.table), dtype="U64"), logits=np.stack(list(self.table.values())))
+        atomic_write_bytes(self.path, buf.getvalue())
+
+
+# ------------------------------------------------------------------------------------------------------------- data
+def transfer_set(train: pd.DataFrame, p: dict, seed: int, mask_token: str, tagger=None) -> tuple[list[str], np.ndarray]:
+    """The labelled training texts followed by up to `augment_max` augmented ones (label NO_LABEL): texts [N], labels [N]."""
+    from lib.kd.augment import augment
+
+    texts, labels = train.text.tolist(), train.label.to_numpy(np.int64)
+    if p["augment_max"] == 0:
+        return texts, labels
+    extra = augment(texts, p["augment_n_iter"], p["augment_p_mask"], p["augment_p_pos"], p["augment_p_ng"], seed=seed,
+                    tagger=tagger, mask_token=mask_token, max_sentences=p["augment_max"])
+    return texts + extra, np.concatenate([labels, np.full(len(extra), K.NO_LABEL, np.int64)])
+
+
+def probing_pool(n: int, seed: int = 0) -> list[str]:
+    """`n` distinct vital-article lead sentences of the val and test articles (stage 5's split with `seed`), shuffled
+    with `seed`: no student or teacher was trained on them."""
+    arts = load_vital_articles()
+    arts = arts[split_ids(len(arts), seed=seed) != "train"]
+    pool = list(dict.fromkeys(s for t in arts.extract for s in split_sentences(t)))
+    return [pool[i] for i in np.random.default_rng(seed).permutation(len(pool))[:n]]
+
+
+# --------------------------------------------------------------------------------------------------------- students
+def build_student(kind: str, teacher: Encoder, n_classes: int, p: dict, seed: int) -> K.Student:
+    """A BiLSTM or small-BERT student on the teacher's wordpieces, embeddings started from the teacher's."""
+    emb = K.teacher_wordpiece_embeddings(teacher)
+    if kind == "bilstm":
+        return K.BiLSTMStudent(emb, teacher.tokenizer, n_classes, embed_dim=p["bilstm_embed_dim"],
+                               hidden=p["bilstm_hidden"], fc=p["bilstm_fc"], multichannel=p["bilstm_multichannel"],
+                               seed=seed)
+    if kind == "bert":
+        return K.BertStudent(teacher.tokenizer, n_classes, p["bert_layers"], p["bert_hidden"], p["bert_heads"],
+                             p["bert_intermediate"], teacher_embeddings=emb, seed=seed)
+    raise DistillError(f"student kind {kind!r} is unknown; use one of {STUDENT_KINDS}")
+
+
+def kd_config(kind: str, method: str, p: dict, seed: int, n_transfer: int, n_labelled: int) -> K.KDConfig:
+    """The run's KDConfig. The control trains on the labelled texts only with CE, for as many steps as its KD twin."""
+    soft = p[f"{kind}_soft"]
+    if method == "kd":
+        return K.KDConfig(soft=soft, temperature=p["kd_soft_temperature"], ce_weight=p["kd_ce_weight"], epochs=p["kd_epochs"],
+                          batch_size=p["kd_batch_size"], lr=p["kd_lr"], max_seq_len=p["kd_max_seq_len"], seed=seed)
+    return K.KDConfig(soft="none", ce_weight=1.0, epochs=p["kd_epochs"] * n_transfer / n_labelled,
+                      batch_size=p["kd_batch_size"], lr=p["kd_lr"], max_seq_len=p["kd_max_seq_len"], seed=seed)
+
+
+def _accuracy(logits: np.ndarray, labels) -> float:
+    return float((logits.argmax(1) == np.asarray(labels)).mean())
+
+
+def speed(fn, texts: list[str], repeats: int = 2) -> float:
+    """Sentences per second of `fn(texts)`, best of `repeats` (after one warm-up call on a few texts)."""
+    fn(texts[:8])
+    best = min(_timed(fn, texts) for _ in range(repeats))
+    return len(texts) / best
+
+
+def _timed(fn, texts) -> float:
+    t = time.perf_counter()
+    fn(texts)
+    return time.perf_counter() - t
+
+
+# what a finished row depends on besides its own (task, student, method, seed): everything but the lists it is one of
+_ROW_SETTINGS = tuple(k for k in NOTEBOOK_PARAMS if k not in ("kd_seeds", "kd_tasks", "kd_students", "kd_controls",
+                                                               "minilm_dir", "kd_speed_sentences"))
+
+
+def check_resume(folder: str | Path, p: dict, probe_texts: list[str]) -> None:
+    """Refuse to resume `folder/rows.csv` under other settings: a finished row is reused only if the settings it was
+    trained with (and the probing sentences its representations are for) are this run's. The first run writes
+    `folder/settings.json`; a later one with other settings gets one error naming the keys that differ."""
+    path = Path(folder) / "settings.json"
+    now = {k: p[k] for k in _ROW_SETTINGS} | {"probe_texts": config_digest(probe_texts)}
+    if path.is_file():
+        before = json.loads(path.read_text(encoding="utf-8"))
+        diff = sorted(k for k in now.keys() | before.keys() if before.get(k) != now.get(k))
+        if diff:
+            raise DistillError(f"{path.parent} holds rows made with other settings ({', '.join(diff)} differ); "
+                               "use another run_dir, or delete its rows.csv and reps/ to start afresh")
+    else:
+        atomic_write_text(path, json.dumps(now, indent=1, sort_keys=True, default=str) + "\n")
+
+
+def run_students(p: dict, teacher: Encoder, data: dict, folder: str | Path, probe_texts: list[str],
+                 progress: bool = True, tagger=None) -> tuple[pd.DataFrame, dict]:
+    """Every task x student kind x method x seed; returns (rows, info).
+
+    Per task: the fine-tuned teacher (saved once), the augmented transfer set, teacher logits from the LogitCache, then
+    each student trained by lib.kd.train.train_student and scored on val/test (accuracy and agreement with the teacher's
+    argmax), its probing representations [len(probe_texts), D] saved as reps/<row>.npy (float16). Finished rows are
+    read back from rows.csv. info: teacher rows, teacher passes, transfer-set sizes, wall time.
+    """
+    folder = Path(folder)
+    rows_path, reps_dir = folder / "rows.csv", folder / "reps"
+    check_resume(folder, p, probe_texts)
+    done = pd.read_csv(rows_path) if rows_path.is_file() else pd.DataFrame(columns=["row_id"])
+    rows = done.to_dict("records")
+    info = {"teacher": [], "teacher_passes": 0, "transfer": {}, "augmented": {}}
+    t0 = time.perf_counter()
+    for task in p["kd_tasks"]:
+        d = data[task]
+        n_classes = int(pd.concat([d[s].label for s in d]).max()) + 1
+        tt = TaskTargets(d["train"].text.tolist(), d["train"].label.to_numpy(), n_classes)
+        ft_cfg = FinetuneConfig(steps=p["kd_teacher_ft_steps"], batch_size=p["kd_teacher_ft_batch_size"],
+                                max_seq_len=p["kd_max_seq_len"], lr=p["kd_teacher_ft_lr"], layers=p["kd_teacher_ft_layers"],
+                                seed=p["kd_seeds"][0])
+        ft, reloaded = task_teacher(teacher, tt, ft_cfg, folder / "teachers", progress)
+        cache = LogitCache(folder / "teachers" / f"logits_{task}_{config_digest(ft_cfg.__dict__ | {'n': len(tt.texts)})}.npz",
+                           n_classes)
+        texts, labels = transfer_set(d["train"], p, p["kd_seeds"][0], teacher.tokenizer.mask_token, tagger)
+        info["transfer"][task], info["augmented"][task] = len(texts), int((labels == K.NO_LABEL).sum())
+        z = {s: cache.logits(d[s].text.tolist(), ft, p["kd_max_seq_len"], progress=progress) for s in ("val", "test")}
+        z_tr = cache.logits(texts, ft, p["kd_max_seq_len"], progress=progress)
+        info["teacher"].append({"task": task, "reloaded": reloaded, "val": _accuracy(z["val"], d["val"].label),
+                                "test": _accuracy(z["test"], d["test"].label),
+                                "train_labelled": _accuracy(z_tr[labels != K.NO_LABEL], labels[labels != K.NO_LABEL])})
+        info["teacher_passes"] += cache.passes
+        n_lab = int((labels != K.NO_LABEL).sum())
+        for kind in p["kd_students"]:
+            for method in METHODS if p["kd_controls"] else ("kd",):
+                for seed in p["kd_seeds"]:
+                    row_id = f"{task}_{kind}_{method}_s{seed}"
+                    if row_id in set(done.row_id) and (reps_dir / f"{row_id}.npy").is_file():
+                        continue
+                    student = build_student(kind, teacher, n_classes, p, seed)
+                    cfg = kd_config(kind, method, p, seed, len(texts), n_lab)
+                    keep = slice(None) if method == "kd" else labels != K.NO_LABEL
+                    t = time.perf_counter()
+                    hist, _ = K.train_student(student, list(np.asarray(texts, object)[keep]), z_tr[keep], labels[keep],
+                                              cfg, progress)
+                    wall = time.perf_counter() - t
+                    pred = {s: student.predict_logits(d[s].text.tolist(), p["kd_max_seq_len"]) for s in ("val", "test")}
+                    reps = student.sentence_representations(probe_texts, p["kd_max_seq_len"])
+                    reps_dir.mkdir(parents=True, exist_ok=True)
+                    buf = io.BytesIO()
+                    np.save(buf, reps.astype(np.float16))
+                    atomic_write_bytes(reps_dir / f"{row_id}.npy", buf.getvalue())
+                    rows = [r for r in rows if r["row_id"] != row_id] + [{
+                        "row_id": row_id, "task": task, "student": kind, "method": method, "seed": seed,
+                        "loss": "CE (labels only)" if method == "control" else
+                        cfg.soft + (f" T={cfg.temperature:g}" if cfg.soft == "kl" else "") +
+                        (f" + {cfg.ce_weight:g} CE" if cfg.ce_weight else ""),
+                        "texts": len(texts) if method == "kd" else n_lab, "steps": len(hist),
+                        "final_loss": float(hist.loss.iloc[-20:].mean()), "train_s": wall,
+                        "val": _accuracy(pred["val"], d["val"].label), "test": _accuracy(pred["test"], d["test"].label),
+                        "agree_test": float((pred["test"].argmax(1) == z["test"].argmax(1)).mean()),
+                        **student.param_counts()}]
+                    atomic_write_text(rows_path, pd.DataFrame(rows).to_csv(index=False))
+                    done = pd.DataFrame(rows)
+    info["wall_s"] = time.perf_counter() - t0
+    return pd.DataFrame(rows), info
+
+
+def kd_table(rows: pd.DataFrame, teacher: list[dict]) -> pd.DataFrame:
+    """Mean ± std over seeds of test accuracy and teacher agreement per task, student and method, teacher rows first."""
+    g = rows.groupby(["task", "student", "method"], sort=False)
+    t = g.agg(test=("test", "mean"), test_std=("test", "std"), agree=("agree_test", "mean"), seeds=("seed", "nunique"),
+              params_m=("params_total", lambda x: x.iloc[0] / 1e6), loss=("loss", "first")).reset_index()
+    teach = pd.DataFrame([{"task": r["task"], "student": "teacher (fine-tuned)", "method": "-", "test": r["test"],
+                           "test_std": np.nan, "agree": 1.0, "seeds": 1, "params_m": np.nan, "loss": "CE"} for r in teacher])
+    return pd.concat([teach, t], ignore_index=True).sort_values(["task"], kind="stable").reset_index(drop=True)
+
+
+def kd_verdicts(rows: pd.DataFrame) -> list[str]:
+    """One sentence per (task, student): KD against its control on test accuracy, mean ± std of the paired difference."""
+    out = []
+    for (task, kind), r in rows.groupby(["task", "student"], sort=False):
+        piv = r.pivot_table(index="seed", columns="method", values="test")
+        if not {"kd", "control"} <= set(piv.columns):
+            continue
+        diff = (piv["kd"] - piv["control"]).dropna()
+        sd = f" ± {diff.std():.3f}" if len(diff) > 1 else ""
+        word = "beats" if diff.mean() - (diff.std() if len(diff) > 1 else 0) > 0 else \
+            "loses to" if diff.mean() + (diff.std() if len(diff) > 1 else 0) < 0 else "ties with"
+        out.append(f"{task}: the distilled {kind} {word} its control by {diff.mean():+.3f}{sd} test accuracy "
+                   f"({piv['kd'].mean():.3f} vs {piv['control'].mean():.3f}, {len(diff)} seed{'s' * (len(diff) > 1)})")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------- probing
+def encoder_representations(enc: Encoder, texts: list[str], max_seq_len: int) -> np.ndarray:
+    """Mean-pooled last-layer representations [N, D] of a transformer encoder (teacher, MiniLM students)."""
+    with torch.no_grad():
+        return encode(enc, texts, max_seq_len)
+
+
+def minilm_folders(minilm_dir: str | Path | None, seed: int = 0) -> dict[str, Path]:
+    """Stage-5 students saved by notebook 05 (`student_{L}x{H}_{init}_s{seed}`, `control_{L}x{H}_{init}_s{seed}`;
+    folders of older runs have no init) -> label -> folder. Labels name the init only where a shape has several."""
+    if not minilm_dir or not Path(minilm_dir).is_dir():
+        return {}
+    found = []
+    for f in sorted(Path(minilm_dir).glob(f"*_s{seed}")):
+        parts = f.name.split("_")
+        found.append((parts[0], parts[1], parts[2] if len(parts) == 4 else "", f))
+    inits = {}
+    for _, shape, init, _ in found:
+        inits.setdefault(shape, set()).add(init)
+    out = {}
+    for kind, shape, init, f in found:
+        tag = f" ({init} init)" if len(inits[shape]) > 1 else ""
+        out[(f"MiniLM {shape}" if kind == "student" else f"{shape} no distillation") + tag] = f
+    return out
+
+
+def probe_inputs(tasks: dict[str, tuple[list[str], list]]) -> list[str]:
+    """Every distinct sentence of the probing tasks (bigram shift adds perturbed ones), in first-seen order."""
+    return list(dict.fromkeys(s for ss, _ in tasks.values() for s in ss))
+
+
+def by_task(reps: np.ndarray, texts: list[str], tasks: dict[str, tuple[list[str], list]]) -> dict[str, np.ndarray]:
+    """Representations [len(texts), D] of probe_inputs(tasks) -> task -> [N_task, D] in each task's sentence order."""
+    if len(reps) != len(texts):
+        raise DistillError(f"{len(reps)} representations for {len(texts)} probing sentences; encode probe_inputs(tasks)")
+    pos = {t: i for i, t in enumerate(texts)}
+    return {name: np.asarray(reps[[pos[s] for s in ss]], np.float32) for name, (ss, _) in tasks.items()}
+
+
+def frozen_task_accuracy(reps: dict[str, np.ndarray], data_task: dict, seed: int = 0) -> float:
+    """Test accuracy of a logistic-regression head on frozen representations {split: [N, D]} (stage 5's probe)."""
+    from lib.distill.eval import linear_probe
+
+    return linear_probe(reps["train"], data_task["train"].label.to_numpy(),
+                        {"test": (reps["test"], data_task["test"].label.to_numpy())}, seed)["test"]

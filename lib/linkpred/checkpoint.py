@@ -1,0 +1,68 @@
+"""Stage 3 checkpoints: state_dicts + plain config + metrics per epoch, and the fingerprint of the data
+they were trained on (a checkpoint is reused only for the same data)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterable
+
+import torch
+from torch_geometric.data import Data
+
+from lib.common.paths import atomic_write_bytes
+from lib.linkpred.config import build_model
+from lib.linkpred.protocols import EvalTask
+
+
+def save_checkpoint(path: Path, model, optimizer, config: dict, epoch: int, history: list, val: list) -> Path:
+    """state_dicts + plain config + metrics (loadable with torch.load(weights_only=True); no pickled objects)."""
+    import io
+
+    buf = io.BytesIO()
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "config": config,
+                "epoch": epoch, "history": history, "val": val}, buf)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[torch.nn.Module, dict]:
+    """(model with the checkpoint's weights, the checkpoint dict)."""
+    ck = torch.load(path, map_location=device, weights_only=True)
+    model = build_model(ck["config"]["kind"], ck["config"]["model"])
+    model.load_state_dict(ck["model"])
+    return model.to(device), ck
+
+
+def epoch_checkpoints(ckpt_dir: Path) -> dict[int, Path]:
+    out = {}
+    for p in Path(ckpt_dir).glob("epoch_*.pt"):
+        m = re.fullmatch(r"epoch_(\d+)\.pt", p.name)
+        if m:
+            out[int(m.group(1))] = p
+    return dict(sorted(out.items()))
+
+
+def _comparable(config: dict) -> dict:
+    """A checkpoint's config minus what may change on resume (the number of epochs); checkpoints from before
+    `precision` (with `amp`) compare as the float32 / float16 runs they were."""
+    train = {k: v for k, v in config["train"].items() if k not in ("epochs", "amp")}
+    train.setdefault("precision", "fp16" if config["train"].get("amp") else "fp32")
+    train.setdefault("matched_negative_share", 0.0)  # checkpoints from before it trained without
+    return {**config, "train": train}
+
+
+def data_fingerprint(graphs: Iterable[Data], tasks: Iterable[EvalTask] = ()) -> str:
+    """sha256 over the graphs' ids, features and edges (and validation tasks' pairs of every negative set): the data a
+    checkpoint was trained and selected on."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for g in graphs:
+        h.update(str(g.graph_id).encode())
+        h.update(g.x.numpy().tobytes())
+        h.update(g.edge_index.numpy().tobytes())
+        if getattr(g, "held_out_pairs", None) is not None:  # they change the training negatives
+            h.update(b"held_out" + g.held_out_pairs.numpy().tobytes())
+    for t in tasks:  # every negative set: an epoch may be selected on any of them
+        for part in (t.mp_edge_index, t.pos, t.neg, t.neg_hard, *(p for pair in t.per_positive.values() for p in pair)):
+            h.update(part.numpy().tobytes())
+    return h.hexdigest()[:16]

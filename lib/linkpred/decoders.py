@@ -1,0 +1,145 @@
+"""Pair decoders for GatModel beyond the seed's dot product.
+
+  "dot":          logit_ij = z_i · z_j (the seed; no parameters).
+  "hadamard_mlp": logit_ij = MLP(z_i ⊙ z_j).
+  "ncn":          logit_ij = MLP([z_i ⊙ z_j ‖ Σ_{k ∈ N(i) ∩ N(j)} z_k]) — Neural Common Neighbour (Wang et al., ICLR
+                  2024): a dot product cannot count common neighbours (Chamberlain et al., ICLR 2023), so their
+                  embeddings are summed into the decoder's input. N(·) comes from the message-passing graph only.
+With `features=True` the MLP also reads the pair's heuristic features (cos(x_i, x_j), log(1+CN), log(1+AA),
+log(1+PA) on the message-passing graph), so a learned combination can use everything the heuristic stack uses.
+With `init="stack"` the feature part starts as the heuristic stack itself (its standardisation as fixed buffers, its
+logistic-regression weights in the linear term, the MLP's output layer at zero): before the first step the decoder
+scores exactly as the stack does, and training moves it from there instead of from random feature weights, which a
+few hundred steps at a GAT's learning rate do not undo.
+With `rescale=True` the decoder's count inputs (the common-neighbour sum and the CN, AA, PA features) are brought to a
+reference mean degree (lib.linkpred.heuristics, "Density rescaling"): the training graphs' message passing, or the stack's.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+DECODERS = ("dot", "hadamard_mlp", "ncn")
+
+
+def common_neighbours_matrix(mp_edge_index: Tensor, num_nodes: int, pairs: Tensor, a=None, cache: bool = True):
+    """Sparse indicator S [P, N] (torch COO, float32) with S[p, k] = 1 iff k ∈ N(i_p) ∩ N(j_p) in mp_edge_index.
+
+    Built with scipy (lib.linkpred.heuristics.pair_structure: row slices of the CSR adjacency, elementwise product, the same
+    product CN and AA are read from): torch has no sparse row gather with elementwise product on CPU, and the P × N
+    matrix is never dense. a: the CSR adjacency of mp_edge_index when the caller already has it; cache: see
+    pair_structure."""
+    from lib.linkpred.heuristics import pair_structure
+
+    s = pair_structure(mp_edge_index, num_nodes, pairs, a, cache).common.tocoo()
+    idx = torch.from_numpy(np.vstack([s.row, s.col]).astype(np.int64))
+    return torch.sparse_coo_tensor(idx, torch.ones(idx.size(1)), (pairs.size(1), num_nodes),
+                                   check_invariants=False).coalesce()  # indices come from scipy, valid by construction
+
+
+def common_neighbour_sum(z: Tensor, mp_edge_index: Tensor, pairs: Tensor, a=None, cache: bool = True) -> Tensor:
+    """Σ_{k ∈ N(i) ∩ N(j)} z_k for each pair: [P, F] from z [N, F], mp_edge_index [2, M], pairs [2, P];
+    differentiable in z (sparse-dense matmul)."""
+    s = common_neighbours_matrix(mp_edge_index, z.size(0), pairs, a, cache).to(z.device)
+    return torch.sparse.mm(s, z.float()).to(z.dtype)
+
+
+class Standardise(nn.Module):
+    """(f - mean) / scale with fixed buffers [F] (a fitted StandardScaler; identity until set)."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(n))
+        self.register_buffer("scale", torch.ones(n))
+
+    def forward(self, f: Tensor) -> Tensor:
+        return (f - self.mean) / self.scale
+
+
+class PairDecoder(nn.Module):
+    """MLP decoder: forward(z [N, F], pairs [2, P], mp_edge_index [2, M], x [N, F_in]) -> logits [P].
+
+    With features, batch normalisation sees the pairs of one call together: score a training step's positives and
+    negatives in one call (lib.linkpred.train does)."""
+
+    def __init__(self, kind: str, out_channels: int, hidden: int = 64, dropout: float = 0.0, features: bool = False,
+                 init: str = "random", rescale: bool = False):
+        super().__init__()
+        if kind not in DECODERS or kind == "dot":
+            raise ValueError(f"PairDecoder kind={kind!r}; use 'hadamard_mlp' or 'ncn' ('dot' needs no module)")
+        if init == "stack" and not features:
+            raise ValueError("PairDecoder init='stack' needs features=True")
+        self.kind, self.features, self.init, self.rescale = kind, features, init, rescale
+        if rescale:  # only then, so the state_dict of the other decoders is what earlier checkpoints hold
+            # reference mean degree of the rescaling; 0 = not set yet (set_reference_degree or init_from_stack)
+            self.register_buffer("ref_degree", torch.zeros(()))
+        in_dim = out_channels * (2 if kind == "ncn" else 1) + (4 if features else 0)
+        self.mlp = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Dropout(dropout),
+                                 nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        if features:
+            # The features live on different scales (a cosine, log counts up to ~10): batch-normalised, and also fed
+            # straight to the logit through a linear term, so the decoder contains the heuristic stack's logistic
+            # regression as a special case and cannot have to learn it through the MLP alone.
+            self.feat_norm = Standardise(4) if init == "stack" else nn.BatchNorm1d(4)
+            self.feat_linear = nn.Linear(4, 1)
+
+    def set_reference_degree(self, d: float) -> None:
+        """The mean degree counts are rescaled to (rescale=True only)."""
+        if not self.rescale:
+            raise ValueError("set_reference_degree needs a decoder built with rescale=True")
+        if not d > 0:
+            raise ValueError(f"reference degree {d!r} must be positive")
+        self.ref_degree.fill_(float(d))
+
+    def _ref(self) -> float | None:
+        if not self.rescale:
+            return None
+        if self.ref_degree.item() == 0:
+            raise RuntimeError("decoder with rescale=True has no reference degree: call set_reference_degree "
+                               "(lib.linkpred.train.init_model does) or init_from_stack")
+        return float(self.ref_degree)
+
+    def init_from_stack(self, stack) -> None:
+        """Start as `stack` (a fitted lib.linkpred.heuristics.HeuristicStack): its scaler's mean/scale, its weights and
+        intercept in the linear term, the MLP's last layer zeroed, so logits equal stack.scores(...) until trained."""
+        if self.init != "stack":
+            raise ValueError("init_from_stack needs a decoder built with init='stack'")
+        if self.rescale != (stack.ref_degree is not None):
+            raise ValueError(f"decoder rescale={self.rescale} but the stack was fitted with "
+                             f"rescale={stack.ref_degree is not None}; fit HeuristicStack(rescale={self.rescale})")
+        scaler, lr = stack.model[0], stack.model[-1]
+        if self.rescale:
+            self.set_reference_degree(stack.ref_degree)
+        with torch.no_grad():
+            self.feat_norm.mean.copy_(torch.as_tensor(scaler.mean_, dtype=torch.float32))
+            self.feat_norm.scale.copy_(torch.as_tensor(scaler.scale_, dtype=torch.float32))
+            self.feat_linear.weight.copy_(torch.as_tensor(lr.coef_, dtype=torch.float32))
+            self.feat_linear.bias.copy_(torch.as_tensor(lr.intercept_, dtype=torch.float32))
+            self.mlp[-1].weight.zero_()
+            self.mlp[-1].bias.zero_()
+
+    def forward(self, z: Tensor, pairs: Tensor, mp_edge_index: Tensor | None = None, x: Tensor | None = None) -> Tensor:
+        parts = [z[pairs[0]] * z[pairs[1]]]
+        if self.kind == "ncn" or self.features:
+            if mp_edge_index is None:
+                raise ValueError(f"the {self.kind} decoder{' with features' if self.features else ''} needs the "
+                                 f"message-passing edges: call decode(z, pairs, mp_edge_index, x)")
+        from lib.linkpred.heuristics import adjacency, density_factor, pair_features
+
+        ref = self._ref()
+        # In eval mode the pairs are a fixed validation or test set, scored again every epoch and by every variant:
+        # their structure is cached (lib.linkpred.heuristics.pair_structure). A training step's fresh pairs are not.
+        cache = not self.training
+        # once per call: the common neighbours and the features both read it (a plain hadamard_mlp reads neither)
+        a = adjacency(mp_edge_index, z.size(0), cache) if self.kind == "ncn" or self.features else None
+        if self.kind == "ncn":
+            parts.append(common_neighbour_sum(z, mp_edge_index, pairs, a, cache) * density_factor(a, ref))
+        if self.features:
+            if x is None:
+                raise ValueError("the decoder with features needs the node features x: call decode(z, pairs, mp, x)")
+            f = pair_features(x.cpu(), mp_edge_index.cpu(), z.size(0), pairs.cpu(), ref, a, cache)
+            f = self.feat_norm(torch.as_tensor(f, dtype=torch.float32, device=z.device)).to(z.dtype)
+            parts.append(f)
+            return (self.mlp(torch.cat(parts, -1)) + self.feat_linear(f)).squeeze(-1)
+        return self.mlp(torch.cat(parts, -1)).squeeze(-1)

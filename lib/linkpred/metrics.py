@@ -1,0 +1,128 @@
+"""Stage 3 metrics: AUC, AP, Hits@k and MRR per negative set and per common-neighbour stratum, and the
+mean ± std tables over seeds."""
+from __future__ import annotations
+
+import numpy as np
+from sklearn.metrics import average_precision_score, roc_auc_score
+
+from lib.linkpred.sampling import NEGATIVE_SETS
+
+# validation metric that picks the epoch: on uniform negatives; *_<set>: on that negative set; *_both: mean over the
+# uniform and dist2 sets; *_all: mean over every negative set the validation tasks hold
+SELECT_METRICS = ("auc", "mrr", *(f"{m}_{n}" for n in NEGATIVE_SETS[1:] for m in ("auc", "mrr")),
+                  "auc_both", "mrr_both", "auc_all", "mrr_all")
+STRATA = ("cn", "no_cn")  # positives with / without a common neighbour in the message passing
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def link_metrics(pos: np.ndarray, neg: np.ndarray, hits_k: int = 50) -> dict:
+    """AUC, AP, Hits@K and MRR of positive scores [P] against negative scores [Q] (higher = more likely an edge).
+
+    Hits@K follows OGB's link-prediction convention (share of positives scored above the K-th best negative; 1 if
+    there are fewer than K negatives).  MRR: mean over positives of 1 / (1 + #negatives scored at least as high),
+    a ranking of each held-out edge against the shared negatives.  Both hand-written because neither sklearn nor
+    PyG has these shared-negative forms and torchmetrics is not a dependency.
+    """
+    pos, neg = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
+    y = np.r_[np.ones(len(pos)), np.zeros(len(neg))]
+    s = np.r_[pos, neg]
+    neg_sorted = np.sort(neg)
+    kth = neg_sorted[-hits_k] if len(neg) >= hits_k else -np.inf
+    rank = 1 + (len(neg) - np.searchsorted(neg_sorted, pos, side="left"))
+    return {"auc": float(roc_auc_score(y, s)), "ap": float(average_precision_score(y, s)),
+            f"hits@{hits_k}": float((pos > kth).mean()), "mrr": float((1.0 / rank).mean())}
+
+
+def set_metrics(pos: np.ndarray, neg: np.ndarray, owner: np.ndarray | None = None, has_cn: np.ndarray | None = None,
+                hits_k: int = 50) -> dict:
+    """Metrics of one negative set of one task: AUC and AP over every positive [P] and negative [Q] score; MRR and
+    Hits@{1,10} of each positive among its negatives (its own when owner [Q] maps every negative to its positive, as
+    for "heart" and "matched"; all of them otherwise), Hits@K (shared sets only, OGB's form, `link_metrics`); and,
+    with has_cn [P], the same AUC and MRR within each stratum of positives (STRATA: auc_cn, mrr_no_cn, ...; a
+    per-positive set keeps the stratum's own negatives) plus pos_no_cn, the share of positives without a common
+    neighbour. A stratum without positives (or negatives) gets None."""
+    from lib.linkpred.negatives import ranking_metrics
+
+    def one(p, q, o):
+        if len(p) == 0 or len(q) == 0:
+            return {"auc": None, "ap": None, "mrr": None, "hits@1": None, "hits@10": None}
+        m = link_metrics(p, q, hits_k)
+        m.update(ranking_metrics(p, q, o))
+        if o is not None:
+            m.pop(f"hits@{hits_k}")  # with K own negatives per positive, Hits@50 says nothing
+        return m
+
+    pos, neg = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
+    out = one(pos, neg, owner)
+    if has_cn is not None:
+        has_cn = np.asarray(has_cn, dtype=bool)
+        out["pos_no_cn"] = float((~has_cn).mean()) if len(has_cn) else None
+        for name, mask in zip(STRATA, (has_cn, ~has_cn)):
+            if owner is None:
+                m = one(pos[mask], neg, None)
+            else:
+                keep = mask[owner]
+                new_index = np.cumsum(mask) - 1  # positive index -> index within the stratum
+                m = one(pos[mask], neg[keep], new_index[owner[keep]])
+            out[f"auc_{name}"], out[f"mrr_{name}"] = m["auc"], m["mrr"]
+    return out
+
+
+def mean_std(v) -> str:
+    """'mean ± std' of a series over seeds (std 0 with one seed): the cell of every results table."""
+    return f"{v.mean():.3f} ± {v.std(ddof=1) if len(v) > 1 else 0:.3f}"
+
+
+def results_table(rows, metric: str = "auc", index=("model", "supervision"), strata: bool = False,
+                  order: list | None = None):
+    """Notebook 03/03b results: index × (protocol, negative set[, stratum]) of 'mean ± std' over seeds of `metric`;
+    strata=True splits the positives into those with a common neighbour in the message passing ('cn') and without
+    ('no_cn') from the per-stratum columns <metric>_cn / <metric>_no_cn. order: the index values to show, in order."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    if strata:
+        cols = [f"{metric}_{st}" for st in STRATA if f"{metric}_{st}" in df]
+        keys = [*index, "protocol", "negatives", "seed"]
+        df = df[keys + cols].melt(id_vars=keys, value_vars=cols, var_name="stratum",
+                                  value_name=metric).dropna(subset=[metric])
+        df["stratum"] = df["stratum"].str.removeprefix(f"{metric}_")
+    columns = ["protocol", "negatives", "stratum"] if strata else ["protocol", "negatives"]
+    df = df.dropna(subset=[metric])
+    t = df.pivot_table(index=list(index), columns=columns, values=metric, aggfunc=mean_std, sort=False)
+    rank = {"protocol": {p: i for i, p in enumerate(dict.fromkeys(df["protocol"]))},
+            "negatives": {n: i for i, n in enumerate(NEGATIVE_SETS)}, "stratum": {s: i for i, s in enumerate(STRATA)}}
+    t = t[sorted(t.columns, key=lambda c: tuple(rank[k].get(v, 99) for k, v in zip(columns, c)))]
+    if order is not None:
+        t = t.reindex([o for o in order if o in t.index])
+    return t
+
+
+def summary_table(rows: list[dict], metrics=("auc", "ap", "hits@50", "mrr", "aauc", "aauc_self"),
+                  by=("protocol", "negatives", "supervision", "model")):
+    """pandas DataFrame (protocol, negatives, supervision, model) × metric of 'mean ± std' over seeds, plus n_seeds
+    (grouping keys missing from the rows are left out)."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    by = [b for b in by if b in df]
+    out = []
+    for key, g in df.groupby(by, sort=False):
+        rec = {**dict(zip(by, key if isinstance(key, tuple) else (key,))), "n_seeds": g["seed"].nunique()}
+        for m in metrics:
+            v = g[m].dropna() if m in g else []
+            rec[m] = f"{v.mean():.3f} ± {v.std(ddof=1) if len(v) > 1 else 0:.3f}" if len(v) else "n/a"
+        out.append(rec)
+    return pd.DataFrame(out).set_index(by)
+
+
+# ---------------------------------------------------------------- reporting helpers for notebook 03
+
+# The seed report's own numbers (its code, test split, one run each, scoring message-passing edges).
+SEED_REPORTED = [
+    {"train_graphs": 40, "test_graphs": 10, "auc": 0.900, "aauc": 0.772},
+    {"train_graphs": 180, "test_graphs": 20, "auc": 0.922, "aauc": 0.628},
+    {"train_graphs": 315, "test_graphs": 35, "auc": 0.927, "aauc": 0.578},
+]

@@ -1,0 +1,341 @@
+"""Stage 3 model: the seed report's transformer-like GAT encoder with a dot-product decoder (seed §4.1–4.2).
+
+GatModel:      X [N, F_in] -> Dropout -> L_in -> DeepGATBlock -> L_out -> Z [N, F_out];  logit_ij = z_i · z_j.
+DeepGATBlock:  L levels of  X1 = LayerNorm(X + Dropout(GAT(X, E)));  X = LayerNorm(X1 + Dropout(L2(ReLU(L1(X1)))))
+               followed by a final Dropout.  GAT = K-head graph attention, heads averaged (PyG GATConv concat=False).
+
+Two interchangeable implementations of the attention layer share parameter names and shapes (so one state_dict
+loads into both and they give the same outputs for the same weights):
+  impl="pyg":   torch_geometric.nn.GATConv in every level (it removes and re-adds self-loops at every level);
+  impl="fused": FusedGATConv — same maths, but self-loops are added and edges sorted once per forward pass for
+                all L levels, the softmax runs on the sorted CSR pointer, and neighbour aggregation with the head
+                average is a sparse CSR matrix product with a hand-written backward (no [E, K, C] temporaries).
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.nn import GATConv
+from torch_geometric.utils import add_self_loops, remove_self_loops, softmax
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """GatModel hyper-parameters; defaults are the seed's §4.2 values (325,312 parameters with F_in=384)."""
+
+    in_channels: int = 384  # F_in: all-MiniLM-L6-v2 output width
+    hidden_channels: int = 128  # H
+    out_channels: int = 64  # F_out
+    num_levels: int = 4  # L
+    heads: int = 2  # K, averaged
+    dropout: float = 0.75  # p, used at every dropout site
+    negative_slope: float = 0.2  # GATConv's LeakyReLU slope (PyG default; the seed did not change it)
+    input_dropout_after_lin: bool = False  # seed §4.1 list: dropout on X then L_in; §4.1.1 formula: Dropout(L_in(X))
+    impl: str = "fused"  # "pyg" or "fused"; same parameters and outputs
+    decoder: str = "dot"  # "dot" (seed, no parameters), "hadamard_mlp" or "ncn" (lib.linkpred.decoders)
+    decoder_hidden: int = 64  # width of an MLP decoder
+    decoder_dropout: float = 0.0  # dropout inside an MLP decoder
+    decoder_features: bool = False  # MLP decoder also reads the pair's heuristic features (cos, CN, AA, PA)
+    decoder_init: str = "random"  # "stack": the feature part starts as the heuristic stack of the training graphs
+    decoder_rescale: bool = False  # MLP decoder's counts rescaled to the training graphs' mean degree (lib.linkpred.heuristics)
+
+    def __post_init__(self):
+        for k in ("in_channels", "hidden_channels", "out_channels", "num_levels", "heads"):
+            v = getattr(self, k)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"model parameter {k}={v!r} must be a positive integer")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"model parameter dropout={self.dropout!r} must be in [0, 1)")
+        if self.impl not in ("pyg", "fused"):
+            raise ValueError(f"model parameter impl={self.impl!r} must be 'pyg' or 'fused'")
+        from lib.linkpred.decoders import DECODERS
+
+        if self.decoder not in DECODERS:
+            raise ValueError(f"model parameter decoder={self.decoder!r} must be one of {DECODERS}")
+        if self.decoder_features and self.decoder == "dot":
+            raise ValueError("model parameter decoder_features=True needs an MLP decoder ('hadamard_mlp' or 'ncn')")
+        if self.decoder_init not in ("random", "stack"):
+            raise ValueError(f"model parameter decoder_init={self.decoder_init!r} must be 'random' or 'stack'")
+        if self.decoder_rescale and self.decoder == "dot":
+            raise ValueError("model parameter decoder_rescale=True needs an MLP decoder ('hadamard_mlp' or 'ncn')")
+        if self.decoder_init == "stack" and not self.decoder_features:
+            raise ValueError("model parameter decoder_init='stack' needs decoder_features=True (the stack reads them)")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class FusedGATConv(nn.Module):
+    """GATConv(in, out, heads=K, concat=False) for edges that already contain self-loops and are sorted by target.
+
+    Parameters have GATConv's names and shapes: lin.weight [K*C, C_in], att_src / att_dst [1, K, C], bias [C].
+    forward(x [N, C_in], edge_index [2, E] sorted by target, ptr [N+1]) -> [N, C].
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, heads: int, negative_slope: float = 0.2):
+        super().__init__()
+        self.heads, self.out_channels, self.negative_slope = heads, out_channels, negative_slope
+        self.lin = nn.Linear(in_channels, heads * out_channels, bias=False)
+        self.att_src = nn.Parameter(torch.empty(1, heads, out_channels))
+        self.att_dst = nn.Parameter(torch.empty(1, heads, out_channels))
+        self.bias = nn.Parameter(torch.empty(out_channels))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # Same initialisation as GATConv (glorot for lin and attention vectors, zero bias).
+        nn.init.xavier_uniform_(self.lin.weight)
+        nn.init.xavier_uniform_(self.att_src)
+        nn.init.xavier_uniform_(self.att_dst)
+        nn.init.zeros_(self.bias)
+
+    def forward(self, x: Tensor, edges: "PreparedEdges") -> Tensor:
+        n, k, c = x.size(0), self.heads, self.out_channels
+        src, dst = edges.edge_index[0], edges.edge_index[1]
+        h = self.lin(x).view(n, k, c)
+        a_src = (h * self.att_src).sum(-1)  # [N, K]
+        a_dst = (h * self.att_dst).sum(-1)
+        alpha = F.leaky_relu(a_src.index_select(0, src) + a_dst.index_select(0, dst), self.negative_slope)
+        alpha = softmax(alpha, dst, ptr=edges.ptr, num_nodes=n)  # [E, K]
+        return attention_aggregate(h, alpha, edges) + self.bias
+
+
+def _csr(ptr: Tensor, col: Tensor, values: Tensor, n: int) -> Tensor:
+    """[n, n] sparse CSR matrix; torch's one-time "CSR support is beta" warning is silenced (the layout is what
+    FusedGATConv is built on, and tests compare it with GATConv)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(ptr, col, values, (n, n), check_invariants=False)
+
+
+class _AttentionAggregate(torch.autograd.Function):
+    """out[i] = mean_k sum_{j->i} alpha[e, k] h[j, k]  for h [N, K, C], alpha [E, K] -> [N, C] float32.
+
+    Hand-written because autograd through gather -> multiply -> scatter materialises several [E, K, C] tensors;
+    here the forward and the gradient for h are sparse CSR matrix products and the gradient for alpha a sampled
+    dense-dense product (torch.sparse.sampled_addmm) — no [E, K, C] temporaries at all.  torch.sparse.mm's own
+    backward is not usable: its gradient for the sparse values goes through a dense [N, N] matrix.
+
+    Under autocast the sparse kernels have no bf16/fp16 implementation ("addmm_out_sparse_csr_impl_mkl not
+    implemented for 'BFloat16'"), so the subclasses below run this in float32 the documented way
+    (torch.amp.custom_fwd(cast_inputs=float32) / custom_bwd) while the dense layers around it stay in low precision.
+    """
+
+    @staticmethod
+    def forward(ctx, h: Tensor, alpha: Tensor, edges: "PreparedEdges") -> Tensor:
+        h32, a32 = h.float(), alpha.float()
+        n, k, _ = h32.shape
+        src = edges.edge_index[0]
+        out = None
+        for i in range(k):
+            a = _csr(edges.ptr, src, a32[:, i].contiguous(), n)
+            o = a @ h32[:, i, :]
+            out = o if out is None else out + o
+        ctx.save_for_backward(h32, a32)
+        ctx.edges = edges
+        return out / k
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        h, alpha = ctx.saved_tensors
+        edges = ctx.edges
+        n, k, _ = h.shape
+        src, dst = edges.edge_index[0], edges.edge_index[1]
+        g = grad_out.float() / k
+        grad_h = grad_alpha = None
+        if ctx.needs_input_grad[0]:
+            # A_k^T as CSR: the same edges ordered by source.
+            cols = dst.index_select(0, edges.perm_src)
+            grad_h = torch.stack([
+                _csr(edges.ptr_src, cols, alpha[:, i].index_select(0, edges.perm_src), n) @ g
+                for i in range(k)], dim=1)
+        if ctx.needs_input_grad[1]:
+            # grad_alpha[e, k] = g[dst_e] · h[src_e, k]: a sampled dense-dense product on the edges' CSR pattern.
+            pattern = _csr(edges.ptr, src, torch.ones_like(alpha[:, 0]), n)
+            grad_alpha = torch.stack([torch.sparse.sampled_addmm(pattern, g, h[:, i, :].t(), beta=0.0).values()
+                                      for i in range(k)], dim=1)
+        return grad_h, grad_alpha, None
+
+
+def _float32_under_autocast(device_type: str) -> type:
+    """_AttentionAggregate in float32 inside `device_type` autocast regions (custom_fwd needs the type up front)."""
+
+    class Aggregate(_AttentionAggregate):
+        forward = staticmethod(torch.amp.custom_fwd(_AttentionAggregate.forward, device_type=device_type,
+                                                    cast_inputs=torch.float32))
+        backward = staticmethod(torch.amp.custom_bwd(_AttentionAggregate.backward, device_type=device_type))
+
+    Aggregate.__name__ = Aggregate.__qualname__ = f"_AttentionAggregate_{device_type}"
+    return Aggregate
+
+
+_AGGREGATE = {t: _float32_under_autocast(t) for t in ("cpu", "cuda")}
+
+
+def attention_aggregate(h: Tensor, alpha: Tensor, edges: "PreparedEdges") -> Tensor:
+    """_AttentionAggregate on h's device type, float32 inside autocast: h [N, K, C], alpha [E, K] -> [N, C]."""
+    return _AGGREGATE.get(h.device.type, _AttentionAggregate).apply(h, alpha, edges)
+
+
+@dataclass(frozen=True)
+class PreparedEdges:
+    """Edges with self-loops, sorted by target (CSR by target: ptr) plus the permutation that sorts them by source
+    (CSR by source: perm_src, ptr_src) — computed once per forward pass and shared by all L levels."""
+
+    edge_index: Tensor  # [2, E'] long, E' = E + N
+    ptr: Tensor  # [N + 1]
+    perm_src: Tensor  # [E']
+    ptr_src: Tensor  # [N + 1]
+
+
+def _ptr(sorted_index: Tensor, num_nodes: int) -> Tensor:
+    ptr = torch.zeros(num_nodes + 1, dtype=torch.long, device=sorted_index.device)
+    ptr[1:] = torch.cumsum(torch.bincount(sorted_index, minlength=num_nodes), 0)
+    return ptr
+
+
+def prepare_edges(edge_index: Tensor, num_nodes: int) -> PreparedEdges:
+    """Self-loops added once (as GATConv does at every level) and both CSR orderings, for FusedGATConv."""
+    ei, _ = remove_self_loops(edge_index)
+    ei, _ = add_self_loops(ei, num_nodes=num_nodes)
+    ei = ei[:, torch.argsort(ei[1] * num_nodes + ei[0])]  # CSR by target
+    perm_src = torch.sort(ei[0], stable=True).indices  # CSR by source; column order within a row is free
+    return PreparedEdges(ei, _ptr(ei[1], num_nodes), perm_src, _ptr(ei[0].index_select(0, perm_src), num_nodes))
+
+
+class DeepGATLevel(nn.Module):
+    """One level: X1 = LN(X + Drop(GAT(X))); out = LN(X1 + Drop(L2(ReLU(L1(X1))))). x: [N, H] -> [N, H]."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        h = cfg.hidden_channels
+        if cfg.impl == "pyg":
+            self.gat = GATConv(h, h, heads=cfg.heads, concat=False, negative_slope=cfg.negative_slope)
+        else:
+            self.gat = FusedGATConv(h, h, cfg.heads, cfg.negative_slope)
+        self.norm1 = nn.LayerNorm(h)
+        self.lin1 = nn.Linear(h, h)
+        self.lin2 = nn.Linear(h, h)
+        self.norm2 = nn.LayerNorm(h)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, edge_index: Tensor, edges: PreparedEdges | None = None) -> Tensor:
+        att = self.gat(x, edge_index) if edges is None else self.gat(x, edges)
+        x1 = self.norm1(x + self.dropout(att))
+        ff = self.dropout(self.lin2(F.relu(self.lin1(x1))))
+        return self.norm2(x1 + ff)
+
+
+class DeepGATBlock(nn.Module):
+    """L DeepGATLevels then a final dropout (seed §4.1.2–4.1.3). x: [N, H], edge_index: [2, E] -> [N, H]."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.impl = cfg.impl
+        self.levels = nn.ModuleList(DeepGATLevel(cfg) for _ in range(cfg.num_levels))
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        edges = prepare_edges(edge_index, x.size(0)) if self.impl == "fused" else None
+        for level in self.levels:
+            x = level(x, edge_index, edges)
+        return self.dropout(x)
+
+
+class GatModel(nn.Module):
+    """The seed's encoder + a pair decoder (the seed's dot product by default; lib.linkpred.decoders for the others).
+
+    encode(x [N, F_in] float, edge_index [2, E] long) -> z [N, F_out]
+    decode(z [N, F_out], pairs [2, P] long, mp_edge_index [2, M], x [N, F_in]) -> logits [P]
+      (dot: z_i · z_j, which needs neither mp_edge_index nor x; sigmoid gives the edge probability)
+    """
+
+    def __init__(self, cfg: ModelConfig | None = None, **overrides):
+        super().__init__()
+        cfg = cfg or ModelConfig(**overrides)
+        self.cfg = cfg
+        self.in_dropout = nn.Dropout(cfg.dropout)
+        self.lin_in = nn.Linear(cfg.in_channels, cfg.hidden_channels)
+        self.block = DeepGATBlock(cfg)
+        self.lin_out = nn.Linear(cfg.hidden_channels, cfg.out_channels)
+        if cfg.decoder != "dot":  # the dot decoder adds no module, so the seed's state_dict is unchanged
+            from lib.linkpred.decoders import PairDecoder
+
+            self.decoder = PairDecoder(cfg.decoder, cfg.out_channels, cfg.decoder_hidden, cfg.decoder_dropout,
+                                       cfg.decoder_features, cfg.decoder_init, cfg.decoder_rescale)
+
+    def encode(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        check_inputs(x, edge_index, self.cfg.in_channels)
+        if self.cfg.input_dropout_after_lin:
+            h = self.in_dropout(self.lin_in(x))
+        else:
+            h = self.lin_in(self.in_dropout(x))
+        return self.lin_out(self.block(h, edge_index))
+
+    forward = encode
+
+    def decode(self, z: Tensor, pairs: Tensor, mp_edge_index: Tensor | None = None, x: Tensor | None = None) -> Tensor:
+        if self.cfg.decoder == "dot":
+            return dot_decode(z, pairs)
+        return self.decoder(z, pairs, mp_edge_index, x)
+
+
+def check_inputs(x: Tensor, edge_index: Tensor, in_channels: int) -> None:
+    """Clear errors for inputs a model must never silently accept."""
+    if x.dim() != 2 or x.size(1) != in_channels:
+        raise ValueError(f"node features have shape {tuple(x.shape)} but the model expects [N, {in_channels}]; "
+                         f"embed with the model the checkpoint was trained on or set in_channels")
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"edge_index has shape {tuple(edge_index.shape)}; it must be [2, E]")
+    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= x.size(0)):
+        raise ValueError(f"edge_index refers to nodes outside 0..{x.size(0) - 1}; rebuild the graph's edge_index")
+
+
+def dot_decode(z: Tensor, pairs: Tensor, mp_edge_index: Tensor | None = None, x: Tensor | None = None) -> Tensor:
+    """The seed's decoder: logits [P] = z_i · z_j of pairs [2, P] (mp_edge_index and x are not needed)."""
+    return (z[pairs[0]] * z[pairs[1]]).sum(-1)
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+class PlainGAT(nn.Module):
+    """Baseline: a plain 2-layer PyG GAT (K heads averaged, ELU between), same dot-product decoder."""
+
+    def __init__(self, in_channels: int = 384, hidden_channels: int = 128, out_channels: int = 64, heads: int = 2,
+                 dropout: float = 0.5):
+        super().__init__()
+        self.in_channels = in_channels
+        self.conv1 = GATConv(in_channels, hidden_channels, heads=heads, concat=False)
+        self.conv2 = GATConv(hidden_channels, out_channels, heads=heads, concat=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def encode(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        check_inputs(x, edge_index, self.in_channels)
+        h = F.elu(self.conv1(self.dropout(x), edge_index))
+        return self.conv2(self.dropout(h), edge_index)
+
+    forward = encode
+    decode = staticmethod(dot_decode)
+
+
+class FeatureMLP(nn.Module):
+    """Baseline: a 2-layer MLP on node features only (ignores edge_index), same dot-product decoder."""
+
+    def __init__(self, in_channels: int = 384, hidden_channels: int = 128, out_channels: int = 64,
+                 dropout: float = 0.5):
+        super().__init__()
+        self.in_channels = in_channels
+        self.net = nn.Sequential(nn.Dropout(dropout), nn.Linear(in_channels, hidden_channels), nn.ReLU(),
+                                 nn.Dropout(dropout), nn.Linear(hidden_channels, out_channels))
+
+    def encode(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        check_inputs(x, edge_index, self.in_channels)
+        return self.net(x)
+
+    forward = encode
+    decode = staticmethod(dot_decode)

@@ -1,0 +1,389 @@
+"""Stage 3 evaluation protocols across overlapping graphs, hard negatives and a leak audit — all decided on titles.
+
+The BFS graphs of one campaign overlap heavily (the embedded demo's 12 graphs share 89–99% of their titles with each
+other; the seed's 389 graphs about 92%), so the same article pair is an edge in many graphs. Whether a held-out link
+was "seen" in training is therefore decided on *title pairs*, never on per-graph node ids.
+
+Protocols — what every scorer of one seed sees, after the graphs were split into train / validation / test:
+
+  "seed":         the seed code's: a test graph's existing edges (both directions), which are also its message-passing
+                  edges, against round(2E · R_neg) non-edges of that graph. Training graphs untouched.
+  "within_graph": `holdout_fraction` of a test graph's edges held out of *its own* message passing, against as many
+                  non-edges of that graph. Training graphs untouched, so the same title pairs are usually ordinary
+                  edges of training graphs (the leak the audit counts). This was called "leak_free" before.
+  "leak_free":    as within_graph, and every held-out title pair of a test graph is removed from every training and
+                  validation graph (message passing and supervision); the held-out pairs of validation graphs are
+                  removed from the training graphs; test negatives are title pairs that are a link in no graph of
+                  the dataset.
+  "pair_split":   the held-out links are drawn once for the whole dataset, as title pairs: a seeded `holdout_fraction`
+                  of the distinct title pairs linked in the test graphs are the test pairs, as much of those linked in
+                  the validation graphs (test pairs aside) the validation pairs. Every graph — training, validation
+                  and test alike — loses both sets from its message passing and supervision, so the model trains on
+                  graphs as sparse as those it is tested on (under leak_free a training graph loses the held-out pairs
+                  of every test and validation graph while a test graph loses only its own: on the offline seed40
+                  graphs 60% against 10% of their edges). A graph's positives are its links among its role's pairs;
+                  negatives of validation and test are links in no graph, so never a held-out pair.
+  "new_nodes":    a seeded `new_node_fraction` of the test graphs' titles is removed (as nodes) from every training and
+                  validation graph; test positives are edges with at least one such unseen title, held out of the
+                  test graph's message passing (the unseen article keeps its other links there); negatives also hold
+                  an unseen title and are a link in no graph. Validation graphs get unseen titles of their own the
+                  same way, removed from the training graphs, so epoch selection measures the same task.
+
+Negative sets, each reported on its own (every one is a non-link under the protocol's rule: a link in no graph of the
+dataset, so never a positive of any role):
+  "uniform":  as above, shared by all positives of a task.
+  "dist2":    for each positive (u, v) one pair (u, w) with w at distance exactly 2 from u in the message-passing graph,
+              of u's topic where any such w has it; u is tried first, then v (under new_nodes only an unseen endpoint
+              may anchor, so the negative holds an unseen title too). Every such negative has a common neighbour, so
+              "no common neighbour => link" ranks a positive without one above all of them with no learning (this set
+              was called "hard" before; it is kept for comparison).
+  "heart", "matched": `per_positive` negatives of each positive's own, sharing an endpoint with it (lib.linkpred.negatives):
+              ranked hard by resource allocation, personalised PageRank and feature cosine together (HeaRT), or at the
+              positive's own distance in the message passing. Scored per positive (MRR, Hits@k among its own
+              negatives) beside the AUC.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.utils import to_undirected
+
+from lib.linkpred.sampling import (
+    GRAPH_PROTOCOLS,
+    PER_POSITIVE,
+    TitlePairs,
+    _member,
+    check_negatives,
+    check_protocol,
+    derive_seed,
+    hard_negatives,
+    holdout_count,
+    leak_free_split,
+    local_pairs_with_keys,
+    sample_global_negatives,
+    sample_negatives,
+    undirected,
+    with_edges,
+    without_nodes,
+)
+
+# ---------------------------------------------------------------- tasks
+
+
+@dataclass
+class EvalTask:
+    """What every scorer sees for one graph under one protocol.
+
+    data: the evaluation graph (x [N, F], titles, topics; edge_index = every edge it may know of);
+    mp_edge_index [2, M]: edges for message passing and neighbourhood heuristics (both directions);
+    pos [2, P]: positives; neg [2, Q]: uniform negatives; neg_hard [2, H]: distance-2 negatives (set "dist2");
+    per_positive: set name -> (pairs [2, Q], owner [Q] = the positive each belongs to) for "heart" and "matched"."""
+
+    graph_id: str
+    protocol: str
+    data: Data
+    mp_edge_index: Tensor
+    pos: Tensor
+    neg: Tensor
+    neg_hard: Tensor
+    hard_missing: int = 0
+    per_positive: dict = field(default_factory=dict)
+    missing: dict = field(default_factory=dict)  # per-positive set -> positives that got no negative
+
+    def negatives(self, which: str) -> Tensor:
+        which = check_negatives(which)
+        if which == "uniform":
+            return self.neg
+        if which == "dist2":
+            return self.neg_hard
+        return self.per_positive[which][0] if which in self.per_positive else torch.empty(2, 0, dtype=torch.long)
+
+    def owners(self, which: str) -> np.ndarray | None:
+        """owner [Q] of a per-positive set's negatives (index into pos); None for the shared sets."""
+        return self.per_positive[which][1].numpy() if which in self.per_positive else None
+
+    def pos_has_cn(self) -> np.ndarray:
+        """[P] bool: the positive has a common neighbour in the message passing (the strata of every table)."""
+        from lib.linkpred.heuristics import heuristic_scores
+
+        return heuristic_scores("common_neighbours", self.data.x, self.mp_edge_index, self.data.num_nodes,
+                                self.pos) > 0
+
+
+@dataclass
+class ProtocolSplit:
+    """One protocol of one seed: the training graphs as trained on, validation and test tasks, and what was removed."""
+
+    protocol: str
+    seed: int
+    train: list[Data]
+    val: list[EvalTask]
+    test: list[EvalTask]
+    skipped: list[dict] = field(default_factory=list)  # {graph_id, role, reason}
+    removed: dict = field(default_factory=dict)
+    unseen_titles: list[str] = field(default_factory=list)
+    tp: TitlePairs | None = None
+    global_links: np.ndarray | None = None  # sorted keys of every link of every graph of the dataset
+
+
+def graph_task(data: Data, protocol: str, seed: int, holdout_fraction: float = 0.1, neg_rate: float = 0.3,
+               tp: TitlePairs | None = None, per_positive: int = PER_POSITIVE) -> EvalTask:
+    """The seeded pairs of one graph under a per-graph protocol ("seed" or "within_graph"); negatives (every set) are
+    non-edges of this graph."""
+    if protocol not in GRAPH_PROTOCOLS:
+        raise ValueError(f"graph_task handles {GRAPH_PROTOCOLS}; {protocol!r} needs the whole dataset "
+                         f"(lib.linkpred.protocols.make_protocol)")
+    tp = tp or TitlePairs([data])
+    n, ei = data.num_nodes, data.edge_index
+    # within_graph was called "leak_free" before the dataset-wide protocols; the old name keeps its pairs identical
+    s = derive_seed(seed, "eval", "leak_free" if protocol == "within_graph" else protocol, str(data.graph_id))
+    if protocol == "seed":
+        mp, pos = ei, ei
+        neg = sample_negatives(ei, n, round(ei.size(1) * neg_rate), s)
+    else:
+        mp, pos, neg = leak_free_split(ei, n, holdout_fraction, s)
+    gids = tp.gids(data)
+    hard, miss = hard_negatives(mp, data, gids, tp, tp.edge_keys(data), pos, derive_seed(s, "hard"))
+    task = EvalTask(str(data.graph_id), protocol, data, mp, pos, neg, hard, miss)
+    return _with_per_positive(task, gids, tp, tp.edge_keys(data), s, per_positive)
+
+
+def _with_per_positive(task: EvalTask, gids: np.ndarray, tp: TitlePairs, forbidden: np.ndarray, seed: int, k: int,
+                       anchor_ok: np.ndarray | None = None) -> EvalTask:
+    """`task` with its "heart" and "matched" negatives (k per positive; k = 0 builds none)."""
+    from lib.linkpred.heuristics import adjacency
+    from lib.linkpred.negatives import heart_negatives, matched_negatives
+
+    if k <= 0 or task.pos.size(1) == 0:
+        return task
+    a = adjacency(task.mp_edge_index, task.data.num_nodes)
+    x = task.data.x.numpy().astype(np.float64) if task.data.x is not None else np.eye(task.data.num_nodes)
+    for name, (neg, owner, miss) in (
+            ("heart", heart_negatives(a, x, task.data, gids, tp, forbidden, task.pos, k, derive_seed(seed, "heart"),
+                                      anchor_ok)),
+            ("matched", matched_negatives(a, task.data, gids, tp, forbidden, task.pos, k, derive_seed(seed, "matched"),
+                                          anchor_ok))):
+        task.per_positive[name] = (neg, owner)
+        task.missing[name] = miss
+    return task
+
+
+def _heldout_task(data: Data, protocol: str, pos: Tensor, tp: TitlePairs, forbidden: np.ndarray, seed: int,
+                  unseen: np.ndarray | None = None, also_drop: np.ndarray | None = None,
+                  per_positive: int = PER_POSITIVE) -> EvalTask:
+    """Task of a graph whose positives pos [2, P] are held out of its message passing (with the sorted keys
+    `also_drop`, when given); negatives avoid `forbidden`."""
+    gids = tp.gids(data)
+    held = np.unique(tp.keys(gids, pos))
+    if also_drop is not None:
+        held = np.union1d(held, also_drop)
+    und = undirected(data.edge_index)
+    keep = ~_member(tp.keys(gids, und), held)
+    mp = to_undirected(und[:, torch.from_numpy(keep)], num_nodes=data.num_nodes)
+    anchors = np.flatnonzero(unseen) if unseen is not None else None
+    neg = sample_global_negatives(data, gids, tp, forbidden, pos.size(1), derive_seed(seed, "neg"), anchors)
+    hard, miss = hard_negatives(mp, data, gids, tp, forbidden, pos, derive_seed(seed, "hard"), unseen)
+    task = EvalTask(str(data.graph_id), protocol, data, mp, pos, neg, hard, miss)
+    return _with_per_positive(task, gids, tp, forbidden, seed, per_positive, unseen)
+
+
+def _pick(n: int, k: int, seed: int) -> np.ndarray:
+    return np.sort(np.random.default_rng(seed).permutation(n)[:k])
+
+
+def _without_pairs(train_g: list[Data], drop: np.ndarray, tp: "TitlePairs") -> tuple[list[Data], dict]:
+    """The training graphs with every title pair in `drop` (sorted pair keys) removed as an edge, and the counts."""
+    out, removed, excluded = [], 0, 0
+    for g in train_g:
+        und = undirected(g.edge_index)
+        keep = ~_member(tp.keys(tp.gids(g), und), drop)
+        removed += int((~keep).sum())
+        h = with_edges(g, to_undirected(und[:, torch.from_numpy(keep)], num_nodes=g.num_nodes))
+        # The held-out pairs must not come back as training *negatives* either: the graphs share most titles, so a
+        # held-out pair sits in many training graphs, usually at distance 2, where hard-negative sampling finds
+        # it — the model would be taught that exactly the test links are non-links.
+        h.held_out_pairs = local_pairs_with_keys(g, tp.gids(g), tp, drop)
+        excluded += h.held_out_pairs.size(1)
+        out.append(h)
+    return out, {"train_edges_removed": removed, "train_nodes_removed": 0,
+                 "train_pairs_excluded_from_negatives": excluded}
+
+
+def _leak_free(out: ProtocolSplit, graphs: dict, train_g: list, val_ids: list, test_ids: list, seed: int,
+               holdout_fraction: float, tp: TitlePairs, global_links: np.ndarray, per_positive: int) -> None:
+    """Fill `out` for leak_free: held-out test and validation pairs removed from every training graph (see the module
+    docstring)."""
+    test_pos = {}
+    for gid in test_ids:
+        und = undirected(graphs[gid].edge_index)
+        perm = torch.randperm(und.size(1), generator=torch.Generator().manual_seed(
+            derive_seed(seed, "holdout", "test", str(gid))))
+        test_pos[gid] = und[:, perm[:holdout_count(und.size(1), holdout_fraction)]]
+    k_test = np.unique(np.concatenate([tp.keys(tp.gids(graphs[g]), p) for g, p in test_pos.items()]))
+    val_graphs, val_pos = [], {}
+    for gid in val_ids:
+        g = graphs[gid]
+        und = undirected(g.edge_index)
+        und = und[:, torch.from_numpy(~_member(tp.keys(tp.gids(g), und), k_test))]
+        g = with_edges(g, to_undirected(und, num_nodes=g.num_nodes))
+        if und.size(1) < 2:
+            out.skipped.append({"graph_id": str(gid), "role": "val", "reason": "fewer than 2 edges left"})
+            continue
+        perm = torch.randperm(und.size(1), generator=torch.Generator().manual_seed(
+            derive_seed(seed, "holdout", "val", str(gid))))
+        val_graphs.append(g)
+        val_pos[gid] = und[:, perm[:holdout_count(und.size(1), holdout_fraction)]]
+    k_val = np.unique(np.concatenate([tp.keys(tp.gids(g), val_pos[g.graph_id]) for g in val_graphs])) \
+        if val_graphs else np.empty(0, dtype=np.int64)
+    drop = np.union1d(k_test, k_val)
+    out.test = [_heldout_task(graphs[g], "leak_free", p, tp, global_links, derive_seed(seed, "test", str(g)),
+                              per_positive=per_positive) for g, p in test_pos.items()]
+    # Validation negatives avoid every link of the dataset, test pairs included: a test pair is usually at distance
+    # 2 in a validation graph (it was removed there), so hard negatives would pick it (7.7% of them on seed40) and
+    # epoch selection would reward scoring the test links low.
+    out.val = [_heldout_task(g, "leak_free", val_pos[g.graph_id], tp, global_links,
+                             derive_seed(seed, "val", str(g.graph_id)), per_positive=per_positive)
+               for g in val_graphs]
+    out.train, out.removed = _without_pairs(train_g, drop, tp)
+    out.removed.update(test_pairs_held_out=int(k_test.size), val_pairs_held_out=int(k_val.size))
+
+
+def _pair_split(out: ProtocolSplit, graphs: dict, train_g: list, val_ids: list, test_ids: list, seed: int,
+                holdout_fraction: float, tp: TitlePairs, global_links: np.ndarray, per_positive: int) -> None:
+    """Fill `out` for pair_split: held-out title pairs drawn once for the dataset, removed from every graph."""
+    def draw(ids: list, exclude: np.ndarray, purpose: str) -> np.ndarray:
+        linked = np.unique(np.concatenate([tp.edge_keys(graphs[g]) for g in ids])) if ids else np.empty(0, np.int64)
+        linked = np.setdiff1d(linked, exclude, assume_unique=True)
+        if linked.size == 0:
+            return linked
+        return np.sort(linked[_pick(linked.size, holdout_count(linked.size, holdout_fraction),
+                                    derive_seed(seed, "pairs", purpose))])
+
+    k_test = draw(test_ids, np.empty(0, np.int64), "test")
+    k_val = draw(val_ids, k_test, "val")
+    drop = np.union1d(k_test, k_val)
+
+    def pair_task(gid, keys: np.ndarray, purpose: str) -> EvalTask | str:
+        g = graphs[gid]
+        und = undirected(g.edge_index)
+        if purpose == "val":  # a validation graph, as every graph outside the test set, never holds a test pair
+            und = und[:, torch.from_numpy(~_member(tp.keys(tp.gids(g), und), k_test))]
+            g = with_edges(g, to_undirected(und, num_nodes=g.num_nodes))
+        pos = und[:, torch.from_numpy(_member(tp.keys(tp.gids(g), und), keys))]
+        if pos.size(1) == 0:
+            return f"none of its links is a {purpose} pair"
+        if pos.size(1) == und.size(1):
+            return "every one of its links is held out"
+        return _heldout_task(g, "pair_split", pos, tp, global_links, derive_seed(seed, purpose, str(gid)),
+                             also_drop=drop, per_positive=per_positive)
+
+    for ids, keys, purpose, target in ((test_ids, k_test, "test", out.test), (val_ids, k_val, "val", out.val)):
+        for gid in ids:
+            t = pair_task(gid, keys, purpose)
+            (out.skipped.append({"graph_id": str(gid), "role": purpose, "reason": t}) if isinstance(t, str)
+             else target.append(t))
+    out.train, out.removed = _without_pairs(train_g, drop, tp)
+    out.removed.update(test_pairs_held_out=int(k_test.size), val_pairs_held_out=int(k_val.size))
+
+
+def _new_nodes(out: ProtocolSplit, graphs: dict, train_g: list, val_ids: list, test_ids: list, seed: int,
+               holdout_fraction: float, tp: TitlePairs, global_links: np.ndarray, per_positive: int,
+               new_node_fraction: float) -> None:
+    """Fill `out` for new_nodes: unseen titles removed (as nodes) from every training and validation graph."""
+    def unseen_titles(ids_graphs: list[Data], exclude: set, purpose: str) -> set:
+        linked = sorted({t for g in ids_graphs for i in torch.unique(g.edge_index).tolist()
+                         for t in (g.titles[i],)} - exclude)
+        k = max(1, round(new_node_fraction * len(linked))) if linked else 0
+        return {linked[i] for i in _pick(len(linked), k, derive_seed(seed, "unseen", purpose))}
+
+    u_test = unseen_titles([graphs[g] for g in test_ids], set(), "test")
+
+    def node_task(g: Data, unseen_set: set, forbidden: np.ndarray, purpose: str) -> EvalTask | str:
+        unseen = np.fromiter((t in unseen_set for t in g.titles), dtype=bool, count=g.num_nodes)
+        und = undirected(g.edge_index)
+        cand = und[:, torch.from_numpy(unseen[und[0].numpy()] | unseen[und[1].numpy()])]
+        if cand.size(1) == 0:
+            return "no edge touches an unseen title"
+        p = min(cand.size(1), holdout_count(und.size(1), holdout_fraction))
+        perm = torch.randperm(cand.size(1), generator=torch.Generator().manual_seed(
+            derive_seed(seed, "holdout", purpose, str(g.graph_id))))
+        return _heldout_task(g, "new_nodes", cand[:, perm[:p]], tp, forbidden,
+                             derive_seed(seed, purpose, str(g.graph_id)), unseen, per_positive=per_positive)
+
+    for gid in test_ids:
+        t = node_task(graphs[gid], u_test, global_links, "test")
+        (out.skipped.append({"graph_id": str(gid), "role": "test", "reason": t}) if isinstance(t, str)
+         else out.test.append(t))
+    val_clean = []
+    for gid in val_ids:
+        g = graphs[gid]
+        g = without_nodes(g, np.fromiter((t in u_test for t in g.titles), dtype=bool, count=g.num_nodes))
+        if g.edge_index.size(1) // 2 < 2:
+            out.skipped.append({"graph_id": str(gid), "role": "val", "reason": "fewer than 2 edges left"})
+            continue
+        val_clean.append(g)
+    u_val = unseen_titles(val_clean, u_test, "val") if val_clean else set()
+    for g in val_clean:
+        t = node_task(g, u_val, global_links, "val")
+        (out.skipped.append({"graph_id": str(g.graph_id), "role": "val", "reason": t}) if isinstance(t, str)
+         else out.val.append(t))
+    hidden = u_test | u_val
+    nodes_removed = edges_removed = 0
+    for g in train_g:
+        drop = np.fromiter((t in hidden for t in g.titles), dtype=bool, count=g.num_nodes)
+        h = without_nodes(g, drop) if drop.any() else g
+        nodes_removed += int(drop.sum())
+        edges_removed += (g.edge_index.size(1) - h.edge_index.size(1)) // 2
+        out.train.append(h)
+    out.unseen_titles = sorted(u_test)
+    out.removed = {"train_edges_removed": edges_removed, "train_nodes_removed": nodes_removed,
+                   "unseen_test_titles": len(u_test), "unseen_val_titles": len(u_val)}
+
+
+def make_protocol(graphs: dict, train_ids: list, val_ids: list, test_ids: list, protocol: str, seed: int,
+                  holdout_fraction: float = 0.1, neg_rate: float = 0.3, new_node_fraction: float = 0.1,
+                  tp: TitlePairs | None = None, global_links: np.ndarray | None = None,
+                  per_positive: int = PER_POSITIVE) -> ProtocolSplit:
+    """Build one protocol for one seed. graphs: graph_id -> Data (the whole dataset: negatives must be non-links in
+    every one of them). Deterministic for a seed. Training graphs left without 2 edges are skipped and listed.
+    Validation tasks are built as the test tasks are, every negative set included (`per_positive` negatives of each
+    positive's own for "heart" and "matched"; 0 builds neither)."""
+    check_protocol(protocol)
+    if not 0 < holdout_fraction < 1:
+        raise ValueError(f"holdout_fraction={holdout_fraction!r} must be in (0, 1), e.g. 0.1")
+    if not 0 < new_node_fraction < 1:
+        raise ValueError(f"new_node_fraction={new_node_fraction!r} must be in (0, 1), e.g. 0.1")
+    tp = tp or TitlePairs(graphs.values())
+    if global_links is None:
+        global_links = np.unique(np.concatenate([tp.edge_keys(g) for g in graphs.values()]))
+    out = ProtocolSplit(protocol, seed, [], [], [], tp=tp, global_links=global_links)
+    train_g = [graphs[i] for i in train_ids]
+    if protocol in GRAPH_PROTOCOLS:
+        out.train = train_g
+        out.val = [graph_task(graphs[i], "within_graph", seed, holdout_fraction, neg_rate, tp, per_positive)
+                   for i in val_ids]
+        out.test = [graph_task(graphs[i], protocol, seed, holdout_fraction, neg_rate, tp, per_positive)
+                    for i in test_ids]
+        out.removed = {"train_edges_removed": 0, "train_nodes_removed": 0}
+        return out
+
+    args = (out, graphs, train_g, val_ids, test_ids, seed, holdout_fraction, tp, global_links, per_positive)
+    if protocol == "leak_free":
+        _leak_free(*args)
+    elif protocol == "pair_split":
+        _pair_split(*args)
+    else:
+        _new_nodes(*args, new_node_fraction)
+    kept = []
+    for g in out.train:
+        if g.edge_index.size(1) // 2 < 2:
+            out.skipped.append({"graph_id": str(g.graph_id), "role": "train",
+                                "reason": f"fewer than 2 edges left after the {protocol} removal"})
+        else:
+            kept.append(g)
+    out.train = kept
+    return out

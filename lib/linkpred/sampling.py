@@ -1,0 +1,242 @@
+"""Stage 3 edge sampling on title pairs: seeded negatives, held-out splits, the pairs a training graph
+must not see, and the distance-2 ("dist2") negatives. The protocols of lib.linkpred.protocols are built from these."""
+from __future__ import annotations
+
+import random
+from typing import Iterable
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.utils import negative_sampling, subgraph, to_undirected
+
+PROTOCOLS = ("seed", "within_graph", "leak_free", "pair_split", "new_nodes")
+GRAPH_PROTOCOLS = ("seed", "within_graph")  # leave the training graphs as they are
+NEGATIVE_SETS = ("uniform", "dist2", "heart", "matched")
+PER_POSITIVE = 20  # negatives per positive of the "heart" and "matched" sets (lib.linkpred.negatives says why 20)
+# Protocols whose training graphs are identical share one trained model per (seed, supervision, kind).
+TRAIN_SET = {"seed": "graphs", "within_graph": "graphs", "leak_free": "leak_free", "pair_split": "pair_split",
+             "new_nodes": "new_nodes"}
+
+
+def check_protocol(name: str) -> str:
+    if name not in PROTOCOLS:
+        raise ValueError(f"protocol {name!r} does not exist; use one of {PROTOCOLS}")
+    return name
+
+
+def check_negatives(name: str) -> str:
+    if name not in NEGATIVE_SETS:
+        raise ValueError(f"negative set {name!r} does not exist; use one of {NEGATIVE_SETS}")
+    return name
+
+
+def derive_seed(*parts) -> int:
+    """A 63-bit seed from (run seed, purpose, epoch, step, ...) so every random draw is reproducible on its own."""
+    ints = [p if isinstance(p, int) else int.from_bytes(str(p).encode()[:16].ljust(16, b"\0"), "little") % 2**63
+            for p in parts]
+    return int(np.random.SeedSequence(ints).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+def sample_negatives(edge_index: Tensor, num_nodes: int, num_neg: int, seed: int) -> Tensor:
+    """num_neg non-edges [2, ≤num_neg] of the graph `edge_index` (never a self-loop, never an edge), seeded.
+
+    PyG's negative_sampling draws from Python's global `random`; it runs here under a seeded state that is restored
+    afterwards, so the caller's random stream is untouched.
+    """
+    if num_neg <= 0:  # PyG returns a float tensor here, which would turn a cat with long pairs into float
+        return torch.empty(2, 0, dtype=torch.long)
+    state = random.getstate()
+    try:
+        random.seed(seed)
+        neg = negative_sampling(edge_index, num_nodes=num_nodes, num_neg_samples=int(num_neg), method="sparse")
+    finally:
+        random.setstate(state)
+    return neg
+
+
+def undirected(edge_index: Tensor) -> Tensor:
+    """[2, E] with u < v of a both-directions edge_index [2, 2E]."""
+    return edge_index[:, edge_index[0] < edge_index[1]]
+
+
+def holdout_count(n_edges: int, fraction: float) -> int:
+    """round(fraction · E), at least 1 and at most E - 1 (one edge always stays for message passing)."""
+    return min(max(1, round(fraction * n_edges)), n_edges - 1)
+
+
+def split_edges(edge_index: Tensor, num_nodes: int, fraction: float, seed: int) -> tuple[Tensor, Tensor]:
+    """Hold a seeded `fraction` of one graph's undirected edges out: (kept edges [2, 2(E-P)] both directions,
+    held-out pairs [2, P] with u < v). The held-out pairs are absent from the kept edges in both directions."""
+    und = undirected(edge_index)
+    p = holdout_count(und.size(1), fraction)
+    perm = torch.randperm(und.size(1), generator=torch.Generator().manual_seed(seed))
+    return to_undirected(und[:, perm[p:]], num_nodes=num_nodes), und[:, perm[:p]]
+
+
+def leak_free_split(edge_index: Tensor, num_nodes: int, fraction: float, seed: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Hold `fraction` of one graph's undirected edges out (the "within_graph" rule): (mp_edge_index [2, 2(E-P)] both
+    directions, pos [2, P] with u < v, neg [2, P] non-edges of the *full* graph)."""
+    mp, pos = split_edges(edge_index, num_nodes, fraction, seed)
+    return mp, pos, sample_negatives(edge_index, num_nodes, pos.size(1), derive_seed(seed, "neg"))
+
+
+def with_edges(data: Data, edge_index: Tensor) -> Data:
+    """A view of `data` with another edge set; features and titles are shared, not copied."""
+    return Data(x=data.x, edge_index=edge_index, num_nodes=data.num_nodes, titles=data.titles,
+                topics=getattr(data, "topics", None), graph_id=data.graph_id, root=getattr(data, "root", None))
+
+
+def local_pairs_with_keys(data: Data, gids: np.ndarray, tp: "TitlePairs", keys: np.ndarray) -> Tensor:
+    """Node pairs [2, H] (i < j, local ids) of `data` whose title pair is one of the sorted `keys`, whether or not
+    the pair is an edge of this graph."""
+    n = tp.n
+    a, b = keys // n, keys % n
+    local = np.full(n, -1, dtype=np.int64)
+    local[gids] = np.arange(gids.size)  # a title appears once per graph
+    u, v = local[a], local[b]
+    ok = (u >= 0) & (v >= 0)
+    u, v = u[ok], v[ok]
+    return torch.from_numpy(np.stack([np.minimum(u, v), np.maximum(u, v)]))
+
+
+def training_exclusions(data: Data) -> Tensor:
+    """Pairs [2, E + 2H] no training step may use as a negative: the graph's edges and, under `leak_free` and
+    `pair_split`, both directions of every held-out title pair present in it (`held_out_pairs`, set by make_protocol)."""
+    held = getattr(data, "held_out_pairs", None)
+    if held is None or held.size(1) == 0:
+        return data.edge_index
+    return torch.cat([data.edge_index, held, held.flip(0)], 1)
+
+
+def without_nodes(data: Data, drop: np.ndarray) -> Data:
+    """`data` without the nodes where drop [N] is True (their edges go too; node ids are renumbered)."""
+    keep = torch.from_numpy(np.flatnonzero(~drop))
+    ei, _ = subgraph(keep, data.edge_index, relabel_nodes=True, num_nodes=data.num_nodes)
+    topics = getattr(data, "topics", None) or [None] * data.num_nodes
+    k = keep.tolist()
+    root = data.titles[0] if not drop[0] else None
+    return Data(x=data.x[keep], edge_index=ei, num_nodes=len(k), titles=[data.titles[i] for i in k],
+                topics=[topics[i] for i in k], graph_id=data.graph_id, root=root)
+
+
+# ---------------------------------------------------------------- title pairs
+
+
+def _member(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+    """keys [K] -> bool [K]: which occur in `sorted_keys` (ascending, unique). Binary search: O(K log S), no S-sized
+    temporaries, which matters when S is every link of 389 graphs."""
+    if sorted_keys.size == 0:
+        return np.zeros(keys.shape, dtype=bool)
+    i = np.searchsorted(sorted_keys, keys)
+    return sorted_keys[np.minimum(i, sorted_keys.size - 1)] == keys
+
+
+class TitlePairs:
+    """Global ids for every title of a set of graphs and int64 keys for unordered title pairs."""
+
+    def __init__(self, graphs: Iterable[Data]):
+        graphs = list(graphs)
+        titles = sorted({t for g in graphs for t in g.titles})
+        self.index = {t: i for i, t in enumerate(titles)}
+        self.n = len(titles)
+        self._gids: dict[int, tuple[list, np.ndarray]] = {}
+
+    def gids(self, data: Data) -> np.ndarray:
+        """Global title id per node [N] int64."""
+        key = id(data.titles)  # views made by with_edges share the titles list; the list is kept so its id stays unique
+        if key not in self._gids:
+            self._gids[key] = (data.titles, np.fromiter((self.index[t] for t in data.titles), dtype=np.int64,
+                                                        count=len(data.titles)))
+        return self._gids[key][1]
+
+    def keys(self, gids: np.ndarray, pairs) -> np.ndarray:
+        """Keys [P] of node pairs [2, P] (tensor or array) of one graph; the same title pair has the same key
+        whatever its direction or graph."""
+        pairs = pairs.numpy() if isinstance(pairs, Tensor) else np.asarray(pairs)
+        a, b = gids[pairs[0]], gids[pairs[1]]
+        return np.minimum(a, b) * self.n + np.maximum(a, b)
+
+    def edge_keys(self, data: Data, edge_index: Tensor | None = None) -> np.ndarray:
+        """Sorted unique keys of a graph's edges."""
+        ei = data.edge_index if edge_index is None else edge_index
+        return np.unique(self.keys(self.gids(data), ei))
+
+    def titles_of(self, keys: np.ndarray) -> np.ndarray:
+        """Global title ids [2, K] of keys [K]."""
+        return np.stack([keys // self.n, keys % self.n])
+
+
+# ---------------------------------------------------------------- negatives
+
+
+def sample_global_negatives(data: Data, gids: np.ndarray, tp: TitlePairs, forbidden: np.ndarray, num: int, seed: int,
+                            anchors: np.ndarray | None = None) -> Tensor:
+    """num seeded node pairs [2, ≤num] of `data` whose title pair is not in `forbidden` (sorted keys), u != v, no pair
+    twice; u is drawn from `anchors` (node ids) when given. Rejection sampling: the graphs are sparse, so a few
+    rounds suffice; a graph where no pair qualifies is an error naming it."""
+    rng = np.random.default_rng(seed)
+    n = data.num_nodes
+    pool = np.arange(n) if anchors is None else np.asarray(anchors)
+    got_u, got_v, seen = [], [], set()
+    for _ in range(64):
+        need = num - len(got_u)
+        if need <= 0:
+            break
+        m = max(64, 2 * need)
+        u, v = rng.choice(pool, m), rng.integers(0, n, m)
+        ok = u != v
+        k = tp.keys(gids, np.stack([u, v]))
+        ok &= ~_member(k, forbidden)
+        for a, b, key in zip(u[ok], v[ok], k[ok]):
+            if key not in seen and len(got_u) < num:
+                seen.add(int(key))
+                got_u.append(a)
+                got_v.append(b)
+    if not got_u and num > 0:
+        raise ValueError(f"graph {data.graph_id}: no pair of its nodes{' with an unseen title' if anchors is not None else ''} "
+                         f"is a non-link in the dataset, so it has no negatives; drop it from the test/validation graphs")
+    return torch.tensor(np.array([got_u, got_v], dtype=np.int64).reshape(2, -1))
+
+
+def hard_negatives(mp_edge_index: Tensor, data: Data, gids: np.ndarray, tp: TitlePairs, forbidden: np.ndarray,
+                   pos: Tensor, seed: int, anchor_ok: np.ndarray | None = None) -> tuple[Tensor, int]:
+    """One hard negative per positive: ([2, H] pairs (anchor, w), number of positives that got none).
+
+    w is at distance exactly 2 from the anchor in the message-passing graph mp_edge_index [2, M], its title pair is not
+    in `forbidden`, and it has the anchor's topic when any candidate has it (topics of None count as unknown). The
+    anchor is the positive's first endpoint, else its second; anchor_ok [N] restricts which nodes may anchor."""
+    rng = np.random.default_rng(seed)
+    n = data.num_nodes
+    ei = mp_edge_index.numpy()
+    a = sp.csr_matrix((np.ones(ei.shape[1], dtype=np.int8), (ei[0], ei[1])), shape=(n, n))
+    topics = getattr(data, "topics", None) or [None] * n
+    cache: dict[int, np.ndarray] = {}
+
+    def candidates(u: int) -> np.ndarray:
+        if u not in cache:
+            nb = a.indices[a.indptr[u]:a.indptr[u + 1]]
+            two = np.unique(a[nb].indices) if nb.size else np.empty(0, dtype=np.int64)
+            c = np.setdiff1d(two, np.append(nb, u), assume_unique=False)
+            if c.size:
+                c = c[~_member(tp.keys(gids, np.stack([np.full(c.size, u), c])), forbidden)]
+            if c.size and topics[u] is not None:
+                same = c[np.fromiter((topics[w] == topics[u] for w in c), dtype=bool, count=c.size)]
+                c = same if same.size else c
+            cache[u] = c
+        return cache[u]
+
+    out, missing = [], 0
+    for u, v in pos.t().tolist():
+        for anchor in (u, v):
+            if anchor_ok is not None and not anchor_ok[anchor]:
+                continue
+            c = candidates(anchor)
+            if c.size:
+                out.append((anchor, int(c[rng.integers(c.size)])))
+                break
+        else:
+            missing += 1
+    return torch.tensor(out, dtype=torch.long).reshape(-1, 2).t().contiguous(), missing

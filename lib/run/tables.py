@@ -1,0 +1,194 @@
+"""README tables, each built from the committed reference runs' metrics.json files (nothing typed by hand)."""
+from __future__ import annotations
+
+import pandas as pd
+
+
+def _n_train(m: dict) -> int:
+    s = m["train_gat"]["splits"]
+    first = s[sorted(s, key=int)[0]]
+    return len(first["train"]) + len(first["val"])
+
+
+def seed_table(runs: dict[str, dict]) -> pd.DataFrame:
+    """GatModel (the seed's model and training, message-passing supervision) per run and protocol: test AUC mean ± std
+    over seeds and A-AUC mean, uniform negatives, beside the seed report's numbers for the same training-set size."""
+    from lib.linkpred.metrics import SEED_REPORTED
+
+    seed_ref = {r["train_graphs"]: r for r in SEED_REPORTED}
+    rows = []
+    for name, m in runs.items():
+        tg = m.get("train_gat")
+        if not tg:
+            continue
+        n = _n_train(m)
+        mean = pd.DataFrame(tg["mean"])
+        std = pd.DataFrame(tg.get("std", []))
+        sel = (mean["model"] == "gat_model") & (mean["negatives"] == "uniform") & (mean["supervision"] == "mp")
+        for _, r in mean[sel].iterrows():
+            s = std[(std["protocol"] == r["protocol"]) & (std["model"] == "gat_model") & (std["negatives"] == "uniform")
+                    & (std["supervision"] == "mp")]["auc"] if len(std) else pd.Series(dtype=float)
+            ref = seed_ref.get(n, {}) if r["protocol"] == "seed" else {}
+            rows.append({"run": name, "train graphs": n, "seeds": len(tg["seeds"]), "protocol": r["protocol"],
+                         "AUC": f"{r['auc']:.3f} ± {s.iloc[0]:.3f}" if len(s) else f"{r['auc']:.3f}",
+                         "A-AUC": f"{r['aauc']:.3f}" if pd.notna(r.get("aauc")) else "n/a",
+                         "seed report AUC": f"{ref['auc']:.3f}" if ref else "",
+                         "seed report A-AUC": f"{ref['aauc']:.3f}" if ref else "",
+                         "training edges removed": _removed_share(m, r["protocol"])})
+    return pd.DataFrame(rows)
+
+
+def _removed_share(m: dict, protocol: str) -> str:
+    """Mean share (over seeds) of the training graphs' edges the protocol removed (notebook 03's audit), against the
+    dataset's mean edges per graph (notebook 01) times the training graphs kept: approximate, hence '≈'."""
+    audit = [a for a in m["train_gat"].get("audit", []) if a["protocol"] == protocol]
+    crawl = m.get("crawl", {})
+    if not audit or not crawl.get("graphs") or not crawl.get("total_edges"):
+        return ""
+    per_graph = crawl["total_edges"] / crawl["graphs"]
+    share = sum(a.get("train_edges_removed") or 0 for a in audit) / sum(a["train_graphs"] * per_graph for a in audit)
+    return f"≈ {share:.0%}"
+
+
+def heuristic_table(runs: dict[str, dict]) -> pd.DataFrame:
+    """Per run, protocol and negative set: GatModel (mp supervision) beside the best single heuristic (mean AUC) and,
+    where notebook 03b ran, the best graph model and the heuristic stack."""
+    from lib.linkpred.beyond import goal_met
+    from lib.linkpred.heuristics import HEURISTICS
+
+    rows = []
+    for name, m in runs.items():
+        tg = m.get("train_gat")
+        if not tg:
+            continue
+        mean = pd.DataFrame(tg["mean"])
+        gaps = {(g["protocol"], g["negatives"]): g for g in m.get("beyond", {}).get("gaps", [])}
+        for (p, n), g in mean.groupby(["protocol", "negatives"], sort=False):
+            g = g[g["auc"].notna()]  # a set a protocol cannot have (matched under seed) has no numbers
+            if g.empty:
+                continue
+            gat = g[(g["model"] == "gat_model") & (g["supervision"] == "mp")]["auc"]
+            h = g[g["model"].isin(HEURISTICS)].sort_values("auc").iloc[-1]
+            b = gaps.get((p, n), {})
+            rows.append({"run": name, "protocol": p, "negatives": n,
+                         "GatModel (seed) AUC": f"{gat.iloc[0]:.3f}" if len(gat) else "",
+                         "best single heuristic": f"{h['model']} {h['auc']:.3f}",
+                         "best graph model (03b)": f"{b['best graph model']} {b['AUC best model']}" if b else "",
+                         "heuristic stack (03b)": b.get("AUC heuristic_stack", ""),
+                         "03b margin AUC / MRR over the bar": (
+                             f"{b['auc_margin']:+.3f} ± {b['auc_margin_std']:.3f} / {b['mrr_margin']:+.3f} "
+                             f"({b['bar']}): goal {'met' if goal_met({**b, 'negatives': n}) else 'not met'}"
+                         ) if b else "",
+                         "03b margin AUC / MRR over no_cn_shortcut": (
+                             f"{b['auc_margin_shortcut']:+.3f} / {b['mrr_margin_shortcut']:+.3f}"
+                         ) if "auc_margin_shortcut" in b else ""})
+    return pd.DataFrame(rows)
+
+
+def structure_table(runs: dict[str, dict]) -> pd.DataFrame:
+    """Per run, protocol and per-positive-style negative set where notebook 03b stored it (beyond.structure):
+    validation against test tasks — share of positives with no common neighbour — the test AUC / MRR of the
+    no-common-neighbour shortcut on that set, and the graph model chosen for it on validation with its validation and
+    test numbers. Runs from before the rename call dist2 "hard"."""
+    rows = []
+    for name, m in runs.items():
+        b = m.get("beyond", {})
+        if not b.get("structure"):
+            continue
+        st = {(r["protocol"], r["role"]): r for r in b["structure"]}
+        gaps = {(g["protocol"], g["negatives"]): g for g in b.get("gaps", [])}
+        mean = {(r["protocol"], r["negatives"], r["model"]): r for r in b.get("mean", [])}
+        for p in b.get("protocols", []):
+            v, t = st.get((p, "val")), st.get((p, "test"))
+            if not (v and t):
+                continue
+            for n in ("hard", "dist2", "heart", "matched"):
+                g = gaps.get((p, n))
+                if g is None:
+                    continue
+                r = mean.get((p, n, g.get("best graph model")), {})
+                sa, sm = t.get(f"shortcut_{n}_auc"), t.get(f"shortcut_{n}_mrr")
+                rows.append({"run": name, "protocol": p, "negatives": n,
+                             "positives without a common neighbour val / test":
+                                 f"{v['pos_no_cn']:.0%} / {t['pos_no_cn']:.0%}",
+                             "shortcut on test: AUC / MRR": f"{sa:.3f} / {sm:.3f}" if sa is not None else "",
+                             "model chosen on validation": g.get("best graph model", ""),
+                             "its validation AUC": f"{r['val_auc']:.3f}" if r.get("val_auc") is not None else "",
+                             "its test AUC, MRR": (f"{g['AUC best model']}, {g['MRR best model']}"
+                                                   if "MRR best model" in g else "")})
+    return pd.DataFrame(rows)
+
+
+def _pm(x: pd.Series) -> str:
+    return f"{x.mean():.3f} ± {x.std():.3f}" if len(x) > 1 else f"{x.mean():.3f}"
+
+
+def distill_table(runs: dict[str, dict]) -> pd.DataFrame:
+    """Notebook 05's task-agnostic stage per run: each MiniLM student beside its undistilled control (same
+    architecture, init and seeds), polarity and topic test accuracy and fidelity cosine, mean ± std over seeds."""
+    rows = []
+    for name, m in runs.items():
+        res = pd.DataFrame((m.get("distill") or {}).get("results") or [])
+        if res.empty or "stage" not in res:
+            continue
+        ta = res[(res["stage"] == "task-agnostic") & res["method"].isin(["MiniLM", "no distillation"])]
+        for (student, init, method), g in ta.groupby(["student", "init", "method"]):
+            rows.append({"run": name, "student": student, "init": init, "method": method, "seeds": g["seed"].nunique(),
+                         "polarity": _pm(g["polarity_test"]), "topic": _pm(g["topic_test"]),
+                         "fidelity cosine": _pm(g["fid_cosine"])})
+    return pd.DataFrame(rows)
+
+
+def distill_lp_table(runs: dict[str, dict]) -> pd.DataFrame:
+    """Notebook 05's link prediction with each embedder as stage 2's node embedder: GatModel and feature-cosine AUC
+    per protocol, mean ± std over seeds."""
+    rows = []
+    for name, m in runs.items():
+        lp = pd.DataFrame((m.get("distill") or {}).get("link_prediction") or [])
+        if lp.empty or "seed" not in lp:
+            continue
+        for (protocol, emb), g in lp.groupby(["protocol", "embedder"], sort=False):
+            gat, cos = g[g["model"] == "gat_model"], g[g["model"] == "cosine"]
+            rows.append({"run": name, "protocol": protocol, "node embedder": emb, "seeds": g["seed"].nunique(),
+                         "GatModel AUC": _pm(gat["auc"]), "GatModel MRR": _pm(gat["mrr"]),
+                         "cosine AUC": _pm(cos["auc"])})
+    return pd.DataFrame(rows)
+
+
+def kd_table(runs: dict[str, dict]) -> pd.DataFrame:
+    """Notebook 06: per task, the fine-tuned teacher and each KD student beside its CE-only control (test accuracy and
+    agreement with the teacher, mean ± std over seeds), with parameter counts and the mean probing accuracy above the
+    majority class of the first seed's student."""
+    rows = []
+    for name, m in runs.items():
+        kd = m.get("kd") or {}
+        res = pd.DataFrame(kd.get("rows") or [])
+        if res.empty:
+            continue
+        probing = pd.DataFrame(kd.get("probing") or []).set_index("model") if kd.get("probing") else pd.DataFrame()
+        gain = (probing.drop(index="majority") - probing.loc["majority"]).mean(axis=1) if len(probing) else pd.Series()
+        for t in kd.get("teacher") or []:
+            key = f"teacher fine-tuned ({t['task']})"
+            rows.append({"run": name, "task": t["task"], "model": "teacher (fine-tuned)", "seeds": 1,
+                         "test accuracy": f"{t['test']:.3f}", "agreement": "", "params (M)": "",
+                         "probing gain": f"{gain[key]:+.3f}" if key in gain else ""})
+        for (task, student, method), g in res.groupby(["task", "student", "method"], sort=False):
+            key = f"{student} {method} ({task})"
+            rows.append({"run": name, "task": task, "model": f"{student} {method}", "seeds": g["seed"].nunique(),
+                         "test accuracy": _pm(g["test"]), "agreement": _pm(g["agree_test"]),
+                         "params (M)": f"{g['params_total'].iloc[0] / 1e6:.1f}",
+                         "probing gain": f"{gain[key]:+.3f}" if key in gain else ""})
+    return pd.DataFrame(rows)
+
+
+def overlap_table(runs: dict[str, dict]) -> pd.DataFrame:
+    """Notebook 01's overlap-versus-max_nodes table of the reference run that measured the most roots."""
+    best = max((m.get("crawl", {}).get("overlap_by_size") or [] for m in runs.values()),
+               key=lambda rows: rows[0]["graphs"] if rows else 0, default=[])
+    if not best:
+        return pd.DataFrame()
+    t = pd.DataFrame(best)
+    return pd.DataFrame({"max_nodes": t["max_nodes"].map("{:,}".format), "graphs": t["graphs"],
+                         "mean edges": t["mean_edges"].map("{:,.0f}".format),
+                         "distinct titles": t["distinct_titles"].map("{:,}".format),
+                         "shared share": t["shared_share"].map("{:.3f}".format)})

@@ -1,0 +1,1 @@
+"""Pictures: pyvis link-graph views."""

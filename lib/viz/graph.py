@@ -1,0 +1,126 @@
+"""Interactive pyvis pictures saved as self-contained HTML (no CDN: they render with no network)."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from lib.common.graphio import Graph
+from lib.common.paths import atomic_write_text
+
+# pyvis's template always adds Bootstrap from a CDN even with cdn_resources="in_line"; it is only page chrome.
+_REMOTE_TAG = re.compile(r"<(link|script)\b[^>]*\b(?:href|src)=\"https?://[^\"]*\"[^>]*>(?:\s*</script>)?", re.S)
+
+TOPIC_COLOURS = {
+    "People": "#e41a1c", "Biology and health sciences": "#4daf4a", "Geography": "#377eb8",
+    "Physical sciences": "#984ea3", "Society and social sciences": "#ff7f00", "Arts": "#a65628",
+    "Technology": "#f781bf", "History": "#999999", "Everyday life": "#66c2a5", "Philosophy and religion": "#8da0cb",
+    "Mathematics": "#e5c494", "Uncategorized": "#b3b3b3",
+}
+
+
+def offline_html(net) -> str:
+    """pyvis Network -> HTML with vis-network inlined and every remote tag removed."""
+    html = net.generate_html()
+    html = _REMOTE_TAG.sub("", html)
+    if re.search(r"(?:src|href)=\"https?://", html):
+        raise RuntimeError("pyvis HTML still references a remote resource; update lib.viz.graph._REMOTE_TAG")
+    return html
+
+
+def focus_nodes(edges, links) -> list[int]:
+    """Node ids [K], ascending: the endpoints of `links` [(u, v)] and every neighbour of an endpoint in `edges`
+    [(u, v)] (undirected). The focused picture of a few predicted links draws exactly these nodes."""
+    ends = {int(n) for link in links for n in link}
+    keep = set(ends)
+    for u, v in edges:
+        u, v = int(u), int(v)
+        if u in ends:
+            keep.add(v)
+        if v in ends:
+            keep.add(u)
+    return sorted(keep)
+
+
+def _legend_html(with_root: bool, topics: list[str], with_links: bool, focus: bool) -> str:
+    """A fixed box in the page's corner naming the node colours and edge styles actually drawn."""
+    dot = '<span style="display:inline-block;width:10px;height:10px;border-radius:50%;background:{};margin-right:4px">' \
+          '</span>{}'
+    items = [dot.format("#000000", "root")] * with_root + [dot.format(TOPIC_COLOURS.get(t, "#1f78b4"), t) for t in topics]
+    items.append('<span style="color:#c8c8c8">&#9472;&#9472;</span> existing link')
+    if with_links:
+        items.append('<span style="color:#d62728">&#9476;&#9476;</span> predicted new link')
+    if focus:
+        items.append("large, labelled: endpoint of a predicted link; small: its neighbours (hover for the title)")
+    return ('<div id="wikigat-legend" style="position:absolute;top:8px;right:8px;z-index:10;background:#ffffffe0;'
+            'border:1px solid #ccc;padding:6px 8px;font:12px sans-serif;max-width:320px">'
+            + "<br>".join(items) + "</div>")
+
+
+def graph_to_html(
+    graph: Graph,
+    path: str | Path,
+    extra_edges: list[tuple[int, int]] | None = None,
+    height: str = "750px",
+    seed: int = 0,
+    view: str = "whole",
+) -> Path:
+    """Write `graph` as an interactive, self-contained HTML picture with a legend.
+
+    Nodes are coloured by topic label where known (root drawn larger and black); `extra_edges` (e.g. predicted new
+    links) are drawn dashed in red, apart from the existing grey links. view="whole" draws every node; view="focus"
+    draws only `focus_nodes(graph.edges, extra_edges)` (the extra edges' endpoints, large and labelled, and their
+    neighbours, small, title on hover) with the links among them, so a few dozen predicted links stay visible in a
+    2,000-node graph. The layout is computed here (networkx spring layout, seeded) and physics is off in the
+    browser: a live force simulation of 2,000 nodes takes minutes to settle on a small CPU, a precomputed one paints
+    at once.
+    """
+    import networkx as nx
+    from pyvis.network import Network
+
+    if view not in ("whole", "focus"):
+        raise ValueError(f"view={view!r} is unknown; use 'whole' (every node) or 'focus' (predicted links and "
+                         "their neighbourhood)")
+    extra = [(int(u), int(v)) for u, v in extra_edges or []]
+    if view == "focus" and not extra:
+        raise ValueError("view='focus' needs extra_edges to focus on; pass the predicted links or use view='whole'")
+    nodes = focus_nodes(graph.edges, extra) if view == "focus" else list(range(graph.num_nodes))
+    keep = set(nodes)
+    edges = [(int(u), int(v)) for u, v in graph.edges if u in keep and v in keep]
+    ends = {n for link in extra for n in link}
+    g = nx.Graph()
+    g.add_nodes_from(nodes)
+    g.add_edges_from(edges + extra)
+    pos = nx.spring_layout(g, seed=seed, iterations=50)
+    scale = 60.0 * max(len(nodes), 1) ** 0.5
+    net = Network(height=height, width="100%", cdn_resources="in_line", bgcolor="#ffffff")
+    topics_drawn = []
+    for i in nodes:
+        t = graph.titles[i]
+        topic = graph.topics[i] if graph.topics else None
+        if i and topic and topic not in topics_drawn:
+            topics_drawn.append(topic)
+        small = view == "focus" and i not in ends and i != 0
+        net.add_node(
+            i, label=" " if small else t, title=f"{t}" + (f" ({topic})" if topic else ""),
+            color=TOPIC_COLOURS.get(topic, "#1f78b4") if i else "#000000",
+            size=30 if i == 0 else (4 if small else (14 if view == "focus" else 8)),
+            x=float(pos[i][0] * scale), y=float(pos[i][1] * scale),
+        )
+    for u, v in edges:
+        net.add_edge(u, v, color="#c8c8c8", width=0.5)
+    for u, v in extra:
+        net.add_edge(u, v, color="#d62728", width=2, dashes=True)
+    net.set_options(json.dumps({
+        "physics": {"enabled": False},
+        "interaction": {"hideEdgesOnDrag": True, "tooltipDelay": 100},
+        "nodes": {"font": {"size": 10}},
+        "edges": {"smooth": False},
+    }))
+    order = {t: k for k, t in enumerate(TOPIC_COLOURS)}
+    legend = _legend_html(0 in keep, sorted(topics_drawn, key=lambda t: (order.get(t, len(order)), t)), bool(extra),
+                          view == "focus")
+    html = offline_html(net).replace("<body>", "<body>\n" + legend, 1)
+    out = Path(path)
+    atomic_write_text(out, html)
+    return out

@@ -1,0 +1,114 @@
+"""The shape of `lib`: packages without import cycles, modules and functions a reader can hold in mind, and files
+that speak to a user (no work-log numbering, no paths outside the clone)."""
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+from lib.common.paths import ROOT
+
+LIB = ROOT / "lib"
+MAX_MODULE_LINES = 420  # "about 400"
+MAX_FUNCTION_LINES = 90  # "about 80"
+
+
+def modules() -> dict[str, Path]:
+    return {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+            for p in sorted(LIB.rglob("*.py"))}
+
+
+def import_graph(mods: dict[str, Path]) -> nx.DiGraph:
+    """Module -> module it imports from, counting imports inside functions too (a lazy import hides a cycle, it does
+    not remove it)."""
+    g = nx.DiGraph()
+    for name, path in mods.items():
+        g.add_node(name)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            g.add_edges_from((name, t) for t in targets if t in mods and t not in (name, "lib"))
+    return g
+
+
+def test_the_import_graph_of_lib_has_no_cycle():
+    cycles = list(nx.simple_cycles(import_graph(modules())))
+    assert not cycles, f"import cycles in lib: {cycles}"
+
+
+def test_the_import_graph_finds_a_planted_cycle(tmp_path):
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("def f():\n    from lib.b import g\n")
+    b.write_text("from lib.a import f\n")
+    assert list(nx.simple_cycles(import_graph({"lib.a": a, "lib.b": b}))) in ([["lib.a", "lib.b"]], [["lib.b", "lib.a"]])
+
+
+@pytest.mark.slow
+def test_every_module_imports_in_a_fresh_interpreter():
+    names = sorted(n for n in modules() if n != "lib")
+    code = "import importlib, sys\nfor n in sys.argv[1:]:\n    importlib.import_module(n)\n"
+    out = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_packages_re_export_nothing():
+    """A name is imported from the module that defines it: package __init__ files hold a docstring only."""
+    for init in LIB.rglob("__init__.py"):
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        code = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+                and not (isinstance(n, ast.Assign) and [t.id for t in n.targets] == ["__version__"])]
+        assert not code, f"{init.relative_to(ROOT)} does more than describe its package"
+
+
+def test_modules_and_functions_stay_small():
+    too_long = []
+    for name, path in modules().items():
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > MAX_MODULE_LINES:
+            too_long.append(f"module {name}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    too_long.append(f"function {name}.{node.name}: {n} lines")
+    assert not too_long, too_long
+
+
+INSIDER = re.compile(r"\b(session[ -]\d+|issue #?\d+)|\.\./shared|\bthe brief\b", re.IGNORECASE)
+
+
+def tracked_text_files() -> list[Path]:
+    try:
+        out = subprocess.run(["git", "ls-files"], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    return [ROOT / f for f in out.splitlines()
+            if Path(f).suffix in {".py", ".md", ".yaml", ".yml", ".toml", ".ipynb", ".txt", ".sh", ".cfg", ".tsv", ""}
+            and (ROOT / f).is_file() and f != "tests/test_house.py"]
+
+
+def test_no_work_log_words_in_files_a_user_reads():
+    """Users have no work log: say what was done with a date, a commit or a paper's name instead."""
+    hits = []
+    for path in tracked_text_files():
+        for i, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            m = INSIDER.search(line)
+            if m:
+                hits.append(f"{path.relative_to(ROOT)}:{i}: {m.group(0)!r}")
+    assert not hits, "\n".join(hits[:30])
+
+
+def test_the_insider_pattern_catches_what_it_should():
+    for s in ["Session 4", "re-run in session-8", "see issue 13", "Issue #27", "../shared/seeds/x.md", "per the brief"]:
+        assert INSIDER.search(s), s
+    for s in ["a brief summary", "issues of the API", "session cookie", "the sessions table"]:
+        assert not INSIDER.search(s), s
