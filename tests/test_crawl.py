@@ -1,5 +1,6 @@
 """Stage 1: Algorithm 1 semantics, sources, cache, campaign resume, bad input."""
 import json
+import shutil
 
 import pytest
 
@@ -205,11 +206,15 @@ def test_campaign_manifest_records_files_and_hashes(tmp_path):
     assert g.metadata["max_nodes"] == 20 and "sha256" in e
 
 
-def test_changed_config_recrawls(tmp_path):
+def test_a_crawl_is_not_resumed_under_other_settings(tmp_path):
     inner = CountingSource(SnapshotSource(chain_snapshot()))
-    run_campaign(["P0"], inner, tmp_path, 10, progress=False)
+    run_campaign(["P0"], inner, tmp_path / "crawl", 10, progress=False)
     n = len(inner.calls)
-    m = run_campaign(["P0"], inner, tmp_path, 12, progress=False)
+    with pytest.raises(ValueError, match=r"crawl in .* was made with other settings \(max_nodes\); use another run"):
+        run_campaign(["P0"], inner, tmp_path / "crawl", 12, progress=False)
+    assert len(inner.calls) == n  # refused before any page was fetched
+    shutil.rmtree(tmp_path / "crawl")  # the documented fix
+    m = run_campaign(["P0"], inner, tmp_path / "crawl", 12, progress=False)
     assert len(inner.calls) > n and m["roots"]["P0"]["num_nodes"] == 12
 
 

@@ -185,7 +185,8 @@ def test_resume_after_sigkill(model, tmp_path):
     titles = [f"Synthetic article number {i} about topic {i % 97}" for i in range(20000)]
     store_dir = tmp_path / "s"
     script = textwrap.dedent(f"""
-        from lib.embed import encoder as embed
+        from lib.embed.encoder import load_model
+        from lib.embed.store import embed_titles, open_store
         m = load_model()
         titles = [f"Synthetic article number {{i}} about topic {{i % 97}}" for i in range(20000)]
         embed_titles(titles, m, open_store(m, {str(store_dir)!r}), batch_size=32, chunk_size=40,

@@ -212,3 +212,26 @@ def test_matched_training_negatives_sit_at_a_positives_distance_and_mix_with_the
         assert u in bins and int(distance_bins(a, np.array([u]))[0, w]) in bins[u]
     with pytest.raises(ValueError, match="matched_negative_share"):
         TrainConfig(hard_negative_share=0.6, matched_negative_share=0.6)
+
+
+def test_per_positive_sets_are_cached_by_content_and_rebuilt_when_an_input_changes(tmp_path, monkeypatch):
+    import lib.linkpred.negatives as N
+    from lib.linkpred import protocols
+
+    monkeypatch.setattr(protocols, "NEGATIVE_CACHE", tmp_path / "neg")
+    graphs = {f"g{i}": synthetic_graph(60, 150, 8, seed=i, graph_id=f"g{i}") for i in range(4)}
+    first = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3"], "leak_free", 0, per_positive=4)
+    files = sorted((tmp_path / "neg").glob("*.pt"))
+    assert len(files) == 2  # one validation task, one test task
+    calls = []
+    real = N.heart_negatives
+    monkeypatch.setattr(N, "heart_negatives", lambda *a, **k: calls.append(1) or real(*a, **k))
+    again = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3"], "leak_free", 0, per_positive=4)
+    assert calls == []  # read from the cache, nothing ranked again
+    for t0, t1 in zip(first.test + first.val, again.test + again.val):
+        for name in ("heart", "matched"):
+            assert torch.equal(t0.per_positive[name][0], t1.per_positive[name][0])
+            assert torch.equal(t0.per_positive[name][1], t1.per_positive[name][1])
+            assert t0.missing[name] == t1.missing[name]
+    make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3"], "leak_free", 1, per_positive=4)  # another seed: other sets
+    assert calls and len(list((tmp_path / "neg").glob("*.pt"))) > 2

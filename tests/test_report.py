@@ -168,3 +168,56 @@ def test_timing_sentence_is_rendered_from_the_record():
     assert text.startswith(report.TBEGIN) and text.endswith(report.TEND)
     partial = report.render_timings({"idle": {k: v for k, v in t["idle"].items() if k not in ("test_seconds", "tests")}})
     assert "`make test` collects 292 tests" in partial and "`make demo` 7.0 min" in partial
+
+
+def test_headline_lines_are_printed_from_the_runs_numbers(tmp_path):
+    from lib.run.headline import headline
+
+    runs = {"fake40": _fake_run(0.8123, 0.0456, 0.7), "fake180": _fake_run(0.85, 0.01, 0.75)}
+    runs["fake180"]["train_gat"]["splits"]["0"]["train"] = ["a"] * 170
+    runs["fake180"]["train_gat"]["splits"]["0"]["val"] = ["b"] * 10
+    lines = headline(runs, tmp_path)
+    repro = next(line for line in lines if line.startswith("**Reproduction.**"))
+    assert "test AUC 0.812 / 0.850 with 40 / 180 training graphs" in repro and "seed report's 0.900 / 0.922" in repro
+    trend = next(line for line in lines if line.startswith("**A-AUC and size.**"))
+    assert "rises with training-set size, 0.700 → 0.750 from 40 to 180 graphs" in trend and "it fell" in trend
+    leak = next(line for line in lines if line.startswith("**Unseen links.**"))
+    assert "AUC 0.762 / 0.800 with 40 / 180 training graphs, against cosine 0.762 / 0.800" in leak
+    assert not any(line.startswith(("**Distillation.**", "**Classic KD.**", "**Beyond")) for line in lines)  # no data
+
+
+def test_the_distillation_headline_names_its_budget_and_links_the_run_that_made_it(tmp_path):
+    from lib.run.headline import distillation
+
+    lp = [{"protocol": "leak_free", "embedder": e, "model": "gat_model", "seed": s, "auc": a + s / 100}
+          for s in (0, 1) for e, a in (("3x384 MiniLM", 0.60), ("3x384 no distillation", 0.70))]
+    runs = {"copy": {"distill": {"link_prediction": lp}}, "maker": {"distill": {"link_prediction": lp}}}
+    (tmp_path / "maker").mkdir()
+    (tmp_path / "maker" / "params_05.json").write_text(json.dumps({"params": {"steps": 60}}))
+    line = distillation(runs, tmp_path)
+    assert "3x384 -0.100 under leak_free" in line and "at 60 optimiser steps per student, a pipeline check" in line
+    assert "[maker]" in line and "[copy]" not in line  # the same rows under another name are listed once
+    (tmp_path / "maker" / "params_05.json").write_text(json.dumps({"params": {"steps": 5000}}))
+    assert "pipeline check" not in distillation(runs, tmp_path)
+
+
+def test_a_result_published_under_several_run_names_is_listed_once():
+    import pandas as pd
+
+    from lib.run.tables import once
+
+    t = pd.DataFrame([{"run": r, "student": s, "auc": a} for r in ("a", "b", "c")
+                      for s, a in (("3x384", 0.6 if r != "c" else 0.5), ("6x384", 0.7))])
+    got = once(t)
+    assert got["run"].tolist() == ["a (also b)", "a (also b)", "c", "c"]
+    assert got["auc"].tolist() == [0.6, 0.7, 0.5, 0.7]
+
+
+def test_reference_readmes_get_their_own_full_tables_in_a_generated_block():
+    text = report.run_tables("fake40", _fake_run(0.8123, 0.0456, 0.7))
+    assert text.startswith(report.RBEGIN) and text.endswith(report.REND)
+    assert "Every protocol and negative set against the heuristics" in text and "| fake40" not in text
+    notes = "# fake40\n\nHow it was made.\n"
+    once_added = report.with_run_tables(notes, text)
+    assert once_added.startswith(notes.rstrip("\n")) and once_added.count(report.RBEGIN) == 1
+    assert report.with_run_tables(once_added, text) == once_added  # replaced in place, not appended again

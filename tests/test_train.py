@@ -1,6 +1,7 @@
 import random
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from torch_geometric.data import Data
@@ -11,8 +12,8 @@ from lib.linkpred.checkpoint import data_fingerprint, epoch_checkpoints, load_ch
 from lib.linkpred.config import TrainConfig, TrainingDiverged
 from lib.linkpred.data import graph_problem, synthetic_graph
 from lib.linkpred.experiment import run_experiment
-from lib.linkpred.heuristics import heuristic_scores
-from lib.linkpred.metrics import link_metrics, summary_table
+from lib.linkpred.heuristics import HEURISTICS, heuristic_scores
+from lib.linkpred.metrics import choose_on_validation, gat_verdicts, link_metrics, summary_table
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import graph_task
 from lib.linkpred.sampling import NEGATIVE_SETS, leak_free_split, sample_negatives
@@ -194,7 +195,7 @@ def test_checkpoints_resume_only_on_the_same_non_empty_data_id(tmp_path):
     assert r0.resumed_from == 0
     _, r = train_model("gat_model", SMALL, graphs, [], cfg, tmp_path, progress=False, data_id=fid)
     assert r.resumed_from == 1 and r.history == r0.history  # finished run reloaded, nothing trained again
-    with pytest.raises(ValueError, match="other training data"):
+    with pytest.raises(ValueError, match=r"other settings \(data_id\)"):
         train_model("gat_model", SMALL, other, [], cfg, tmp_path, progress=False, data_id=data_fingerprint(other))
     # an empty data id matches nothing, not even a checkpoint also made with an empty id: training starts over
     train_model("gat_model", SMALL, other, [], TrainConfig(epochs=2, seed=0, log_aauc=False, log_eval=False),
@@ -250,7 +251,52 @@ def test_experiment_learns_and_reports_every_protocol_and_negative_set(tmp_path)
     assert audit["leak_free"]["test_pos_seen"] == audit["pair_split"]["test_pos_seen"] == audit["new_nodes"]["test_pos_seen"] == 0
     table = summary_table(out["rows"])
     assert table.loc[("leak_free", "uniform", "mp", "gat_model"), "n_seeds"] == 1
+    # a trained model's rows carry its selected epoch's validation score on that negative set; a heuristic's do not
+    res = out["train"]["leak_free/mp/gat_model"]
+    chosen = next(v for v in res["val"] if v["epoch"] == res["best_epoch"])
+    assert heart["val_auc"] == chosen["auc_heart"] and heart["val_mrr"] == chosen["mrr_heart"]
+    assert rows[("gat_model", "leak_free", "mp", "uniform")]["val_auc"] == chosen["auc"]
+    assert "val_auc" not in rows[("cosine", "leak_free", "none", "uniform")]
     with pytest.raises(ValueError, match="exceed"):
         split_graphs(list(graphs), 10, 2, 0.1, seed=0)
     with pytest.raises(ValueError, match="protocol 'leaky' does not exist"):
         run_experiment(graphs, train, val, test, SMALL, cfg, None, protocols=("leaky",))
+
+
+def _choice_rows(with_val: bool = True) -> pd.DataFrame:
+    """Two seeds of one protocol × negative set: on test, disjoint supervision looks better; on validation, mp is."""
+    rows = []
+    for seed in (0, 1):
+        rows += [{"seed": seed, "protocol": "leak_free", "negatives": "uniform", "model": "gat_model",
+                  "supervision": "mp", "auc": 0.70, **({"val_auc": 0.90} if with_val else {})},
+                 {"seed": seed, "protocol": "leak_free", "negatives": "uniform", "model": "gat_model",
+                  "supervision": "disjoint", "auc": 0.80, **({"val_auc": 0.85} if with_val else {})},
+                 {"seed": seed, "protocol": "leak_free", "negatives": "uniform", "model": "cosine",
+                  "supervision": "none", "auc": 0.75}]
+    return pd.DataFrame(rows)
+
+
+def test_the_best_model_is_chosen_on_validation_and_falls_back_to_test_only_without_it():
+    rows = _choice_rows().assign(candidate=lambda d: d["model"] + " · " + d["supervision"])
+    cands = ["gat_model · mp", "gat_model · disjoint"]
+    assert choose_on_validation(rows, cands, key="candidate") == ("gat_model · mp", "validation", "gat_model · disjoint")
+    old = _choice_rows(with_val=False).assign(candidate=lambda d: d["model"] + " · " + d["supervision"])
+    assert choose_on_validation(old, cands, key="candidate") == ("gat_model · disjoint", "test", "gat_model · disjoint")
+
+
+def test_notebook_03_verdict_takes_the_supervision_validation_prefers():
+    table, sentences = gat_verdicts(_choice_rows(), HEURISTICS)
+    row = table.iloc[0]
+    assert row["best GatModel"] == "mp: 0.700 ± 0.000" and row["supervision chosen on"] == "validation"
+    assert row["gap"] == pytest.approx(-0.05)
+    assert sentences == ["leak_free / uniform negatives: GatModel (mp supervision, chosen on validation) 0.700 AUC trails "
+                         "the best heuristic, cosine at 0.750, by 0.050."]
+
+
+def test_the_batch_summary_chooses_the_best_model_on_validation():
+    from lib.run.summary import best_vs_heuristic
+
+    mean = _choice_rows().drop(columns="seed").groupby(["protocol", "negatives", "model", "supervision"]).mean()
+    out = best_vs_heuristic({"run": {"train_gat": {"mean": mean.reset_index().to_dict("records")}}}).iloc[0]
+    assert (out["best_model"], out["model_chosen_on"], out["best_heuristic"]) == ("gat_model (mp)", "validation", "cosine")
+    assert out["model_minus_heuristic"] == pytest.approx(-0.05)

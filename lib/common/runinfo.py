@@ -110,18 +110,25 @@ def save_state(path: str | Path, state: dict) -> Path:
     return atomic_write_bytes(path, buf.getvalue())
 
 
+def refuse_other_settings(what: str, old: dict, new: dict, fix: str) -> None:
+    """The one resume check of the project: `what` (a checkpoint, a run folder's rows, a crawl) was made with the
+    settings `old`; resuming it under `new` would mix two runs, so any difference is refused with one error that names
+    the keys which differ (nested keys dotted) and says what to do instead."""
+    flat_new, flat_old = flatten(jsonable(new)), flatten(jsonable(old))
+    diff = sorted(k for k in set(flat_new) | set(flat_old) if flat_new.get(k) != flat_old.get(k))
+    if diff:
+        raise ValueError(f"{what} was made with other settings ({', '.join(diff)}); {fix}")
+
+
 def load_state(path: str | Path, config: dict, device="cpu") -> dict | None:
     """The state saved at `path` when it was made with `config`; None when there is no file. A file made with other
-    settings is refused with one error naming the keys that differ (resuming it would mix two runs)."""
+    settings is refused by refuse_other_settings."""
     import torch
 
     path = Path(path)
     if not path.is_file():
         return None
     state = torch.load(path, map_location=device, weights_only=True)
-    if state["config"] != config:
-        flat_new, flat_old = flatten(jsonable(config)), flatten(jsonable(state["config"]))
-        diff = sorted(k for k in set(flat_new) | set(flat_old) if flat_new.get(k) != flat_old.get(k))
-        raise ValueError(f"checkpoint {path} was made with other settings ({', '.join(diff)}); use another output "
-                         "folder, or delete the file to start over")
+    refuse_other_settings(f"checkpoint {path}", state["config"], config,
+                          "use another output folder, or delete the file to start over")
     return state

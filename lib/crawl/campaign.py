@@ -16,6 +16,7 @@ from lib.common.graphio import Graph, sha256_file, write_graph
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
 from lib.common.paths import atomic_write_text
+from lib.common.runinfo import refuse_other_settings
 from lib.crawl.bfs import _num_components, bfs_crawl
 from lib.crawl.pages import CrawlError, LinkSource, RootSkipped, Snapshot, SnapshotError
 from lib.crawl.sources import embedded_snapshot
@@ -110,8 +111,9 @@ def run_campaign(
     manifest = {"config": config, "config_hash": chash, "roots": {}}
     if manifest_path.is_file():
         old = json.loads(manifest_path.read_text(encoding="utf-8"))
-        if old.get("config_hash") == chash:
-            manifest["roots"] = old.get("roots", {})
+        refuse_other_settings(f"the crawl in {out_dir}", old.get("config", {}), config,
+                              "use another run folder, or delete its crawl/ folder to crawl afresh")
+        manifest["roots"] = old.get("roots", {})
 
     def save() -> None:
         write_manifest(manifest_path, manifest)

@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from lib.common.hashing import config_digest, text_key
 from lib.common.paths import atomic_write_bytes, atomic_write_text
+from lib.common.runinfo import refuse_other_settings
 from lib.distill.data import load_vital_articles, split_ids, split_sentences
 from lib.distill.eval import encode
 from lib.distill.losses import DistillError
@@ -219,11 +220,8 @@ def check_resume(folder: str | Path, p: dict, probe_texts: list[str]) -> None:
     path = Path(folder) / "settings.json"
     now = {k: p[k] for k in _ROW_SETTINGS} | {"probe_texts": config_digest(probe_texts)}
     if path.is_file():
-        before = json.loads(path.read_text(encoding="utf-8"))
-        diff = sorted(k for k in now.keys() | before.keys() if before.get(k) != now.get(k))
-        if diff:
-            raise DistillError(f"{path.parent} holds rows made with other settings ({', '.join(diff)} differ); "
-                               "use another run_dir, or delete its rows.csv and reps/ to start afresh")
+        refuse_other_settings(f"{path.parent / 'rows.csv'}", json.loads(path.read_text(encoding="utf-8")), now,
+                              "use another run_dir, or delete its rows.csv and reps/ to start afresh")
     else:
         atomic_write_text(path, json.dumps(now, indent=1, sort_keys=True, default=str) + "\n")
 

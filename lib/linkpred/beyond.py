@@ -36,7 +36,7 @@ from lib.linkpred.checkpoint import data_fingerprint
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.evaluate import evaluate_model, evaluate_scorer
 from lib.linkpred.heuristics import HeuristicStack
-from lib.linkpred.metrics import STRATA
+from lib.linkpred.metrics import STRATA, choose_on_validation
 from lib.linkpred.protocols import ProtocolSplit
 from lib.linkpred.sampling import NEGATIVE_SETS
 from lib.linkpred.train import train_model
@@ -216,15 +216,13 @@ def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc"
         graph_models = [m for m in mean.index if m not in HEURISTICS and m not in STACKS and m != SHORTCUT]
         if not graph_models or not any(m in HEURISTICS for m in mean.index):
             continue
-        val = g.groupby("model")["val_auc"].mean().reindex(graph_models).dropna() if "val_auc" in g else pd.Series()
-        on_test = mean.loc[graph_models, "auc"].idxmax()
-        best = val.idxmax() if len(val) else on_test
+        best, chosen_on, on_test = choose_on_validation(g, graph_models)
         single = mean.loc[[m for m in mean.index if m in HEURISTICS], "auc"].idxmax()
         bars = [stack] + [m for m in STACKS if m != stack and m in mean.index] + [single]
         bar = max(bars, key=lambda m: mean.loc[m, "auc"])  # the first of equals: the stack before a single one
         per_seed = g.pivot_table(index="seed", columns="model", values=list(metrics))
         rec = {"protocol": p, "negatives": n, "best graph model": best, "bar": bar,
-               "chosen on": "validation" if len(val) else "test", "best on test": on_test}
+               "chosen on": chosen_on, "best on test": on_test}
         for m in metrics:
             for label, who in (("best model", best), *((b, b) for b in bars[:-1]), ("best single " + single, single)):
                 v = per_seed[m][who]

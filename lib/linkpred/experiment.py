@@ -25,6 +25,8 @@ def run_experiment(graphs: dict, train_ids: list, val_ids: list, test_ids: list,
                    progress: bool = True, tp: TitlePairs | None = None, splits: dict | None = None,
                    per_positive: int = PER_POSITIVE) -> dict:
     """Train `models` and score them and the `heuristics` on the test graphs under each protocol and negative set.
+    A trained model's rows also carry val_auc / val_mrr: its selected epoch's validation score on that negative set
+    (what lib.linkpred.metrics.choose_on_validation picks a best model by).
 
     graphs: graph_id -> Data (the whole dataset). Protocols that leave the training graphs untouched ("seed",
     "within_graph") share one trained model per (supervision, kind). Returns {"rows": [{seed, model, protocol,
@@ -50,7 +52,7 @@ def run_experiment(graphs: dict, train_ids: list, val_ids: list, test_ids: list,
     audit = [leak_audit(sp_) for sp_ in splits.values()]
     for sp_ in splits.values():
         skipped += [{**k, "protocol": sp_.protocol} for k in sp_.skipped]
-    trained = {}  # (train set, supervision, kind) -> model
+    trained, selected = {}, {}  # (train set, supervision, kind) -> model, its selected epoch's validation scores
     for p, sp_ in splits.items():
         for sv in supervisions:
             for kind in models:
@@ -64,13 +66,15 @@ def run_experiment(graphs: dict, train_ids: list, val_ids: list, test_ids: list,
                                              progress=progress, data_id=data_fingerprint(sp_.train, sp_.val))
                     trained[key] = model
                     train_out["/".join(key)] = asdict(res)
+                    selected[key] = next((v for v in res.val if v["epoch"] == res.best_epoch), {})
                     skipped += [{**k, "protocol": p} for k in res.skipped]
                 means = evaluate_model(trained[key], sp_.test, cfg, progress=False)["mean"]
                 for neg, m in means.items():
                     if not m:  # a set this protocol cannot have (matched under seed: positives are edges)
                         continue
+                    sfx = "" if neg == "uniform" else f"_{neg}"  # validation_scores' key of this negative set
                     rows.append({"seed": cfg.seed, "model": kind, "protocol": p, "supervision": sv, "negatives": neg,
-                                 **m})
+                                 **m, **{f"val_{k}": selected[key].get(f"{k}{sfx}") for k in ("auc", "mrr")}})
     for name in heuristics:
         for p, sp_ in splits.items():
             for neg, m in evaluate_heuristic(name, sp_.test, cfg)["mean"].items():

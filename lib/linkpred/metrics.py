@@ -3,6 +3,7 @@ mean ± std tables over seeds."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from lib.linkpred.sampling import NEGATIVE_SETS
@@ -126,3 +127,45 @@ SEED_REPORTED = [
     {"train_graphs": 180, "test_graphs": 20, "auc": 0.922, "aauc": 0.628},
     {"train_graphs": 315, "test_graphs": 35, "auc": 0.927, "aauc": 0.578},
 ]
+
+
+def choose_on_validation(rows: pd.DataFrame, candidates: list, metric: str = "auc", key: str = "model"
+                         ) -> tuple[object, str, object]:
+    """The one way a best model is picked: among `candidates` (values of column `key`) in `rows` (one protocol ×
+    negative set, any number of seeds), the one with the highest mean validation `metric` (column val_<metric>, the
+    selected epoch's score on validation tasks built as the test tasks are). Rows without it (runs from before
+    validation scores were kept) fall back to the mean test `metric`. Returns (chosen, "validation" or "test", the
+    best on test) — a reader sees when the two differ."""
+    mean = rows.groupby(key)[metric].mean().reindex(candidates)
+    on_test = mean.idxmax()
+    col = f"val_{metric}"
+    val = rows.groupby(key)[col].mean().reindex(candidates).dropna() if col in rows else pd.Series(dtype=float)
+    return (val.idxmax(), "validation", on_test) if len(val) else (on_test, "test", on_test)
+
+
+def gat_verdicts(rows: pd.DataFrame, heuristics) -> tuple[pd.DataFrame, list[str]]:
+    """Notebook 03's verdict per protocol × negative set: the GatModel, its supervision chosen on validation
+    (choose_on_validation), against the best heuristic by mean test AUC (a bar chosen on test only makes the
+    comparison harder for the model). rows: one row per seed, model, supervision (results of run_experiment).
+    Returns (table, one sentence per row)."""
+    df = rows[rows["auc"].notna()].copy()  # a negative set a protocol cannot have (matched under seed) has no row
+    df["candidate"] = df["model"] + " · " + df["supervision"]
+    table, sentences = [], []
+    for (p, n), g in df.groupby(["protocol", "negatives"], sort=False):
+        gat = g[g["model"] == "gat_model"]
+        heur = g[g["model"].isin(list(heuristics))]
+        if gat.empty or heur.empty:
+            continue
+        best, chosen_on, _ = choose_on_validation(gat, list(dict.fromkeys(gat["candidate"])), key="candidate")
+        m = gat[gat["candidate"] == best]
+        sv = best.split(" · ")[1]
+        h_mean = heur.groupby("model")["auc"].mean()
+        h = h_mean.idxmax()
+        auc, sd, gap = m["auc"].mean(), m["auc"].std(ddof=1) if len(m) > 1 else 0.0, m["auc"].mean() - h_mean[h]
+        table.append({"protocol": p, "negatives": n, "best GatModel": f"{sv}: {auc:.3f} ± {sd:.3f}",
+                      "supervision chosen on": chosen_on, "best heuristic": f"{h}: {h_mean[h]:.3f}",
+                      "gap": round(gap, 3)})
+        sentences.append(f"{p} / {n} negatives: GatModel ({sv} supervision, chosen on {chosen_on}) {auc:.3f} AUC "
+                         f"{'beats' if gap > 0 else 'trails'} the best heuristic, {h} at {h_mean[h]:.3f}, by "
+                         f"{abs(gap):.3f}.")
+    return pd.DataFrame(table), sentences

@@ -182,3 +182,61 @@ def ranking_metrics(pos: np.ndarray, neg: np.ndarray, owner: np.ndarray | None =
     if r.size == 0:
         return {"mrr": None, **{f"hits@{k}": None for k in ks}}
     return {"mrr": float((1.0 / r).mean()), **{f"hits@{k}": float((r <= k).mean()) for k in ks}}
+
+
+# Bump when heart_negatives or matched_negatives change what they return: cached sets of the old code are then ignored.
+ALGORITHM_VERSION = 1
+
+
+def per_positive_key(mp_edge_index: Tensor, x: np.ndarray, gids: np.ndarray, n_titles: int, forbidden: np.ndarray,
+                     pos: Tensor, k: int, seed: int, anchor_ok: np.ndarray | None) -> str:
+    """Content key of one task's per-positive negative sets: every input that decides them (the graph's message
+    passing and features, its titles' global ids, the forbidden pairs, the positives, K, the seed), nothing else."""
+    import hashlib
+
+    h = hashlib.sha256(f"v{ALGORITHM_VERSION} k{k} s{seed} n{n_titles}".encode())
+    for a in (mp_edge_index.numpy(), x, gids, forbidden, pos.numpy(),
+              anchor_ok if anchor_ok is not None else np.empty(0, bool)):
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:32]
+
+
+def per_positive_sets(task, gids: np.ndarray, n_titles: int, tp, forbidden: np.ndarray, seed: int, k: int,
+                      anchor_ok: np.ndarray | None = None, cache_dir=None) -> dict[str, tuple[Tensor, Tensor, int]]:
+    """{"heart", "matched": (negatives [2, M], owner [M], positives without any)} of one evaluation task.
+
+    With `cache_dir` the sets are kept in `<cache_dir>/<key>.pt` (per_positive_key): building them costs seconds per
+    task (PageRank and ranks per anchor) and a protocol's tasks are built again by every notebook and every resumed run,
+    while the key changes with any input, so a stale file is never read."""
+    from lib.common.paths import atomic_write_bytes
+    from lib.linkpred.heuristics import adjacency
+    from lib.linkpred.sampling import derive_seed
+
+    x = task.data.x.numpy().astype(np.float64) if task.data.x is not None else np.eye(task.data.num_nodes)
+    path = None
+    if cache_dir is not None:
+        from pathlib import Path
+
+        key = per_positive_key(task.mp_edge_index, x, gids, n_titles, forbidden, task.pos, k, seed, anchor_ok)
+        path = Path(cache_dir) / f"{key}.pt"
+        if path.is_file():
+            try:
+                got = torch.load(path, weights_only=True)
+                return {n: (got[n]["neg"], got[n]["owner"], int(got[n]["missing"])) for n in PER_POSITIVE_SETS}
+            except (OSError, RuntimeError, KeyError, EOFError):  # a damaged file is recomputed, not trusted
+                pass
+    a = adjacency(task.mp_edge_index, task.data.num_nodes)
+    out = {"heart": heart_negatives(a, x, task.data, gids, tp, forbidden, task.pos, k, derive_seed(seed, "heart"),
+                                    anchor_ok),
+           "matched": matched_negatives(a, task.data, gids, tp, forbidden, task.pos, k, derive_seed(seed, "matched"),
+                                        anchor_ok)}
+    if path is not None:
+        import io
+
+        buf = io.BytesIO()
+        torch.save({n: {"neg": neg, "owner": owner, "missing": torch.tensor(miss)} for n, (neg, owner, miss) in
+                    out.items()}, buf)
+        atomic_write_bytes(path, buf.getvalue())
+    return out

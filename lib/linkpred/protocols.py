@@ -45,6 +45,7 @@ dataset, so never a positive of any role):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -52,6 +53,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
+from lib.common.paths import CACHE
 from lib.linkpred.sampling import (
     GRAPH_PROTOCOLS,
     PER_POSITIVE,
@@ -72,6 +74,9 @@ from lib.linkpred.sampling import (
 )
 
 # ---------------------------------------------------------------- tasks
+
+# content-keyed per-positive negative sets (lib.linkpred.negatives.per_positive_sets); None builds them every time
+NEGATIVE_CACHE: Path | None = CACHE / "negatives"
 
 
 @dataclass
@@ -154,19 +159,13 @@ def graph_task(data: Data, protocol: str, seed: int, holdout_fraction: float = 0
 
 def _with_per_positive(task: EvalTask, gids: np.ndarray, tp: TitlePairs, forbidden: np.ndarray, seed: int, k: int,
                        anchor_ok: np.ndarray | None = None) -> EvalTask:
-    """`task` with its "heart" and "matched" negatives (k per positive; k = 0 builds none)."""
-    from lib.linkpred.heuristics import adjacency
-    from lib.linkpred.negatives import heart_negatives, matched_negatives
+    """`task` with its "heart" and "matched" negatives (k per positive; k = 0 builds none), kept in NEGATIVE_CACHE."""
+    from lib.linkpred.negatives import per_positive_sets
 
     if k <= 0 or task.pos.size(1) == 0:
         return task
-    a = adjacency(task.mp_edge_index, task.data.num_nodes)
-    x = task.data.x.numpy().astype(np.float64) if task.data.x is not None else np.eye(task.data.num_nodes)
-    for name, (neg, owner, miss) in (
-            ("heart", heart_negatives(a, x, task.data, gids, tp, forbidden, task.pos, k, derive_seed(seed, "heart"),
-                                      anchor_ok)),
-            ("matched", matched_negatives(a, task.data, gids, tp, forbidden, task.pos, k, derive_seed(seed, "matched"),
-                                          anchor_ok))):
+    for name, (neg, owner, miss) in per_positive_sets(task, gids, tp.n, tp, forbidden, seed, k, anchor_ok,
+                                                      NEGATIVE_CACHE).items():
         task.per_positive[name] = (neg, owner)
         task.missing[name] = miss
     return task

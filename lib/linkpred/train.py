@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from lib.aauc.metric import aauc
 from lib.common.device import get_device, resolve_precision
+from lib.common.runinfo import refuse_other_settings
 from lib.linkpred.checkpoint import _comparable, epoch_checkpoints, save_checkpoint
 from lib.linkpred.config import TrainConfig, TrainingDiverged, build_model
 from lib.linkpred.data import usable_graphs
@@ -194,10 +195,8 @@ def _resume(ckpt_dir: str | Path | None, resume: bool, data_id: str, config: dic
     if found:
         last_epoch, path = list(found.items())[-1]
         ck = torch.load(path, map_location=device, weights_only=True)
-        if _comparable(ck["config"]) != _comparable(config):
-            what = "other training data" if ck["config"].get("data_id") != data_id else "a different configuration"
-            raise ValueError(f"checkpoint {path} was made with {what}; use another run_dir or pass resume=False to "
-                             f"start over")
+        refuse_other_settings(f"checkpoint {path}", _comparable(ck["config"]), _comparable(config),
+                              "use another run_dir or pass resume=False to start over (data_id: other training data)")
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         return ck["history"], ck["val"], last_epoch + 1, path

@@ -15,12 +15,15 @@ import sys
 from pathlib import Path
 
 from lib.common.paths import OUTPUTS, ROOT, atomic_write_text
+from lib.run.headline import headline
 from lib.run.tables import (
     _n_train,
     distill_lp_table,
     distill_table,
+    goal_table,
     heuristic_table,
     kd_table,
+    once,
     overlap_table,
     seed_table,
     structure_table,
@@ -32,6 +35,7 @@ FIGURE = "auc_aauc_vs_size.png"
 # How long the README's two commands take, measured from a fresh clone by scripts/time_loop.py.
 TIMINGS = REFERENCE / "loop" / "timings.json"
 TBEGIN, TEND = "<!-- timings:begin (python -m lib.run.report) -->", "<!-- timings:end -->"
+RBEGIN, REND = "<!-- tables:begin (python -m lib.run.report) -->", "<!-- tables:end -->"  # in each reference README
 
 
 MAX_BYTES = 2_000_000
@@ -115,60 +119,90 @@ def plot_size(runs: dict[str, dict], path: Path):
     plt.close(fig)
 
 
-def render(runs: dict[str, dict]) -> str:
-    """The README block (Markdown) for these runs."""
-    if not runs:
-        return f"{BEGIN}\nNo reference run is committed yet.\n{END}"
-    parts = [BEGIN, "",
-             "GatModel as the seed trained it (message-passing supervision, 2 epochs), test graphs, uniform negatives, "
+SEED_TEXT = ("GatModel as the seed trained it (message-passing supervision, 2 epochs), test graphs, uniform negatives, "
              "mean ± std over seeds; the seed report's numbers are its single run on 20,000-node live graphs. The last "
              "column is the share of the training graphs' edges the protocol removed (notebook 03's audit): the offline "
              "graphs share most title pairs, so keeping the test links out of training removes them from every "
-             "training graph that holds them, and those graphs are then sparser than the test graphs they are "
-             "evaluated against:", "",
-             seed_table(runs).to_markdown(index=False, disable_numparse=True), "",
-             "Against the heuristics (mean AUC over seeds; notebook 03b's learned decoders and heuristic stack where "
-             "that notebook ran, its best graph model chosen by validation AUC; the last column is that model's margin over "
-             "the strongest heuristic scorer — the stack, the stack on rescaled counts where it ran, or the best single "
-             "heuristic — mean ± std over seeds, and whether 03b's goal of ≥ +0.02 AUC and a higher MRR is met):",
-             "", heuristic_table(runs).to_markdown(index=False, disable_numparse=True), "",
-             f"![AUC and A-AUC against training-set size](outputs/reference/{FIGURE})", ""]
-    stt = structure_table(runs)
-    if len(stt):
-        parts += ["Can one structural bit solve a negative set, and does validation measure what test measures "
-                  "(notebook 03b, pairs and message passing only, mean over seeds)? A `dist2` negative sits at distance "
-                  "2 and so always has a common neighbour: the shortcut that scores 1 for no common neighbour ranks "
-                  "every positive without one above all of them with no learning. A `matched` negative sits at its "
-                  "positive's own distance, so there the shortcut scores AUC 0.5; `heart` negatives are the "
-                  "heuristics' own favourite candidates. Where validation and test differ in the share of positives "
-                  "without a common neighbour, validation measures another task than test. Runs from before the "
-                  "rename call `dist2` `hard`:", "",
-                  stt.to_markdown(index=False, disable_numparse=True), ""]
-    ov = overlap_table(runs)
-    if len(ov):
-        parts += ["Offline graphs against `max_nodes` (notebook 01; the seed's live campaign shared 0.92 of a graph's "
-                  "nodes over ~620,000 titles):", "", ov.to_markdown(index=False, disable_numparse=True), ""]
-    dt = distill_table(runs)
-    if len(dt):
-        parts += ["Stage 5, task-agnostic distillation (notebook 05): each MiniLM student beside its undistilled control "
-                  "(same architecture, initialisation and seeds; an assistant-initialised control is the first layers of "
-                  "all-MiniLM-L6-v2, so it does not vary with the seed), linear probes on frozen sentence embeddings, "
-                  "test accuracy, and cosine fidelity to the teacher, mean ± std over seeds:", "",
-                  dt.to_markdown(index=False, disable_numparse=True), ""]
-    lt = distill_lp_table(runs)
-    if len(lt):
-        parts += ["Stage 5 to stage 3: each embedder as the node embedder of the seed's GatModel (2 epochs), test "
-                  "graphs of the run's split per seed, uniform negatives; `cosine` scores the features alone:", "",
-                  lt.to_markdown(index=False, disable_numparse=True), ""]
-    kt = kd_table(runs)
-    if len(kt):
-        parts += ["Stage 6, classic knowledge distillation (notebook 06): each student distilled from the fine-tuned "
-                  "teacher's logits beside the same student trained on the labelled texts with CE for as many steps "
-                  "(`control`); test accuracy and agreement with the teacher's predictions, mean ± std over seeds; "
-                  "`probing gain` is the mean probe accuracy above the majority class over the eight probing tasks:",
-                  "", kt.to_markdown(index=False, disable_numparse=True), ""]
-    parts.append(END)
+             "training graph that holds them, and those graphs are then sparser than the test graphs.")
+GOAL_TEXT = ("Notebook 03b, mean over seeds: the graph model chosen on validation against the bar — the strongest "
+             "heuristic scorer by mean test AUC (the heuristic stack, the stack on rescaled counts where it ran, or the "
+             "best single heuristic) — and the no-common-neighbour shortcut. The goal: ≥ +0.02 AUC and a higher MRR than "
+             "the bar, and than the shortcut on every set but uniform.")
+STRUCTURE_TEXT = ("Notebook 03b, pairs and message passing only, mean over seeds. A `dist2` negative sits at distance 2 "
+                  "and so always has a common neighbour: the shortcut that scores 1 for no common neighbour ranks every "
+                  "positive without one above all of them with no learning. A `matched` negative sits at its positive's "
+                  "own distance, so there the shortcut scores AUC 0.5; `heart` negatives are the heuristics' own "
+                  "favourite candidates. Where validation and test differ in the share of positives without a common "
+                  "neighbour, validation measures another task than test. Runs from before the rename call `dist2` "
+                  "`hard`.")
+OVERLAP_TEXT = ("Notebook 01; the seed's live campaign shared 0.92 of a graph's nodes over ~620,000 titles.")
+DISTILL_TEXT = ("Notebook 05's task-agnostic stage: each MiniLM student beside its undistilled control (same "
+                "architecture, initialisation and seeds; an assistant-initialised control is the first layers of "
+                "all-MiniLM-L6-v2, so it does not vary with the seed), linear probes on frozen sentence embeddings, test "
+                "accuracy, and cosine fidelity to the teacher, mean ± std over seeds.")
+LP_TEXT = ("Each embedder as the node embedder of the seed's GatModel (2 epochs), test graphs of the run's split per "
+           "seed, uniform negatives; `cosine` scores the features alone.")
+KD_TEXT = ("Each student distilled from the fine-tuned teacher's logits beside the same student trained on the labelled "
+           "texts with CE for as many steps (`control`); test accuracy and agreement with the teacher's predictions, mean "
+           "± std over seeds; `probing gain` is the mean probe accuracy above the majority class over eight probing "
+           "tasks.")
+HEURISTIC_TEXT = ("Every protocol and negative set: GatModel as the seed trained it beside the best single heuristic "
+                  "(mean test AUC) and, where notebook 03b ran, its best graph model (chosen on validation), the "
+                  "heuristic stack, and that model's margin over the bar and over the shortcut.")
+
+
+def _md(t) -> str:
+    return t.to_markdown(index=False, disable_numparse=True)
+
+
+def _sections(runs: dict[str, dict], full: bool) -> list[tuple[str, str, object]]:
+    """(question, what the table holds, table) of the results; `full` adds the long per-set heuristic table (the
+    reference READMEs) where the README keeps to one small table per question."""
+    out = [("Does the seed's GatModel reproduce, and does it predict links it never saw?", SEED_TEXT, seed_table(runs))]
+    if full:
+        out.append(("Every protocol and negative set against the heuristics", HEURISTIC_TEXT, heuristic_table(runs)))
+    return out + [
+        ("Do learned decoders beat the heuristics (notebook 03b)?", GOAL_TEXT, goal_table(runs)),
+        ("Can one structural bit solve a negative set, and does validation measure what test measures?",
+         STRUCTURE_TEXT, structure_table(runs)),
+        ("How much do the offline graphs overlap?", OVERLAP_TEXT, overlap_table(runs)),
+        ("Does MiniLM distillation beat its undistilled control (notebook 05)?", DISTILL_TEXT, once(distill_table(runs))),
+        ("Does a distilled student serve as stage 3's node embedder?", LP_TEXT, once(distill_lp_table(runs))),
+        ("Does classic knowledge distillation beat cross-entropy alone (notebook 06)?", KD_TEXT, kd_table(runs)),
+    ]
+
+
+def render(runs: dict[str, dict], ref: Path = REFERENCE) -> str:
+    """The README block (Markdown) for these runs: the headline findings, then one small table per question, each
+    run listed once."""
+    if not runs:
+        return f"{BEGIN}\nNo reference run is committed yet.\n{END}"
+    parts = [BEGIN, "", "**Headline** (each line printed from the committed runs' files by `lib/run/headline.py`):", ""]
+    parts += [f"- {line}" for line in headline(runs, ref)] + [""]
+    for i, (question, text, table) in enumerate(_sections(runs, full=False)):
+        if len(table):
+            parts += [f"**{question}** {text}", "", _md(table), ""]
+        if i == 0:
+            parts += [f"![AUC and A-AUC against training-set size](outputs/reference/{FIGURE})", ""]
+    parts += ["Every run's full tables (every negative set, every heuristic) are in the Tables section of its reference "
+              "README, `outputs/reference/<run>/README.md`.", "", END]
     return "\n".join(parts)
+
+
+def run_tables(name: str, metrics: dict) -> str:
+    """The generated Tables block of one reference run's README."""
+    parts = [RBEGIN, ""]
+    for question, text, table in _sections({name: metrics}, full=True):
+        if len(table):
+            parts += [f"**{question}** {text}", "", _md(table.drop(columns="run", errors="ignore")), ""]
+    return "\n".join(parts + [REND])
+
+
+def with_run_tables(readme: str, block: str) -> str:
+    """`readme` with its Tables block replaced by `block` (appended under a heading where it has none)."""
+    if RBEGIN in readme and REND in readme:
+        return readme.replace(readme_block(readme, RBEGIN, REND), block)
+    return readme.rstrip("\n") + "\n\n## Tables\n\n" + block + "\n"
 
 
 def _minutes(seconds: float) -> str:
@@ -228,7 +262,14 @@ def main(argv=None) -> int:
     text = readme.read_text(encoding="utf-8")
     new = render(runs)
     new_t = render_timings(load_timings())
+    stale = [name for name in runs if (REFERENCE / name / "README.md").is_file() and with_run_tables(
+        (REFERENCE / name / "README.md").read_text(encoding="utf-8"), run_tables(name, runs[name]))
+        != (REFERENCE / name / "README.md").read_text(encoding="utf-8")]
     if a.check:
+        if stale:
+            print(f"the Tables of {', '.join(f'outputs/reference/{n}/README.md' for n in stale)} differ from their "
+                  "metrics.json; run python -m lib.run.report", file=sys.stderr)
+            return 1
         if readme_block(text) != new:
             print("README.md's results block differs from outputs/reference/*/metrics.json; run python -m lib.run.report",
                   file=sys.stderr)
@@ -238,6 +279,9 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             return 1
         return 0
+    for name in stale:
+        path = REFERENCE / name / "README.md"
+        atomic_write_text(path, with_run_tables(path.read_text(encoding="utf-8"), run_tables(name, runs[name])))
     text = text.replace(readme_block(text, TBEGIN, TEND), new_t)
     atomic_write_text(readme, text.replace(readme_block(text), new))
     if runs:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from lib.linkpred.config import MODEL_KINDS
 from lib.linkpred.heuristics import HEURISTICS
+from lib.linkpred.metrics import choose_on_validation
 
 GROUP_KEYS = ("protocol", "negatives", "supervision")  # link-prediction row keys, in display order
 HEADLINE_MODEL = "gat_model"
@@ -50,7 +51,8 @@ def gat_headline(runs: dict[str, dict]) -> pd.DataFrame:
 
 
 def best_vs_heuristic(runs: dict[str, dict], metric: str = "auc") -> pd.DataFrame:
-    """Per run and (protocol, negatives) group: the trained model and the heuristic with the highest `metric`.
+    """Per run and (protocol, negatives) group: the trained model chosen on validation (choose_on_validation; runs
+    without validation scores fall back to test, said in `chosen_on`) and the heuristic with the highest `metric`.
 
     Heuristics are trained on nothing, so their `supervision` ("none") is not a grouping key here: every trained
     model of a group, whatever its supervision, is compared with the best heuristic of that group."""
@@ -72,15 +74,19 @@ def best_vs_heuristic(runs: dict[str, dict], metric: str = "auc") -> pd.DataFram
                 continue
             rec = {"run": name, **dict(zip(keys, key))}
             if not models.empty:
-                b = models.loc[models[metric].idxmax()]
-                rec["best_model"] = b["model"] + (f" ({b['supervision']})" if "supervision" in b and
-                                                  models["supervision"].nunique() > 1 else "")
-                rec[f"best_model_{metric}"] = b[metric]
+                models = models.assign(candidate=models["model"] + (" (" + models["supervision"] + ")" if
+                                       "supervision" in models and models["supervision"].nunique() > 1 else ""))
+                best, chosen_on, _ = choose_on_validation(models, list(dict.fromkeys(models["candidate"])), metric,
+                                                          key="candidate")
+                rec["best_model"] = best
+                rec[f"best_model_{metric}"] = models.loc[models["candidate"] == best, metric].mean()
             if not heur.empty:
                 h = heur.loc[heur[metric].idxmax()]
                 rec["best_heuristic"], rec[f"best_heuristic_{metric}"] = h["model"], h[metric]
             if not models.empty and not heur.empty:
                 rec["model_minus_heuristic"] = rec[f"best_model_{metric}"] - rec[f"best_heuristic_{metric}"]
+            if not models.empty:
+                rec["model_chosen_on"] = chosen_on
             out.append(rec)
     return pd.DataFrame(out)
 

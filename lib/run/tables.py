@@ -192,3 +192,40 @@ def overlap_table(runs: dict[str, dict]) -> pd.DataFrame:
                          "mean edges": t["mean_edges"].map("{:,.0f}".format),
                          "distinct titles": t["distinct_titles"].map("{:,}".format),
                          "shared share": t["shared_share"].map("{:.3f}".format)})
+
+
+def goal_table(runs: dict[str, dict]) -> pd.DataFrame:
+    """Notebook 03b's goal per run, protocol and negative set, compactly: the graph model chosen on validation, its
+    test AUC / MRR, the bar's (the strongest heuristic scorer by mean test AUC), the no-common-neighbour shortcut's,
+    the model's mean margin over the bar, and whether the goal is met (lib.linkpred.beyond.goal_met)."""
+    from lib.linkpred.beyond import goal_met
+
+    rows = []
+    for name, m in runs.items():
+        for g in (m.get("beyond") or {}).get("gaps") or []:
+            bar = g["bar"] if f"AUC {g['bar']}" in g else f"best single {g['bar']}"
+            pair = lambda who: f"{g[f'AUC {who}'].split(' ±')[0]} / {g[f'MRR {who}'].split(' ±')[0]}" \
+                if f"AUC {who}" in g and f"MRR {who}" in g else ""
+            rows.append({"run": name, "protocol": g["protocol"], "negatives": g["negatives"],
+                         "model chosen on validation": g["best graph model"], "its AUC / MRR": pair("best model"),
+                         "bar": g["bar"], "bar AUC / MRR": pair(bar), "shortcut AUC / MRR": pair("no_cn_shortcut"),
+                         "margin AUC / MRR": f"{g['auc_margin']:+.3f} / {g['mrr_margin']:+.3f}",
+                         "goal": "met" if goal_met(g) else "not met"})
+    return pd.DataFrame(rows)
+
+
+def once(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with each run's rows listed once: a run whose rows (all but the run name) equal an earlier run's is
+    dropped and named beside that run ("distill_cpu (also seed40)") — one result published under several names."""
+    if table.empty:
+        return table
+    first, also = {}, {}
+    for run, g in table.groupby("run", sort=False):
+        key = g.drop(columns="run").to_json(orient="values")
+        if key in first:
+            also[first[key]].append(run)
+        else:
+            first[key], also[run] = run, []
+    keep = table[table["run"].isin(also)].copy()
+    keep["run"] = keep["run"].map(lambda r: f"{r} (also {', '.join(also[r])})" if also[r] else r)
+    return keep.reset_index(drop=True)
