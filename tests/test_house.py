@@ -112,3 +112,15 @@ def test_the_insider_pattern_catches_what_it_should():
         assert INSIDER.search(s), s
     for s in ["a brief summary", "issues of the API", "session cookie", "the sessions table"]:
         assert not INSIDER.search(s), s
+
+
+def test_the_readme_layout_lists_every_notebook_once_and_no_other():
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    layout = readme[readme.index("## Layout"):readme.index("\n## ", readme.index("## Layout") + 1)]
+    listed = re.findall(r"`notebooks/([0-9a-z_]+\.ipynb)`", layout)
+    on_disk = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
+    assert sorted(listed) == on_disk, f"README Layout lists {listed}; notebooks/ holds {on_disk}"
+    for pkg in sorted(p.parent.name for p in LIB.glob("*/__init__.py")):
+        assert f"lib/{pkg}/" in layout, f"README Layout does not name the package lib/{pkg}/"
