@@ -52,3 +52,26 @@ def test_whole_picture_keeps_every_node_and_views_are_checked(tmp_path):
         graph_to_html(g, tmp_path / "x.html", view="focus")
     with pytest.raises(ValueError, match="unknown; use 'whole'"):
         graph_to_html(g, tmp_path / "x.html", extra_edges=[(1, 4)], view="zoom")
+
+
+def test_the_notebook_figures_are_drawn_and_written_by_lib(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    from lib.viz.figures import beyond_bars, pca_topics, protocol_bars
+
+    rng = np.random.default_rng(0)
+    titles = [f"t{i}" for i in range(40)]
+    fig = pca_topics(titles, rng.normal(size=(40, 8)), {t: ("A" if i % 2 else "Uncategorized") for i, t in
+                                                         enumerate(titles[:30])}, 0, tmp_path / "f" / "pca.png")
+    assert (tmp_path / "f" / "pca.png").stat().st_size > 0  # the folder is made first
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["Uncategorized (15)", "unknown (10)", "A (15)"]
+    means = pd.DataFrame([{"protocol": p, "negatives": n, "model": m, "supervision": sv, "auc": 0.7, "auc_std": 0.01}
+                          for p in ("seed", "leak_free") for n in ("uniform", "dist2")
+                          for m, sv in (("gat_model", "mp"), ("gat_model", "disjoint"), ("cosine", "none"))])
+    fig = protocol_bars(means, ["gat_model", "cosine"], ["uniform", "dist2"], ["seed", "leak_free"], 3, tmp_path / "p.png")
+    assert [a.get_visible() for a in fig.axes] == [True, True, False, False] and (tmp_path / "p.png").is_file()
+    assert len(fig.axes[0].patches) == 3 * 2  # three model · supervision bars at each of two protocols
+    rows = means.rename(columns={"auc_std": "mrr"}).assign(seed=0)
+    fig = beyond_bars(rows, ["cosine", "gat_model", "absent"], 1, hatched=("cosine",))
+    assert len(fig.axes[0].patches) == 2 * 4 and fig.axes[0].patches[0].get_hatch() == "//"

@@ -8,6 +8,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from lib.viz.figures import saved
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -98,10 +100,7 @@ def plot_trend(df, path=None, seed_reported=None):
         b.plot(n, [r["aauc"] for r in seed_reported], "--o", color="C1", label="A-AUC (seed report)")
         b.set(xlabel="training graphs (seed report, 20,000-node graphs)", ylabel="score", title="seed report, one run each")
         b.legend(fontsize=7)
-    fig.tight_layout()
-    if path:
-        fig.savefig(path, dpi=120)
-    return fig
+    return saved(fig, path)
 
 
 def plot_tradeoff(df, path=None, seed_reported=None):
@@ -121,10 +120,7 @@ def plot_tradeoff(df, path=None, seed_reported=None):
                     xytext=(5, -3), fontsize=7)
     ax.set(xlabel="A-AUC (self-pairs excluded)", ylabel="AUC", title="AUC / A-AUC trade-off across runs")
     ax.legend(fontsize=6, loc="best")
-    fig.tight_layout()
-    if path:
-        fig.savefig(path, dpi=120)
-    return fig
+    return saved(fig, path)
 
 
 # ---------------------------------------------------------------- stage 4: experiments behind notebook 04

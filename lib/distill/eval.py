@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
 from lib.distill.models import Encoder, make_student
+from lib.viz.figures import saved
 
 
 @torch.no_grad()
@@ -161,15 +161,6 @@ def speed_table(teacher: Encoder, assistant: Encoder, texts: list[str], max_seq_
     return df
 
 
-def _saved(fig, path: str | os.PathLike | None, dpi: int):
-    """fig laid out and, when `path` is given, written there (its folder made first); returns fig."""
-    fig.tight_layout()
-    if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=dpi)
-    return fig
-
-
 def plot_loss_curves(hist: dict, path: str | os.PathLike | None = None):
     """One panel per loss term (L_AT, L_VR, L_VMSE, total), one line per run."""
     import matplotlib.pyplot as plt
@@ -182,7 +173,7 @@ def plot_loss_curves(hist: dict, path: str | os.PathLike | None = None):
                 ax.plot(h.step, h[t], label=name, lw=1)
         ax.set(title=t, xlabel="step", yscale="log")
     axes[0][-1].legend(fontsize=6, loc="upper right")
-    return _saved(fig, path, 110)
+    return saved(fig, path, 110)
 
 
 def plot_attention_maps(maps: dict, heads=(0, 1, 2, 3), path: str | os.PathLike | None = None):
@@ -197,7 +188,7 @@ def plot_attention_maps(maps: dict, heads=(0, 1, 2, 3), path: str | os.PathLike 
             ax.set_title(f"{name}\nhead {h}", fontsize=7)
             ax.set_xticks(range(len(toks)), toks, rotation=90, fontsize=4)
             ax.set_yticks(range(len(toks)), toks, fontsize=4)
-    return _saved(fig, path, 130)
+    return saved(fig, path, 130)
 
 
 def plot_versus_control(vs: pd.DataFrame, metric: str = "task_test", path: str | os.PathLike | None = None):
@@ -217,7 +208,7 @@ def plot_versus_control(vs: pd.DataFrame, metric: str = "task_test", path: str |
         lo = float((part[f"{metric}_mean"] - part[f"{metric}_std"].fillna(0)).min())
         ax.set_ylim(max(0.0, lo - 0.05), None)
         ax.set_title(f"{key[0]} {key[1]} · {key[2]}\n{metric} (n={int(part['runs'].min())})", fontsize=8)
-    return _saved(fig, path, 110)
+    return saved(fig, path, 110)
 
 
 CURVE_METRICS = ("fid_cosine", "polarity_test", "topic_test")
@@ -325,4 +316,4 @@ def plot_learning_curves(curves: dict[str, pd.DataFrame], results: pd.DataFrame,
                 ax.axhline(float(refs.loc[who, m]), color="0.3", ls=ls, lw=1, label=who)
         ax.set(title=m, xlabel="step")
     axes[0][-1].legend(fontsize=6, loc="lower right")
-    return _saved(fig, path, 110)
+    return saved(fig, path, 110)

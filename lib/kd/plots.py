@@ -6,6 +6,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lib.viz.figures import saved
+
 
 def plot_kd(rows: pd.DataFrame, teacher: list[dict], path: str | Path | None = None):
     """Bars of test accuracy (mean ± std over seeds) per task: KD student beside its control, teacher as a line."""
@@ -24,11 +26,7 @@ def plot_kd(rows: pd.DataFrame, teacher: list[dict], path: str | Path | None = N
         ax.set_title(task)
         ax.set_ylabel("test accuracy")
         ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120)
-    return fig
+    return saved(fig, path)
 
 
 def plot_probing(table: pd.DataFrame, path: str | Path | None = None):
@@ -42,8 +40,4 @@ def plot_probing(table: pd.DataFrame, path: str | Path | None = None):
     for (i, j), v in np.ndenumerate(table.to_numpy(float)):
         ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w" if v < 0.6 else "k")
     fig.colorbar(im, ax=ax, label="probe test accuracy")
-    fig.tight_layout()
-    if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120)
-    return fig
+    return saved(fig, path)

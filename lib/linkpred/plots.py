@@ -8,6 +8,7 @@ import numpy as np
 from lib.linkpred.config import MODEL_KINDS
 from lib.linkpred.metrics import SEED_REPORTED
 from lib.linkpred.sampling import PROTOCOLS
+from lib.viz.figures import saved
 
 
 def plot_training(history: list[dict], title: str, path: str | Path | None = None):
@@ -32,11 +33,7 @@ def plot_training(history: list[dict], title: str, path: str | Path | None = Non
     for ax in (a, b):
         for e in sorted({h["epoch"] for h in history})[1:]:
             ax.axvline(next(i for i, h in enumerate(history, 1) if h["epoch"] == e) - 0.5, color="grey", lw=0.6)
-    fig.tight_layout()
-    if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120)
-    return fig
+    return saved(fig, path)
 
 
 def plot_auc_vs_aauc(rows: list[dict], n_train: int, path: str | Path | None = None, negatives: str = "uniform",
@@ -61,7 +58,4 @@ def plot_auc_vs_aauc(rows: list[dict], n_train: int, path: str | Path | None = N
     ax.set(xlabel="A-AUC (test graphs)", ylabel="AUC (test graphs)",
            title=f"this run ({n_train} train graphs, {supervision} supervision, {negatives} negatives) vs the seed report")
     ax.legend(fontsize=6, loc="lower left", ncol=2)
-    fig.tight_layout()
-    if path:
-        fig.savefig(path, dpi=120)
-    return fig
+    return saved(fig, path)

@@ -28,6 +28,7 @@ from lib.run.tables import (
     seed_table,
     structure_table,
 )
+from lib.viz.figures import saved
 
 REFERENCE = OUTPUTS / "reference"
 BEGIN, END = "<!-- results:begin (python -m lib.run.report) -->", "<!-- results:end -->"
@@ -114,8 +115,7 @@ def plot_size(runs: dict[str, dict], path: Path):
     ax.set(xscale="log", xlabel="training graphs (incl. validation)", ylabel="score",
            title="GatModel: AUC and A-AUC against training-set size")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    saved(fig, path, 110)
     plt.close(fig)
 
 

@@ -1,1 +1,1 @@
-"""Pictures: pyvis link-graph views."""
+"""Pictures: pyvis link-graph views (graph) and the notebooks' figures (figures)."""
