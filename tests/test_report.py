@@ -221,3 +221,20 @@ def test_reference_readmes_get_their_own_full_tables_in_a_generated_block():
     once_added = report.with_run_tables(notes, text)
     assert once_added.startswith(notes.rstrip("\n")) and once_added.count(report.RBEGIN) == 1
     assert report.with_run_tables(once_added, text) == once_added  # replaced in place, not appended again
+
+
+def test_the_beyond_and_harder_negative_lines_count_the_goal_and_average_the_margins():
+    from lib.run.headline import beyond, harder_negatives
+
+    def gap(p, n, auc_m, mrr_m, sc_auc, sc_mrr):
+        return {"protocol": p, "negatives": n, "auc_margin": auc_m, "mrr_margin": mrr_m, "auc_margin_std": 0.01,
+                "auc_margin_shortcut": sc_auc, "mrr_margin_shortcut": sc_mrr}
+
+    gaps = [gap("leak_free", "uniform", 0.03, 0.01, 0.5, 0.2), gap("leak_free", "matched", 0.01, 0.02, 0.3, 0.1),
+            gap("new_nodes", "uniform", 0.01, 0.01, 0.5, 0.2), gap("new_nodes", "matched", 0.05, 0.03, 0.2, -0.1)]
+    runs = {"r": {"beyond": {"gaps": gaps}}}
+    line = beyond(runs)
+    assert "in 1 of 4 protocol × negative-set cells" in line  # only leak_free/uniform clears +0.02 AUC and MRR
+    assert "+0.030 / +0.010 under leak_free / new_nodes" in line
+    assert "matched +0.030 / +0.250" in harder_negatives(runs) and "across 2 protocols" in harder_negatives(runs)
+    assert beyond({"x": {}}) is None and harder_negatives({"x": {}}) is None
