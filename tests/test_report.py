@@ -238,3 +238,23 @@ def test_the_beyond_and_harder_negative_lines_count_the_goal_and_average_the_mar
     assert "+0.030 / +0.010 under leak_free / new_nodes" in line
     assert "matched +0.030 / +0.250" in harder_negatives(runs) and "across 2 protocols" in harder_negatives(runs)
     assert beyond({"x": {}}) is None and harder_negatives({"x": {}}) is None
+
+
+def test_published_notebooks_keep_no_path_of_the_machine_that_ran_them(tmp_path):
+    src, ref = tmp_path / "out" / "r", tmp_path / "ref"
+    src.mkdir(parents=True)
+    (src / "metrics.json").write_text("{}")
+    nb = {"cells": [], "metadata": {"papermill": {"input_path": "/home/someone/wikigat/notebooks/03_train_gat.ipynb",
+                                                  "output_path": "/scratch/x/outputs/r/03_train_gat.ipynb"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    (src / "03_train_gat.ipynb").write_text(json.dumps(nb))
+    report.publish("r", outputs=tmp_path / "out", ref=ref)
+    pm = json.loads((ref / "r" / "03_train_gat.ipynb").read_text())["metadata"]["papermill"]
+    assert pm == {"input_path": "notebooks/03_train_gat.ipynb", "output_path": "outputs/r/03_train_gat.ipynb"}
+
+
+def test_committed_reference_notebooks_name_no_absolute_path_in_their_papermill_record():
+    for p in sorted((OUTPUTS / "reference").glob("*/*.ipynb")):
+        pm = json.loads(p.read_text(encoding="utf-8")).get("metadata", {}).get("papermill", {})
+        for key in ("input_path", "output_path"):
+            assert not str(pm.get(key, "")).startswith("/"), f"{p}: papermill {key} is {pm[key]!r}"

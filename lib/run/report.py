@@ -81,8 +81,23 @@ def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE) -> list[Pa
             if f.is_file() and f.stat().st_size <= MAX_BYTES and owned(f):
                 (dst / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(f, dst / f.relative_to(src))
+                if f.suffix == ".ipynb":
+                    _relative_papermill_paths(dst / f.relative_to(src))
                 copied.append(dst / f.relative_to(src))
     return copied
+
+
+def _relative_papermill_paths(nb_path: Path) -> None:
+    """Papermill records the absolute paths of the machine that ran a notebook; a published copy keeps them from the
+    project folder on (`notebooks/…`, `outputs/…`), which is all a reader's clone can use."""
+    import re
+
+    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    pm = nb.get("metadata", {}).get("papermill", {})
+    for key in ("input_path", "output_path"):
+        if isinstance(pm.get(key), str):
+            pm[key] = re.sub(r"^.*?(?=(?:notebooks|outputs)/)", "", pm[key])
+    atomic_write_text(nb_path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
 
 
 def reference_runs(ref: Path = REFERENCE) -> dict[str, dict]:
