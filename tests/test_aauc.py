@@ -248,3 +248,30 @@ def test_topic_table_of_a_source_without_topics_is_empty_with_the_columns():
     full = topic_table(rows)
     assert set(full.index) == {"p", "q"} and (full["graphs"] == 1).all()
     assert full["n_pos"].sum() + full["n_neg"].sum() == 2 * 15 * 14 // 2  # every pair inside one of the two groups
+
+
+def test_sensitivity_rows_are_the_metric_at_each_setting_and_the_figure_is_written(tmp_path):
+    import pandas as pd
+    from torch_geometric.data import Data
+
+    from lib.linkpred.sampling import derive_seed
+
+    gen = torch.Generator().manual_seed(3)
+    graphs = {g: Data(x=torch.randn(60, 8, generator=gen)) for g in ("a", "b")}
+    z = {g: torch.randn(60, 4, generator=gen) for g in graphs}
+    by_t, by_r = A.sensitivity(z, graphs, 0, 0.5, 0.3, [0.2, 0.3], [0.25, 0.5], samples=2)
+    assert len(by_t) == 2 * 2 and len(by_r) == 2 * 2 * 2
+    row = by_t[(by_t["graph_id"] == "b") & (by_t["t_cos"] == 0.2)].iloc[0]
+    ref = aauc(z["b"], graphs["b"].x, 0.5, 0.2, derive_seed(0, "eval-aauc", "b"))
+    assert row["n_pos"] == ref.n_pos and row["aauc"] == ref.to_dict()["value"]
+    assert by_t.groupby("t_cos")["n_pos"].sum()[0.2] >= by_t.groupby("t_cos")["n_pos"].sum()[0.3]  # lower T, more pairs
+    fig = A.plot_sensitivity(by_t, by_r, 0.5, 0.3, tmp_path / "s.png")
+    assert (tmp_path / "s.png").is_file() and len(fig.axes) == 3
+    trend = pd.DataFrame([{"protocol": "seed", "train_graphs": n, "seed": s, "auc": 0.7, "aauc": 0.7 + 0.01 * n}
+                          for n in (2, 8) for s in (0, 1)])
+    slope = A.trend_slopes(trend)
+    seed_slope = A.seed_slopes([{"train_graphs": 10, "auc": 0.9, "aauc": 0.8}, {"train_graphs": 100, "auc": 0.92,
+                                                                                "aauc": 0.6}])
+    assert seed_slope["aauc"] < 0 < slope["seed"]["aauc"]
+    (line,) = A.trend_sentences(trend, slope, seed_slope, [2, 8])
+    assert line.startswith("seed: A-AUC rises") and "the opposite direction to the seed" in line and "smaller" in line

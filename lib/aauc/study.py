@@ -216,3 +216,77 @@ def topic_table(rows: list[dict]) -> "pd.DataFrame":
             .agg(aauc=("value", "mean"), aauc_std=("value", "std"), defined=("value", "count"),
                  graphs=("value", "size"), n_pos=("n_pos", "sum"), n_neg=("n_neg", "sum"))
             .sort_values("n_pos", ascending=False))
+
+
+def seed_slopes(seed_reported: list[dict]) -> dict[str, float]:
+    """The seed report's AUC and A-AUC change per e-fold of training graphs (least squares against ln size)."""
+    x = np.log([r["train_graphs"] for r in seed_reported])
+    return {k: float(np.polyfit(x, [r[k] for r in seed_reported], 1)[0]) for k in ("auc", "aauc")}
+
+
+def trend_sentences(trend: "pd.DataFrame", slope: dict, seed_slope: dict, size_grid: list) -> list[str]:
+    """One sentence per protocol on the A-AUC trend with training-set size against the seed's, and whether the spread
+    over seeds is larger than the change across the grid (then it is not a trend). trend: size_trend rows."""
+    out = []
+    for protocol, sl in slope.items():
+        if np.isnan(sl["aauc"]):
+            out.append(f"{protocol}: no A-AUC trend (one training-set size, or A-AUC undefined at fewer than two sizes)")
+            continue
+        spread = trend[trend["protocol"] == protocol].groupby("train_graphs")["aauc"].std().mean()
+        direction = "rises" if sl["aauc"] > 0 else "falls"
+        same = (sl["aauc"] > 0) == (seed_slope["aauc"] > 0)
+        change = abs(sl["aauc"]) * np.log(max(size_grid) / min(size_grid))
+        out.append(f"{protocol}: A-AUC {direction} with the number of training graphs ({sl['aauc']:+.4f} per e-fold; "
+                   f"seed report {seed_slope['aauc']:+.4f}), {'the same direction as' if same else 'the opposite direction to'}"
+                   f" the seed; AUC {sl['auc']:+.4f} per e-fold. The spread over seeds ({spread:.3f} std per size) is "
+                   f"{'larger' if spread > change else 'smaller'} than the change across the grid.")
+    return out
+
+
+def sensitivity(z: dict, graphs: dict, seed: int, r_cos: float, t_cos: float, t_cos_grid: list, r_cos_grid: list,
+                samples: int = 3) -> tuple["pd.DataFrame", "pd.DataFrame"]:
+    """A-AUC of the embeddings z {graph_id: [N, F]} against the threshold (every T in t_cos_grid at r_cos, with and
+    without self-pairs) and against the sampling rate (every R in r_cos_grid at t_cos, `samples` node samples each:
+    the spread from sampling alone). Returns (by threshold, by rate), one row per graph and setting."""
+    import pandas as pd
+
+    from lib.aauc.metric import aauc
+    from lib.linkpred.sampling import derive_seed
+
+    by_t, by_r = [], []
+    for g, zg in z.items():
+        s, x = derive_seed(seed, "eval-aauc", g), graphs[g].x
+        for t in t_cos_grid:
+            r, rs = aauc(zg, x, r_cos, t, s), aauc(zg, x, r_cos, t, s, include_self=True)
+            by_t.append({"graph_id": g, "t_cos": t, "n_pos": r.n_pos, "n_neg": r.n_neg, "share_pos": r.share_pos,
+                         "aauc": r.to_dict()["value"], "aauc_self": rs.to_dict()["value"]})
+        for rc in r_cos_grid:
+            for rep in range(samples):
+                r = aauc(zg, x, rc, t_cos, derive_seed(s, "r_cos", rep))
+                by_r.append({"graph_id": g, "r_cos": rc, "sample": rep, "n_nodes": r.n_nodes, "n_pos": r.n_pos,
+                             "aauc": r.to_dict()["value"]})
+    return pd.DataFrame(by_t), pd.DataFrame(by_r)
+
+
+def plot_sensitivity(by_t: "pd.DataFrame", by_r: "pd.DataFrame", r_cos: float, t_cos: float, path=None):
+    """A-AUC against T_cos (with the share of positive pairs as bars) and against R_cos (min–max over samples)."""
+    import matplotlib.pyplot as plt
+
+    share = by_t.groupby("t_cos")["share_pos"].mean()
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for g, h in by_t.groupby("graph_id"):
+        a.plot(h["t_cos"], h["aauc"], "-o", label=f"A-AUC · {g}")
+        a.plot(h["t_cos"], h["aauc_self"], ":x", label=f"A-AUC with self-pairs · {g}")
+    a.set(xlabel="T_cos", ylabel="A-AUC", title=f"threshold (R_cos = {r_cos})")
+    a.legend(fontsize=6)
+    a2 = a.twinx()
+    a2.bar(share.index, share.values, width=0.04, alpha=0.2, color="grey")
+    a2.set_ylabel("share of positive pairs (bars)")
+    for g, h in by_r.groupby("graph_id"):
+        m = h.groupby("r_cos")["aauc"]
+        b.errorbar(m.mean().index, m.mean().values, yerr=[m.mean() - m.min(), m.max() - m.mean()], fmt="-o",
+                   capsize=3, label=g)
+    b.set(xscale="log", xlabel="R_cos (log scale)", ylabel="A-AUC (min–max of 3 samples)",
+          title=f"sampling rate (T_cos = {t_cos})")
+    b.legend(fontsize=7)
+    return saved(fig, path)
