@@ -275,3 +275,27 @@ def test_sensitivity_rows_are_the_metric_at_each_setting_and_the_figure_is_writt
     assert seed_slope["aauc"] < 0 < slope["seed"]["aauc"]
     (line,) = A.trend_sentences(trend, slope, seed_slope, [2, 8])
     assert line.startswith("seed: A-AUC rises") and "the opposite direction to the seed" in line and "smaller" in line
+
+
+def test_untrained_rows_score_the_initialisation_stage_3_starts_from_and_reference_scores_cover_every_scorer():
+    from lib.linkpred.config import TrainConfig
+    from lib.linkpred.data import synthetic_graph
+    from lib.linkpred.evaluate import evaluate_model
+    from lib.linkpred.model import ModelConfig
+    from lib.linkpred.protocols import make_protocol
+    from lib.linkpred.train import init_model
+
+    graphs = {f"g{i}": synthetic_graph(60, 150, 8, seed=i, graph_id=f"g{i}") for i in range(4)}
+    splits = {0: {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]}}
+    model_cfg = ModelConfig(in_channels=8, hidden_channels=8, out_channels=4, num_levels=1, heads=1).to_dict()
+    train_cfg = TrainConfig(seed=0).to_dict()
+    (row,) = A.untrained_rows(graphs, splits, [0], ["leak_free"], train_cfg, model_cfg)
+    cfg = TrainConfig(**{**train_cfg, "seed": 0})
+    tasks = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3"], "leak_free", 0, per_positive=0).test
+    want = evaluate_model(init_model("gat_model", model_cfg, [], cfg, "cpu"), tasks, cfg, progress=False,
+                          negative_sets=("uniform",))["mean"]["uniform"]
+    assert row["auc"] == want["auc"] and row["label"] == "untrained GatModel"
+    models = {0: {k: init_model("gat_model", model_cfg, [], cfg, "cpu") for k in ("mlp", "plain_gat", "gat_model")}}
+    ref = A.reference_scores(models, splits, graphs, [0], 4, model_cfg, 0.5, 0.3)
+    assert list(ref["scorer"]) == list(A.REFERENCE_SCORERS) and set(ref["graph_id"]) == {"g3"}
+    assert ref.loc[ref["scorer"] == "gat_model", "aauc"].item() == ref.loc[ref["scorer"] == "mlp", "aauc"].item()

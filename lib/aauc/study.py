@@ -290,3 +290,53 @@ def plot_sensitivity(by_t: "pd.DataFrame", by_r: "pd.DataFrame", r_cos: float, t
           title=f"sampling rate (T_cos = {t_cos})")
     b.legend(fontsize=7)
     return saved(fig, path)
+
+
+REFERENCE_SCORERS = ("features", "random", "untrained", "mlp", "plain_gat", "gat_model")
+
+
+def reference_scores(models: dict, splits: dict, graphs: dict, seeds: list, out_channels: int, model_cfg: dict,
+                     r_cos: float, t_cos: float, device="cpu", scorers=REFERENCE_SCORERS) -> "pd.DataFrame":
+    """A-AUC (without and with self-pairs) of every scorer on every test graph of every seed: the raw features, random
+    and untrained-GatModel vectors (reference_embeddings) and the trained stage-3 models {seed: {kind: model}}.
+    One row per (seed, graph, scorer); self_share_of_pos is the share of positives that self-pairs would add."""
+    import pandas as pd
+
+    from lib.aauc.metric import aauc
+    from lib.linkpred.sampling import derive_seed
+
+    rows = []
+    for s in seeds:
+        for g in splits[s]["test"]:
+            data, a_seed = graphs[g], derive_seed(s, "eval-aauc", g)
+            for name in scorers:
+                z = (reference_embeddings(name, data, out_channels, s, model_cfg) if name in ("features", "random",
+                                                                                                "untrained")
+                     else embed_graph(models[s][name], data, device))
+                r, rs = aauc(z, data.x, r_cos, t_cos, a_seed), aauc(z, data.x, r_cos, t_cos, a_seed, include_self=True)
+                rows.append({"seed": s, "graph_id": g, "scorer": name, "aauc": r.to_dict()["value"],
+                             "aauc_self": rs.to_dict()["value"], "n_pos": r.n_pos, "n_pos_self": rs.n_pos,
+                             "self_share_of_pos": r.n_nodes / rs.n_pos if rs.n_pos else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def untrained_rows(graphs: dict, splits: dict, seeds: list, protocols: list, train_cfg: dict, model_cfg: dict,
+                   device="cpu") -> list[dict]:
+    """Test AUC / A-AUC of the GatModel before any training step (the initialisation stage 3 starts from, built by
+    lib.linkpred.train.init_model) per seed and protocol, uniform negatives."""
+    from lib.linkpred.config import TrainConfig
+    from lib.linkpred.evaluate import evaluate_model
+    from lib.linkpred.protocols import make_protocol
+    from lib.linkpred.train import init_model
+
+    rows = []
+    for s in seeds:
+        cfg = TrainConfig(**{**train_cfg, "seed": s, "device": str(device), "amp": False})
+        m0 = init_model("gat_model", model_cfg, [], cfg, device)
+        sp = splits[s]
+        for protocol in protocols:
+            tasks = make_protocol(graphs, sp["train"], sp["val"], sp["test"], protocol, s, cfg.holdout_fraction,
+                                  cfg.neg_rate, cfg.new_node_fraction, per_positive=0).test  # uniform negatives only
+            mean = evaluate_model(m0, tasks, cfg, progress=False, negative_sets=("uniform",))["mean"]["uniform"]
+            rows.append({"label": "untrained GatModel", "seed": s, "protocol": protocol, **mean})
+    return rows
