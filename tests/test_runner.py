@@ -64,7 +64,7 @@ def test_grid_with_a_failing_run_goes_on_reports_and_exits_nonzero(project, caps
 def test_summary_table_compares_runs(project):
     run(project, "--params", str(project / "a.yaml"), "--run-name", "a")
     run(project, "--params", str(project / "c.yaml"), "--run-name", "c", "--summary", str(project / "out" / "s"))
-    from lib.run.runner import summarize
+    from lib.run.summary import summarize
 
     table = summarize(["a", "c", "never"], project / "out" / "sum", outputs=project / "out")
     assert list(table.index) == ["a", "c", "never"] and list(table["first.sq"])[:2] == [9, 25]
@@ -84,7 +84,7 @@ def _metrics(rows, distill=None):
 
 
 def test_summary_headlines_new_protocols_rounded_first_and_full_dump_in_csv(tmp_path):
-    from lib.run.runner import summarize
+    from lib.run.summary import summarize
 
     rows = []
     for protocol, negatives in [("within_graph", "uniform"), ("within_graph", "hard"), ("new_nodes", "uniform")]:
@@ -284,3 +284,21 @@ def test_the_runner_gives_each_kernel_the_threads_parameter_as_omp_num_threads(t
     status = (out / "one" / "status.json").read_text()
     assert main([*args, "--run-name", "one", "-p", "threads=2"]) == 0
     assert (out / "one" / "status.json").read_text() == status
+
+
+def test_an_interrupted_run_resumes_at_its_first_unfinished_notebook(project, capsys):
+    assert run(project, "--params", str(project / "b.yaml"), "--run-name", "r") == 1  # 02 fails
+    out_dir = project / "out" / "r"
+    first = json.loads((out_dir / "status.json").read_text())["notebooks"]["01_first.ipynb"]
+    executed = (out_dir / "01_first.ipynb").read_text()
+    capsys.readouterr()
+    # the same parameters again (02 still fails): 01 is kept, not executed again
+    assert run(project, "--params", str(project / "b.yaml"), "--run-name", "r") == 1
+    assert "01_first.ipynb finished ok earlier with the same parameters; kept" in capsys.readouterr().out
+    status = json.loads((out_dir / "status.json").read_text())
+    assert status["notebooks"]["01_first.ipynb"] == first and (out_dir / "01_first.ipynb").read_text() == executed
+    # other parameters: nothing is kept
+    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "r") == 0
+    assert "kept" not in capsys.readouterr().out
+    status = json.loads((out_dir / "status.json").read_text())
+    assert status["complete"] and status["notebooks"]["01_first.ipynb"] != first

@@ -203,12 +203,25 @@ def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[P
     if not force and status.get("params_hash") == phash and status.get("complete"):
         log(f"[{run_name}] already complete with the same parameters; skipped (use --force to re-run)")
         return True
+    # An interrupted run with the same parameters resumes at its first unfinished notebook: the leading notebooks
+    # that finished ok are kept (a later one is run again once an earlier one is, as its inputs may have changed).
+    kept = {}
+    if not force and status.get("params_hash") == phash:
+        for nb in notebooks:
+            entry = (status.get("notebooks") or {}).get(nb.name)
+            if not (entry and entry.get("status") == "ok" and (run_dir / nb.name).is_file()):
+                break
+            kept[nb.name] = entry
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_params_json(run_dir, {**merged, "_files": [str(f) for f in files]})
-    status = {"params_hash": phash, "complete": False, "notebooks": {},
+    if not kept:
+        write_params_json(run_dir, {**merged, "_files": [str(f) for f in files]})
+    status = {"params_hash": phash, "complete": False, "notebooks": dict(kept),
               "peak_rss_mb_measures": PEAK_RSS_MEASURES}
     atomic_write_text(status_path, json.dumps(status, indent=1))
     for nb in notebooks:
+        if nb.name in kept:
+            log(f"[{run_name}] {nb.name} finished ok earlier with the same parameters; kept (use --force to re-run)")
+            continue
         out = run_dir / nb.name
         log(f"[{run_name}] {nb.name} ...")
         entry = execute(nb, out, {**per_nb[nb], "run_dir": merged["run_dir"]})
@@ -296,38 +309,6 @@ def describe_plan(run_name: str, files: list[Path], overrides: dict, notebooks: 
     return "\n".join(lines)
 
 
-def summarize(run_names: list[str], out_stem: Path | None = None, outputs: Path = OUTPUTS):
-    """Compare runs: `<stem>.md` and `<stem>.html` show the headline numbers (lib.run.summary: GatModel AUC / A-AUC per
-    protocol, best model vs best heuristic, distillation, time and memory per notebook) rounded to 3 decimals;
-    `<stem>.csv` holds every scalar of every run's metrics.json and status.json, unrounded. Missing runs, sections
-    and metrics stay empty. Returns the full table (one row per run)."""
-    import pandas as pd
-
-    from lib.common.runinfo import flatten
-    from lib.run import summary
-
-    rows, runs, statuses = [], {}, {}
-    for name in run_names:
-        run_dir = outputs / name
-        statuses[name] = status = _status(run_dir)
-        runs[name] = metrics = json.loads((run_dir / "metrics.json").read_text()) \
-            if (run_dir / "metrics.json").is_file() else {}
-        row = {"run": name, "complete": bool(status.get("complete"))}
-        for nb, s in (status.get("notebooks") or {}).items():
-            row.update({f"notebooks.{nb}.{k}": s.get(k) for k in ("status", "seconds", "peak_rss_mb")})
-        row.update({k: v for k, v in flatten(metrics).items() if isinstance(v, (int, float, str, bool)) or v is None})
-        rows.append(row)
-    table = pd.DataFrame(rows).set_index("run")
-    out_stem = out_stem or outputs / "summary"
-    out_stem.parent.mkdir(parents=True, exist_ok=True)
-    sections = summary.headline_sections(runs, statuses)
-    csv_name = out_stem.with_suffix(".csv").name
-    atomic_write_text(out_stem.with_suffix(".csv"), table.to_csv())
-    atomic_write_text(out_stem.with_suffix(".md"), summary.render_markdown(sections, csv_name))
-    atomic_write_text(out_stem.with_suffix(".html"), summary.render_html(sections, csv_name))
-    return table
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lib.run.runner", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -406,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         if not ok:
             failed.append(name)
     stem = Path(args.summary) if args.summary else Path(args.outputs) / "summary"
+    from lib.run.summary import summarize
+
     table = summarize([name for name, _ in runs], stem, outputs=Path(args.outputs))
     print(f"summary of {len(table)} run(s): {stem}.md/.csv/.html")
     print(f"{len(runs) - len(failed)} of {len(runs)} run(s) complete" + (f"; failed: {', '.join(failed)}" if failed else ""))

@@ -1,6 +1,6 @@
 """The headline numbers of a batch of runs, read from each run's metrics.json and status.json.
 
-Pure functions from already-loaded JSON to pandas tables, so the batch summary (`lib.run.runner.summarize`) shows the
+Pure functions from already-loaded JSON to pandas tables, so the batch summary (`summarize`) shows the
 numbers a reader looks for first (AUC / A-AUC per protocol, best model against best heuristic, the distillation
 table, time and memory per notebook), rounded, while the CSV keeps every scalar. Every section may be missing (a run
 that stopped early, a stage not run) and the link-prediction rows may carry any of the grouping keys
@@ -8,8 +8,11 @@ that stopped early, a stage not run) and the link-prediction rows may carry any 
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
+from lib.common.paths import OUTPUTS
 from lib.linkpred.config import MODEL_KINDS
 from lib.linkpred.heuristics import HEURISTICS
 from lib.linkpred.metrics import choose_on_validation
@@ -150,3 +153,36 @@ def render_html(sections: list[tuple[str, pd.DataFrame]], csv_name: str) -> str:
         parts.append(df.to_html(index=False, border=0, na_rep="", formatters=fmt))
     parts.append(f"<p>Every scalar metric of every run, unrounded: <code>{csv_name}</code>.</p>")
     return "\n".join(parts) + "\n"
+
+
+def summarize(run_names: list[str], out_stem: Path | None = None, outputs: Path = OUTPUTS) -> pd.DataFrame:
+    """Compare runs: `<stem>.md` and `<stem>.html` show the headline numbers (lib.run.summary: GatModel AUC / A-AUC per
+    protocol, best model vs best heuristic, distillation, time and memory per notebook) rounded to 3 decimals;
+    `<stem>.csv` holds every scalar of every run's metrics.json and status.json, unrounded. Missing runs, sections
+    and metrics stay empty. Returns the full table (one row per run)."""
+    import json
+
+    from lib.common.paths import atomic_write_text
+    from lib.common.runinfo import flatten
+
+    rows, runs, statuses = [], {}, {}
+    for name in run_names:
+        run_dir = outputs / name
+        statuses[name] = status = (json.loads((run_dir / "status.json").read_text())
+                                                  if (run_dir / "status.json").is_file() else {})
+        runs[name] = metrics = json.loads((run_dir / "metrics.json").read_text()) \
+            if (run_dir / "metrics.json").is_file() else {}
+        row = {"run": name, "complete": bool(status.get("complete"))}
+        for nb, s in (status.get("notebooks") or {}).items():
+            row.update({f"notebooks.{nb}.{k}": s.get(k) for k in ("status", "seconds", "peak_rss_mb")})
+        row.update({k: v for k, v in flatten(metrics).items() if isinstance(v, (int, float, str, bool)) or v is None})
+        rows.append(row)
+    table = pd.DataFrame(rows).set_index("run")
+    out_stem = out_stem or outputs / "summary"
+    out_stem.parent.mkdir(parents=True, exist_ok=True)
+    sections = headline_sections(runs, statuses)
+    csv_name = out_stem.with_suffix(".csv").name
+    atomic_write_text(out_stem.with_suffix(".csv"), table.to_csv())
+    atomic_write_text(out_stem.with_suffix(".md"), render_markdown(sections, csv_name))
+    atomic_write_text(out_stem.with_suffix(".html"), render_html(sections, csv_name))
+    return table
