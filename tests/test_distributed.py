@@ -55,6 +55,17 @@ def test_gat_one_process_at_one_graph_is_the_notebook_step():
     assert max_diff(model.state_dict(), mine.state_dict()) == 0.0
 
 
+def test_gat_batch_of_one_graph_at_a_time_stopped_mid_epoch_resumes_from_last_pt(tmp_path):
+    """One process, a global batch of 2, last.pt every step: killed after 2 steps (mid-epoch 1), resumed to the end
+    — the same parameters as an uninterrupted run, and last.pt gone once epoch 1's checkpoint exists."""
+    full, _ = train_gat("gat_model", MODEL_CFG, graphs(), CFG, Dist(), 2)
+    train_gat("gat_model", MODEL_CFG, graphs(), CFG, Dist(), 2, out_dir=tmp_path, ckpt_every=1, max_steps=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
+    again, res = train_gat("gat_model", MODEL_CFG, graphs(), CFG, Dist(), 2, out_dir=tmp_path, ckpt_every=1)
+    assert res["steps"] == 4 and max_diff(full.state_dict(), again.state_dict()) == 0.0  # 2 epochs x 3 steps - 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch_1.pt", "epoch_2.pt"]
+
+
 TITLES = [f"Title number {i}" for i in range(30)] + ["Water", "Climate change"]
 
 
@@ -63,16 +74,15 @@ def _suite(d, tmp):
     tmp = Path(tmp)
     return {"gat": _gat(d, tmp / "ck", True),  # each rank is given its own checkpoint folder
             "gat_part": _gat(d, tmp / "b", False, 3, 2),  # stopped after 3 steps, checkpoints every 2
-            "gat_part_ck": _read(tmp / "b" / "last.pt", d),
+            "gat_part_ck": _listing(tmp / "b", d),
             "gat_again": _gat(d, tmp / "b", False),  # a fresh model and optimiser, resumed from last.pt
             "distill": _distill(d, tmp, tmp / "dck"),
             "embed": _embed(d, TITLES + TITLES[:5], tmp / "store")}
 
 
-def _read(path, d):
+def _listing(folder, d):
     d.barrier()  # rank 0 wrote it
-    ck = torch.load(path, weights_only=True)
-    return {"epoch": ck["epoch"], "step": ck["step"]}
+    return sorted(p.name for p in Path(folder).iterdir())
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +108,8 @@ def test_gat_two_ranks_equal_one_rank_at_twice_the_batch_and_only_rank0_writes(t
     assert max_diff(one.state_dict(), r0["state"]) < TOL
     assert r0["loss"] == pytest.approx([h["loss"] for h in res1["history"]], abs=1e-6)
     # each rank was given its own folder: only rank 0's holds anything
-    assert sorted(p.name for p in (tmp_path / "ck" / "rank0").iterdir()) == ["epoch_1.pt", "epoch_2.pt", "last.pt"]
+    # last.pt (every step within an epoch) gives way to each epoch's checkpoint
+    assert sorted(p.name for p in (tmp_path / "ck" / "rank0").iterdir()) == ["epoch_1.pt", "epoch_2.pt"]
     assert not (tmp_path / "ck" / "rank1").exists()
 
 
@@ -106,7 +117,7 @@ def test_gat_stopped_run_resumes_to_the_same_parameters(two_ranks):
     r0 = two_ranks[1][0]
     full, part, again = r0["gat"], r0["gat_part"], r0["gat_again"]
     assert part["steps"] == 3 and max_diff(part["state"], full["state"]) > 0
-    assert r0["gat_part_ck"] == {"epoch": 2, "step": 0}  # step 3 was not saved yet: the resumed run redoes it
+    assert r0["gat_part_ck"] == ["epoch_1.pt"]  # step 3 (the first of epoch 2) was not saved: the resumed run redoes it
     assert again["steps"] == 2
     assert max_diff(again["state"], full["state"]) == 0.0
 
@@ -242,7 +253,7 @@ def test_command_line_killed_under_torchrun_resumes_to_the_one_process_result(tm
     assert m["world"] == 2 and m["global_batch"] == 2 and len(m["history"]) == 6 > m["steps"]  # 3 epochs x 2 steps
     assert [v["epoch"] for v in m["val"]] == [1, 2, 3] and m["val"][0]["auc"] is not None  # rank 0 validated
     assert sorted(p.name for p in (tmp_path / "run").iterdir() if not p.name.startswith(".")) == \
-        ["epoch_1.pt", "epoch_2.pt", "epoch_3.pt", "last.pt", "metrics.json"]
+        ["epoch_1.pt", "epoch_2.pt", "epoch_3.pt", "metrics.json"]  # last.pt gave way to the epoch checkpoints
     cwd = os.getcwd()
     try:
         os.chdir(root)

@@ -43,11 +43,11 @@ def epoch_checkpoints(ckpt_dir: Path) -> dict[int, Path]:
 
 def _comparable(config: dict) -> dict:
     """A checkpoint's config minus what may change on resume (the number of epochs); checkpoints from before
-    `precision` (with `amp`) compare as the float32 / float16 runs they were."""
+    `precision` (with `amp`), `matched_negative_share` or `global_batch` compare as the runs they were."""
     train = {k: v for k, v in config["train"].items() if k not in ("epochs", "amp")}
     train.setdefault("precision", "fp16" if config["train"].get("amp") else "fp32")
     train.setdefault("matched_negative_share", 0.0)  # checkpoints from before it trained without
-    return {**config, "train": train}
+    return {"global_batch": 1, **config, "train": train}  # checkpoints from before the batch was recorded took one graph
 
 
 def data_fingerprint(graphs: Iterable[Data], tasks: Iterable[EvalTask] = ()) -> str:

@@ -15,6 +15,7 @@ validation graphs prepared by the same protocol.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from tqdm.auto import tqdm
 
 from lib.aauc.metric import aauc
 from lib.common.device import get_device, resolve_precision
-from lib.common.runinfo import refuse_other_settings
+from lib.common.runinfo import refuse_other_settings, save_state
 from lib.linkpred.checkpoint import _comparable, epoch_checkpoints, save_checkpoint
 from lib.linkpred.config import TrainConfig, TrainingDiverged, build_model
 from lib.linkpred.data import usable_graphs
@@ -52,7 +53,11 @@ class TrainResult:
     best_epoch: int
     checkpoint: str | None  # path of the selected epoch's checkpoint
     skipped: list = field(default_factory=list)
-    resumed_from: int = 0
+    resumed_from: int = 0  # epochs finished before this call (read from checkpoints)
+    steps: int = 0  # optimiser steps of this call
+    seconds: float = 0.0
+    global_batch: int = 1  # training examples per step, over all ranks
+    world: int = 1  # ranks
 
 
 def _val_tasks(val: list, cfg: TrainConfig) -> list[EvalTask]:
@@ -181,125 +186,189 @@ def step_loss(run, data: Data, cfg: TrainConfig, kind: str, epoch: int, step: in
             "x": x, "mp": mp, "pos": pos, "neg": neg}
 
 
-def _resume(ckpt_dir: str | Path | None, resume: bool, data_id: str, config: dict, model: torch.nn.Module,
-            opt: torch.optim.Optimizer, device: torch.device) -> tuple[list, list, int, Path | None]:
-    """(history, validation log, first epoch to train, last good checkpoint) from the folder's last epoch
-    checkpoint, loaded into `model` and `opt`; a fresh start when there is none (or resume is off / data_id empty:
-    then the folder's stale epochs are deleted)."""
-    ckpt_dir = Path(ckpt_dir) if ckpt_dir else None
-    found = epoch_checkpoints(ckpt_dir) if ckpt_dir else {}
+class OneProcess:
+    """The ranks of a single process (rank 0 of 1), as train_model sees a data-parallel job: lib.run.distributed
+    passes its own object with the same members (DDP wrapping, means and broadcasts over ranks, barriers)."""
+    rank, world, device = 0, 1, None
+
+    def wrap(self, module: torch.nn.Module) -> torch.nn.Module:
+        return module
+
+    def mean(self, values: dict) -> dict:
+        return values
+
+    def broadcast(self, obj):
+        return obj
+
+    def barrier(self) -> None:
+        pass
+
+
+LAST = "last.pt"  # the mid-epoch checkpoint (every `ckpt_every` steps); epoch ends are epoch_<e>.pt
+
+
+def _resume(ckpt_dir: Path | None, resume: bool, data_id: str, config: dict, model: torch.nn.Module,
+            opt: torch.optim.Optimizer, scaler, device: torch.device) -> dict:
+    """Where training starts: {"history", "val", "epoch", "step", "last_good"} from the folder's latest checkpoint
+    (the last epoch_<e>.pt, or last.pt when it is further on), loaded into `model`, `opt` and `scaler`; a fresh start
+    when there is none. With resume off or an empty data_id the folder's checkpoints are deleted instead: stale
+    epochs of an earlier run must not be selected later."""
+    fresh = {"history": [], "val": [], "epoch": 1, "step": 0, "last_good": None}
+    if not ckpt_dir:
+        return fresh
+    found = [(e + 1, 0, p) for e, p in epoch_checkpoints(ckpt_dir).items()]
+    if (ckpt_dir / LAST).is_file():
+        ck = torch.load(ckpt_dir / LAST, map_location="cpu", weights_only=True)
+        found.append((ck["epoch"], ck["step"], ckpt_dir / LAST))
     if found and (not resume or not data_id):
-        for path in found.values():  # starting over: stale epochs of an earlier run must not be selected later
+        for *_, path in found:
             path.unlink()
-        found = {}
-    if found:
-        last_epoch, path = list(found.items())[-1]
-        ck = torch.load(path, map_location=device, weights_only=True)
-        refuse_other_settings(f"checkpoint {path}", _comparable(ck["config"]), _comparable(config),
-                              "use another run_dir or pass resume=False to start over (data_id: other training data)")
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
-        return ck["history"], ck["val"], last_epoch + 1, path
-    return [], [], 1, None
+        return fresh
+    if not found:
+        return fresh
+    epoch, step, path = max(found, key=lambda f: (f[0], f[1]))
+    ck = torch.load(path, map_location=device, weights_only=True)
+    refuse_other_settings(f"checkpoint {path}", _comparable(ck["config"]), _comparable(config),
+                          "use another run_dir or pass resume=False to start over (data_id: other training data)")
+    model.load_state_dict(ck["model"])
+    opt.load_state_dict(ck["optimizer"])
+    if "scaler" in ck:
+        scaler.load_state_dict(ck["scaler"])
+    return {"history": ck["history"], "val": ck["val"], "epoch": epoch, "step": step, "last_good": path}
 
 
-def _train_step(model: torch.nn.Module, run: EncodeDecode, opt: torch.optim.Optimizer, scaler, data: Data,
-                cfg: TrainConfig, kind: str, epoch: int, step: int, device: torch.device, prec,
-                last_good: Path | None) -> dict:
-    """One optimiser step on one graph; returns its log record (loss, AUC, optionally A-AUC and eval-mode AUC)."""
+def _train_step(run, opt: torch.optim.Optimizer, scaler, batch: list, per: int, ranks, cfg: TrainConfig, kind: str,
+                epoch: int, s: int, device: torch.device, prec, last_good: Path | None) -> dict:
+    """One optimiser step on a global batch of (step, graph) examples, of which this rank takes its share; each
+    rank's (`per` examples at most) loss is the sum of its examples' losses times W / G, so DDP's gradient average is the gradient of the mean
+    loss over the batch. Returns its log record: the global mean loss; with one example in one process also that
+    example's AUC, optionally A-AUC and eval-mode AUC (what the notebooks plot)."""
     t0 = time.perf_counter()
-    model.train()
-    out = step_loss(run, data, cfg, kind, epoch, step, device, prec)
-    loss, logits, labels, z, x, mp, pos, neg = (out[k] for k in ("loss", "logits", "labels", "z", "x", "mp",
-                                                                    "pos", "neg"))
-    if not torch.isfinite(loss):
-        raise TrainingDiverged(
-            f"{kind}: loss is {loss.item()} at epoch {epoch} step {step} (graph {data.graph_id}); training "
-            f"stopped; last good checkpoint: {last_good or 'none (no epoch finished)'}; lower lr or check "
-            f"the graph's features")
+    mine = batch[ranks.rank * per:(ranks.rank + 1) * per]
+    weight = ranks.world / len(batch) if mine else 0.0  # a rank without an example joins with a zero-weighted one
+    run.train()
     opt.zero_grad(set_to_none=True)
-    scaler.scale(loss).backward()
+    local = 0.0
+    for j, (step, data) in enumerate(mine or batch[:1]):
+        with run.no_sync() if hasattr(run, "no_sync") and j < len(mine) - 1 else nullcontext():
+            out = step_loss(run, data, cfg, kind, epoch, step, device, prec)
+            if not torch.isfinite(out["loss"]):
+                who = f" (rank {ranks.rank})" if ranks.world > 1 else ""
+                raise TrainingDiverged(
+                    f"{kind}{who}: loss is {out['loss'].item()} at epoch {epoch} step {step} (graph {data.graph_id}); "
+                    f"training stopped; last good checkpoint: {last_good or 'none'}; lower lr or check the graph's "
+                    f"features")
+            scaler.scale(out["loss"] * weight).backward()
+        local += float(out["loss"].detach()) * weight
     scaler.step(opt)
     scaler.update()
-    rec = {"epoch": epoch, "step": step, "graph_id": str(data.graph_id), "loss": float(loss.detach()),
-           "auc": float(roc_auc_score(labels.cpu().numpy(), logits.detach().cpu().numpy()))}
+    if len(batch) == 1 and ranks.world == 1:
+        rec = _example_record(run.model, out, batch[0][1], cfg, epoch, batch[0][0], device, prec)
+    else:
+        rec = {"epoch": epoch, "step": s, "graphs": len(batch), **ranks.mean({"loss": local})}
+    rec["seconds"] = time.perf_counter() - t0
+    return rec
+
+
+def _example_record(model: torch.nn.Module, out: dict, data: Data, cfg: TrainConfig, epoch: int, step: int, device,
+                    prec) -> dict:
+    """The log of a one-graph step: loss and AUC of its training-mode scores, optionally A-AUC and eval-mode AUC."""
+    logits, labels, z = out["logits"].detach(), out["labels"], out["z"]
+    rec = {"epoch": epoch, "step": step, "graph_id": str(data.graph_id), "loss": float(out["loss"].detach()),
+           "auc": float(roc_auc_score(labels.cpu().numpy(), logits.cpu().numpy()))}
     if cfg.log_aauc:
         r = aauc(z.detach().float().cpu(), data.x, cfg.r_cos, cfg.t_cos, derive_seed(cfg.seed, "aauc", epoch, step))
         rec["aauc"] = r.value if r.defined else None
     if cfg.log_eval:  # dropout 0.75 makes training-mode scores noisy; eval mode shows what was learnt
         model.eval()
         with torch.no_grad(), prec.autocast(device):
-            ze = model(x, mp).float()
-            le = model.decode(ze, torch.cat([pos, neg], 1), mp, x).float()
+            ze = model(out["x"], out["mp"]).float()
+            le = model.decode(ze, torch.cat([out["pos"], out["neg"]], 1), out["mp"], out["x"]).float()
         rec["auc_eval"] = float(roc_auc_score(labels.cpu().numpy(), le.cpu().numpy()))
         if cfg.log_aauc:
             r = aauc(ze.cpu(), data.x, cfg.r_cos, cfg.t_cos, derive_seed(cfg.seed, "aauc", epoch, step))
             rec["aauc_eval"] = r.value if r.defined else None
-    rec["seconds"] = time.perf_counter() - t0
     return rec
 
 
 def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list, cfg: TrainConfig,
                 ckpt_dir: str | Path | None = None, resume: bool = True, progress: bool = True,
-                max_steps: int | None = None, data_id: str = "") -> tuple[torch.nn.Module, TrainResult]:
+                max_steps: int | None = None, data_id: str = "", ranks=None, graphs_per_step: int = 1,
+                ckpt_every: int = 0) -> tuple[torch.nn.Module, TrainResult]:
     """Train a fresh `kind` model per seed §5.1 and return it at the epoch with the best validation score.
 
-    val: validation tasks (lib.linkpred.protocols.EvalTask, prepared by the protocol trained for) or plain graphs (then the
-    within-graph hold-out). One optimiser step per training graph; negatives, dropout and disjoint supervision are
-    seeded per (seed, epoch, step), so a run resumed from an epoch checkpoint reproduces an uninterrupted one. A
-    NaN/inf loss raises TrainingDiverged and leaves the last good epoch checkpoint in place. max_steps (for tests)
-    stops after that many steps in total. data_id identifies the training data (see `data_fingerprint`): a checkpoint
-    is resumed only when its data_id equals a non-empty data_id; with an empty one training starts over and replaces
-    the folder's epoch checkpoints.
+    val: validation tasks (lib.linkpred.protocols.EvalTask, prepared by the protocol trained for) or plain graphs (then
+    the within-graph hold-out), scored on rank 0 after every epoch. One optimiser step per `graphs_per_step` training
+    examples (graph, repeat) — the notebooks' one graph by default; negatives, dropout and disjoint supervision are
+    seeded per (seed, epoch, example), so a resumed run, or W ranks at G / W examples each, reproduce one uninterrupted
+    process at G. ranks: the data-parallel job (lib.run.distributed); default one process. Checkpoints (rank 0 only):
+    epoch_<e>.pt at each epoch's end and, with ckpt_every > 0, last.pt every that many steps within an epoch. A
+    NaN/inf loss raises TrainingDiverged and leaves the last good checkpoint in place. max_steps stops after that
+    many steps of this call, as a kill would. data_id identifies the training data (see `data_fingerprint`): a
+    checkpoint is resumed only when its data_id equals a non-empty data_id; with an empty one training starts over
+    and replaces the folder's checkpoints.
     """
-    device = get_device(cfg.device)
-    in_ch = model_cfg["in_channels"]
-    train_graphs, skipped = usable_graphs(train_graphs, in_ch)
-    val_tasks = _val_tasks(val, cfg)
+    ranks = ranks or OneProcess()
+    device = ranks.device or get_device(cfg.device)
+    G = graphs_per_step
+    if G < ranks.world or G % ranks.world:
+        raise ValueError(f"graphs_per_step={G} cannot be split evenly over {ranks.world} ranks; use a multiple of the "
+                         f"number of processes")
+    train_graphs, skipped = usable_graphs(train_graphs, model_cfg["in_channels"])
     if not train_graphs:
         raise ValueError(f"no usable training graph ({len(skipped)} skipped: {skipped[:3]}); check the dataset")
+    val_tasks = _val_tasks(val, cfg) if ranks.rank == 0 else []
     model = init_model(kind, model_cfg, train_graphs, cfg, device)
-    run = EncodeDecode(model)
+    run = ranks.wrap(EncodeDecode(model))
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     prec = resolve_precision(cfg.precision, device)
     scaler = torch.amp.GradScaler(device.type, enabled=prec.grad_scaling)
     config = {"kind": kind, "model": dict(model_cfg), "train": replace(cfg, precision=prec.name).to_dict(),
-              "data_id": data_id}
-    history, val_log, start_epoch, last_good = _resume(ckpt_dir, resume, data_id, config, model, opt, device)
+              "data_id": data_id, "global_batch": G}
     ckpt_dir = Path(ckpt_dir) if ckpt_dir else None
-    resumed_from = start_epoch - 1
-    steps_done, interrupted, best_state = 0, False, None
-    for epoch in range(start_epoch, cfg.epochs + 1):
+    st = _resume(ckpt_dir, resume, data_id, config, model, opt, scaler, device)
+    history, val_log, last_good = st["history"], st["val"], st["last_good"]
+    k = cfg.steps_per_graph
+    items = [(i * k + r, g) for i, g in enumerate(train_graphs) for r in range(k)]
+    n_steps = -(-len(items) // G)
+    done, interrupted, best_state, t_start = 0, False, None, time.perf_counter()
+    for epoch in range(st["epoch"], cfg.epochs + 1):
         if cfg.patience and val_log and val_log[-1]["epoch"] - _best_epoch(val_log, cfg.select_metric) >= cfg.patience:
             break  # early stop (checked from the validation log, so a resumed run stops where the first one did)
-        k = cfg.steps_per_graph
-        bar = tqdm([(i * k + r, g) for i, g in enumerate(train_graphs) for r in range(k)],
-                   desc=f"{kind} epoch {epoch}/{cfg.epochs}", disable=not progress, leave=False)
-        for step, data in bar:
-            if max_steps is not None and steps_done >= max_steps:
+        bar = tqdm(range(st["step"] if epoch == st["epoch"] else 0, n_steps), desc=f"{kind} epoch {epoch}/{cfg.epochs}",
+                   disable=not progress or ranks.rank != 0, leave=False)
+        for s in bar:
+            if max_steps is not None and done >= max_steps:
                 interrupted = True
                 break
-            rec = _train_step(model, run, opt, scaler, data, cfg, kind, epoch, step, device, prec, last_good)
+            rec = _train_step(run, opt, scaler, items[s * G:(s + 1) * G], G // ranks.world, ranks, cfg, kind, epoch,
+                              s, device, prec, last_good)
             history.append(rec)
-            steps_done += 1
-            bar.set_postfix(loss=f"{rec['loss']:.3f}", auc=f"{rec['auc']:.3f}")
+            done += 1
+            bar.set_postfix({m: f"{rec[m]:.3f}" for m in ("loss", "auc") if m in rec})
+            if ckpt_dir and ckpt_every and ranks.rank == 0 and done % ckpt_every == 0 and s < n_steps - 1:
+                last_good = save_state(ckpt_dir / LAST, {
+                    "model": model.state_dict(), "optimizer": opt.state_dict(), "scaler": scaler.state_dict(),
+                    "config": config, "epoch": epoch, "step": s + 1, "history": history, "val": val_log})
         if interrupted:
-            break  # partial epoch: no checkpoint, as if the run had been killed here
+            break  # partial epoch: no epoch checkpoint, as if the run had been killed here
         vm = validation_scores(model, val_tasks, cfg, device) if val_tasks else {}
-        val_log.append({"epoch": epoch, **vm})
-        if not ckpt_dir and _best_epoch(val_log, cfg.select_metric) == epoch:  # no checkpoint folder to go back to
-            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        if ckpt_dir:
+        val_log.append(ranks.broadcast({"epoch": epoch, **vm}))
+        if _best_epoch(val_log, cfg.select_metric) == epoch:  # kept in memory: every rank can go back to it
+            best_state = (epoch, {n: v.detach().clone() for n, v in model.state_dict().items()})
+        if ckpt_dir and ranks.rank == 0:
             last_good = save_checkpoint(ckpt_dir / f"epoch_{epoch}.pt", model, opt, config, epoch, history, val_log)
+            (ckpt_dir / LAST).unlink(missing_ok=True)  # the epoch checkpoint is further on
+        ranks.barrier()  # the other ranks wait for rank 0's validation instead of running into the next epoch
     best_epoch = _best_epoch(val_log, cfg.select_metric) if val_log else 0
     ckpts = epoch_checkpoints(ckpt_dir) if ckpt_dir else {}
     if val_log and best_epoch != val_log[-1]["epoch"]:
-        if best_epoch in ckpts:
+        if best_state is not None and best_state[0] == best_epoch:
+            model.load_state_dict(best_state[1])
+        elif best_epoch in ckpts:  # selected in an earlier, interrupted process
             model.load_state_dict(torch.load(ckpts[best_epoch], map_location=device, weights_only=True)["model"])
-        elif best_state is not None:
-            model.load_state_dict(best_state)
     return model, TrainResult(kind, history, val_log, best_epoch, str(ckpts.get(best_epoch)) if ckpts else None,
-                              skipped, resumed_from)
+                              skipped, st["epoch"] - 1, done, time.perf_counter() - t_start, G, ranks.world)
 
 
 def _best_epoch(val_log: list[dict], metric: str) -> int:

@@ -22,32 +22,28 @@ Exactly equivalent, up to the order of float summation (tests/test_distributed.p
   are the exception to 1e-5: their true gradient is 0 (a bias shifts a whole softmax row), so AdamW turns rounding
   noise into steps of up to lr, whichever way it was summed.
 Not equivalent: student dropout in distillation (masks are drawn per rank tensor); the Value-MSE ablation (a mean
-over the batch's tokens, so ranks are weighted by sentences, not tokens); the GAT trainer logs the global mean loss
-per step, not lib.linkpred.train's per-step AUC / A-AUC, and has no early stopping (validation per epoch on rank 0).
+over the batch's tokens, so ranks are weighted by sentences, not tokens). At G > 1 the GAT loop logs the global mean
+loss per step, not the one-graph step's AUC / A-AUC.
 
-Checkpoints and metrics are written by rank 0 only, atomically, every `ckpt_every` steps and at each epoch's end
-(`last.pt`; GAT also `epoch_<e>.pt`, loadable by lib.linkpred.checkpoint.load_checkpoint). A re-run with the same arguments
-resumes from last.pt: the global batch must match, the number of ranks need not.
+Both jobs run the notebooks' own loops (lib.linkpred.train.train_model, lib.distill.train.train_student), given this
+job's ranks. Checkpoints and metrics are written by rank 0 only, atomically: GAT epoch_<e>.pt at each epoch's end
+(loadable by lib.linkpred.checkpoint.load_checkpoint) and last.pt every `ckpt_every` steps within an epoch;
+distillation last.pt every `ckpt_every` steps. A re-run with the same arguments resumes from the latest: the global
+batch must match, the number of ranks need not.
 """
 from __future__ import annotations
 
 import argparse
 import ast
 import json
-import math
-import time
-from contextlib import nullcontext
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from lib.common.device import resolve_precision
 from lib.common.paths import atomic_write_text, resolve
-from lib.common.runinfo import load_state, save_state
-from lib.run.ranks import TIMEOUT_S, Dist, _mean_over_ranks, _per_rank, _wrap, peak_memory_mb, setup, teardown
+from lib.run.ranks import TIMEOUT_S, Dist, _mean_over_ranks, _wrap, peak_memory_mb, setup, teardown
 
 # ---------------------------------------------------------------- stage 3: GatModel
 
@@ -55,101 +51,35 @@ from lib.run.ranks import TIMEOUT_S, Dist, _mean_over_ranks, _per_rank, _wrap, p
 def train_gat(kind: str, model_cfg: dict, train_graphs: list, cfg, d: Dist, graphs_per_step: int | None = None,
               val: list = (), out_dir: str | Path | None = None, ckpt_every: int = 1, max_steps: int | None = None
               ) -> tuple[torch.nn.Module, dict]:
-    """Train a fresh `kind` model (lib.linkpred.config.TrainConfig `cfg`) data-parallel over `d`'s ranks.
-
-    graphs_per_step: the global batch G (default: one graph per rank); each step averages the losses of G training
-    examples (graph, repeat) in lib.linkpred.train's order. val: validation graphs or tasks, scored on rank 0 after every
-    epoch. max_steps stops after that many steps of this call (as a kill would; for tests and benchmarks).
-    Returns (the model after the last step, {"history": [{epoch, step, graphs, loss, seconds}], "val", "steps",
+    """lib.linkpred.train.train_model (TrainConfig `cfg`) data-parallel over `d`'s ranks: the notebooks' loop, with
+    a global batch of `graphs_per_step` examples (default one graph per rank) cut in rank order, validation on rank 0
+    after every epoch, checkpoints in out_dir (epoch_<e>.pt, and last.pt every `ckpt_every` steps) resumed when the
+    same training data and settings come again. max_steps stops after that many steps of this call (as a kill would).
+    Returns (the model, {"history": [{epoch, step, graphs, loss, seconds}], "val", "best_epoch", "steps",
     "seconds", "global_batch", "world"}) — the same on every rank.
     """
-    from lib.linkpred.checkpoint import data_fingerprint, save_checkpoint
-    from lib.linkpred.config import TrainingDiverged
+    from lib.linkpred.checkpoint import data_fingerprint
     from lib.linkpred.data import usable_graphs
-    from lib.linkpred.train import EncodeDecode, _val_tasks, init_model, step_loss, validation_scores
+    from lib.linkpred.train import train_model
 
-    G = graphs_per_step or d.world
-    per = _per_rank(G, d)
-    graphs, skipped = usable_graphs(train_graphs, model_cfg["in_channels"])
-    if not graphs:
-        raise ValueError(f"no usable training graph ({len(skipped)} skipped: {skipped[:3]}); check the dataset")
-    model = init_model(kind, model_cfg, graphs, cfg, d.device)
-    run = _wrap(EncodeDecode(model), d)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    prec = resolve_precision(cfg.precision, d.device)
-    scaler = torch.amp.GradScaler(d.device.type, enabled=prec.grad_scaling)
-    k = cfg.steps_per_graph
-    items = [(i * k + r, g) for i, g in enumerate(graphs) for r in range(k)]
-    n_steps = math.ceil(len(items) / G)
-    out_dir = Path(out_dir) if out_dir else None
-    config = {"kind": kind, "model": dict(model_cfg), "train": replace(cfg, precision=prec.name).to_dict(),
-              "global_batch": G,
-              "data_id": data_fingerprint(graphs)}
-    epoch0, step0, history, val_log = 1, 0, [], []
-    ck = load_state(out_dir / "last.pt", config, d.device) if out_dir else None
-    if ck is not None:
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
-        scaler.load_state_dict(ck["scaler"])
-        epoch0, step0, history, val_log = ck["epoch"], ck["step"], ck["history"], ck["val"]
-    val_tasks = _val_tasks(list(val), cfg) if d.rank == 0 else []
-
-    def save(epoch: int, step: int) -> None:
-        save_state(out_dir / "last.pt", {"model": model.state_dict(), "optimizer": opt.state_dict(),
-                                    "scaler": scaler.state_dict(), "config": config, "epoch": epoch, "step": step,
-                                    "history": history, "val": val_log})
-
-    done, t_start = 0, time.perf_counter()
-    for epoch in range(epoch0, cfg.epochs + 1):
-        for s in range(step0 if epoch == epoch0 else 0, n_steps):
-            if max_steps is not None and done >= max_steps:
-                return model, _gat_result(history, val_log, done, t_start, G, d)
-            t0 = time.perf_counter()
-            batch = items[s * G:(s + 1) * G]
-            mine = batch[d.rank * per:(d.rank + 1) * per]
-            # a rank without an example still joins the gradient average, with a zero-weighted one
-            weight = d.world / len(batch) if mine else 0.0
-            run.train()
-            opt.zero_grad(set_to_none=True)
-            local = 0.0
-            for j, (step, g) in enumerate(mine or batch[:1]):
-                with run.no_sync() if d.group and j < len(mine) - 1 else nullcontext():
-                    out = step_loss(run, g, cfg, kind, epoch, step, d.device, prec)
-                    if not torch.isfinite(out["loss"]):
-                        raise TrainingDiverged(f"rank {d.rank}: {kind} loss is {out['loss'].item()} at epoch {epoch} "
-                                               f"step {step} (graph {g.graph_id}); lower lr or check the features")
-                    scaler.scale(out["loss"] * weight).backward()
-                local += float(out["loss"].detach()) * weight
-            scaler.step(opt)
-            scaler.update()
-            loss = _mean_over_ranks({"loss": local}, d)["loss"]
-            history.append({"epoch": epoch, "step": s, "graphs": len(batch), "loss": loss,
-                            "seconds": time.perf_counter() - t0})
-            done += 1
-            if out_dir and d.rank == 0 and (done % ckpt_every == 0) and s < n_steps - 1:
-                save(epoch, s + 1)
-        if d.rank == 0:
-            val_log.append({"epoch": epoch, **(validation_scores(model, val_tasks, cfg, d.device) if val_tasks else {})})
-            if out_dir:
-                save_checkpoint(out_dir / f"epoch_{epoch}.pt", model, opt, config, epoch, history, val_log)
-                save(epoch + 1, 0)
-        d.barrier()  # the other ranks wait for rank 0's validation instead of running into the next epoch's collectives
-    return model, _gat_result(history, val_log, done, t_start, G, d)
-
-
-def _gat_result(history, val_log, done, t_start, G, d) -> dict:
-    return {"history": history, "val": val_log, "steps": done, "seconds": time.perf_counter() - t_start,
-            "global_batch": G, "world": d.world}
+    model, res = train_model(kind, model_cfg, train_graphs, list(val), cfg, ckpt_dir=out_dir, progress=False,
+                             max_steps=max_steps, ranks=_Ranks(d, find_unused=False),
+                             data_id=data_fingerprint(usable_graphs(train_graphs, model_cfg["in_channels"])[0]),
+                             graphs_per_step=graphs_per_step or d.world, ckpt_every=ckpt_every)
+    return model, {k: getattr(res, k) for k in ("history", "val", "best_epoch", "steps", "seconds", "global_batch",
+                                                "world")}
 
 
 # ---------------------------------------------------------------- stage 5: MiniLM distillation
 
 
 class _Ranks:
-    """lib.distill.train's view of this job's ranks: a share of each batch, DDP, gradient means, barriers."""
+    """The training loops' view of this job's ranks (lib.linkpred.train.OneProcess is the one-process case): DDP,
+    means and rank 0's objects over ranks, barriers."""
 
-    def __init__(self, d: Dist):
-        self.d, self.rank, self.world = d, d.rank, d.world
+    def __init__(self, d: Dist, find_unused: bool = True):
+        # distillation: the last layer's attention output and FFN get no gradient from L_AT / L_VR
+        self.d, self.rank, self.world, self.device, self.find_unused = d, d.rank, d.world, d.device, find_unused
 
     def barrier(self) -> None:
         self.d.barrier()
@@ -157,9 +87,15 @@ class _Ranks:
     def mean(self, values: dict[str, float]) -> dict[str, float]:
         return _mean_over_ranks(values, self.d)
 
+    def broadcast(self, obj):
+        if not self.d.group:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
     def wrap(self, module):
-        return _wrap(module, self.d, find_unused=True)  # the last layer's attention output and FFN get no gradient
-        # from L_AT / L_VR
+        return _wrap(module, self.d, find_unused=self.find_unused)
 
 
 def distill(teacher, student, corpus: list[str], cfg, d: Dist, task=None, out_dir: str | Path | None = None,

@@ -69,13 +69,6 @@ def _mean_over_ranks(values: dict[str, float], d: Dist) -> dict[str, float]:
     return dict(zip(values, (t / d.world).tolist()))
 
 
-def _per_rank(global_batch: int, d: Dist) -> int:
-    if global_batch < d.world or global_batch % d.world:
-        raise ValueError(f"a global batch of {global_batch} cannot be split evenly over {d.world} ranks; use a multiple "
-                         f"of the number of processes")
-    return global_batch // d.world
-
-
 def peak_memory_mb(device) -> float:
     """Peak resident memory of this process (CPU, from the kernel) or peak allocated CUDA memory, in MB."""
     if torch.device(device).type == "cuda":
