@@ -273,9 +273,17 @@ def test_grid_curves_ablation_subset_and_resume(tmp_path):
     assert not list((tmp_path / "ck" / "steps").glob("*.pt"))  # finished rows replace their step checkpoints
     init, why = choose_init(res, ["1x16"])
     assert init in ("random", "assistant") and "validation" in why
-    res2, hist2, info2 = run_grid(p, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / "ck")
+    rows = tmp_path / "ck" / "rows.jsonl"
+    whole = rows.read_text()
+    rows.write_text(whole + whole.splitlines()[0][:40])  # a kill tore the line of a next run
+    res2, hist2, info2 = run_grid({**p, "lp_epochs": 3}, teacher, assistant, _grid_data(), progress=False,
+                                  checkpoint=tmp_path / "ck")  # lp_epochs changes no row of the grid
     assert info2["teacher_sentences"] == 0 and set(info2["curves"]) == set(info["curves"])
     pd.testing.assert_frame_equal(res2.drop(columns="train_s"), res.drop(columns="train_s"), check_dtype=False)
+    assert rows.read_text() == whole  # the torn line was cut off, nothing re-run
+    with pytest.raises(ValueError, match=r"other settings \(lr, steps\);.*delete"):
+        run_grid({**p, "steps": 6, "lr": 1e-2}, teacher, assistant, _grid_data(), progress=False,
+                 checkpoint=tmp_path / "ck")
 
 
 def test_teacher_cache_is_shared_and_matches_direct_run(tmp_path):

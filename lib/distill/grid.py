@@ -118,22 +118,42 @@ def _teacher_source(enc: Encoder, p: dict, cache_root):
                         precision=p.get("precision", "fp32"))
 
 
+NOT_IN_ROWS = ("run_dir", "save_students", "speed_sentences", "lp_students", "lp_epochs", "lp_protocols",
+               "checkpoint_every")
+"""Parameters of notebook 05 that change no finished row of the grid (where it runs, what is saved or evaluated after
+the grid, how often a run keeps its step checkpoint)."""
+
+
 class _Checkpoint:
-    """Finished rows and loss histories of a grid in `folder` (rows.jsonl + losses/<run>.csv), valid for one digest of
-    the parameters; a killed grid re-run with the same parameters skips what is there. The code is not in the digest
-    (a resumed run must not redo hours after a cosmetic edit): delete the folder after changing what a run computes.
-    folder=None keeps nothing."""
+    """Finished rows and loss histories of a grid in `folder` (rows.jsonl + losses/<run>.csv + the settings they were
+    made with, settings.json); a killed grid re-run with the same settings skips what is there, and one re-run with
+    other settings is refused (lib.common.runinfo.refuse_other_settings) instead of mixing two grids. The code is not
+    in the settings (a resumed run must not redo hours after a cosmetic edit): delete the folder after changing what
+    a run computes. folder=None keeps nothing."""
 
     def __init__(self, folder: Path | None, p: dict):
         import json
 
+        from lib.common.paths import atomic_write_text
+        from lib.common.runinfo import jsonable, refuse_other_settings
+
         self.folder, self.rows = (Path(folder) if folder else None), {}
-        self.digest = config_digest(p)
-        if self.folder is not None and (self.folder / "rows.jsonl").is_file():
-            for line in (self.folder / "rows.jsonl").read_text().splitlines():
-                r = json.loads(line)
-                if r.pop("_digest", None) == self.digest:
-                    self.rows[r["model"]] = r
+        self.digest = config_digest(p)  # how rows written before settings.json name their settings
+        settings = {k: v for k, v in jsonable(p).items() if k not in NOT_IN_ROWS}
+        if self.folder is None:
+            return
+        fix = (f"use the parameters it was made with, another run_dir, or delete {self.folder} to start the grid "
+               f"over")
+        rows, saved = _read_rows(self.folder / "rows.jsonl"), self.folder / "settings.json"
+        if saved.is_file():
+            refuse_other_settings(f"the finished runs in {self.folder}", json.loads(saved.read_text()), settings, fix)
+        elif any(r.get("_digest") != self.digest for r in rows):
+            raise ValueError(f"the finished runs in {self.folder} were made with other settings (which ones was not "
+                             f"recorded then); {fix}")
+        else:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(saved, json.dumps(settings, indent=1) + "\n")
+        self.rows = {r["model"]: {k: v for k, v in r.items() if k != "_digest"} for r in rows}
 
     def _csv(self, name: str, kind: str = "losses") -> Path:
         return self.folder / kind / f"{name.replace('/', '_')}.csv"
@@ -161,18 +181,32 @@ class _Checkpoint:
                     atomic_write_text(self._csv(row["model"], kind), have[row["model"]].to_csv(index=False))
             self.folder.mkdir(parents=True, exist_ok=True)
             with open(self.folder / "rows.jsonl", "a") as f:  # one line per finished run; a torn last line is re-run
-                f.write(json.dumps({**row, "_digest": self.digest}, default=float) + "\n")
+                f.write(json.dumps(row, default=float) + "\n")
             steps = self.steps_file(row["model"])
             if steps.is_file():  # the finished row replaces the run's step checkpoint (hundreds of MB)
                 steps.unlink()
         return row
 
 
-def checkpoint_rows(folder: str | Path) -> pd.DataFrame:
-    """The finished rows of a (possibly unfinished) grid's checkpoint folder, for a look before the grid ends."""
+def _read_rows(path: Path) -> list[dict]:
+    """The rows of rows.jsonl; a last line torn by a kill (no newline yet) is cut off the file, so that run is done
+    again and the next row starts on a line of its own."""
     import json
 
-    rows = [json.loads(line) for line in (Path(folder) / "rows.jsonl").read_text().splitlines() if line.strip()]
+    from lib.common.paths import atomic_write_text
+
+    if not path.is_file():
+        return []
+    text = path.read_text()
+    if text and not text.endswith("\n"):
+        text = text[:text.rfind("\n") + 1]
+        atomic_write_text(path, text)
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def checkpoint_rows(folder: str | Path) -> pd.DataFrame:
+    """The finished rows of a (possibly unfinished) grid's checkpoint folder, for a look before the grid ends."""
+    rows = _read_rows(Path(folder) / "rows.jsonl")
     return pd.DataFrame([{k: v for k, v in r.items() if k not in ("_digest", "_logits")} for r in rows])
 
 
