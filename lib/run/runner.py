@@ -246,7 +246,7 @@ def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks
     parameters may differ (a profile that gained a variant), and each re-run entry lists those that did
     ("params_changed") with the git commit it ran at. A folder that is incomplete, lacks a notebook, or whose other
     notebooks would see other parameters is refused with the fix named (ValueError)."""
-    from lib.common.runinfo import git_commit
+    from lib.common.runinfo import git_commit, refuse_other_settings
 
     run_dir = outputs / run_name
     status = _status(run_dir)
@@ -274,10 +274,10 @@ def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks
         except (ValueError, SyntaxError):
             return declared[k]["default"]
 
-    changed = sorted(k for k in declared if merged.get(k, default(k)) != old.get(k, default(k)))
-    if changed:
-        raise ValueError(f"--rerun: {changed} differ from what {run_dir} was made with, and notebooks that are not "
-                         f"re-run use them; pass the same params files, or run it whole with --force")
+    refuse_other_settings(f"--rerun: {run_dir}", {k: old.get(k, default(k)) for k in declared},
+                          {k: merged.get(k, default(k)) for k in declared},
+                          "notebooks that are not re-run use them; pass the same params files, or run it whole with "
+                          "--force")
     commit = git_commit()
     for nb in notebooks:
         log(f"[{run_name}] re-running {nb.name} ...")
