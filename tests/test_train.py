@@ -300,3 +300,19 @@ def test_the_batch_summary_chooses_the_best_model_on_validation():
     out = best_vs_heuristic({"run": {"train_gat": {"mean": mean.reset_index().to_dict("records")}}}).iloc[0]
     assert (out["best_model"], out["model_chosen_on"], out["best_heuristic"]) == ("gat_model (mp)", "validation", "cosine")
     assert out["model_minus_heuristic"] == pytest.approx(-0.05)
+
+
+def test_notebook_03_parameters_give_one_config_per_seed_and_refuse_unknown_protocols():
+    import ast
+
+    from lib.common.params import notebook_parameters
+    from lib.common.paths import NOTEBOOKS
+    from lib.linkpred import experiment as E
+
+    declared = notebook_parameters(NOTEBOOKS / "03_train_gat.ipynb")
+    p = {k: ast.literal_eval(declared[k]["default"]) for k in E.NOTEBOOK_PARAMS}  # every name is a parameter
+    cfgs = E.check_params({**p, "seed": 5, "n_seeds": 2})
+    assert list(cfgs) == [5, 6] and cfgs[6].seed == 6 and cfgs[5].epochs == p["gat_epochs"]
+    assert E.recorded_params({**p, "amp": True})["precision"] == "fp16" and "amp" not in E.recorded_params(p)
+    with pytest.raises(ValueError, match="protocols"):
+        E.check_params({**p, "protocols": ["leaky"]})

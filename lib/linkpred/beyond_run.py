@@ -1,0 +1,143 @@
+"""Notebook 03b's set-up and experiment: what it reloads of notebook 03, its training configurations, and the
+seed × protocol loop that scores the heuristic stack, the shortcut and every variant (lib.linkpred.beyond) on the same
+pairs as notebook 03."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from lib.common.params import require
+from lib.common.paths import resolve
+from lib.linkpred import beyond as B
+from lib.linkpred.config import TrainConfig
+from lib.linkpred.metrics import SELECT_METRICS
+from lib.linkpred.protocols import ProtocolSplit, make_protocol
+from lib.linkpred.sampling import PER_POSITIVE, PROTOCOLS, TitlePairs
+
+NOTEBOOK_PARAMS = ("run_dir", "device", "precision", "seed", "n_seeds", "n_train_graphs", "n_test_graphs", "val_fraction",
+                   "beyond_protocols", "beyond_variants", "beyond_supervision", "beyond_epochs", "beyond_patience",
+                   "beyond_select_metric", "beyond_steps_per_graph", "beyond_neg_rate", "beyond_hard_share",
+                   "decoder_hidden", "sweep_dropout", "sweep_levels", "sweep_lr")
+"""Notebook 03b's parameters that shape its results (`threads` only sets the speed)."""
+
+
+def check_params(p: dict) -> None:
+    """Notebook 03b's checks before any work: each impossible value names its key and the fix."""
+    require(all(x in PROTOCOLS for x in p["beyond_protocols"]), "beyond_protocols", p["beyond_protocols"],
+            f"use names from {PROTOCOLS}")
+    B.check_variants(p["beyond_variants"])
+    require(p["beyond_select_metric"] in SELECT_METRICS, "beyond_select_metric", p["beyond_select_metric"],
+            f"use one of {SELECT_METRICS}")
+
+
+def load_stage3(p: dict) -> dict:
+    """What notebook 03 left in p["run_dir"] for notebook 03b: {"metrics" (metrics.json), "rows" (train_gat_rows.csv),
+    "graphs" {graph id: usable graph}, "splits" {seed: {"train", "val", "test": graph ids}}, "seeds", "gat_config"
+    (the seed GatModel checkpoint's config), "per_positive" (notebook 03's negatives per positive, so the test pairs
+    are the same)}. A run_dir without notebook 03, or protocols / seeds it did not run, stop here naming the fix."""
+    from lib.embed.dataset import GraphDataset, load_split
+    from lib.linkpred.checkpoint import load_checkpoint
+    from lib.linkpred.data import usable_graphs
+
+    run_path = resolve(p["run_dir"])
+    metrics = json.loads((run_path / "metrics.json").read_text()) if (run_path / "metrics.json").is_file() else {}
+    require("train_gat" in metrics and (run_path / "train_gat_rows.csv").is_file(), "run_dir", p["run_dir"],
+            "run notebook 03 (train_gat) on this run_dir first")
+    p03_file = run_path / "params_03_train_gat.json"
+    p03 = json.loads(p03_file.read_text())["params"] if p03_file.is_file() else {}
+    rows = pd.read_csv(run_path / "train_gat_rows.csv")
+    missing = sorted(set(p["beyond_protocols"]) - set(rows["protocol"]))
+    require(not missing, "beyond_protocols", p["beyond_protocols"],
+            f"notebook 03 did not run {missing}; add them to its protocols")
+    seeds = list(range(p["seed"], p["seed"] + p["n_seeds"]))
+    require(set(seeds) <= set(rows["seed"]), "seed/n_seeds", seeds, f"notebook 03 ran seeds {sorted(set(rows['seed']))}")
+    ds = GraphDataset(run_path / "dataset")
+    graphs = {g.graph_id: g for g in usable_graphs([ds[i] for i in range(len(ds))], ds.num_features)[0]}
+    written = load_split(ds, seeds, n_train_graphs=p["n_train_graphs"], n_test_graphs=p["n_test_graphs"],
+                         val_fraction=p["val_fraction"])
+    seed_ckpt = metrics["train_gat"]["checkpoints"][str(seeds[0])]["gat_model"]["checkpoint"]
+    return {"metrics": metrics, "rows": rows, "graphs": graphs, "seeds": seeds,
+            "splits": {s: {k: [g for g in v if g in graphs] for k, v in sp.items()} for s, sp in written.items()},
+            "gat_config": load_checkpoint(run_path / seed_ckpt)[1]["config"],
+            "per_positive": p03.get("negatives_per_positive", PER_POSITIVE)}
+
+
+def configs(gat_config: dict, p: dict, seeds: list[int]) -> tuple[dict, dict[int, TrainConfig]]:
+    """(model configuration, {seed: TrainConfig}): notebook 03's GatModel settings except what notebook 03b changes —
+    supervision, epochs with early stopping on validation, steps per graph, training negatives, the MLP decoders'
+    width; no per-step A-AUC / eval-mode logging."""
+    base = {**gat_config["train"], "epochs": p["beyond_epochs"], "patience": p["beyond_patience"],
+            "supervision": p["beyond_supervision"], "select_metric": p["beyond_select_metric"],
+            "steps_per_graph": p["beyond_steps_per_graph"], "hard_negative_share": p["beyond_hard_share"],
+            "neg_rate": p["beyond_neg_rate"], "device": p["device"], "precision": p["precision"], "log_aauc": False,
+            "log_eval": False}
+    return {**gat_config["model"], "decoder_hidden": p["decoder_hidden"]}, {s: TrainConfig(**{**base, "seed": s})
+                                                                            for s in seeds}
+
+
+def protocol_splits(stage3: dict, cfgs: dict[int, TrainConfig], protocols: list[str]) -> dict:
+    """{(seed, protocol): ProtocolSplit} built as notebook 03 built them (same seeds, settings, negatives)."""
+    graphs, splits, tp = stage3["graphs"], stage3["splits"], TitlePairs(stage3["graphs"].values())
+    return {(s, p): make_protocol(graphs, splits[s]["train"], splits[s]["val"], splits[s]["test"], p, s,
+                                  cfgs[s].holdout_fraction, cfgs[s].neg_rate, cfgs[s].new_node_fraction, tp=tp,
+                                  per_positive=stage3["per_positive"])
+            for s in cfgs for p in protocols}
+
+
+def describe(p: dict, n_graphs: int, seeds: list[int]) -> str:
+    return (f"{n_graphs} graphs; seeds {seeds}; protocols {p['beyond_protocols']}; training settings of notebook 03's "
+            f"GatModel except: {p['beyond_supervision']} supervision, {p['beyond_steps_per_graph']} steps per graph, "
+            f"{p['beyond_neg_rate']} training negatives per positive of which {p['beyond_hard_share']:.0%} at distance "
+            f"2, up to {p['beyond_epochs']} epochs, early stopping on validation {p['beyond_select_metric']}")
+
+
+def run_all(psplits: dict[tuple, ProtocolSplit], variants: list[str], model_cfg: dict, cfgs: dict[int, TrainConfig],
+            chosen: dict, ckpt_root: Path, progress: bool = True) -> tuple[list, list, dict]:
+    """Per (seed, protocol): the heuristic stack (and its rescaled form where a rescaled variant runs: that variant's
+    bar), the no-common-neighbour shortcut (not a bar: what one structural bit scores), and every variant trained
+    with its `chosen` sweep point (checkpoints under ckpt_root/seed<S>-<protocol>/<variant>).
+    Returns (rows {seed, protocol, negatives, model, metrics...; variants also val_auc / val_mrr of their selected
+    epoch}, the stack's coefficients per split, {"seed/protocol/variant": {best_epoch, epochs_run}})."""
+    rows, stack_coef, train_log = [], [], {}
+
+    def add(s, p, model, means, **extra):
+        rows.extend({"seed": s, "protocol": p, "negatives": n, "model": model, **m, **extra.get(n, {})}
+                    for n, m in means.items())
+
+    for (s, p), sp in tqdm(psplits.items(), desc="seed × protocol", disable=not progress):
+        mean, coef = B.evaluate_stack(sp, cfgs[s])
+        stack_coef.append({"seed": s, "protocol": p, **coef})
+        add(s, p, "heuristic_stack", mean)
+        if B.rescaled(variants):
+            add(s, p, "heuristic_stack_rescaled", B.evaluate_stack(sp, cfgs[s], rescale=True)[0])
+        add(s, p, B.SHORTCUT, B.evaluate_shortcut(sp, cfgs[s]))
+        for v in variants:
+            mean, res = B.run_variant(sp, v, model_cfg, cfgs[s], chosen[v], Path(ckpt_root) / f"seed{s}-{p}" / v)
+            train_log[f"{s}/{p}/{v}"] = {"best_epoch": res["best_epoch"], "epochs_run": len(res["val"])}
+            add(s, p, f"gat_{v}", mean, **{n: B.validation_of(res, n) for n in mean})
+    return rows, stack_coef, train_log
+
+
+def with_stage3_rows(rows03: pd.DataFrame, rows: list, protocols: list[str], seeds: list[int]) -> pd.DataFrame:
+    """Notebook 03's rows of the same seeds and protocols (the seed's GatModel, renamed "gat_model (seed)", the
+    baselines and single heuristics) followed by notebook 03b's."""
+    sel = rows03[rows03["protocol"].isin(protocols) & rows03["seed"].isin(seeds)
+                 & rows03["supervision"].isin(["mp", "none"])].copy()
+    sel["model"] = sel["model"].replace({"gat_model": "gat_model (seed)"})
+    return pd.concat([sel.drop(columns="supervision"), pd.DataFrame(rows)], ignore_index=True)
+
+
+def summary(allrows: pd.DataFrame, gaps: pd.DataFrame, structure: pd.DataFrame, p: dict, seeds: list[int],
+            chosen: dict, stack_coef: list, train_log: dict, sweep_seconds: float, seconds: float) -> dict:
+    """The `beyond` section of metrics.json."""
+    keys = ["protocol", "negatives", "model"]
+    return {"seeds": seeds, "protocols": p["beyond_protocols"], "variants": p["beyond_variants"], "chosen": chosen,
+            "sweep_seconds": round(sweep_seconds, 1), "seconds": round(seconds, 1),
+            "mean": allrows.groupby(keys).mean(numeric_only=True).drop(columns="seed").round(4).reset_index()
+            .to_dict("records"),
+            "std": allrows.groupby(keys)[["auc", "mrr"]].std().round(4).reset_index().to_dict("records"),
+            "gaps": gaps.to_dict("records"), "structure": structure.reset_index().to_dict("records"),
+            "stack_coefficients": stack_coef, "train": train_log}
