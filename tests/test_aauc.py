@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from lib.aauc import plots as P
 from lib.aauc import study as A
 from lib.aauc.metric import aauc, sample_nodes
 
@@ -232,7 +233,7 @@ def test_trend_slopes_fit_log_size_and_skip_undefined_aauc():
     assert np.isnan(sl["seed"]["aauc"])
     assert sl["leak_free"]["aauc"] == pytest.approx(-0.05)  # the size without an A-AUC is left out, not a zero
     assert sl["leak_free"]["auc"] == pytest.approx(0.0, abs=1e-12)
-    A.plot_trend(pd.DataFrame(rows))  # an undefined A-AUC is not drawn and does not fail
+    P.plot_trend(pd.DataFrame(rows))  # an undefined A-AUC is not drawn and does not fail
 
 
 def test_topic_table_of_a_source_without_topics_is_empty_with_the_columns():
@@ -265,7 +266,7 @@ def test_sensitivity_rows_are_the_metric_at_each_setting_and_the_figure_is_writt
     ref = aauc(z["b"], graphs["b"].x, 0.5, 0.2, derive_seed(0, "eval-aauc", "b"))
     assert row["n_pos"] == ref.n_pos and row["aauc"] == ref.to_dict()["value"]
     assert by_t.groupby("t_cos")["n_pos"].sum()[0.2] >= by_t.groupby("t_cos")["n_pos"].sum()[0.3]  # lower T, more pairs
-    fig = A.plot_sensitivity(by_t, by_r, 0.5, 0.3, tmp_path / "s.png")
+    fig = P.plot_sensitivity(by_t, by_r, 0.5, 0.3, tmp_path / "s.png")
     assert (tmp_path / "s.png").is_file() and len(fig.axes) == 3
     trend = pd.DataFrame([{"protocol": "seed", "train_graphs": n, "seed": s, "auc": 0.7, "aauc": 0.7 + 0.01 * n}
                           for n in (2, 8) for s in (0, 1)])
@@ -299,3 +300,28 @@ def test_untrained_rows_score_the_initialisation_stage_3_starts_from_and_referen
     ref = A.reference_scores(models, splits, graphs, [0], 4, model_cfg, 0.5, 0.3)
     assert list(ref["scorer"]) == list(A.REFERENCE_SCORERS) and set(ref["graph_id"]) == {"g3"}
     assert ref.loc[ref["scorer"] == "gat_model", "aauc"].item() == ref.loc[ref["scorer"] == "mlp", "aauc"].item()
+
+
+def test_branch_table_and_tradeoff_points_by_hand(tmp_path):
+    import pandas as pd
+
+    from lib.aauc import groups as G
+
+    branches = pd.DataFrame([{"pairs": "inside", "value": 0.6, "n_pos": 3, "n_neg": 7},
+                             {"pairs": "inside", "value": 0.8, "n_pos": 1, "n_neg": 9},
+                             {"pairs": "across", "value": 0.5, "n_pos": 0, "n_neg": 10}])
+    t = G.branch_table(branches)
+    assert t.loc["inside", "aauc"] == pytest.approx(0.7) and t.loc["inside", "share_pos"] == pytest.approx(0.2)
+    assert t.loc["across", "n_neg"] == 10 and t.loc["across", "share_pos"] == 0
+    topics = pd.DataFrame({"aauc": [0.7, None], "aauc_std": [0.1, None]}, index=pd.Index(["Art", "Maths"], name="topic"))
+    G.plot_groups(topics, t, tmp_path / "g.png")
+    assert (tmp_path / "g.png").stat().st_size > 0
+    trend = pd.DataFrame([{"train_graphs": 4, "seed": 0, "protocol": "leak_free", "auc": 0.7, "aauc": 0.6,
+                           "aauc_self": 0.7}])
+    s3 = pd.DataFrame([{"model": m, "seed": s, "protocol": p, "negatives": n, "supervision": sv, "auc": 0.8,
+                        "aauc": 0.5, "aauc_self": 0.6}
+                       for m in ("gat_model", "cosine") for s in (0, 1) for p in ("leak_free", "seed")
+                       for n in ("uniform", "heart") for sv in ("mp", "disjoint")])
+    pts = A.tradeoff_points(trend, s3, [{"label": "untrained GatModel", "seed": 0, "protocol": "leak_free",
+                                         "auc": 0.5, "aauc": 0.5, "aauc_self": 0.5}], [0], "mp")
+    assert pts["label"].tolist() == ["GatModel, 4 train graphs", "stage 3: gat_model", "untrained GatModel"]

@@ -178,3 +178,16 @@ def test_import_seed_format_graphs(tmp_path):
     assert d.topics == [None] * 4 and d.edge_index.shape == (2, 6)
     ref = model.encode(d.titles, convert_to_numpy=True)
     assert ((d.x.numpy() * ref).sum(1) >= 0.999).all()
+
+
+def test_crawl_graph_is_the_file_a_graph_was_built_from_and_refuses_a_changed_crawl(built, tmp_path):
+    tmp_path, graphs, files, st = built
+    ds = GraphDataset(tmp_path / "ds")
+    assert ds.crawl_graph("g03", tmp_path / "elsewhere").titles == graphs[3].titles  # the recorded source file
+    moved = tmp_path / "moved"
+    (moved / "graphs").mkdir(parents=True)
+    files[3].rename(moved / "graphs" / "g03.json")  # a moved run folder: found under crawl_dir/graphs/
+    assert ds.crawl_graph("g03", moved).edges == graphs[3].edges
+    write_graph(moved / "graphs" / "g03.json", graphs[4])  # the crawl changed since the dataset was built
+    with pytest.raises(ValueError, match="g03.*rebuild the dataset"):
+        ds.crawl_graph("g03", moved)

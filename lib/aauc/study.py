@@ -2,16 +2,35 @@
 size and the AUC / A-AUC trade-off, per-topic tables."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from lib.viz.figures import saved
-
 if TYPE_CHECKING:
     import pandas as pd
+
+
+NOTEBOOK_PARAMS = ("run_dir", "device", "seed", "n_seeds", "r_cos", "t_cos", "t_cos_grid", "r_cos_grid", "size_grid",
+                   "size_epochs", "r_cos_groups", "top_k", "picture_root", "picture_view")
+"""Notebook 04's parameters that shape its results (`threads` only sets the speed)."""
+
+
+def check_params(p: dict) -> None:
+    """Notebook 04's checks before any work: each impossible value names its key and the fix."""
+    from lib.common.params import require
+
+    require(isinstance(p["n_seeds"], int) and p["n_seeds"] >= 1, "n_seeds", p["n_seeds"],
+            "use at least 1 (3 or more for a spread)")
+    require(0 < p["r_cos"] <= 1, "r_cos", p["r_cos"], "use a fraction in (0, 1] such as the seed's 0.1")
+    require(-1 <= p["t_cos"] <= 1, "t_cos", p["t_cos"], "use a cosine in [-1, 1] such as the seed's 0.7")
+    require(all(-1 <= t <= 1 for t in p["t_cos_grid"]), "t_cos_grid", p["t_cos_grid"], "use cosines in [-1, 1]")
+    require(all(0 < r <= 1 for r in p["r_cos_grid"]), "r_cos_grid", p["r_cos_grid"], "use fractions in (0, 1]")
+    require(0 < p["r_cos_groups"] <= 1, "r_cos_groups", p["r_cos_groups"], "use a fraction in (0, 1]")
+    require(isinstance(p["top_k"], int) and p["top_k"] >= 1, "top_k", p["top_k"], "use a positive number of links")
+    require(p["picture_view"] in ("focus", "whole"), "picture_view", p["picture_view"], "use \"focus\" or \"whole\"")
 
 
 def load_run_models(run_dir, device: str = "cpu") -> dict:
@@ -71,59 +90,6 @@ def trend_slopes(df) -> dict[str, dict[str, float]]:
             out[protocol][k] = float(np.polyfit(np.log(m.index.to_numpy(float)), m.to_numpy(float), 1)[0]) \
                 if len(m) > 1 else float("nan")
     return out
-
-
-def plot_trend(df, path=None, seed_reported=None):
-    """AUC and A-AUC against the number of training graphs: df columns train_graphs, seed, protocol, auc, aauc.
-    Mean with min–max band over seeds, one line per (metric, protocol); the seed report's points on a second panel."""
-    import matplotlib.pyplot as plt
-    import pandas as pd
-
-    fig, axes = plt.subplots(1, 2 if seed_reported else 1, figsize=(11 if seed_reported else 6, 4), squeeze=False)
-    ax = axes[0, 0]
-    for (metric, ls), colour in zip([("auc", "-"), ("aauc", "--")], ["C0", "C1"]):
-        for protocol, marker in (("seed", "o"), ("leak_free", "s")):
-            # A-AUC is None where no test pair passes its cosine thresholds (tiny graphs): such points are not drawn
-            h = df[df["protocol"] == protocol].assign(**{metric: lambda d: pd.to_numeric(d[metric], errors="coerce")})
-            g = h.dropna(subset=[metric]).groupby("train_graphs")[metric]
-            m, lo, hi = g.mean(), g.min(), g.max()
-            if m.empty:
-                continue
-            ax.plot(m.index, m.values, ls=ls, marker=marker, color=colour, label=f"{metric.upper()} · {protocol}")
-            ax.fill_between(m.index, lo.values, hi.values, color=colour, alpha=0.12)
-    ax.set(xlabel="training graphs (this run)", ylabel="score on the test graphs", title="this run: mean, min–max over seeds")
-    ax.legend(fontsize=7)
-    if seed_reported:
-        b = axes[0, 1]
-        n = [r["train_graphs"] for r in seed_reported]
-        b.plot(n, [r["auc"] for r in seed_reported], "-o", color="C0", label="AUC (seed report)")
-        b.plot(n, [r["aauc"] for r in seed_reported], "--o", color="C1", label="A-AUC (seed report)")
-        b.set(xlabel="training graphs (seed report, 20,000-node graphs)", ylabel="score", title="seed report, one run each")
-        b.legend(fontsize=7)
-    return saved(fig, path)
-
-
-def plot_tradeoff(df, path=None, seed_reported=None):
-    """Scatter of test AUC against test A-AUC, one point per run (df columns label, protocol, auc, aauc); runs whose
-    A-AUC is undefined are not drawn."""
-    import matplotlib.pyplot as plt
-    import pandas as pd
-
-    fig, ax = plt.subplots(figsize=(6.6, 4.8))
-    for i, (label, g) in enumerate(df.groupby("label", sort=False)):
-        for protocol, marker in (("seed", "o"), ("leak_free", "s")):
-            h = g.loc[g["protocol"] == protocol, ["auc", "aauc"]].apply(pd.to_numeric, errors="coerce").dropna()
-            ax.scatter(h["aauc"], h["auc"], marker=marker, color=f"C{i % 10}", alpha=0.8, label=f"{label} · {protocol}")
-    for r in seed_reported or []:
-        ax.scatter(r["aauc"], r["auc"], marker="*", s=160, color="k")
-        ax.annotate(f"seed report, {r['train_graphs']}", (r["aauc"], r["auc"]), textcoords="offset points",
-                    xytext=(5, -3), fontsize=7)
-    ax.set(xlabel="A-AUC (self-pairs excluded)", ylabel="AUC", title="AUC / A-AUC trade-off across runs")
-    ax.legend(fontsize=6, loc="best")
-    return saved(fig, path)
-
-
-# ---------------------------------------------------------------- stage 4: experiments behind notebook 04
 
 
 @torch.no_grad()
@@ -268,30 +234,6 @@ def sensitivity(z: dict, graphs: dict, seed: int, r_cos: float, t_cos: float, t_
     return pd.DataFrame(by_t), pd.DataFrame(by_r)
 
 
-def plot_sensitivity(by_t: "pd.DataFrame", by_r: "pd.DataFrame", r_cos: float, t_cos: float, path=None):
-    """A-AUC against T_cos (with the share of positive pairs as bars) and against R_cos (min–max over samples)."""
-    import matplotlib.pyplot as plt
-
-    share = by_t.groupby("t_cos")["share_pos"].mean()
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
-    for g, h in by_t.groupby("graph_id"):
-        a.plot(h["t_cos"], h["aauc"], "-o", label=f"A-AUC · {g}")
-        a.plot(h["t_cos"], h["aauc_self"], ":x", label=f"A-AUC with self-pairs · {g}")
-    a.set(xlabel="T_cos", ylabel="A-AUC", title=f"threshold (R_cos = {r_cos})")
-    a.legend(fontsize=6)
-    a2 = a.twinx()
-    a2.bar(share.index, share.values, width=0.04, alpha=0.2, color="grey")
-    a2.set_ylabel("share of positive pairs (bars)")
-    for g, h in by_r.groupby("graph_id"):
-        m = h.groupby("r_cos")["aauc"]
-        b.errorbar(m.mean().index, m.mean().values, yerr=[m.mean() - m.min(), m.max() - m.mean()], fmt="-o",
-                   capsize=3, label=g)
-    b.set(xscale="log", xlabel="R_cos (log scale)", ylabel="A-AUC (min–max of 3 samples)",
-          title=f"sampling rate (T_cos = {t_cos})")
-    b.legend(fontsize=7)
-    return saved(fig, path)
-
-
 REFERENCE_SCORERS = ("features", "random", "untrained", "mlp", "plain_gat", "gat_model")
 
 
@@ -340,3 +282,50 @@ def untrained_rows(graphs: dict, splits: dict, seeds: list, protocols: list, tra
             mean = evaluate_model(m0, tasks, cfg, progress=False, negative_sets=("uniform",))["mean"]["uniform"]
             rows.append({"label": "untrained GatModel", "seed": s, "protocol": protocol, **mean})
     return rows
+
+
+def tradeoff_points(trend: "pd.DataFrame", stage3_rows: "pd.DataFrame", untrained: list[dict], seeds: list,
+                    supervision: str) -> "pd.DataFrame":
+    """The points of the AUC / A-AUC trade-off figure: the size trend's GatModels, stage 3's trained kinds (uniform
+    negatives, the trend's protocols and `supervision`, these seeds) and the untrained GatModel (untrained_rows);
+    columns label, seed, protocol, auc, aauc, aauc_self."""
+    import pandas as pd
+
+    from lib.linkpred.config import MODEL_KINDS
+
+    s3 = stage3_rows[stage3_rows["model"].isin(MODEL_KINDS) & stage3_rows["seed"].isin(seeds)
+                     & stage3_rows["protocol"].isin(set(trend["protocol"])) & (stage3_rows["negatives"] == "uniform")
+                     & (stage3_rows["supervision"] == supervision)]
+    return pd.concat([trend.assign(label=trend["train_graphs"].map(lambda n: f"GatModel, {n} train graphs")),
+                      s3.assign(label=s3["model"].map(lambda k: f"stage 3: {k}")), pd.DataFrame(untrained)],
+                     ignore_index=True)[["label", "seed", "protocol", "auc", "aauc", "aauc_self"]]
+
+
+def new_links_picture(model, graphs: dict, ds, crawl_dir, root: str, top_k: int, view: str, seed: int,
+                      html_dir, device="cpu") -> dict:
+    """The `top_k` non-edges the trained `model` scores highest in the graph crawled from `root` (lib.aauc.metric
+    .top_new_links), drawn dashed over the crawl graph as an offline pyvis page (lib.viz.graph.graph_to_html, `view`
+    "focus" or "whole"). Returns {"graph_id", "html" (path), "nodes_drawn", "nodes", "table": DataFrame [u, v, logit,
+    title cosine]}. An unknown root or view stops here naming the fix."""
+    import pandas as pd
+    import torch.nn.functional as F
+
+    from lib.aauc.metric import top_new_links
+    from lib.common.params import require
+    from lib.viz.graph import focus_nodes, graph_to_html
+
+    require(view in ("focus", "whole"), "picture_view", view, "use \"focus\" or \"whole\"")
+    gid = next((g for g, d in graphs.items() if d.titles[0] == root or d.root == root), None)
+    require(gid is not None, "picture_root", root,
+            f"use one of the dataset's roots: {sorted(d.root for d in graphs.values())}")
+    data = graphs[gid]
+    pairs, logits = top_new_links(embed_graph(model, data, device), data.edge_index, top_k)
+    crawl_graph = ds.crawl_graph(gid, crawl_dir)
+    html = graph_to_html(crawl_graph, Path(html_dir) / f"04_new_links_{gid}.html", extra_edges=pairs.T.tolist(),
+                         seed=seed, view=view)
+    drawn = len(focus_nodes(crawl_graph.edges, pairs.T.tolist())) if view == "focus" else crawl_graph.num_nodes
+    xn = F.normalize(data.x.double(), dim=1)
+    table = pd.DataFrame({"u": [data.titles[i] for i in pairs[0]], "v": [data.titles[j] for j in pairs[1]],
+                          "logit": logits.numpy().round(2),
+                          "title cosine": (xn[pairs[0]] * xn[pairs[1]]).sum(1).numpy().round(3)})
+    return {"graph_id": gid, "html": html, "nodes_drawn": drawn, "nodes": crawl_graph.num_nodes, "table": table}

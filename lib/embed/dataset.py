@@ -158,6 +158,17 @@ class GraphDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.index)
 
+    def crawl_graph(self, graph_id: str, crawl_dir: str | os.PathLike):
+        """The crawl's graph file (lib.common.graphio.Graph) that graph `graph_id` was built from: the file recorded at
+        build time if it is still there, else crawl_dir/graphs/<graph_id>.json (a moved run folder). Raises
+        DatasetError when its titles are not the dataset's (the crawl changed since: rebuild the dataset)."""
+        src = Path(self.index[self._pos[graph_id]].get("source", ""))
+        graph = read_graph(src if src.is_file() else Path(crawl_dir) / "graphs" / f"{graph_id}.json")
+        if list(graph.titles) != list(self[graph_id].titles):
+            raise DatasetError(f"dataset graph {graph_id!r} no longer matches its crawl file; rebuild the dataset "
+                               f"(notebook 02)")
+        return graph
+
     def _load(self, i: int) -> dict:
         f = self.path / self.index[i]["file"]
         try:

@@ -1,0 +1,87 @@
+"""Notebook 04's figures: the trend with training-set size, the AUC / A-AUC trade-off, the T_cos / R_cos
+sensitivity; each returns its matplotlib Figure and, given a path, writes it (lib.viz.figures.saved)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lib.viz.figures import saved
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def plot_trend(df, path=None, seed_reported=None):
+    """AUC and A-AUC against the number of training graphs: df columns train_graphs, seed, protocol, auc, aauc.
+    Mean with min–max band over seeds, one line per (metric, protocol); the seed report's points on a second panel."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    fig, axes = plt.subplots(1, 2 if seed_reported else 1, figsize=(11 if seed_reported else 6, 4), squeeze=False)
+    ax = axes[0, 0]
+    for (metric, ls), colour in zip([("auc", "-"), ("aauc", "--")], ["C0", "C1"]):
+        for protocol, marker in (("seed", "o"), ("leak_free", "s")):
+            # A-AUC is None where no test pair passes its cosine thresholds (tiny graphs): such points are not drawn
+            h = df[df["protocol"] == protocol].assign(**{metric: lambda d: pd.to_numeric(d[metric], errors="coerce")})
+            g = h.dropna(subset=[metric]).groupby("train_graphs")[metric]
+            m, lo, hi = g.mean(), g.min(), g.max()
+            if m.empty:
+                continue
+            ax.plot(m.index, m.values, ls=ls, marker=marker, color=colour, label=f"{metric.upper()} · {protocol}")
+            ax.fill_between(m.index, lo.values, hi.values, color=colour, alpha=0.12)
+    ax.set(xlabel="training graphs (this run)", ylabel="score on the test graphs", title="this run: mean, min–max over seeds")
+    ax.legend(fontsize=7)
+    if seed_reported:
+        b = axes[0, 1]
+        n = [r["train_graphs"] for r in seed_reported]
+        b.plot(n, [r["auc"] for r in seed_reported], "-o", color="C0", label="AUC (seed report)")
+        b.plot(n, [r["aauc"] for r in seed_reported], "--o", color="C1", label="A-AUC (seed report)")
+        b.set(xlabel="training graphs (seed report, 20,000-node graphs)", ylabel="score", title="seed report, one run each")
+        b.legend(fontsize=7)
+    return saved(fig, path)
+
+
+def plot_tradeoff(df, path=None, seed_reported=None):
+    """Scatter of test AUC against test A-AUC, one point per run (df columns label, protocol, auc, aauc); runs whose
+    A-AUC is undefined are not drawn."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    fig, ax = plt.subplots(figsize=(6.6, 4.8))
+    for i, (label, g) in enumerate(df.groupby("label", sort=False)):
+        for protocol, marker in (("seed", "o"), ("leak_free", "s")):
+            h = g.loc[g["protocol"] == protocol, ["auc", "aauc"]].apply(pd.to_numeric, errors="coerce").dropna()
+            ax.scatter(h["aauc"], h["auc"], marker=marker, color=f"C{i % 10}", alpha=0.8, label=f"{label} · {protocol}")
+    for r in seed_reported or []:
+        ax.scatter(r["aauc"], r["auc"], marker="*", s=160, color="k")
+        ax.annotate(f"seed report, {r['train_graphs']}", (r["aauc"], r["auc"]), textcoords="offset points",
+                    xytext=(5, -3), fontsize=7)
+    ax.set(xlabel="A-AUC (self-pairs excluded)", ylabel="AUC", title="AUC / A-AUC trade-off across runs")
+    ax.legend(fontsize=6, loc="best")
+    return saved(fig, path)
+
+
+# ---------------------------------------------------------------- stage 4: experiments behind notebook 04
+
+
+def plot_sensitivity(by_t: "pd.DataFrame", by_r: "pd.DataFrame", r_cos: float, t_cos: float, path=None):
+    """A-AUC against T_cos (with the share of positive pairs as bars) and against R_cos (min–max over samples)."""
+    import matplotlib.pyplot as plt
+
+    share = by_t.groupby("t_cos")["share_pos"].mean()
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for g, h in by_t.groupby("graph_id"):
+        a.plot(h["t_cos"], h["aauc"], "-o", label=f"A-AUC · {g}")
+        a.plot(h["t_cos"], h["aauc_self"], ":x", label=f"A-AUC with self-pairs · {g}")
+    a.set(xlabel="T_cos", ylabel="A-AUC", title=f"threshold (R_cos = {r_cos})")
+    a.legend(fontsize=6)
+    a2 = a.twinx()
+    a2.bar(share.index, share.values, width=0.04, alpha=0.2, color="grey")
+    a2.set_ylabel("share of positive pairs (bars)")
+    for g, h in by_r.groupby("graph_id"):
+        m = h.groupby("r_cos")["aauc"]
+        b.errorbar(m.mean().index, m.mean().values, yerr=[m.mean() - m.min(), m.max() - m.mean()], fmt="-o",
+                   capsize=3, label=g)
+    b.set(xscale="log", xlabel="R_cos (log scale)", ylabel="A-AUC (min–max of 3 samples)",
+          title=f"sampling rate (T_cos = {t_cos})")
+    b.legend(fontsize=7)
+    return saved(fig, path)
