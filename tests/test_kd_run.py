@@ -158,3 +158,25 @@ def test_the_grid_runs_end_to_end_and_resumes_without_training_again(tmp_path, m
         R.run_students(_params(), enc, data, tmp_path / "kd", probe[:3], progress=False, tagger=fake_tagger)
     table = R.kd_table(rows, info["teacher"])
     assert table.student.iloc[0] == "teacher (fine-tuned)" and len(table) == 5
+
+
+def test_notebook_06_comparisons_reuse_the_saved_teacher_and_print_from_the_numbers(tmp_path, monkeypatch):
+    from lib.kd import compare as C
+
+    enc = _teacher(tmp_path, monkeypatch)
+    data = {"polarity": {s: pd.DataFrame({"text": TEXTS + TEXTS[:2], "label": [0, 1] * 5})
+                         for s in ("train", "val", "test")}}
+    p = _params(kd_students=["bilstm"], kd_controls=False)
+    rows, info = R.run_students(p, enc, data, tmp_path / "kd", TEXTS[:4], progress=False, tagger=fake_tagger)
+    saved = sorted((tmp_path / "kd" / "teachers").glob("teacher_ft_*.pt"))
+    ft = C.task_teachers(enc, data, p, tmp_path / "kd" / "teachers")
+    assert sorted((tmp_path / "kd" / "teachers").glob("teacher_ft_*.pt")) == saved  # reloaded, not fine-tuned again
+    sizes = C.speed_table(enc, ft, {"tiny": enc}, p, TEXTS[:4])
+    assert sizes.model.tolist() == ["teacher (fine-tuned)", "bilstm", "tiny"] and sizes.speedup.iloc[0] == 1.0
+    assert (sizes.non_embedding_M < sizes.params_M).all()
+    frozen = C.frozen_table({"tiny": enc}, data, p)
+    assert frozen[["task", "model"]].values.tolist() == [["polarity", "tiny"]] and frozen.test.between(0, 1).all()
+    probing = pd.DataFrame({"a": [0.5, 0.7, 0.6], "b": [0.5, 0.7, 0.6]}, index=["majority", "x", "y"])
+    lines = C.closing_sentences(R.kd_table(rows, info["teacher"]), info["teacher"], frozen, probing)
+    assert len(lines) == 3 and lines[0].startswith("polarity: fine-tuned teacher") and "tiny" in lines[1]
+    assert lines[2].endswith("over 2 tasks: highest x (+0.200), lowest y (+0.100)")

@@ -73,6 +73,15 @@ def _trainable_keys(teacher: Encoder, layers: int) -> list[str]:
     return [k for k in teacher.model.state_dict() if any(k.startswith(f"encoder.layer.{i}.") for i in range(n - layers, n))]
 
 
+def teacher_task(d: dict, p: dict) -> tuple[TaskTargets, FinetuneConfig]:
+    """The task teacher's labelled texts (one task's {"train", "val", "test"} frames) and fine-tuning settings."""
+    n_classes = int(pd.concat([d[s].label for s in d]).max()) + 1
+    return (TaskTargets(d["train"].text.tolist(), d["train"].label.to_numpy(), n_classes),
+            FinetuneConfig(steps=p["kd_teacher_ft_steps"], batch_size=p["kd_teacher_ft_batch_size"],
+                           max_seq_len=p["kd_max_seq_len"], lr=p["kd_teacher_ft_lr"], layers=p["kd_teacher_ft_layers"],
+                           seed=p["kd_seeds"][0]))
+
+
 def task_teacher(teacher: Encoder, task: TaskTargets, cfg: FinetuneConfig, folder: str | Path,
                  progress: bool = True) -> tuple[Encoder, bool]:
     """The teacher fine-tuned on `task` (lib.distill.train.finetune_teacher), saved once in `folder` and reloaded after.
@@ -244,14 +253,10 @@ def run_students(p: dict, teacher: Encoder, data: dict, folder: str | Path, prob
     t0 = time.perf_counter()
     for task in p["kd_tasks"]:
         d = data[task]
-        n_classes = int(pd.concat([d[s].label for s in d]).max()) + 1
-        tt = TaskTargets(d["train"].text.tolist(), d["train"].label.to_numpy(), n_classes)
-        ft_cfg = FinetuneConfig(steps=p["kd_teacher_ft_steps"], batch_size=p["kd_teacher_ft_batch_size"],
-                                max_seq_len=p["kd_max_seq_len"], lr=p["kd_teacher_ft_lr"], layers=p["kd_teacher_ft_layers"],
-                                seed=p["kd_seeds"][0])
+        tt, ft_cfg = teacher_task(d, p)
         ft, reloaded = task_teacher(teacher, tt, ft_cfg, folder / "teachers", progress)
         cache = LogitCache(folder / "teachers" / f"logits_{task}_{config_digest(ft_cfg.__dict__ | {'n': len(tt.texts)})}.npz",
-                           n_classes)
+                           tt.n_classes)
         texts, labels = transfer_set(d["train"], p, p["kd_seeds"][0], teacher.tokenizer.mask_token, tagger)
         info["transfer"][task], info["augmented"][task] = len(texts), int((labels == K.NO_LABEL).sum())
         z = {s: cache.logits(d[s].text.tolist(), ft, p["kd_max_seq_len"], progress=progress) for s in ("val", "test")}
@@ -267,7 +272,7 @@ def run_students(p: dict, teacher: Encoder, data: dict, folder: str | Path, prob
                     row_id = f"{task}_{kind}_{method}_s{seed}"
                     if row_id in set(done.row_id) and (reps_dir / f"{row_id}.npy").is_file():
                         continue
-                    student = build_student(kind, teacher, n_classes, p, seed)
+                    student = build_student(kind, teacher, tt.n_classes, p, seed)
                     cfg = kd_config(kind, method, p, seed, len(texts), n_lab)
                     keep = slice(None) if method == "kd" else labels != K.NO_LABEL
                     t = time.perf_counter()
