@@ -75,3 +75,15 @@ def test_the_notebook_figures_are_drawn_and_written_by_lib(tmp_path):
     rows = means.rename(columns={"auc_std": "mrr"}).assign(seed=0)
     fig = beyond_bars(rows, ["cosine", "gat_model", "absent"], 1, hatched=("cosine",))
     assert len(fig.axes[0].patches) == 2 * 4 and fig.axes[0].patches[0].get_hatch() == "//"
+
+
+def test_degree_distribution_counts_degrees_and_writes_the_png(tmp_path):
+    import pandas as pd
+
+    from lib.viz.figures import degree_distribution
+
+    star = Graph(["Hub", "A", "B", "C"], [(0, 1), (0, 2), (0, 3)], [None] * 4, {"root": "Hub"})
+    fig = degree_distribution([star], pd.DataFrame({"root": ["Hub"], "leaf_share": [0.75]}), tmp_path / "d.png")
+    x, y = fig.axes[0].lines[0].get_data()
+    assert list(x) == [1, 3] and list(y) == [3, 1]  # three leaves of degree 1, the hub of degree 3
+    assert (tmp_path / "d.png").stat().st_size > 0

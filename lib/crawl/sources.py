@@ -16,7 +16,7 @@ from pathlib import Path
 
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
-from lib.common.paths import CACHE, atomic_write_text, package_file
+from lib.common.paths import CACHE, atomic_write_text, package_file, resolve
 from lib.crawl.pages import DISAMBIGUATION, MISSING, OK, CrawlError, LinkSource, Page, Snapshot, SnapshotError
 
 
@@ -288,3 +288,20 @@ def read_topics(path: str | Path) -> dict[str, str]:
     if not topics:
         raise SnapshotError(f"topics file {path} has no title<TAB>topic line")
     return topics
+
+
+NOTEBOOK_PARAMS = ("run_dir", "source", "roots", "roots_file", "max_nodes", "snapshot_path", "topics_file", "api_url",
+                   "max_retries", "retry_wait", "timeout", "maxlag", "use_cache", "picture_root", "overlap_roots_file",
+                   "overlap_n_roots", "overlap_max_nodes")
+"""Notebook 01's parameters that params_01_crawl.json records: all but `threads` (speed only) and `contact` (an
+e-mail address does not belong in a results folder)."""
+
+
+def notebook_source(p: dict, contact: str = "", cache: str | Path | None = None):
+    """The link source of notebook 01's parameters `p` (make_source; file paths resolved against the repository),
+    behind the SQLite page cache at `cache` when given."""
+    src = make_source(p["source"], snapshot_path=str(resolve(p["snapshot_path"])) if p["snapshot_path"] else "",
+                      contact=contact, api_url=p["api_url"], max_retries=p["max_retries"], retry_wait=p["retry_wait"],
+                      timeout=p["timeout"], maxlag=p["maxlag"],
+                      topics_file=str(resolve(p["topics_file"])) if p["topics_file"] else "")
+    return CachedSource(src, PageCache(Path(cache))) if cache else src

@@ -95,3 +95,19 @@ def beyond_bars(rows: pd.DataFrame, models: list[str], n_seeds: int, hatched=(),
     axes[0].set_ylim(0.3, 1.0)
     axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1, 0.5))
     return saved(fig, path)
+
+
+def degree_distribution(graphs: list, stats: pd.DataFrame, path: str | os.PathLike | None = None):
+    """Left: each crawled graph's degree distribution on log-log axes (nodes per degree); right: the share of
+    degree-1 leaves per root (stats: lib.crawl.campaign.graph_stats rows with root, leaf_share)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for g in graphs:
+        deg = np.bincount(np.asarray(g.edges, dtype=np.int64).reshape(-1), minlength=g.num_nodes)
+        counts = pd.Series(deg).value_counts().sort_index()
+        axes[0].loglog(counts.index, counts.values, ".", alpha=0.6, label=g.root)
+    axes[0].set(xlabel="degree", ylabel="nodes", title="Degree distribution (log-log)")
+    axes[0].legend(fontsize=6, ncol=2)
+    stats.plot.bar(x="root", y="leaf_share", ax=axes[1], legend=False, title="Share of degree-1 leaves")
+    return saved(fig, path)
