@@ -124,3 +124,26 @@ def test_the_readme_layout_lists_every_notebook_once_and_no_other():
     assert sorted(listed) == on_disk, f"README Layout lists {listed}; notebooks/ holds {on_disk}"
     for pkg in sorted(p.parent.name for p in LIB.glob("*/__init__.py")):
         assert f"lib/{pkg}/" in layout, f"README Layout does not name the package lib/{pkg}/"
+
+
+MAX_CELL_LINES = 17  # "about 15": a cell a reader takes in at a glance
+
+
+def test_notebook_cells_only_tell():
+    """Past its imports and parameters, every code cell of a numbered notebook is short and defines no function:
+    what a cell would compute at length lives in lib, where a test checks it."""
+    import json
+
+    from lib.common.params import numbered_notebooks
+
+    long, defs = [], []
+    for nb in numbered_notebooks():
+        code = [c for c in json.loads(nb.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
+        for i, cell in enumerate(code[1:], 1):  # the first code cell holds the imports
+            if {"parameters", "injected-parameters"} & set(cell.get("metadata", {}).get("tags", [])):
+                continue
+            lines = [ln for ln in "".join(cell["source"]).splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+            if len(lines) > MAX_CELL_LINES:
+                long.append(f"{nb.name} code cell {i}: {len(lines)} lines")
+            defs += [f"{nb.name} code cell {i}: {ln.strip()}" for ln in lines if re.match(r"\s*(async\s+)?def |\s*class ", ln)]
+    assert not long and not defs, long + defs
