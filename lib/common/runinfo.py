@@ -76,10 +76,16 @@ def jsonable(obj):
     return obj
 
 
+def read_json(path: str | Path) -> dict:
+    """The JSON object in `path` (a run folder's metrics.json, status.json, ...); {} when there is no such file."""
+    path = Path(path)
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
 def update_metrics(run_dir: str | Path, stage: str, values: dict) -> Path:
     """Merge `values` into run_dir/metrics.json under `stage` (read-modify-atomic-write; other stages kept)."""
     path = Path(run_dir) / "metrics.json"
-    metrics = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    metrics = read_json(path)
     metrics[stage] = jsonable(values)
     atomic_write_text(path, json.dumps(metrics, indent=2, sort_keys=True, default=str) + "\n")
     return path

@@ -11,6 +11,7 @@ from tqdm.auto import tqdm
 
 from lib.common.params import require
 from lib.common.paths import resolve
+from lib.common.runinfo import read_json
 from lib.linkpred import beyond as B
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.metrics import SELECT_METRICS
@@ -43,7 +44,7 @@ def load_stage3(p: dict) -> dict:
     from lib.linkpred.data import usable_graphs
 
     run_path = resolve(p["run_dir"])
-    metrics = json.loads((run_path / "metrics.json").read_text()) if (run_path / "metrics.json").is_file() else {}
+    metrics = read_json(run_path / "metrics.json")
     require("train_gat" in metrics and (run_path / "train_gat_rows.csv").is_file(), "run_dir", p["run_dir"],
             "run notebook 03 (train_gat) on this run_dir first")
     p03_file = run_path / "params_03_train_gat.json"

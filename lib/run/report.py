@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from lib.common.paths import OUTPUTS, ROOT, atomic_write_text
+from lib.common.runinfo import read_json
 from lib.run.headline import headline
 from lib.run.tables import (
     _n_train,
@@ -60,7 +61,7 @@ def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE) -> list[Pa
     notes = (dst / "README.md").read_text() if (dst / "README.md").is_file() else None  # how the run was made
     if dst.exists():
         shutil.rmtree(dst)
-    status = json.loads((src / "status.json").read_text()) if (src / "status.json").is_file() else {}
+    status = read_json(src / "status.json")
     listed = set(status.get("notebooks", {}))
     numbers = {n.split("_", 1)[0] for n in listed}
 
@@ -253,7 +254,7 @@ def render_timings(t: dict) -> str:
 
 
 def load_timings(path: Path = TIMINGS) -> dict:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return read_json(path)
 
 
 def readme_block(text: str, begin: str = BEGIN, end: str = END) -> str:

@@ -39,7 +39,7 @@ from lib.common.params import (
     parse_override,
 )
 from lib.common.paths import OUTPUTS, PARAMS, atomic_write_text, shown
-from lib.common.runinfo import write_params_json
+from lib.common.runinfo import read_json, write_params_json
 
 KERNEL = "wikigat"
 PEAK_RSS_MEASURES = ("largest VmHWM (the peak resident set size Linux keeps per process) among the runner's child "
@@ -75,11 +75,6 @@ EXECUTION_KEYS = ("threads",)
 def _params_hash(merged: dict, notebooks: list[Path]) -> str:
     return config_digest({"params": {k: v for k, v in merged.items() if k not in EXECUTION_KEYS},
                           "notebooks": [nb.name for nb in notebooks]})
-
-
-def _status(run_dir: Path) -> dict:
-    path = run_dir / "status.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 class KernelPeak:
@@ -199,7 +194,7 @@ def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[P
     merged["run_dir"] = _run_dir_param(run_dir)
     phash = _params_hash(merged, notebooks)
     status_path = run_dir / "status.json"
-    status = _status(run_dir)
+    status = read_json(run_dir / "status.json")
     if not force and status.get("params_hash") == phash and status.get("complete"):
         log(f"[{run_name}] already complete with the same parameters; skipped (use --force to re-run)")
         return True
@@ -249,7 +244,7 @@ def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks
     from lib.common.runinfo import git_commit, refuse_other_settings
 
     run_dir = outputs / run_name
-    status = _status(run_dir)
+    status = read_json(run_dir / "status.json")
     made = list(status.get("notebooks") or {})
     if not status.get("complete") or not (run_dir / "params.json").is_file():
         raise ValueError(f"--rerun needs a complete run folder; {run_dir} is not (run it without --rerun first)")
@@ -300,7 +295,7 @@ def describe_plan(run_name: str, files: list[Path], overrides: dict, notebooks: 
     run_dir = outputs / run_name
     merged, per_nb = plan_run(files, overrides, notebooks, all_notebooks)
     merged["run_dir"] = _run_dir_param(run_dir)
-    status = _status(run_dir)
+    status = read_json(run_dir / "status.json")
     skip = not force and status.get("params_hash") == _params_hash(merged, notebooks) and status.get("complete")
     lines = [f"[{run_name}] {'skip (already complete with the same parameters)' if skip else 'run'} -> {run_dir}",
              f"    params files: {', '.join(str(f) for f in files)}" + (f"; overrides: {overrides}" if overrides else "")]

@@ -160,18 +160,14 @@ def summarize(run_names: list[str], out_stem: Path | None = None, outputs: Path 
     protocol, best model vs best heuristic, distillation, time and memory per notebook) rounded to 3 decimals;
     `<stem>.csv` holds every scalar of every run's metrics.json and status.json, unrounded. Missing runs, sections
     and metrics stay empty. Returns the full table (one row per run)."""
-    import json
-
     from lib.common.paths import atomic_write_text
-    from lib.common.runinfo import flatten
+    from lib.common.runinfo import flatten, read_json
 
     rows, runs, statuses = [], {}, {}
     for name in run_names:
         run_dir = outputs / name
-        statuses[name] = status = (json.loads((run_dir / "status.json").read_text())
-                                                  if (run_dir / "status.json").is_file() else {})
-        runs[name] = metrics = json.loads((run_dir / "metrics.json").read_text()) \
-            if (run_dir / "metrics.json").is_file() else {}
+        statuses[name] = status = read_json(run_dir / "status.json")
+        runs[name] = metrics = read_json(run_dir / "metrics.json")
         row = {"run": name, "complete": bool(status.get("complete"))}
         for nb, s in (status.get("notebooks") or {}).items():
             row.update({f"notebooks.{nb}.{k}": s.get(k) for k in ("status", "seconds", "peak_rss_mb")})
