@@ -217,9 +217,9 @@ def _resume(ckpt_dir: Path | None, resume: bool, data_id: str, config: dict, mod
     if not ckpt_dir:
         return fresh
     found = [(e + 1, 0, p) for e, p in epoch_checkpoints(ckpt_dir).items()]
-    if (ckpt_dir / LAST).is_file():
-        ck = torch.load(ckpt_dir / LAST, map_location="cpu", weights_only=True)
-        found.append((ck["epoch"], ck["step"], ckpt_dir / LAST))
+    last = torch.load(ckpt_dir / LAST, map_location=device, weights_only=True) if (ckpt_dir / LAST).is_file() else None
+    if last is not None:
+        found.append((last["epoch"], last["step"], ckpt_dir / LAST))
     if found and (not resume or not data_id):
         for *_, path in found:
             path.unlink()
@@ -227,7 +227,7 @@ def _resume(ckpt_dir: Path | None, resume: bool, data_id: str, config: dict, mod
     if not found:
         return fresh
     epoch, step, path = max(found, key=lambda f: (f[0], f[1]))
-    ck = torch.load(path, map_location=device, weights_only=True)
+    ck = last if path.name == LAST else torch.load(path, map_location=device, weights_only=True)
     refuse_other_settings(f"checkpoint {path}", _comparable(ck["config"]), _comparable(config),
                           "use another run_dir or pass resume=False to start over (data_id: other training data)")
     model.load_state_dict(ck["model"])
