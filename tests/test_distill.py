@@ -286,6 +286,43 @@ def test_grid_curves_ablation_subset_and_resume(tmp_path):
                  checkpoint=tmp_path / "ck")
 
 
+def test_two_processes_on_one_grid_folder_train_each_run_once(tmp_path):
+    import json
+    import threading
+    import time
+
+    from lib.distill.grid import _Checkpoint
+
+    tok = make_tokenizer(tmp_path)
+    teacher = tiny_encoder(tok, layers=2, seed=1, name="teacher")
+    assistant = tiny_encoder(tok, layers=2, hidden=16, heads=2, seed=4, name="assistant", positions=512)
+    p = dict(seeds=[0], students=[1], student_hidden=16, student_heads=2, relation_heads=4, teacher_attention="eager",
+             student_inits=["random"], ablation_students=[1], ablation_inits=[], ablation_seeds=[], ta_students=[],
+             ta_source="pretrained", transfer_sentences=8, steps=4, batch_size=2, max_seq_len=16, lr=1e-3,
+             warmup_frac=0.1, weight_decay=0.01, cache_teacher_targets=False, tasks=[], task_students=[],
+             task_losses=["ce"], eval_every=2, checkpoint_every=2, lp_students=[], precision="fp32", w_at=1.0,
+             w_vr=1.0, w_out=1.0, kd_temperature=1.0, kd_alpha=0.5)
+    solo = run_grid(p, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / "solo")[0]
+    folder, held = tmp_path / "shared", "1x16 Value-MSE random s0"
+    other = _Checkpoint(folder, p).claim(held)  # another process is training this run
+    assert other is not None and _Checkpoint(folder, p).claim(held) is None
+    part = run_grid(p, teacher, assistant, _grid_data(), progress=False, checkpoint=folder, wait=False)[0]
+    assert list(part.model) == [m for m in solo.model if m != held]  # a helper worker leaves the held run to its holder
+    rows = folder / "rows.jsonl"
+
+    def die_when_alone():  # the holder dies unfinished once every other run is written, so the grid is waiting on it
+        while len(rows.read_text().splitlines()) < len(solo) - 1:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        other.close()
+
+    threading.Thread(target=die_when_alone, daemon=True).start()
+    whole = run_grid(p, teacher, assistant, _grid_data(), progress=False, checkpoint=folder)[0]
+    pd.testing.assert_frame_equal(whole.drop(columns="train_s"), solo.drop(columns="train_s"), check_dtype=False)
+    models = [json.loads(line)["model"] for line in rows.read_text().splitlines()]
+    assert sorted(models) == sorted(solo.model)  # every run trained once, none twice
+
+
 def test_teacher_cache_is_shared_and_matches_direct_run(tmp_path):
     tok = make_tokenizer(tmp_path)
     teacher = tiny_encoder(tok, layers=2, seed=1)
@@ -467,3 +504,10 @@ def test_paired_differences_skip_students_without_the_reference():
                      _agnostic_rows({"MiniLM": [0.7]}).assign(student="6x384")], ignore_index=True)
     d = paired_differences(res, reference="-Value-Rel", methods=("MiniLM",), metrics=("polarity_test",))
     assert d.student.tolist() == ["3x384"] and d["diff"].iloc[0] == pytest.approx(0.02)
+
+
+def test_worker_without_a_started_grid_says_what_to_do(tmp_path, capsys):
+    from lib.distill.worker import main as worker
+
+    assert worker([str(tmp_path / "run")]) == 2
+    assert "start notebook 05 on" in capsys.readouterr().err

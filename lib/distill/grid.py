@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -155,6 +156,32 @@ class _Checkpoint:
             atomic_write_text(saved, json.dumps(settings, indent=1) + "\n")
         self.rows = {r["model"]: {k: v for k, v in r.items() if k != "_digest"} for r in rows}
 
+    def refresh(self) -> None:
+        """Read rows.jsonl again: another process on the same folder may have finished runs since."""
+        if self.folder is not None:
+            self.rows = {r["model"]: {k: v for k, v in r.items() if k != "_digest"}
+                         for r in _read_rows(self.folder / "rows.jsonl")}
+
+    def claim(self, name: str, wait: bool = False):
+        """This process's hold on the run `name` (a context manager), or None when another live process holds it and
+        not `wait`. Two processes on one folder (notebook 05 and `python -m lib.distill.worker`) so never train the
+        same run. The hold is an flock on locks/<run>.lock: the kernel drops it when its process dies, so a killed
+        process leaves no stale claim (a lock file with a pid would). folder=None: always granted."""
+        import contextlib
+        import fcntl
+
+        if self.folder is None:
+            return contextlib.nullcontext()
+        path = self.folder / "locks" / f"{name.replace('/', '_')}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            fh.close()
+            return None
+        return fh  # closing the file (leaving the with block) releases the lock
+
     def _csv(self, name: str, kind: str = "losses") -> Path:
         return self.folder / kind / f"{name.replace('/', '_')}.csv"
 
@@ -181,6 +208,9 @@ class _Checkpoint:
                     atomic_write_text(self._csv(row["model"], kind), have[row["model"]].to_csv(index=False))
             self.folder.mkdir(parents=True, exist_ok=True)
             with open(self.folder / "rows.jsonl", "a") as f:  # one line per finished run; a torn last line is re-run
+                import fcntl
+
+                fcntl.flock(f, fcntl.LOCK_EX)  # two processes on one grid: their lines never interleave
                 f.write(json.dumps(row, default=float) + "\n")
             steps = self.steps_file(row["model"])
             if steps.is_file():  # the finished row replaces the run's step checkpoint (hundreds of MB)
@@ -190,18 +220,20 @@ class _Checkpoint:
 
 def _read_rows(path: Path) -> list[dict]:
     """The rows of rows.jsonl; a last line torn by a kill (no newline yet) is cut off the file, so that run is done
-    again and the next row starts on a line of its own."""
+    again and the next row starts on a line of its own. Read under the file's lock, so a line another process is
+    writing at that moment is not taken for a torn one."""
+    import fcntl
     import json
-
-    from lib.common.paths import atomic_write_text
 
     if not path.is_file():
         return []
-    text = path.read_text()
-    if text and not text.endswith("\n"):
-        text = text[:text.rfind("\n") + 1]
-        atomic_write_text(path, text)
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    with open(path, "r+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        data = f.read()
+        if data and not data.endswith(b"\n"):
+            data = data[:data.rfind(b"\n") + 1]
+            f.truncate(len(data))
+    return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
 
 
 def checkpoint_rows(folder: str | Path) -> pd.DataFrame:
@@ -229,77 +261,111 @@ class _Run:
     cache_root: object
     save_dir: Path | None
     progress: bool
+    wait: bool = True
+
+
+def _never() -> bool:
+    return False
+
+
+def _once(g: _Run, name: str, make, curves: dict | None = None, redo=_never, wait: bool = True) -> dict | None:
+    """The row of run `name`: finished earlier (maybe by another process on the same folder) or made now by
+    `make(done)` under this process's claim on it. redo(): make it although it is finished (a model needed in memory
+    or a saved folder gone). None when another process holds the claim and not `wait`."""
+    done = g.ck.get(name, g.hist, curves)
+    if done is not None and not redo():
+        return done
+    hold = g.ck.claim(name, wait)
+    if hold is None:
+        return None
+    with hold:
+        g.ck.refresh()  # the process that held the claim may have just finished the run
+        done = g.ck.get(name, g.hist, curves)
+        return done if done is not None and not redo() else make(done)
+
+
+def _add(g: _Run, pending: list, name: str, make, curves: dict | None = None, redo=_never) -> None:
+    """Append the row of run `name` to g.rows; a run another process is training leaves a gap, filled by _settle."""
+    row = _once(g, name, make, curves, redo, wait=False)
+    if row is None:
+        pending.append((len(g.rows), name, make, curves, redo))
+    g.rows.append(row)
+
+
+def _settle(g: _Run, pending: list) -> None:
+    """Fill the gaps _add left, in grid order: wait for the other process's run (or make it, if that process died);
+    with g.wait False (a helper worker) a gap still held elsewhere stays empty."""
+    for i, name, make, curves, redo in pending:
+        g.rows[i] = _once(g, name, make, curves, redo, wait=g.wait)
 
 
 def _task_teachers(g: _Run) -> dict:
     """Task teachers: fine-tuned once per task (seed of the first run), shared by every seed and student."""
-    p, teacher, data, ck, hist, rows, progress = g.p, g.teacher, g.data, g.ck, g.hist, g.rows, g.progress
+    p, data = g.p, g.data
     task_targets = {}
     for task in p["tasks"]:
         df = data[task]["train"]
         n_cls = int(max(data[task][s].label.max() for s in ("train", "val", "test"))) + 1
         tt = TaskTargets(df.text.tolist(), df.label.values, n_cls)
-        done = ck.get(f"teacher fine-tuned ({task})", hist)
-        if done is not None:
-            tt.teacher_logits = np.asarray(done.pop("_logits"), dtype=np.float32)
-            task_targets[task] = tt
-            rows.append(done)
-            continue
-        ft = finetune_teacher(teacher, tt, FinetuneConfig(steps=p["teacher_ft_steps"], batch_size=p["batch_size"],
-                                                         max_seq_len=p["max_seq_len"], lr=p["teacher_ft_lr"],
-                                                         layers=p["teacher_ft_layers"], seed=p["seeds"][0]), progress)
-        tt.teacher_logits = predict_logits(ft, tt.texts, p["max_seq_len"])
+        row = dict(_once(g, f"teacher fine-tuned ({task})", partial(_task_teacher_run, g, task, tt)))
+        tt.teacher_logits = np.asarray(row.pop("_logits"), dtype=np.float32)
         task_targets[task] = tt
-        row = {"model": f"teacher fine-tuned ({task})", "student": "12x768", "stage": "reference",
-               "method": "teacher fine-tuned", "task": task, "init": "", "seed": -1,
-               "task_train": float((tt.teacher_logits.argmax(1) == tt.labels).mean()),
-               **head_accuracy(ft, data, task, p["max_seq_len"])}
-        ck.put({**row, "_logits": tt.teacher_logits.tolist()}, hist)
-        rows.append(row)
-        del ft
+        g.rows.append(row)
     return task_targets
+
+
+def _task_teacher_run(g: _Run, task: str, tt: TaskTargets, done) -> dict:
+    p = g.p
+    ft = finetune_teacher(g.teacher, tt, FinetuneConfig(steps=p["teacher_ft_steps"], batch_size=p["batch_size"],
+                                                       max_seq_len=p["max_seq_len"], lr=p["teacher_ft_lr"],
+                                                       layers=p["teacher_ft_layers"], seed=p["seeds"][0]), g.progress)
+    logits = predict_logits(ft, tt.texts, p["max_seq_len"])
+    row = {"model": f"teacher fine-tuned ({task})", "student": "12x768", "stage": "reference",
+           "method": "teacher fine-tuned", "task": task, "init": "", "seed": -1,
+           "task_train": float((logits.argmax(1) == tt.labels).mean()),
+           **head_accuracy(ft, g.data, task, p["max_seq_len"]), "_logits": logits.tolist()}
+    return g.ck.put(row, g.hist)
 
 
 def _task_specific(g: _Run, task_targets: dict) -> None:
     """Task-specific rows: every combination of `task_losses` on `task_students`, per seed, init and task."""
-    p, teacher, assistant, data, ck, hist, rows = g.p, g.teacher, g.assistant, g.data, g.ck, g.hist, g.rows
-    shared, cache_root, base, kd, passes, progress, temb = g.shared, g.cache_root, g.base, g.kd, g.passes, g.progress, g.temb
+    p, pending = g.p, []
     for seed in p["seeds"]:
-        tcache = shared or _teacher_source(teacher, p, cache_root)
+        tcache = g.shared or _teacher_source(g.teacher, p, g.cache_root)
         for init in p["student_inits"]:
             for task in p["tasks"]:
-                tt = task_targets[task]
                 for m in p["task_students"]:
                     for combo in p["task_losses"]:
-                        spec = LossSpec.parse(combo, p["w_at"], p["w_vr"], p["w_out"], 1.0, p["kd_temperature"], p["kd_alpha"])
                         name = f"{m}x{p['student_hidden']} {task} {combo} {init} s{seed}"
-                        done = ck.get(name, hist)
-                        if done is not None:
-                            rows.append(done)
-                            continue
-                        st = make_student(teacher.tokenizer, m, p["student_hidden"], p["student_heads"], seed=seed,
-                                          init_from=assistant if init == "assistant" else None, device=teacher.model.device)
-                        cfg = DistillConfig(steps=p["task_steps"], lr=p["task_lr"], seed=seed, losses=combo, **base, **kd)
-                        hist[name] = distill(tcache, st, tt.texts, cfg, progress=progress, task=tt)
-                        passes[id(tcache)] = tcache
-                        rows.append(ck.put({"model": name, "student": f"{m}x{p['student_hidden']}", "stage": "task-specific",
-                                            "method": "control (task loss only)" if combo == CONTROL else "distilled",
-                                            "task": task, "combo": combo, "losses": spec.label(), "init": init,
-                                            "seed": seed, "final_loss": float(hist[name].loss.iloc[-5:].mean()),
-                                            **task_accuracy(st, data, task, p["max_seq_len"], seed),
-                                            **fidelity_of(st, data, temb, p["max_seq_len"])}, hist))
+                        _add(g, pending, name, partial(_task_specific_run, g, name, tcache, task_targets[task], seed,
+                                                       init, task, m, combo))
+    _settle(g, pending)
+
+
+def _task_specific_run(g: _Run, name: str, tcache, tt: TaskTargets, seed: int, init: str, task: str, m: int,
+                       combo: str, done) -> dict:
+    p, teacher = g.p, g.teacher
+    spec = LossSpec.parse(combo, p["w_at"], p["w_vr"], p["w_out"], 1.0, p["kd_temperature"], p["kd_alpha"])
+    st = make_student(teacher.tokenizer, m, p["student_hidden"], p["student_heads"], seed=seed,
+                      init_from=g.assistant if init == "assistant" else None, device=teacher.model.device)
+    cfg = DistillConfig(steps=p["task_steps"], lr=p["task_lr"], seed=seed, losses=combo, **g.base, **g.kd)
+    g.hist[name] = distill(tcache, st, tt.texts, cfg, progress=g.progress, task=tt)
+    g.passes[id(tcache)] = tcache
+    return g.ck.put({"model": name, "student": f"{m}x{p['student_hidden']}", "stage": "task-specific",
+                     "method": "control (task loss only)" if combo == CONTROL else "distilled",
+                     "task": task, "combo": combo, "losses": spec.label(), "init": init,
+                     "seed": seed, "final_loss": float(g.hist[name].loss.iloc[-5:].mean()),
+                     **task_accuracy(st, g.data, task, p["max_seq_len"], seed),
+                     **fidelity_of(st, g.data, g.temb, p["max_seq_len"])}, g.hist)
 
 
 def _task_agnostic(g: _Run) -> dict[str, pd.DataFrame]:
     """Task-agnostic rows: MiniLM, the ablations, w/ TA and the controls per seed and init; returns the learning curves."""
-    p, teacher, assistant, data, ck, hist, rows = g.p, g.teacher, g.assistant, g.data, g.ck, g.hist, g.rows
-    shared, ta_shared, cache_root, base, passes, progress, temb = (g.shared, g.ta_shared, g.cache_root, g.base, g.passes,
-                                                                   g.progress, g.temb)
-    save_dir = g.save_dir
+    p, pending = g.p, []
     curves: dict[str, pd.DataFrame] = {}
     abl_inits, abl_seeds = p.get("ablation_inits") or p["student_inits"], p.get("ablation_seeds") or p["seeds"]
     for seed in p["seeds"]:
-        tcache = shared or _teacher_source(teacher, p, cache_root)
+        tcache = g.shared or _teacher_source(g.teacher, p, g.cache_root)
         for init in p["student_inits"]:
             trained = {}
             plan = [(m, "MiniLM") for m in p["students"]]
@@ -309,52 +375,59 @@ def _task_agnostic(g: _Run) -> dict[str, pd.DataFrame]:
             plan += [(m, "no distillation") for m in p["students"]]
             for m, meth in plan:
                 name = f"{m}x{p['student_hidden']} {meth} {init} s{seed}"
-                done = ck.get(name, hist, curves)
-                folder = Path(save_dir) / student_folder(m, p["student_hidden"], seed, meth, init) if (
-                    save_dir is not None
+                folder = Path(g.save_dir) / student_folder(m, p["student_hidden"], seed, meth, init) if (
+                    g.save_dir is not None
                     and (meth == "MiniLM" or (meth == "no distillation" and m in p.get("lp_students", [])))) else None
-                # a finished row whose saved model is missing (or the 6x384 teacher assistant) is trained again:
-                # every run is seeded, so it reproduces the same student
-                needed_later = (meth == "MiniLM" and m == 6 and p["ta_source"] == "distilled" and p["ta_students"]) or (
-                    folder is not None and not (folder / "config.json").is_file())
-                if done is not None and not needed_later:
-                    rows.append(done)
-                    continue
-                st = make_student(teacher.tokenizer, m, p["student_hidden"], p["student_heads"], seed=seed,
-                                  init_from=assistant if init == "assistant" else None, device=teacher.model.device)
-                spec = VARIANT_SPECS[METHOD_VARIANT[meth]] if meth in METHOD_VARIANT else LossSpec()
-                trained_for = {}
-                if meth != "no distillation":
-                    if meth == "MiniLM (w/ TA)":
-                        src = (ta_shared or _teacher_source(assistant, p, cache_root)) if p["ta_source"] == "pretrained" \
-                            else TeacherCache(trained[6], None, p["max_seq_len"], definition=p["teacher_attention"],
-                                            precision=p.get("precision", "fp32"))
-                    else:
-                        src = tcache
-                    cfg = DistillConfig(variant=METHOD_VARIANT[meth], steps=p["steps"], lr=p["lr"], seed=seed, **base)
-                    res = train_student(src, st, data["transfer"], cfg, progress=progress,
-                                        checkpoint=ck.steps_file(name) if p.get("checkpoint_every") else None,
-                                        checkpoint_every=p.get("checkpoint_every", 0), eval_every=p.get("eval_every", 0),
-                                        evaluate=lambda enc, s=seed: evaluate(enc, data, temb, p["max_seq_len"], s))
-                    hist[name] = res["losses"]
-                    if len(res["curve"]):
-                        curves[name] = res["curve"]
-                    trained_for = {"steps": len(res["losses"]), "train_s": res["seconds"]}
-                    passes[id(src)] = src
-                if meth == "MiniLM":
-                    trained[m] = st
-                if folder is not None:
-                    save_sentence_transformer(st, folder, p["max_seq_len"])
-                rows.append(done or ck.put({"model": name, "student": f"{m}x{p['student_hidden']}", "stage": "task-agnostic",
-                                            "method": meth, "losses": spec.label(), "init": init, "seed": seed,
-                                            "final_loss": float(hist[name].loss.iloc[-5:].mean()) if name in hist else float("nan"),
-                                            **trained_for, **evaluate(st, data, temb, p["max_seq_len"], seed)},
-                                           hist, curves))
+                make = partial(_agnostic_run, g, name, tcache, trained, curves, seed, init, m, meth, folder)
+                # a finished row whose saved model is missing is trained again: every run is seeded, so it reproduces
+                # the same student
+                redo = partial(lambda f: f is not None and not (f / "config.json").is_file(), folder)
+                if meth == "MiniLM" and m == 6 and p["ta_source"] == "distilled" and p["ta_students"]:
+                    # the 6x384 teacher assistant is needed in memory by the w/ TA rows that follow: always trained
+                    g.rows.append(_once(g, name, make, curves, lambda: True))
+                else:
+                    _add(g, pending, name, make, curves, redo)
+    _settle(g, pending)
     return curves
 
 
+def _agnostic_run(g: _Run, name: str, tcache, trained: dict, curves: dict, seed: int, init: str, m: int, meth: str,
+                  folder: Path | None, done) -> dict:
+    p, teacher, assistant = g.p, g.teacher, g.assistant
+    st = make_student(teacher.tokenizer, m, p["student_hidden"], p["student_heads"], seed=seed,
+                      init_from=assistant if init == "assistant" else None, device=teacher.model.device)
+    spec = VARIANT_SPECS[METHOD_VARIANT[meth]] if meth in METHOD_VARIANT else LossSpec()
+    trained_for = {}
+    if meth != "no distillation":
+        if meth == "MiniLM (w/ TA)":
+            src = (g.ta_shared or _teacher_source(assistant, p, g.cache_root)) if p["ta_source"] == "pretrained" \
+                else TeacherCache(trained[6], None, p["max_seq_len"], definition=p["teacher_attention"],
+                                  precision=p.get("precision", "fp32"))
+        else:
+            src = tcache
+        cfg = DistillConfig(variant=METHOD_VARIANT[meth], steps=p["steps"], lr=p["lr"], seed=seed, **g.base)
+        res = train_student(src, st, g.data["transfer"], cfg, progress=g.progress,
+                            checkpoint=g.ck.steps_file(name) if p.get("checkpoint_every") else None,
+                            checkpoint_every=p.get("checkpoint_every", 0), eval_every=p.get("eval_every", 0),
+                            evaluate=lambda enc: evaluate(enc, g.data, g.temb, p["max_seq_len"], seed))
+        g.hist[name] = res["losses"]
+        if len(res["curve"]):
+            curves[name] = res["curve"]
+        trained_for = {"steps": len(res["losses"]), "train_s": res["seconds"]}
+        g.passes[id(src)] = src
+    if meth == "MiniLM":
+        trained[m] = st
+    if folder is not None:
+        save_sentence_transformer(st, folder, p["max_seq_len"])
+    return done or g.ck.put({"model": name, "student": f"{m}x{p['student_hidden']}", "stage": "task-agnostic",
+                             "method": meth, "losses": spec.label(), "init": init, "seed": seed,
+                             "final_loss": float(g.hist[name].loss.iloc[-5:].mean()) if name in g.hist else float("nan"),
+                             **trained_for, **evaluate(st, g.data, g.temb, p["max_seq_len"], seed)}, g.hist, curves)
+
+
 def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir: Path | None = None,
-             progress: bool = True, cache_root=None, checkpoint: Path | None = None) -> tuple[pd.DataFrame, dict, dict]:
+             progress: bool = True, cache_root=None, checkpoint: Path | None = None,
+             wait: bool = True) -> tuple[pd.DataFrame, dict, dict]:
     """Distil and evaluate the grid of notebook 05; returns (results, {run name: loss history}, info).
 
     Task-specific rows come first (they carry the comparison with the controls), then the task-agnostic ones.
@@ -367,33 +440,32 @@ def run_grid(p: dict, teacher: Encoder, assistant: Encoder, data: dict, save_dir
     the same init ('ce' = the control: hard labels only), scored by the student's own head; L_OUT's soft targets come
     from the teacher fine-tuned on the task (reference row 'teacher fine-tuned'). info: teacher passes, wall time and
     learning curves. Distilled rows carry `steps` and `train_s` (training wall time over every resumed call).
-    checkpoint: a folder where finished runs are kept, so a killed grid resumes (see _Checkpoint).
+    checkpoint: a folder where finished runs are kept, so a killed grid resumes (see _Checkpoint). Several processes
+    may work on one checkpoint folder at once (lib.distill.worker): each run is trained by whichever claims it first;
+    the others skip it and, with `wait`, take its row when it is done (wait=False: leave it out of the results).
     """
     t0 = time.perf_counter()
     ck = _Checkpoint(checkpoint, p)
     ev = dict(max_seq_len=p["max_seq_len"])
     temb = {f"fid_{s}": encode(teacher, data["fidelity"][s], **ev) for s in ("val", "test")}
-    hist, rows = {}, []
-    for name, enc, student, method in (("teacher (mpnet 12x768)", teacher, "12x768", "teacher"),
-                                       ("assistant (MiniLM-L6 6x384)", assistant, "6x384", "assistant (pre-trained)")):
-        rows.append(ck.get(name, hist) or ck.put({"model": name, "student": student, "stage": "reference",
-                                                  "method": method, "init": "", "seed": -1,
-                                                  **evaluate(enc, data, temb, p["max_seq_len"], 0)}, hist))
-    passes = {}
     shared = _teacher_source(teacher, p, cache_root) if p["cache_teacher_targets"] else None
     ta_shared = _teacher_source(assistant, p, cache_root) if p["cache_teacher_targets"] else None
     base = dict(batch_size=p["batch_size"], max_seq_len=p["max_seq_len"], warmup_frac=p["warmup_frac"],
                 weight_decay=p["weight_decay"], relation_heads=p["relation_heads"], teacher_attention=p["teacher_attention"])
     kd = dict(w_at=p["w_at"], w_vr=p["w_vr"], w_out=p["w_out"], temperature=p["kd_temperature"], alpha=p["kd_alpha"])
-
-    g = _Run(p, teacher, assistant, data, ck, hist, rows, temb, passes, shared, ta_shared, base, kd, cache_root,
-             save_dir, progress)
+    g = _Run(p, teacher, assistant, data, ck, {}, [], temb, {}, shared, ta_shared, base, kd, cache_root,
+             save_dir, progress, wait)
+    for name, enc, student, method in (("teacher (mpnet 12x768)", teacher, "12x768", "teacher"),
+                                       ("assistant (MiniLM-L6 6x384)", assistant, "6x384", "assistant (pre-trained)")):
+        g.rows.append(_once(g, name, lambda _, name=name, enc=enc, student=student, method=method: ck.put({
+            "model": name, "student": student, "stage": "reference", "method": method, "init": "", "seed": -1,
+            **evaluate(enc, data, temb, p["max_seq_len"], 0)}, g.hist)))
     # task-specific stage first: it answers the goal (distilled vs control over seeds) if a long grid is cut short
     _task_specific(g, _task_teachers(g))
     curves = _task_agnostic(g)
-    info = {"teacher_sentences": int(sum(s.teacher_sentences for s in passes.values())),
+    info = {"teacher_sentences": int(sum(s.teacher_sentences for s in g.passes.values())),
             "wall_s": time.perf_counter() - t0, "curves": curves}
-    return pd.DataFrame(rows), hist, info
+    return pd.DataFrame([r for r in g.rows if r is not None]), g.hist, info
 
 
 def student_folder(layers: int, hidden: int, seed: int, method: str = "MiniLM", init: str = "random") -> str:
