@@ -85,8 +85,6 @@ def test_bad_inputs_are_clear_errors():
 import itertools
 import json
 
-import numpy as np
-
 from lib.aauc.metric import aauc_by_group, aauc_inside_across, aauc_on_pairs, sampled_pairs, top_new_links
 from lib.aauc.study import load_run_models
 
