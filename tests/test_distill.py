@@ -405,11 +405,14 @@ def test_distill_config_rejects_unknown_variant(tmp_path):
                   progress=False)
 
 
-def test_saved_student_loads_as_sentence_transformer(tmp_path):
+def test_saved_student_loads_as_sentence_transformer(tmp_path, capfd, caplog):
     from sentence_transformers import SentenceTransformer
 
     enc = tiny_encoder(make_tokenizer(tmp_path), layers=1, hidden=16, heads=2)
+    capfd.readouterr()
     folder = save_sentence_transformer(enc, tmp_path / "st", max_seq_len=16)
+    printed = "".join(capfd.readouterr()) + caplog.text
+    assert "LOAD REPORT" not in printed, printed  # it would print the path of a temporary folder
     st = SentenceTransformer(str(folder), device="cpu")
     got = st.encode(CORPUS[:3], convert_to_numpy=True)
     assert np.allclose(got, encode(enc, CORPUS[:3], 16), atol=1e-5)

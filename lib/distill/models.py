@@ -281,8 +281,15 @@ def save_sentence_transformer(enc: Encoder, folder: str | os.PathLike, max_seq_l
         hf = Path(tmp) / "hf"
         enc.model.save_pretrained(hf)
         enc.tokenizer.save_pretrained(hf)
-        st = SentenceTransformer(modules=[Transformer(str(hf), max_seq_length=max_seq_len),
-                                          Pooling(enc.hidden, "mean")], device="cpu")
+        from transformers.utils import logging as hf_logging
+
+        level = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # the unused pooler is new here: a report of it names this temporary folder
+        try:
+            st = SentenceTransformer(modules=[Transformer(str(hf), max_seq_length=max_seq_len),
+                                              Pooling(enc.hidden, "mean")], device="cpu")
+        finally:
+            hf_logging.set_verbosity(level)
         out = Path(tmp) / "st"
         st.save(str(out))
         if folder.exists():
