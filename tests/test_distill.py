@@ -1,6 +1,6 @@
 """Stage 5 losses against hand calculations, masking, relation heads, a short distillation and bad input.
 
-Tiny BERT configs with a hand-written vocabulary, so nothing here needs the real model packages or /work/shared.
+Tiny BERT configs with a hand-written vocabulary, so nothing here needs the real model packages.
 """
 from __future__ import annotations
 
@@ -291,7 +291,7 @@ def test_two_processes_on_one_grid_folder_train_each_run_once(tmp_path):
     import threading
     import time
 
-    from lib.distill.grid import _Checkpoint
+    from lib.distill.checkpoint import GridCheckpoint
 
     tok = make_tokenizer(tmp_path)
     teacher = tiny_encoder(tok, layers=2, seed=1, name="teacher")
@@ -304,8 +304,8 @@ def test_two_processes_on_one_grid_folder_train_each_run_once(tmp_path):
              w_vr=1.0, w_out=1.0, kd_temperature=1.0, kd_alpha=0.5)
     solo = run_grid(p, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / "solo")[0]
     folder, held = tmp_path / "shared", "1x16 Value-MSE random s0"
-    other = _Checkpoint(folder, p).claim(held)  # another process is training this run
-    assert other is not None and _Checkpoint(folder, p).claim(held) is None
+    other = GridCheckpoint(folder, p).claim(held)  # another process is training this run
+    assert other is not None and GridCheckpoint(folder, p).claim(held) is None
     part = run_grid(p, teacher, assistant, _grid_data(), progress=False, checkpoint=folder, wait=False)[0]
     assert list(part.model) == [m for m in solo.model if m != held]  # a helper worker leaves the held run to its holder
     rows = folder / "rows.jsonl"

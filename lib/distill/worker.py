@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     p = json.loads(params.read_text())["params"]
 
     from lib.distill.data import build_datasets
-    from lib.distill.grid import checkpoint_rows, run_grid
+    from lib.distill.checkpoint import checkpoint_rows
+    from lib.distill.grid import run_grid
     from lib.distill.models import assistant_path, ensure_teacher, load_encoder
 
     dev = get_device(p["device"])

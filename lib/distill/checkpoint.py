@@ -1,0 +1,131 @@
+"""Where a distillation grid keeps its finished runs, so a killed grid resumes and two processes can share it
+(lib.distill.grid.run_grid, lib.distill.worker): rows.jsonl, loss and curve CSVs, step checkpoints, per-run claims."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lib.common.hashing import config_digest
+
+NOT_IN_ROWS = ("run_dir", "save_students", "speed_sentences", "lp_students", "lp_epochs", "lp_protocols",
+               "checkpoint_every")
+"""Parameters of notebook 05 that change no finished row of the grid (where it runs, what is saved or evaluated after
+the grid, how often a run keeps its step checkpoint)."""
+
+
+class GridCheckpoint:
+    """Finished rows and loss histories of a grid in `folder` (rows.jsonl + losses/<run>.csv + the settings they were
+    made with, settings.json); a killed grid re-run with the same settings skips what is there, and one re-run with
+    other settings is refused (lib.common.runinfo.refuse_other_settings) instead of mixing two grids. The code is not
+    in the settings (a resumed run must not redo hours after a cosmetic edit): delete the folder after changing what
+    a run computes. folder=None keeps nothing."""
+
+    def __init__(self, folder: Path | None, p: dict):
+        import json
+
+        from lib.common.paths import atomic_write_text
+        from lib.common.runinfo import jsonable, refuse_other_settings
+
+        self.folder, self.rows = (Path(folder) if folder else None), {}
+        self.digest = config_digest(p)  # how rows written before settings.json name their settings
+        settings = {k: v for k, v in jsonable(p).items() if k not in NOT_IN_ROWS}
+        if self.folder is None:
+            return
+        fix = (f"use the parameters it was made with, another run_dir, or delete {self.folder} to start the grid "
+               f"over")
+        rows, saved = _read_rows(self.folder / "rows.jsonl"), self.folder / "settings.json"
+        if saved.is_file():
+            refuse_other_settings(f"the finished runs in {self.folder}", json.loads(saved.read_text()), settings, fix)
+        elif any(r.get("_digest") != self.digest for r in rows):
+            raise ValueError(f"the finished runs in {self.folder} were made with other settings (which ones was not "
+                             f"recorded then); {fix}")
+        else:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(saved, json.dumps(settings, indent=1) + "\n")
+        self.rows = {r["model"]: {k: v for k, v in r.items() if k != "_digest"} for r in rows}
+
+    def refresh(self) -> None:
+        """Read rows.jsonl again: another process on the same folder may have finished runs since."""
+        if self.folder is not None:
+            self.rows = {r["model"]: {k: v for k, v in r.items() if k != "_digest"}
+                         for r in _read_rows(self.folder / "rows.jsonl")}
+
+    def claim(self, name: str, wait: bool = False):
+        """This process's hold on the run `name` (a context manager), or None when another live process holds it and
+        not `wait`. Two processes on one folder (notebook 05 and `python -m lib.distill.worker`) so never train the
+        same run. The hold is an flock on locks/<run>.lock: the kernel drops it when its process dies, so a killed
+        process leaves no stale claim (a lock file with a pid would). folder=None: always granted."""
+        import contextlib
+        import fcntl
+
+        if self.folder is None:
+            return contextlib.nullcontext()
+        path = self.folder / "locks" / f"{name.replace('/', '_')}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            fh.close()
+            return None
+        return fh  # closing the file (leaving the with block) releases the lock
+
+    def _csv(self, name: str, kind: str = "losses") -> Path:
+        return self.folder / kind / f"{name.replace('/', '_')}.csv"
+
+    def steps_file(self, name: str) -> Path | None:
+        """Where the run `name` keeps its step checkpoint while it trains (None: no checkpoint folder)."""
+        return None if self.folder is None else self.folder / "steps" / f"{name.replace('/', '_')}.pt"
+
+    def get(self, name: str, hist: dict, curves: dict | None = None) -> dict | None:
+        r = self.rows.get(name)
+        if r is not None and self.folder is not None:
+            for kind, into in (("losses", hist), ("curves", curves)):
+                if into is not None and self._csv(name, kind).is_file():
+                    into[name] = pd.read_csv(self._csv(name, kind))
+        return r
+
+    def put(self, row: dict, hist: dict, curves: dict | None = None) -> dict:
+        import json
+
+        from lib.common.paths import atomic_write_text
+
+        if self.folder is not None:
+            for kind, have in (("losses", hist), ("curves", curves or {})):
+                if row["model"] in have:
+                    atomic_write_text(self._csv(row["model"], kind), have[row["model"]].to_csv(index=False))
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with open(self.folder / "rows.jsonl", "a") as f:  # one line per finished run; a torn last line is re-run
+                import fcntl
+
+                fcntl.flock(f, fcntl.LOCK_EX)  # two processes on one grid: their lines never interleave
+                f.write(json.dumps(row, default=float) + "\n")
+            steps = self.steps_file(row["model"])
+            if steps.is_file():  # the finished row replaces the run's step checkpoint (hundreds of MB)
+                steps.unlink()
+        return row
+
+
+def _read_rows(path: Path) -> list[dict]:
+    """The rows of rows.jsonl; a last line torn by a kill (no newline yet) is cut off the file, so that run is done
+    again and the next row starts on a line of its own. Read under the file's lock, so a line another process is
+    writing at that moment is not taken for a torn one."""
+    import fcntl
+    import json
+
+    if not path.is_file():
+        return []
+    with open(path, "r+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        data = f.read()
+        if data and not data.endswith(b"\n"):
+            data = data[:data.rfind(b"\n") + 1]
+            f.truncate(len(data))
+    return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+
+
+def checkpoint_rows(folder: str | Path) -> pd.DataFrame:
+    """The finished rows of a (possibly unfinished) grid's checkpoint folder, for a look before the grid ends."""
+    rows = _read_rows(Path(folder) / "rows.jsonl")
+    return pd.DataFrame([{k: v for k, v in r.items() if k not in ("_digest", "_logits")} for r in rows])
