@@ -1,5 +1,5 @@
 """LiveSource (wikipedia-api) against the local mock MediaWiki server: API semantics, faults, bounded retries, and a
-cached, killed-and-resumed campaign. Everything runs on 127.0.0.1; no network and no /work/shared needed."""
+cached, killed-and-resumed campaign. Everything runs on 127.0.0.1; no network needed."""
 from __future__ import annotations
 
 import json

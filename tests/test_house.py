@@ -147,3 +147,23 @@ def test_notebook_cells_only_tell():
                 long.append(f"{nb.name} code cell {i}: {len(lines)} lines")
             defs += [f"{nb.name} code cell {i}: {ln.strip()}" for ln in lines if re.match(r"\s*(async\s+)?def |\s*class ", ln)]
     assert not long and not defs, long + defs
+
+
+MACHINE_PATH = re.compile(r"(?<![\w.~])/(?:work|tmp|home|root|Users|check)/[\w.-]")
+
+
+def test_demo_notebooks_print_no_path_of_the_machine_that_ran_them():
+    """A clone lives elsewhere: the executed copies in notebooks/ print paths relative to the repository."""
+    import json
+
+    from lib.common.params import numbered_notebooks
+
+    hits = []
+    for nb in numbered_notebooks():
+        for i, cell in enumerate(json.loads(nb.read_text(encoding="utf-8"))["cells"]):
+            for out in cell.get("outputs", []):
+                text = "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
+                hits += [f"{nb.name} cell {i}: {m.group(0)}" for m in MACHINE_PATH.finditer(text)]
+    assert not hits, hits[:10]
+    assert MACHINE_PATH.search("wrote /work/main/outputs/demo/metrics.json") and not MACHINE_PATH.search(
+        "wrote outputs/demo/metrics.json; 2/work/step")

@@ -1,6 +1,6 @@
 """Stage 6 soft-logit distillation: losses against hand calculations, the two students, toy runs, resuming.
 
-Tiny tokenizer and encoder from test_distill, so nothing here needs the real teacher or /work/shared.
+Tiny tokenizer and encoder from test_distill, so nothing here needs the real teacher.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Stage 6 orchestration (lib.kd.run): the logit cache, the saved task teacher, the control's budget, probing inputs,
-and a resumable end-to-end grid on a tiny teacher. No real teacher, spaCy model or /work/shared needed."""
+and a resumable end-to-end grid on a tiny teacher. No real teacher or spaCy model needed."""
 from __future__ import annotations
 
 import numpy as np
