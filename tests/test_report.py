@@ -201,6 +201,30 @@ def test_the_distillation_headline_names_its_budget_and_links_the_run_that_made_
     assert "pipeline check" not in distillation(runs, tmp_path)
 
 
+def test_a_long_distillation_run_carries_the_headline_and_the_short_ones_are_named_pipeline_checks(tmp_path):
+    from lib.run.headline import distillation
+
+    def rows(gain):
+        return [{"stage": "task-agnostic", "student": "3x384", "init": "random", "method": m, "seed": s,
+                 "polarity_test": 0.6 + s / 100 + (gain * (1 + s / 10) if m == "MiniLM" else 0),
+                 "topic_test": 0.5, "fid_cosine": 0.7} for s in (0, 1, 2) for m in ("MiniLM", "no distillation")]
+
+    lp = [{"protocol": "leak_free", "embedder": e, "model": "gat_model", "seed": 0, "auc": a}
+          for e, a in (("3x384 random MiniLM", 0.80), ("3x384 random no distillation", 0.75))]
+    runs = {"long": {"distill": {"results": rows(0.1), "link_prediction": lp}}, "short": {"distill": {"results": rows(0.0)}}}
+    for run, steps in (("long", 5000), ("short", 60)):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "params_05.json").write_text(json.dumps({"params": {"steps": steps}}))
+    line = distillation(runs, tmp_path)
+    # polarity gains 0.10, 0.11, 0.12 over the seeds: mean 0.110, 95% t-interval 0.110 -/+ 4.303 * 0.01 / sqrt(3)
+    assert "At 5,000 optimiser steps per student" in line and "3x384 random init, 3 seed(s)" in line
+    assert "polarity +0.110 [+0.085, +0.135]" in line and "topic +0.000" in line
+    assert "GatModel test AUC 3x384 +0.050 under leak_free ([long]" in line
+    assert "The shorter runs ([short](outputs/reference/short/)) are pipeline checks" in line
+    (tmp_path / "long" / "params_05.json").write_text(json.dumps({"params": {"steps": 500}}))
+    assert "At " not in distillation(runs, tmp_path)  # no run reaches the result budget: the pipeline-check line
+
+
 def test_a_result_published_under_several_run_names_is_listed_once():
     import pandas as pd
 
