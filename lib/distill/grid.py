@@ -173,7 +173,10 @@ def _settle(g: _Run, pending: list) -> None:
     """Fill the gaps _add left, in grid order: wait for the other process's run (or make it, if that process died);
     with g.wait False (a helper worker) a gap still held elsewhere stays empty."""
     for i, name, make, curves, redo in pending:
-        g.rows[i] = _once(g, name, make, curves, redo, wait=g.wait)
+        g.rows[i] = _once(g, name, make, curves, redo, wait=False)
+        if g.rows[i] is None and g.wait:
+            print(f"waiting for {name!r}: another process on this checkpoint folder is training it", flush=True)
+            g.rows[i] = _once(g, name, make, curves, redo, wait=True)
 
 
 def _task_teachers(g: _Run) -> dict:
