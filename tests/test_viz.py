@@ -87,3 +87,19 @@ def test_degree_distribution_counts_degrees_and_writes_the_png(tmp_path):
     x, y = fig.axes[0].lines[0].get_data()
     assert list(x) == [1, 3] and list(y) == [3, 1]  # three leaves of degree 1, the hub of degree 3
     assert (tmp_path / "d.png").stat().st_size > 0
+
+
+def test_a_crowded_figure_is_saved_without_a_warning_that_names_a_source_path(tmp_path):
+    import warnings
+
+    import matplotlib.pyplot as plt
+
+    from lib.viz.figures import saved
+
+    fig, ax = plt.subplots(figsize=(1, 0.3))  # too small for its title and labels: tight_layout gives up
+    ax.set(title="x" * 10, xlabel="y", ylabel="z")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        saved(fig, tmp_path / "f.png")
+    assert (tmp_path / "f.png").is_file() and not [w for w in caught if "Tight layout" in str(w.message)]
+    plt.close(fig)

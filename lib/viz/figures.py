@@ -11,7 +11,11 @@ import pandas as pd
 
 def saved(fig, path: str | os.PathLike | None, dpi: int = 120):
     """fig laid out and, when `path` is given, written there (its folder made first); returns fig."""
-    fig.tight_layout()
+    import warnings
+
+    with warnings.catch_warnings():  # a crowded figure keeps its layout; the warning would print this file's path
+        warnings.filterwarnings("ignore", "Tight layout not applied", UserWarning)
+        fig.tight_layout()
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=dpi)
