@@ -286,10 +286,8 @@ def test_grid_curves_ablation_subset_and_resume(tmp_path):
                  checkpoint=tmp_path / "ck")
 
 
-def test_two_processes_on_one_grid_folder_train_each_run_once(tmp_path):
+def test_two_processes_on_one_grid_folder_train_each_run_once(tmp_path, monkeypatch, capsys):
     import json
-    import threading
-    import time
 
     from lib.distill.checkpoint import GridCheckpoint
 
@@ -308,18 +306,19 @@ def test_two_processes_on_one_grid_folder_train_each_run_once(tmp_path):
     assert other is not None and GridCheckpoint(folder, p).claim(held) is None
     part = run_grid(p, teacher, assistant, _grid_data(), progress=False, checkpoint=folder, wait=False)[0]
     assert list(part.model) == [m for m in solo.model if m != held]  # a helper worker leaves the held run to its holder
-    rows = folder / "rows.jsonl"
+    claim = GridCheckpoint.claim
 
-    def die_when_alone():  # the holder dies unfinished once every other run is written, so the grid is waiting on it
-        while len(rows.read_text().splitlines()) < len(solo) - 1:
-            time.sleep(0.05)
-        time.sleep(0.5)
-        other.close()
+    def holder_dies_while_waited_for(self, name, wait=False):
+        if wait and name == held:
+            other.close()  # the holder is killed unfinished while this grid waits for it
+        return claim(self, name, wait)
 
-    threading.Thread(target=die_when_alone, daemon=True).start()
+    monkeypatch.setattr(GridCheckpoint, "claim", holder_dies_while_waited_for)
+    capsys.readouterr()
     whole = run_grid(p, teacher, assistant, _grid_data(), progress=False, checkpoint=folder)[0]
+    assert f"waiting for {held!r}" in capsys.readouterr().out
     pd.testing.assert_frame_equal(whole.drop(columns="train_s"), solo.drop(columns="train_s"), check_dtype=False)
-    models = [json.loads(line)["model"] for line in rows.read_text().splitlines()]
+    models = [json.loads(line)["model"] for line in (folder / "rows.jsonl").read_text().splitlines()]
     assert sorted(models) == sorted(solo.model)  # every run trained once, none twice
 
 
