@@ -68,6 +68,19 @@ def test_publish_copies_small_results_keeps_the_run_notes_and_leaves_checkpoints
     assert (ref / "r" / "README.md").read_text() == "how this run was made"
 
 
+def test_publish_copies_a_stage_folders_tables_and_parameters_but_not_its_checkpoints(tmp_path):
+    src, ref = tmp_path / "out" / "r", tmp_path / "ref"
+    (src / "distill" / "checkpoint" / "curves").mkdir(parents=True)
+    (src / "distill" / "students").mkdir()
+    (src / "metrics.json").write_text("{}")
+    for name in ("distill/results.csv", "distill/params_05.json", "distill/checkpoint/rows.jsonl",
+                 "distill/checkpoint/curves/a.csv", "distill/students/config.json"):
+        (src / name).write_text("x")
+    report.publish("r", outputs=tmp_path / "out", ref=ref)
+    got = sorted(p.relative_to(ref / "r").as_posix() for p in (ref / "r").rglob("*") if p.is_file())
+    assert got == ["distill/params_05.json", "distill/results.csv", "metrics.json"]
+
+
 def test_publish_keeps_files_of_notebooks_the_run_did_not_list_out(tmp_path):
     src, ref = tmp_path / "out" / "r", tmp_path / "ref"
     (src / "figures").mkdir(parents=True)

@@ -41,7 +41,9 @@ RBEGIN, REND = "<!-- tables:begin (python -m lib.run.report) -->", "<!-- tables:
 
 
 MAX_BYTES = 2_000_000
-KEEP = ("*.ipynb", "metrics.json", "params.json", "status.json", "params_*.json", "*.csv", "figures/*.png", "html/*.html")
+# a stage's own result tables and parameters (notebook 05 writes distill/, 06 kd/), never their checkpoint folders
+KEEP = ("*.ipynb", "metrics.json", "params.json", "status.json", "params_*.json", "*.csv", "figures/*.png", "html/*.html",
+        "distill/*.csv", "distill/params_*.json", "kd/*.csv", "kd/params_*.json")
 
 
 def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE) -> list[Path]:
