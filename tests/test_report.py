@@ -225,9 +225,9 @@ def test_a_long_distillation_run_carries_the_headline_and_the_short_ones_are_nam
     lp = [{"protocol": "leak_free", "embedder": e, "model": "gat_model", "seed": 0, "auc": a}
           for e, a in (("3x384 random MiniLM", 0.80), ("3x384 random no distillation", 0.75))]
     runs = {"long": {"distill": {"results": rows(0.1), "link_prediction": lp}}, "short": {"distill": {"results": rows(0.0)}}}
-    for run, steps in (("long", 5000), ("short", 60)):
-        (tmp_path / run).mkdir()
-        (tmp_path / run / "params_05.json").write_text(json.dumps({"params": {"steps": steps}}))
+    for folder, steps in (("long/distill", 5000), ("short", 60)):  # published with its stage folder, or flat
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "params_05.json").write_text(json.dumps({"params": {"steps": steps}}))
     line = distillation(runs, tmp_path)
     # polarity gains 0.10, 0.11, 0.12 over the seeds: mean 0.110, 95% t-interval 0.110 -/+ 4.303 * 0.01 / sqrt(3)
     assert "At 5,000 optimiser steps per student" in line and "3x384 random init, 3 seed(s)" in line
@@ -236,6 +236,21 @@ def test_a_long_distillation_run_carries_the_headline_and_the_short_ones_are_nam
     assert "The shorter runs ([short](outputs/reference/short/)) are pipeline checks" in line
     (tmp_path / "long" / "params_05.json").write_text(json.dumps({"params": {"steps": 500}}))
     assert "At " not in distillation(runs, tmp_path)  # no run reaches the result budget: the pipeline-check line
+
+
+def test_reference_tables_give_minilm_minus_its_control_and_each_ablation_with_intervals():
+    res = [{"stage": "task-agnostic", "student": "3x384", "init": "random", "method": m, "seed": s,
+            "polarity_test": 0.6 + s / 100 + gain * (1 + s / 10), "topic_test": 0.5, "fid_cosine": 0.4}
+           for s in (0, 1, 2) for m, gain in (("MiniLM", 0.1), ("no distillation", 0.0))]
+    res.append({"stage": "task-agnostic", "student": "3x384", "init": "random", "method": "Value-MSE", "seed": 0,
+                "polarity_test": 0.75, "topic_test": 0.45, "fid_cosine": 0.5})
+    t = report.distill_differences_table({"long": {"distill": {"results": res}}})
+    assert t["MiniLM minus"].tolist() == ["no distillation", "Value-MSE"]
+    # polarity gains 0.10, 0.11, 0.12: mean 0.110, 95% t-interval 0.110 -/+ 4.303 * 0.01 / sqrt(3)
+    assert t.iloc[0]["polarity"] == "+0.110 [+0.085, +0.135]" and t.iloc[0]["seeds"] == 3
+    assert t.iloc[1].to_dict() | {} == {"run": "long", "student": "3x384", "init": "random", "MiniLM minus": "Value-MSE",
+                                        "seeds": 1, "polarity": "-0.050", "topic": "+0.050", "fidelity cosine": "-0.100"}
+    assert "Which parts of MiniLM matter" in report.run_tables("long", {"distill": {"results": res}})
 
 
 def test_a_result_published_under_several_run_names_is_listed_once():

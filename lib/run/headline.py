@@ -135,8 +135,12 @@ def harder_negatives(runs: dict[str, dict]) -> str | None:
 
 
 def _steps(run: str, ref: Path) -> int | None:
-    p = ref / run / "params_05.json"
-    return json.loads(p.read_text(encoding="utf-8"))["params"].get("steps") if p.is_file() else None
+    """Optimiser steps per student of a run's notebook 05, from its parameters (published at the top of the run or in
+    its distill/ folder); None when the run holds none."""
+    for p in (ref / run / "params_05.json", ref / run / "distill" / "params_05.json"):
+        if p.is_file():
+            return json.loads(p.read_text(encoding="utf-8"))["params"].get("steps")
+    return None
 
 
 RESULT_STEPS = 1000

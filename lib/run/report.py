@@ -19,6 +19,7 @@ from lib.common.runinfo import read_json
 from lib.run.headline import headline
 from lib.run.tables import (
     _n_train,
+    distill_differences_table,
     distill_lp_table,
     distill_table,
     goal_table,
@@ -158,6 +159,9 @@ DISTILL_TEXT = ("Notebook 05's task-agnostic stage: each MiniLM student beside i
                 "architecture, initialisation and seeds; an assistant-initialised control is the first layers of "
                 "all-MiniLM-L6-v2, so it does not vary with the seed), linear probes on frozen sentence embeddings, test "
                 "accuracy, and cosine fidelity to the teacher, mean ± std over seeds.")
+DIFF_TEXT = ("Notebook 05's task-agnostic stage: MiniLM minus its undistilled control and minus each ablation on the "
+             "same student, initialisation and seed, test probes and fidelity cosine, mean difference with its 95% "
+             "t-interval over the paired seeds (no interval with one seed). The paper puts MiniLM above every ablation.")
 LP_TEXT = ("Each embedder as the node embedder of the seed's GatModel (2 epochs), test graphs of the run's split per "
            "seed, uniform negatives; `cosine` scores the features alone.")
 KD_TEXT = ("Each student distilled from the fine-tuned teacher's logits beside the same student trained on the labelled "
@@ -187,7 +191,8 @@ def _sections(runs: dict[str, dict], full: bool) -> list[tuple[str, str, object]
         ("Does MiniLM distillation beat its undistilled control (notebook 05)?", DISTILL_TEXT, once(distill_table(runs))),
         ("Does a distilled student serve as stage 3's node embedder?", LP_TEXT, once(distill_lp_table(runs))),
         ("Does classic knowledge distillation beat cross-entropy alone (notebook 06)?", KD_TEXT, kd_table(runs)),
-    ]
+    ] + ([("Which parts of MiniLM matter (the paper's Tables 5-7)?", DIFF_TEXT, once(distill_differences_table(runs)))]
+         if full else [])
 
 
 def render(runs: dict[str, dict], ref: Path = REFERENCE) -> str:
