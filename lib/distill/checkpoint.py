@@ -43,13 +43,12 @@ class GridCheckpoint:
         else:
             self.folder.mkdir(parents=True, exist_ok=True)
             atomic_write_text(saved, json.dumps(settings, indent=1) + "\n")
-        self.rows = {r["model"]: {k: v for k, v in r.items() if k != "_digest"} for r in rows}
+        self.rows = _by_model(rows)
 
     def refresh(self) -> None:
         """Read rows.jsonl again: another process on the same folder may have finished runs since."""
         if self.folder is not None:
-            self.rows = {r["model"]: {k: v for k, v in r.items() if k != "_digest"}
-                         for r in _read_rows(self.folder / "rows.jsonl")}
+            self.rows = _by_model(_read_rows(self.folder / "rows.jsonl"))
 
     def claim(self, name: str, wait: bool = False):
         """This process's hold on the run `name` (a context manager), or None when another live process holds it and
@@ -61,7 +60,7 @@ class GridCheckpoint:
 
         if self.folder is None:
             return contextlib.nullcontext()
-        path = self.folder / "locks" / f"{name.replace('/', '_')}.lock"
+        path = self.folder / "locks" / f"{_file_name(name)}.lock"
         path.parent.mkdir(parents=True, exist_ok=True)
         fh = open(path, "a")
         try:
@@ -72,11 +71,11 @@ class GridCheckpoint:
         return fh  # closing the file (leaving the with block) releases the lock
 
     def _csv(self, name: str, kind: str = "losses") -> Path:
-        return self.folder / kind / f"{name.replace('/', '_')}.csv"
+        return self.folder / kind / f"{_file_name(name)}.csv"
 
     def steps_file(self, name: str) -> Path | None:
         """Where the run `name` keeps its step checkpoint while it trains (None: no checkpoint folder)."""
-        return None if self.folder is None else self.folder / "steps" / f"{name.replace('/', '_')}.pt"
+        return None if self.folder is None else self.folder / "steps" / f"{_file_name(name)}.pt"
 
     def get(self, name: str, hist: dict, curves: dict | None = None) -> dict | None:
         r = self.rows.get(name)
@@ -105,6 +104,16 @@ class GridCheckpoint:
             if steps.is_file():  # the finished row replaces the run's step checkpoint (hundreds of MB)
                 steps.unlink()
         return row
+
+
+def _file_name(run: str) -> str:
+    """A run's name as a file name in the folder (its lock, loss and curve CSVs, step checkpoint)."""
+    return run.replace("/", "_")
+
+
+def _by_model(rows: list[dict]) -> dict[str, dict]:
+    """Finished rows by run name, without the digest that only the file needs."""
+    return {r["model"]: {k: v for k, v in r.items() if k != "_digest"} for r in rows}
 
 
 def _read_rows(path: Path) -> list[dict]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from lib.common.paths import OUTPUTS
+from lib.run.tables import PROBES, diff_cell
 
 REFERENCE = OUTPUTS / "reference"
 CLEAN = ("leak_free", "new_nodes", "pair_split")
@@ -145,7 +146,6 @@ def _steps(run: str, ref: Path) -> int | None:
 
 RESULT_STEPS = 1000
 """Below this many optimiser steps per student a distillation run checks the pipeline; it measures nothing."""
-PROBES = {"polarity_test": "polarity", "topic_test": "topic", "fid_cosine": "fidelity cosine"}
 
 
 def _lp_parts(lp: pd.DataFrame) -> list[str]:
@@ -171,8 +171,7 @@ def _probe_parts(results: pd.DataFrame) -> list[str]:
     d = paired_differences(results, methods=("MiniLM",), metrics=tuple(PROBES))
     out = []
     for (student, init), g in d.groupby(["student", "init"], sort=False):
-        cells = [f"{PROBES[r.metric]} {r['diff']:+.3f}" + (f" [{r.ci_low:+.3f}, {r.ci_high:+.3f}]" if r.seeds > 1 else "")
-                 for _, r in g.iterrows()]
+        cells = [f"{PROBES[r.metric]} {diff_cell(r)}" for _, r in g.iterrows()]
         out.append(f"{student} {init} init, {int(g.seeds.max())} seed(s): {', '.join(cells)}")
     return out
 
@@ -180,16 +179,16 @@ def _probe_parts(results: pd.DataFrame) -> list[str]:
 def distillation(runs: dict[str, dict], ref: Path = REFERENCE) -> str | None:
     """The stage-5 finding: from the committed run with the most optimiser steps per student, if it has at least
     RESULT_STEPS; runs below that are named as pipeline checks (and carry the line only when nothing else exists)."""
-    seen, found = set(), {}
+    seen, found, steps_of = set(), {}, {r: _steps(r, ref) for r in runs}
     # a run that holds its own notebook-05 parameters first: it made the rows others may only repeat
-    for run in sorted(runs, key=lambda r: _steps(r, ref) is None):
+    for run in sorted(runs, key=lambda r: steps_of[r] is None):
         d = runs[run].get("distill") or {}
         lp, res = pd.DataFrame(d.get("link_prediction") or []), pd.DataFrame(d.get("results") or [])
         key = json.dumps([d.get("link_prediction"), d.get("results")], sort_keys=True, default=str)
         if (lp.empty and res.empty) or key in seen:  # nothing, or the same rows published under another run name
             continue
         seen.add(key)
-        found[run] = (_steps(run, ref), _lp_parts(lp), _probe_parts(res))
+        found[run] = (steps_of[run], _lp_parts(lp), _probe_parts(res))
     results = [r for r, (steps, _, probes) in found.items() if steps is not None and steps >= RESULT_STEPS and probes]
     checks = [r for r in found if r not in results]
     if results:

@@ -139,26 +139,32 @@ def distill_table(runs: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+PROBES = {"polarity_test": "polarity", "topic_test": "topic", "fid_cosine": "fidelity cosine"}
+"""Notebook 05's task-agnostic probes and fidelity as the README names them."""
+
+
+def diff_cell(r) -> str:
+    """A `paired_differences` row as '+0.110 [+0.085, +0.135]' (no interval with one seed)."""
+    return f"{r['diff']:+.3f}" + (f" [{r.ci_low:+.3f}, {r.ci_high:+.3f}]" if r.seeds > 1 else "")
+
+
 def distill_differences_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Notebook 05's task-agnostic stage per run: MiniLM minus its undistilled control and minus each ablation (the
     paper's Tables 5-7), the same student, init and seed paired; mean difference and 95% t-interval over the seeds."""
     from lib.distill.eval import paired_differences
     from lib.distill.grid import ABLATIONS
 
-    names = {"polarity_test": "polarity", "topic_test": "topic", "fid_cosine": "fidelity cosine"}
     rows = []
     for name, m in runs.items():
         res = pd.DataFrame((m.get("distill") or {}).get("results") or [])
         if res.empty or "stage" not in res or "MiniLM" not in set(res["method"]):
             continue
         for versus in ("no distillation",) + tuple(a for a in ABLATIONS if a in set(res["method"])):
-            d = paired_differences(res, reference=versus, methods=("MiniLM",), metrics=tuple(names))
+            d = paired_differences(res, reference=versus, methods=("MiniLM",), metrics=tuple(PROBES))
             for (student, init), g in (d.groupby(["student", "init"], sort=False) if len(d) else []):
                 row = {"run": name, "student": student, "init": init, "MiniLM minus": versus,
                        "seeds": int(g["seeds"].max())}
-                for _, r in g.iterrows():
-                    row[names[r.metric]] = f"{r['diff']:+.3f}" + (
-                        f" [{r.ci_low:+.3f}, {r.ci_high:+.3f}]" if r.seeds > 1 else "")
+                row.update({PROBES[r.metric]: diff_cell(r) for _, r in g.iterrows()})
                 rows.append(row)
     return pd.DataFrame(rows)
 
