@@ -33,6 +33,10 @@ def project(tmp_path):
     return tmp_path
 
 
+def folder_bytes(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 def run(project, *args):
     return main(["--notebook-dir", str(project / "nbs"), "--outputs", str(project / "out"), *args])
 
@@ -54,11 +58,16 @@ def test_grid_with_a_failing_run_goes_on_reports_and_exits_nonzero(project, caps
     assert params["params"]["size"] == 3 and params["git_commit"] and params["packages"]["papermill"]
     assert (a / "01_first.ipynb").is_file() and (a / "02_second.ipynb").is_file()
 
-    # a complete run with the same parameters is skipped; a changed one re-runs
+    # a complete run with the same parameters is skipped; other parameters are refused, leaving the folder as it
+    # was, unless --force starts it over
     assert run(project, "--params", str(project / "a.yaml"), "--run-name", "a") == 0
     assert "already complete" in capsys.readouterr().out
-    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "a", "-p", "size=6") == 0
+    before = folder_bytes(a)
+    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "a", "-p", "size=6") == 2
+    assert "made with other settings (size)" in capsys.readouterr().err and folder_bytes(a) == before
+    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "a", "-p", "size=6", "--force") == 0
     assert json.loads((a / "metrics.json").read_text())["first"]["sq"] == 36
+    assert json.loads((a / "params.json").read_text())["params"]["size"] == 6
 
 
 def test_summary_table_compares_runs(project):
@@ -180,7 +189,7 @@ def test_kernel_peak_sees_a_child_that_allocates_and_frees_300_mb():
     import subprocess
     import sys
 
-    from lib.run.runner import KernelPeak
+    from lib.run.folder import KernelPeak
 
     code = "import time; b = bytearray(300 * 2**20); b[::4096] = b'x' * len(b[::4096]); del b; time.sleep(1.0)"
     with KernelPeak(interval=0.1) as peak:
@@ -297,8 +306,8 @@ def test_an_interrupted_run_resumes_at_its_first_unfinished_notebook(project, ca
     assert "01_first.ipynb finished ok earlier with the same parameters; kept" in capsys.readouterr().out
     status = json.loads((out_dir / "status.json").read_text())
     assert status["notebooks"]["01_first.ipynb"] == first and (out_dir / "01_first.ipynb").read_text() == executed
-    # other parameters: nothing is kept
-    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "r") == 0
+    # other parameters (with --force): nothing is kept
+    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "r", "--force") == 0
     assert "kept" not in capsys.readouterr().out
     status = json.loads((out_dir / "status.json").read_text())
     # 01 ran again: its result is the new size's (timings alone can coincide at 0.1 s resolution)

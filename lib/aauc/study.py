@@ -9,6 +9,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from lib.common.runinfo import load_json
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -40,7 +42,6 @@ def load_run_models(run_dir, device: str = "cpu") -> dict:
 
     Raises FileNotFoundError naming what is missing (metrics.json, its train_gat section, a checkpoint file) and
     telling to run notebook 03 on that run folder."""
-    import json
     from pathlib import Path
 
     from lib.linkpred.checkpoint import load_checkpoint
@@ -50,7 +51,7 @@ def load_run_models(run_dir, device: str = "cpu") -> dict:
     metrics = run / "metrics.json"
     if not metrics.is_file():
         raise FileNotFoundError(f"run folder {run} has no metrics.json; {fix}")
-    tg = json.loads(metrics.read_text(encoding="utf-8")).get("train_gat")
+    tg = load_json(metrics).get("train_gat")
     if not tg or not tg.get("checkpoints"):
         raise FileNotFoundError(f"{metrics} has no train_gat checkpoints; {fix}")
     out = {"seeds": [], "splits": {}, "checkpoints": {}, "models": {}, "configs": {}}

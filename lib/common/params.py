@@ -12,7 +12,11 @@ from lib.common.paths import NOTEBOOKS, resolve
 
 
 class ParamError(ValueError):
-    pass
+    """An impossible parameter value or params file; `key` names the parameter when there is one."""
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
 
 
 def load_yaml(path: str | Path) -> dict:
@@ -21,7 +25,9 @@ def load_yaml(path: str | Path) -> dict:
     if not p.is_file():
         raise ParamError(f"params file {path} does not exist; pick one of {sorted(x.name for x in p.parent.glob('*.yaml'))}")
     try:
-        obj = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        obj = yaml.safe_load(p.read_text(encoding="utf-8-sig")) or {}
+    except UnicodeDecodeError as e:
+        raise ParamError(f"params file {path} is not UTF-8 text (byte {e.start}); save it as UTF-8") from None
     except yaml.YAMLError as e:
         raise ParamError(f"params file {path} is not valid YAML: {e}") from None
     if not isinstance(obj, dict):
@@ -78,4 +84,4 @@ def check_known(params: dict, known: set[str], where: str = "params") -> None:
 def require(cond: bool, key: str, value, fix: str) -> None:
     """Stage-level validation helper: one sentence naming the key, its value and the fix."""
     if not cond:
-        raise ParamError(f"parameter {key}={value!r} is invalid: {fix}")
+        raise ParamError(f"parameter {key}={value!r} is invalid: {fix}", key=key)

@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import pickle
 import platform
 import subprocess
 import sys
+import warnings
 from importlib import metadata
 from pathlib import Path
 
@@ -76,10 +79,20 @@ def jsonable(obj):
     return obj
 
 
+def load_json(path: str | Path):
+    """The JSON in `path`, which must exist; a file cut short or edited is one error naming it and the fix."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not valid JSON ({e}); it was cut short or edited: restore it, or delete it and "
+                         f"re-run the step that writes it") from None
+
+
 def read_json(path: str | Path) -> dict:
     """The JSON object in `path` (a run folder's metrics.json, status.json, ...); {} when there is no such file."""
     path = Path(path)
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return load_json(path) if path.is_file() else {}
 
 
 def update_metrics(run_dir: str | Path, stage: str, values: dict) -> Path:
@@ -126,15 +139,33 @@ def refuse_other_settings(what: str, old: dict, new: dict, fix: str) -> None:
         raise ValueError(f"{what} was made with other settings ({', '.join(diff)}); {fix}")
 
 
-def load_state(path: str | Path, config: dict, device="cpu") -> dict | None:
-    """The state saved at `path` when it was made with `config`; None when there is no file. A file made with other
-    settings is refused by refuse_other_settings."""
+def read_checkpoint(path: str | Path, device="cpu") -> dict | None:
+    """torch.load(path) of a checkpoint; None when there is no file, or when it cannot be read (cut short by a kill or
+    a full disk): such a file is moved aside to `<name>.corrupt` with a warning naming it, so the caller resumes from
+    an earlier checkpoint or starts over instead of failing on it again."""
     import torch
 
     path = Path(path)
     if not path.is_file():
         return None
-    state = torch.load(path, map_location=device, weights_only=True)
+    try:
+        return torch.load(path, map_location=device, weights_only=True)
+    except (RuntimeError, EOFError, pickle.UnpicklingError) as e:
+        aside = path.with_name(path.name + ".corrupt")
+        os.replace(path, aside)
+        warnings.warn(f"checkpoint {path} could not be read ({str(e).splitlines()[0][:120]}); moved aside to "
+                      f"{aside.name}", stacklevel=2)
+        return None
+
+
+def load_state(path: str | Path, config: dict, device="cpu") -> dict | None:
+    """The state saved at `path` when it was made with `config`; None when there is no file. A file made with other
+    settings is refused by refuse_other_settings."""
+
+    path = Path(path)
+    state = read_checkpoint(path, device)
+    if state is None:
+        return None
     refuse_other_settings(f"checkpoint {path}", state["config"], config,
                           "use another output folder, or delete the file to start over")
     return state

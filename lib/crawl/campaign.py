@@ -16,7 +16,7 @@ from lib.common.graphio import Graph, sha256_file, write_graph
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
 from lib.common.paths import atomic_write_text
-from lib.common.runinfo import refuse_other_settings
+from lib.common.runinfo import load_json, refuse_other_settings
 from lib.crawl.bfs import _num_components, bfs_crawl
 from lib.crawl.pages import CrawlError, LinkSource, RootSkipped, Snapshot, SnapshotError
 from lib.crawl.sources import embedded_snapshot
@@ -28,7 +28,7 @@ def read_roots(path: str | Path) -> list[str]:
     p = Path(path)
     if not p.is_file():
         raise ParamError(f"roots file {path} does not exist; see params/roots_*.txt")
-    roots = [ln.strip() for ln in p.read_text(encoding="utf-8").splitlines()]
+    roots = [ln.strip() for ln in p.read_text(encoding="utf-8-sig").splitlines()]
     return [r for r in roots if r and not r.startswith("#")]
 
 
@@ -69,12 +69,13 @@ def root_slug(root: str) -> str:
 def check_campaign(roots: list[str], max_nodes) -> list[str]:
     """Validate before any work; returns the roots de-duplicated in order."""
     if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 1:
-        raise ParamError(f"max_nodes={max_nodes!r} is invalid: it must be an integer >= 1 (the seed used 20000)")
+        raise ParamError(f"max_nodes={max_nodes!r} is invalid: it must be an integer >= 1 (the seed used 20000)",
+                         key="max_nodes")
     if isinstance(roots, str):
-        raise ParamError("roots must be a list of titles, not a single string; wrap it in [...]")
+        raise ParamError("roots must be a list of titles, not a single string; wrap it in [...]", key="roots")
     cleaned = [r.strip() for r in roots if isinstance(r, str) and r.strip()]
     if not cleaned:
-        raise ParamError("the root list is empty; give at least one title (see params/roots_*.txt)")
+        raise ParamError("the root list is empty; give at least one title (see params/roots_*.txt)", key="roots")
     return list(dict.fromkeys(cleaned))
 
 
@@ -111,7 +112,7 @@ def run_campaign(
     chash = config_digest(config)
     manifest = {"config": config, "config_hash": chash, "roots": {}}
     if manifest_path.is_file():
-        old = json.loads(manifest_path.read_text(encoding="utf-8"))
+        old = load_json(manifest_path)
         refuse_other_settings(f"the crawl in {out_dir}", old.get("config", {}), config,
                               "use another run folder, or delete its crawl/ folder to crawl afresh")
         manifest["roots"] = old.get("roots", {})
@@ -207,7 +208,7 @@ def import_graphs(folder: str | Path, out_dir: str | Path) -> dict:
 def ok_graph_files(crawl_dir: str | Path) -> list[Path]:
     """The graph files of a campaign's successful roots, in manifest order."""
     crawl_dir = Path(crawl_dir)
-    m = json.loads((crawl_dir / "manifest.json").read_text(encoding="utf-8"))
+    m = load_json(crawl_dir / "manifest.json")
     return [crawl_dir / e["file"] for e in m["roots"].values() if e["status"] == "ok"]
 
 

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sqlite3
+import warnings
 from pathlib import Path
 
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
 from lib.common.paths import CACHE, atomic_write_text, package_file, resolve
+from lib.common.runinfo import load_json
 from lib.crawl.pages import (
     DISAMBIGUATION,
     MISSING,
@@ -77,7 +80,7 @@ def read_snapshot(path: str | Path) -> Snapshot:
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
             try:
-                line = raw.decode("utf-8").rstrip("\r\n")
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8").rstrip("\r\n")  # a BOM is not a title
             except UnicodeDecodeError:
                 raise SnapshotError(f"{path}:{lineno}: not valid UTF-8; re-encode the file as UTF-8") from None
             if not line.strip() or line.lstrip().startswith("#"):
@@ -172,7 +175,7 @@ def embedded_snapshot(cache_dir: str | Path | None = CACHE) -> Snapshot:
     digest = hashlib.sha256(raw).hexdigest()[:16]
     cached = Path(cache_dir) / f"embedded_links_{digest}_v1.json" if cache_dir else None
     if cached is not None and cached.is_file():
-        links = json.loads(cached.read_text(encoding="utf-8"))
+        links = load_json(cached)
     else:
         links = title_mention_links(extracts)
         if cached is not None:
@@ -197,6 +200,16 @@ class PageCache:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._open()
+        except sqlite3.DatabaseError as e:  # not a database (cut short, overwritten): a cache is rebuilt, not fatal
+            aside = self.path.with_name(self.path.name + ".corrupt")
+            os.replace(self.path, aside)
+            warnings.warn(f"page cache {self.path} could not be read ({e}); moved aside to {aside.name}, "
+                          f"pages are fetched again", stacklevel=2)
+            self._open()
+
+    def _open(self) -> None:
         self._db = sqlite3.connect(self.path)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL survives a killed process (the resume case)
@@ -250,6 +263,8 @@ class CachedSource:
 
 OFFLINE_SOURCES = ("embedded", "wikispeedia")
 """The sources shipped with the project (crawled in memory, no file or network needed)."""
+SOURCES = (*OFFLINE_SOURCES, "snapshot", "live", "graphs")
+"""Every value of the `source` parameter."""
 
 
 def make_source(kind: str, *, snapshot_path: str = "", contact: str = "", api_url: str = "", topics_file: str = "",
@@ -289,7 +304,7 @@ def read_topics(path: str | Path) -> dict[str, str]:
         raise SnapshotError(f"topics file {path} does not exist; pass a TSV of title<TAB>topic lines, or leave "
                             f"topics_file empty")
     topics = {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         cols = line.split("\t")

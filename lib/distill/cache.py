@@ -34,7 +34,7 @@ from lib.common import chunks
 from lib.common.device import Precision, resolve_precision
 from lib.common.hashing import config_digest, text_key
 from lib.common.paths import CACHE, atomic_write_bytes, atomic_write_text
-from lib.common.runinfo import refuse_other_settings
+from lib.common.runinfo import load_json, refuse_other_settings
 from lib.distill.losses import DistillError, kl_rows, qk_attention
 from lib.distill.models import Encoder
 
@@ -155,7 +155,7 @@ class _LayerStore:
         self.chunk_dir.mkdir(parents=True, exist_ok=True)
         meta_path = path / "store.json"
         if meta_path.is_file():
-            refuse_other_settings(f"teacher-target store {path}", json.loads(meta_path.read_text(encoding="utf-8")),
+            refuse_other_settings(f"teacher-target store {path}", load_json(meta_path),
                                   meta, "delete the folder")
         else:
             atomic_write_text(meta_path, json.dumps(meta, sort_keys=True) + "\n")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from lib.common.hashing import config_digest
+from lib.common.runinfo import load_json
 
 NOT_IN_ROWS = ("run_dir", "save_students", "speed_sentences", "lp_students", "lp_epochs", "lp_protocols",
                "checkpoint_every")
@@ -36,7 +37,7 @@ class GridCheckpoint:
                f"over")
         rows, saved = _read_rows(self.folder / "rows.jsonl"), self.folder / "settings.json"
         if saved.is_file():
-            refuse_other_settings(f"the finished runs in {self.folder}", json.loads(saved.read_text()), settings, fix)
+            refuse_other_settings(f"the finished runs in {self.folder}", load_json(saved), settings, fix)
         elif any(r.get("_digest") != self.digest for r in rows):
             raise ValueError(f"the finished runs in {self.folder} were made with other settings (which ones was not "
                              f"recorded then); {fix}")

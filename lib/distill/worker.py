@@ -12,10 +12,11 @@ is released by the kernel and its step checkpoint is resumed by whichever proces
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
+
+from lib.common.runinfo import load_json
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -35,10 +36,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {params} does not exist; start notebook 05 on {args.run_dir} first (the worker helps a grid "
               f"that is running and takes its parameters from there)", file=sys.stderr)
         return 2
-    p = json.loads(params.read_text())["params"]
+    p = load_json(params)["params"]
 
-    from lib.distill.data import build_datasets
     from lib.distill.checkpoint import checkpoint_rows
+    from lib.distill.data import build_datasets
     from lib.distill.grid import run_grid
     from lib.distill.models import assistant_path, ensure_teacher, load_encoder
 

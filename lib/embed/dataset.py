@@ -23,6 +23,7 @@ import torch
 
 from lib.common.graphio import read_graph, sha256_bytes, sha256_file
 from lib.common.paths import atomic_write_bytes, atomic_write_text
+from lib.common.runinfo import load_json
 from lib.embed.store import EmbeddingStore, embed_titles, open_store
 
 DATASET_FORMAT = 1
@@ -89,7 +90,7 @@ def build_dataset(graph_files: Iterable[str | os.PathLike], store: EmbeddingStor
     old = {}
     index_path = out_dir / "index.json"
     if index_path.is_file():
-        prev = json.loads(index_path.read_text(encoding="utf-8"))
+        prev = load_json(index_path)
         if prev.get("model_id") == store.model_id and prev.get("precision") == precision:
             old = {e["graph_id"]: e for e in prev.get("graphs", [])}
     entries = []
@@ -164,7 +165,7 @@ class GraphDataset(torch.utils.data.Dataset):
         if not index_path.is_file():
             raise DatasetError(f"{self.path} has no index.json; build it with lib.embed.dataset.build_dataset "
                                f"(notebook 02) first")
-        meta = json.loads(index_path.read_text(encoding="utf-8"))
+        meta = load_json(index_path)
         if meta.get("format") != DATASET_FORMAT:
             raise DatasetError(f"{index_path} has format {meta.get('format')!r}, expected {DATASET_FORMAT}; rebuild it")
         self.meta = {k: v for k, v in meta.items() if k != "graphs"}
@@ -254,7 +255,10 @@ def split_graphs(graph_ids: list, n_train: int, n_test: int, val_fraction: float
     train = [ids[i] for i in perm[n_test:n_test + n_train]]
     n_val = max(1, round(val_fraction * len(train))) if val_fraction > 0 else 0
     if n_val >= len(train):
-        raise DatasetError(f"val_fraction={val_fraction} leaves no training graph out of {len(train)}")
+        raise DatasetError(f"val_fraction={val_fraction} leaves no training graph out of {len(train)} (the crawl gave "
+                           f"{len(ids)} usable graphs, {n_test} of them for test): give notebook 01 more roots that "
+                           f"exist in the source (its table lists the skipped ones), lower n_test_graphs, or set "
+                           f"val_fraction=0")
     return train[n_val:], train[:n_val], test
 
 
@@ -278,7 +282,7 @@ def load_split(ds: GraphDataset, seeds: list[int], **params) -> dict[int, dict]:
     path = ds.path / "split.json"
     if not path.is_file():
         raise DatasetError(f"{path} is missing; run notebook 02 (embed) on this run_dir first")
-    split = json.loads(path.read_text(encoding="utf-8"))
+    split = load_json(path)
     for k, v in params.items():
         if split["params"].get(k) != v:
             raise DatasetError(f"{path} was written with {k}={split['params'].get(k)!r} but this notebook has "

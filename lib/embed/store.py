@@ -28,6 +28,7 @@ import numpy as np
 
 from lib.common import chunks
 from lib.common.paths import CACHE, atomic_write_bytes, atomic_write_text
+from lib.common.runinfo import load_json
 from lib.embed.encoder import (
     EmbedError,
     _check_backend,
@@ -76,7 +77,7 @@ class EmbeddingStore:
         self.chunk_dir.mkdir(parents=True, exist_ok=True)
         meta_path = self.path / "store.json"
         if meta_path.is_file():
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            meta = load_json(meta_path)
             if meta.get("model_id") != model_id:
                 raise StoreError(
                     f"embedding store {self.path} was written by model {meta.get('model_id')!r}, not {model_id!r}; "

@@ -22,12 +22,17 @@ from tqdm.auto import tqdm
 
 from lib.common.hashing import config_digest, text_key
 from lib.common.paths import atomic_write_bytes, atomic_write_text
-from lib.common.runinfo import refuse_other_settings
+from lib.common.runinfo import load_json, refuse_other_settings
 from lib.distill.data import load_vital_articles, split_ids, split_sentences
 from lib.distill.eval import encode
 from lib.distill.losses import DistillError
 from lib.distill.models import Encoder, encoder_identity
-from lib.distill.train import FinetuneConfig, TaskTargets, finetune_teacher, predict_logits
+from lib.distill.train import (
+    FinetuneConfig,
+    TaskTargets,
+    finetune_teacher,
+    predict_logits,
+)
 from lib.kd import train as K
 
 STUDENT_KINDS = ("bilstm", "bert")
@@ -229,7 +234,7 @@ def check_resume(folder: str | Path, p: dict, probe_texts: list[str]) -> None:
     path = Path(folder) / "settings.json"
     now = {k: p[k] for k in _ROW_SETTINGS} | {"probe_texts": config_digest(probe_texts)}
     if path.is_file():
-        refuse_other_settings(f"{path.parent / 'rows.csv'}", json.loads(path.read_text(encoding="utf-8")), now,
+        refuse_other_settings(f"{path.parent / 'rows.csv'}", load_json(path), now,
                               "use another run_dir, or delete its rows.csv and reps/ to start afresh")
     else:
         atomic_write_text(path, json.dumps(now, indent=1, sort_keys=True, default=str) + "\n")

@@ -3,7 +3,6 @@ seed × protocol loop that scores the heuristic stack, the shortcut and every va
 pairs as notebook 03."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +10,7 @@ from tqdm.auto import tqdm
 
 from lib.common.params import require
 from lib.common.paths import resolve
-from lib.common.runinfo import read_json
+from lib.common.runinfo import load_json, read_json
 from lib.linkpred import beyond as B
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.metrics import SELECT_METRICS
@@ -48,7 +47,7 @@ def load_stage3(p: dict) -> dict:
     require("train_gat" in metrics and (run_path / "train_gat_rows.csv").is_file(), "run_dir", p["run_dir"],
             "run notebook 03 (train_gat) on this run_dir first")
     p03_file = run_path / "params_03_train_gat.json"
-    p03 = json.loads(p03_file.read_text())["params"] if p03_file.is_file() else {}
+    p03 = load_json(p03_file)["params"] if p03_file.is_file() else {}
     rows = pd.read_csv(run_path / "train_gat_rows.csv")
     missing = sorted(set(p["beyond_protocols"]) - set(rows["protocol"]))
     require(not missing, "beyond_protocols", p["beyond_protocols"],

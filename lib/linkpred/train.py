@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from lib.aauc.metric import aauc
 from lib.common.device import get_device, resolve_precision
-from lib.common.runinfo import refuse_other_settings, save_state
+from lib.common.runinfo import read_checkpoint, refuse_other_settings, save_state
 from lib.linkpred.checkpoint import _comparable, epoch_checkpoints, save_checkpoint
 from lib.linkpred.config import TrainConfig, TrainingDiverged, build_model
 from lib.linkpred.data import usable_graphs
@@ -217,17 +217,19 @@ def _resume(ckpt_dir: Path | None, resume: bool, data_id: str, config: dict, mod
     if not ckpt_dir:
         return fresh
     found = [(e + 1, 0, p) for e, p in epoch_checkpoints(ckpt_dir).items()]
-    last = torch.load(ckpt_dir / LAST, map_location=device, weights_only=True) if (ckpt_dir / LAST).is_file() else None
+    if not resume or not data_id:
+        for path in [*(p for *_, p in found), ckpt_dir / LAST]:
+            path.unlink(missing_ok=True)
+        return fresh
+    last = read_checkpoint(ckpt_dir / LAST, device)  # an unreadable file is moved aside: resume from the one before
     if last is not None:
         found.append((last["epoch"], last["step"], ckpt_dir / LAST))
-    if found and (not resume or not data_id):
-        for *_, path in found:
-            path.unlink()
+    for epoch, step, path in sorted(found, key=lambda f: (f[0], f[1]), reverse=True):
+        ck = last if path.name == LAST else read_checkpoint(path, device)
+        if ck is not None:
+            break
+    else:
         return fresh
-    if not found:
-        return fresh
-    epoch, step, path = max(found, key=lambda f: (f[0], f[1]))
-    ck = last if path.name == LAST else torch.load(path, map_location=device, weights_only=True)
     refuse_other_settings(f"checkpoint {path}", _comparable(ck["config"]), _comparable(config),
                           "use another run_dir or pass resume=False to start over (data_id: other training data)")
     model.load_state_dict(ck["model"])

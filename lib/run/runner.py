@@ -8,23 +8,29 @@
     python -m lib.run.runner --params params/seed40.yaml params/beyond.yaml params/cpu.yaml --run-name seed40 --rerun --notebooks 03b
                                                                   # re-run 03b into the complete run seed40, nothing else
 
+Before anything is created or changed, every value of every notebook of every planned run is checked (its declared
+type, then its stage's bounds, choices and device; lib.run.preflight), and `--dry-run` runs the same checks: an error
+names the key, the value, the params file or `-p` it came from and what is accepted (exit 2). A run folder belongs to
+one parameter set and one writer: a folder made with other parameters is refused naming them (`--force` starts it
+over), and a folder another runner is writing is refused naming its pid (the lock, under `<outputs>/.locks/`, is taken
+over when its holder died). So a refused run leaves the folder byte-identical.
+
 Each run folder gets the executed notebooks, params.json (resolved parameters, git commit, package versions) and
 status.json (per notebook: status, wall seconds, peak RSS of the kernel process, and for a failure the exception's
-name, message and cell). A profile's keys are checked against every numbered notebook, whichever notebooks run. A
-run already complete with the same parameters is skipped; a failed run is reported at the end, the rest of the grid
-still runs, and the exit code is non-zero. `--rerun` re-executes only the selected notebooks into a run folder that is
-complete with the same parameters (e.g. after a notebook gained a section), keeping the other notebooks' entries and
-files; each re-run entry records the git commit it ran at, and the folder's checkpoints are reused as usual.
+name, message and cell). A profile's keys are checked against every numbered notebook, whichever notebooks run. A run
+whose selected notebooks all finished with the same parameters is skipped; an interrupted one resumes at its first
+unfinished notebook (Ctrl-C says so); a failed run is reported at the end, the rest of the grid still runs, and the
+exit code is non-zero. `--force` re-executes the selected notebooks and keeps the other notebooks' entries. `--rerun`
+re-executes only the selected notebooks into a complete run folder, allowing their own parameters to differ (e.g.
+after a notebook gained a section), keeping the other notebooks' entries and files; each re-run entry records the git
+commit it ran at, and the folder's checkpoints are reused as usual.
 """
 from __future__ import annotations
 
 import argparse
 import ast
-import contextlib
 import json
-import os
 import sys
-import time
 import traceback
 from pathlib import Path
 
@@ -39,12 +45,24 @@ from lib.common.params import (
     parse_override,
 )
 from lib.common.paths import OUTPUTS, PARAMS, atomic_write_text, shown
-from lib.common.runinfo import read_json, write_params_json
-
-KERNEL = "wikigat"
-PEAK_RSS_MEASURES = ("largest VmHWM (the peak resident set size Linux keeps per process) among the runner's child "
-                     "processes, i.e. the Jupyter kernel and what it starts, read from /proc every 0.25 s; growth in "
-                     "the last 0.25 s before the kernel exits can be missed; null where /proc is unavailable")
+from lib.common.runinfo import (
+    git_commit,
+    load_json,
+    read_json,
+    refuse_other_settings,
+    write_params_json,
+)
+from lib.run.folder import (
+    EXECUTION_KEYS,
+    PEAK_RSS_MEASURES,
+    RunFolderError,
+    comparable_params,
+    describe_failure,
+    execute,
+    refuse_other_params,
+    run_folder_lock,
+)
+from lib.run.preflight import check_run
 
 
 def plan_run(files: list[Path], overrides: dict, notebooks: list[Path], all_notebooks: list[Path] | None = None
@@ -68,169 +86,74 @@ def _run_dir_param(run_dir: Path) -> str:
     return shown(run_dir)
 
 
-# Parameters that say how a run executes, not what it computes: a run complete with other values is not re-run.
-EXECUTION_KEYS = ("threads",)
 
 
-def _params_hash(merged: dict, notebooks: list[Path]) -> str:
-    return config_digest({"params": {k: v for k, v in merged.items() if k not in EXECUTION_KEYS},
-                          "notebooks": [nb.name for nb in notebooks]})
-
-
-class KernelPeak:
-    """Peak resident memory of the notebook kernel, sampled in a background thread while papermill runs.
-
-    Measures the largest VmHWM ("peak resident set size" kept by the Linux kernel for each process) among this
-    process's descendants, i.e. the Jupyter kernel and anything it starts, read from /proc every `interval` s. VmHWM is
-    a high-water mark, so short spikes between two reads are not missed; only growth in the last `interval` s before
-    the kernel exits can be. `peak_mb` is None where /proc is unavailable (not Linux)."""
-
-    def __init__(self, interval: float = 0.25):
-        import threading
-
-        self.interval, self.peak_kb = interval, None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    @staticmethod
-    def _hwm_kb(pid: int) -> int | None:
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-        except (OSError, ValueError, IndexError):
-            return None
-        return None
-
-    def sample(self) -> None:
-        import psutil
-
-        for child in psutil.Process().children(recursive=True):
-            kb = self._hwm_kb(child.pid)
-            if kb is not None and (self.peak_kb is None or kb > self.peak_kb):
-                self.peak_kb = kb
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.sample()
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def peak_mb(self) -> float | None:
-        return None if self.peak_kb is None else round(self.peak_kb / 1024, 1)
-
-
-def failure_details(e: BaseException) -> dict:
-    """The exception's name, message and failing cell, from papermill's PapermillExecutionError or any exception."""
-    name = getattr(e, "ename", None) or type(e).__name__
-    message = getattr(e, "evalue", None)
-    if message is None:
-        message = str(e).strip().splitlines()[-1] if str(e).strip() else ""
-    out = {"error_name": str(name), "error_message": str(message)[:2000]}
-    if getattr(e, "cell_index", None) is not None:
-        out["cell_index"] = e.cell_index  # index in the executed notebook, which holds papermill's injected cell
-        out["exec_count"] = getattr(e, "exec_count", None)
-        out["cell_source"] = str(getattr(e, "source", ""))[:2000]
-    return out
-
-
-def describe_failure(d: dict) -> str:
-    where = f" in cell {d['cell_index']} (In [{d.get('exec_count')}])" if "cell_index" in d else ""
-    text = f"{d['error_name']}: {d['error_message']}{where}"
-    src = d.get("cell_source", "").strip().splitlines()
-    if src:
-        text += "\n    cell: " + "\n          ".join(src[:6]) + ("\n          ..." if len(src) > 6 else "")
-    return text
-
-
-@contextlib.contextmanager
-def kernel_threads(threads: int):
-    """OMP_NUM_THREADS / MKL_NUM_THREADS for the kernels started inside (0: lib.common.device.default_threads()), so the
-    OpenMP pool of a kernel has the size its notebook's set_threads() asks for from the first import of torch on."""
-    from lib.common.device import THREAD_VARS, default_threads
-
-    n = threads or default_threads()
-    saved = {v: os.environ.get(v) for v in THREAD_VARS}
-    os.environ.update({v: str(n) for v in THREAD_VARS})
-    try:
-        yield n
-    finally:
-        for v, old in saved.items():
-            if old is None:
-                os.environ.pop(v, None)
-            else:
-                os.environ[v] = old
-
-
-def execute(nb: Path, out: Path, params: dict) -> dict:
-    """Run one notebook with papermill into `out`; its status entry: status, wall seconds, kernel peak RSS, the CPU
-    threads its kernel used and, for a failure, the exception's details (failure_details)."""
-    import papermill as pm
-
-    t0 = time.perf_counter()
-    error = None
-    with KernelPeak() as peak, kernel_threads(params.get("threads", 0)) as threads:
-        try:
-            pm.execute_notebook(str(nb), str(out), parameters=params, kernel_name=KERNEL, cwd=str(nb.parent),
-                                progress_bar=False, log_output=False)
-        except Exception as e:  # papermill raises PapermillExecutionError with the failing cell
-            error = failure_details(e)
-    return {"status": "failed" if error else "ok", "seconds": round(time.perf_counter() - t0, 1),
-            "peak_rss_mb": peak.peak_mb, "threads": threads, **(error or {})}
+def _params_hash(merged: dict) -> str:
+    return config_digest({"params": {k: v for k, v in merged.items() if k not in EXECUTION_KEYS}})
 
 
 def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[Path], force: bool = False,
             log=print, outputs: Path = OUTPUTS, all_notebooks: list[Path] | None = None) -> bool:
-    """Execute every notebook for one run; True when the run is complete."""
+    """Execute every notebook for one run; True when the run is complete.
+
+    Nothing in the folder changes until the run holds its lock and its parameters are those the folder was made with
+    (or --force). A folder whose selected notebooks all finished ok with these parameters is skipped; otherwise the
+    leading ones that did are kept and the rest run. With --force the selected notebooks all run again and the other
+    notebooks' entries stay; the folder is complete when every notebook it holds finished ok."""
     run_dir = outputs / run_name
     merged, per_nb = plan_run(files, overrides, notebooks, all_notebooks)
     merged["run_dir"] = _run_dir_param(run_dir)
-    phash = _params_hash(merged, notebooks)
-    status_path = run_dir / "status.json"
-    status = read_json(run_dir / "status.json")
-    if not force and status.get("params_hash") == phash and status.get("complete"):
-        log(f"[{run_name}] already complete with the same parameters; skipped (use --force to re-run)")
-        return True
-    # An interrupted run with the same parameters resumes at its first unfinished notebook: the leading notebooks
-    # that finished ok are kept (a later one is run again once an earlier one is, as its inputs may have changed).
-    kept = {}
-    if not force and status.get("params_hash") == phash:
+    if not force:
+        refuse_other_params(run_dir, merged)  # before the lock: a refused run touches nothing at all
+    with run_folder_lock(outputs, run_name):
+        same = True
+        if force:
+            made = read_json(run_dir / "params.json").get("params")
+            same = made is not None and comparable_params(made) == comparable_params(merged)
+        else:
+            refuse_other_params(run_dir, merged)  # again under the lock: another run may have finished meanwhile
+        status = read_json(run_dir / "status.json") if same else {}
+        entries = dict(status.get("notebooks") or {})
+
+        def finished(nb: Path) -> bool:
+            e = entries.get(nb.name)
+            return bool(e and e.get("status") == "ok" and (run_dir / nb.name).is_file())
+
+        if not force and all(finished(nb) for nb in notebooks):
+            log(f"[{run_name}] already complete with the same parameters; skipped (use --force to re-run)")
+            return True
+        kept = set()
+        if not force:  # a later notebook runs again once an earlier one does, as its inputs may have changed
+            for nb in notebooks:
+                if not finished(nb):
+                    break
+                kept.add(nb.name)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if not same or not (run_dir / "params.json").is_file():
+            write_params_json(run_dir, {**merged, "_files": [str(f) for f in files]})
+        status = {"params_hash": _params_hash(merged), "complete": False, "notebooks": entries,
+                  "peak_rss_mb_measures": PEAK_RSS_MEASURES}
+        atomic_write_text(run_dir / "status.json", json.dumps(status, indent=1))
         for nb in notebooks:
-            entry = (status.get("notebooks") or {}).get(nb.name)
-            if not (entry and entry.get("status") == "ok" and (run_dir / nb.name).is_file()):
-                break
-            kept[nb.name] = entry
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if not kept:
-        write_params_json(run_dir, {**merged, "_files": [str(f) for f in files]})
-    status = {"params_hash": phash, "complete": False, "notebooks": dict(kept),
-              "peak_rss_mb_measures": PEAK_RSS_MEASURES}
-    atomic_write_text(status_path, json.dumps(status, indent=1))
-    for nb in notebooks:
-        if nb.name in kept:
-            log(f"[{run_name}] {nb.name} finished ok earlier with the same parameters; kept (use --force to re-run)")
-            continue
-        out = run_dir / nb.name
-        log(f"[{run_name}] {nb.name} ...")
-        entry = execute(nb, out, {**per_nb[nb], "run_dir": merged["run_dir"]})
-        status["notebooks"][nb.name] = entry
-        atomic_write_text(status_path, json.dumps(status, indent=1))
-        if entry["status"] == "failed":
-            log(f"[{run_name}] {nb.name} FAILED after {entry['seconds']} s: {describe_failure(entry)}\n"
-                f"    executed notebook: {out}")
-            return False
-        mem = f", kernel peak RSS {entry['peak_rss_mb']:.0f} MB" if entry["peak_rss_mb"] is not None else ""
-        log(f"[{run_name}] {nb.name} ok in {entry['seconds']} s{mem}")
-    status["complete"] = True
-    atomic_write_text(status_path, json.dumps(status, indent=1))
-    return True
+            if nb.name in kept:
+                log(f"[{run_name}] {nb.name} finished ok earlier with the same parameters; kept (use --force to re-run)")
+                continue
+            out = run_dir / nb.name
+            log(f"[{run_name}] {nb.name} ...")
+            entry = execute(nb, out, {**per_nb[nb], "run_dir": merged["run_dir"]})
+            if entry.get("error_name") == "KeyboardInterrupt":
+                raise KeyboardInterrupt
+            status["notebooks"][nb.name] = entry
+            atomic_write_text(run_dir / "status.json", json.dumps(status, indent=1))
+            if entry["status"] == "failed":
+                log(f"[{run_name}] {nb.name} FAILED after {entry['seconds']} s: {describe_failure(entry)}\n"
+                    f"    executed notebook: {out}")
+                return False
+            mem = f", kernel peak RSS {entry['peak_rss_mb']:.0f} MB" if entry["peak_rss_mb"] is not None else ""
+            log(f"[{run_name}] {nb.name} ok in {entry['seconds']} s{mem}")
+        status["complete"] = all(e.get("status") == "ok" for e in status["notebooks"].values())
+        atomic_write_text(run_dir / "status.json", json.dumps(status, indent=1))
+        return True
 
 
 def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks: list[Path], log=print,
@@ -241,8 +164,6 @@ def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks
     parameters may differ (a profile that gained a variant), and each re-run entry lists those that did
     ("params_changed") with the git commit it ran at. A folder that is incomplete, lacks a notebook, or whose other
     notebooks would see other parameters is refused with the fix named (ValueError)."""
-    from lib.common.runinfo import git_commit, refuse_other_settings
-
     run_dir = outputs / run_name
     status = read_json(run_dir / "status.json")
     made = list(status.get("notebooks") or {})
@@ -253,7 +174,7 @@ def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks
         raise ValueError(f"--rerun: {run_dir} never ran {missing}; re-run only notebooks it ran: {made}")
     merged, per_nb = plan_run(files, overrides, notebooks, all_notebooks)
     merged["run_dir"] = _run_dir_param(run_dir)
-    old = json.loads((run_dir / "params.json").read_text())["params"]
+    old = load_json(run_dir / "params.json")["params"]
     nb_dir = (all_notebooks or notebooks)[0].parent
     others = [nb_dir / n for n in made if n not in {nb.name for nb in notebooks}]
     declared = {}
@@ -291,17 +212,58 @@ def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks
 
 def describe_plan(run_name: str, files: list[Path], overrides: dict, notebooks: list[Path], outputs: Path = OUTPUTS,
                   all_notebooks: list[Path] | None = None, force: bool = False) -> str:
-    """What run_one would do, in a few lines (for --dry-run): folder, files, notebooks, parameters, skip or run."""
+    """What run_one would do, in a few lines (for --dry-run): folder, files, notebooks, parameters, skip or run.
+    A folder that run_one would refuse raises the same RunFolderError."""
     run_dir = outputs / run_name
     merged, per_nb = plan_run(files, overrides, notebooks, all_notebooks)
     merged["run_dir"] = _run_dir_param(run_dir)
-    status = read_json(run_dir / "status.json")
-    skip = not force and status.get("params_hash") == _params_hash(merged, notebooks) and status.get("complete")
+    if not force:
+        refuse_other_params(run_dir, merged)
+    entries = read_json(run_dir / "status.json").get("notebooks") or {}
+    skip = not force and (run_dir / "params.json").is_file() and all(
+        (entries.get(nb.name) or {}).get("status") == "ok" and (run_dir / nb.name).is_file() for nb in notebooks)
     lines = [f"[{run_name}] {'skip (already complete with the same parameters)' if skip else 'run'} -> {run_dir}",
              f"    params files: {', '.join(str(f) for f in files)}" + (f"; overrides: {overrides}" if overrides else "")]
     for nb in notebooks:
         lines.append(f"    {nb.name}: {json.dumps(per_nb[nb], default=str, sort_keys=True)}")
     return "\n".join(lines)
+
+
+def plan_grid(args: argparse.Namespace) -> tuple[list[Path], list[Path], dict, list[tuple[str, list[Path]]]]:
+    """(every numbered notebook, the selected ones, the -p overrides, the runs as (name, params files)) of the
+    command line, with every value of every run and each run's folder checked (ParamError / RunFolderError)."""
+    all_notebooks = numbered_notebooks(args.notebook_dir) if args.notebook_dir else numbered_notebooks()
+    notebooks = all_notebooks
+    if args.notebooks:
+        unknown = sorted(set(args.notebooks) - {notebook_number(nb) for nb in all_notebooks})
+        if unknown:
+            raise ParamError(f"--notebooks {' '.join(unknown)}: no such notebook; use numbers of "
+                             f"{', '.join(nb.name for nb in all_notebooks)}")
+        notebooks = [nb for nb in all_notebooks if notebook_number(nb) in set(args.notebooks)]
+    if not notebooks:
+        raise ParamError("no numbered notebooks to run in notebooks/")
+    overrides = dict(parse_override(o) for o in args.overrides)
+    runs: list[tuple[str, list[Path]]] = []
+    if args.params:
+        if len(args.device) > 1:
+            raise ParamError("--params takes at most one --device (it is layered after the params files); "
+                             "run the devices one at a time")
+        runs.append((Path(args.params[0]).stem,
+                     [Path(p) for p in args.params] + [PARAMS / f"{d}.yaml" for d in args.device]))
+    for size in args.size or ([] if args.params else ["demo"]):
+        for device in args.device or ["cpu"]:
+            runs.append((f"{size}-{device}", [PARAMS / f"{size}.yaml", PARAMS / f"{device}.yaml"]))
+    if args.run_name:
+        if len(runs) != 1:
+            raise ParamError(f"--run-name names one run folder, but {len(runs)} runs are planned "
+                             f"({', '.join(n for n, _ in runs)}); drop --run-name or plan one run")
+        runs = [(args.run_name, runs[0][1])]
+    for name, files in runs:  # validate every value of the whole grid, and its folders, before any work
+        merged, _ = plan_run(files, overrides, notebooks, all_notebooks)
+        check_run(merged, files, overrides, notebooks)
+        if not args.force and not args.rerun:
+            refuse_other_params(Path(args.outputs) / name, {**merged, "run_dir": "-"})
+    return all_notebooks, notebooks, overrides, runs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -323,64 +285,50 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--notebook-dir", default=None, help=argparse.SUPPRESS)  # tests run tiny notebooks
     args = ap.parse_args(argv)
 
-    all_notebooks = numbered_notebooks(args.notebook_dir) if args.notebook_dir else numbered_notebooks()
-    notebooks = all_notebooks
-    if args.notebooks:
-        unknown = sorted(set(args.notebooks) - {notebook_number(nb) for nb in all_notebooks})
-        if unknown:
-            print(f"error: --notebooks {' '.join(unknown)}: no such notebook; use numbers of "
-                  f"{', '.join(nb.name for nb in all_notebooks)}", file=sys.stderr)
-            return 2
-        notebooks = [nb for nb in all_notebooks if notebook_number(nb) in set(args.notebooks)]
-    if not notebooks:
-        print("error: no numbered notebooks to run in notebooks/", file=sys.stderr)
-        return 2
     try:
-        overrides = dict(parse_override(o) for o in args.overrides)
-        runs: list[tuple[str, list[Path]]] = []
-        if args.params:
-            runs.append((args.run_name or Path(args.params[0]).stem, [Path(p) for p in args.params]))
-        for size in args.size or ([] if args.params else ["demo"]):
-            for device in args.device or ["cpu"]:
-                name = args.run_name if args.run_name and len(args.size or [1]) * len(args.device or [1]) == 1 \
-                    else f"{size}-{device}"
-                runs.append((name, [PARAMS / f"{size}.yaml", PARAMS / f"{device}.yaml"]))
-        for name, files in runs:  # validate the whole grid before any work
-            plan_run(files, overrides, notebooks, all_notebooks)
-    except ParamError as e:
+        all_notebooks, notebooks, overrides, runs = plan_grid(args)
+    except (ParamError, RunFolderError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.rerun and (len(runs) != 1 or not args.notebooks):
         print("error: --rerun takes one run (--params ... --run-name NAME) and the --notebooks to re-run",
               file=sys.stderr)
         return 2
-    if args.rerun and not args.dry_run:
-        try:
-            ok = rerun_notebooks(runs[0][0], runs[0][1], overrides, notebooks, outputs=Path(args.outputs),
-                                 all_notebooks=all_notebooks)
-        except ValueError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        return 0 if ok else 1
-    if args.dry_run:
+    try:
+        if args.rerun and not args.dry_run:
+            with run_folder_lock(Path(args.outputs), runs[0][0]):
+                ok = rerun_notebooks(runs[0][0], runs[0][1], overrides, notebooks, outputs=Path(args.outputs),
+                                     all_notebooks=all_notebooks)
+            return 0 if ok else 1
+        if args.dry_run:
+            for name, files in runs:
+                print(describe_plan(name, files, overrides, notebooks, Path(args.outputs), all_notebooks, args.force))
+            if args.rerun:
+                print(f"--rerun: only {', '.join(nb.name for nb in notebooks)} would be re-executed into the complete "
+                      f"run folder {Path(args.outputs) / runs[0][0]}")
+            print(f"dry run: {len(runs)} run(s) valid; nothing executed")
+            return 0
+        failed = []
         for name, files in runs:
-            print(describe_plan(name, files, overrides, notebooks, Path(args.outputs), all_notebooks, args.force))
-        if args.rerun:
-            print(f"--rerun: only {', '.join(nb.name for nb in notebooks)} would be re-executed into the complete run "
-                  f"folder {Path(args.outputs) / runs[0][0]}")
-        print(f"dry run: {len(runs)} run(s) valid; nothing executed")
-        return 0
-
-    failed = []
-    for name, files in runs:
-        try:
-            ok = run_one(name, files, overrides, notebooks, force=args.force, outputs=Path(args.outputs),
-                         all_notebooks=all_notebooks)
-        except Exception:
-            traceback.print_exc()
-            ok = False
-        if not ok:
-            failed.append(name)
+            try:
+                ok = run_one(name, files, overrides, notebooks, force=args.force, outputs=Path(args.outputs),
+                             all_notebooks=all_notebooks)
+            except RunFolderError as e:
+                print(f"error: {e}", file=sys.stderr)
+                ok = False
+            except KeyboardInterrupt:
+                raise
+            except Exception:
+                traceback.print_exc()
+                ok = False
+            if not ok:
+                failed.append(name)
+    except (RunFolderError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished notebooks and checkpoints are kept; the same command resumes", file=sys.stderr)
+        return 130
     stem = Path(args.summary) if args.summary else Path(args.outputs) / "summary"
     from lib.run.summary import summarize
 

@@ -1,0 +1,176 @@
+"""One run folder: the notebook execution that fills it (papermill, with the kernel's peak memory and threads) and
+the rules that keep it whole (one writer at a time, one parameter set)."""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from lib.common.runinfo import read_json, refuse_other_settings
+
+PEAK_RSS_MEASURES = ("largest VmHWM (the peak resident set size Linux keeps per process) among the runner's child "
+                     "processes, i.e. the Jupyter kernel and what it starts, read from /proc every 0.25 s; growth in "
+                     "the last 0.25 s before the kernel exits can be missed; null where /proc is unavailable")
+KERNEL = "wikigat"
+# Parameters that say how a run executes, not what it computes: a run complete with other values is not re-run.
+EXECUTION_KEYS = ("threads",)
+
+
+class KernelPeak:
+    """Peak resident memory of the notebook kernel, sampled in a background thread while papermill runs.
+
+    Measures the largest VmHWM ("peak resident set size" kept by the Linux kernel for each process) among this
+    process's descendants, i.e. the Jupyter kernel and anything it starts, read from /proc every `interval` s. VmHWM is
+    a high-water mark, so short spikes between two reads are not missed; only growth in the last `interval` s before
+    the kernel exits can be. `peak_mb` is None where /proc is unavailable (not Linux)."""
+
+    def __init__(self, interval: float = 0.25):
+        self.interval, self.peak_kb = interval, None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    @staticmethod
+    def _hwm_kb(pid: int) -> int | None:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+        return None
+
+    def sample(self) -> None:
+        for child in psutil.Process().children(recursive=True):
+            kb = self._hwm_kb(child.pid)
+            if kb is not None and (self.peak_kb is None or kb > self.peak_kb):
+                self.peak_kb = kb
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def peak_mb(self) -> float | None:
+        return None if self.peak_kb is None else round(self.peak_kb / 1024, 1)
+
+
+def failure_details(e: BaseException) -> dict:
+    """The exception's name, message and failing cell, from papermill's PapermillExecutionError or any exception."""
+    name = getattr(e, "ename", None) or type(e).__name__
+    message = getattr(e, "evalue", None)
+    if message is None:
+        message = str(e).strip().splitlines()[-1] if str(e).strip() else ""
+    out = {"error_name": str(name), "error_message": str(message)[:2000]}
+    if getattr(e, "cell_index", None) is not None:
+        out["cell_index"] = e.cell_index  # index in the executed notebook, which holds papermill's injected cell
+        out["exec_count"] = getattr(e, "exec_count", None)
+        out["cell_source"] = str(getattr(e, "source", ""))[:2000]
+    return out
+
+
+def describe_failure(d: dict) -> str:
+    where = f" in cell {d['cell_index']} (In [{d.get('exec_count')}])" if "cell_index" in d else ""
+    text = f"{d['error_name']}: {d['error_message']}{where}"
+    src = d.get("cell_source", "").strip().splitlines()
+    if src:
+        text += "\n    cell: " + "\n          ".join(src[:6]) + ("\n          ..." if len(src) > 6 else "")
+    return text
+
+
+@contextlib.contextmanager
+def kernel_threads(threads: int):
+    """OMP_NUM_THREADS / MKL_NUM_THREADS for the kernels started inside (0: lib.common.device.default_threads()), so the
+    OpenMP pool of a kernel has the size its notebook's set_threads() asks for from the first import of torch on."""
+    from lib.common.device import (  # imports torch: only when a kernel starts
+        THREAD_VARS,
+        default_threads,
+    )
+
+    n = threads or default_threads()
+    saved = {v: os.environ.get(v) for v in THREAD_VARS}
+    os.environ.update({v: str(n) for v in THREAD_VARS})
+    try:
+        yield n
+    finally:
+        for v, old in saved.items():
+            if old is None:
+                os.environ.pop(v, None)
+            else:
+                os.environ[v] = old
+
+
+def execute(nb: Path, out: Path, params: dict) -> dict:
+    """Run one notebook with papermill into `out`; its status entry: status, wall seconds, kernel peak RSS, the CPU
+    threads its kernel used and, for a failure, the exception's details (failure_details)."""
+    import papermill as pm  # slow to import: only when a notebook runs
+
+    t0 = time.perf_counter()
+    error = None
+    with KernelPeak() as peak, kernel_threads(params.get("threads", 0)) as threads:
+        try:
+            pm.execute_notebook(str(nb), str(out), parameters=params, kernel_name=KERNEL, cwd=str(nb.parent),
+                                progress_bar=False, log_output=False)
+        except Exception as e:  # papermill raises PapermillExecutionError with the failing cell
+            error = failure_details(e)
+    return {"status": "failed" if error else "ok", "seconds": round(time.perf_counter() - t0, 1),
+            "peak_rss_mb": peak.peak_mb, "threads": threads, **(error or {})}
+
+
+class RunFolderError(RuntimeError):
+    """A run folder that this run may not write: another process holds it, or it was made with other parameters."""
+
+
+def comparable_params(params: dict) -> dict:
+    return {k: v for k, v in params.items() if k not in ("run_dir", "_files", *EXECUTION_KEYS)}
+
+
+@contextlib.contextmanager
+def run_folder_lock(outputs: Path, run_name: str):
+    """Hold the write lock of run folder `run_name` (an flock on `<outputs>/.locks/<run_name>.lock`, which names its
+    holder's pid). The lock lives beside the folder, not in it, so a refused run leaves the folder byte-identical;
+    the kernel releases an flock when its process dies, so a lock left by a killed run is simply taken over."""
+    path = outputs / ".locks" / f"{run_name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+", encoding="utf-8") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            raise RunFolderError(f"{outputs / run_name} is being written by {holder}; wait for it to finish (the same "
+                                 f"command then skips or resumes), or stop that process and re-run") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()} (python -m lib.run.runner, since {time.strftime('%Y-%m-%d %H:%M:%S')})\n")
+        f.flush()
+        try:
+            yield
+        finally:
+            f.seek(0)
+            f.truncate()
+
+
+def refuse_other_params(run_dir: Path, merged: dict) -> None:
+    """A run folder belongs to one parameter set: a folder whose params.json holds other values is refused, naming
+    them, before anything is written (--force starts it over with the new values)."""
+    made = read_json(run_dir / "params.json").get("params")
+    if made is None:
+        return
+    try:
+        refuse_other_settings(str(run_dir), comparable_params(made), comparable_params(merged),
+                              "use another --run-name, or add --force to start this folder over with the new values")
+    except ValueError as e:
+        raise RunFolderError(str(e)) from None

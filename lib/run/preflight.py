@@ -1,0 +1,136 @@
+"""Every value of every notebook a run will execute, checked before the runner creates or changes anything.
+
+A value must have the type its notebook's parameters cell declares (`max_nodes: int = 1000`; an int is accepted for a
+float, a bool is never an int), then pass the check its stage runs on its own parameters (bounds, choices, device
+availability). The first failure is one `ParamError` naming the key, the value, where the value came from (a params
+file or `-p`) and what is accepted. Checks that need data (graph counts, roots present in the snapshot) stay in the
+notebooks, where the data is.
+"""
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from pathlib import Path
+
+from lib.common.params import ParamError, load_yaml, notebook_parameters
+
+TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (float, int), "str": (str,), "bool": (bool,),
+                                      "list": (list,)}
+
+
+def provenance(files: list[Path], overrides: dict) -> dict[str, str]:
+    """key -> where its value comes from: the last params file that sets it, or `-p` for an override."""
+    where: dict[str, str] = {}
+    for f in files:
+        where.update(dict.fromkeys(load_yaml(f), f"params file {f}"))
+    where.update(dict.fromkeys(overrides, "-p"))
+    return where
+
+
+def declared_defaults(declared: dict[str, dict]) -> dict:
+    """The parameters cell's default values (papermill reports them as source text)."""
+    out = {}
+    for k, d in declared.items():
+        try:
+            out[k] = ast.literal_eval(d["default"])
+        except (ValueError, SyntaxError):
+            out[k] = d["default"]
+    return out
+
+
+def check_types(values: dict, declared: dict[str, dict], where: dict[str, str], notebook: str) -> None:
+    for k, v in values.items():
+        name = declared.get(k, {}).get("inferred_type_name")
+        ok = TYPES.get(name)
+        if ok is None or (isinstance(v, ok) and isinstance(v, bool) == (bool in ok)):  # a bool is an int in Python
+            continue
+        example = declared[k]["default"]
+        raise ParamError(f"parameter {k}={v!r} ({where.get(k, 'notebook default')}) is a {type(v).__name__}; "
+                         f"{notebook} declares it {name} (default {example}); give a {name}")
+
+
+def _crawl(p: dict) -> None:
+    from lib.common.paths import resolve
+    from lib.crawl.campaign import check_campaign, read_roots
+    from lib.crawl.sources import SOURCES
+
+    if p["source"] not in SOURCES:
+        raise ParamError(f"parameter source={p['source']!r} is invalid: use one of {', '.join(SOURCES)}",
+                         key="source")
+    if p["source"] != "graphs":
+        check_campaign(read_roots(resolve(p["roots_file"])) if p["roots_file"] else list(p["roots"]), p["max_nodes"])
+    if p["source"] in ("snapshot", "graphs") and not p["snapshot_path"]:
+        raise ParamError(f"source={p['source']!r} needs snapshot_path (a link list, graph file or folder)",
+                         key="snapshot_path")
+
+
+def _embed(p: dict) -> None:
+    from lib.embed import dataset
+
+    dataset.check_params(p)
+
+
+def _train(p: dict) -> None:
+    from lib.linkpred import experiment
+
+    experiment.check_params(p)
+
+
+def _beyond(p: dict) -> None:
+    from lib.linkpred import beyond_run
+
+    beyond_run.check_params(p)
+
+
+def _aauc(p: dict) -> None:
+    from lib.aauc import study
+
+    study.check_params(p)
+
+
+def _distill(p: dict) -> None:
+    from lib.distill import grid
+
+    grid.check_params({k.removeprefix("distill_"): v for k, v in p.items()})
+
+
+def _kd(p: dict) -> None:
+    from lib.kd import run
+
+    run.check_params(p)
+
+
+# Each stage's own check, imported when its notebook is planned (stages 5 and 6 load transformers).
+STAGE_CHECKS: dict[str, Callable[[dict], None]] = {
+    "01_crawl.ipynb": _crawl, "02_embed.ipynb": _embed, "03_train_gat.ipynb": _train, "03b_beyond_seed.ipynb": _beyond,
+    "04_aauc_analysis.ipynb": _aauc, "05_attention_distillation.ipynb": _distill, "06_kd_probing.ipynb": _kd}
+
+
+def check_device(p: dict) -> None:
+    from lib.common.device import get_device
+
+    try:
+        get_device(p["device"])
+    except (ValueError, RuntimeError) as e:
+        raise ParamError(str(e), key="device") from None
+
+
+def check_run(merged: dict, files: list[Path], overrides: dict, notebooks: list[Path]) -> None:
+    """Type and stage checks of every notebook in `notebooks` on the merged parameters (notebook defaults beneath)."""
+    where = provenance(files, overrides)
+    for nb in notebooks:
+        declared = notebook_parameters(nb)
+        values = {**declared_defaults(declared), **{k: v for k, v in merged.items() if k in declared}}
+        check_types({k: v for k, v in values.items() if k in merged}, declared, where, nb.name)
+        try:
+            if "device" in values:
+                check_device(values)
+            check = STAGE_CHECKS.get(nb.name)
+            if check is not None:
+                check(values)
+        except ParamError as e:
+            key = getattr(e, "key", None)
+            origin = f" ({where[key]})" if key in where else f" (the default of {nb.name})" if key else ""
+            raise ParamError(f"{nb.name}: {e}{origin}", key=key) from None
+        except (ValueError, TypeError, KeyError) as e:  # a stage check's own error class (DistillError, ...)
+            raise ParamError(f"{nb.name}: {e}") from None

@@ -1,0 +1,177 @@
+"""Every value is checked before the runner touches a run folder; a folder has one writer and one parameter set;
+readers name their file; input files may start with a byte-order mark."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+
+import pytest
+import torch
+
+from lib.common.paths import PARAMS, ROOT
+from lib.run.folder import run_folder_lock
+from lib.run.runner import main
+from tests.test_runner import (  # noqa: F401  (project fixture below)
+    folder_bytes,
+    project,  # noqa: F401
+    run,
+    tiny_notebook,
+)
+
+NO_GPU = not torch.cuda.is_available()
+
+
+def dry(tmp_path, *args):
+    return main(["--outputs", str(tmp_path / "out"), "--dry-run", *args])
+
+
+@pytest.mark.parametrize("override, named", [
+    ("max_nodes=abc", "max_nodes='abc' (-p) is a str; 01_crawl.ipynb declares it int"),
+    ("gat_epochs=abc", "gat_epochs='abc' (-p) is a str; 03_train_gat.ipynb declares it int"),
+    ("n_seeds=-1", "n_seeds=-1 is invalid: use at least 1"),
+    ("gat_lr=true", "gat_lr=True (-p) is a bool; 03_train_gat.ipynb declares it float"),
+    ("protocols=[leak_free, nowhere]", "protocols=['leak_free', 'nowhere'] is invalid"),
+])
+def test_a_bad_value_is_refused_by_dry_run_and_run_before_anything_is_written(tmp_path, capsys, override, named):
+    assert dry(tmp_path, "--size", "tiny", "-p", override) == 2
+    err = capsys.readouterr().err
+    assert named in err and "(-p)" in err and err.count("\n") == 1
+    assert main(["--outputs", str(tmp_path / "out"), "--size", "tiny", "-p", override]) == 2
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_value_names_the_params_file_it_came_from(tmp_path, capsys):
+    (tmp_path / "bad.yaml").write_text("gat_epochs: two\n")
+    assert dry(tmp_path, "--params", str(PARAMS / "tiny.yaml"), str(tmp_path / "bad.yaml")) == 2
+    assert f"gat_epochs='two' (params file {tmp_path / 'bad.yaml'})" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not NO_GPU, reason="checks the refusal on a machine without CUDA")
+def test_cuda_without_a_gpu_is_refused_up_front_also_with_params_files(tmp_path, capsys):
+    assert dry(tmp_path, "--size", "tiny", "--device", "cuda") == 2
+    assert "device='cuda' requested but no CUDA GPU is visible" in capsys.readouterr().err
+    # --device is layered after --params files, not dropped
+    assert dry(tmp_path, "--params", str(PARAMS / "tiny.yaml"), "--device", "cuda") == 2
+    assert "no CUDA GPU" in capsys.readouterr().err
+
+
+def test_two_runs_into_one_folder_and_a_run_name_for_a_grid_are_errors(tmp_path, capsys):
+    assert dry(tmp_path, "--params", str(PARAMS / "tiny.yaml"), "--size", "tiny", "--run-name", "n") == 2
+    assert "--run-name names one run folder, but 2 runs are planned" in capsys.readouterr().err
+
+
+def test_a_params_file_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    (tmp_path / "latin.yaml").write_bytes("picture_root: Zürich\n".encode("latin-1"))
+    assert dry(tmp_path, "--params", str(tmp_path / "latin.yaml")) == 2
+    err = capsys.readouterr().err
+    assert "is not UTF-8 text" in err and "save it as UTF-8" in err and err.count("\n") == 1
+
+
+def test_a_byte_order_mark_starts_no_title(tmp_path):
+    from lib.crawl.campaign import read_roots
+    from lib.crawl.sources import read_snapshot, read_topics
+
+    (tmp_path / "links.tsv").write_bytes("\ufeffArticle 000\tArticle 001\nArticle 001\tArticle 000\n".encode())
+    (tmp_path / "roots.txt").write_bytes("\ufeffArticle 000\n".encode())
+    (tmp_path / "topics.tsv").write_bytes("\ufeffArticle 000\tArts\n".encode())
+    (tmp_path / "comment.tsv").write_bytes("\ufeff# a comment\nA\tB\n".encode())
+    assert set(read_snapshot(tmp_path / "links.tsv").links) == {"Article 000", "Article 001"}
+    assert read_roots(tmp_path / "roots.txt") == ["Article 000"]
+    assert read_topics(tmp_path / "topics.tsv") == {"Article 000": "Arts"}
+    assert set(read_snapshot(tmp_path / "comment.tsv").links) == {"A"}
+
+
+def test_a_folder_made_with_other_parameters_is_refused_untouched_also_by_dry_run(project, capsys):  # noqa: F811
+    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "x") == 0
+    before = folder_bytes(project / "out" / "x")
+    assert run(project, "--params", str(project / "c.yaml"), "--run-name", "x", "--dry-run") == 2
+    assert run(project, "--params", str(project / "c.yaml"), "--run-name", "x", "--notebooks", "01") == 2
+    assert "made with other settings (size)" in capsys.readouterr().err
+    assert folder_bytes(project / "out" / "x") == before
+
+
+def test_force_on_a_subset_keeps_the_other_notebooks_entries(project):  # noqa: F811
+    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "s") == 0
+    status = json.loads((project / "out" / "s" / "status.json").read_text())
+    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "s", "--force", "--notebooks", "02") == 0
+    after = json.loads((project / "out" / "s" / "status.json").read_text())
+    assert after["complete"] and after["notebooks"]["01_first.ipynb"] == status["notebooks"]["01_first.ipynb"]
+    assert after["notebooks"]["02_second.ipynb"] != status["notebooks"]["02_second.ipynb"]
+
+
+def test_a_folder_being_written_is_refused_naming_its_holder_and_a_dead_holder_is_taken_over(project, capsys):  # noqa: F811
+    out = project / "out"
+    with run_folder_lock(out, "busy"):
+        assert run(project, "--params", str(project / "a.yaml"), "--run-name", "busy") == 1
+        assert f"is being written by pid {os.getpid()}" in capsys.readouterr().err
+    assert not (out / "busy").exists()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                               "from lib.run.folder import run_folder_lock\n"
+                               f"with run_folder_lock(Path({str(out)!r}), 'busy'):\n"
+                               "    print('held', flush=True); time.sleep(600)"],
+                              cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "busy") == 0
+
+
+def test_ctrl_c_ends_with_one_line_saying_the_same_command_resumes(project, capsys, monkeypatch):  # noqa: F811
+    import lib.run.runner as runner
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run_one", interrupted)
+    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "i") == 130
+    err = capsys.readouterr().err.strip()
+    assert err == "interrupted: finished notebooks and checkpoints are kept; the same command resumes"
+
+
+def test_unreadable_files_are_named_and_a_cut_checkpoint_is_moved_aside(tmp_path):
+    from lib.common.runinfo import load_state, read_json
+    from lib.crawl.sources import PageCache
+
+    (tmp_path / "store.json").write_text('{"format": 1, "mod')
+    with pytest.raises(ValueError, match=r"store\.json is not valid JSON .*delete it and re-run"):
+        read_json(tmp_path / "store.json")
+    ck = tmp_path / "last.pt"
+    torch.save({"config": {"a": 1}, "w": torch.zeros(1000)}, ck)
+    ck.write_bytes(ck.read_bytes()[:200])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert load_state(ck, {"a": 1}) is None
+    assert not ck.exists() and (tmp_path / "last.pt.corrupt").is_file()
+    assert any("last.pt could not be read" in str(w.message) for w in caught)
+    (tmp_path / "pages.sqlite").write_bytes(b"not a database" * 100)
+    with pytest.warns(UserWarning, match=r"pages\.sqlite could not be read"):
+        cache = PageCache(tmp_path / "pages.sqlite")
+    assert len(cache) == 0 and (tmp_path / "pages.sqlite.corrupt").is_file()
+    cache.close()
+
+
+def test_gat_training_resumes_from_the_checkpoint_before_a_cut_one(tmp_path):
+    from lib.linkpred.train import LAST, _resume
+
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", enabled=False)
+    good = {"model": model.state_dict(), "optimizer": opt.state_dict(), "config": {"train": {"k": 1}}, "history": [1],
+            "val": [], "epoch": 1}
+    torch.save(good, tmp_path / "epoch_1.pt")
+    (tmp_path / LAST).write_bytes(b"PK\x03\x04 cut short")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        start = _resume(tmp_path, True, "data", {"train": {"k": 1}}, model, opt, scaler, torch.device("cpu"))
+    assert start["epoch"] == 2 and start["last_good"] == tmp_path / "epoch_1.pt"
+    assert (tmp_path / (LAST + ".corrupt")).is_file()
+
+
+def test_the_lock_file_lives_beside_the_run_folders(tmp_path):
+    with run_folder_lock(tmp_path, "r"):
+        assert f"pid {os.getpid()}" in (tmp_path / ".locks" / "r.lock").read_text()
+        time.sleep(0)
+    assert (tmp_path / ".locks" / "r.lock").read_text() == ""
