@@ -33,7 +33,8 @@ def test_render_puts_each_runs_numbers_beside_the_seeds():
     text = report.render({"fake40": _fake_run(0.8123, 0.0456, 0.7)})
     row = next(line for line in text.splitlines() if line.startswith("| fake40") and "| seed " in line)
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[:7] == ["fake40", "40", "3", "seed", "0.812 ± 0.046", "0.700", "0.900"]  # seed report at 40 graphs
+    assert cells[:8] == ["fake40", "title mentions (proxy)", "40", "3", "seed", "0.812 ± 0.046", "0.700",
+                         "0.900"]  # seed report at 40 graphs
     lf = next(line for line in text.splitlines() if line.startswith("| fake40") and "| leak_free " in line)
     assert "0.762 ± 0.046" in lf and "0.900" not in lf  # the seed report has no leak-free number
     assert text.startswith(report.BEGIN) and text.endswith(report.END)
@@ -191,12 +192,25 @@ def test_headline_lines_are_printed_from_the_runs_numbers(tmp_path):
     runs["fake180"]["train_gat"]["splits"]["0"]["val"] = ["b"] * 10
     lines = headline(runs, tmp_path)
     repro = next(line for line in lines if line.startswith("**Reproduction.**"))
-    assert "test AUC 0.812 / 0.850 with 40 / 180 training graphs" in repro and "seed report's 0.900 / 0.922" in repro
+    assert "test AUC 0.812 / 0.850 with 40 / 180 training graphs" in repro and "the seed report gives 0.900 / 0.922" in repro
     trend = next(line for line in lines if line.startswith("**A-AUC and size.**"))
-    assert "rises with training-set size, 0.700 → 0.750 from 40 to 180 graphs" in trend and "it fell" in trend
+    assert "it rises, 0.700 → 0.750 from 40 to 180 graphs" in trend and "it fell" in trend
     leak = next(line for line in lines if line.startswith("**Unseen links.**"))
-    assert "AUC 0.762 / 0.800 with 40 / 180 training graphs, against cosine 0.762 / 0.800" in leak
+    assert "0.762 / 0.800 with 40 / 180 training graphs against cosine 0.762 / 0.800" in leak
     assert not any(line.startswith(("**Distillation.**", "**Classic KD.**", "**Beyond")) for line in lines)  # no data
+
+
+def test_each_finding_shows_every_link_source_side_by_side_the_proxy_first(tmp_path):
+    from lib.run.headline import headline
+
+    runs = {"real40": {**_fake_run(0.9, 0.01, 0.6), "link_source": "wikispeedia"},
+            "proxy40": _fake_run(0.8, 0.01, 0.7)}
+    repro = next(line for line in headline(runs, tmp_path) if line.startswith("**Reproduction.**"))
+    proxy, real = repro.index("on title mentions (proxy), test AUC 0.800"), repro.index("on Wikispeedia hyperlinks, "
+                                                                                         "test AUC 0.900")
+    assert proxy < real and "[real40]" in repro[real:] and "[real40]" not in repro[:real]
+    table = report.seed_table(runs)
+    assert set(table["links"]) == {"title mentions (proxy)", "Wikispeedia hyperlinks"}
 
 
 def test_the_distillation_headline_names_its_budget_and_links_the_run_that_made_it(tmp_path):
@@ -286,7 +300,7 @@ def test_the_beyond_and_harder_negative_lines_count_the_goal_and_average_the_mar
             gap("new_nodes", "uniform", 0.01, 0.01, 0.5, 0.2), gap("new_nodes", "matched", 0.05, 0.03, 0.2, -0.1)]
     runs = {"r": {"beyond": {"gaps": gaps}}}
     line = beyond(runs)
-    assert "in 1 of 4 protocol × negative-set cells" in line  # only leak_free/uniform clears +0.02 AUC and MRR
+    assert "1 of 4 cells" in line  # only leak_free/uniform clears +0.02 AUC and MRR
     assert "+0.030 / +0.010 under leak_free / new_nodes" in line
     assert "matched +0.030 / +0.250" in harder_negatives(runs) and "across 2 protocols" in harder_negatives(runs)
     assert beyond({"x": {}}) is None and harder_negatives({"x": {}}) is None

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from lib.common.paths import OUTPUTS
-from lib.run.tables import PROBES, diff_cell
+from lib.common.runinfo import load_json
+from lib.run.tables import PROBES, diff_cell, links_of
 
 REFERENCE = OUTPUTS / "reference"
 CLEAN = ("leak_free", "new_nodes", "pair_split")
@@ -38,101 +39,137 @@ def _seed_model(rows: pd.DataFrame, protocol: str) -> pd.DataFrame:
     return rows[sel].sort_values("n_train")
 
 
+def _per_source(runs: dict[str, dict], part) -> list[tuple[str, str]]:
+    """[(link source, part(its runs))] for every link source whose runs give a part, the embedded proxy first."""
+    groups: dict[str, dict[str, dict]] = {}
+    for name, m in sorted(runs.items(), key=lambda kv: kv[1].get("link_source", "embedded") != "embedded"):
+        groups.setdefault(links_of(m), {})[name] = m
+    return [(links, text) for links, g in groups.items() if (text := part(g))]
+
+
+def _sides(parts: list[tuple[str, str]]) -> str:
+    return "; ".join(f"on {links}, {text}" for links, text in parts)
+
+
 def reproduction(runs: dict[str, dict]) -> str | None:
     from lib.linkpred.metrics import SEED_REPORTED
 
-    rows = _gat_rows(runs)
-    if rows.empty:
-        return None
     ref = {r["train_graphs"]: r for r in SEED_REPORTED}
-    t = _seed_model(rows, "seed")
-    t = t[t["n_train"].isin(ref)]
-    if t.empty:
+
+    def part(g: dict[str, dict]) -> str | None:
+        rows = _gat_rows(g)
+        t = _seed_model(rows, "seed") if len(rows) else rows
+        t = t[t["n_train"].isin(ref)] if len(t) else t
+        if t.empty:
+            return None
+        return (f"test AUC {' / '.join(f'{a:.3f}' for a in t['auc'])} with {' / '.join(str(n) for n in t['n_train'])} "
+                f"training graphs ({_links(t['run'])})")
+
+    parts = _per_source(runs, part)
+    if not parts:
         return None
-    ours = " / ".join(f"{a:.3f}" for a in t["auc"])
-    theirs = " / ".join(f"{ref[n]['auc']:.3f}" for n in t["n_train"])
-    sizes = " / ".join(str(n) for n in t["n_train"])
-    return (f"**Reproduction.** Under the seed's own protocol its GatModel scores test AUC {ours} with {sizes} training "
-            f"graphs of the offline data, against the seed report's {theirs} on its live crawl ({_links(t['run'])}).")
+    seed = " / ".join(f"{r['auc']:.3f}" for r in sorted(SEED_REPORTED, key=lambda r: r["train_graphs"]))
+    return (f"**Reproduction.** Under the seed's own protocol its GatModel scores {_sides(parts)}; the seed report "
+            f"gives {seed} with 40 / 180 / 315 graphs of its live crawl.")
 
 
 def aauc_trend(runs: dict[str, dict]) -> str | None:
     from lib.linkpred.metrics import SEED_REPORTED
 
-    rows = _gat_rows(runs)
-    t = _seed_model(rows, "seed").dropna(subset=["aauc"]) if len(rows) else rows
-    if len(t) < 2:
+    def part(g: dict[str, dict]) -> str | None:
+        rows = _gat_rows(g)
+        t = _seed_model(rows, "seed").dropna(subset=["aauc"]) if len(rows) else rows
+        if len(t) < 2:
+            return None
+        a0, a1, n0, n1 = t["aauc"].iloc[0], t["aauc"].iloc[-1], t["n_train"].iloc[0], t["n_train"].iloc[-1]
+        return f"it {'rises' if a1 > a0 else 'falls'}, {a0:.3f} → {a1:.3f} from {n0} to {n1} graphs ({_links(t['run'])})"
+
+    parts = _per_source(runs, part)
+    if not parts:
         return None
-    a0, a1, n0, n1 = t["aauc"].iloc[0], t["aauc"].iloc[-1], t["n_train"].iloc[0], t["n_train"].iloc[-1]
     s = sorted(SEED_REPORTED, key=lambda r: r["train_graphs"])
-    way = "rises" if a1 > a0 else "falls"
     seed_way = "rose" if s[-1]["aauc"] > s[0]["aauc"] else "fell"
-    return (f"**A-AUC and size.** The GatModel's A-AUC {way} with training-set size, {a0:.3f} → {a1:.3f} from {n0} to "
-            f"{n1} graphs; in the seed report it {seed_way}, {s[0]['aauc']:.3f} → {s[-1]['aauc']:.3f} "
-            f"({_links(t['run'])}).")
+    return (f"**A-AUC and size.** The GatModel's A-AUC with training-set size, seed protocol: {_sides(parts)}; in the "
+            f"seed report it {seed_way}, {s[0]['aauc']:.3f} → {s[-1]['aauc']:.3f}.")
 
 
 def leakage(runs: dict[str, dict]) -> str | None:
     from lib.linkpred.heuristics import HEURISTICS
 
-    rows = _gat_rows(runs)
-    if rows.empty:
+    def part(g: dict[str, dict]) -> str | None:
+        rows = _gat_rows(g)
+        if rows.empty:
+            return None
+        ours, theirs, sizes, used = [], [], [], []
+        for run, r in rows.groupby("run", sort=False):
+            gat = _seed_model(r, "leak_free")
+            h = r[(r["protocol"] == "leak_free") & (r["negatives"] == "uniform") & r["model"].isin(HEURISTICS)]
+            if gat.empty or h.empty:
+                continue
+            best = h.loc[h["auc"].idxmax()]
+            ours.append(f"{gat['auc'].iloc[0]:.3f}")
+            theirs.append((best["model"], f"{best['auc']:.3f}"))
+            sizes.append(str(r["n_train"].iloc[0]))
+            used.append(run)
+        if not ours:
+            return None
+        names = {n for n, _ in theirs}
+        bar = (f"{names.pop()} {' / '.join(a for _, a in theirs)}" if len(names) == 1
+               else " / ".join(f"{n} {a}" for n, a in theirs))
+        return f"{' / '.join(ours)} with {' / '.join(sizes)} training graphs against {bar} ({_links(used)})"
+
+    parts = _per_source(runs, part)
+    if not parts:
         return None
-    ours, theirs, sizes, used = [], [], [], []
-    for run, g in rows.groupby("run", sort=False):
-        gat = _seed_model(g, "leak_free")
-        h = g[(g["protocol"] == "leak_free") & (g["negatives"] == "uniform") & g["model"].isin(HEURISTICS)]
-        if gat.empty or h.empty:
-            continue
-        best = h.loc[h["auc"].idxmax()]
-        ours.append(f"{gat['auc'].iloc[0]:.3f}")
-        theirs.append((best["model"], f"{best['auc']:.3f}"))
-        sizes.append(str(g["n_train"].iloc[0]))
-        used.append(run)
-    if not ours:
-        return None
-    names = {n for n, _ in theirs}
-    bar = (f"{names.pop()} {' / '.join(a for _, a in theirs)}" if len(names) == 1
-           else " / ".join(f"{n} {a}" for n, a in theirs))
-    return ("**Unseen links.** Keep every test link out of training (`leak_free`) and the seed's GatModel scores test "
-            f"AUC {' / '.join(ours)} with {' / '.join(sizes)} training graphs, against {bar} for the best single "
-            f"heuristic, which learns nothing ({_links(used)}).")
+    return ("**Unseen links.** Keep every test link out of training (`leak_free`): the seed's GatModel scores test AUC "
+            f"{_sides(parts)}, the second number being the best single heuristic, which learns nothing.")
 
 
 def beyond(runs: dict[str, dict]) -> str | None:
     from lib.linkpred.beyond import goal_met
 
-    for run, m in runs.items():
-        gaps = (m.get("beyond") or {}).get("gaps") or []
-        if not gaps:
-            continue
-        met = [g for g in gaps if goal_met(g)]
-        uni = [g for g in gaps if g["negatives"] == "uniform"]
-        margins = " / ".join(f"{g['auc_margin']:+.3f}" for g in uni)
-        protocols = " / ".join(g["protocol"] for g in uni)
-        return (f"**Beyond the seed.** Notebook 03b's best graph model, chosen on validation, meets its goal (≥ 0.02 AUC "
-                f"and MRR over every heuristic scorer, and over the no-common-neighbour shortcut on the harder sets) in "
-                f"{len(met)} of {len(gaps)} protocol × negative-set cells; on uniform negatives its AUC margin over the "
-                f"strongest heuristic scorer is {margins} under {protocols} ({_link(run)}).")
-    return None
+    def part(g: dict[str, dict]) -> str | None:
+        for run, m in g.items():
+            gaps = (m.get("beyond") or {}).get("gaps") or []
+            if not gaps:
+                continue
+            met = [x for x in gaps if goal_met(x)]
+            uni = [x for x in gaps if x["negatives"] == "uniform"]
+            margins = " / ".join(f"{x['auc_margin']:+.3f}" for x in uni)
+            protocols = " / ".join(x["protocol"] for x in uni)
+            return (f"{len(met)} of {len(gaps)} cells, uniform AUC margin {margins} under {protocols} "
+                    f"({_link(run)})")
+        return None
+
+    parts = _per_source(runs, part)
+    if not parts:
+        return None
+    return ("**Beyond the seed.** Notebook 03b's best graph model, chosen on validation, meets its goal (≥ 0.02 AUC and "
+            "MRR over every heuristic scorer, and over the no-common-neighbour shortcut on the harder sets) in "
+            f"protocol × negative-set cells: {_sides(parts)} over the strongest heuristic scorer.")
 
 
 def harder_negatives(runs: dict[str, dict]) -> str | None:
-    for run, m in runs.items():
-        gaps = pd.DataFrame((m.get("beyond") or {}).get("gaps") or [])
-        if gaps.empty or "auc_margin_shortcut" not in gaps:
-            continue
-        sets = [n for n in gaps["negatives"].unique() if n != "uniform"]
-        if not sets:
-            continue
-        parts = []
-        for n in sets:
-            g = gaps[gaps["negatives"] == n]
-            parts.append(f"{n} {g['auc_margin'].mean():+.3f} / {g['auc_margin_shortcut'].mean():+.3f}")
-        return ("**Harder negatives.** Mean AUC margin of that model over the strongest heuristic scorer / over the "
-                f"no-common-neighbour shortcut, across {gaps['protocol'].nunique()} protocols: {'; '.join(parts)} "
-                f"({_link(run)}).")
-    return None
+    def part(g: dict[str, dict]) -> str | None:
+        for run, m in g.items():
+            gaps = pd.DataFrame((m.get("beyond") or {}).get("gaps") or [])
+            if gaps.empty or "auc_margin_shortcut" not in gaps:
+                continue
+            sets = [n for n in gaps["negatives"].unique() if n != "uniform"]
+            if not sets:
+                continue
+            cells = []
+            for n in sets:
+                x = gaps[gaps["negatives"] == n]
+                cells.append(f"{n} {x['auc_margin'].mean():+.3f} / {x['auc_margin_shortcut'].mean():+.3f}")
+            return f"{', '.join(cells)} across {gaps['protocol'].nunique()} protocols ({_link(run)})"
+        return None
+
+    parts = _per_source(runs, part)
+    if not parts:
+        return None
+    return ("**Harder negatives.** Mean AUC margin of that model over the strongest heuristic scorer / over the "
+            f"no-common-neighbour shortcut: {_sides(parts)}.")
 
 
 def _steps(run: str, ref: Path) -> int | None:
@@ -140,7 +177,7 @@ def _steps(run: str, ref: Path) -> int | None:
     its distill/ folder); None when the run holds none."""
     for p in (ref / run / "params_05.json", ref / run / "distill" / "params_05.json"):
         if p.is_file():
-            return json.loads(p.read_text(encoding="utf-8"))["params"].get("steps")
+            return load_json(p)["params"].get("steps")
     return None
 
 

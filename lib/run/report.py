@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from lib.common.paths import OUTPUTS, ROOT, atomic_write_text
-from lib.common.runinfo import read_json
+from lib.common.runinfo import load_json, read_json
 from lib.run.headline import headline
 from lib.run.tables import (
     _n_train,
@@ -96,7 +96,7 @@ def _relative_papermill_paths(nb_path: Path) -> None:
     project folder on (`notebooks/…`, `outputs/…`), which is all a reader's clone can use."""
     import re
 
-    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    nb = load_json(nb_path)
     pm = nb.get("metadata", {}).get("papermill", {})
     for key in ("input_path", "output_path"):
         if isinstance(pm.get(key), str):
@@ -107,7 +107,10 @@ def _relative_papermill_paths(nb_path: Path) -> None:
 def reference_runs(ref: Path = REFERENCE) -> dict[str, dict]:
     """{run name: metrics dict} of every reference run folder with a metrics.json, the seed-experiment runs first by
     number of training graphs, then the others (e.g. distillation) by name."""
-    runs = {p.parent.name: json.loads(p.read_text(encoding="utf-8")) for p in ref.glob("*/metrics.json")}
+    runs = {p.parent.name: load_json(p) for p in ref.glob("*/metrics.json")}
+    for name, m in runs.items():  # the link source, for the tables and headline that show each source side by side
+        crawl = read_json(ref / name / "params_01_crawl.json").get("params") or {}
+        m.setdefault("link_source", crawl.get("source", "embedded"))
     return dict(sorted(runs.items(), key=lambda kv: (0, _n_train(kv[1]), kv[0]) if "train_gat" in kv[1] else (1, 0, kv[0])))
 
 
@@ -122,19 +125,27 @@ def plot_size(runs: dict[str, dict], path: Path):
 
     t = seed_table(runs)
     t = t[t["protocol"].isin(["seed", "leak_free", "pair_split", "new_nodes"])]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    ax.plot([r["train_graphs"] for r in SEED_REPORTED], [r["auc"] for r in SEED_REPORTED], "k*-", label="seed AUC")
-    ax.plot([r["train_graphs"] for r in SEED_REPORTED], [r["aauc"] for r in SEED_REPORTED], "k*:", label="seed A-AUC")
-    for i, (p, g) in enumerate(t.groupby("protocol")):
-        g = g.sort_values("train graphs")
-        x = g["train graphs"]
-        ax.plot(x, [float(v.split(" ")[0]) for v in g["AUC"]], "o-", color=f"C{i}", label=f"ours AUC · {p}")
-        aa = [float(v) if v != "n/a" else float("nan") for v in g["A-AUC"]]
-        ax.plot(x, aa, "s:", color=f"C{i}", label=f"ours A-AUC · {p}")
-    ax.set(xscale="log", xlabel="training graphs (incl. validation)", ylabel="score",
-           title="GatModel: AUC and A-AUC against training-set size")
-    ax.legend(fontsize=7)
-    saved(fig, path, 110)
+    sources = list(dict.fromkeys(t["links"])) or ["no run"]
+    fig, axes = plt.subplots(1, len(sources), figsize=(5.2 * len(sources) + 1.8, 4.2), sharey=True, squeeze=False)
+    for ax, links in zip(axes[0], sources):
+        ax.plot([r["train_graphs"] for r in SEED_REPORTED], [r["auc"] for r in SEED_REPORTED], "k*-", label="seed AUC")
+        ax.plot([r["train_graphs"] for r in SEED_REPORTED], [r["aauc"] for r in SEED_REPORTED], "k*:",
+                label="seed A-AUC")
+        for i, (p, g) in enumerate(t[t["links"] == links].groupby("protocol")):
+            g = g.sort_values("train graphs")
+            x = g["train graphs"]
+            ax.plot(x, [float(v.split(" ")[0]) for v in g["AUC"]], "o-", color=f"C{i}", label=f"AUC · {p}")
+            aa = [float(v) if v != "n/a" else float("nan") for v in g["A-AUC"]]
+            ax.plot(x, aa, "s:", color=f"C{i}", label=f"A-AUC · {p}")
+        ticks = sorted({r["train_graphs"] for r in SEED_REPORTED} | set(t[t["links"] == links]["train graphs"]))
+        ax.set(xscale="log", xlabel="training graphs (incl. validation)", title=f"links: {links}")
+        ax.set_xticks(ticks, [str(n) for n in ticks])
+        ax.minorticks_off()
+    axes[0][0].set_ylabel("test score (GatModel, uniform negatives)")
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    fig.suptitle("GatModel: AUC and A-AUC against training-set size, per link source (the seed's in black)")
+    saved(fig, path, 110, outer_legend=True)
     plt.close(fig)
 
 

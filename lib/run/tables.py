@@ -3,6 +3,15 @@ from __future__ import annotations
 
 import pandas as pd
 
+LINKS = {"embedded": "title mentions (proxy)", "wikispeedia": "Wikispeedia hyperlinks", "snapshot": "own link list",
+         "live": "live Wikipedia", "graphs": "imported graphs"}
+"""What a run's links are, by its notebook-01 `source`: the README shows each finding on every link source."""
+
+
+def links_of(m: dict) -> str:
+    """The link source of a reference run's metrics (lib.run.report.reference_runs records it; embedded if not)."""
+    return LINKS.get(m.get("link_source", "embedded"), m.get("link_source", "embedded"))
+
 
 def _n_train(m: dict) -> int:
     s = m["train_gat"]["splits"]
@@ -29,7 +38,8 @@ def seed_table(runs: dict[str, dict]) -> pd.DataFrame:
             s = std[(std["protocol"] == r["protocol"]) & (std["model"] == "gat_model") & (std["negatives"] == "uniform")
                     & (std["supervision"] == "mp")]["auc"] if len(std) else pd.Series(dtype=float)
             ref = seed_ref.get(n, {}) if r["protocol"] == "seed" else {}
-            rows.append({"run": name, "train graphs": n, "seeds": len(tg["seeds"]), "protocol": r["protocol"],
+            rows.append({"run": name, "links": links_of(m), "train graphs": n, "seeds": len(tg["seeds"]),
+                         "protocol": r["protocol"],
                          "AUC": f"{r['auc']:.3f} ± {s.iloc[0]:.3f}" if len(s) else f"{r['auc']:.3f}",
                          "A-AUC": f"{r['aauc']:.3f}" if pd.notna(r.get("aauc")) else "n/a",
                          "seed report AUC": f"{ref['auc']:.3f}" if ref else "",
@@ -212,13 +222,18 @@ def kd_table(runs: dict[str, dict]) -> pd.DataFrame:
 
 
 def overlap_table(runs: dict[str, dict]) -> pd.DataFrame:
-    """Notebook 01's overlap-versus-max_nodes table of the reference run that measured the most roots."""
-    best = max((m.get("crawl", {}).get("overlap_by_size") or [] for m in runs.values()),
-               key=lambda rows: rows[0]["graphs"] if rows else 0, default=[])
+    """Notebook 01's overlap-versus-max_nodes table, per link source from the reference run that measured the most
+    roots."""
+    best: dict[str, list] = {}
+    for m in runs.values():
+        rows = m.get("crawl", {}).get("overlap_by_size") or []
+        links = links_of(m)
+        if rows and rows[0]["graphs"] > (best.get(links) or [{"graphs": 0}])[0]["graphs"]:
+            best[links] = rows
     if not best:
         return pd.DataFrame()
-    t = pd.DataFrame(best)
-    return pd.DataFrame({"max_nodes": t["max_nodes"].map("{:,}".format), "graphs": t["graphs"],
+    t = pd.concat([pd.DataFrame(rows).assign(links=links) for links, rows in best.items()], ignore_index=True)
+    return pd.DataFrame({"links": t["links"], "max_nodes": t["max_nodes"].map("{:,}".format), "graphs": t["graphs"],
                          "mean edges": t["mean_edges"].map("{:,.0f}".format),
                          "distinct titles": t["distinct_titles"].map("{:,}".format),
                          "shared share": t["shared_share"].map("{:.3f}".format)})
@@ -236,7 +251,7 @@ def goal_table(runs: dict[str, dict]) -> pd.DataFrame:
             bar = g["bar"] if f"AUC {g['bar']}" in g else f"best single {g['bar']}"
             pair = lambda who: f"{g[f'AUC {who}'].split(' ±')[0]} / {g[f'MRR {who}'].split(' ±')[0]}" \
                 if f"AUC {who}" in g and f"MRR {who}" in g else ""
-            rows.append({"run": name, "protocol": g["protocol"], "negatives": g["negatives"],
+            rows.append({"run": name, "links": links_of(m), "protocol": g["protocol"], "negatives": g["negatives"],
                          "model chosen on validation": g["best graph model"], "its AUC / MRR": pair("best model"),
                          "bar": g["bar"], "bar AUC / MRR": pair(bar), "shortcut AUC / MRR": pair("no_cn_shortcut"),
                          "margin AUC / MRR": f"{g['auc_margin']:+.3f} / {g['mrr_margin']:+.3f}",

@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 
 
-def saved(fig, path: str | os.PathLike | None, dpi: int = 120):
-    """fig laid out and, when `path` is given, written there (its folder made first); returns fig."""
+def saved(fig, path: str | os.PathLike | None, dpi: int = 120, outer_legend: bool = False):
+    """fig laid out and, when `path` is given, written there (its folder made first); returns fig. `outer_legend`: the
+    file is cropped to everything drawn, so a figure legend placed beside the axes is kept."""
     import warnings
 
     with warnings.catch_warnings():  # a crowded figure keeps its layout; the warning would print this file's path
@@ -18,7 +19,7 @@ def saved(fig, path: str | os.PathLike | None, dpi: int = 120):
         fig.tight_layout()
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=dpi)
+        fig.savefig(path, dpi=dpi, bbox_inches="tight" if outer_legend else None)
     return fig
 
 
