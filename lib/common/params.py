@@ -4,6 +4,7 @@ Every key must be declared in some notebook's `parameters` cell; an unknown key 
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import yaml
@@ -57,9 +58,15 @@ def parse_override(text: str) -> tuple[str, object]:
 
 def notebook_parameters(nb_path: str | Path) -> dict[str, dict]:
     """The parameters a notebook declares: name -> {default, inferred_type_name, help} (papermill's view)."""
+    p = Path(nb_path)
+    return dict(_inspected(str(p.resolve()), p.stat().st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=64)
+def _inspected(path: str, mtime_ns: int) -> dict[str, dict]:  # papermill parses the whole notebook: once per version
     import papermill as pm
 
-    return pm.inspect_notebook(str(nb_path))
+    return pm.inspect_notebook(path)
 
 
 def numbered_notebooks(folder: str | Path = NOTEBOOKS) -> list[Path]:

@@ -133,8 +133,11 @@ class RunFolderError(RuntimeError):
     """A run folder that this run may not write: another process holds it, or it was made with other parameters."""
 
 
-def comparable_params(params: dict) -> dict:
-    return {k: v for k, v in params.items() if k not in ("run_dir", "_files", *EXECUTION_KEYS)}
+def comparable_params(params: dict, defaults: dict | None = None) -> dict:
+    """What a run computes from: its parameters with the notebooks' `defaults` beneath (so a profile that stops
+    restating a default still names the same run), without run_dir, the files list and execution-only keys."""
+    out = {**(defaults or {}), **params}
+    return {k: v for k, v in out.items() if k not in ("run_dir", "_files", *EXECUTION_KEYS)}
 
 
 @contextlib.contextmanager
@@ -163,14 +166,15 @@ def run_folder_lock(outputs: Path, run_name: str):
             f.truncate()
 
 
-def refuse_other_params(run_dir: Path, merged: dict) -> None:
-    """A run folder belongs to one parameter set: a folder whose params.json holds other values is refused, naming
-    them, before anything is written (--force starts it over with the new values)."""
+def refuse_other_params(run_dir: Path, merged: dict, defaults: dict | None = None) -> None:
+    """A run folder belongs to one parameter set: a folder whose params.json holds other values (the notebooks'
+    `defaults` filling what a file leaves out) is refused, naming them, before anything is written (--force starts it
+    over with the new values)."""
     made = read_json(run_dir / "params.json").get("params")
     if made is None:
         return
     try:
-        refuse_other_settings(str(run_dir), comparable_params(made), comparable_params(merged),
+        refuse_other_settings(str(run_dir), comparable_params(made, defaults), comparable_params(merged, defaults),
                               "use another --run-name, or add --force to start this folder over with the new values")
     except ValueError as e:
         raise RunFolderError(str(e)) from None

@@ -38,6 +38,14 @@ def declared_defaults(declared: dict[str, dict]) -> dict:
     return out
 
 
+def all_defaults(notebooks: list[Path]) -> dict:
+    """Every parameter's default over `notebooks` (a name declared twice has one default: a test checks that)."""
+    out = {}
+    for nb in notebooks:
+        out.update(declared_defaults(notebook_parameters(nb)))
+    return out
+
+
 def check_types(values: dict, declared: dict[str, dict], where: dict[str, str], notebook: str) -> None:
     for k, v in values.items():
         name = declared.get(k, {}).get("inferred_type_name")

@@ -62,7 +62,7 @@ from lib.run.folder import (
     refuse_other_params,
     run_folder_lock,
 )
-from lib.run.preflight import check_run
+from lib.run.preflight import all_defaults, check_run
 
 
 def plan_run(files: list[Path], overrides: dict, notebooks: list[Path], all_notebooks: list[Path] | None = None
@@ -103,15 +103,16 @@ def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[P
     run_dir = outputs / run_name
     merged, per_nb = plan_run(files, overrides, notebooks, all_notebooks)
     merged["run_dir"] = _run_dir_param(run_dir)
+    defaults = all_defaults(all_notebooks or notebooks)
     if not force:
-        refuse_other_params(run_dir, merged)  # before the lock: a refused run touches nothing at all
+        refuse_other_params(run_dir, merged, defaults)  # before the lock: a refused run touches nothing at all
     with run_folder_lock(outputs, run_name):
         same = True
         if force:
             made = read_json(run_dir / "params.json").get("params")
-            same = made is not None and comparable_params(made) == comparable_params(merged)
+            same = made is not None and comparable_params(made, defaults) == comparable_params(merged, defaults)
         else:
-            refuse_other_params(run_dir, merged)  # again under the lock: another run may have finished meanwhile
+            refuse_other_params(run_dir, merged, defaults)  # again under the lock: another run may have finished meanwhile
         status = read_json(run_dir / "status.json") if same else {}
         entries = dict(status.get("notebooks") or {})
 
@@ -218,7 +219,7 @@ def describe_plan(run_name: str, files: list[Path], overrides: dict, notebooks: 
     merged, per_nb = plan_run(files, overrides, notebooks, all_notebooks)
     merged["run_dir"] = _run_dir_param(run_dir)
     if not force:
-        refuse_other_params(run_dir, merged)
+        refuse_other_params(run_dir, merged, all_defaults(all_notebooks or notebooks))
     entries = read_json(run_dir / "status.json").get("notebooks") or {}
     skip = not force and (run_dir / "params.json").is_file() and all(
         (entries.get(nb.name) or {}).get("status") == "ok" and (run_dir / nb.name).is_file() for nb in notebooks)
@@ -262,7 +263,7 @@ def plan_grid(args: argparse.Namespace) -> tuple[list[Path], list[Path], dict, l
         merged, _ = plan_run(files, overrides, notebooks, all_notebooks)
         check_run(merged, files, overrides, notebooks)
         if not args.force and not args.rerun:
-            refuse_other_params(Path(args.outputs) / name, {**merged, "run_dir": "-"})
+            refuse_other_params(Path(args.outputs) / name, merged, all_defaults(all_notebooks))
     return all_notebooks, notebooks, overrides, runs
 
 

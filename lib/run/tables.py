@@ -259,6 +259,28 @@ def goal_table(runs: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def strata_table(runs: dict[str, dict]) -> pd.DataFrame:
+    """Notebook 03b's goal split by stratum of positives: the chosen model's mean AUC / MRR margin over the bar among
+    the positives with a common neighbour in the message passing and among those without one, beside the share of test
+    positives without one (where a set holds both strata)."""
+    rows = []
+    for name, m in runs.items():
+        b = m.get("beyond") or {}
+        share = {(r["protocol"], r["negatives"]): r.get("pos_no_cn") for r in b.get("mean") or []}
+        for g in b.get("gaps") or []:
+            if g.get("auc_cn_margin") is None and g.get("auc_no_cn_margin") is None:
+                continue
+            cell = lambda st: (f"{g[f'auc_{st}_margin']:+.3f} / {g[f'mrr_{st}_margin']:+.3f}"
+                               if pd.notna(g.get(f"auc_{st}_margin")) and pd.notna(g.get(f"mrr_{st}_margin")) else "")
+            no_cn = share.get((g["protocol"], g["negatives"]))
+            rows.append({"run": name, "links": links_of(m), "protocol": g["protocol"], "negatives": g["negatives"],
+                         "model chosen on validation": g["best graph model"], "bar": g["bar"],
+                         "test positives without a common neighbour": f"{no_cn:.0%}" if pd.notna(no_cn) else "",
+                         "margin AUC / MRR, with a common neighbour": cell("cn"),
+                         "margin AUC / MRR, without one": cell("no_cn")})
+    return pd.DataFrame(rows)
+
+
 def once(table: pd.DataFrame) -> pd.DataFrame:
     """`table` with each run's rows listed once: a run whose rows (all but the run name) equal an earlier run's is
     dropped and named beside that run ("distill_cpu (also seed40)") — one result published under several names."""

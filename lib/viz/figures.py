@@ -35,7 +35,7 @@ def pca_topics(titles: list[str], vectors: np.ndarray, topic_of: dict[str, str],
     labels = pd.Series([topic_of.get(t, "unknown") for t in titles])
     groups = labels.groupby(labels).groups
     no_topic = [tp for tp in ("Uncategorized", "unknown") if tp in groups]
-    palette = [plt.cm.tab10(i) for i in range(10)] + ["black", "olive", "navy"]
+    palette = [plt.cm.tab10(i) for i in range(10)] + ["black", "navy", "maroon", "teal", "darkgoldenrod", "indigo"]
     fig, ax = plt.subplots(figsize=(9, 6.5))
     for tp in no_topic:
         ax.scatter(z[groups[tp], 0], z[groups[tp], 1], s=4, alpha=0.35, color="lightgrey",

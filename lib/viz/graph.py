@@ -1,6 +1,7 @@
 """Interactive pyvis pictures saved as self-contained HTML (no CDN: they render with no network)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -17,6 +18,24 @@ TOPIC_COLOURS = {
     "Technology": "#f781bf", "History": "#999999", "Everyday life": "#66c2a5", "Philosophy and religion": "#8da0cb",
     "Mathematics": "#e5c494", "Uncategorized": "#b3b3b3",
 }
+"""The embedded source's 12 labels (Wikispeedia shares five of them)."""
+TOPIC_COLOURS |= {
+    "Science": "#1b9e77", "Citizenship": "#d95f02", "Business Studies": "#7570b3", "Design and Technology": "#e7298a",
+    "Countries": "#66a61e", "Language and literature": "#e6ab02", "Religion": "#17becf", "Music": "#bcbd22",
+    "IT": "#393b79", "Art": "#843c39",
+}
+"""Wikispeedia's other ten topics (first category level)."""
+EXTRA_COLOURS = ("#8c564b", "#637939", "#7b4173", "#3182bd", "#31a354", "#756bb1", "#636363", "#e377c2")
+
+
+def topic_colour(topic: str | None) -> str:
+    """A topic's node colour: the fixed one of a shipped source's label, else one of EXTRA_COLOURS chosen by a stable
+    hash of the name (the same topic has the same colour in every picture)."""
+    if topic in TOPIC_COLOURS:
+        return TOPIC_COLOURS[topic]
+    if not topic:
+        return "#1f78b4"
+    return EXTRA_COLOURS[int(hashlib.sha1(topic.encode("utf-8")).hexdigest(), 16) % len(EXTRA_COLOURS)]
 
 
 def offline_html(net) -> str:
@@ -46,7 +65,7 @@ def _legend_html(with_root: bool, topics: list[str], with_links: bool, focus: bo
     """A fixed box in the page's corner naming the node colours and edge styles actually drawn."""
     dot = '<span style="display:inline-block;width:10px;height:10px;border-radius:50%;background:{};margin-right:4px">' \
           '</span>{}'
-    items = [dot.format("#000000", "root")] * with_root + [dot.format(TOPIC_COLOURS.get(t, "#1f78b4"), t) for t in topics]
+    items = [dot.format("#000000", "root")] * with_root + [dot.format(topic_colour(t), t) for t in topics]
     items.append('<span style="color:#c8c8c8">&#9472;&#9472;</span> existing link')
     if with_links:
         items.append('<span style="color:#d62728">&#9476;&#9476;</span> predicted new link')
@@ -103,7 +122,7 @@ def graph_to_html(
         small = view == "focus" and i not in ends and i != 0
         net.add_node(
             i, label=" " if small else t, title=f"{t}" + (f" ({topic})" if topic else ""),
-            color=TOPIC_COLOURS.get(topic, "#1f78b4") if i else "#000000",
+            color=topic_colour(topic) if i else "#000000",
             size=30 if i == 0 else (4 if small else (14 if view == "focus" else 8)),
             x=float(pos[i][0] * scale), y=float(pos[i][1] * scale),
         )
