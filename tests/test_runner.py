@@ -230,13 +230,14 @@ def _runner_examples() -> list[str]:
     return found
 
 
-def test_every_runner_example_in_help_and_readme_parses():
+def test_every_runner_example_in_help_and_readme_parses(tmp_path):
     import shlex
 
     examples = _runner_examples()
     assert len(examples) >= 8, examples  # help has 5, README at least 3: the extraction itself must work
-    for ex in examples:
-        assert main([*shlex.split(ex), "--dry-run"]) == 0, f"example does not parse: python -m lib.run.runner {ex}"
+    for ex in examples:  # into an empty outputs folder: a demo run made earlier would refuse other parameters
+        assert main([*shlex.split(ex), "--dry-run", "--outputs", str(tmp_path)]) == 0, (
+            f"example does not parse: python -m lib.run.runner {ex}")
 
 
 def test_rerun_executes_only_the_selected_notebook_into_a_complete_run(project, capsys):
