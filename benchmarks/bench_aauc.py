@@ -5,7 +5,7 @@
 Graph: 20,000 nodes, 384-dim features in 50 clusters (so a few % of pairs have cosine > T_cos = 0.7) and 64-dim
 embeddings = a random projection of the features plus noise.  Cases, each alone in a child process (so its peak RSS,
 ru_maxrss minus the RSS after the data is built, is its own):
-  ours R_cos 0.1 / 0.5          lib.aauc.metric.aauc, self-pairs excluded (0.1: ~2M pairs, sklearn path; 0.5: ~50M pairs,
+  ours R_cos 0.1 / 0.5          lib.metrics.aauc.aauc, self-pairs excluded (0.1: ~2M pairs, sklearn path; 0.5: ~50M pairs,
                                 chunked exact Mann–Whitney path, at the default chunk_size 2048 and at 256);
   ours R_cos 0.1, self-pairs    the seed code's variant, same value as the reference;
   dense reference R_cos 0.1     what the seed code did: the whole S×S score and label matrices at once
@@ -42,7 +42,7 @@ def _rss_kib() -> int:
 
 
 def run_case(case: str, r_cos: float, nodes: int, threads: int, chunk_size: int = 2048) -> dict:
-    from lib.aauc.metric import aauc, sample_nodes
+    from lib.metrics.aauc import aauc, sample_nodes
 
     torch.set_num_threads(threads)
     x, z = make_data(nodes)

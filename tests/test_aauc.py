@@ -6,7 +6,7 @@ import torch
 
 from lib.aauc import plots as P
 from lib.aauc import study as A
-from lib.aauc.metric import aauc, sample_nodes
+from lib.metrics.aauc import aauc, sample_nodes
 
 # Four nodes: 0 and 1 point the same way (cos 1), 2 is close to them (cos 0.8), 3 is orthogonal.
 X = torch.tensor([[1.0, 0.0], [2.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
@@ -85,8 +85,8 @@ def test_bad_inputs_are_clear_errors():
 import itertools
 import json
 
-from lib.aauc.metric import aauc_by_group, aauc_inside_across, aauc_on_pairs, sampled_pairs, top_new_links
 from lib.aauc.study import load_run_models
+from lib.metrics.aauc import aauc_by_group, aauc_inside_across, aauc_on_pairs, sampled_pairs, top_new_links
 
 
 def test_aauc_on_pairs_hand_computed_and_equal_to_aauc_on_all_pairs():

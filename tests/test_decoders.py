@@ -86,7 +86,7 @@ def test_heuristic_stack_features_and_fit():
 
 
 def test_aauc_from_decoder_scores_equals_aauc_for_the_dot_decoder():
-    from lib.aauc.metric import aauc, aauc_scored
+    from lib.metrics.aauc import aauc, aauc_scored
 
     g = synthetic_graph(200, 600, in_channels=16, seed=4)
     z = torch.randn(200, 4, generator=torch.Generator().manual_seed(1))

@@ -11,18 +11,16 @@ from lib.linkpred.audit import leak_audit
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.data import synthetic_graph
 from lib.linkpred.heuristics import adjacency
-from lib.linkpred.metrics import link_metrics
 from lib.linkpred.negatives import (
     distance_bins,
     heart_negatives,
     matched_negatives,
     personalized_pagerank,
-    ranking_metrics,
-    ranks,
     resource_allocation,
 )
 from lib.linkpred.protocols import make_protocol
 from lib.linkpred.sampling import PROTOCOLS, TitlePairs, _member, split_edges
+from lib.metrics.link import link_metrics, ranking_metrics, ranks
 
 
 def _adj(n, edges):

@@ -220,7 +220,7 @@ def test_heuristics_and_models_see_the_same_pairs():
     t = sp.test[0]
     nxg = nx.Graph(t.mp_edge_index.t().tolist())
     nxg.add_nodes_from(range(t.data.num_nodes))
-    from lib.linkpred.metrics import link_metrics
+    from lib.metrics.link import link_metrics
     cn = lambda pairs: np.array([len(list(nx.common_neighbors(nxg, u, v))) for u, v in pairs.t().tolist()])
     assert r1["mean"]["uniform"]["auc"] == pytest.approx(link_metrics(cn(t.pos), cn(t.neg))["auc"])
     assert set(HEURISTICS) >= {"common_neighbours"}

@@ -13,11 +13,11 @@ from lib.linkpred.config import TrainConfig, TrainingDiverged
 from lib.linkpred.data import graph_problem, synthetic_graph
 from lib.linkpred.experiment import run_experiment
 from lib.linkpred.heuristics import HEURISTICS, heuristic_scores
-from lib.linkpred.metrics import choose_on_validation, gat_verdicts, link_metrics, summary_table
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import graph_task
 from lib.linkpred.sampling import NEGATIVE_SETS, leak_free_split, sample_negatives
 from lib.linkpred.train import supervision_pairs, train_model
+from lib.metrics.link import choose_on_validation, gat_verdicts, link_metrics, summary_table
 
 SMALL = ModelConfig(in_channels=32, hidden_channels=16, out_channels=8, num_levels=2, heads=2, dropout=0.1).to_dict()
 

@@ -6,10 +6,10 @@ import os
 
 import pandas as pd
 
-from lib.aauc.metric import aauc_by_group, aauc_inside_across
 from lib.aauc.study import embed_graph, topic_table
 from lib.crawl.bfs import bfs_branches
 from lib.linkpred.sampling import derive_seed
+from lib.metrics.aauc import aauc_by_group, aauc_inside_across
 
 
 def group_tables(models: dict, splits: dict, graphs: dict, ds, crawl_dir: str | os.PathLike, seeds: list,

@@ -3,17 +3,24 @@ size and the AUC / A-AUC trade-off, per-topic tables."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 import torch
+import torch.nn.functional as F
 from torch import Tensor
+from tqdm.auto import tqdm
 
+from lib.common.params import require
 from lib.common.runinfo import load_json
-
-if TYPE_CHECKING:
-    import pandas as pd
-
+from lib.linkpred.checkpoint import load_checkpoint
+from lib.linkpred.config import MODEL_KINDS, TrainConfig, build_model
+from lib.linkpred.evaluate import evaluate_model
+from lib.linkpred.protocols import make_protocol
+from lib.linkpred.sampling import TRAIN_SET, TitlePairs, derive_seed
+from lib.linkpred.train import init_model, train_model
+from lib.metrics.aauc import aauc, top_new_links
+from lib.viz.graph import focus_nodes, graph_to_html
 
 NOTEBOOK_PARAMS = ("run_dir", "device", "seed", "n_seeds", "r_cos", "t_cos", "t_cos_grid", "r_cos_grid", "size_grid",
                    "size_epochs", "r_cos_groups", "top_k", "picture_root", "picture_view")
@@ -22,7 +29,6 @@ NOTEBOOK_PARAMS = ("run_dir", "device", "seed", "n_seeds", "r_cos", "t_cos", "t_
 
 def check_params(p: dict) -> None:
     """Notebook 04's checks before any work: each impossible value names its key and the fix."""
-    from lib.common.params import require
 
     require(isinstance(p["n_seeds"], int) and p["n_seeds"] >= 1, "n_seeds", p["n_seeds"],
             "use at least 1 (3 or more for a spread)")
@@ -42,9 +48,7 @@ def load_run_models(run_dir, device: str = "cpu") -> dict:
 
     Raises FileNotFoundError naming what is missing (metrics.json, its train_gat section, a checkpoint file) and
     telling to run notebook 03 on that run folder."""
-    from pathlib import Path
 
-    from lib.linkpred.checkpoint import load_checkpoint
 
     run = Path(run_dir)
     fix = f"run notebook 03 (train_gat) with run_dir={str(run_dir)!r} first"
@@ -81,7 +85,6 @@ def trend_slopes(df) -> dict[str, dict[str, float]]:
     """Least-squares slope of the mean AUC and A-AUC over seeds against ln(training graphs), per protocol:
     df columns protocol, train_graphs, auc, aauc (one row per seed and size). NaN where fewer than two sizes have a
     defined value (one size in the grid, or A-AUC None because no test pair passed its cosine thresholds)."""
-    import pandas as pd
 
     out = {}
     for protocol, g in df.groupby("protocol"):
@@ -107,8 +110,6 @@ def reference_embeddings(kind: str, data, out_channels: int, seed: int, model_cf
     "features": the input features themselves, L2-normalised in float64, so z_i·z_j is exactly the cosine the labels
     threshold (A-AUC 1.0 by construction); "random": seeded N(0, 1) vectors [N, out_channels];
     "untrained": a GatModel with the initial weights `lib.linkpred.train.train_model` draws for this seed (eval mode)."""
-    from lib.linkpred.config import build_model
-    from lib.linkpred.sampling import derive_seed
 
     if kind == "features":
         return torch.nn.functional.normalize(data.x.double(), dim=1)
@@ -138,13 +139,7 @@ def size_trend(graphs: dict, splits: dict, seeds: list, sizes: list, model_cfg: 
     each protocol (uniform negatives). A protocol that cleans the training graphs ("leak_free", "new_nodes") trains on
     its cleaned copies of the same subset. graphs: graph_id -> Data. Returns rows {seed, train_graphs, protocol, auc,
     ap, ..., aauc, aauc_self}."""
-    from tqdm.auto import tqdm
 
-    from lib.linkpred.config import TrainConfig
-    from lib.linkpred.evaluate import evaluate_model
-    from lib.linkpred.protocols import make_protocol
-    from lib.linkpred.sampling import TRAIN_SET, TitlePairs
-    from lib.linkpred.train import train_model
 
     rows = []
     tp = TitlePairs(graphs.values())
@@ -174,7 +169,6 @@ def topic_table(rows: list[dict]) -> "pd.DataFrame":
     """Per-topic A-AUC rows ({topic, value, n_pos, n_neg} per graph and seed, from aauc_by_group) -> one row per topic:
     mean and std of the defined values, how many were defined out of how many graphs, pair counts; most positive
     pairs first. No rows (a source without topic labels) give an empty table with the same columns."""
-    import pandas as pd
 
     cols = ["aauc", "aauc_std", "defined", "graphs", "n_pos", "n_neg"]
     if not rows:
@@ -215,10 +209,7 @@ def sensitivity(z: dict, graphs: dict, seed: int, r_cos: float, t_cos: float, t_
     """A-AUC of the embeddings z {graph_id: [N, F]} against the threshold (every T in t_cos_grid at r_cos, with and
     without self-pairs) and against the sampling rate (every R in r_cos_grid at t_cos, `samples` node samples each:
     the spread from sampling alone). Returns (by threshold, by rate), one row per graph and setting."""
-    import pandas as pd
 
-    from lib.aauc.metric import aauc
-    from lib.linkpred.sampling import derive_seed
 
     by_t, by_r = [], []
     for g, zg in z.items():
@@ -243,10 +234,7 @@ def reference_scores(models: dict, splits: dict, graphs: dict, seeds: list, out_
     """A-AUC (without and with self-pairs) of every scorer on every test graph of every seed: the raw features, random
     and untrained-GatModel vectors (reference_embeddings) and the trained stage-3 models {seed: {kind: model}}.
     One row per (seed, graph, scorer); self_share_of_pos is the share of positives that self-pairs would add."""
-    import pandas as pd
 
-    from lib.aauc.metric import aauc
-    from lib.linkpred.sampling import derive_seed
 
     rows = []
     for s in seeds:
@@ -267,10 +255,6 @@ def untrained_rows(graphs: dict, splits: dict, seeds: list, protocols: list, tra
                    device="cpu") -> list[dict]:
     """Test AUC / A-AUC of the GatModel before any training step (the initialisation stage 3 starts from, built by
     lib.linkpred.train.init_model) per seed and protocol, uniform negatives."""
-    from lib.linkpred.config import TrainConfig
-    from lib.linkpred.evaluate import evaluate_model
-    from lib.linkpred.protocols import make_protocol
-    from lib.linkpred.train import init_model
 
     rows = []
     for s in seeds:
@@ -290,9 +274,7 @@ def tradeoff_points(trend: "pd.DataFrame", stage3_rows: "pd.DataFrame", untraine
     """The points of the AUC / A-AUC trade-off figure: the size trend's GatModels, stage 3's trained kinds (uniform
     negatives, the trend's protocols and `supervision`, these seeds) and the untrained GatModel (untrained_rows);
     columns label, seed, protocol, auc, aauc, aauc_self."""
-    import pandas as pd
 
-    from lib.linkpred.config import MODEL_KINDS
 
     s3 = stage3_rows[stage3_rows["model"].isin(MODEL_KINDS) & stage3_rows["seed"].isin(seeds)
                      & stage3_rows["protocol"].isin(set(trend["protocol"])) & (stage3_rows["negatives"] == "uniform")
@@ -304,16 +286,11 @@ def tradeoff_points(trend: "pd.DataFrame", stage3_rows: "pd.DataFrame", untraine
 
 def new_links_picture(model, graphs: dict, ds, crawl_dir, root: str, top_k: int, view: str, seed: int,
                       html_dir, device="cpu") -> dict:
-    """The `top_k` non-edges the trained `model` scores highest in the graph crawled from `root` (lib.aauc.metric
+    """The `top_k` non-edges the trained `model` scores highest in the graph crawled from `root` (lib.metrics.aauc
     .top_new_links), drawn dashed over the crawl graph as an offline pyvis page (lib.viz.graph.graph_to_html, `view`
     "focus" or "whole"). Returns {"graph_id", "html" (path), "nodes_drawn", "nodes", "table": DataFrame [u, v, logit,
     title cosine]}. An unknown root or view stops here naming the fix."""
-    import pandas as pd
-    import torch.nn.functional as F
 
-    from lib.aauc.metric import top_new_links
-    from lib.common.params import require
-    from lib.viz.graph import focus_nodes, graph_to_html
 
     require(view in ("focus", "whole"), "picture_view", view, "use \"focus\" or \"whole\"")
     gid = next((g for g, d in graphs.items() if d.titles[0] == root or d.root == root), None)

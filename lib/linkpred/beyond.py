@@ -36,10 +36,10 @@ from lib.linkpred.checkpoint import data_fingerprint
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.evaluate import evaluate_model, evaluate_scorer
 from lib.linkpred.heuristics import HeuristicStack
-from lib.linkpred.metrics import STRATA, choose_on_validation
 from lib.linkpred.protocols import ProtocolSplit
 from lib.linkpred.sampling import NEGATIVE_SETS
 from lib.linkpred.train import train_model
+from lib.metrics.link import STRATA, choose_on_validation
 
 VARIANTS = {
     "dot": {"decoder": "dot", "decoder_features": False},
@@ -254,7 +254,7 @@ def structure_profile(tasks: list, hits_k: int = 50) -> dict:
     one exactly when its positive has, so there the shortcut's AUC is 0.5. Where validation and test differ in
     pos_no_cn, validation measures another task than test. Reads the tasks' pairs, never a model."""
     from lib.linkpred.heuristics import heuristic_scores
-    from lib.linkpred.metrics import set_metrics
+    from lib.metrics.link import set_metrics
 
     def cn(t, pairs):
         return heuristic_scores("common_neighbours", t.data.x, t.mp_edge_index, t.data.num_nodes, pairs)

@@ -13,9 +13,9 @@ from lib.common.paths import resolve
 from lib.common.runinfo import load_json, read_json
 from lib.linkpred import beyond as B
 from lib.linkpred.config import TrainConfig
-from lib.linkpred.metrics import SELECT_METRICS
 from lib.linkpred.protocols import ProtocolSplit, make_protocol
 from lib.linkpred.sampling import PER_POSITIVE, PROTOCOLS, TitlePairs
+from lib.metrics.link import SELECT_METRICS
 
 NOTEBOOK_PARAMS = ("run_dir", "device", "precision", "seed", "n_seeds", "n_train_graphs", "n_test_graphs", "val_fraction",
                    "beyond_protocols", "beyond_variants", "beyond_supervision", "beyond_epochs", "beyond_patience",

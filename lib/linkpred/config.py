@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass, fields, replace
 import torch
 
 from lib.common.device import check_precision, get_device, resolve_precision
-from lib.linkpred.metrics import SELECT_METRICS
 from lib.linkpred.model import FeatureMLP, GatModel, ModelConfig, PlainGAT
+from lib.metrics.link import SELECT_METRICS
 
 MODEL_KINDS = ("gat_model", "plain_gat", "mlp")
 SUPERVISIONS = ("mp", "disjoint")

@@ -7,13 +7,13 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from lib.aauc.metric import aauc, aauc_scored
 from lib.common.device import get_device
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.heuristics import heuristic_scores
-from lib.linkpred.metrics import set_metrics
 from lib.linkpred.protocols import EvalTask
 from lib.linkpred.sampling import NEGATIVE_SETS, check_negatives, derive_seed
+from lib.metrics.aauc import aauc, aauc_scored
+from lib.metrics.link import set_metrics
 
 # ---------------------------------------------------------------- evaluation
 

@@ -26,7 +26,7 @@ def run_experiment(graphs: dict, train_ids: list, val_ids: list, test_ids: list,
                    per_positive: int = PER_POSITIVE) -> dict:
     """Train `models` and score them and the `heuristics` on the test graphs under each protocol and negative set.
     A trained model's rows also carry val_auc / val_mrr: its selected epoch's validation score on that negative set
-    (what lib.linkpred.metrics.choose_on_validation picks a best model by).
+    (what lib.metrics.link.choose_on_validation picks a best model by).
 
     graphs: graph_id -> Data (the whole dataset). Protocols that leave the training graphs untouched ("seed",
     "within_graph") share one trained model per (supervision, kind). Returns {"rows": [{seed, model, protocol,
@@ -147,7 +147,7 @@ def summary(df, audit, verdict, results: dict, splits: dict, run_path: Path, see
     seeds and splits, mean / std rows per (protocol, negatives, supervision, model), the audit and verdicts, and the
     selected checkpoints relative to run_path (the run folder can move) — "checkpoints" holds the seed's way
     (`seed_supervision` on the graphs' own edges) per model kind, "checkpoints_all" every trained model."""
-    from lib.linkpred.metrics import SEED_REPORTED
+    from lib.metrics.link import SEED_REPORTED
 
     def rec(s, key, v):
         train_set, supervision, kind = key.split("/")

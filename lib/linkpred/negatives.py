@@ -162,28 +162,6 @@ def matched_negatives(a: sp.csr_matrix, data, gids, tp, forbidden: np.ndarray, p
 # ---------------------------------------------------------------- metrics
 
 
-def ranks(pos: np.ndarray, neg: np.ndarray, owner: np.ndarray | None = None) -> np.ndarray:
-    """Rank of each positive [P] among its negatives: 1 + #negatives scored at least as high (ties count against
-    the positive, so a constant scorer ranks last). owner [Q]: the positive each negative belongs to (per-positive
-    ranking); None: every negative is every positive's (shared ranking)."""
-    pos, neg = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
-    if owner is None:
-        s = np.sort(neg)
-        return 1 + (len(neg) - np.searchsorted(s, pos, side="left"))
-    owner = np.asarray(owner)
-    return 1 + np.bincount(owner, weights=(neg >= pos[owner]), minlength=len(pos)).astype(np.int64)
-
-
-def ranking_metrics(pos: np.ndarray, neg: np.ndarray, owner: np.ndarray | None = None, ks=(1, 10)) -> dict:
-    """{"mrr", "hits@1", "hits@10"} over the positives that have negatives (for per-positive sets)."""
-    r = ranks(pos, neg, owner)
-    if owner is not None:
-        r = r[np.bincount(np.asarray(owner), minlength=len(pos)) > 0]
-    if r.size == 0:
-        return {"mrr": None, **{f"hits@{k}": None for k in ks}}
-    return {"mrr": float((1.0 / r).mean()), **{f"hits@{k}": float((r <= k).mean()) for k in ks}}
-
-
 # Bump when heart_negatives or matched_negatives change what they return: cached sets of the old code are then ignored.
 ALGORITHM_VERSION = 1
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 
 from lib.linkpred.config import MODEL_KINDS
-from lib.linkpred.metrics import SEED_REPORTED
 from lib.linkpred.sampling import PROTOCOLS
+from lib.metrics.link import SEED_REPORTED
 from lib.viz.figures import saved
 
 

@@ -27,7 +27,6 @@ from torch import Tensor
 from torch_geometric.data import Data
 from tqdm.auto import tqdm
 
-from lib.aauc.metric import aauc
 from lib.common.device import get_device, resolve_precision
 from lib.common.runinfo import read_checkpoint, refuse_other_settings, save_state
 from lib.linkpred.checkpoint import _comparable, epoch_checkpoints, save_checkpoint
@@ -43,6 +42,7 @@ from lib.linkpred.sampling import (
     split_edges,
     training_exclusions,
 )
+from lib.metrics.aauc import aauc
 
 
 @dataclass

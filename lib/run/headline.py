@@ -52,7 +52,7 @@ def _sides(parts: list[tuple[str, str]]) -> str:
 
 
 def reproduction(runs: dict[str, dict]) -> str | None:
-    from lib.linkpred.metrics import SEED_REPORTED
+    from lib.metrics.link import SEED_REPORTED
 
     ref = {r["train_graphs"]: r for r in SEED_REPORTED}
 
@@ -74,7 +74,7 @@ def reproduction(runs: dict[str, dict]) -> str | None:
 
 
 def aauc_trend(runs: dict[str, dict]) -> str | None:
-    from lib.linkpred.metrics import SEED_REPORTED
+    from lib.metrics.link import SEED_REPORTED
 
     def part(g: dict[str, dict]) -> str | None:
         rows = _gat_rows(g)

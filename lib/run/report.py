@@ -5,7 +5,7 @@
     python -m lib.run.report --check          # exit 1 when the README block differs from the files (a test runs this)
 
 Nothing here is typed by hand: every number comes from a reference run's metrics.json (written by notebooks 03/03b),
-the seed report's numbers from lib.linkpred.metrics.SEED_REPORTED.
+the seed report's numbers from lib.metrics.link.SEED_REPORTED.
 """
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def plot_size(runs: dict[str, dict], path: Path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from lib.linkpred.metrics import SEED_REPORTED
+    from lib.metrics.link import SEED_REPORTED
 
     t = seed_table(runs)
     t = t[t["protocol"].isin(["seed", "leak_free", "pair_split", "new_nodes"])]

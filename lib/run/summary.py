@@ -15,7 +15,7 @@ import pandas as pd
 from lib.common.paths import OUTPUTS
 from lib.linkpred.config import MODEL_KINDS
 from lib.linkpred.heuristics import HEURISTICS
-from lib.linkpred.metrics import choose_on_validation
+from lib.metrics.link import choose_on_validation
 
 GROUP_KEYS = ("protocol", "negatives", "supervision")  # link-prediction row keys, in display order
 HEADLINE_MODEL = "gat_model"

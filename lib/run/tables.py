@@ -22,7 +22,7 @@ def _n_train(m: dict) -> int:
 def seed_table(runs: dict[str, dict]) -> pd.DataFrame:
     """GatModel (the seed's model and training, message-passing supervision) per run and protocol: test AUC mean ± std
     over seeds and A-AUC mean, uniform negatives, beside the seed report's numbers for the same training-set size."""
-    from lib.linkpred.metrics import SEED_REPORTED
+    from lib.metrics.link import SEED_REPORTED
 
     seed_ref = {r["train_graphs"]: r for r in SEED_REPORTED}
     rows = []

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from lib.linkpred.sampling import NEGATIVE_SETS
-
 # validation metric that picks the epoch: on uniform negatives; *_<set>: on that negative set; *_both: mean over the
 # uniform and dist2 sets; *_all: mean over every negative set the validation tasks hold
+NEGATIVE_SETS = ("uniform", "dist2", "heart", "matched")
+"""The negative sets every task may carry (lib.linkpred.negatives builds them), uniform first."""
 SELECT_METRICS = ("auc", "mrr", *(f"{m}_{n}" for n in NEGATIVE_SETS[1:] for m in ("auc", "mrr")),
                   "auc_both", "mrr_both", "auc_all", "mrr_all")
 STRATA = ("cn", "no_cn")  # positives with / without a common neighbour in the message passing
@@ -36,6 +36,28 @@ def link_metrics(pos: np.ndarray, neg: np.ndarray, hits_k: int = 50) -> dict:
             f"hits@{hits_k}": float((pos > kth).mean()), "mrr": float((1.0 / rank).mean())}
 
 
+def ranks(pos: np.ndarray, neg: np.ndarray, owner: np.ndarray | None = None) -> np.ndarray:
+    """Rank of each positive [P] among its negatives: 1 + #negatives scored at least as high (ties count against
+    the positive, so a constant scorer ranks last). owner [Q]: the positive each negative belongs to (per-positive
+    ranking); None: every negative is every positive's (shared ranking)."""
+    pos, neg = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
+    if owner is None:
+        s = np.sort(neg)
+        return 1 + (len(neg) - np.searchsorted(s, pos, side="left"))
+    owner = np.asarray(owner)
+    return 1 + np.bincount(owner, weights=(neg >= pos[owner]), minlength=len(pos)).astype(np.int64)
+
+
+def ranking_metrics(pos: np.ndarray, neg: np.ndarray, owner: np.ndarray | None = None, ks=(1, 10)) -> dict:
+    """{"mrr", "hits@1", "hits@10"} over the positives that have negatives (for per-positive sets)."""
+    r = ranks(pos, neg, owner)
+    if owner is not None:
+        r = r[np.bincount(np.asarray(owner), minlength=len(pos)) > 0]
+    if r.size == 0:
+        return {"mrr": None, **{f"hits@{k}": None for k in ks}}
+    return {"mrr": float((1.0 / r).mean()), **{f"hits@{k}": float((r <= k).mean()) for k in ks}}
+
+
 def set_metrics(pos: np.ndarray, neg: np.ndarray, owner: np.ndarray | None = None, has_cn: np.ndarray | None = None,
                 hits_k: int = 50) -> dict:
     """Metrics of one negative set of one task: AUC and AP over every positive [P] and negative [Q] score; MRR and
@@ -44,8 +66,6 @@ def set_metrics(pos: np.ndarray, neg: np.ndarray, owner: np.ndarray | None = Non
     with has_cn [P], the same AUC and MRR within each stratum of positives (STRATA: auc_cn, mrr_no_cn, ...; a
     per-positive set keeps the stratum's own negatives) plus pos_no_cn, the share of positives without a common
     neighbour. A stratum without positives (or negatives) gets None."""
-    from lib.linkpred.negatives import ranking_metrics
-
     def one(p, q, o):
         if len(p) == 0 or len(q) == 0:
             return {"auc": None, "ap": None, "mrr": None, "hits@1": None, "hits@10": None}
