@@ -23,11 +23,11 @@ from lib.distill.losses import (
     attention_transfer_loss,
     kd_output_loss,
     kl_rows,
+    qk_attention,
     relation_scores,
     split_heads,
     uniform_layer_map,
     value_mse_loss,
-    value_relation_like,
     value_relation_loss,
 )
 from lib.distill.lp import lp_table, lp_verdicts
@@ -102,7 +102,7 @@ def test_attention_transfer_loss_is_kl_of_softmaxed_scores():
         s = (q[0, :, 2 * a:2 * a + 2] @ k[0, :, 2 * a:2 * a + 2].T / math.sqrt(2)).softmax(-1)
         want += sum(kl(p[0, a, t].tolist(), s[t].tolist()) for t in range(3))
     assert got == pytest.approx(want / 6, rel=1e-5)
-    assert attention_transfer_loss(value_relation_like(q, k, torch.ones(1, 3), 2), q, k, torch.ones(1, 3), 2).item() \
+    assert attention_transfer_loss(qk_attention(q, k, torch.ones(1, 3), 2), q, k, torch.ones(1, 3), 2).item() \
         == pytest.approx(0.0, abs=1e-6)
 
 
@@ -168,7 +168,7 @@ def test_hooked_queries_keys_reproduce_eager_attention(tmp_path):
     b = enc.tokenize(CORPUS[:3], 16)
     _, atts, qkv = enc.run(b, attentions=True)
     for layer in range(enc.num_layers):
-        p = value_relation_like(qkv[(layer, "q")], qkv[(layer, "k")], b["attention_mask"], enc.heads)
+        p = qk_attention(qkv[(layer, "q")], qkv[(layer, "k")], b["attention_mask"], enc.heads)
         valid = b["attention_mask"].bool()[:, None, :, None].expand_as(p)
         assert torch.allclose(p[valid], atts[layer][valid], atol=1e-6)
 

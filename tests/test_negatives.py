@@ -105,7 +105,7 @@ def test_matched_negatives_sit_at_their_positives_distance_and_are_never_links()
 def test_shortcut_cannot_separate_matched_negatives_but_separates_distance_two_ones():
     """"No common neighbour => link" scores AUC 0.5 on matched negatives by construction, far from it on dist2."""
     from lib.linkpred.heuristics import heuristic_scores
-    from lib.linkpred.sampling import hard_negatives
+    from lib.linkpred.sampling import dist2_negatives
 
     data, mp, pos, tp, gids, forbidden = _task(seed=4, n=400, m=900)
     a = adjacency(mp, data.num_nodes)
@@ -120,7 +120,7 @@ def test_shortcut_cannot_separate_matched_negatives_but_separates_distance_two_o
     assert 0.1 < pos_cn.mean() < 0.9  # both strata exist, so the test can fail
     auc = link_metrics(pos_cn[has], shortcut(neg)[keep])["auc"]
     assert auc == pytest.approx(0.5, abs=1e-9)
-    d2, _ = hard_negatives(mp, data, gids, tp, forbidden, pos, seed=2)
+    d2, _ = dist2_negatives(mp, data, gids, tp, forbidden, pos, seed=2)
     assert link_metrics(pos_cn, shortcut(d2))["auc"] > 0.5 + 0.5 * pos_cn.mean() - 0.01
 
 

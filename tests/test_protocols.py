@@ -12,7 +12,7 @@ from lib.linkpred.data import synthetic_graph
 from lib.linkpred.evaluate import evaluate_heuristic
 from lib.linkpred.heuristics import HEURISTICS
 from lib.linkpred.protocols import graph_task, make_protocol
-from lib.linkpred.sampling import PROTOCOLS, TitlePairs, hard_negatives, sample_global_negatives, sample_negatives
+from lib.linkpred.sampling import PROTOCOLS, TitlePairs, dist2_negatives, sample_global_negatives, sample_negatives
 
 
 def _graph(gid, titles, edges, topics=None, seed=0):
@@ -174,7 +174,7 @@ def test_new_nodes_never_lets_a_held_out_title_into_training():
     assert val_unseen - trained  # each validation positive has an unseen endpoint
 
 
-def test_hard_negatives_are_non_edges_at_distance_exactly_two_and_prefer_the_anchors_topic():
+def test_dist2_negatives_are_non_edges_at_distance_exactly_two_and_prefer_the_anchors_topic():
     g = synthetic_graph(120, 360, in_channels=8, seed=7)
     topics = ["Science" if i % 3 else "Arts" for i in range(120)]
     g.topics = topics
@@ -195,7 +195,7 @@ def test_hard_negatives_are_non_edges_at_distance_exactly_two_and_prefer_the_anc
     # a path a-b-c: the only distance-2 pair of a is c; a star centre has none and falls back to the other endpoint
     p = _graph("P", ["a", "b", "c", "d"], [("a", "b"), ("b", "c"), ("c", "d")])
     tp = TitlePairs([p])
-    neg, missing = hard_negatives(p.edge_index, p, tp.gids(p), tp, tp.edge_keys(p), torch.tensor([[0], [1]]), seed=0)
+    neg, missing = dist2_negatives(p.edge_index, p, tp.gids(p), tp, tp.edge_keys(p), torch.tensor([[0], [1]]), seed=0)
     assert neg.tolist() == [[0], [2]] and missing == 0
 
 

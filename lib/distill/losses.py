@@ -59,7 +59,6 @@ def qk_attention(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor, heads: in
     return masked_log_softmax(relation_scores(q, k, heads), mask).exp()
 
 
-value_relation_like = qk_attention  # the name of the first build
 
 
 def attention_transfer_loss(p_teacher: torch.Tensor, q_s: torch.Tensor, k_s: torch.Tensor, mask: torch.Tensor,

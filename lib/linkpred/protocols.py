@@ -62,14 +62,14 @@ from lib.linkpred.sampling import (
     check_negatives,
     check_protocol,
     derive_seed,
-    hard_negatives,
+    dist2_negatives,
     holdout_count,
-    leak_free_split,
     local_pairs_with_keys,
     sample_global_negatives,
     sample_negatives,
     undirected,
     with_edges,
+    within_graph_split,
     without_nodes,
 )
 
@@ -150,9 +150,9 @@ def graph_task(data: Data, protocol: str, seed: int, holdout_fraction: float = 0
         mp, pos = ei, ei
         neg = sample_negatives(ei, n, round(ei.size(1) * neg_rate), s)
     else:
-        mp, pos, neg = leak_free_split(ei, n, holdout_fraction, s)
+        mp, pos, neg = within_graph_split(ei, n, holdout_fraction, s)
     gids = tp.gids(data)
-    hard, miss = hard_negatives(mp, data, gids, tp, tp.edge_keys(data), pos, derive_seed(s, "hard"))
+    hard, miss = dist2_negatives(mp, data, gids, tp, tp.edge_keys(data), pos, derive_seed(s, "hard"))
     task = EvalTask(str(data.graph_id), protocol, data, mp, pos, neg, hard, miss)
     return _with_per_positive(task, gids, tp, tp.edge_keys(data), s, per_positive)
 
@@ -185,7 +185,7 @@ def _heldout_task(data: Data, protocol: str, pos: Tensor, tp: TitlePairs, forbid
     mp = to_undirected(und[:, torch.from_numpy(keep)], num_nodes=data.num_nodes)
     anchors = np.flatnonzero(unseen) if unseen is not None else None
     neg = sample_global_negatives(data, gids, tp, forbidden, pos.size(1), derive_seed(seed, "neg"), anchors)
-    hard, miss = hard_negatives(mp, data, gids, tp, forbidden, pos, derive_seed(seed, "hard"), unseen)
+    hard, miss = dist2_negatives(mp, data, gids, tp, forbidden, pos, derive_seed(seed, "hard"), unseen)
     task = EvalTask(str(data.graph_id), protocol, data, mp, pos, neg, hard, miss)
     return _with_per_positive(task, gids, tp, forbidden, seed, per_positive, unseen)
 

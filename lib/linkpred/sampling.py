@@ -77,7 +77,7 @@ def split_edges(edge_index: Tensor, num_nodes: int, fraction: float, seed: int) 
     return to_undirected(und[:, perm[p:]], num_nodes=num_nodes), und[:, perm[:p]]
 
 
-def leak_free_split(edge_index: Tensor, num_nodes: int, fraction: float, seed: int) -> tuple[Tensor, Tensor, Tensor]:
+def within_graph_split(edge_index: Tensor, num_nodes: int, fraction: float, seed: int) -> tuple[Tensor, Tensor, Tensor]:
     """Hold `fraction` of one graph's undirected edges out (the "within_graph" rule): (mp_edge_index [2, 2(E-P)] both
     directions, pos [2, P] with u < v, neg [2, P] non-edges of the *full* graph)."""
     mp, pos = split_edges(edge_index, num_nodes, fraction, seed)
@@ -202,7 +202,7 @@ def sample_global_negatives(data: Data, gids: np.ndarray, tp: TitlePairs, forbid
     return torch.tensor(np.array([got_u, got_v], dtype=np.int64).reshape(2, -1))
 
 
-def hard_negatives(mp_edge_index: Tensor, data: Data, gids: np.ndarray, tp: TitlePairs, forbidden: np.ndarray,
+def dist2_negatives(mp_edge_index: Tensor, data: Data, gids: np.ndarray, tp: TitlePairs, forbidden: np.ndarray,
                    pos: Tensor, seed: int, anchor_ok: np.ndarray | None = None) -> tuple[Tensor, int]:
     """One hard negative per positive: ([2, H] pairs (anchor, w), number of positives that got none).
 

@@ -91,7 +91,7 @@ def training_negatives(data: Data, mp: Tensor, pos: Tensor, cfg: TrainConfig, ep
                            derive_seed(cfg.seed, "train-neg", epoch, step))
     if n_hard == 0 and n_matched == 0:
         return uni
-    from lib.linkpred.sampling import hard_negatives
+    from lib.linkpred.sampling import dist2_negatives
 
     out = [uni]
     tp = TitlePairs([data])
@@ -99,7 +99,7 @@ def training_negatives(data: Data, mp: Tensor, pos: Tensor, cfg: TrainConfig, ep
     if n_hard:
         g = torch.Generator().manual_seed(derive_seed(cfg.seed, "train-hard-anchors", epoch, step))
         anchors = pos[:, torch.randperm(pos.size(1), generator=g)[:n_hard]]
-        out.append(hard_negatives(mp.cpu(), data, tp.gids(data), tp, forbidden, anchors.cpu(),
+        out.append(dist2_negatives(mp.cpu(), data, tp.gids(data), tp, forbidden, anchors.cpu(),
                                   derive_seed(cfg.seed, "train-hard", epoch, step))[0])
     if n_matched:
         from lib.linkpred.heuristics import adjacency
