@@ -99,16 +99,18 @@ def test_bad_graphs_are_skipped_with_a_reason_or_a_clear_error():
         graph_problem(Data(x=torch.randn(5, 16), edge_index=ei, num_nodes=5, graph_id="g"), 32)
 
 
-def test_device_precision_and_deprecated_amp():
+def test_device_precision_and_old_checkpoints_amp_read_as_precision():
+    from lib.linkpred.checkpoint import current_train
+
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="no CUDA GPU is visible"):
             get_device("cuda")
-    with pytest.warns(DeprecationWarning, match="precision='fp16'"):
-        assert TrainConfig(amp=True).precision == "fp16"  # the old CUDA profile's amp: true
-    assert TrainConfig(amp=False, precision="bf16").precision == "bf16"
-    assert "amp" not in TrainConfig().to_dict()
-    with pytest.raises(ValueError, match="contradicts precision='bf16'"):
-        TrainConfig(amp=True, precision="bf16")
+    with pytest.raises(TypeError, match="amp"):
+        TrainConfig(amp=True)  # no alias: precision says it
+    old = {**TrainConfig().to_dict(), "amp": True}
+    del old["precision"], old["matched_negative_share"]
+    assert TrainConfig(**current_train(old)).precision == "fp16"  # a checkpoint from before `precision`
+    assert current_train({**old, "amp": False})["precision"] == "fp32"
     with pytest.raises(ValueError, match="precision='half' is unknown"):
         TrainConfig(precision="half")
     with pytest.raises(ValueError, match="holdout_fraction"):
@@ -313,6 +315,5 @@ def test_notebook_03_parameters_give_one_config_per_seed_and_refuse_unknown_prot
     p = {k: ast.literal_eval(declared[k]["default"]) for k in E.NOTEBOOK_PARAMS}  # every name is a parameter
     cfgs = E.check_params({**p, "seed": 5, "n_seeds": 2})
     assert list(cfgs) == [5, 6] and cfgs[6].seed == 6 and cfgs[5].epochs == p["gat_epochs"]
-    assert E.recorded_params({**p, "amp": True})["precision"] == "fp16" and "amp" not in E.recorded_params(p)
     with pytest.raises(ValueError, match="protocols"):
         E.check_params({**p, "protocols": ["leaky"]})

@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 
 from lib.common.params import require
 from lib.common.runinfo import load_json
-from lib.linkpred.checkpoint import load_checkpoint
+from lib.linkpred.checkpoint import current_train, load_checkpoint
 from lib.linkpred.config import MODEL_KINDS, TrainConfig, build_model
 from lib.linkpred.evaluate import evaluate_model
 from lib.linkpred.protocols import make_protocol
@@ -146,7 +146,7 @@ def size_trend(graphs: dict, splits: dict, seeds: list, sizes: list, model_cfg: 
     jobs = [(s, n, ids) for s in seeds for n, ids in nested_subsets(splits[s]["train"], sizes, s).items()]
     built = {}
     for s, n, ids in tqdm(jobs, desc="size trend", disable=not progress):
-        cfg = TrainConfig(**{**train_cfg, "epochs": epochs, "seed": s, "device": device, "amp": False,
+        cfg = TrainConfig(**{**current_train(train_cfg), "epochs": epochs, "seed": s, "device": device,
                              "log_aauc": False, "log_eval": False})
         models = {}
         for protocol in protocols:
@@ -258,7 +258,7 @@ def untrained_rows(graphs: dict, splits: dict, seeds: list, protocols: list, tra
 
     rows = []
     for s in seeds:
-        cfg = TrainConfig(**{**train_cfg, "seed": s, "device": str(device), "amp": False})
+        cfg = TrainConfig(**{**current_train(train_cfg), "seed": s, "device": str(device)})
         m0 = init_model("gat_model", model_cfg, [], cfg, device)
         sp = splits[s]
         for protocol in protocols:

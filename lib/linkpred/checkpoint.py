@@ -41,12 +41,20 @@ def epoch_checkpoints(ckpt_dir: Path) -> dict[int, Path]:
     return dict(sorted(out.items()))
 
 
+def current_train(train: dict) -> dict:
+    """The one read-time mapping of a checkpoint's training config to today's TrainConfig fields: a checkpoint from
+    before `precision` carries `amp` (True: float16 autocast), one from before `matched_negative_share` trained
+    without matched negatives."""
+    out = {k: v for k, v in train.items() if k != "amp"}
+    out.setdefault("precision", "fp16" if train.get("amp") else "fp32")
+    out.setdefault("matched_negative_share", 0.0)
+    return out
+
+
 def _comparable(config: dict) -> dict:
-    """A checkpoint's config minus what may change on resume (the number of epochs); checkpoints from before
-    `precision` (with `amp`), `matched_negative_share` or `global_batch` compare as the runs they were."""
-    train = {k: v for k, v in config["train"].items() if k not in ("epochs", "amp")}
-    train.setdefault("precision", "fp16" if config["train"].get("amp") else "fp32")
-    train.setdefault("matched_negative_share", 0.0)  # checkpoints from before it trained without
+    """A checkpoint's config minus what may change on resume (the number of epochs), in today's fields
+    (current_train); checkpoints from before `global_batch` took one graph per step."""
+    train = {k: v for k, v in current_train(config["train"]).items() if k != "epochs"}
     return {"global_batch": 1, **config, "train": train}  # checkpoints from before the batch was recorded took one graph
 
 

@@ -1,7 +1,6 @@
 """Stage 3 training settings (`TrainConfig`) and the models they build."""
 from __future__ import annotations
 
-import warnings
 from dataclasses import asdict, dataclass, fields, replace
 
 import torch
@@ -39,7 +38,6 @@ class TrainConfig:
     matched_negative_share: float = 0.0  # share drawn at a positive's own distance in the step's message passing
     hits_k: int = 50
     precision: str = "fp32"  # compute precision of training steps: "fp32", "bf16", "fp16" or "auto" (lib.common.device)
-    amp: bool | None = None  # deprecated alias: amp=True means precision="fp16" (the old CUDA profile)
     device: str = "cpu"
     seed: int = 0
     log_aauc: bool = True  # A-AUC at every training step (as the seed's figures 3, 5, 7)
@@ -65,14 +63,6 @@ class TrainConfig:
         for key, ok, fix in checks:
             if not ok:
                 raise ValueError(f"parameter {key}={getattr(self, key)!r} is invalid: {fix}")
-        if self.amp:  # amp=False never meant more than "no float16 autocast", which precision already says
-            if self.precision not in ("fp32", "fp16"):
-                raise ValueError(f"amp=True (deprecated: float16 autocast) contradicts precision={self.precision!r}; "
-                                 f"drop amp and keep precision")
-            warnings.warn("TrainConfig(amp=True) is deprecated; use precision='fp16' (or 'auto')", DeprecationWarning,
-                          stacklevel=3)
-            object.__setattr__(self, "precision", "fp16")
-        object.__setattr__(self, "amp", None)
         check_precision(self.precision)
 
     def resolved(self) -> "TrainConfig":
@@ -80,7 +70,7 @@ class TrainConfig:
         return replace(self, precision=resolve_precision(self.precision, get_device(self.device)).name)
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k != "amp"}
+        return asdict(self)
 
 
 # ---------------------------------------------------------------- models, checkpoints, training

@@ -87,7 +87,7 @@ def run_experiment(graphs: dict, train_ids: list, val_ids: list, test_ids: list,
 
 # ---------------------------------------------------------------- notebook 03's parameters and summary
 
-NOTEBOOK_PARAMS = ("run_dir", "device", "precision", "amp", "seed", "n_seeds", "n_train_graphs", "n_test_graphs",
+NOTEBOOK_PARAMS = ("run_dir", "device", "precision", "seed", "n_seeds", "n_train_graphs", "n_test_graphs",
                    "val_fraction", "protocols", "train_supervision", "new_node_fraction", "disjoint_ratio",
                    "select_metric", "gat_epochs", "gat_lr", "gat_hidden", "gat_out", "gat_levels", "gat_heads",
                    "gat_dropout", "gat_impl", "neg_rate", "r_cos", "t_cos", "holdout_fraction",
@@ -101,7 +101,7 @@ def train_configs(p: dict) -> dict[int, TrainConfig]:
     return {s: TrainConfig(epochs=p["gat_epochs"], lr=p["gat_lr"], neg_rate=p["neg_rate"], r_cos=p["r_cos"],
                            t_cos=p["t_cos"], holdout_fraction=p["holdout_fraction"],
                            new_node_fraction=p["new_node_fraction"], disjoint_ratio=p["disjoint_ratio"],
-                           select_metric=p["select_metric"], precision=p["precision"], amp=p["amp"],
+                           select_metric=p["select_metric"], precision=p["precision"],
                            device=p["device"], seed=s)
             for s in range(p["seed"], p["seed"] + p["n_seeds"])}
 
@@ -134,11 +134,6 @@ def model_config(p: dict, in_channels: int) -> dict:
     return {**ModelConfig(in_channels=in_channels, hidden_channels=p["gat_hidden"], out_channels=p["gat_out"],
                           num_levels=p["gat_levels"], heads=p["gat_heads"], dropout=p["gat_dropout"],
                           impl=p["gat_impl"]).to_dict(), "baseline_dropout": p["baseline_dropout"]}
-
-
-def recorded_params(p: dict) -> dict:
-    """What params_03_train_gat.json records: the parameters with the deprecated `amp` folded into `precision`."""
-    return {k: v for k, v in p.items() if k != "amp"} | {"precision": "fp16" if p["amp"] else p["precision"]}
 
 
 def summary(df, audit, verdict, results: dict, splits: dict, run_path: Path, seed_supervision: str,

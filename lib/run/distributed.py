@@ -169,7 +169,7 @@ def _gat_job(p: dict, a, d: Dist) -> dict:
     cfg = TrainConfig(epochs=p["gat_epochs"], lr=p["gat_lr"], neg_rate=p["neg_rate"], r_cos=p["r_cos"],
                       t_cos=p["t_cos"], holdout_fraction=p["holdout_fraction"], new_node_fraction=p["new_node_fraction"],
                       disjoint_ratio=p["disjoint_ratio"], select_metric=p["select_metric"],
-                      precision="fp16" if p.get("amp") else p.get("precision", "fp32"),
+                      precision=p.get("precision", "fp32"),
                       device=p["device"], seed=p["seed"], supervision=p["train_supervision"][0])
     if a.synthetic:
         graphs = [synthetic_graph(200, 800, 384, seed=i, graph_id=f"synthetic{i}") for i in range(a.synthetic + 1)]
