@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from lib.aauc import plots as P
+from lib.aauc import plots as aauc_plots
 from lib.aauc import study as A
 from lib.metrics.aauc import aauc, sample_nodes
 
@@ -231,7 +231,7 @@ def test_trend_slopes_fit_log_size_and_skip_undefined_aauc():
     assert np.isnan(sl["seed"]["aauc"])
     assert sl["leak_free"]["aauc"] == pytest.approx(-0.05)  # the size without an A-AUC is left out, not a zero
     assert sl["leak_free"]["auc"] == pytest.approx(0.0, abs=1e-12)
-    P.plot_trend(pd.DataFrame(rows))  # an undefined A-AUC is not drawn and does not fail
+    aauc_plots.plot_trend(pd.DataFrame(rows))  # an undefined A-AUC is not drawn and does not fail
 
 
 def test_topic_table_of_a_source_without_topics_is_empty_with_the_columns():
@@ -264,7 +264,7 @@ def test_sensitivity_rows_are_the_metric_at_each_setting_and_the_figure_is_writt
     ref = aauc(z["b"], graphs["b"].x, 0.5, 0.2, derive_seed(0, "eval-aauc", "b"))
     assert row["n_pos"] == ref.n_pos and row["aauc"] == ref.to_dict()["value"]
     assert by_t.groupby("t_cos")["n_pos"].sum()[0.2] >= by_t.groupby("t_cos")["n_pos"].sum()[0.3]  # lower T, more pairs
-    fig = P.plot_sensitivity(by_t, by_r, 0.5, 0.3, tmp_path / "s.png")
+    fig = aauc_plots.plot_sensitivity(by_t, by_r, 0.5, 0.3, tmp_path / "s.png")
     assert (tmp_path / "s.png").is_file() and len(fig.axes) == 3
     trend = pd.DataFrame([{"protocol": "seed", "train_graphs": n, "seed": s, "auc": 0.7, "aauc": 0.7 + 0.01 * n}
                           for n in (2, 8) for s in (0, 1)])

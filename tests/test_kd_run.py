@@ -9,7 +9,7 @@ import torch
 
 from lib.distill.losses import DistillError
 from lib.distill.train import FinetuneConfig, TaskTargets, predict_logits
-from lib.kd import run as R
+from lib.kd import run as kd_run
 from lib.kd import train as K
 from tests.test_distill import CORPUS, make_tokenizer, tiny_encoder
 
@@ -24,28 +24,28 @@ def fake_tagger(sentences):
 def _teacher(tmp_path, monkeypatch, classes=2):
     enc = tiny_encoder(make_tokenizer(tmp_path), hidden=32)
     enc.head = torch.nn.Linear(32, classes)
-    monkeypatch.setattr(R, "encoder_identity", lambda e: "tiny-teacher")  # built in memory, no folder to hash
+    monkeypatch.setattr(kd_run, "encoder_identity", lambda e: "tiny-teacher")  # built in memory, no folder to hash
     return enc
 
 
 def test_logit_cache_computes_each_text_once_and_survives_a_reload_and_damage(tmp_path, monkeypatch):
     enc = _teacher(tmp_path, monkeypatch)
     path = tmp_path / "c" / "logits.npz"
-    cache = R.LogitCache(path, 2)
+    cache = kd_run.LogitCache(path, 2)
     z = cache.logits(TEXTS[:5] + TEXTS[:2], enc, 16)
     assert cache.passes == 5 and z.shape == (7, 2)
     np.testing.assert_allclose(z[:5], predict_logits(enc, TEXTS[:5], 16), rtol=1e-6, atol=1e-6)
-    again = R.LogitCache(path, 2)
+    again = kd_run.LogitCache(path, 2)
     np.testing.assert_array_equal(again.logits(TEXTS[:5], enc, 16), z[:5])
     assert again.passes == 0
     again.logits(TEXTS, enc, 16)
     assert again.passes == 3  # only the new ones
     path.write_bytes(b"not an npz")
-    broken = R.LogitCache(path, 2)
+    broken = kd_run.LogitCache(path, 2)
     np.testing.assert_allclose(broken.logits(TEXTS[:5], enc, 16), z[:5], rtol=1e-6, atol=1e-6)
     assert broken.passes == 5
     with pytest.raises(DistillError, match="3 classes|not 3"):
-        R.LogitCache(path, 3).logits(TEXTS[:1], enc, 16)
+        kd_run.LogitCache(path, 3).logits(TEXTS[:1], enc, 16)
 
 
 def test_the_task_teacher_is_fine_tuned_once_then_reloaded_exactly(tmp_path, monkeypatch):
@@ -53,15 +53,15 @@ def test_the_task_teacher_is_fine_tuned_once_then_reloaded_exactly(tmp_path, mon
     task = TaskTargets(TEXTS, np.array([0, 1] * 4), 2)
     cfg = FinetuneConfig(steps=3, batch_size=4, max_seq_len=16, lr=1e-3, layers=1)
     before = {k: v.clone() for k, v in enc.model.state_dict().items()}
-    ft, reloaded = R.task_teacher(enc, task, cfg, tmp_path / "t", progress=False)
+    ft, reloaded = kd_run.task_teacher(enc, task, cfg, tmp_path / "t", progress=False)
     assert not reloaded and len(list((tmp_path / "t").glob("teacher_ft_*.pt"))) == 1
     assert all(torch.equal(v, enc.model.state_dict()[k]) for k, v in before.items())  # shared teacher untouched
-    again, reloaded = R.task_teacher(enc, task, cfg, tmp_path / "t", progress=False)
+    again, reloaded = kd_run.task_teacher(enc, task, cfg, tmp_path / "t", progress=False)
     assert reloaded
     np.testing.assert_array_equal(predict_logits(again, TEXTS, 16), predict_logits(ft, TEXTS, 16))
     saved = torch.load(next((tmp_path / "t").glob("*.pt")), weights_only=True)["model"]
     assert saved and all(k.startswith("encoder.layer.1.") for k in saved)  # only the fine-tuned top layer is stored
-    _, other = R.task_teacher(enc, task, FinetuneConfig(steps=4, batch_size=4, max_seq_len=16, layers=1), tmp_path / "t",
+    _, other = kd_run.task_teacher(enc, task, FinetuneConfig(steps=4, batch_size=4, max_seq_len=16, layers=1), tmp_path / "t",
                               progress=False)
     assert not other  # another setting never reloads a file made with different settings
 
@@ -82,42 +82,42 @@ def _params(**kw):
                                              ("bilstm_soft", "ce", "bilstm_soft"), ("bert_heads", 5, "bert_heads"),
                                              ("kd_task_train", 3, "kd_task_train"), ("augment_max", -1, "augment_max")])
 def test_bad_parameters_are_named(key, value, match):
-    R.check_params(_params())
+    kd_run.check_params(_params())
     with pytest.raises(DistillError, match=match):
-        R.check_params(_params(**{key: value}))
+        kd_run.check_params(_params(**{key: value}))
     with pytest.raises(DistillError, match="missing"):
-        R.check_params({k: v for k, v in _params().items() if k != "minilm_dir"})
+        kd_run.check_params({k: v for k, v in _params().items() if k != "minilm_dir"})
 
 
 def test_the_control_gets_as_many_steps_as_its_distilled_twin():
     p = _params(kd_epochs=3.0, kd_batch_size=32)
-    kd, ctrl = R.kd_config("bert", "kd", p, 0, 1000, 200), R.kd_config("bert", "control", p, 0, 1000, 200)
+    kd, ctrl = kd_run.kd_config("bert", "kd", p, 0, 1000, 200), kd_run.kd_config("bert", "control", p, 0, 1000, 200)
     assert kd.soft == "kl" and kd.temperature == 3.0 and ctrl.soft == "none" and ctrl.ce_weight == 1.0
     assert kd.steps(1000) == ctrl.steps(200) == 94
-    assert R.kd_config("bilstm", "kd", p, 0, 1000, 200).soft == "mse"
+    assert kd_run.kd_config("bilstm", "kd", p, 0, 1000, 200).soft == "mse"
 
 
 def test_probe_inputs_and_by_task_keep_each_tasks_order():
     tasks = {"a": (["x", "y", "z"], [0, 1, 0]), "b": (["z", "w"], [1, 0])}
-    texts = R.probe_inputs(tasks)
+    texts = kd_run.probe_inputs(tasks)
     assert texts == ["x", "y", "z", "w"]
     reps = np.arange(8, dtype=np.float32).reshape(4, 2)
-    got = R.by_task(reps, texts, tasks)
+    got = kd_run.by_task(reps, texts, tasks)
     np.testing.assert_array_equal(got["b"], reps[[2, 3]])
     with pytest.raises(DistillError, match="probe_inputs"):
-        R.by_task(reps[:3], texts, tasks)
+        kd_run.by_task(reps[:3], texts, tasks)
 
 
 def test_minilm_folders_are_labelled_like_stage_5(tmp_path):
     for f in ("student_3x384_s0", "control_3x384_s0", "student_6x384_s1"):
         (tmp_path / f).mkdir()
-    assert R.minilm_folders(tmp_path, 0) == {"MiniLM 3x384": tmp_path / "student_3x384_s0",
+    assert kd_run.minilm_folders(tmp_path, 0) == {"MiniLM 3x384": tmp_path / "student_3x384_s0",
                                              "3x384 no distillation": tmp_path / "control_3x384_s0"}
-    assert R.minilm_folders("", 0) == {} and R.minilm_folders(tmp_path / "absent", 0) == {}
+    assert kd_run.minilm_folders("", 0) == {} and kd_run.minilm_folders(tmp_path / "absent", 0) == {}
     new = tmp_path / "new"
     for f in ("student_3x384_random_s0", "student_3x384_assistant_s0", "control_3x384_random_s0", "student_6x384_random_s0"):
         (new / f).mkdir(parents=True)
-    assert R.minilm_folders(new, 0) == {"MiniLM 3x384 (assistant init)": new / "student_3x384_assistant_s0",
+    assert kd_run.minilm_folders(new, 0) == {"MiniLM 3x384 (assistant init)": new / "student_3x384_assistant_s0",
                                         "MiniLM 3x384 (random init)": new / "student_3x384_random_s0",
                                         "3x384 no distillation (random init)": new / "control_3x384_random_s0",
                                         "MiniLM 6x384": new / "student_6x384_random_s0"}
@@ -126,7 +126,7 @@ def test_minilm_folders_are_labelled_like_stage_5(tmp_path):
 def test_verdicts_pair_each_student_with_its_control_per_seed():
     rows = pd.DataFrame({"task": "polarity", "student": "bilstm", "method": ["kd", "control"] * 3,
                          "seed": [0, 0, 1, 1, 2, 2], "test": [0.8, 0.7, 0.82, 0.7, 0.78, 0.71]})
-    (v,) = R.kd_verdicts(rows)
+    (v,) = kd_run.kd_verdicts(rows)
     assert "beats its control by +0.097 ± 0.025" in v and "3 seeds" in v  # diffs 0.10, 0.12, 0.07: sample std 0.0252
 
 
@@ -136,7 +136,7 @@ def test_the_grid_runs_end_to_end_and_resumes_without_training_again(tmp_path, m
     data = {"polarity": {s: pd.DataFrame({"text": [TEXTS[i] for i in rng.permutation(8)] + TEXTS[:2],
                                           "label": [0, 1] * 5}) for s in ("train", "val", "test")}}
     probe = TEXTS[:6]
-    rows, info = R.run_students(_params(), enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger)
+    rows, info = kd_run.run_students(_params(), enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger)
     assert len(rows) == 4 and set(rows.method) == {"kd", "control"} and set(rows.student) == {"bilstm", "bert"}
     assert info["augmented"]["polarity"] > 0 and info["transfer"]["polarity"] == 10 + info["augmented"]["polarity"]
     assert rows[rows.method == "control"].texts.eq(10).all()
@@ -149,14 +149,14 @@ def test_the_grid_runs_end_to_end_and_resumes_without_training_again(tmp_path, m
         raise AssertionError("a finished row was trained again")
 
     monkeypatch.setattr(K, "train_student", no_training)
-    again, info2 = R.run_students(_params(), enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger)
+    again, info2 = kd_run.run_students(_params(), enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger)
     pd.testing.assert_frame_equal(again, rows)
     assert info2["teacher_passes"] == 0 and info2["teacher"][0]["reloaded"]
     with pytest.raises(ValueError, match=r"rows.csv was made with other settings \(kd_epochs\)"):
-        R.run_students(_params(kd_epochs=2.0), enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger)
+        kd_run.run_students(_params(kd_epochs=2.0), enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger)
     with pytest.raises(ValueError, match=r"other settings \(probe_texts\)"):
-        R.run_students(_params(), enc, data, tmp_path / "kd", probe[:3], progress=False, tagger=fake_tagger)
-    table = R.kd_table(rows, info["teacher"])
+        kd_run.run_students(_params(), enc, data, tmp_path / "kd", probe[:3], progress=False, tagger=fake_tagger)
+    table = kd_run.kd_table(rows, info["teacher"])
     assert table.student.iloc[0] == "teacher (fine-tuned)" and len(table) == 5
 
 
@@ -167,7 +167,7 @@ def test_notebook_06_comparisons_reuse_the_saved_teacher_and_print_from_the_numb
     data = {"polarity": {s: pd.DataFrame({"text": TEXTS + TEXTS[:2], "label": [0, 1] * 5})
                          for s in ("train", "val", "test")}}
     p = _params(kd_students=["bilstm"], kd_controls=False)
-    rows, info = R.run_students(p, enc, data, tmp_path / "kd", TEXTS[:4], progress=False, tagger=fake_tagger)
+    rows, info = kd_run.run_students(p, enc, data, tmp_path / "kd", TEXTS[:4], progress=False, tagger=fake_tagger)
     saved = sorted((tmp_path / "kd" / "teachers").glob("teacher_ft_*.pt"))
     ft = C.task_teachers(enc, data, p, tmp_path / "kd" / "teachers")
     assert sorted((tmp_path / "kd" / "teachers").glob("teacher_ft_*.pt")) == saved  # reloaded, not fine-tuned again
@@ -177,6 +177,6 @@ def test_notebook_06_comparisons_reuse_the_saved_teacher_and_print_from_the_numb
     frozen = C.frozen_table({"tiny": enc}, data, p)
     assert frozen[["task", "model"]].values.tolist() == [["polarity", "tiny"]] and frozen.test.between(0, 1).all()
     probing = pd.DataFrame({"a": [0.5, 0.7, 0.6], "b": [0.5, 0.7, 0.6]}, index=["majority", "x", "y"])
-    lines = C.closing_sentences(R.kd_table(rows, info["teacher"]), info["teacher"], frozen, probing)
+    lines = C.closing_sentences(kd_run.kd_table(rows, info["teacher"]), info["teacher"], frozen, probing)
     assert len(lines) == 3 and lines[0].startswith("polarity: fine-tuned teacher") and "tiny" in lines[1]
     assert lines[2].endswith("over 2 tasks: highest x (+0.200), lowest y (+0.100)")
