@@ -267,6 +267,12 @@ SOURCES = (*OFFLINE_SOURCES, "snapshot", "live", "graphs")
 """Every value of the `source` parameter."""
 
 
+def check_source(kind: str) -> None:
+    """The `source` parameter names one of SOURCES (checked by the runner before a run and by make_source)."""
+    if kind not in SOURCES:
+        raise ParamError(f"parameter source={kind!r} is invalid: use one of {', '.join(SOURCES)}", key="source")
+
+
 def make_source(kind: str, *, snapshot_path: str = "", contact: str = "", api_url: str = "", topics_file: str = "",
                 **live_kwargs):
     """Build the link source named by the `source` parameter: "embedded", "wikispeedia", "snapshot" or "live" ("graphs", a folder of
@@ -293,7 +299,7 @@ def make_source(kind: str, *, snapshot_path: str = "", contact: str = "", api_ur
         return LiveSource(contact=contact, api_url=api_url or None, **live_kwargs)
     if kind == "graphs":
         raise ParamError("source='graphs' imports graph files instead of crawling: call import_graphs(snapshot_path, ...)")
-    raise ParamError(f"source={kind!r} is invalid: use 'embedded', 'wikispeedia', 'snapshot', 'live' or 'graphs'")
+    check_source(kind)
 
 
 def read_topics(path: str | Path) -> dict[str, str]:

@@ -60,11 +60,9 @@ def check_types(values: dict, declared: dict[str, dict], where: dict[str, str], 
 def _crawl(p: dict) -> None:
     from lib.common.paths import resolve
     from lib.crawl.campaign import check_campaign, read_roots
-    from lib.crawl.sources import SOURCES
+    from lib.crawl.sources import check_source
 
-    if p["source"] not in SOURCES:
-        raise ParamError(f"parameter source={p['source']!r} is invalid: use one of {', '.join(SOURCES)}",
-                         key="source")
+    check_source(p["source"])
     if p["source"] != "graphs":
         check_campaign(read_roots(resolve(p["roots_file"])) if p["roots_file"] else list(p["roots"]), p["max_nodes"])
     if p["source"] in ("snapshot", "graphs") and not p["snapshot_path"]:

@@ -28,7 +28,6 @@ commit it ran at, and the folder's checkpoints are reused as usual.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import sys
 import traceback
@@ -104,15 +103,11 @@ def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[P
     merged, per_nb = plan_run(files, overrides, notebooks, all_notebooks)
     merged["run_dir"] = _run_dir_param(run_dir)
     defaults = all_defaults(all_notebooks or notebooks)
-    if not force:
-        refuse_other_params(run_dir, merged, defaults)  # before the lock: a refused run touches nothing at all
-    with run_folder_lock(outputs, run_name):
-        same = True
-        if force:
-            made = read_json(run_dir / "params.json").get("params")
-            same = made is not None and comparable_params(made, defaults) == comparable_params(merged, defaults)
-        else:
-            refuse_other_params(run_dir, merged, defaults)  # again under the lock: another run may have finished meanwhile
+    with run_folder_lock(outputs, run_name):  # the lock lives beside the folder: a refusal below touches nothing
+        if not force:  # under the lock: another run may have finished meanwhile
+            refuse_other_params(run_dir, merged, defaults)
+        made = read_json(run_dir / "params.json").get("params")
+        same = made is not None and comparable_params(made, defaults) == comparable_params(merged, defaults)
         status = read_json(run_dir / "status.json") if same else {}
         entries = dict(status.get("notebooks") or {})
 
@@ -130,7 +125,7 @@ def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[P
                     break
                 kept.add(nb.name)
         run_dir.mkdir(parents=True, exist_ok=True)
-        if not same or not (run_dir / "params.json").is_file():
+        if not same:
             write_params_json(run_dir, {**merged, "_files": [str(f) for f in files]})
         status = {"params_hash": _params_hash(merged), "complete": False, "notebooks": entries,
                   "peak_rss_mb_measures": PEAK_RSS_MEASURES}
@@ -178,21 +173,12 @@ def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks
     old = load_json(run_dir / "params.json")["params"]
     nb_dir = (all_notebooks or notebooks)[0].parent
     others = [nb_dir / n for n in made if n not in {nb.name for nb in notebooks}]
-    declared = {}
-    for nb in others:
-        if nb.is_file():
-            declared.update(notebook_parameters(nb))
+    # a parameter added after the folder was made counts as unchanged at its notebook default
+    default = all_defaults([nb for nb in others if nb.is_file()])
     for k in ("run_dir", *EXECUTION_KEYS):
-        declared.pop(k, None)
-
-    def default(k):  # a parameter added after the folder was made counts as unchanged at its notebook default
-        try:
-            return ast.literal_eval(declared[k]["default"])
-        except (ValueError, SyntaxError):
-            return declared[k]["default"]
-
-    refuse_other_settings(f"--rerun: {run_dir}", {k: old.get(k, default(k)) for k in declared},
-                          {k: merged.get(k, default(k)) for k in declared},
+        default.pop(k, None)
+    refuse_other_settings(f"--rerun: {run_dir}", {k: old.get(k, v) for k, v in default.items()},
+                          {k: merged.get(k, v) for k, v in default.items()},
                           "notebooks that are not re-run use them; pass the same params files, or run it whole with "
                           "--force")
     commit = git_commit()
