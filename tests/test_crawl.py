@@ -387,15 +387,15 @@ def test_notebook_source_builds_the_named_source_behind_the_page_cache(tmp_path)
     import pandas as pd
 
     from lib.crawl.campaign import overlap_sentence
+    from lib.crawl.config import CrawlParams
     from lib.crawl.sources import EmbeddedSource, notebook_source
 
-    p = {"source": "embedded", "snapshot_path": "", "topics_file": "", "api_url": "", "max_retries": 1,
-         "retry_wait": 0.1, "timeout": 1.0, "maxlag": 5}
-    assert isinstance(notebook_source(p), EmbeddedSource)
-    cached = notebook_source(p, cache=tmp_path / "pages.sqlite")
+    cfg = CrawlParams(source="embedded")
+    assert isinstance(notebook_source(cfg), EmbeddedSource)
+    cached = notebook_source(cfg, cache=tmp_path / "pages.sqlite")
     assert isinstance(cached, CachedSource) and cached.source_id == EmbeddedSource().source_id
     with pytest.raises(ParamError, match="snapshot_path"):
-        notebook_source({**p, "source": "snapshot"})
+        CrawlParams(source="snapshot")
     rows = pd.DataFrame({"max_nodes": [200, 2000], "distinct_titles": [1500, 9000], "shared_share": [0.5, 0.81234]})
     assert overlap_sentence(rows, 40) == ("40 offline roots: from 200 to 2,000 nodes per graph the distinct titles grow "
                                           "from 1,500 to 9,000 while the shared share goes from 0.500 to 0.812 (the "

@@ -95,7 +95,7 @@ def test_papermill_parses_every_parameter_line_of_every_notebook(caplog):
         assert names == declared, nb.name
 
 
-@pytest.mark.parametrize("notebook,module", [("01_crawl", "lib.crawl.sources"), ("02_embed", "lib.embed.dataset"),
+@pytest.mark.parametrize("notebook,module", [("02_embed", "lib.embed.dataset"),
                                              ("03_train_gat", "lib.linkpred.experiment"),
                                              ("03b_beyond_seed", "lib.linkpred.beyond_run"),
                                              ("04_aauc_analysis", "lib.aauc.study"),

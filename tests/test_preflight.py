@@ -34,7 +34,7 @@ def dry(tmp_path, *args):
     ("n_seeds=-1", "n_seeds=-1 is invalid: use at least 1"),
     ("gat_lr=true", "gat_lr=True (-p) is a bool; 03_train_gat.ipynb declares it float"),
     ("protocols=[leak_free, nowhere]", "protocols=['leak_free', 'nowhere'] is invalid"),
-    ("source=nowhere", "source='nowhere' is invalid: use one of embedded, wikispeedia, snapshot, live, graphs"),
+    ("source=nowhere", "source='nowhere' is invalid: must be one of embedded, wikispeedia, snapshot, live, graphs"),
 ])
 def test_a_bad_value_is_refused_by_dry_run_and_run_before_anything_is_written(tmp_path, capsys, override, named):
     assert dry(tmp_path, "--size", "tiny", "-p", override) == 2

@@ -15,6 +15,7 @@ import re
 import sqlite3
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
@@ -33,6 +34,9 @@ from lib.crawl.pages import (
 )
 from lib.crawl.wikispeedia import SOURCE_ID as WIKISPEEDIA_ID
 from lib.crawl.wikispeedia import wikispeedia_snapshot
+
+if TYPE_CHECKING:
+    from lib.crawl.config import CrawlParams
 
 
 # --------------------------------------------------------------------------------------------------- sources
@@ -322,18 +326,11 @@ def read_topics(path: str | Path) -> dict[str, str]:
     return topics
 
 
-NOTEBOOK_PARAMS = ("run_dir", "source", "roots", "roots_file", "max_nodes", "snapshot_path", "topics_file", "api_url",
-                   "max_retries", "retry_wait", "timeout", "maxlag", "use_cache", "picture_root", "overlap_roots_file",
-                   "overlap_n_roots", "overlap_max_nodes")
-"""Notebook 01's parameters that params_01_crawl.json records: all but `threads` (speed only) and `contact` (an
-e-mail address does not belong in a results folder)."""
-
-
-def notebook_source(p: dict, contact: str = "", cache: str | Path | None = None):
-    """The link source of notebook 01's parameters `p` (make_source; file paths resolved against the repository),
-    behind the SQLite page cache at `cache` when given."""
-    src = make_source(p["source"], snapshot_path=str(resolve(p["snapshot_path"])) if p["snapshot_path"] else "",
-                      contact=contact, api_url=p["api_url"], max_retries=p["max_retries"], retry_wait=p["retry_wait"],
-                      timeout=p["timeout"], maxlag=p["maxlag"],
-                      topics_file=str(resolve(p["topics_file"])) if p["topics_file"] else "")
+def notebook_source(cfg: CrawlParams, cache: str | Path | None = None):
+    """The link source of notebook 01's parameters (make_source; file paths resolved against the repository), behind
+    the SQLite page cache at `cache` when given."""
+    src = make_source(cfg.source, snapshot_path=str(resolve(cfg.snapshot_path)) if cfg.snapshot_path else "",
+                      contact=cfg.contact, api_url=cfg.api_url, max_retries=cfg.max_retries,
+                      retry_wait=cfg.retry_wait, timeout=cfg.timeout, maxlag=cfg.maxlag,
+                      topics_file=str(resolve(cfg.topics_file)) if cfg.topics_file else "")
     return CachedSource(src, PageCache(Path(cache))) if cache else src

@@ -57,17 +57,12 @@ def check_types(values: dict, declared: dict[str, dict], where: dict[str, str], 
                          f"{notebook} declares it {name} (default {example}); give a {name}")
 
 
-def _crawl(p: dict) -> None:
+def _crawl(p: dict) -> None:  # beyond the config: the roots file must exist and hold titles
     from lib.common.paths import resolve
     from lib.crawl.campaign import check_campaign, read_roots
-    from lib.crawl.sources import check_source
 
-    check_source(p["source"])
-    if p["source"] != "graphs":
-        check_campaign(read_roots(resolve(p["roots_file"])) if p["roots_file"] else list(p["roots"]), p["max_nodes"])
-    if p["source"] in ("snapshot", "graphs") and not p["snapshot_path"]:
-        raise ParamError(f"source={p['source']!r} needs snapshot_path (a link list, graph file or folder)",
-                         key="snapshot_path")
+    if p["source"] != "graphs" and p["roots_file"]:
+        check_campaign(read_roots(resolve(p["roots_file"])), p["max_nodes"])
 
 
 def _embed(p: dict) -> None:
@@ -123,12 +118,16 @@ def check_device(p: dict) -> None:
 
 def check_run(merged: dict, files: list[Path], overrides: dict, notebooks: list[Path]) -> None:
     """Type and stage checks of every notebook in `notebooks` on the merged parameters (notebook defaults beneath)."""
-    where = provenance(files, overrides)
+    from lib.common.config import stage_params
+
+    where, configs = provenance(files, overrides), stage_params()
     for nb in notebooks:
         declared = notebook_parameters(nb)
         values = {**declared_defaults(declared), **{k: v for k, v in merged.items() if k in declared}}
         check_types({k: v for k, v in values.items() if k in merged}, declared, where, nb.name)
         try:
+            if nb.name in configs:
+                configs[nb.name].from_values(values)  # types, bounds, choices and the stage's rules across fields
             if "device" in values:
                 check_device(values)
             check = STAGE_CHECKS.get(nb.name)

@@ -1,0 +1,69 @@
+"""The typed stage configs (lib.common.config): one declaration per parameter, checked in one place."""
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from lib.common.config import stage_params
+from lib.common.params import ParamError, notebook_number, numbered_notebooks
+from lib.common.paths import NOTEBOOKS
+from lib.crawl.config import CrawlParams
+
+CONFIGS = stage_params()
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_the_notebook_parameters_cell_is_the_one_its_config_generates(name):
+    """`python -m lib.common.config --write` regenerates the cell; an edit on either side alone fails here."""
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    assert cell.source == CONFIGS[name].parameters_cell()
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_the_demo_defaults_pass_their_own_checks_and_every_field_says_why(name):
+    cls = CONFIGS[name]
+    cfg = cls()
+    assert cfg.to_dict() == cls.defaults()
+    assert all(row["why"].strip() for row in cls.reference())
+
+
+@pytest.mark.parametrize("kwargs,named", [
+    ({"max_nodes": "abc"}, "max_nodes='abc' is a str; 01_crawl.ipynb declares it int (default 1000); give an int"),
+    ({"max_nodes": True}, "max_nodes=True is a bool"),
+    ({"max_nodes": 0}, "max_nodes=0 is invalid: must be >= 1"),
+    ({"retry_wait": 2}, None),  # an int is a float
+    ({"roots": "Water"}, "roots='Water' is a str; 01_crawl.ipynb declares it list[str]"),
+    ({"roots": ["Water", 3]}, "roots=['Water', 3] holds 3, a int; give a list of str"),
+    ({"overlap_max_nodes": [200, 0]}, "overlap_max_nodes=[200, 0] is invalid: every item must be >= 1"),
+    ({"source": "nowhere"}, "source='nowhere' is invalid: must be one of embedded, wikispeedia"),
+    ({"source": "snapshot"}, "source='snapshot' needs snapshot_path"),
+])
+def test_a_value_is_refused_with_one_sentence_naming_key_value_and_fix(kwargs, named):
+    if named is None:
+        CrawlParams(**kwargs)
+        return
+    with pytest.raises(ParamError) as e:
+        CrawlParams(**kwargs)
+    assert named in str(e.value) and "\n" not in str(e.value)
+    assert e.value.key == ("snapshot_path" if "needs" in named else next(iter(kwargs)))
+
+
+def test_record_leaves_out_speed_settings_and_the_contact_address():
+    rec = CrawlParams(contact="me@example.org").record()
+    assert "contact" not in rec and "threads" not in rec and rec["max_nodes"] == 1000
+
+
+def test_from_values_takes_this_stages_names_and_ignores_the_others():
+    cfg = CrawlParams.from_values({"max_nodes": 30, "gat_epochs": 5})
+    assert cfg.max_nodes == 30 and not hasattr(cfg, "gat_epochs")
+
+
+def test_a_config_is_frozen():
+    with pytest.raises(AttributeError):
+        CrawlParams().max_nodes = 5  # type: ignore[misc]
+
+
+def test_every_numbered_notebook_has_a_config():
+    have = {notebook_number(n) for n in CONFIGS}
+    assert have == {notebook_number(nb) for nb in numbered_notebooks()}, "a stage without a typed config"
