@@ -185,13 +185,12 @@ def test_goal_needs_the_shortcut_beaten_too_except_on_uniform_negatives():
 
 def test_run_all_scores_bar_shortcut_and_variants_on_the_same_split_and_keeps_stage3_rows(tmp_path):
     from lib.linkpred import beyond_run
+    from lib.linkpred.config import BeyondParams
 
     graphs = {f"g{i}": synthetic_graph(60, 180, in_channels=16, seed=i, graph_id=f"g{i}") for i in range(5)}
     sp = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3", "g4"], "leak_free", seed=0)
-    params = {"beyond_epochs": 1, "beyond_patience": 0, "beyond_supervision": "disjoint", "beyond_select_metric": "auc",
-              "beyond_steps_per_graph": 1, "beyond_hard_share": 0.5, "beyond_neg_rate": 1.0, "device": "cpu",
-              "precision": "fp32", "decoder_hidden": 8}
-    model_cfg, cfgs = beyond_run.configs({"model": SMALL, "train": TrainConfig(epochs=2, lr=0.01).to_dict()}, params, [0])
+    params = BeyondParams(beyond_epochs=1, beyond_patience=0, beyond_select_metric="auc", decoder_hidden=8, n_seeds=1)
+    model_cfg, cfgs = beyond_run.configs({"model": SMALL, "train": TrainConfig(epochs=2, lr=0.01).to_dict()}, params)
     assert model_cfg["decoder_hidden"] == 8 and cfgs[0].lr == 0.01 and cfgs[0].epochs == 1 and cfgs[0].seed == 0
     assert cfgs[0].supervision == "disjoint" and not cfgs[0].log_aauc
     rows, coef, log = beyond_run.run_all({(0, "leak_free"): sp}, ["dot"], model_cfg, cfgs, {"dot": None}, tmp_path,

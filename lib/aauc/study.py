@@ -22,25 +22,6 @@ from lib.linkpred.train import init_model, train_model
 from lib.metrics.aauc import aauc, top_new_links
 from lib.viz.graph import focus_nodes, graph_to_html
 
-NOTEBOOK_PARAMS = ("run_dir", "device", "seed", "n_seeds", "r_cos", "t_cos", "t_cos_grid", "r_cos_grid", "size_grid",
-                   "size_epochs", "r_cos_groups", "top_k", "picture_root", "picture_view")
-"""Notebook 04's parameters that shape its results (`threads` only sets the speed)."""
-
-
-def check_params(p: dict) -> None:
-    """Notebook 04's checks before any work: each impossible value names its key and the fix."""
-
-    require(isinstance(p["n_seeds"], int) and p["n_seeds"] >= 1, "n_seeds", p["n_seeds"],
-            "use at least 1 (3 or more for a spread)")
-    require(0 < p["r_cos"] <= 1, "r_cos", p["r_cos"], "use a fraction in (0, 1] such as the seed's 0.1")
-    require(-1 <= p["t_cos"] <= 1, "t_cos", p["t_cos"], "use a cosine in [-1, 1] such as the seed's 0.7")
-    require(all(-1 <= t <= 1 for t in p["t_cos_grid"]), "t_cos_grid", p["t_cos_grid"], "use cosines in [-1, 1]")
-    require(all(0 < r <= 1 for r in p["r_cos_grid"]), "r_cos_grid", p["r_cos_grid"], "use fractions in (0, 1]")
-    require(0 < p["r_cos_groups"] <= 1, "r_cos_groups", p["r_cos_groups"], "use a fraction in (0, 1]")
-    require(isinstance(p["top_k"], int) and p["top_k"] >= 1, "top_k", p["top_k"], "use a positive number of links")
-    require(p["picture_view"] in ("focus", "whole"), "picture_view", p["picture_view"], "use \"focus\" or \"whole\"")
-
-
 def load_run_models(run_dir, device: str = "cpu") -> dict:
     """The stage-3 results of `run_dir` (notebook 03): {"seeds": [S...], "splits": {S: {train, val, test}},
     "checkpoints": {S: {kind: Path}}, "models": {S: {kind: model in eval mode}}, "configs": {S: {kind: the

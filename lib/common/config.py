@@ -27,6 +27,10 @@ from typing import Any, ClassVar
 
 from lib.common.params import ParamError
 
+THREADS_WHY = "CPU threads for torch: 0 means OMP_NUM_THREADS when set, else every core; use 1 on a shared machine"
+DEVICE_WHY = '"cuda" needs a GPU; fails clearly without one'
+RUN_DIR_WHY = "run folder shared by the numbered notebooks"
+
 SCALARS: dict[type, tuple[type, ...]] = {int: (int,), float: (float, int), str: (str,), bool: (bool,)}
 
 
