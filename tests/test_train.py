@@ -111,6 +111,8 @@ def test_device_precision_and_old_checkpoints_amp_read_as_precision():
     del old["precision"], old["matched_negative_share"]
     assert TrainConfig(**current_train(old)).precision == "fp16"  # a checkpoint from before `precision`
     assert current_train({**old, "amp": False})["precision"] == "fp32"
+    renamed = current_train({**old, "hard_negative_share": 0.5})  # a checkpoint from before the set was called dist2
+    assert renamed["dist2_negative_share"] == 0.5 and "hard_negative_share" not in renamed
     with pytest.raises(ValueError, match="precision='half' is unknown"):
         TrainConfig(precision="half")
     with pytest.raises(ValueError, match="holdout_fraction"):

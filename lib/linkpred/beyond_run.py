@@ -12,9 +12,11 @@ from lib.common.params import require
 from lib.common.paths import resolve
 from lib.common.runinfo import load_json, read_json
 from lib.linkpred import beyond as B
+from lib.linkpred.checkpoint import current_train, load_checkpoint
 from lib.linkpred.config import BeyondParams, TrainConfig
 from lib.linkpred.protocols import ProtocolSplit, make_protocol
 from lib.linkpred.sampling import PER_POSITIVE, TitlePairs
+
 
 def load_stage3(cfg: BeyondParams) -> dict:
     """What notebook 03 left in cfg.run_dir for notebook 03b: {"metrics" (metrics.json), "rows" (train_gat_rows.csv),
@@ -22,7 +24,6 @@ def load_stage3(cfg: BeyondParams) -> dict:
     (the seed GatModel checkpoint's config), "per_positive" (notebook 03's negatives per positive, so the test pairs
     are the same)}. A run_dir without notebook 03, or protocols / seeds it did not run, stop here naming the fix."""
     from lib.embed.dataset import GraphDataset, load_split
-    from lib.linkpred.checkpoint import load_checkpoint
     from lib.linkpred.data import usable_graphs
 
     run_path = resolve(cfg.run_dir)
@@ -52,9 +53,9 @@ def configs(gat_config: dict, cfg: BeyondParams) -> tuple[dict, dict[int, TrainC
     """(model configuration, {seed: TrainConfig}): notebook 03's GatModel settings except what notebook 03b changes —
     supervision, epochs with early stopping on validation, steps per graph, training negatives, the MLP decoders'
     width; no per-step A-AUC / eval-mode logging."""
-    base = {**gat_config["train"], "epochs": cfg.beyond_epochs, "patience": cfg.beyond_patience,
+    base = {**current_train(gat_config["train"]), "epochs": cfg.beyond_epochs, "patience": cfg.beyond_patience,
             "supervision": cfg.beyond_supervision, "select_metric": cfg.beyond_select_metric,
-            "steps_per_graph": cfg.beyond_steps_per_graph, "hard_negative_share": cfg.beyond_hard_share,
+            "steps_per_graph": cfg.beyond_steps_per_graph, "dist2_negative_share": cfg.beyond_dist2_share,
             "neg_rate": cfg.beyond_neg_rate, "device": cfg.device, "precision": cfg.precision, "log_aauc": False,
             "log_eval": False}
     return {**gat_config["model"], "decoder_hidden": cfg.decoder_hidden}, {s: TrainConfig(**{**base, "seed": s})
@@ -73,7 +74,7 @@ def protocol_splits(stage3: dict, cfgs: dict[int, TrainConfig], protocols: list[
 def describe(cfg: BeyondParams, n_graphs: int) -> str:
     return (f"{n_graphs} graphs; seeds {cfg.seeds}; protocols {cfg.beyond_protocols}; training settings of notebook "
             f"03's GatModel except: {cfg.beyond_supervision} supervision, {cfg.beyond_steps_per_graph} steps per graph, "
-            f"{cfg.beyond_neg_rate} training negatives per positive of which {cfg.beyond_hard_share:.0%} at distance "
+            f"{cfg.beyond_neg_rate} training negatives per positive of which {cfg.beyond_dist2_share:.0%} at distance "
             f"2, up to {cfg.beyond_epochs} epochs, early stopping on validation {cfg.beyond_select_metric}")
 
 

@@ -39,7 +39,7 @@ class TrainConfig:
     select_metric: str = "auc"  # validation metric (uniform negatives) that picks the epoch: "auc" or "mrr"
     patience: int = 0  # early stopping: stop after this many epochs without a better validation score (0 = off)
     steps_per_graph: int = 1  # optimiser steps per training graph and epoch (the seed: 1), each with fresh pairs
-    hard_negative_share: float = 0.0  # share of each step's negatives drawn at distance 2 in its message passing
+    dist2_negative_share: float = 0.0  # share of each step's negatives drawn at distance 2 in its message passing
     matched_negative_share: float = 0.0  # share drawn at a positive's own distance in the step's message passing
     hits_k: int = 50
     precision: str = "fp32"  # compute precision of training steps: "fp32", "bf16", "fp16" or "auto" (lib.common.device)
@@ -62,9 +62,9 @@ class TrainConfig:
                   ("patience", isinstance(self.patience, int) and self.patience >= 0, "use 0 (off) or a count"),
                   ("steps_per_graph", isinstance(self.steps_per_graph, int) and self.steps_per_graph >= 1,
                    "use 1 (the seed) or more"),
-                  ("hard_negative_share", 0 <= self.hard_negative_share <= 1, "use a share in [0, 1]"),
-                  ("matched_negative_share", 0 <= self.matched_negative_share <= 1 - self.hard_negative_share,
-                   "use a share in [0, 1 - hard_negative_share]")]
+                  ("dist2_negative_share", 0 <= self.dist2_negative_share <= 1, "use a share in [0, 1]"),
+                  ("matched_negative_share", 0 <= self.matched_negative_share <= 1 - self.dist2_negative_share,
+                   "use a share in [0, 1 - dist2_negative_share]")]
         for key, ok, fix in checks:
             if not ok:
                 raise ValueError(f"parameter {key}={getattr(self, key)!r} is invalid: {fix}")
@@ -200,7 +200,7 @@ class BeyondParams(StageParams):
                                            "seed: 1)", ge=1)
     beyond_neg_rate: float = param(1.0, "training negatives per positive (the seed: 0.3), so both kinds below are "
                                         "well represented", gt=0)
-    beyond_hard_share: float = param(0.5, "share of training negatives at distance 2 in the step's message passing "
+    beyond_dist2_share: float = param(0.5, "share of training negatives at distance 2 in the step's message passing "
                                           "(the rest uniform)", ge=0, le=1)
     decoder_hidden: int = param(64, "width of the MLP decoders", ge=1)
     sweep_dropout: list[float] = param([0.75, 0.25], "dropout grid (the seed: 0.75 at every site)", ge=0, lt=1)

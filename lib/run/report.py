@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -105,10 +106,28 @@ def _relative_papermill_paths(nb_path: Path) -> None:
     atomic_write_text(nb_path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
 
 
+_DIST2 = re.compile(r"(?<![a-z0-9])hard(?![a-z0-9])")
+
+
+def current_names(metrics: dict) -> dict:
+    """The one read-time mapping of a published metrics.json to today's names: stage 3's distance-2 negative set is
+    `dist2` in keys ("shortcut_dist2_auc", "test_neg_dist2_pairs") and values ("negatives": "dist2"); runs made before
+    it had that name spell it `hard`."""
+
+    def fix(obj):
+        if isinstance(obj, dict):
+            return {_DIST2.sub("dist2", k) if isinstance(k, str) else k: fix(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [fix(v) for v in obj]
+        return "dist2" if obj == "hard" else obj
+
+    return {k: fix(v) if k in ("train_gat", "beyond") else v for k, v in metrics.items()}
+
+
 def reference_runs(ref: Path = REFERENCE) -> dict[str, dict]:
     """{run name: metrics dict} of every reference run folder with a metrics.json, the seed-experiment runs first by
     number of training graphs, then the others (e.g. distillation) by name."""
-    runs = {p.parent.name: load_json(p) for p in ref.glob("*/metrics.json")}
+    runs = {p.parent.name: current_names(load_json(p)) for p in ref.glob("*/metrics.json")}
     for name, m in runs.items():  # the link source, for the tables and headline that show each source side by side
         crawl = read_json(ref / name / "params_01_crawl.json").get("params") or {}
         m.setdefault("link_source", crawl.get("source", "embedded"))
@@ -164,8 +183,7 @@ STRUCTURE_TEXT = ("Notebook 03b, pairs and message passing only, mean over seeds
                   "positive without one above all of them with no learning. A `matched` negative sits at its positive's "
                   "own distance, so there the shortcut scores AUC 0.5; `heart` negatives are the heuristics' own "
                   "favourite candidates. Where validation and test differ in the share of positives without a common "
-                  "neighbour, validation measures another task than test. Runs from before the rename call `dist2` "
-                  "`hard`.")
+                  "neighbour, validation measures another task than test.")
 STRATA_TEXT = ("Notebook 03b, mean over seeds: the graph model chosen on validation minus the bar, computed separately "
                "over the test positives that have a common neighbour in the message passing and over those that have "
                "none (each against the same negatives). A model that only wins where a common neighbour exists has "
