@@ -4,16 +4,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from lib.common.config import DEVICE_WHY, RUN_DIR_WHY, THREADS_WHY, StageParams, param
+from lib.common.config import DeviceStageParams, param
 
 
 @dataclass(frozen=True)
-class AaucParams(StageParams):
+class AaucParams(DeviceStageParams):
     NOTEBOOK: ClassVar[str] = "04_aauc_analysis.ipynb"
 
-    run_dir: str = param("outputs/demo", RUN_DIR_WHY)
-    device: str = param("cpu", DEVICE_WHY)
-    threads: int = param(0, THREADS_WHY, ge=0, record=False)
     seed: int = param(0, "first stage-3 seed analysed; seeds seed .. seed+n_seeds-1", ge=0)
     n_seeds: int = param(2, "stage-3 seeds used (each has its own split and checkpoints)", ge=1)
     r_cos: float = param(0.1, "A-AUC node sampling rate, seed §5.4.1", gt=0, le=1)

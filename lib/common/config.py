@@ -136,6 +136,15 @@ class StageParams:
                  "accepted": _accepted(f.metadata), "why": f.metadata["why"]} for f in fields(cls)]
 
 
+@dataclasses.dataclass(frozen=True)
+class DeviceStageParams(StageParams):
+    """The first three parameters of every notebook that computes on a device (fields come first in a subclass)."""
+
+    run_dir: str = param("outputs/demo", RUN_DIR_WHY)
+    device: str = param("cpu", DEVICE_WHY)
+    threads: int = param(0, THREADS_WHY, ge=0, record=False)
+
+
 def _is(value, t) -> bool:
     ok = SCALARS.get(t, (t,))
     return isinstance(value, ok) and isinstance(value, bool) == (bool in ok)  # a bool is an int in Python

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import torch
 
-from lib.common.config import DEVICE_WHY, RUN_DIR_WHY, THREADS_WHY, StageParams, param
+from lib.common.config import DeviceStageParams, param
 from lib.common.device import PRECISIONS, check_precision, get_device, resolve_precision
 from lib.common.params import ParamError
 from lib.linkpred.model import FeatureMLP, GatModel, ModelConfig, PlainGAT
@@ -101,14 +101,11 @@ PROTOCOLS_WHY = "evaluation protocols (lib.linkpred.protocols)"
 
 
 @dataclass(frozen=True)
-class GatParams(StageParams):
+class GatParams(DeviceStageParams):
     """Notebook 03's parameters: the seed's GatModel, its baselines and the heuristics under every protocol."""
 
     NOTEBOOK: ClassVar[str] = "03_train_gat.ipynb"
 
-    run_dir: str = param("outputs/demo", RUN_DIR_WHY)
-    device: str = param("cpu", DEVICE_WHY)
-    threads: int = param(0, THREADS_WHY, ge=0, record=False)
     precision: str = param("fp32", "compute precision: fp32, bf16, fp16 or auto (bf16 where the CPU/GPU has it "
                                    "natively)", choices=PRECISIONS)
     seed: int = param(0, "first seed; seeds seed .. seed+n_seeds-1 each re-split, re-initialise and re-sample", ge=0)
@@ -170,14 +167,11 @@ class GatParams(StageParams):
 
 
 @dataclass(frozen=True)
-class BeyondParams(StageParams):
+class BeyondParams(DeviceStageParams):
     """Notebook 03b's parameters: decoders beyond the seed's dot product, on notebook 03's splits and test pairs."""
 
     NOTEBOOK: ClassVar[str] = "03b_beyond_seed.ipynb"
 
-    run_dir: str = param("outputs/demo", RUN_DIR_WHY)
-    device: str = param("cpu", DEVICE_WHY)
-    threads: int = param(0, THREADS_WHY, ge=0, record=False)
     precision: str = param("fp32", "compute precision: fp32, bf16, fp16 or auto (bf16 where the CPU/GPU has it "
                                    "natively)", choices=PRECISIONS)
     seed: int = param(0, "first seed; the same seeds, splits and test pairs as notebook 03", ge=0)
