@@ -75,7 +75,7 @@ def test_every_numbered_notebook_has_a_config():
     ("03_train_gat.ipynb", {"protocols": []}, "protocols=[] is invalid: list at least one"),
     ("03_train_gat.ipynb", {"train_supervision": ["both"]}, "every item must be one of mp, disjoint"),
     ("03_train_gat.ipynb", {"gat_epochs": 2.0}, "gat_epochs=2.0 is a float"),
-    ("03b_beyond_seed.ipynb", {"beyond_variants": ["dot", "transformer"]}, "list names from dot,"),
+    ("03b_beyond_seed.ipynb", {"beyond_variants": ["dot", "transformer"]}, "every item must be one of dot,"),
     ("03b_beyond_seed.ipynb", {"sweep_lr": [0.001, 0]}, "every item must be > 0"),
     ("04_aauc_analysis.ipynb", {"picture_view": "all"}, "must be one of focus, whole"),
     ("04_aauc_analysis.ipynb", {"t_cos_grid": [0.5, 1.5]}, "every item must be >= -1 and <= 1"),

@@ -383,16 +383,16 @@ def test_a_snapshot_without_a_link_row_is_named_with_the_fix(tmp_path):
         read_snapshot(tmp_path / "nope.tsv")
 
 
-def test_notebook_source_builds_the_named_source_behind_the_page_cache(tmp_path):
+def test_the_crawl_config_builds_the_named_source_behind_the_page_cache(tmp_path):
     import pandas as pd
 
     from lib.crawl.campaign import overlap_sentence
     from lib.crawl.config import CrawlParams
-    from lib.crawl.sources import EmbeddedSource, notebook_source
+    from lib.crawl.sources import EmbeddedSource
 
     cfg = CrawlParams(source="embedded")
-    assert isinstance(notebook_source(cfg), EmbeddedSource)
-    cached = notebook_source(cfg, cache=tmp_path / "pages.sqlite")
+    assert isinstance(cfg.link_source(), EmbeddedSource)
+    cached = cfg.link_source(cache=tmp_path / "pages.sqlite")
     assert isinstance(cached, CachedSource) and cached.source_id == EmbeddedSource().source_id
     with pytest.raises(ParamError, match="snapshot_path"):
         CrawlParams(source="snapshot")

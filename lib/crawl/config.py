@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from lib.common.config import RUN_DIR_WHY, THREADS_WHY, StageParams, param
 from lib.common.params import ParamError
-from lib.crawl.sources import SOURCES
+from lib.common.paths import resolve
+from lib.crawl.sources import SOURCES, CachedSource, PageCache, make_source
 
 DEMO_ROOTS = ["Climate change", "Global warming", "Biodiversity", "Ecology", "Energy", "Biofuel", "Agriculture", "Water",
               "Poverty", "Pollution", "Education", "Health"]
@@ -45,6 +47,15 @@ class CrawlParams(StageParams):
     overlap_n_roots: int = param(40, "first roots of that file measured (the list is stratified, so any prefix is too)",
                                  ge=1)
     overlap_max_nodes: list[int] = param([200, 500, 1000, 2000], "graph sizes measured", ge=1)
+
+    def link_source(self, cache: str | Path | None = None):
+        """The link source these parameters name (make_source; file paths resolved against the repository), behind
+        the SQLite page cache at `cache` when given."""
+        src = make_source(self.source, snapshot_path=str(resolve(self.snapshot_path)) if self.snapshot_path else "",
+                          contact=self.contact, api_url=self.api_url, max_retries=self.max_retries,
+                          retry_wait=self.retry_wait, timeout=self.timeout, maxlag=self.maxlag,
+                          topics_file=str(resolve(self.topics_file)) if self.topics_file else "")
+        return CachedSource(src, PageCache(Path(cache))) if cache else src
 
     def check(self) -> None:
         if self.source != "graphs" and not self.roots_file and not any(r.strip() for r in self.roots):

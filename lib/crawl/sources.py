@@ -13,11 +13,10 @@ import json
 import re
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
-from lib.common.paths import CACHE, atomic_write_text, move_aside, package_file, resolve
+from lib.common.paths import CACHE, atomic_write_text, move_aside, package_file
 from lib.common.runinfo import load_json
 from lib.crawl.pages import (
     DISAMBIGUATION,
@@ -32,9 +31,6 @@ from lib.crawl.pages import (
 )
 from lib.crawl.wikispeedia import SOURCE_ID as WIKISPEEDIA_ID
 from lib.crawl.wikispeedia import wikispeedia_snapshot
-
-if TYPE_CHECKING:
-    from lib.crawl.config import CrawlParams
 
 
 # --------------------------------------------------------------------------------------------------- sources
@@ -319,13 +315,3 @@ def read_topics(path: str | Path) -> dict[str, str]:
     if not topics:
         raise SnapshotError(f"topics file {path} has no title<TAB>topic line")
     return topics
-
-
-def notebook_source(cfg: CrawlParams, cache: str | Path | None = None):
-    """The link source of notebook 01's parameters (make_source; file paths resolved against the repository), behind
-    the SQLite page cache at `cache` when given."""
-    src = make_source(cfg.source, snapshot_path=str(resolve(cfg.snapshot_path)) if cfg.snapshot_path else "",
-                      contact=cfg.contact, api_url=cfg.api_url, max_retries=cfg.max_retries,
-                      retry_wait=cfg.retry_wait, timeout=cfg.timeout, maxlag=cfg.maxlag,
-                      topics_file=str(resolve(cfg.topics_file)) if cfg.topics_file else "")
-    return CachedSource(src, PageCache(Path(cache))) if cache else src

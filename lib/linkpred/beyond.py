@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 
 from lib.linkpred.checkpoint import data_fingerprint
 from lib.linkpred.config import TrainConfig
+from lib.linkpred.decoders import VARIANTS
 from lib.linkpred.evaluate import evaluate_model, evaluate_scorer
 from lib.linkpred.heuristics import HeuristicStack
 from lib.linkpred.protocols import ProtocolSplit
@@ -41,16 +42,6 @@ from lib.linkpred.sampling import NEGATIVE_SETS
 from lib.linkpred.train import train_model
 from lib.metrics.link import STRATA, choose_on_validation
 
-VARIANTS = {
-    "dot": {"decoder": "dot", "decoder_features": False},
-    "hadamard_mlp": {"decoder": "hadamard_mlp", "decoder_features": False},
-    "ncn": {"decoder": "ncn", "decoder_features": False},
-    "ncn_feat": {"decoder": "ncn", "decoder_features": True},
-    "ncn_stack": {"decoder": "ncn", "decoder_features": True, "decoder_init": "stack"},
-    "ncn_stack_uniform": {"decoder": "ncn", "decoder_features": True, "decoder_init": "stack"},
-    "ncn_stack_matched": {"decoder": "ncn", "decoder_features": True, "decoder_init": "stack"},
-}
-VARIANTS.update({f"{v}_rescaled": {**VARIANTS[v], "decoder_rescale": True} for v in ("ncn_stack", "ncn_stack_uniform")})
 # Training settings a variant fixes whatever the profile says. ncn_stack_uniform is ncn_stack trained for the uniform
 # negative set only: on the seed40 validation graphs (leak_free, seed 0) ncn_stack's validation AUC with uniform
 # negatives fell from 0.942 to 0.892 to 0.807 as the distance-2 share of its training negatives rose from 0 to 0.2 to

@@ -10,6 +10,7 @@ import torch
 from lib.common.config import DeviceStageParams, param
 from lib.common.device import PRECISIONS, check_precision, get_device, resolve_precision
 from lib.common.params import ParamError
+from lib.linkpred.decoders import VARIANTS
 from lib.linkpred.model import FeatureMLP, GatModel, ModelConfig, PlainGAT
 from lib.linkpred.sampling import PROTOCOLS
 from lib.metrics.link import SELECT_METRICS
@@ -182,8 +183,8 @@ class BeyondParams(DeviceStageParams):
     beyond_protocols: list[str] = param(["leak_free", "new_nodes"], "protocols in which no held-out link was seen "
                                         "(notebook 03; params/beyond.yaml adds pair_split)", choices=PROTOCOLS)
     beyond_variants: list[str] = param(["dot", "ncn_feat", "ncn_stack_uniform", "ncn_stack_matched"],
-                                       "decoders tried (lib.linkpred.beyond.VARIANTS; the demo: four, so CI stays "
-                                       "short)")
+                                       "decoders tried (lib.linkpred.decoders.VARIANTS; the demo: four, so CI stays "
+                                       "short)", choices=tuple(VARIANTS))
     beyond_supervision: str = param("disjoint", '"disjoint" (held-out edges scored) or "mp" (the seed\'s way)',
                                     choices=SUPERVISIONS)
     beyond_epochs: int = param(4, "maximum epochs per model (one step per training graph)", ge=1)
@@ -202,13 +203,7 @@ class BeyondParams(DeviceStageParams):
     sweep_lr: list[float] = param([0.001], "AdamW learning-rate grid (the seed: 0.001)", gt=0)
 
     def check(self) -> None:
-        from lib.linkpred.beyond import VARIANTS  # beyond builds on TrainConfig above: imported here, not at the top
-
-        bad = [v for v in self.beyond_variants if v not in VARIANTS]
-        if bad or not self.beyond_variants:
-            raise ParamError(f"parameter beyond_variants={self.beyond_variants!r} is invalid: list names from "
-                             f"{', '.join(VARIANTS)}", key="beyond_variants")
-        for key in ("beyond_protocols", "sweep_dropout", "sweep_levels", "sweep_lr"):
+        for key in ("beyond_protocols", "beyond_variants", "sweep_dropout", "sweep_levels", "sweep_lr"):
             if not getattr(self, key):
                 raise ParamError(f"parameter {key}=[] is invalid: list at least one", key=key)
 

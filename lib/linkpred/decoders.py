@@ -22,6 +22,20 @@ from torch import Tensor, nn
 
 DECODERS = ("dot", "hadamard_mlp", "ncn")
 
+# The decoder variants notebook 03b compares, by name: the GatModel settings each one sets (lib.linkpred.beyond trains
+# them; BeyondParams checks a profile's names against these).
+VARIANTS = {
+    "dot": {"decoder": "dot", "decoder_features": False},
+    "hadamard_mlp": {"decoder": "hadamard_mlp", "decoder_features": False},
+    "ncn": {"decoder": "ncn", "decoder_features": False},
+    "ncn_feat": {"decoder": "ncn", "decoder_features": True},
+    "ncn_stack": {"decoder": "ncn", "decoder_features": True, "decoder_init": "stack"},
+    "ncn_stack_uniform": {"decoder": "ncn", "decoder_features": True, "decoder_init": "stack"},
+    "ncn_stack_matched": {"decoder": "ncn", "decoder_features": True, "decoder_init": "stack"},
+}
+VARIANTS.update({f"{v}_rescaled": {**VARIANTS[v], "decoder_rescale": True} for v in ("ncn_stack", "ncn_stack_uniform")})
+
+
 
 def common_neighbours_matrix(mp_edge_index: Tensor, num_nodes: int, pairs: Tensor, a=None, cache: bool = True):
     """Sparse indicator S [P, N] (torch COO, float32) with S[p, k] = 1 iff k ∈ N(i_p) ∩ N(j_p) in mp_edge_index.
