@@ -99,7 +99,7 @@ def structure_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Per run, protocol and per-positive-style negative set where notebook 03b stored it (beyond.structure):
     validation against test tasks — share of positives with no common neighbour — the test AUC / MRR of the
     no-common-neighbour shortcut on that set, and the graph model chosen for it on validation with its validation and
-    test numbers. Runs from before the rename call dist2 "hard"."""
+    test numbers. A run whose rows name the dist2 set "hard" is shown under that name."""
     rows = []
     for name, m in runs.items():
         b = m.get("beyond", {})
