@@ -26,7 +26,8 @@ def plot_kd(rows: pd.DataFrame, teacher: list[dict], path: str | Path | None = N
         for t in teacher:
             if t["task"] == task:
                 ax.axhline(t["test"], color="C3", ls="--", lw=1)
-        ax.set_title(f"{task} (mean ± std over {int(g['size'].max())} seeds)", fontsize=9)
+        n = int(g["size"].max())
+        ax.set_title(f"{task} (mean ± std over {n} seed{'s' * (n != 1)})", fontsize=9)
     axes[0][0].set_ylabel("test accuracy")
     fig.legend([plt.Rectangle((0, 0), 1, 1, color="C0"), plt.Rectangle((0, 0), 1, 1, color="C7"),
                 Line2D([], [], color="C3", ls="--")],

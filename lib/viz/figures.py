@@ -200,7 +200,8 @@ def degree_distribution(graphs: list, stats: pd.DataFrame, path: str | os.PathLi
                        color=colours[i] if each else "0.6")
     if shares and not each:
         med = np.median(np.vstack(shares), axis=0)
-        axes[0].loglog(grid[med > 0], med[med > 0], color="C0", lw=2, label=f"median over {len(graphs)} graphs")
+        keep = med >= 1 / max(g.num_nodes for g in graphs)  # below one node the median halves a 0 and a 1/n
+        axes[0].loglog(grid[keep], med[keep], color="C0", lw=2, label=f"median over {len(graphs)} graphs")
         axes[0].legend(fontsize=8)
     axes[0].set(xlabel="degree k", ylabel="share of nodes with degree ≥ k",
                 title=f"Degree distribution of {len(graphs)} graph{'s' * (len(graphs) != 1)}"
