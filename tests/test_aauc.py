@@ -295,7 +295,9 @@ def test_untrained_rows_score_the_initialisation_stage_3_starts_from_and_referen
                           negative_sets=("uniform",))["mean"]["uniform"]
     assert row["auc"] == want["auc"] and row["label"] == "untrained GatModel"
     models = {0: {k: init_model("gat_model", model_cfg, [], cfg, "cpu") for k in ("mlp", "plain_gat", "gat_model")}}
-    ref = A.reference_scores(models, splits, graphs, [0], 4, model_cfg, 0.5, 0.3)
+    from lib.aauc.config import AaucParams
+
+    ref = A.reference_scores(models, splits, graphs, model_cfg, AaucParams(n_seeds=1, r_cos=0.5, t_cos=0.3))
     assert list(ref["scorer"]) == list(A.REFERENCE_SCORERS) and set(ref["graph_id"]) == {"g3"}
     assert ref.loc[ref["scorer"] == "gat_model", "aauc"].item() == ref.loc[ref["scorer"] == "mlp", "aauc"].item()
 

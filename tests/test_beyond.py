@@ -15,7 +15,7 @@ def test_sweep_picks_a_grid_point_from_validation_scores_only(tmp_path):
     graphs = {f"g{i}": synthetic_graph(80, 240, in_channels=16, seed=i, graph_id=f"g{i}") for i in range(5)}
     sp = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3", "g4"], "leak_free", seed=0)
     cfg = TrainConfig(epochs=2, seed=0, supervision="disjoint", select_metric="mrr_both", patience=1,
-                      hard_negative_share=0.5, steps_per_graph=2, log_aauc=False, log_eval=False)
+                      dist2_negative_share=0.5, steps_per_graph=2, log_aauc=False, log_eval=False)
     grid = B.sweep_grid([0.5, 0.1], [1], [0.01])
     rows = B.sweep(sp, "ncn_feat", SMALL, cfg, grid, tmp_path, progress=False)
     assert len(rows) == 2 and {"val_mrr_both", "val_auc_both", "val_mrr_dist2", "val_mrr_heart", "val_auc_matched", "val_mrr_all"} <= set(rows.columns)
@@ -45,11 +45,11 @@ def test_gap_table_margins_against_the_stronger_heuristic_scorer():
 
 
 def test_variant_training_overrides_apply_to_sweep_and_run_and_pick_their_own_metric():
-    cfg = TrainConfig(hard_negative_share=0.5, select_metric="mrr_both", lr=0.01)
+    cfg = TrainConfig(dist2_negative_share=0.5, select_metric="mrr_both", lr=0.01)
     u = B.variant_train_config("ncn_stack_uniform", cfg, {"lr": 0.003})
-    assert (u.hard_negative_share, u.select_metric, u.lr) == (0.0, "mrr", 0.003)
+    assert (u.dist2_negative_share, u.select_metric, u.lr) == (0.0, "mrr", 0.003)
     s = B.variant_train_config("ncn_stack", cfg)
-    assert (s.hard_negative_share, s.select_metric, s.lr) == (0.5, "mrr_both", 0.01)
+    assert (s.dist2_negative_share, s.select_metric, s.lr) == (0.5, "mrr_both", 0.01)
     assert B.variant_select_metric("ncn_stack_uniform", "mrr_both") == "mrr"
     assert B.variant_select_metric("ncn_feat", "mrr_both") == "mrr_both"
 
@@ -115,7 +115,7 @@ def test_structure_profile_counts_common_neighbours_by_hand():
     mp = to_undirected(torch.tensor([[0, 1, 2], [1, 2, 3]]), num_nodes=5)
     data = Data(x=torch.randn(5, 3), num_nodes=5)
     t = EvalTask("g", "leak_free", data, mp, pos=torch.tensor([[0, 0], [2, 3]]),
-                 neg=torch.tensor([[0, 4], [4, 1]]), neg_hard=torch.tensor([[1], [3]]))
+                 neg=torch.tensor([[0, 4], [4, 1]]), neg_dist2=torch.tensor([[1], [3]]))
     p = B.structure_profile([t])
     assert p["positives"] == 2 and p["tasks"] == 1
     assert p["pos_no_cn"] == 0.5 and p["pos_cn"] == 0.5
@@ -149,7 +149,7 @@ def test_shortcut_scores_one_exactly_for_pairs_without_a_common_neighbour():
 
     mp = to_undirected(torch.tensor([[0, 1, 2], [1, 2, 3]]), num_nodes=5)
     t = EvalTask("g", "leak_free", Data(x=torch.randn(5, 3), num_nodes=5), mp, pos=torch.tensor([[0], [2]]),
-                 neg=torch.tensor([[0], [4]]), neg_hard=torch.tensor([[1], [3]]))
+                 neg=torch.tensor([[0], [4]]), neg_dist2=torch.tensor([[1], [3]]))
     assert B.shortcut_scores(t, torch.tensor([[0, 0, 1, 0], [2, 3, 3, 4]])).tolist() == [0.0, 1.0, 0.0, 1.0]
 
 
@@ -185,13 +185,12 @@ def test_goal_needs_the_shortcut_beaten_too_except_on_uniform_negatives():
 
 def test_run_all_scores_bar_shortcut_and_variants_on_the_same_split_and_keeps_stage3_rows(tmp_path):
     from lib.linkpred import beyond_run
+    from lib.linkpred.config import BeyondParams
 
     graphs = {f"g{i}": synthetic_graph(60, 180, in_channels=16, seed=i, graph_id=f"g{i}") for i in range(5)}
     sp = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3", "g4"], "leak_free", seed=0)
-    params = {"beyond_epochs": 1, "beyond_patience": 0, "beyond_supervision": "disjoint", "beyond_select_metric": "auc",
-              "beyond_steps_per_graph": 1, "beyond_hard_share": 0.5, "beyond_neg_rate": 1.0, "device": "cpu",
-              "precision": "fp32", "decoder_hidden": 8}
-    model_cfg, cfgs = beyond_run.configs({"model": SMALL, "train": TrainConfig(epochs=2, lr=0.01).to_dict()}, params, [0])
+    params = BeyondParams(beyond_epochs=1, beyond_patience=0, beyond_select_metric="auc", decoder_hidden=8, n_seeds=1)
+    model_cfg, cfgs = beyond_run.configs({"model": SMALL, "train": TrainConfig(epochs=2, lr=0.01).to_dict()}, params)
     assert model_cfg["decoder_hidden"] == 8 and cfgs[0].lr == 0.01 and cfgs[0].epochs == 1 and cfgs[0].seed == 0
     assert cfgs[0].supervision == "disjoint" and not cfgs[0].log_aauc
     rows, coef, log = beyond_run.run_all({(0, "leak_free"): sp}, ["dot"], model_cfg, cfgs, {"dot": None}, tmp_path,

@@ -67,3 +67,20 @@ def test_a_config_is_frozen():
 def test_every_numbered_notebook_has_a_config():
     have = {notebook_number(n) for n in CONFIGS}
     assert have == {notebook_number(nb) for nb in numbered_notebooks()}, "a stage without a typed config"
+
+
+@pytest.mark.parametrize("notebook,kwargs,named", [
+    ("02_embed.ipynb", {"dataset_precision": "float64"}, "must be one of float32, float16"),
+    ("02_embed.ipynb", {"val_fraction": 1.0}, "val_fraction=1.0 is invalid: must be >= 0 and < 1"),
+    ("03_train_gat.ipynb", {"protocols": []}, "protocols=[] is invalid: list at least one"),
+    ("03_train_gat.ipynb", {"train_supervision": ["both"]}, "every item must be one of mp, disjoint"),
+    ("03_train_gat.ipynb", {"gat_epochs": 2.0}, "gat_epochs=2.0 is a float"),
+    ("03b_beyond_seed.ipynb", {"beyond_variants": ["dot", "transformer"]}, "list names from dot,"),
+    ("03b_beyond_seed.ipynb", {"sweep_lr": [0.001, 0]}, "every item must be > 0"),
+    ("04_aauc_analysis.ipynb", {"picture_view": "all"}, "must be one of focus, whole"),
+    ("04_aauc_analysis.ipynb", {"t_cos_grid": [0.5, 1.5]}, "every item must be >= -1 and <= 1"),
+])
+def test_each_stage_refuses_what_it_cannot_run_naming_the_key(notebook, kwargs, named):
+    with pytest.raises(ParamError) as e:
+        CONFIGS[notebook](**kwargs)
+    assert named in str(e.value) and e.value.key == next(iter(kwargs))

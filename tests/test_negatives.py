@@ -189,7 +189,7 @@ def test_matched_training_negatives_sit_at_a_positives_distance_and_mix_with_the
     from lib.linkpred.train import supervision_pairs, training_negatives
 
     data = synthetic_graph(150, 400, 8, seed=7)
-    cfg = TrainConfig(supervision="disjoint", neg_rate=1.0, matched_negative_share=0.5, hard_negative_share=0.25,
+    cfg = TrainConfig(supervision="disjoint", neg_rate=1.0, matched_negative_share=0.5, dist2_negative_share=0.25,
                       seed=3)
     mp, pos = supervision_pairs(data, cfg, 1, 0)
     neg = training_negatives(data, mp, pos, cfg, 1, 0)
@@ -209,7 +209,7 @@ def test_matched_training_negatives_sit_at_a_positives_distance_and_mix_with_the
     for u, w in only.t().tolist():
         assert u in bins and int(distance_bins(a, np.array([u]))[0, w]) in bins[u]
     with pytest.raises(ValueError, match="matched_negative_share"):
-        TrainConfig(hard_negative_share=0.6, matched_negative_share=0.6)
+        TrainConfig(dist2_negative_share=0.6, matched_negative_share=0.6)
 
 
 def test_per_positive_sets_are_cached_by_content_and_rebuilt_when_an_input_changes(tmp_path, monkeypatch):

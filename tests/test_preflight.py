@@ -31,7 +31,7 @@ def dry(tmp_path, *args):
 @pytest.mark.parametrize("override, named", [
     ("max_nodes=abc", "max_nodes='abc' (-p) is a str; 01_crawl.ipynb declares it int"),
     ("gat_epochs=abc", "gat_epochs='abc' (-p) is a str; 03_train_gat.ipynb declares it int"),
-    ("n_seeds=-1", "n_seeds=-1 is invalid: use at least 1"),
+    ("n_seeds=-1", "n_seeds=-1 is invalid: must be >= 1"),
     ("gat_lr=true", "gat_lr=True (-p) is a bool; 03_train_gat.ipynb declares it float"),
     ("protocols=[leak_free, nowhere]", "protocols=['leak_free', 'nowhere'] is invalid"),
     ("source=nowhere", "source='nowhere' is invalid: must be one of embedded, wikispeedia, snapshot, live, graphs"),

@@ -79,7 +79,7 @@ def test_leak_free_held_out_pairs_are_never_training_negatives_uniform_or_hard()
     assert in_a and _title_pairs(train_a, train_a.held_out_pairs) == in_a  # every held-out pair A holds is listed
     seen = set()
     for hs in (0.0, 1.0):
-        cfg = TrainConfig(seed=1, neg_rate=3.0, hard_negative_share=hs)
+        cfg = TrainConfig(seed=1, neg_rate=3.0, dist2_negative_share=hs)
         for step in range(40):
             for g in clean.train:
                 neg = training_negatives(g, g.edge_index, g.edge_index, cfg, 1, step)
@@ -100,11 +100,11 @@ def test_leak_free_negatives_are_links_in_no_graph_of_the_dataset():
     for seed in range(5):
         sp = make_protocol(graphs, ["A", "C"], ["V"], ["B"], "leak_free", seed=seed, holdout_fraction=0.25)
         t = sp.test[0]
-        for pairs in (t.neg, t.neg_hard):
+        for pairs in (t.neg, t.neg_dist2):
             assert pairs.size(1) > 0
             assert not _title_pairs(t.data, pairs) & every_link
             assert (pairs[0] != pairs[1]).all()
-        assert leak_audit(sp)["test_neg_true_links"] == 0 == leak_audit(sp)["test_neg_hard_true_links"]
+        assert leak_audit(sp)["test_neg_true_links"] == 0 == leak_audit(sp)["test_neg_dist2_true_links"]
 
 
 def test_pair_split_strips_every_held_out_pair_from_every_graph_alike():
@@ -129,11 +129,11 @@ def test_pair_split_strips_every_held_out_pair_from_every_graph_alike():
     # negatives of validation and test are links in no graph, so never a held-out pair
     every_link = set().union(*(_title_pairs(g, g.edge_index) for g in graphs.values()))
     for t in sp.val + sp.test:
-        for pairs in (t.neg, t.neg_hard):
+        for pairs in (t.neg, t.neg_dist2):
             assert not _title_pairs(t.data, pairs) & every_link
     seen = set()
     for hs in (0.0, 1.0):
-        cfg = TrainConfig(seed=1, neg_rate=3.0, hard_negative_share=hs)
+        cfg = TrainConfig(seed=1, neg_rate=3.0, dist2_negative_share=hs)
         for step in range(40):
             for g in sp.train:
                 seen |= _title_pairs(g, training_negatives(g, g.edge_index, g.edge_index, cfg, 1, step))
@@ -147,7 +147,7 @@ def test_leak_free_validation_negatives_are_never_test_pairs():
         sp = make_protocol(graphs, ["A", "C"], ["V"], ["B"], "leak_free", seed=seed, holdout_fraction=0.25)
         test_held = set().union(*(_title_pairs(t.data, t.pos) for t in sp.test))
         for t in sp.val:
-            for pairs in (t.neg, t.neg_hard):
+            for pairs in (t.neg, t.neg_dist2):
                 assert not _title_pairs(t.data, pairs) & test_held
 
 
@@ -162,7 +162,7 @@ def test_new_nodes_never_lets_a_held_out_title_into_training():
         assert not unseen & set(t.data.titles)
     every_link = set().union(*(_title_pairs(g, g.edge_index) for g in graphs.values()))
     for t in sp.test:
-        for pairs in (t.pos, t.neg, t.neg_hard):
+        for pairs in (t.pos, t.neg, t.neg_dist2):
             assert all({t.data.titles[u], t.data.titles[v]} & unseen for u, v in pairs.t().tolist())
         assert not _title_pairs(t.data, t.neg) & every_link
         assert not _title_pairs(t.data, t.pos) & _title_pairs(t.data, t.mp_edge_index)
@@ -181,9 +181,9 @@ def test_dist2_negatives_are_non_edges_at_distance_exactly_two_and_prefer_the_an
     t = graph_task(g, "within_graph", seed=1)
     nxg = nx.Graph(t.mp_edge_index.t().tolist())
     full = {frozenset(e) for e in g.edge_index.t().tolist()}
-    assert t.neg_hard.size(1) + t.hard_missing == t.pos.size(1)
+    assert t.neg_dist2.size(1) + t.dist2_missing == t.pos.size(1)
     n_same = 0
-    for u, w in t.neg_hard.t().tolist():
+    for u, w in t.neg_dist2.t().tolist():
         assert nx.shortest_path_length(nxg, u, w) == 2
         assert frozenset((u, w)) not in full
         c2 = {x for x in nx.single_source_shortest_path_length(nxg, u, cutoff=2) if
@@ -204,7 +204,7 @@ def test_every_protocol_is_deterministic_for_a_seed_and_changes_with_it():
     for protocol in PROTOCOLS:
         a, b, c = (make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3", "g4"], protocol, seed=s) for s in (4, 4, 5))
         for x, y in zip(a.test + a.val, b.test + b.val):
-            for k in ("mp_edge_index", "pos", "neg", "neg_hard"):
+            for k in ("mp_edge_index", "pos", "neg", "neg_dist2"):
                 assert torch.equal(getattr(x, k), getattr(y, k)), (protocol, k)
         for x, y in zip(a.train, b.train):
             assert torch.equal(x.edge_index, y.edge_index) and x.titles == y.titles

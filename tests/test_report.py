@@ -146,20 +146,20 @@ def test_render_sets_validation_beside_test_structure_where_03b_stored_it():
         "protocols": ["leak_free"],
         "structure": [{"protocol": "leak_free", "role": "val", "mp_degree": 4.0, "pos_no_cn": 0.73},
                       {"protocol": "leak_free", "role": "test", "mp_degree": 8.13, "pos_no_cn": 0.36,
-                       "shortcut_hard_auc": 0.68, "shortcut_hard_mrr": 0.361, "shortcut_matched_auc": 0.5,
+                       "shortcut_dist2_auc": 0.68, "shortcut_dist2_mrr": 0.361, "shortcut_matched_auc": 0.5,
                        "shortcut_matched_mrr": 0.048}],
-        "gaps": [{"protocol": "leak_free", "negatives": "hard", "best graph model": "gat_ncn_stack",
+        "gaps": [{"protocol": "leak_free", "negatives": "dist2", "best graph model": "gat_ncn_stack",
                   "AUC best model": "0.663 ± 0.007", "MRR best model": "0.377 ± 0.013", "AUC heuristic_stack": "0.586 ± 0.010", "bar": "cosine",
                   "auc_margin": -0.01, "auc_margin_std": 0.006, "mrr_margin": 0.32},
                  {"protocol": "leak_free", "negatives": "matched", "best graph model": "gat_ncn_stack_matched",
                   "AUC best model": "0.810 ± 0.004", "MRR best model": "0.577 ± 0.010", "bar": "cosine",
                   "auc_margin": 0.03, "auc_margin_std": 0.006, "mrr_margin": 0.02}],
-        "mean": [{"protocol": "leak_free", "negatives": "hard", "model": "gat_ncn_stack", "val_auc": 0.899, "auc": 0.663,
+        "mean": [{"protocol": "leak_free", "negatives": "dist2", "model": "gat_ncn_stack", "val_auc": 0.899, "auc": 0.663,
                   "mrr": 0.377}]}
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in report.render({"fake40": run}).splitlines()
             if line.startswith("| fake40") and "73%" in line]
-    # runs from before the rename call dist2 "hard"; a set without a chosen model's validation row shows none
-    assert rows == [["fake40", "leak_free", "hard", "73% / 36%", "0.680 / 0.361", "gat_ncn_stack", "0.899",
+    # a set without a chosen model's validation row shows none
+    assert rows == [["fake40", "leak_free", "dist2", "73% / 36%", "0.680 / 0.361", "gat_ncn_stack", "0.899",
                      "0.663 ± 0.007, 0.377 ± 0.013"],
                     ["fake40", "leak_free", "matched", "73% / 36%", "0.500 / 0.048", "gat_ncn_stack_matched", "",
                      "0.810 ± 0.004, 0.577 ± 0.010"]]
@@ -349,3 +349,17 @@ def test_the_readme_findings_link_every_number_to_its_run(tmp_path):
     assert "rises [0.700][fake40] → [0.750][fake180] on title mentions" in text
     assert lines[-3:] == ["[fake40]: outputs/reference/fake40/", "[fake180]: outputs/reference/fake180/", ""]
     assert all(len(x) <= 200 for x in lines) and not any(x.startswith("- **Distillation") for x in lines)
+
+
+def test_published_metrics_are_read_in_todays_names():
+    from lib.run.report import current_names
+
+    old = {"train_gat": {"audit": [{"test_neg_hard_pairs": 3, "hard_missing": 1}],
+                         "mean": [{"negatives": "hard", "auc": 0.6}]},
+           "beyond": {"structure": [{"shortcut_hard_auc": 0.9, "hard_no_cn": 0.0}]},
+           "distill": {"hard": "kept"}}
+    new = current_names(old)
+    assert new["train_gat"]["audit"] == [{"test_neg_dist2_pairs": 3, "dist2_missing": 1}]
+    assert new["train_gat"]["mean"][0]["negatives"] == "dist2"
+    assert new["beyond"]["structure"] == [{"shortcut_dist2_auc": 0.9, "dist2_no_cn": 0.0}]
+    assert new["distill"] == {"hard": "kept"}  # only stage 3's sections name negative sets

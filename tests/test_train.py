@@ -111,6 +111,8 @@ def test_device_precision_and_old_checkpoints_amp_read_as_precision():
     del old["precision"], old["matched_negative_share"]
     assert TrainConfig(**current_train(old)).precision == "fp16"  # a checkpoint from before `precision`
     assert current_train({**old, "amp": False})["precision"] == "fp32"
+    renamed = current_train({**old, "hard_negative_share": 0.5})  # a checkpoint from before the set was called dist2
+    assert renamed["dist2_negative_share"] == 0.5 and "hard_negative_share" not in renamed
     with pytest.raises(ValueError, match="precision='half' is unknown"):
         TrainConfig(precision="half")
     with pytest.raises(ValueError, match="holdout_fraction"):
@@ -305,15 +307,12 @@ def test_the_batch_summary_chooses_the_best_model_on_validation():
 
 
 def test_notebook_03_parameters_give_one_config_per_seed_and_refuse_unknown_protocols():
-    import ast
+    from lib.common.params import ParamError
+    from lib.linkpred.config import GatParams
 
-    from lib.common.params import notebook_parameters
-    from lib.common.paths import NOTEBOOKS
-    from lib.linkpred import experiment as E
-
-    declared = notebook_parameters(NOTEBOOKS / "03_train_gat.ipynb")
-    p = {k: ast.literal_eval(declared[k]["default"]) for k in E.NOTEBOOK_PARAMS}  # every name is a parameter
-    cfgs = E.check_params({**p, "seed": 5, "n_seeds": 2})
-    assert list(cfgs) == [5, 6] and cfgs[6].seed == 6 and cfgs[5].epochs == p["gat_epochs"]
-    with pytest.raises(ValueError, match="protocols"):
-        E.check_params({**p, "protocols": ["leaky"]})
+    p = GatParams(seed=5, n_seeds=2, gat_epochs=3)
+    cfgs = p.train_configs()
+    assert list(cfgs) == [5, 6] and cfgs[6].seed == 6 and cfgs[5].epochs == 3
+    assert p.model_config(384)["hidden_channels"] == p.gat_hidden
+    with pytest.raises(ParamError, match="protocols"):
+        GatParams(protocols=["leaky"])

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from lib.aauc.config import AaucParams
 from lib.common.params import require
 from lib.common.runinfo import load_json
 from lib.linkpred.checkpoint import current_train, load_checkpoint
@@ -22,24 +23,6 @@ from lib.linkpred.train import init_model, train_model
 from lib.metrics.aauc import aauc, top_new_links
 from lib.viz.graph import focus_nodes, graph_to_html
 
-NOTEBOOK_PARAMS = ("run_dir", "device", "seed", "n_seeds", "r_cos", "t_cos", "t_cos_grid", "r_cos_grid", "size_grid",
-                   "size_epochs", "r_cos_groups", "top_k", "picture_root", "picture_view")
-"""Notebook 04's parameters that shape its results (`threads` only sets the speed)."""
-
-
-def check_params(p: dict) -> None:
-    """Notebook 04's checks before any work: each impossible value names its key and the fix."""
-
-    require(isinstance(p["n_seeds"], int) and p["n_seeds"] >= 1, "n_seeds", p["n_seeds"],
-            "use at least 1 (3 or more for a spread)")
-    require(0 < p["r_cos"] <= 1, "r_cos", p["r_cos"], "use a fraction in (0, 1] such as the seed's 0.1")
-    require(-1 <= p["t_cos"] <= 1, "t_cos", p["t_cos"], "use a cosine in [-1, 1] such as the seed's 0.7")
-    require(all(-1 <= t <= 1 for t in p["t_cos_grid"]), "t_cos_grid", p["t_cos_grid"], "use cosines in [-1, 1]")
-    require(all(0 < r <= 1 for r in p["r_cos_grid"]), "r_cos_grid", p["r_cos_grid"], "use fractions in (0, 1]")
-    require(0 < p["r_cos_groups"] <= 1, "r_cos_groups", p["r_cos_groups"], "use a fraction in (0, 1]")
-    require(isinstance(p["top_k"], int) and p["top_k"] >= 1, "top_k", p["top_k"], "use a positive number of links")
-    require(p["picture_view"] in ("focus", "whole"), "picture_view", p["picture_view"], "use \"focus\" or \"whole\"")
-
 
 def load_run_models(run_dir, device: str = "cpu") -> dict:
     """The stage-3 results of `run_dir` (notebook 03): {"seeds": [S...], "splits": {S: {train, val, test}},
@@ -48,8 +31,6 @@ def load_run_models(run_dir, device: str = "cpu") -> dict:
 
     Raises FileNotFoundError naming what is missing (metrics.json, its train_gat section, a checkpoint file) and
     telling to run notebook 03 on that run folder."""
-
-
     run = Path(run_dir)
     fix = f"run notebook 03 (train_gat) with run_dir={str(run_dir)!r} first"
     metrics = run / "metrics.json"
@@ -131,19 +112,19 @@ def nested_subsets(train_ids: list, sizes: list, seed: int) -> dict:
     return {n: [train_ids[i] for i in perm[:n]] for n in sorted(sizes)}
 
 
-def size_trend(graphs: dict, splits: dict, seeds: list, sizes: list, model_cfg: dict, train_cfg: dict,
-               epochs: int = 2, device: str = "cpu", progress: bool = True,
-               protocols: tuple = ("seed", "leak_free")) -> list[dict]:
-    """Train a fresh GatModel per (seed, size, training set) on nested subsets of that seed's stage-3 training graphs
+def size_trend(graphs: dict, splits: dict, model_cfg: dict, train_cfg: dict, params: AaucParams,
+               progress: bool = True, protocols: tuple = ("seed", "leak_free")) -> list[dict]:
+    """Train a fresh GatModel per (seed of `params.seeds`, size of `params.size_grid`, training set) for
+    `params.size_epochs` epochs on nested subsets of that seed's stage-3 training graphs
     (no validation, the last epoch is kept as the seed code did) and evaluate it on that seed's test graphs under
     each protocol (uniform negatives). A protocol that cleans the training graphs ("leak_free", "new_nodes") trains on
     its cleaned copies of the same subset. graphs: graph_id -> Data. Returns rows {seed, train_graphs, protocol, auc,
     ap, ..., aauc, aauc_self}."""
-
-
     rows = []
     tp = TitlePairs(graphs.values())
-    jobs = [(s, n, ids) for s in seeds for n, ids in nested_subsets(splits[s]["train"], sizes, s).items()]
+    jobs = [(s, n, ids) for s in params.seeds for n, ids in nested_subsets(splits[s]["train"], params.size_grid,
+                                                                            s).items()]
+    epochs, device = params.size_epochs, params.device
     built = {}
     for s, n, ids in tqdm(jobs, desc="size trend", disable=not progress):
         cfg = TrainConfig(**{**current_train(train_cfg), "epochs": epochs, "seed": s, "device": device,
@@ -209,8 +190,6 @@ def sensitivity(z: dict, graphs: dict, seed: int, r_cos: float, t_cos: float, t_
     """A-AUC of the embeddings z {graph_id: [N, F]} against the threshold (every T in t_cos_grid at r_cos, with and
     without self-pairs) and against the sampling rate (every R in r_cos_grid at t_cos, `samples` node samples each:
     the spread from sampling alone). Returns (by threshold, by rate), one row per graph and setting."""
-
-
     by_t, by_r = [], []
     for g, zg in z.items():
         s, x = derive_seed(seed, "eval-aauc", g), graphs[g].x
@@ -229,15 +208,15 @@ def sensitivity(z: dict, graphs: dict, seed: int, r_cos: float, t_cos: float, t_
 REFERENCE_SCORERS = ("features", "random", "untrained", "mlp", "plain_gat", "gat_model")
 
 
-def reference_scores(models: dict, splits: dict, graphs: dict, seeds: list, out_channels: int, model_cfg: dict,
-                     r_cos: float, t_cos: float, device="cpu", scorers=REFERENCE_SCORERS) -> "pd.DataFrame":
-    """A-AUC (without and with self-pairs) of every scorer on every test graph of every seed: the raw features, random
+def reference_scores(models: dict, splits: dict, graphs: dict, model_cfg: dict, params: AaucParams,
+                     scorers=REFERENCE_SCORERS) -> "pd.DataFrame":
+    """A-AUC (without and with self-pairs, at params.r_cos / params.t_cos) of every scorer on every test graph of every
+    seed of `params.seeds`: the raw features, random
     and untrained-GatModel vectors (reference_embeddings) and the trained stage-3 models {seed: {kind: model}}.
     One row per (seed, graph, scorer); self_share_of_pos is the share of positives that self-pairs would add."""
-
-
-    rows = []
-    for s in seeds:
+    rows, device, r_cos, t_cos = [], params.device, params.r_cos, params.t_cos
+    out_channels = model_cfg["out_channels"]
+    for s in params.seeds:
         for g in splits[s]["test"]:
             data, a_seed = graphs[g], derive_seed(s, "eval-aauc", g)
             for name in scorers:
@@ -274,8 +253,6 @@ def tradeoff_points(trend: "pd.DataFrame", stage3_rows: "pd.DataFrame", untraine
     """The points of the AUC / A-AUC trade-off figure: the size trend's GatModels, stage 3's trained kinds (uniform
     negatives, the trend's protocols and `supervision`, these seeds) and the untrained GatModel (untrained_rows);
     columns label, seed, protocol, auc, aauc, aauc_self."""
-
-
     s3 = stage3_rows[stage3_rows["model"].isin(MODEL_KINDS) & stage3_rows["seed"].isin(seeds)
                      & stage3_rows["protocol"].isin(set(trend["protocol"])) & (stage3_rows["negatives"] == "uniform")
                      & (stage3_rows["supervision"] == supervision)]
@@ -284,15 +261,13 @@ def tradeoff_points(trend: "pd.DataFrame", stage3_rows: "pd.DataFrame", untraine
                      ignore_index=True)[["label", "seed", "protocol", "auc", "aauc", "aauc_self"]]
 
 
-def new_links_picture(model, graphs: dict, ds, crawl_dir, root: str, top_k: int, view: str, seed: int,
-                      html_dir, device="cpu") -> dict:
-    """The `top_k` non-edges the trained `model` scores highest in the graph crawled from `root` (lib.metrics.aauc
-    .top_new_links), drawn dashed over the crawl graph as an offline pyvis page (lib.viz.graph.graph_to_html, `view`
-    "focus" or "whole"). Returns {"graph_id", "html" (path), "nodes_drawn", "nodes", "table": DataFrame [u, v, logit,
-    title cosine]}. An unknown root or view stops here naming the fix."""
-
-
-    require(view in ("focus", "whole"), "picture_view", view, "use \"focus\" or \"whole\"")
+def new_links_picture(model, graphs: dict, ds, crawl_dir, html_dir, params: AaucParams) -> dict:
+    """The `params.top_k` non-edges the trained `model` scores highest in the graph crawled from `params.picture_root`
+    (lib.metrics.aauc.top_new_links), drawn dashed over the crawl graph as an offline pyvis page
+    (lib.viz.graph.graph_to_html, view `params.picture_view`). Returns {"graph_id", "html" (path), "nodes_drawn",
+    "nodes", "table": DataFrame [u, v, logit, title cosine]}. A root the dataset lacks stops here naming the fix."""
+    root, top_k, view, seed, device = (params.picture_root, params.top_k, params.picture_view, params.seed,
+                                       params.device)
     gid = next((g for g, d in graphs.items() if d.titles[0] == root or d.root == root), None)
     require(gid is not None, "picture_root", root,
             f"use one of the dataset's roots: {sorted(d.root for d in graphs.values())}")

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import struct
-import warnings
 from pathlib import Path
 
 ALIGN = 64
@@ -62,11 +60,3 @@ def read_header(path: Path, magic: bytes, verify: bool = True) -> tuple[dict, in
 def payload_size(path: Path, offset: int) -> int:
     """Bytes after the payload offset (a caller compares it with what its header promises)."""
     return path.stat().st_size - offset
-
-
-def quarantine(path: Path, what: str, reason: str, consequence: str) -> Path:
-    """Move a corrupt chunk aside to `<name>.corrupt` and warn; returns the new path."""
-    bad = path.with_suffix(".corrupt")
-    os.replace(path, bad)
-    warnings.warn(f"{what} chunk {path} is corrupt ({reason}); moved to {bad.name}, {consequence}", stacklevel=3)
-    return bad

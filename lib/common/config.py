@@ -27,6 +27,10 @@ from typing import Any, ClassVar
 
 from lib.common.params import ParamError
 
+THREADS_WHY = "CPU threads for torch: 0 means OMP_NUM_THREADS when set, else every core; use 1 on a shared machine"
+DEVICE_WHY = '"cuda" needs a GPU; fails clearly without one'
+RUN_DIR_WHY = "run folder shared by the numbered notebooks"
+
 SCALARS: dict[type, tuple[type, ...]] = {int: (int,), float: (float, int), str: (str,), bool: (bool,)}
 
 
@@ -130,6 +134,15 @@ class StageParams:
         hints = typing.get_type_hints(cls)
         return [{"name": f.name, "type": type_name(hints[f.name]), "default": default_text(cls.default_of(f.name)),
                  "accepted": _accepted(f.metadata), "why": f.metadata["why"]} for f in fields(cls)]
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceStageParams(StageParams):
+    """The first three parameters of every notebook that computes on a device (fields come first in a subclass)."""
+
+    run_dir: str = param("outputs/demo", RUN_DIR_WHY)
+    device: str = param("cpu", DEVICE_WHY)
+    threads: int = param(0, THREADS_WHY, ge=0, record=False)
 
 
 def _is(value, t) -> bool:

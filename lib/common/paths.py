@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,6 +26,18 @@ def shown(path: str | os.PathLike) -> str:
     absolute (a run folder elsewhere, e.g. `--outputs /scratch/runs`)."""
     p = resolve(path)
     return p.relative_to(ROOT).as_posix() if p.is_relative_to(ROOT) else str(p)
+
+
+def move_aside(path: Path, what: str, reason: str, consequence: str) -> Path:
+    """Move an unreadable file (cut short by a kill or a full disk, overwritten) to `<name>.corrupt`, replacing an
+    older one, and warn naming both and what happens next; returns the new path. Every reader that can recompute what
+    it lost (checkpoints, caches, chunks) does this instead of failing on the same file at every run."""
+    path = Path(path)
+    aside = path.with_name(path.name + ".corrupt")
+    os.replace(path, aside)
+    warnings.warn(f"{what} {path} could not be read ({reason}); moved aside to {aside.name}, {consequence}",
+                  stacklevel=3)
+    return aside
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:

@@ -3,16 +3,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import pickle
 import platform
 import subprocess
 import sys
-import warnings
 from importlib import metadata
 from pathlib import Path
 
-from lib.common.paths import ROOT, atomic_write_text
+from lib.common.paths import ROOT, atomic_write_text, move_aside
 
 PACKAGES = (
     "torch", "torch-geometric", "sentence-transformers", "transformers", "wikipedia-api", "networkx", "pyvis",
@@ -151,10 +149,7 @@ def read_checkpoint(path: str | Path, device="cpu") -> dict | None:
     try:
         return torch.load(path, map_location=device, weights_only=True)
     except (RuntimeError, EOFError, pickle.UnpicklingError) as e:
-        aside = path.with_name(path.name + ".corrupt")
-        os.replace(path, aside)
-        warnings.warn(f"checkpoint {path} could not be read ({str(e).splitlines()[0][:120]}); moved aside to "
-                      f"{aside.name}", stacklevel=2)
+        move_aside(path, "checkpoint", str(e).splitlines()[0][:120], "resuming from the one before or starting over")
         return None
 
 

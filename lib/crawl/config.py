@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from lib.common.config import StageParams, param
+from lib.common.config import RUN_DIR_WHY, THREADS_WHY, StageParams, param
 from lib.common.params import ParamError
 from lib.crawl.sources import SOURCES
 
@@ -16,9 +16,8 @@ DEMO_ROOTS = ["Climate change", "Global warming", "Biodiversity", "Ecology", "En
 class CrawlParams(StageParams):
     NOTEBOOK: ClassVar[str] = "01_crawl.ipynb"
 
-    run_dir: str = param("outputs/demo", "run folder shared by the numbered notebooks")
-    threads: int = param(0, "CPU threads for torch: 0 means OMP_NUM_THREADS when set, else every core; use 1 on a "
-                            "shared machine", ge=0, record=False)
+    run_dir: str = param("outputs/demo", RUN_DIR_WHY)
+    threads: int = param(0, THREADS_WHY, ge=0, record=False)
     source: str = param("wikispeedia", "wikispeedia (shipped real hyperlinks), embedded (vital articles, title-mention "
                                        "links), snapshot (local link list), live (Wikipedia API) or graphs (import "
                                        "graph files)", choices=SOURCES)

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import sqlite3
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
-from lib.common.paths import CACHE, atomic_write_text, package_file, resolve
+from lib.common.paths import CACHE, atomic_write_text, move_aside, package_file, resolve
 from lib.common.runinfo import load_json
 from lib.crawl.pages import (
     DISAMBIGUATION,
@@ -207,10 +205,7 @@ class PageCache:
         try:
             self._open()
         except sqlite3.DatabaseError as e:  # not a database (cut short, overwritten): a cache is rebuilt, not fatal
-            aside = self.path.with_name(self.path.name + ".corrupt")
-            os.replace(self.path, aside)
-            warnings.warn(f"page cache {self.path} could not be read ({e}); moved aside to {aside.name}, "
-                          f"pages are fetched again", stacklevel=2)
+            move_aside(self.path, "page cache", str(e), "pages are fetched again")
             self._open()
 
     def _open(self) -> None:

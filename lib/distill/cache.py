@@ -33,7 +33,7 @@ import torch
 from lib.common import chunks
 from lib.common.device import Precision, resolve_precision
 from lib.common.hashing import config_digest, text_key
-from lib.common.paths import CACHE, atomic_write_bytes, atomic_write_text
+from lib.common.paths import CACHE, atomic_write_bytes, atomic_write_text, move_aside
 from lib.common.runinfo import load_json, refuse_other_settings
 from lib.distill.losses import DistillError, kl_rows, qk_attention
 from lib.distill.models import Encoder
@@ -170,7 +170,7 @@ class _LayerStore:
             if chunks.payload_size(f, offset) != 2 * header["size"]:
                 raise chunks.ChunkCorrupt("size does not match its header")
         except chunks.ChunkCorrupt as e:
-            self.corrupt.append(chunks.quarantine(f, "teacher-target", str(e), "its sentences will be recomputed"))
+            self.corrupt.append(move_aside(f, "teacher-target chunk", str(e), "its sentences will be recomputed"))
             return
         data = np.frombuffer(f.read_bytes(), dtype="<f2", offset=offset)
         for key, rec in zip(header["keys"], header["records"]):

@@ -131,25 +131,6 @@ def import_seed_graphs(json_files: Iterable[str | os.PathLike], out_dir: str | o
     return build_dataset(files, store, out_dir, precision=precision, progress=progress), stats
 
 
-NOTEBOOK_PARAMS = ("run_dir", "model_dir", "device", "embed_batch_size", "precision", "dataset_precision", "seed", "n_seeds",
-                   "n_train_graphs", "n_test_graphs", "val_fraction", "hold_out_roots", "nn_queries", "nn_k",
-                   "pca_max_points")
-"""Notebook 02's parameters that shape its results (`threads` only sets the speed)."""
-
-
-def check_params(p: dict) -> None:
-    """Notebook 02's checks before any work: each impossible value names its key and the fix."""
-    from lib.common.device import PRECISIONS
-    from lib.common.params import require
-
-    require(p["dataset_precision"] in ("float32", "float16"), "dataset_precision", p["dataset_precision"],
-            "use float32 or float16")
-    require(p["precision"] in PRECISIONS, "precision", p["precision"], f"use one of {PRECISIONS}")
-    require(isinstance(p["embed_batch_size"], int) and p["embed_batch_size"] > 0, "embed_batch_size",
-            p["embed_batch_size"], "use a positive integer")
-    require(isinstance(p["n_seeds"], int) and p["n_seeds"] >= 1, "n_seeds", p["n_seeds"], "use at least 1")
-
-
 class GraphDataset(torch.utils.data.Dataset):
     """A tensor dataset folder written by `build_dataset`; graphs are read from disk one at a time.
 

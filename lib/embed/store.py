@@ -27,7 +27,7 @@ from typing import Iterable
 import numpy as np
 
 from lib.common import chunks
-from lib.common.paths import CACHE, atomic_write_bytes, atomic_write_text
+from lib.common.paths import CACHE, atomic_write_bytes, atomic_write_text, move_aside
 from lib.common.runinfo import load_json
 from lib.embed.encoder import (
     EmbedError,
@@ -105,7 +105,7 @@ class EmbeddingStore:
             if self.dim is not None and d != self.dim:
                 raise chunks.ChunkCorrupt(f"dim {d}, the store has {self.dim}")
         except chunks.ChunkCorrupt as e:
-            self.corrupt.append(chunks.quarantine(f, "embedding store", str(e), "its titles will be encoded again"))
+            self.corrupt.append(move_aside(f, "embedding store chunk", str(e), "its titles will be encoded again"))
             return
         if header.get("model_id") != self.model_id:
             raise StoreError(f"embedding store chunk {f} belongs to model {header.get('model_id')!r}, not "

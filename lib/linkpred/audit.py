@@ -15,7 +15,7 @@ def leak_audit(split: ProtocolSplit) -> dict:
     """What of a protocol's test pairs could have been learnt, counted on title pairs across every graph.
 
     test_pos_seen: test positive title pairs that are an edge of a training graph (as trained on) or of a validation
-    graph (its message passing or its positives); test_neg_true_links / test_neg_hard_true_links (dist2) /
+    graph (its message passing or its positives); test_neg_true_links / test_neg_dist2_true_links (dist2) /
     test_neg_heart_true_links / test_neg_matched_true_links: negative title pairs that are a link in some graph of the
     dataset (label noise); *_titles_seen_share: share of the test graphs' node
     titles, and of the test positives' endpoint titles, that occur in a training or validation graph."""
@@ -29,7 +29,7 @@ def leak_audit(split: ProtocolSplit) -> dict:
         parts = [tp.keys(tp.gids(t.data), getattr(t, attr)) for t in split.test if getattr(t, attr).numel()]
         return np.unique(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
 
-    pos, neg, hard = keys("pos"), keys("neg"), keys("neg_hard")
+    pos, neg, dist2 = keys("pos"), keys("neg"), keys("neg_dist2")
 
     def per_positive_keys(name):
         parts = [tp.keys(tp.gids(t.data), t.negatives(name)) for t in split.test if t.negatives(name).numel()]
@@ -47,9 +47,10 @@ def leak_audit(split: ProtocolSplit) -> dict:
         "protocol": split.protocol, "seed": split.seed,
         "test_pos_pairs": int(pos.size), "test_pos_seen": int(_member(pos, seen).sum()),
         "test_neg_pairs": int(neg.size), "test_neg_true_links": int(_member(neg, split.global_links).sum()),
-        "test_neg_hard_pairs": int(hard.size), "test_neg_hard_true_links": int(_member(hard, split.global_links).sum()),
+        "test_neg_dist2_pairs": int(dist2.size),
+        "test_neg_dist2_true_links": int(_member(dist2, split.global_links).sum()),
         "test_titles_seen_share": round(len(test_titles & seen_titles) / max(1, len(test_titles)), 4),
         "test_pos_titles_seen_share": round(len(pos_titles & seen_titles) / max(1, len(pos_titles)), 4),
-        "hard_missing": int(sum(t.hard_missing for t in split.test)),
+        "dist2_missing": int(sum(t.dist2_missing for t in split.test)),
         **extra, "train_graphs": len(split.train), "skipped": len(split.skipped), **split.removed,
     }

@@ -12,52 +12,36 @@ from lib.common.params import require
 from lib.common.paths import resolve
 from lib.common.runinfo import load_json, read_json
 from lib.linkpred import beyond as B
-from lib.linkpred.config import TrainConfig
+from lib.linkpred.checkpoint import current_train, load_checkpoint
+from lib.linkpred.config import BeyondParams, TrainConfig
 from lib.linkpred.protocols import ProtocolSplit, make_protocol
-from lib.linkpred.sampling import PER_POSITIVE, PROTOCOLS, TitlePairs
-from lib.metrics.link import SELECT_METRICS
-
-NOTEBOOK_PARAMS = ("run_dir", "device", "precision", "seed", "n_seeds", "n_train_graphs", "n_test_graphs", "val_fraction",
-                   "beyond_protocols", "beyond_variants", "beyond_supervision", "beyond_epochs", "beyond_patience",
-                   "beyond_select_metric", "beyond_steps_per_graph", "beyond_neg_rate", "beyond_hard_share",
-                   "decoder_hidden", "sweep_dropout", "sweep_levels", "sweep_lr")
-"""Notebook 03b's parameters that shape its results (`threads` only sets the speed)."""
+from lib.linkpred.sampling import PER_POSITIVE, TitlePairs
 
 
-def check_params(p: dict) -> None:
-    """Notebook 03b's checks before any work: each impossible value names its key and the fix."""
-    require(all(x in PROTOCOLS for x in p["beyond_protocols"]), "beyond_protocols", p["beyond_protocols"],
-            f"use names from {PROTOCOLS}")
-    B.check_variants(p["beyond_variants"])
-    require(p["beyond_select_metric"] in SELECT_METRICS, "beyond_select_metric", p["beyond_select_metric"],
-            f"use one of {SELECT_METRICS}")
-
-
-def load_stage3(p: dict) -> dict:
-    """What notebook 03 left in p["run_dir"] for notebook 03b: {"metrics" (metrics.json), "rows" (train_gat_rows.csv),
+def load_stage3(cfg: BeyondParams) -> dict:
+    """What notebook 03 left in cfg.run_dir for notebook 03b: {"metrics" (metrics.json), "rows" (train_gat_rows.csv),
     "graphs" {graph id: usable graph}, "splits" {seed: {"train", "val", "test": graph ids}}, "seeds", "gat_config"
     (the seed GatModel checkpoint's config), "per_positive" (notebook 03's negatives per positive, so the test pairs
     are the same)}. A run_dir without notebook 03, or protocols / seeds it did not run, stop here naming the fix."""
     from lib.embed.dataset import GraphDataset, load_split
-    from lib.linkpred.checkpoint import load_checkpoint
     from lib.linkpred.data import usable_graphs
 
-    run_path = resolve(p["run_dir"])
+    run_path = resolve(cfg.run_dir)
     metrics = read_json(run_path / "metrics.json")
-    require("train_gat" in metrics and (run_path / "train_gat_rows.csv").is_file(), "run_dir", p["run_dir"],
+    require("train_gat" in metrics and (run_path / "train_gat_rows.csv").is_file(), "run_dir", cfg.run_dir,
             "run notebook 03 (train_gat) on this run_dir first")
     p03_file = run_path / "params_03_train_gat.json"
     p03 = load_json(p03_file)["params"] if p03_file.is_file() else {}
     rows = pd.read_csv(run_path / "train_gat_rows.csv")
-    missing = sorted(set(p["beyond_protocols"]) - set(rows["protocol"]))
-    require(not missing, "beyond_protocols", p["beyond_protocols"],
+    missing = sorted(set(cfg.beyond_protocols) - set(rows["protocol"]))
+    require(not missing, "beyond_protocols", cfg.beyond_protocols,
             f"notebook 03 did not run {missing}; add them to its protocols")
-    seeds = list(range(p["seed"], p["seed"] + p["n_seeds"]))
+    seeds = cfg.seeds
     require(set(seeds) <= set(rows["seed"]), "seed/n_seeds", seeds, f"notebook 03 ran seeds {sorted(set(rows['seed']))}")
     ds = GraphDataset(run_path / "dataset")
     graphs = {g.graph_id: g for g in usable_graphs([ds[i] for i in range(len(ds))], ds.num_features)[0]}
-    written = load_split(ds, seeds, n_train_graphs=p["n_train_graphs"], n_test_graphs=p["n_test_graphs"],
-                         val_fraction=p["val_fraction"])
+    written = load_split(ds, seeds, n_train_graphs=cfg.n_train_graphs, n_test_graphs=cfg.n_test_graphs,
+                         val_fraction=cfg.val_fraction)
     seed_ckpt = metrics["train_gat"]["checkpoints"][str(seeds[0])]["gat_model"]["checkpoint"]
     return {"metrics": metrics, "rows": rows, "graphs": graphs, "seeds": seeds,
             "splits": {s: {k: [g for g in v if g in graphs] for k, v in sp.items()} for s, sp in written.items()},
@@ -65,17 +49,17 @@ def load_stage3(p: dict) -> dict:
             "per_positive": p03.get("negatives_per_positive", PER_POSITIVE)}
 
 
-def configs(gat_config: dict, p: dict, seeds: list[int]) -> tuple[dict, dict[int, TrainConfig]]:
+def configs(gat_config: dict, cfg: BeyondParams) -> tuple[dict, dict[int, TrainConfig]]:
     """(model configuration, {seed: TrainConfig}): notebook 03's GatModel settings except what notebook 03b changes —
     supervision, epochs with early stopping on validation, steps per graph, training negatives, the MLP decoders'
     width; no per-step A-AUC / eval-mode logging."""
-    base = {**gat_config["train"], "epochs": p["beyond_epochs"], "patience": p["beyond_patience"],
-            "supervision": p["beyond_supervision"], "select_metric": p["beyond_select_metric"],
-            "steps_per_graph": p["beyond_steps_per_graph"], "hard_negative_share": p["beyond_hard_share"],
-            "neg_rate": p["beyond_neg_rate"], "device": p["device"], "precision": p["precision"], "log_aauc": False,
+    base = {**current_train(gat_config["train"]), "epochs": cfg.beyond_epochs, "patience": cfg.beyond_patience,
+            "supervision": cfg.beyond_supervision, "select_metric": cfg.beyond_select_metric,
+            "steps_per_graph": cfg.beyond_steps_per_graph, "dist2_negative_share": cfg.beyond_dist2_share,
+            "neg_rate": cfg.beyond_neg_rate, "device": cfg.device, "precision": cfg.precision, "log_aauc": False,
             "log_eval": False}
-    return {**gat_config["model"], "decoder_hidden": p["decoder_hidden"]}, {s: TrainConfig(**{**base, "seed": s})
-                                                                            for s in seeds}
+    return {**gat_config["model"], "decoder_hidden": cfg.decoder_hidden}, {s: TrainConfig(**{**base, "seed": s})
+                                                                            for s in cfg.seeds}
 
 
 def protocol_splits(stage3: dict, cfgs: dict[int, TrainConfig], protocols: list[str]) -> dict:
@@ -87,11 +71,11 @@ def protocol_splits(stage3: dict, cfgs: dict[int, TrainConfig], protocols: list[
             for s in cfgs for p in protocols}
 
 
-def describe(p: dict, n_graphs: int, seeds: list[int]) -> str:
-    return (f"{n_graphs} graphs; seeds {seeds}; protocols {p['beyond_protocols']}; training settings of notebook 03's "
-            f"GatModel except: {p['beyond_supervision']} supervision, {p['beyond_steps_per_graph']} steps per graph, "
-            f"{p['beyond_neg_rate']} training negatives per positive of which {p['beyond_hard_share']:.0%} at distance "
-            f"2, up to {p['beyond_epochs']} epochs, early stopping on validation {p['beyond_select_metric']}")
+def describe(cfg: BeyondParams, n_graphs: int) -> str:
+    return (f"{n_graphs} graphs; seeds {cfg.seeds}; protocols {cfg.beyond_protocols}; training settings of notebook "
+            f"03's GatModel except: {cfg.beyond_supervision} supervision, {cfg.beyond_steps_per_graph} steps per graph, "
+            f"{cfg.beyond_neg_rate} training negatives per positive of which {cfg.beyond_dist2_share:.0%} at distance "
+            f"2, up to {cfg.beyond_epochs} epochs, early stopping on validation {cfg.beyond_select_metric}")
 
 
 def run_all(psplits: dict[tuple, ProtocolSplit], variants: list[str], model_cfg: dict, cfgs: dict[int, TrainConfig],
@@ -130,11 +114,11 @@ def with_stage3_rows(rows03: pd.DataFrame, rows: list, protocols: list[str], see
     return pd.concat([sel.drop(columns="supervision"), pd.DataFrame(rows)], ignore_index=True)
 
 
-def summary(allrows: pd.DataFrame, gaps: pd.DataFrame, structure: pd.DataFrame, p: dict, seeds: list[int],
-            chosen: dict, stack_coef: list, train_log: dict, sweep_seconds: float, seconds: float) -> dict:
+def summary(allrows: pd.DataFrame, gaps: pd.DataFrame, structure: pd.DataFrame, cfg: BeyondParams, chosen: dict,
+            stack_coef: list, train_log: dict, sweep_seconds: float, seconds: float) -> dict:
     """The `beyond` section of metrics.json."""
     keys = ["protocol", "negatives", "model"]
-    return {"seeds": seeds, "protocols": p["beyond_protocols"], "variants": p["beyond_variants"], "chosen": chosen,
+    return {"seeds": cfg.seeds, "protocols": cfg.beyond_protocols, "variants": cfg.beyond_variants, "chosen": chosen,
             "sweep_seconds": round(sweep_seconds, 1), "seconds": round(seconds, 1),
             "mean": allrows.groupby(keys).mean(numeric_only=True).drop(columns="seed").round(4).reset_index()
             .to_dict("records"),

@@ -44,8 +44,11 @@ def epoch_checkpoints(ckpt_dir: Path) -> dict[int, Path]:
 def current_train(train: dict) -> dict:
     """The one read-time mapping of a checkpoint's training config to today's TrainConfig fields: a checkpoint from
     before `precision` carries `amp` (True: float16 autocast), one from before `matched_negative_share` trained
-    without matched negatives."""
-    out = {k: v for k, v in train.items() if k != "amp"}
+    without matched negatives, and one from before the distance-2 negatives were called `dist2` names their share
+    `hard_negative_share`."""
+    out = {k: v for k, v in train.items() if k not in ("amp", "hard_negative_share")}
+    if "hard_negative_share" in train:
+        out["dist2_negative_share"] = train["hard_negative_share"]
     out.setdefault("precision", "fp16" if train.get("amp") else "fp32")
     out.setdefault("matched_negative_share", 0.0)
     return out
@@ -71,6 +74,6 @@ def data_fingerprint(graphs: Iterable[Data], tasks: Iterable[EvalTask] = ()) -> 
         if getattr(g, "held_out_pairs", None) is not None:  # they change the training negatives
             h.update(b"held_out" + g.held_out_pairs.numpy().tobytes())
     for t in tasks:  # every negative set: an epoch may be selected on any of them
-        for part in (t.mp_edge_index, t.pos, t.neg, t.neg_hard, *(p for pair in t.per_positive.values() for p in pair)):
+        for part in (t.mp_edge_index, t.pos, t.neg, t.neg_dist2, *(p for pair in t.per_positive.values() for p in pair)):
             h.update(part.numpy().tobytes())
     return h.hexdigest()[:16]

@@ -1,12 +1,17 @@
-"""Stage 3 training settings (`TrainConfig`) and the models they build."""
+"""Stage 3's settings: notebook 03's and 03b's parameters (`GatParams`, `BeyondParams`; see lib.common.config), the
+training settings one model is trained with (`TrainConfig`), and the models they build."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
+from typing import ClassVar
 
 import torch
 
-from lib.common.device import check_precision, get_device, resolve_precision
+from lib.common.config import DeviceStageParams, param
+from lib.common.device import PRECISIONS, check_precision, get_device, resolve_precision
+from lib.common.params import ParamError
 from lib.linkpred.model import FeatureMLP, GatModel, ModelConfig, PlainGAT
+from lib.linkpred.sampling import PROTOCOLS
 from lib.metrics.link import SELECT_METRICS
 
 MODEL_KINDS = ("gat_model", "plain_gat", "mlp")
@@ -34,7 +39,7 @@ class TrainConfig:
     select_metric: str = "auc"  # validation metric (uniform negatives) that picks the epoch: "auc" or "mrr"
     patience: int = 0  # early stopping: stop after this many epochs without a better validation score (0 = off)
     steps_per_graph: int = 1  # optimiser steps per training graph and epoch (the seed: 1), each with fresh pairs
-    hard_negative_share: float = 0.0  # share of each step's negatives drawn at distance 2 in its message passing
+    dist2_negative_share: float = 0.0  # share of each step's negatives drawn at distance 2 in its message passing
     matched_negative_share: float = 0.0  # share drawn at a positive's own distance in the step's message passing
     hits_k: int = 50
     precision: str = "fp32"  # compute precision of training steps: "fp32", "bf16", "fp16" or "auto" (lib.common.device)
@@ -57,9 +62,9 @@ class TrainConfig:
                   ("patience", isinstance(self.patience, int) and self.patience >= 0, "use 0 (off) or a count"),
                   ("steps_per_graph", isinstance(self.steps_per_graph, int) and self.steps_per_graph >= 1,
                    "use 1 (the seed) or more"),
-                  ("hard_negative_share", 0 <= self.hard_negative_share <= 1, "use a share in [0, 1]"),
-                  ("matched_negative_share", 0 <= self.matched_negative_share <= 1 - self.hard_negative_share,
-                   "use a share in [0, 1 - hard_negative_share]")]
+                  ("dist2_negative_share", 0 <= self.dist2_negative_share <= 1, "use a share in [0, 1]"),
+                  ("matched_negative_share", 0 <= self.matched_negative_share <= 1 - self.dist2_negative_share,
+                   "use a share in [0, 1 - dist2_negative_share]")]
         for key, ok, fix in checks:
             if not ok:
                 raise ValueError(f"parameter {key}={getattr(self, key)!r} is invalid: {fix}")
@@ -88,3 +93,125 @@ def build_model(kind: str, model_cfg: dict) -> torch.nn.Module:
     if kind == "mlp":
         return FeatureMLP(**keep, dropout=model_cfg.get("baseline_dropout", 0.5))
     raise ValueError(f"model kind {kind!r} is unknown; use one of {MODEL_KINDS}")
+
+
+# ---------------------------------------------------------------- notebooks 03 and 03b: their parameters
+
+PROTOCOLS_WHY = "evaluation protocols (lib.linkpred.protocols)"
+
+
+@dataclass(frozen=True)
+class GatParams(DeviceStageParams):
+    """Notebook 03's parameters: the seed's GatModel, its baselines and the heuristics under every protocol."""
+
+    NOTEBOOK: ClassVar[str] = "03_train_gat.ipynb"
+
+    precision: str = param("fp32", "compute precision: fp32, bf16, fp16 or auto (bf16 where the CPU/GPU has it "
+                                   "natively)", choices=PRECISIONS)
+    seed: int = param(0, "first seed; seeds seed .. seed+n_seeds-1 each re-split, re-initialise and re-sample", ge=0)
+    n_seeds: int = param(2, "independent runs for mean ± std", ge=1)
+    n_train_graphs: int = param(0, "training graphs incl. validation ones; 0 means every usable graph not in test",
+                                ge=0)
+    n_test_graphs: int = param(2, "test graphs (seed experiments: 10 / 20 / 35)", ge=1)
+    val_fraction: float = param(0.1, "share of the training graphs used only to choose the epoch", ge=0, lt=1)
+    protocols: list[str] = param(list(PROTOCOLS), PROTOCOLS_WHY, choices=PROTOCOLS)
+    train_supervision: list[str] = param(list(SUPERVISIONS), '"mp": score the message-passing edges (seed); '
+                                                             '"disjoint": held-out ones', choices=SUPERVISIONS)
+    new_node_fraction: float = param(0.1, "new_nodes: share of the test graphs' titles kept out of every training "
+                                          "graph", gt=0, lt=1)
+    disjoint_ratio: float = param(0.3, "disjoint supervision: share of a training graph's edges scored, not passed, "
+                                       "per step", gt=0, lt=1)
+    select_metric: str = param("auc", 'validation metric (uniform negatives) that picks the epoch: "auc" or "mrr"',
+                               choices=SELECT_METRICS)
+    gat_epochs: int = param(2, "seed §5.4.1", ge=1)
+    gat_lr: float = param(0.001, "seed §5.4.1 (AdamW)", gt=0)
+    gat_hidden: int = param(128, "H, seed §4.2", ge=1)
+    gat_out: int = param(64, "F_out, seed §4.2", ge=1)
+    gat_levels: int = param(4, "L, seed §4.2", ge=1)
+    gat_heads: int = param(2, "K (averaged), seed §4.2", ge=1)
+    gat_dropout: float = param(0.75, "p, seed §4.2", ge=0, lt=1)
+    gat_impl: str = param("fused", '"fused" (faster, same weights and outputs) or "pyg" (GATConv per level)',
+                          choices=("fused", "pyg"))
+    neg_rate: float = param(0.3, "R_neg: negatives per positive edge, seed §5.4.1", gt=0)
+    r_cos: float = param(0.1, "A-AUC node sampling rate, seed §5.4.1", gt=0, le=1)
+    t_cos: float = param(0.7, "A-AUC cosine threshold, seed §5.4.1", ge=-1, le=1)
+    holdout_fraction: float = param(0.1, "held-out protocols: share of each test/validation graph's edges held out",
+                                    gt=0, lt=1)
+    negatives_per_positive: int = param(20, '"heart" and "matched" negatives of each positive\'s own '
+                                            '(lib.linkpred.negatives; 0: none)', ge=0)
+    baseline_epochs: int = param(2, "epochs for the MLP and plain-GAT baselines (same loop as GatModel)", ge=1)
+    baseline_dropout: float = param(0.5, "dropout of the two trained baselines", ge=0, lt=1)
+
+    def check(self) -> None:
+        for key in ("protocols", "train_supervision"):
+            if not getattr(self, key):
+                raise ParamError(f"parameter {key}=[] is invalid: list at least one", key=key)
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(range(self.seed, self.seed + self.n_seeds))
+
+    def train_configs(self) -> dict[int, TrainConfig]:
+        """{seed: TrainConfig} of every seed."""
+        return {s: TrainConfig(epochs=self.gat_epochs, lr=self.gat_lr, neg_rate=self.neg_rate, r_cos=self.r_cos,
+                               t_cos=self.t_cos, holdout_fraction=self.holdout_fraction,
+                               new_node_fraction=self.new_node_fraction, disjoint_ratio=self.disjoint_ratio,
+                               select_metric=self.select_metric, precision=self.precision, device=self.device, seed=s)
+                for s in self.seeds}
+
+    def model_config(self, in_channels: int) -> dict:
+        """The GatModel configuration, plus the trained baselines' dropout."""
+        return {**ModelConfig(in_channels=in_channels, hidden_channels=self.gat_hidden, out_channels=self.gat_out,
+                              num_levels=self.gat_levels, heads=self.gat_heads, dropout=self.gat_dropout,
+                              impl=self.gat_impl).to_dict(), "baseline_dropout": self.baseline_dropout}
+
+
+@dataclass(frozen=True)
+class BeyondParams(DeviceStageParams):
+    """Notebook 03b's parameters: decoders beyond the seed's dot product, on notebook 03's splits and test pairs."""
+
+    NOTEBOOK: ClassVar[str] = "03b_beyond_seed.ipynb"
+
+    precision: str = param("fp32", "compute precision: fp32, bf16, fp16 or auto (bf16 where the CPU/GPU has it "
+                                   "natively)", choices=PRECISIONS)
+    seed: int = param(0, "first seed; the same seeds, splits and test pairs as notebook 03", ge=0)
+    n_seeds: int = param(2, "independent runs for mean ± std", ge=1)
+    n_train_graphs: int = param(0, "must equal notebook 02's (the split is read from dataset/split.json)", ge=0)
+    n_test_graphs: int = param(2, "must equal notebook 02's", ge=1)
+    val_fraction: float = param(0.1, "must equal notebook 02's", ge=0, lt=1)
+    beyond_protocols: list[str] = param(["leak_free", "new_nodes"], "protocols in which no held-out link was seen "
+                                        "(notebook 03; params/beyond.yaml adds pair_split)", choices=PROTOCOLS)
+    beyond_variants: list[str] = param(["dot", "ncn_feat", "ncn_stack_uniform", "ncn_stack_matched"],
+                                       "decoders tried (lib.linkpred.beyond.VARIANTS; the demo: four, so CI stays "
+                                       "short)")
+    beyond_supervision: str = param("disjoint", '"disjoint" (held-out edges scored) or "mp" (the seed\'s way)',
+                                    choices=SUPERVISIONS)
+    beyond_epochs: int = param(4, "maximum epochs per model (one step per training graph)", ge=1)
+    beyond_patience: int = param(1, "early stopping: epochs without a better validation score", ge=0)
+    beyond_select_metric: str = param("mrr_all", "validation metric for early stopping and the sweep (mrr_all: mean "
+                                                 "MRR over every negative set)", choices=SELECT_METRICS)
+    beyond_steps_per_graph: int = param(1, "optimiser steps per training graph and epoch, each with fresh pairs (the "
+                                           "seed: 1)", ge=1)
+    beyond_neg_rate: float = param(1.0, "training negatives per positive (the seed: 0.3), so both kinds below are "
+                                        "well represented", gt=0)
+    beyond_dist2_share: float = param(0.5, "share of training negatives at distance 2 in the step's message passing "
+                                          "(the rest uniform)", ge=0, le=1)
+    decoder_hidden: int = param(64, "width of the MLP decoders", ge=1)
+    sweep_dropout: list[float] = param([0.75, 0.25], "dropout grid (the seed: 0.75 at every site)", ge=0, lt=1)
+    sweep_levels: list[int] = param([4], "DeepGAT levels grid (the seed: 4)", ge=1)
+    sweep_lr: list[float] = param([0.001], "AdamW learning-rate grid (the seed: 0.001)", gt=0)
+
+    def check(self) -> None:
+        from lib.linkpred.beyond import VARIANTS  # beyond builds on TrainConfig above: imported here, not at the top
+
+        bad = [v for v in self.beyond_variants if v not in VARIANTS]
+        if bad or not self.beyond_variants:
+            raise ParamError(f"parameter beyond_variants={self.beyond_variants!r} is invalid: list names from "
+                             f"{', '.join(VARIANTS)}", key="beyond_variants")
+        for key in ("beyond_protocols", "sweep_dropout", "sweep_levels", "sweep_lr"):
+            if not getattr(self, key):
+                raise ParamError(f"parameter {key}=[] is invalid: list at least one", key=key)
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(range(self.seed, self.seed + self.n_seeds))

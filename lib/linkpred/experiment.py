@@ -87,55 +87,6 @@ def run_experiment(graphs: dict, train_ids: list, val_ids: list, test_ids: list,
 
 # ---------------------------------------------------------------- notebook 03's parameters and summary
 
-NOTEBOOK_PARAMS = ("run_dir", "device", "precision", "seed", "n_seeds", "n_train_graphs", "n_test_graphs",
-                   "val_fraction", "protocols", "train_supervision", "new_node_fraction", "disjoint_ratio",
-                   "select_metric", "gat_epochs", "gat_lr", "gat_hidden", "gat_out", "gat_levels", "gat_heads",
-                   "gat_dropout", "gat_impl", "neg_rate", "r_cos", "t_cos", "holdout_fraction",
-                   "negatives_per_positive", "baseline_epochs", "baseline_dropout")
-"""Notebook 03's parameters that shape its results (`threads` only sets the speed)."""
-
-
-def train_configs(p: dict) -> dict[int, TrainConfig]:
-    """{seed: TrainConfig} of notebook 03's parameters `p`, seeds p["seed"] .. p["seed"] + p["n_seeds"] - 1; building
-    them validates every training parameter."""
-    return {s: TrainConfig(epochs=p["gat_epochs"], lr=p["gat_lr"], neg_rate=p["neg_rate"], r_cos=p["r_cos"],
-                           t_cos=p["t_cos"], holdout_fraction=p["holdout_fraction"],
-                           new_node_fraction=p["new_node_fraction"], disjoint_ratio=p["disjoint_ratio"],
-                           select_metric=p["select_metric"], precision=p["precision"],
-                           device=p["device"], seed=s)
-            for s in range(p["seed"], p["seed"] + p["n_seeds"])}
-
-
-def check_params(p: dict) -> dict[int, TrainConfig]:
-    """Notebook 03's checks before any work (each impossible value names its key and the fix); returns
-    train_configs(p)."""
-    from lib.common.params import require
-
-    require(isinstance(p["n_seeds"], int) and p["n_seeds"] >= 1, "n_seeds", p["n_seeds"],
-            "use at least 1 (3 or more for a spread)")
-    require(isinstance(p["n_test_graphs"], int) and p["n_test_graphs"] >= 1, "n_test_graphs", p["n_test_graphs"],
-            "use at least 1")
-    require(isinstance(p["n_train_graphs"], int) and p["n_train_graphs"] >= 0, "n_train_graphs", p["n_train_graphs"],
-            "use 0 (all) or a count")
-    require(p["negatives_per_positive"] >= 0, "negatives_per_positive", p["negatives_per_positive"],
-            "use 0 (none) or a count, e.g. 20")
-    require(p["gat_impl"] in ("fused", "pyg"), "gat_impl", p["gat_impl"], "use 'fused' or 'pyg'")
-    require(p["protocols"] and all(x in PROTOCOLS for x in p["protocols"]), "protocols", p["protocols"],
-            f"use names from {PROTOCOLS}")
-    require(p["train_supervision"] and all(s in SUPERVISIONS for s in p["train_supervision"]), "train_supervision",
-            p["train_supervision"], f"use names from {SUPERVISIONS}")
-    return train_configs(p)
-
-
-def model_config(p: dict, in_channels: int) -> dict:
-    """The GatModel configuration of notebook 03's parameters, plus the trained baselines' dropout."""
-    from lib.linkpred.model import ModelConfig
-
-    return {**ModelConfig(in_channels=in_channels, hidden_channels=p["gat_hidden"], out_channels=p["gat_out"],
-                          num_levels=p["gat_levels"], heads=p["gat_heads"], dropout=p["gat_dropout"],
-                          impl=p["gat_impl"]).to_dict(), "baseline_dropout": p["baseline_dropout"]}
-
-
 def summary(df, audit, verdict, results: dict, splits: dict, run_path: Path, seed_supervision: str,
             **facts) -> dict:
     """The `train_gat` section of metrics.json: `facts` (n_parameters, topic_labelled_share, seconds, skipped, ...),

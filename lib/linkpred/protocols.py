@@ -1,4 +1,4 @@
-"""Stage 3 evaluation protocols across overlapping graphs, hard negatives and a leak audit — all decided on titles.
+"""Stage 3 evaluation protocols across overlapping graphs, negative sets and a leak audit — all decided on titles.
 
 The BFS graphs of one campaign overlap heavily (the embedded demo's 12 graphs share 89–99% of their titles with each
 other; the seed's 389 graphs about 92%), so the same article pair is an edge in many graphs. Whether a held-out link
@@ -35,8 +35,8 @@ dataset, so never a positive of any role):
   "dist2":    for each positive (u, v) one pair (u, w) with w at distance exactly 2 from u in the message-passing graph,
               of u's topic where any such w has it; u is tried first, then v (under new_nodes only an unseen endpoint
               may anchor, so the negative holds an unseen title too). Every such negative has a common neighbour, so
-              "no common neighbour => link" ranks a positive without one above all of them with no learning (this set
-              was called "hard" before; it is kept for comparison).
+              "no common neighbour => link" ranks a positive without one above all of them with no learning, which this
+              set exists to show.
   "heart", "matched": `per_positive` negatives of each positive's own, sharing an endpoint with it (lib.linkpred.negatives):
               ranked hard by resource allocation, personalised PageRank and feature cosine together (HeaRT), or at the
               positive's own distance in the message passing. Scored per positive (MRR, Hits@k among its own
@@ -85,7 +85,7 @@ class EvalTask:
 
     data: the evaluation graph (x [N, F], titles, topics; edge_index = every edge it may know of);
     mp_edge_index [2, M]: edges for message passing and neighbourhood heuristics (both directions);
-    pos [2, P]: positives; neg [2, Q]: uniform negatives; neg_hard [2, H]: distance-2 negatives (set "dist2");
+    pos [2, P]: positives; neg [2, Q]: uniform negatives; neg_dist2 [2, H]: distance-2 negatives (set "dist2");
     per_positive: set name -> (pairs [2, Q], owner [Q] = the positive each belongs to) for "heart" and "matched"."""
 
     graph_id: str
@@ -94,8 +94,8 @@ class EvalTask:
     mp_edge_index: Tensor
     pos: Tensor
     neg: Tensor
-    neg_hard: Tensor
-    hard_missing: int = 0
+    neg_dist2: Tensor
+    dist2_missing: int = 0
     per_positive: dict = field(default_factory=dict)
     missing: dict = field(default_factory=dict)  # per-positive set -> positives that got no negative
 
@@ -104,7 +104,7 @@ class EvalTask:
         if which == "uniform":
             return self.neg
         if which == "dist2":
-            return self.neg_hard
+            return self.neg_dist2
         return self.per_positive[which][0] if which in self.per_positive else torch.empty(2, 0, dtype=torch.long)
 
     def owners(self, which: str) -> np.ndarray | None:
@@ -152,8 +152,9 @@ def graph_task(data: Data, protocol: str, seed: int, holdout_fraction: float = 0
     else:
         mp, pos, neg = within_graph_split(ei, n, holdout_fraction, s)
     gids = tp.gids(data)
-    hard, miss = dist2_negatives(mp, data, gids, tp, tp.edge_keys(data), pos, derive_seed(s, "hard"))
-    task = EvalTask(str(data.graph_id), protocol, data, mp, pos, neg, hard, miss)
+    # The seed's salt string is part of the published test pairs: renaming it would draw other negatives.
+    dist2, miss = dist2_negatives(mp, data, gids, tp, tp.edge_keys(data), pos, derive_seed(s, "hard"))
+    task = EvalTask(str(data.graph_id), protocol, data, mp, pos, neg, dist2, miss)
     return _with_per_positive(task, gids, tp, tp.edge_keys(data), s, per_positive)
 
 
@@ -185,8 +186,8 @@ def _heldout_task(data: Data, protocol: str, pos: Tensor, tp: TitlePairs, forbid
     mp = to_undirected(und[:, torch.from_numpy(keep)], num_nodes=data.num_nodes)
     anchors = np.flatnonzero(unseen) if unseen is not None else None
     neg = sample_global_negatives(data, gids, tp, forbidden, pos.size(1), derive_seed(seed, "neg"), anchors)
-    hard, miss = dist2_negatives(mp, data, gids, tp, forbidden, pos, derive_seed(seed, "hard"), unseen)
-    task = EvalTask(str(data.graph_id), protocol, data, mp, pos, neg, hard, miss)
+    dist2, miss = dist2_negatives(mp, data, gids, tp, forbidden, pos, derive_seed(seed, "hard"), unseen)  # salt: above
+    task = EvalTask(str(data.graph_id), protocol, data, mp, pos, neg, dist2, miss)
     return _with_per_positive(task, gids, tp, forbidden, seed, per_positive, unseen)
 
 
@@ -203,7 +204,7 @@ def _without_pairs(train_g: list[Data], drop: np.ndarray, tp: "TitlePairs") -> t
         removed += int((~keep).sum())
         h = with_edges(g, to_undirected(und[:, torch.from_numpy(keep)], num_nodes=g.num_nodes))
         # The held-out pairs must not come back as training *negatives* either: the graphs share most titles, so a
-        # held-out pair sits in many training graphs, usually at distance 2, where hard-negative sampling finds
+        # held-out pair sits in many training graphs, usually at distance 2, where dist2 sampling finds
         # it — the model would be taught that exactly the test links are non-links.
         h.held_out_pairs = local_pairs_with_keys(g, tp.gids(g), tp, drop)
         excluded += h.held_out_pairs.size(1)
@@ -242,7 +243,7 @@ def _leak_free(out: ProtocolSplit, graphs: dict, train_g: list, val_ids: list, t
     out.test = [_heldout_task(graphs[g], "leak_free", p, tp, global_links, derive_seed(seed, "test", str(g)),
                               per_positive=per_positive) for g, p in test_pos.items()]
     # Validation negatives avoid every link of the dataset, test pairs included: a test pair is usually at distance
-    # 2 in a validation graph (it was removed there), so hard negatives would pick it (7.7% of them on seed40) and
+    # 2 in a validation graph (it was removed there), so dist2 negatives would pick it (7.7% of them on seed40) and
     # epoch selection would reward scoring the test links low.
     out.val = [_heldout_task(g, "leak_free", val_pos[g.graph_id], tp, global_links,
                              derive_seed(seed, "val", str(g.graph_id)), per_positive=per_positive)

@@ -78,27 +78,27 @@ def supervision_pairs(data: Data, cfg: TrainConfig, epoch: int, step: int) -> tu
 
 
 def training_negatives(data: Data, mp: Tensor, pos: Tensor, cfg: TrainConfig, epoch: int, step: int) -> Tensor:
-    """round(P · neg_rate) non-edges [2, Q] of a training graph for one step: uniform, except a `hard_negative_share`
+    """round(P · neg_rate) non-edges [2, Q] of a training graph for one step: uniform, except a `dist2_negative_share`
     of them at distance exactly 2 from a (seeded) positive's endpoint in the step's message passing — HeaRT's idea
     (Li et al., 2023) used in training, so a model learns what separates a link from a near miss — and a
     `matched_negative_share` at a (seeded) positive's own distance from its first endpoint (lib.linkpred.negatives, the
     "matched" set), where "has a common neighbour" separates nothing."""
     n_neg = round(pos.size(1) * cfg.neg_rate)
-    n_hard = round(cfg.hard_negative_share * n_neg)
+    n_dist2 = round(cfg.dist2_negative_share * n_neg)
     n_matched = round(cfg.matched_negative_share * n_neg)
     excluded = training_exclusions(data)  # edges, and under leak_free the held-out pairs (never a training negative)
-    uni = sample_negatives(excluded, data.num_nodes, n_neg - n_hard - n_matched,
+    uni = sample_negatives(excluded, data.num_nodes, n_neg - n_dist2 - n_matched,
                            derive_seed(cfg.seed, "train-neg", epoch, step))
-    if n_hard == 0 and n_matched == 0:
+    if n_dist2 == 0 and n_matched == 0:
         return uni
     from lib.linkpred.sampling import dist2_negatives
 
     out = [uni]
     tp = TitlePairs([data])
     forbidden = tp.edge_keys(data, excluded)
-    if n_hard:
+    if n_dist2:  # the salts keep their first spelling: they are part of every published run's training pairs
         g = torch.Generator().manual_seed(derive_seed(cfg.seed, "train-hard-anchors", epoch, step))
-        anchors = pos[:, torch.randperm(pos.size(1), generator=g)[:n_hard]]
+        anchors = pos[:, torch.randperm(pos.size(1), generator=g)[:n_dist2]]
         out.append(dist2_negatives(mp.cpu(), data, tp.gids(data), tp, forbidden, anchors.cpu(),
                                   derive_seed(cfg.seed, "train-hard", epoch, step))[0])
     if n_matched:

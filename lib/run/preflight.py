@@ -65,30 +65,6 @@ def _crawl(p: dict) -> None:  # beyond the config: the roots file must exist and
         check_campaign(read_roots(resolve(p["roots_file"])), p["max_nodes"])
 
 
-def _embed(p: dict) -> None:
-    from lib.embed import dataset
-
-    dataset.check_params(p)
-
-
-def _train(p: dict) -> None:
-    from lib.linkpred import experiment
-
-    experiment.check_params(p)
-
-
-def _beyond(p: dict) -> None:
-    from lib.linkpred import beyond_run
-
-    beyond_run.check_params(p)
-
-
-def _aauc(p: dict) -> None:
-    from lib.aauc import study
-
-    study.check_params(p)
-
-
 def _distill(p: dict) -> None:
     from lib.distill import grid
 
@@ -103,8 +79,7 @@ def _kd(p: dict) -> None:
 
 # Each stage's own check, imported when its notebook is planned (stages 5 and 6 load transformers).
 STAGE_CHECKS: dict[str, Callable[[dict], None]] = {
-    "01_crawl.ipynb": _crawl, "02_embed.ipynb": _embed, "03_train_gat.ipynb": _train, "03b_beyond_seed.ipynb": _beyond,
-    "04_aauc_analysis.ipynb": _aauc, "05_attention_distillation.ipynb": _distill, "06_kd_probing.ipynb": _kd}
+    "01_crawl.ipynb": _crawl, "05_attention_distillation.ipynb": _distill, "06_kd_probing.ipynb": _kd}
 
 
 def check_device(p: dict) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -110,10 +111,28 @@ def _relative_papermill_paths(nb_path: Path) -> None:
     atomic_write_text(nb_path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
 
 
+_DIST2 = re.compile(r"(?<![a-z0-9])hard(?![a-z0-9])")
+
+
+def current_names(metrics: dict) -> dict:
+    """The one read-time mapping of a published metrics.json to today's names: stage 3's distance-2 negative set is
+    `dist2` in keys ("shortcut_dist2_auc", "test_neg_dist2_pairs") and values ("negatives": "dist2"); runs made before
+    it had that name spell it `hard`."""
+
+    def fix(obj):
+        if isinstance(obj, dict):
+            return {_DIST2.sub("dist2", k) if isinstance(k, str) else k: fix(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [fix(v) for v in obj]
+        return "dist2" if obj == "hard" else obj
+
+    return {k: fix(v) if k in ("train_gat", "beyond") else v for k, v in metrics.items()}
+
+
 def reference_runs(ref: Path = REFERENCE) -> dict[str, dict]:
     """{run name: metrics dict} of every reference run folder with a metrics.json, the seed-experiment runs first by
     number of training graphs, then the others (e.g. distillation) by name."""
-    runs = {p.parent.name: load_json(p) for p in ref.glob("*/metrics.json")}
+    runs = {p.parent.name: current_names(load_json(p)) for p in ref.glob("*/metrics.json")}
     for name, m in runs.items():  # the link source, for the tables and headline that show each source side by side
         crawl = read_json(ref / name / "params_01_crawl.json").get("params") or {}
         m.setdefault("link_source", crawl.get("source", "embedded"))
@@ -172,7 +191,6 @@ STRUCTURE_TEXT = ("Notebook 03b, pairs and message passing only, mean over seeds
                   "own distance, so there the shortcut scores AUC 0.5; `heart` negatives are the heuristics' own "
                   "favourite candidates. Where validation and test differ in the share of positives without a common "
                   "neighbour, validation measures another task than test.")
-HARD_TEXT = " A set named `hard` is the `dist2` set as the run that wrote these rows names it."
 STRATA_TEXT = ("Notebook 03b, mean over seeds: the graph model chosen on validation minus the bar, computed separately "
                "over the test positives that have a common neighbour in the message passing and over those that have "
                "none (each against the same negatives). A model that only wins where a common neighbour exists has "
@@ -210,7 +228,7 @@ def _sections(runs: dict[str, dict], full: bool) -> list[tuple[str, str, object]
     return out + [
         ("Do learned decoders beat the heuristics (notebook 03b)?", GOAL_TEXT, goal_table(runs)),
         ("Can one structural bit solve a negative set, and does validation measure what test measures?",
-         STRUCTURE_TEXT + (HARD_TEXT if "hard" in set(structure.get("negatives", ())) else ""), structure),
+         STRUCTURE_TEXT, structure),
     ] + ([("Does the model win with and without a common neighbour?", STRATA_TEXT, strata_table(runs))] if full else []) + [
         ("How much do the offline graphs overlap?", OVERLAP_TEXT, overlap_table(runs)),
         ("Does MiniLM distillation beat its undistilled control (notebook 05)?", DISTILL_TEXT, once(distill_table(runs))),

@@ -99,7 +99,7 @@ def structure_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Per run, protocol and per-positive-style negative set where notebook 03b stored it (beyond.structure):
     validation against test tasks — share of positives with no common neighbour — the test AUC / MRR of the
     no-common-neighbour shortcut on that set, and the graph model chosen for it on validation with its validation and
-    test numbers. A run whose rows name the dist2 set "hard" is shown under that name."""
+    test numbers."""
     rows = []
     for name, m in runs.items():
         b = m.get("beyond", {})
@@ -112,7 +112,7 @@ def structure_table(runs: dict[str, dict]) -> pd.DataFrame:
             v, t = st.get((p, "val")), st.get((p, "test"))
             if not (v and t):
                 continue
-            for n in ("hard", "dist2", "heart", "matched"):
+            for n in ("dist2", "heart", "matched"):
                 g = gaps.get((p, n))
                 if g is None:
                     continue
