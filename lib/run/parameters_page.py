@@ -64,6 +64,7 @@ def render(configs: dict[str, type[StageParams]], profiles: dict[str, dict], not
     name -> the values it sets; notebooks: every numbered notebook, in order (those without a config are listed as
     declaring their parameters in their own cell); summaries: profile file name -> what it is for."""
     rows = {nb: cls.reference() for nb, cls in configs.items()}
+    notebooks = list(dict.fromkeys([*notebooks, *sorted(configs)]))  # a config of a notebook not on the list too
     declared: dict[str, list[str]] = {}
     for nb in notebooks:
         for r in rows.get(nb, []):
