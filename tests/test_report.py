@@ -1,4 +1,5 @@
-"""README results are generated from the committed reference runs, and the reference folder holds small files only."""
+"""The README's findings and docs/results.md are generated from the committed reference runs, and the reference folder
+holds small files only."""
 import json
 
 import pytest
@@ -7,8 +8,8 @@ from lib.common.paths import OUTPUTS, ROOT
 from lib.run import report
 
 
-def test_readme_results_block_matches_the_committed_metrics():
-    assert report.main(["--check"]) == 0, "run `python -m lib.run.report` and commit README.md"
+def test_generated_blocks_and_pages_match_the_committed_runs_and_configs():
+    assert report.main(["--check"]) == 0, "run `python -m lib.run.report` and commit README.md and docs/"
 
 
 def test_reference_runs_hold_small_files_only():
@@ -40,16 +41,26 @@ def test_render_puts_each_runs_numbers_beside_the_seeds():
     assert text.startswith(report.BEGIN) and text.endswith(report.END)
 
 
-def test_check_fails_when_the_readme_is_stale(tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n{report.BEGIN}\nold numbers\n{report.END}\n")
-    assert report.main(["--check", "--readme", str(readme)]) == 1
+def test_check_fails_when_a_generated_block_or_page_is_stale(tmp_path):
+    runs = report.reference_runs()
+    readme, results, params = tmp_path / "README.md", tmp_path / "results.md", tmp_path / "parameters.md"
+    current_readme = (f"# x\n{report.render_findings(runs)}\n\n{report.render_timings(report.load_timings())}\n")
+    readme.write_text(current_readme)
+    results.write_text(f"# Results\n{report.render(runs)}\n")
+    params.write_text(report.parameters_page.current())
+    args = ["--check", "--readme", str(readme), "--results", str(results), "--parameters", str(params)]
+    assert report.main(args) == 0
+    for path, stale in ((readme, current_readme.replace(report.FEND, "old findings\n" + report.FEND)),
+                        (readme, current_readme.replace(report.TEND, "old timings\n" + report.TEND)),
+                        (results, f"# Results\n{report.BEGIN}\nold numbers\n{report.END}\n"),
+                        (params, "# Parameters\nold\n")):
+        before = path.read_text()
+        path.write_text(stale)
+        assert report.main(args) == 1, path.name
+        path.write_text(before)
     readme.write_text("# no markers\n")
     with pytest.raises(ValueError, match="no generated-block markers"):
-        report.main(["--check", "--readme", str(readme)])
-    current = report.render(report.reference_runs())  # results current, timings block stale
-    readme.write_text(f"# x\n{current}\n{report.TBEGIN}\nold timings\n{report.TEND}\n")
-    assert report.main(["--check", "--readme", str(readme)]) == 1
+        report.main(args)
 
 
 def test_publish_copies_small_results_keeps_the_run_notes_and_leaves_checkpoints_out(tmp_path):
@@ -324,6 +335,20 @@ def test_committed_reference_notebooks_name_no_absolute_path_in_their_papermill_
         pm = json.loads(p.read_text(encoding="utf-8")).get("metadata", {}).get("papermill", {})
         for key in ("input_path", "output_path"):
             assert not str(pm.get(key, "")).startswith("/"), f"{p}: papermill {key} is {pm[key]!r}"
+
+
+def test_the_readme_findings_link_every_number_to_its_run(tmp_path):
+    from lib.run.brief import brief
+
+    runs = {"fake40": _fake_run(0.8123, 0.0456, 0.7), "fake180": _fake_run(0.85, 0.01, 0.75)}
+    runs["fake180"]["train_gat"]["splits"]["0"]["train"] = ["a"] * 170
+    runs["fake180"]["train_gat"]["splits"]["0"]["val"] = ["b"] * 10
+    lines = brief(runs, tmp_path)
+    text = "\n".join(lines)
+    assert "[0.812][fake40] / [0.850][fake180] with 40 / 180 on title mentions" in text
+    assert "rises [0.700][fake40] → [0.750][fake180] on title mentions" in text
+    assert lines[-3:] == ["[fake40]: outputs/reference/fake40/", "[fake180]: outputs/reference/fake180/", ""]
+    assert all(len(x) <= 200 for x in lines) and not any(x.startswith("- **Distillation") for x in lines)
 
 
 def test_published_metrics_are_read_in_todays_names():

@@ -209,19 +209,18 @@ def test_dry_run_validates_prints_the_plan_and_runs_nothing(project, capsys):
 
 
 def _runner_examples() -> list[str]:
-    """Every `python -m lib.run.runner ...` command in the runner's --help text and in README.md (fenced command blocks
-    and inline code), as argument strings."""
+    """Every `python -m lib.run.runner ...` command in the runner's --help text, README.md and docs/*.md (fenced
+    command blocks and inline code), as argument strings."""
     import re
 
     import lib.run.runner
     from lib.common.paths import ROOT
 
     texts = [lib.run.runner.__doc__]
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    fenced = re.findall(r"```[a-z]*\n(.*?)```", readme, flags=re.S)
-    texts += fenced
-    inline = re.findall(r"`([^`\n]*python -m lib\.runner[^`\n]*)`", re.sub(r"```.*?```", "", readme, flags=re.S))
-    texts += inline
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        md = page.read_text(encoding="utf-8")
+        texts += re.findall(r"```[a-z]*\n(.*?)```", md, flags=re.S)
+        texts += re.findall(r"`([^`\n]*python -m lib\.run\.runner[^`\n]*)`", re.sub(r"```.*?```", "", md, flags=re.S))
     found = []
     for text in texts:
         for line in text.splitlines():
@@ -234,7 +233,7 @@ def test_every_runner_example_in_help_and_readme_parses(tmp_path):
     import shlex
 
     examples = _runner_examples()
-    assert len(examples) >= 8, examples  # help has 5, README at least 3: the extraction itself must work
+    assert len(examples) >= 12, examples  # help has 5, the README and docs more: the extraction itself must work
     for ex in examples:  # into an empty outputs folder: a demo run made earlier would refuse other parameters
         assert main([*shlex.split(ex), "--dry-run", "--outputs", str(tmp_path)]) == 0, (
             f"example does not parse: python -m lib.run.runner {ex}")

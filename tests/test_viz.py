@@ -58,7 +58,7 @@ def test_the_notebook_figures_are_drawn_and_written_by_lib(tmp_path):
     import numpy as np
     import pandas as pd
 
-    from lib.viz.figures import beyond_bars, pca_topics, protocol_bars
+    from lib.viz.figures import pca_topics, protocol_bars
 
     rng = np.random.default_rng(0)
     titles = [f"t{i}" for i in range(40)]
@@ -66,15 +66,37 @@ def test_the_notebook_figures_are_drawn_and_written_by_lib(tmp_path):
                                                          enumerate(titles[:30])}, 0, tmp_path / "f" / "pca.png")
     assert (tmp_path / "f" / "pca.png").stat().st_size > 0  # the folder is made first
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["Uncategorized (15)", "unknown (10)", "A (15)"]
-    means = pd.DataFrame([{"protocol": p, "negatives": n, "model": m, "supervision": sv, "auc": 0.7, "auc_std": 0.01}
+    means = pd.DataFrame([{"protocol": p, "negatives": n, "model": m, "supervision": sv, "auc": auc, "auc_std": 0.01}
                           for p in ("seed", "leak_free") for n in ("uniform", "dist2")
-                          for m, sv in (("gat_model", "mp"), ("gat_model", "disjoint"), ("cosine", "none"))])
-    fig = protocol_bars(means, ["gat_model", "cosine"], ["uniform", "dist2"], ["seed", "leak_free"], 3, tmp_path / "p.png")
-    assert [a.get_visible() for a in fig.axes] == [True, True, False, False] and (tmp_path / "p.png").is_file()
-    assert len(fig.axes[0].patches) == 3 * 2  # three model · supervision bars at each of two protocols
-    rows = means.rename(columns={"auc_std": "mrr"}).assign(seed=0)
-    fig = beyond_bars(rows, ["cosine", "gat_model", "absent"], 1, hatched=("cosine",))
-    assert len(fig.axes[0].patches) == 2 * 4 and fig.axes[0].patches[0].get_hatch() == "//"
+                          for m, sv, auc in (("gat_model", "mp", 0.7), ("gat_model", "disjoint", 0.7),
+                                             ("cosine", "none", 0.8), ("pref_attach", "none", 0.6))
+                          if (p, n) != ("seed", "dist2")])  # a set a protocol cannot have has no rows
+    fig = protocol_bars(means, ["gat_model", "cosine", "pref_attach"], ["uniform", "dist2"], ["seed", "leak_free"], 3,
+                        tmp_path / "p.png")
+    assert len(fig.axes) == 2 and (tmp_path / "p.png").is_file()
+    # two gat_model · supervision bars and the strongest heuristic, named on its bar, at each of two protocols
+    assert len(fig.axes[0].patches) == 3 * 2 and [t.get_text() for t in fig.axes[0].texts] == ["cosine", "cosine"]
+    assert [t.get_text() for t in fig.axes[1].texts] == ["cosine", "no dist2\nnegatives"]
+
+
+def test_the_03b_figure_shows_the_chosen_model_beside_the_bar_and_the_shortcut(tmp_path):
+    import pandas as pd
+
+    from lib.viz.figures import beyond_bars
+
+    score = {"gat_a": 0.9, "gat_b": 0.8, "heuristic_stack": 0.85, "cosine": 0.7, "no_cn_shortcut": 0.4, "mlp": 0.6}
+    rows = pd.DataFrame([{"seed": s, "protocol": p, "negatives": n, "model": m, "auc": a - s / 100, "mrr": a / 2,
+                          "val_auc": {"gat_a": 0.7, "gat_b": 0.8}.get(m)}
+                         for s in (0, 1) for p in ("leak_free", "new_nodes") for n in ("uniform", "dist2")
+                         for m, a in score.items()])
+    fig = beyond_bars(rows, [m for m in score if m != "mlp"], 2, hatched=("heuristic_stack",), path=tmp_path / "b.png")
+    auc, mrr = fig.axes[0], fig.axes[2]  # rows: AUC, MRR; columns: uniform, dist2
+    assert [a.get_title() for a in fig.axes[:2]] == ["uniform negatives", "dist2 negatives"]
+    assert len(auc.patches) == 3 * 2 and len(mrr.patches) == 3 * 2  # chosen, bar, shortcut at two protocols
+    # chosen on validation (gat_b), not the test-best gat_a; the bar is the stack, hatched; the rest is left out
+    assert [t.get_text() for t in auc.texts] == ["gat_b", "gat_b", "heuristic_stack", "heuristic_stack"]
+    assert [p.get_hatch() for p in auc.patches] == [None, None, "//", "//", None, None]
+    assert round(auc.patches[0].get_height(), 3) == 0.795 and (tmp_path / "b.png").is_file()
 
 
 def test_degree_distribution_counts_degrees_and_writes_the_png(tmp_path):
@@ -85,7 +107,7 @@ def test_degree_distribution_counts_degrees_and_writes_the_png(tmp_path):
     star = Graph(["Hub", "A", "B", "C"], [(0, 1), (0, 2), (0, 3)], [None] * 4, {"root": "Hub"})
     fig = degree_distribution([star], pd.DataFrame({"root": ["Hub"], "leaf_share": [0.75]}), tmp_path / "d.png")
     x, y = fig.axes[0].lines[0].get_data()
-    assert list(x) == [1, 3] and list(y) == [3, 1]  # three leaves of degree 1, the hub of degree 3
+    assert list(x) == [1, 2, 3] and list(y) == [1, 0.25, 0.25]  # share of nodes of degree >= k: 3 leaves, a hub of 3
     assert (tmp_path / "d.png").stat().st_size > 0
 
 

@@ -41,19 +41,24 @@ def branch_table(branches: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_groups(topics: pd.DataFrame, branches: pd.DataFrame, path=None):
-    """Bars of A-AUC per topic (left) and inside / across BFS branches (right, a branch_table), chance at 0.5."""
+    """A-AUC per topic (left, one horizontal bar per topic in the table's order) and inside / across BFS branches
+    (right, a branch_table); chance at 0.5."""
     import matplotlib.pyplot as plt
 
     from lib.viz.figures import saved
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [3, 1]})
     tt = topics[topics["aauc"].notna()]
-    a.bar(tt.index, tt["aauc"], yerr=tt["aauc_std"].fillna(0), capsize=2, color="C1")
-    a.axhline(0.5, color="grey", lw=0.8, ls=":")
-    a.set(ylabel="A-AUC (mean over test graphs and seeds)", title="pairs inside one topic")
-    a.tick_params(axis="x", labelrotation=60, labelsize=7)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, max(3.2, 0.28 * len(tt) + 1.4)),
+                               gridspec_kw={"width_ratios": [2.2, 1]})
+    a.barh(tt.index, tt["aauc"], xerr=tt["aauc_std"].fillna(0), capsize=2, color="C1")
+    a.invert_yaxis()
+    a.axvline(0.5, color="grey", lw=0.8, ls=":")
+    a.tick_params(axis="y", labelsize=8)
+    a.set(xlabel="A-AUC (mean ± std over test graphs and seeds)", xlim=(0, 1),
+          title="A-AUC among the pairs inside one topic")
+    if tt.empty:
+        a.text(0.5, 0.5, "no topic labels in this run", ha="center", transform=a.transAxes)
     b.bar(branches.index, branches["aauc"], yerr=branches["aauc_std"].fillna(0), capsize=3, color="C2")
     b.axhline(0.5, color="grey", lw=0.8, ls=":")
-    b.set(title="BFS branches", ylim=(0, 1))
-    fig.tight_layout()
+    b.set(ylabel="A-AUC", title="pairs inside one BFS branch\nor across two", ylim=(0, 1))
     return saved(fig, path)

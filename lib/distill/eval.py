@@ -161,34 +161,73 @@ def speed_table(teacher: Encoder, assistant: Encoder, texts: list[str], max_seq_
     return df
 
 
-def plot_loss_curves(hist: dict, path: str | os.PathLike | None = None):
-    """One panel per loss term (L_AT, L_VR, L_VMSE, total), one line per run."""
+LOSS_NAMES = {"L_AT": "L_AT (attention KL)", "L_VR": "L_VR (value-relation KL)", "L_VMSE": "L_VMSE (value MSE)",
+              "loss": "total loss"}
+
+
+def _loss_rows(hist: dict, per_row: int) -> list[list[str]]:
+    """Runs grouped by their number of steps (one stage's runs share a budget), longest first, each group cut into
+    rows of at most `per_row` runs of about equal size."""
+    groups: dict[int, list[str]] = {}
+    for name, h in hist.items():
+        groups.setdefault(len(h), []).append(name)
+    rows = []
+    for _, names in sorted(groups.items(), reverse=True):
+        k = -(-len(names) // per_row)
+        size = -(-len(names) // k)
+        rows += [names[i:i + size] for i in range(0, len(names), size)]
+    return rows
+
+
+def plot_loss_curves(hist: dict, path: str | os.PathLike | None = None, points: int = 100, per_row: int = 8):
+    """One column per loss term (L_AT, L_VR, L_VMSE, total) and one row per group of at most `per_row` runs (runs of
+    one step budget together), each row with its own legend; a run of more than `points` steps is drawn as its
+    rolling mean over len/points steps (the raw per-step losses of long runs overlap into a band)."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     terms = [t for t in ("L_AT", "L_VR", "L_VMSE", "loss") if any(t in h for h in hist.values())]
-    fig, axes = plt.subplots(1, len(terms), figsize=(4.2 * len(terms), 3.4), squeeze=False)
-    for ax, t in zip(axes[0], terms):
-        for name, h in hist.items():
-            if t in h:
-                ax.plot(h.step, h[t], label=name, lw=1)
-        ax.set(title=t, xlabel="step", yscale="log")
-    axes[0][-1].legend(fontsize=6, loc="upper right")
-    return saved(fig, path, 110)
+    rows = _loss_rows(hist, per_row)
+    fig, axes = plt.subplots(len(rows), len(terms), figsize=(3.4 * len(terms) + 2.6, 2.8 * len(rows) + 0.5),
+                             squeeze=False)
+    window = max(1, max((len(h) for h in hist.values()), default=1) // points)
+    for r, names in enumerate(rows):
+        for ax, t in zip(axes[r], terms):
+            for i, name in enumerate(names):
+                h = hist[name]
+                if t in h and h[t].notna().any():
+                    ax.plot(h.step, h[t].rolling(window, min_periods=1).mean(), label=name, lw=1, color=f"C{i}")
+            if not ax.lines:
+                ax.set_visible(False)
+                continue
+            ax.set(yscale="log", xlabel="step" if r == len(rows) - 1 else None)
+            ax.yaxis.set_minor_formatter(NullFormatter())
+            if r == 0:
+                ax.set_title(LOSS_NAMES[t], fontsize=9)
+        handles = [plt.Line2D([], [], color=f"C{i}") for i in range(len(names))]
+        axes[r][-1].legend(handles, names, fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+        axes[r][-1].set_visible(True)
+    fig.suptitle("Distillation losses per step" + (f" (rolling mean over {window} steps)" if window > 1 else ""),
+                 fontsize=10)
+    return saved(fig, path, 110, outer_legend=True)
 
 
 def plot_attention_maps(maps: dict, heads=(0, 1, 2, 3), path: str | os.PathLike | None = None):
     """Supplement Figures 1-3: rows = models, columns = last-layer heads; maps: name -> ([H, T, T], tokens)."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(maps), len(heads), figsize=(3.2 * len(heads), 3.2 * len(maps)), squeeze=False)
+    fig, axes = plt.subplots(len(maps), len(heads), figsize=(3.4 * len(heads), 4.0 * len(maps) + 0.4), squeeze=False)
     for r, (name, (att, toks)) in enumerate(maps.items()):
+        size = 7 if len(toks) <= 24 else 5.5
         for c, h in enumerate(heads):
             ax = axes[r][c]
             ax.imshow(att[h], cmap="viridis", vmin=0, vmax=1)
-            ax.set_title(f"{name}\nhead {h}", fontsize=7)
-            ax.set_xticks(range(len(toks)), toks, rotation=90, fontsize=4)
-            ax.set_yticks(range(len(toks)), toks, fontsize=4)
-    return saved(fig, path, 130)
+            ax.set_title(f"{name} · head {h}", fontsize=8)
+            ax.set_xticks(range(len(toks)), toks, rotation=90, fontsize=size)
+            ax.set_yticks(range(len(toks)), toks if c == 0 else [], fontsize=size)
+    fig.suptitle("Last-layer attention over one sentence: row = query token, column = key token; colour = attention "
+                 "probability, dark 0 to yellow 1", fontsize=10)
+    return saved(fig, path, 130, rect=(0, 0, 1, 0.98))
 
 
 def plot_versus_control(vs: pd.DataFrame, metric: str = "task_test", path: str | os.PathLike | None = None):
@@ -295,6 +334,11 @@ def curve_trends(curves: dict[str, pd.DataFrame], results: pd.DataFrame, metrics
     return out
 
 
+CURVE_NAMES = {"fid_cosine": "fidelity: cosine to the teacher's embedding", "fid_spearman": "fidelity: Spearman",
+               "polarity_test": "polarity: test accuracy (linear probe)",
+               "topic_test": "topic: test accuracy (linear probe)"}
+
+
 def plot_learning_curves(curves: dict[str, pd.DataFrame], results: pd.DataFrame, metrics=CURVE_METRICS,
                          path: str | os.PathLike | None = None):
     """One panel per metric: mean over seeds (band: min-max) of every (student, init, method) against steps; the
@@ -302,18 +346,24 @@ def plot_learning_curves(curves: dict[str, pd.DataFrame], results: pd.DataFrame,
     import matplotlib.pyplot as plt
 
     meta = results.set_index("model")
-    long = pd.concat([c.assign(student=meta.loc[n, "student"], init=meta.loc[n, "init"], method=meta.loc[n, "method"])
-                      for n, c in curves.items() if n in meta.index], ignore_index=True)
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 3.6), squeeze=False)
+    long = pd.concat([c.assign(student=meta.loc[n, "student"], init=meta.loc[n, "init"], method=meta.loc[n, "method"],
+                               seed=meta.loc[n, "seed"]) for n, c in curves.items() if n in meta.index], ignore_index=True)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.4 * len(metrics), 3.6), squeeze=False)
     refs = results[results.stage == "reference"].set_index("method")
     for ax, m in zip(axes[0], metrics):
         for i, (key, g) in enumerate(long.groupby(["student", "init", "method"], sort=False)):
             s = g.groupby("step")[m]
-            ax.plot(s.mean().index, s.mean(), color=f"C{i}", lw=1.4, label=" ".join(key))
+            seeds = g["seed"].nunique()
+            ax.plot(s.mean().index, s.mean(), color=f"C{i}", lw=1.4, label=f"{' '.join(key)} ({seeds} seed"
+                                                                           f"{'s' * (seeds != 1)})")
             ax.fill_between(s.mean().index, s.min(), s.max(), color=f"C{i}", alpha=0.15, lw=0)
         for ls, who in (("--", "teacher"), (":", "assistant (pre-trained)")):
             if who in refs.index and m in refs:
                 ax.axhline(float(refs.loc[who, m]), color="0.3", ls=ls, lw=1, label=who)
-        ax.set(title=m, xlabel="step")
-    axes[0][-1].legend(fontsize=6, loc="lower right")
-    return saved(fig, path, 110)
+        ax.set(xlabel="distillation step")
+        ax.set_title(CURVE_NAMES.get(m, m), fontsize=9)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False,
+               title="student init method (line: mean, band: min–max)", title_fontsize=7)
+    fig.suptitle("Learning curves of the task-agnostic students (step 0 = the undistilled control)", fontsize=10)
+    return saved(fig, path, 110, outer_legend=True)

@@ -4,7 +4,8 @@
     torchrun --nproc_per_node 2 -m lib.run.distributed gat     --params params/demo.yaml params/cpu.yaml
     torchrun --nproc_per_node 2 -m lib.run.distributed distill --params params/demo.yaml params/cpu.yaml
     torchrun --nproc_per_node 2 -m lib.run.distributed embed   --params params/demo.yaml params/cpu.yaml
-    (`python -m lib.run.distributed ...` without torchrun is the same job in one process; README: several nodes, SLURM.)
+    (`python -m lib.run.distributed ...` without torchrun is the same job in one process; docs/scale-out.md: several
+    nodes, SLURM.)
 
 Every rank holds a whole replica inside DistributedDataParallel (gloo when `device` is "cpu", nccl for "cuda"; a
 missing GPU is lib.common.device's error). A step's global batch of G examples is cut in rank order, G / W per rank (W

@@ -213,9 +213,9 @@ def _probe_parts(results: pd.DataFrame) -> list[str]:
     return out
 
 
-def distillation(runs: dict[str, dict], ref: Path = REFERENCE) -> str | None:
-    """The stage-5 finding: from the committed run with the most optimiser steps per student, if it has at least
-    RESULT_STEPS; runs below that are named as pipeline checks (and carry the line only when nothing else exists)."""
+def distill_runs(runs: dict[str, dict], ref: Path = REFERENCE) -> tuple[dict, list[str], list[str]]:
+    """The runs that hold notebook-05 rows, each set of rows once: ({run: (steps, _lp_parts, _probe_parts)}, the
+    runs with at least RESULT_STEPS steps and probe rows (results), the others (pipeline checks))."""
     seen, found, steps_of = set(), {}, {r: _steps(r, ref) for r in runs}
     # a run that holds its own notebook-05 parameters first: it made the rows others may only repeat
     for run in sorted(runs, key=lambda r: steps_of[r] is None):
@@ -227,7 +227,13 @@ def distillation(runs: dict[str, dict], ref: Path = REFERENCE) -> str | None:
         seen.add(key)
         found[run] = (steps_of[run], _lp_parts(lp), _probe_parts(res))
     results = [r for r, (steps, _, probes) in found.items() if steps is not None and steps >= RESULT_STEPS and probes]
-    checks = [r for r in found if r not in results]
+    return found, results, [r for r in found if r not in results]
+
+
+def distillation(runs: dict[str, dict], ref: Path = REFERENCE) -> str | None:
+    """The stage-5 finding: from the committed run with the most optimiser steps per student, if it has at least
+    RESULT_STEPS; runs below that are named as pipeline checks (and carry the line only when nothing else exists)."""
+    found, results, checks = distill_runs(runs, ref)
     if results:
         run = max(results, key=lambda r: found[r][0])
         steps, lp_parts, probes = found[run]

@@ -1,10 +1,11 @@
-"""README "Results": tables generated from the committed reference runs in outputs/reference/<run>/metrics.json.
+"""Generated documentation: the README's findings and timings, docs/results.md (every results table, from the committed
+reference runs in outputs/reference/<run>/) and docs/parameters.md (from the typed stage configs and params/*.yaml).
 
-    python -m lib.run.report                  # rewrite the README block between the results markers and the figure
+    python -m lib.run.report                  # rewrite every generated block and page, and the size figure
     python -m lib.run.report --publish seed40 # copy outputs/seed40's small result files to outputs/reference/seed40/ first
-    python -m lib.run.report --check          # exit 1 when the README block differs from the files (a test runs this)
+    python -m lib.run.report --check          # exit 1 when a generated block or page differs (a test runs this)
 
-Nothing here is typed by hand: every number comes from a reference run's metrics.json (written by notebooks 03/03b),
+Nothing here is typed by hand: every number comes from a reference run's metrics.json (written by the notebooks),
 the seed report's numbers from lib.metrics.link.SEED_REPORTED.
 """
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 
 from lib.common.paths import OUTPUTS, ROOT, atomic_write_text
 from lib.common.runinfo import load_json, read_json
+from lib.run import parameters_page
+from lib.run.brief import brief
 from lib.run.headline import headline
 from lib.run.tables import (
     _n_train,
@@ -35,7 +38,9 @@ from lib.run.tables import (
 from lib.viz.figures import saved
 
 REFERENCE = OUTPUTS / "reference"
-BEGIN, END = "<!-- results:begin (python -m lib.run.report) -->", "<!-- results:end -->"
+RESULTS = ROOT / "docs" / "results.md"
+BEGIN, END = "<!-- results:begin (python -m lib.run.report) -->", "<!-- results:end -->"  # in docs/results.md
+FBEGIN, FEND = "<!-- findings:begin (python -m lib.run.report) -->", "<!-- findings:end -->"  # in README.md
 FIGURE = "auc_aauc_vs_size.png"
 # How long the README's two commands take, measured from a fresh clone by scripts/time_loop.py.
 TIMINGS = REFERENCE / "loop" / "timings.json"
@@ -141,6 +146,7 @@ def plot_size(runs: dict[str, dict], path: Path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from lib.linkpred.sampling import PROTOCOLS
     from lib.metrics.link import SEED_REPORTED
 
     t = seed_table(runs)
@@ -151,7 +157,8 @@ def plot_size(runs: dict[str, dict], path: Path):
         ax.plot([r["train_graphs"] for r in SEED_REPORTED], [r["auc"] for r in SEED_REPORTED], "k*-", label="seed AUC")
         ax.plot([r["train_graphs"] for r in SEED_REPORTED], [r["aauc"] for r in SEED_REPORTED], "k*:",
                 label="seed A-AUC")
-        for i, (p, g) in enumerate(t[t["links"] == links].groupby("protocol")):
+        for p, g in t[t["links"] == links].groupby("protocol"):
+            i = PROTOCOLS.index(p)  # one colour per protocol in every panel
             g = g.sort_values("train graphs")
             x = g["train graphs"]
             ax.plot(x, [float(v.split(" ")[0]) for v in g["AUC"]], "o-", color=f"C{i}", label=f"AUC · {p}")
@@ -214,13 +221,14 @@ def _md(t) -> str:
 def _sections(runs: dict[str, dict], full: bool) -> list[tuple[str, str, object]]:
     """(question, what the table holds, table) of the results; `full` adds the long per-set heuristic table (the
     reference READMEs) where the README keeps to one small table per question."""
+    structure = structure_table(runs)
     out = [("Does the seed's GatModel reproduce, and does it predict links it never saw?", SEED_TEXT, seed_table(runs))]
     if full:
         out.append(("Every protocol and negative set against the heuristics", HEURISTIC_TEXT, heuristic_table(runs)))
     return out + [
         ("Do learned decoders beat the heuristics (notebook 03b)?", GOAL_TEXT, goal_table(runs)),
         ("Can one structural bit solve a negative set, and does validation measure what test measures?",
-         STRUCTURE_TEXT, structure_table(runs)),
+         STRUCTURE_TEXT, structure),
     ] + ([("Does the model win with and without a common neighbour?", STRATA_TEXT, strata_table(runs))] if full else []) + [
         ("How much do the offline graphs overlap?", OVERLAP_TEXT, overlap_table(runs)),
         ("Does MiniLM distillation beat its undistilled control (notebook 05)?", DISTILL_TEXT, once(distill_table(runs))),
@@ -230,21 +238,30 @@ def _sections(runs: dict[str, dict], full: bool) -> list[tuple[str, str, object]
          if full else [])
 
 
-def render(runs: dict[str, dict], ref: Path = REFERENCE) -> str:
-    """The README block (Markdown) for these runs: the headline findings, then one small table per question, each
-    run listed once."""
+def render(runs: dict[str, dict], ref: Path = REFERENCE, base: str = "../") -> str:
+    """The results block (Markdown) of docs/results.md for these runs: the headline findings, then one table per
+    question, each run listed once. `base` leads from the page to the repository root."""
     if not runs:
         return f"{BEGIN}\nNo reference run is committed yet.\n{END}"
     parts = [BEGIN, "", "**Headline** (each line printed from the committed runs' files by `lib/run/headline.py`):", ""]
-    parts += [f"- {line}" for line in headline(runs, ref)] + [""]
+    parts += [f"- {line}".replace("](outputs/", f"]({base}outputs/") for line in headline(runs, ref)] + [""]
     for i, (question, text, table) in enumerate(_sections(runs, full=False)):
         if len(table):
-            parts += [f"**{question}** {text}", "", _md(table), ""]
+            parts += [f"### {question}", "", text, "", _md(table), ""]
         if i == 0:
-            parts += [f"![AUC and A-AUC against training-set size](outputs/reference/{FIGURE})", ""]
-    parts += ["Every run's full tables (every negative set, every heuristic) are in the Tables section of its reference "
-              "README, `outputs/reference/<run>/README.md`.", "", END]
-    return "\n".join(parts)
+            parts += [f"![AUC and A-AUC against training-set size]({base}outputs/reference/{FIGURE})", ""]
+    notes = [n for n in runs if (ref / n / "README.md").is_file()]
+    if notes:
+        parts += ["Every run's full tables (every negative set, every heuristic) are in its reference README: "
+                  + ", ".join(f"[{n}]({base}outputs/reference/{n}/README.md)" for n in notes) + ".", ""]
+    return "\n".join(parts + [END])
+
+
+def render_findings(runs: dict[str, dict], ref: Path = REFERENCE) -> str:
+    """The README's findings block: the short lines of lib.run.brief and their links."""
+    if not runs:
+        return f"{FBEGIN}\nNo reference run is committed yet.\n{FEND}"
+    return "\n".join([FBEGIN, *brief(runs, ref), FEND])
 
 
 def run_tables(name: str, metrics: dict) -> str:
@@ -286,11 +303,12 @@ def render_timings(t: dict) -> str:
     elif "tests_collected" in idle:
         done.append(f"`make test` collects {count}")
     lines = [TBEGIN, f"Measured from a fresh clone on {idle['cores']} idle cores ({idle['machine']}; commit "
-                     f"{idle['commit']}, {idle['date']}, `python scripts/time_loop.py`): " + "; ".join(done) + "."]
+                     f"{idle['commit']}, {idle['date']}, `python scripts/time_loop.py`):", ""]
+    lines += [f"- {d}" for d in done]
     shared = t.get("shared")
     if shared and "demo_seconds" in shared:
-        lines.append(f"With {shared['condition']} (commit {shared['commit']}, {shared['date']}): `make demo` "
-                     f"{_minutes(shared['demo_seconds'])} (notebooks {nb(shared)}).")
+        lines.append(f"- with {shared['condition']} (commit {shared['commit']}, {shared['date']}): `make demo` "
+                     f"{_minutes(shared['demo_seconds'])} (notebooks {nb(shared)})")
     lines.append(TEND)
     return "\n".join(lines)
 
@@ -301,50 +319,52 @@ def load_timings(path: Path = TIMINGS) -> dict:
 
 def readme_block(text: str, begin: str = BEGIN, end: str = END) -> str:
     if begin not in text or end not in text:
-        raise ValueError(f"README.md has no generated-block markers; add a line {begin!r} and a line {end!r}")
+        raise ValueError(f"the page has no generated-block markers; add a line {begin!r} and a line {end!r}")
     return text[text.index(begin):text.index(end) + len(end)]
+
+
+def _with(text: str, block: str, begin: str, end: str) -> str:
+    return text.replace(readme_block(text, begin, end), block)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lib.run.report", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true", help="exit 1 if README.md's results block is out of date")
+    ap.add_argument("--check", action="store_true", help="exit 1 if a generated block or page is out of date")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
+    ap.add_argument("--results", default=str(RESULTS), help="the results page")
+    ap.add_argument("--parameters", default=str(parameters_page.PAGE), help="the parameters page")
     ap.add_argument("--publish", action="append", default=[], metavar="RUN",
                     help="copy outputs/RUN's small result files to outputs/reference/RUN first")
     a = ap.parse_args(argv)
     for run in a.publish:
         print(f"published {len(publish(run))} files of outputs/{run} to outputs/reference/{run}")
     runs = reference_runs()
-    readme = Path(a.readme)
-    text = readme.read_text(encoding="utf-8")
-    new = render(runs)
-    new_t = render_timings(load_timings())
+    readme, results, params = Path(a.readme), Path(a.results), Path(a.parameters)
+    old = {p: p.read_text(encoding="utf-8") if p.is_file() else "" for p in (readme, results, params)}
+    new = {readme: _with(_with(old[readme], render_findings(runs), FBEGIN, FEND), render_timings(load_timings()),
+                         TBEGIN, TEND),
+           results: _with(old[results], render(runs), BEGIN, END),
+           params: parameters_page.current()}
     stale = [name for name in runs if (REFERENCE / name / "README.md").is_file() and with_run_tables(
         (REFERENCE / name / "README.md").read_text(encoding="utf-8"), run_tables(name, runs[name]))
         != (REFERENCE / name / "README.md").read_text(encoding="utf-8")]
     if a.check:
-        if stale:
-            print(f"the Tables of {', '.join(f'outputs/reference/{n}/README.md' for n in stale)} differ from their "
-                  "metrics.json; run python -m lib.run.report", file=sys.stderr)
-            return 1
-        if readme_block(text) != new:
-            print("README.md's results block differs from outputs/reference/*/metrics.json; run python -m lib.run.report",
-                  file=sys.stderr)
-            return 1
-        if readme_block(text, TBEGIN, TEND) != new_t:
-            print(f"README.md's timings differ from {TIMINGS.relative_to(ROOT)}; run python -m lib.run.report",
-                  file=sys.stderr)
+        differ = [str(p) for p in new if new[p] != old[p]] + [f"outputs/reference/{n}/README.md" for n in stale]
+        if differ:
+            print(f"generated text differs from the committed runs and configs in {', '.join(differ)}; run "
+                  "python -m lib.run.report", file=sys.stderr)
             return 1
         return 0
     for name in stale:
         path = REFERENCE / name / "README.md"
         atomic_write_text(path, with_run_tables(path.read_text(encoding="utf-8"), run_tables(name, runs[name])))
-    text = text.replace(readme_block(text, TBEGIN, TEND), new_t)
-    atomic_write_text(readme, text.replace(readme_block(text), new))
+    for path, text in new.items():
+        if text != old[path]:
+            atomic_write_text(path, text)
     if runs:
         plot_size(runs, REFERENCE / FIGURE)
-    print(f"README results block rewritten from {len(runs)} reference run(s)")
+    print(f"README findings, {results.name} and {params.name} rewritten from {len(runs)} reference run(s)")
     return 0
 
 

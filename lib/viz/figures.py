@@ -9,14 +9,16 @@ import numpy as np
 import pandas as pd
 
 
-def saved(fig, path: str | os.PathLike | None, dpi: int = 120, outer_legend: bool = False):
-    """fig laid out and, when `path` is given, written there (its folder made first); returns fig. `outer_legend`: the
-    file is cropped to everything drawn, so a figure legend placed beside the axes is kept."""
+def saved(fig, path: str | os.PathLike | None, dpi: int = 120, outer_legend: bool = False,
+          rect: tuple = (0, 0, 1, 1)):
+    """fig laid out within `rect` (figure fractions left, bottom, right, top: room for a figure legend below) and,
+    when `path` is given, written there (its folder made first); returns fig. `outer_legend`: the file is cropped to
+    everything drawn, so a figure legend placed beside the axes is kept."""
     import warnings
 
     with warnings.catch_warnings():  # a crowded figure keeps its layout; the warning would print this file's path
         warnings.filterwarnings("ignore", "Tight layout not applied", UserWarning)
-        fig.tight_layout()
+        fig.tight_layout(rect=rect)
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=dpi, bbox_inches="tight" if outer_legend else None)
@@ -49,70 +51,168 @@ def pca_topics(titles: list[str], vectors: np.ndarray, topic_of: dict[str, str],
     return saved(fig, path)
 
 
+def _bar_labels(ax, bars, names, fontsize=7):
+    """Write each bar's own name on it, bottom up, in black (bars carrying names have light colours): the model of a
+    bar that changes from group to group."""
+    for rect, name in zip(bars, names):
+        if name and np.isfinite(rect.get_height()) and rect.get_height() > 0:
+            ax.annotate(name, (rect.get_x() + rect.get_width() / 2, ax.get_ylim()[0]), xytext=(0, 3),
+                        textcoords="offset points", rotation=90, ha="center", va="bottom", fontsize=fontsize,
+                        bbox={"facecolor": "white", "alpha": 0.75, "lw": 0, "pad": 0.6})
+
+
 def protocol_bars(means: pd.DataFrame, models: list[str], sets: list[str], protocols: list[str], n_seeds: int,
                   path: str | os.PathLike | None = None):
-    """Notebook 03: test AUC per protocol, one panel per negative set, one bar per model · supervision.
-    means: rows {protocol, negatives, model, supervision, auc, auc_std} (mean and std over seeds)."""
+    """Notebook 03: test AUC per protocol, one panel per negative set: one bar per learned model · supervision and
+    one for the strongest heuristic of that protocol (highest mean test AUC, named on its bar; every heuristic is in
+    the notebook's table). means: rows {protocol, negatives, model, supervision, auc, auc_std} (mean and std over
+    seeds); `models` may name heuristics (lib.linkpred.heuristics.HEURISTICS) and learned models."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharey=True, squeeze=False)
+    from lib.linkpred.heuristics import HEURISTICS
+
+    heuristics = [m for m in models if m in HEURISTICS]
+    learned = [m for m in models if m not in HEURISTICS]
+    ncols = 2 if len(sets) > 1 else 1
+    nrows = -(-len(sets) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.2 * ncols, 3.9 * nrows + 0.6), sharey=True, squeeze=False)
     axes = axes.ravel()
     for ax in axes[len(sets):]:
         ax.set_visible(False)
-    width = 0.8
+    x = np.arange(len(protocols))
     for ax, n in zip(axes, sets):
         g = means[means["negatives"] == n]
-        labels = [f"{m}" + (f" · {sv}" if sv != "none" else "") for m in models
-                  for sv in g[g["model"] == m]["supervision"].unique()]
-        width = 0.8 / max(1, len(labels))
-        for i, lab in enumerate(labels):
-            m, _, sv = lab.partition(" · ")
-            r = g[(g["model"] == m) & (g["supervision"] == (sv or "none"))].set_index("protocol").reindex(protocols)
-            ax.bar(np.arange(len(protocols)) + i * width, r["auc"], width, yerr=r["auc_std"].fillna(0), capsize=1.5,
-                   label=lab, color=f"C{i % 10}", hatch="//" if sv == "disjoint" else None)
+        labels = [(m, sv) for m in learned for sv in g[g["model"] == m]["supervision"].unique()]
+        width = 0.84 / (len(labels) + (1 if heuristics else 0))
+        ax.set_ylim(0.3, 1.0)
+        for i, (m, sv) in enumerate(labels):
+            r = g[(g["model"] == m) & (g["supervision"] == sv)].set_index("protocol").reindex(protocols)
+            ax.bar(x + i * width, r["auc"], width, yerr=r["auc_std"].fillna(0), capsize=1.5,
+                   label=m + (f" · {sv}" if sv != "none" else ""), color=f"C{i % 10}",
+                   hatch="//" if sv == "disjoint" else None)
+        if heuristics:
+            h = g[g["model"].isin(heuristics) & g["auc"].notna()]
+            best = h.loc[h.groupby("protocol")["auc"].idxmax()].set_index("protocol").reindex(protocols) if len(h) else \
+                pd.DataFrame(index=protocols, columns=["auc", "auc_std", "model"], dtype=float)
+            bars = ax.bar(x + len(labels) * width, best["auc"], width, yerr=best["auc_std"].fillna(0), capsize=1.5,
+                          color="0.8", label="strongest heuristic (named on its bar)")
+            _bar_labels(ax, bars, [m if isinstance(m, str) else "" for m in best["model"]])
+        for j, p in enumerate(protocols):
+            if g[(g["protocol"] == p)]["auc"].notna().sum() == 0:
+                ax.text(j + 0.42 - width / 2, 0.32, f"no {n}\nnegatives", ha="center", va="bottom", fontsize=7,
+                        color="0.4")
         ax.axhline(0.5, color="grey", lw=0.8, ls=":")
-        ax.set(xticks=np.arange(len(protocols)) + 0.4 - width / 2, xticklabels=protocols, ylim=(0.3, 1.0),
-               title=f"test AUC, {n} negatives (mean ± std over {n_seeds} seeds)")
-    axes[0].set_ylabel("AUC")
-    axes[len(sets) - 1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1, 0.5))
-    return saved(fig, path)
+        ax.set(xticks=x + 0.42 - width / 2, xticklabels=protocols, title=f"{n} negatives")
+        ax.tick_params(axis="x", labelsize=8)
+    for ax in axes[::ncols]:
+        ax.set_ylabel("test AUC")
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.suptitle(f"Notebook 03: test AUC per protocol, learned models against the strongest heuristic "
+                 f"(mean ± std over {n_seeds} seeds)", fontsize=11)
+    fig.legend(handles, names, loc="lower center", ncol=min(4, len(names)), fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, 0.0))
+    return saved(fig, path, outer_legend=True, rect=(0, 0.05 + 0.03 * (len(names) > 4), 1, 1))
+
+
+BEYOND_ROLES = (("chosen", "model chosen on validation", "#9ecae1"), ("bar", "strongest heuristic scorer", "#fdae6b"),
+                ("shortcut", "no_cn_shortcut", "0.55"))
 
 
 def beyond_bars(rows: pd.DataFrame, models: list[str], n_seeds: int, hatched=(), path: str | os.PathLike | None = None):
-    """Notebook 03b: test AUC and MRR per protocol × negative set, one bar per model (mean ± std over seeds);
-    `hatched` models (the heuristic stacks) are hatched. rows: one per seed {protocol, negatives, model, auc, mrr}."""
+    """Notebook 03b: per negative set (columns) and metric (rows: test AUC, test MRR), three bars per protocol — the
+    graph model chosen on validation, the bar it must beat (the strongest heuristic scorer by mean test AUC; both
+    named on their bars, as lib.linkpred.beyond.gap_table picks them) and no_cn_shortcut — mean ± std over seeds.
+    Every other model is in the notebook's tables. rows: one per seed {protocol, negatives, model, auc, mrr, val_auc};
+    only `models` take part; `hatched` models (the heuristic stacks) are hatched."""
     import matplotlib.pyplot as plt
 
-    show = [m for m in models if m in set(rows["model"])]
+    from lib.linkpred.beyond import SHORTCUT, gap_table
+
+    rows = rows[rows["model"].isin(models)]
+    gaps = gap_table(rows) if len(rows) else pd.DataFrame()
+    sets = list(dict.fromkeys(gaps["negatives"])) if len(gaps) else []
+    protocols = list(dict.fromkeys(gaps["protocol"])) if len(gaps) else []
     mean = rows.groupby(["protocol", "negatives", "model"])[["auc", "mrr"]].mean()
     std = rows.groupby(["protocol", "negatives", "model"])[["auc", "mrr"]].std()
-    combos = list(dict.fromkeys(zip(rows["protocol"], rows["negatives"])))
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.2))
-    for ax, metric in zip(axes, ("auc", "mrr")):
-        width = 0.85 / len(show)
-        for i, m in enumerate(show):
-            vals = [mean[metric].get((p, n, m), np.nan) for p, n in combos]
-            errs = [std[metric].get((p, n, m), 0) for p, n in combos]
-            ax.bar(np.arange(len(combos)) + i * width, vals, width, yerr=np.nan_to_num(errs), capsize=1.5, label=m,
-                   color=f"C{i % 10}", hatch="//" if m in hatched else None)
-        ax.set(xticks=np.arange(len(combos)) + 0.425 - width / 2, xticklabels=[f"{p}\n{n}" for p, n in combos],
-               ylabel=metric.upper(), title=f"test {metric.upper()} (mean ± std over {n_seeds} seeds)")
-    axes[0].set_ylim(0.3, 1.0)
-    axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1, 0.5))
-    return saved(fig, path)
+    fig, axes = plt.subplots(2, max(1, len(sets)), figsize=(3.3 * max(1, len(sets)) + 0.6, 6.6), squeeze=False,
+                             sharey="row")
+    x, width = np.arange(len(protocols)), 0.27
+    top = min(1.0, float(np.nanmax(mean["mrr"].to_numpy(float), initial=0.5)) * 1.15 + 0.02)
+    who = {(g["protocol"], g["negatives"]): {"chosen": g["best graph model"], "bar": g["bar"], "shortcut": SHORTCUT}
+           for g in gaps.to_dict("records")}
+    for col, n in enumerate(sets):
+        for row, metric in enumerate(("auc", "mrr")):
+            ax = axes[row][col]
+            ax.set_ylim(0.0, 1.0 if metric == "auc" else top)
+            for i, (role, label, colour) in enumerate(BEYOND_ROLES):
+                names = [who.get((p, n), {}).get(role) for p in protocols]
+                vals = [mean[metric].get((p, n, m), np.nan) for p, m in zip(protocols, names)]
+                errs = [std[metric].get((p, n, m), 0) for p, m in zip(protocols, names)]
+                bars = ax.bar(x + (i - 1) * width, vals, width, yerr=np.nan_to_num(errs), capsize=2, color=colour,
+                              label=label)
+                for rect, m in zip(bars, names):
+                    rect.set_hatch("//" if m in hatched else None)
+                if role != "shortcut" and metric == "auc":
+                    _bar_labels(ax, bars, [m or "" for m in names])
+            if metric == "auc":
+                ax.axhline(0.5, color="grey", lw=0.8, ls=":")
+            ax.set_xticks(x, protocols, fontsize=8)
+            if row == 0:
+                ax.set_title(f"{n} negatives")
+            if col == 0:
+                ax.set_ylabel(f"test {metric.upper()}")
+    if not sets:
+        for ax in axes.ravel():
+            ax.text(0.5, 0.5, "no protocol × negative set with a graph model and a heuristic", ha="center",
+                    transform=ax.transAxes, fontsize=8)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for _, _, c in BEYOND_ROLES]
+    labels = [f"{label} (named on its AUC bar)" if role != "shortcut" else f"{label} (1 = no common neighbour)"
+              for role, label, _ in BEYOND_ROLES]
+    if any(m in hatched for m in rows["model"]):
+        handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="k", hatch="//"))
+        labels.append("hatched: a heuristic stack")
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, 0.0))
+    fig.suptitle(f"Notebook 03b: the graph model chosen on validation against the bar and the shortcut "
+                 f"(mean ± std over {n_seeds} seeds)", fontsize=10)
+    return saved(fig, path, outer_legend=True, rect=(0, 0.05, 1, 1))
 
 
-def degree_distribution(graphs: list, stats: pd.DataFrame, path: str | os.PathLike | None = None):
-    """Left: each crawled graph's degree distribution on log-log axes (nodes per degree); right: the share of
-    degree-1 leaves per root (stats: lib.crawl.campaign.graph_stats rows with root, leaf_share)."""
+def degree_distribution(graphs: list, stats: pd.DataFrame, path: str | os.PathLike | None = None,
+                        each_up_to: int = 12):
+    """Left: each crawled graph's degree distribution as the share of nodes with degree ≥ k on log-log axes, one
+    colour per graph up to `each_up_to` graphs, else every graph in grey under the median over graphs; right: the
+    share of degree-1 leaves per root (bars, in the left panel's colours) or, for more graphs, its histogram over
+    roots. stats: lib.crawl.campaign.graph_stats rows with root, leaf_share."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    for g in graphs:
+    each = len(graphs) <= each_up_to
+    colours = [(plt.cm.tab10 if len(graphs) <= 10 else plt.cm.tab20)(i % 20) for i in range(len(graphs))]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.9), gridspec_kw={"width_ratios": [1.25, 1]})
+    top = 1 + max((g.num_nodes for g in graphs), default=1)
+    grid, shares = np.arange(1, top), []
+    for i, g in enumerate(graphs):
         deg = np.bincount(np.asarray(g.edges, dtype=np.int64).reshape(-1), minlength=g.num_nodes)
-        counts = pd.Series(deg).value_counts().sort_index()
-        axes[0].loglog(counts.index, counts.values, ".", alpha=0.6, label=g.root)
-    axes[0].set(xlabel="degree", ylabel="nodes", title="Degree distribution (log-log)")
-    axes[0].legend(fontsize=6, ncol=2)
-    stats.plot.bar(x="root", y="leaf_share", ax=axes[1], legend=False, title="Share of degree-1 leaves")
+        share = 1 - np.searchsorted(np.sort(deg), grid, side="left") / max(1, len(deg))
+        shares.append(share)
+        last = int(np.max(deg, initial=1))
+        axes[0].loglog(grid[:last], share[:last], lw=1 if each else 0.5, alpha=0.9 if each else 0.2,
+                       color=colours[i] if each else "0.6")
+    if shares and not each:
+        med = np.median(np.vstack(shares), axis=0)
+        keep = med >= 1 / max(g.num_nodes for g in graphs)  # below one node the median halves a 0 and a 1/n
+        axes[0].loglog(grid[keep], med[keep], color="C0", lw=2, label=f"median over {len(graphs)} graphs")
+        axes[0].legend(fontsize=8)
+    axes[0].set(xlabel="degree k", ylabel="share of nodes with degree ≥ k",
+                title=f"Degree distribution of {len(graphs)} graph{'s' * (len(graphs) != 1)}"
+                      + (" (colours: right panel)" if each else " (grey: one each)"))
+    if each:
+        axes[1].barh(stats["root"], stats["leaf_share"], color=colours[:len(stats)])
+        axes[1].invert_yaxis()
+        axes[1].tick_params(axis="y", labelsize=8)
+        axes[1].set(xlabel="share of degree-1 leaves", title="Degree-1 leaves per root")
+    else:
+        axes[1].hist(stats["leaf_share"], bins=30, color="C0")
+        axes[1].set(xlabel="share of degree-1 leaves in a graph", ylabel="graphs",
+                    title=f"Degree-1 leaves over {len(stats)} roots")
     return saved(fig, path)
