@@ -4,7 +4,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from lib.common.config import stage_params
+from lib.common.config import StageParams, stage_params
 from lib.common.params import ParamError, notebook_number, numbered_notebooks
 from lib.common.paths import NOTEBOOKS
 from lib.crawl.config import CrawlParams
@@ -67,3 +67,19 @@ def test_a_config_is_frozen():
 def test_every_numbered_notebook_has_a_config():
     have = {notebook_number(n) for n in CONFIGS}
     assert have == {notebook_number(nb) for nb in numbered_notebooks()}, "a stage without a typed config"
+
+
+def test_run_as_a_script_it_still_finds_every_stage_config(monkeypatch):
+    """`python -m lib.common.config` executes a second copy of the module (as __main__); its StageParams is another
+    class, and the copy must still find the stage configs (or --check would compare nothing and say "none")."""
+    import importlib.util
+    import sys
+
+    import lib.common.config
+
+    spec = importlib.util.spec_from_file_location("a_second_copy", lib.common.config.__file__)
+    copy = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "a_second_copy", copy)
+    spec.loader.exec_module(copy)
+    assert copy.StageParams is not StageParams
+    assert set(copy.stage_params()) == set(CONFIGS) != set()
