@@ -83,3 +83,13 @@ def test_run_as_a_script_it_still_finds_every_stage_config(monkeypatch):
     spec.loader.exec_module(copy)
     assert copy.StageParams is not StageParams
     assert set(copy.stage_params()) == set(CONFIGS) != set()
+
+
+def test_every_shipped_params_file_passes_every_stage_config():
+    """A profile's values must pass the bounds and rules of the configs, which a runner's preflight applies."""
+    from lib.common.params import merge
+    from lib.common.paths import PARAMS
+
+    for path in sorted(PARAMS.glob("*.yaml")):
+        for cls in CONFIGS.values():
+            cls.from_values(merge([path]))

@@ -98,8 +98,7 @@ def test_papermill_parses_every_parameter_line_of_every_notebook(caplog):
 @pytest.mark.parametrize("notebook,module", [("02_embed", "lib.embed.dataset"),
                                              ("03_train_gat", "lib.linkpred.experiment"),
                                              ("03b_beyond_seed", "lib.linkpred.beyond_run"),
-                                             ("04_aauc_analysis", "lib.aauc.study"),
-                                             ("06_kd_probing", "lib.kd.run")])
+                                             ("04_aauc_analysis", "lib.aauc.study")])
 def test_every_name_a_notebook_collects_from_its_parameters_cell_is_declared_there(notebook, module):
     """A notebook builds its params dict as {k: globals()[k] for k in NOTEBOOK_PARAMS}: a name its parameters cell
     does not declare would fail only when the notebook runs."""
