@@ -4,7 +4,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from lib.common.config import stage_params
+from lib.common.config import StageParams, stage_params
 from lib.common.params import ParamError, notebook_number, numbered_notebooks
 from lib.common.paths import NOTEBOOKS
 from lib.crawl.config import CrawlParams
@@ -84,3 +84,29 @@ def test_each_stage_refuses_what_it_cannot_run_naming_the_key(notebook, kwargs, 
     with pytest.raises(ParamError) as e:
         CONFIGS[notebook](**kwargs)
     assert named in str(e.value) and e.value.key == next(iter(kwargs))
+
+
+def test_run_as_a_script_it_still_finds_every_stage_config(monkeypatch):
+    """`python -m lib.common.config` executes a second copy of the module (as __main__); its StageParams is another
+    class, and the copy must still find the stage configs (or --check would compare nothing and say "none")."""
+    import importlib.util
+    import sys
+
+    import lib.common.config
+
+    spec = importlib.util.spec_from_file_location("a_second_copy", lib.common.config.__file__)
+    copy = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "a_second_copy", copy)
+    spec.loader.exec_module(copy)
+    assert copy.StageParams is not StageParams
+    assert set(copy.stage_params()) == set(CONFIGS) != set()
+
+
+def test_every_shipped_params_file_passes_every_stage_config():
+    """A profile's values must pass the bounds and rules of the configs, which a runner's preflight applies."""
+    from lib.common.params import merge
+    from lib.common.paths import PARAMS
+
+    for path in sorted(PARAMS.glob("*.yaml")):
+        for cls in CONFIGS.values():
+            cls.from_values(merge([path]))

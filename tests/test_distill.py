@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import zipfile
+from dataclasses import replace
 from importlib import metadata
 
 import numpy as np
@@ -15,8 +16,9 @@ import torch
 from transformers import BertConfig, BertModel, BertTokenizer
 
 from lib.distill.cache import TeacherCache
+from lib.distill.config import DistillParams, field_names, read_params_05
 from lib.distill.eval import curve_trends, difference_sentences, encode, paired_differences
-from lib.distill.grid import check_params, run_grid, student_folder
+from lib.distill.grid import run_grid, student_folder
 from lib.distill.losses import (
     VARIANTS,
     DistillError,
@@ -248,19 +250,30 @@ def _grid_data():
             "topic": {s: df for s in ("train", "val", "test")}, "topics": ["a", "b"]}
 
 
-def test_grid_curves_ablation_subset_and_resume(tmp_path):
+def _grid_models(tmp_path) -> tuple[Encoder, Encoder]:
+    """A tiny teacher with 12 heads (teacher_attention='eager' distils the teacher's own 12-head attention) and a tiny
+    assistant whose layers fit a 1 x 24 student."""
     tok = make_tokenizer(tmp_path)
-    teacher = tiny_encoder(tok, layers=2, seed=1, name="teacher")
-    assistant = tiny_encoder(tok, layers=2, hidden=16, heads=2, seed=4, name="assistant", positions=512)
-    p = dict(seeds=[0, 1], students=[1], student_hidden=16, student_heads=2, relation_heads=4, teacher_attention="eager",
-             student_inits=["random", "assistant"], ablation_students=[1], ablation_inits=["random"], ablation_seeds=[0],
-             ta_students=[], ta_source="pretrained", transfer_sentences=8, steps=4, batch_size=2, max_seq_len=16,
-             lr=1e-3, warmup_frac=0.1, weight_decay=0.01, cache_teacher_targets=False, tasks=[], task_students=[],
-             task_losses=["ce"], eval_every=2, checkpoint_every=2, lp_students=[], precision="fp32", w_at=1.0, w_vr=1.0,
-             w_out=1.0, kd_temperature=1.0, kd_alpha=0.5)
+    return (tiny_encoder(tok, layers=2, hidden=24, heads=12, seed=1, name="teacher"),
+            tiny_encoder(tok, layers=2, hidden=24, heads=2, seed=4, name="assistant", positions=512))
+
+
+def _grid_cfg(**kw) -> DistillParams:
+    """Notebook 05's parameters for a grid of one 1 x 24 student on _grid_models, without the task-specific stage."""
+    return DistillParams(**{**dict(
+        distill_seeds=[0], students=[1], student_hidden=24, student_heads=2, relation_heads=12,
+        student_inits=["random"], ablation_students=[1], ta_students=[], transfer_sentences=8, distill_steps=4,
+        distill_batch_size=2, distill_max_seq_len=16, distill_warmup_frac=0.1, cache_teacher_targets=False, tasks=[],
+        task_students=[], task_losses=["ce"], eval_every=2, checkpoint_every=2, lp_students=[]), **kw})
+
+
+def test_grid_curves_ablation_subset_and_resume(tmp_path):
+    teacher, assistant = _grid_models(tmp_path)
+    cfg = _grid_cfg(distill_seeds=[0, 1], student_inits=["random", "assistant"], ablation_inits=["random"],
+                    ablation_seeds=[0])
     with pytest.raises(DistillError, match="no task-agnostic MiniLM rows"):
-        choose_init(pd.DataFrame({"stage": [], "method": [], "student": [], "init": []}), ["1x16"])
-    res, hist, info = run_grid(p, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / "ck")
+        choose_init(pd.DataFrame({"stage": [], "method": [], "student": [], "init": []}), ["1x24"])
+    res, hist, info = run_grid(cfg, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / "ck")
     agn = res[res.stage == "task-agnostic"]
     abl = agn[agn.method.isin(["-Value-Rel", "Value-MSE", "+Layer-to-Layer"])]
     assert len(abl) == 3 and set(abl.init) == {"random"} and set(abl.seed) == {0}
@@ -271,18 +284,18 @@ def test_grid_curves_ablation_subset_and_resume(tmp_path):
     first = distilled.iloc[0]  # the curve's last point is the row's own evaluation
     assert info["curves"][first.model].iloc[-1].topic_test == first.topic_test
     assert not list((tmp_path / "ck" / "steps").glob("*.pt"))  # finished rows replace their step checkpoints
-    init, why = choose_init(res, ["1x16"])
+    init, why = choose_init(res, ["1x24"])
     assert init in ("random", "assistant") and "validation" in why
     rows = tmp_path / "ck" / "rows.jsonl"
     whole = rows.read_text()
     rows.write_text(whole + whole.splitlines()[0][:40])  # a kill tore the line of a next run
-    res2, hist2, info2 = run_grid({**p, "lp_epochs": 3}, teacher, assistant, _grid_data(), progress=False,
+    res2, hist2, info2 = run_grid(replace(cfg, lp_epochs=3), teacher, assistant, _grid_data(), progress=False,
                                   checkpoint=tmp_path / "ck")  # lp_epochs changes no row of the grid
     assert info2["teacher_sentences"] == 0 and set(info2["curves"]) == set(info["curves"])
     pd.testing.assert_frame_equal(res2.drop(columns="train_s"), res.drop(columns="train_s"), check_dtype=False)
     assert rows.read_text() == whole  # the torn line was cut off, nothing re-run
-    with pytest.raises(ValueError, match=r"other settings \(lr, steps\);.*delete"):
-        run_grid({**p, "steps": 6, "lr": 1e-2}, teacher, assistant, _grid_data(), progress=False,
+    with pytest.raises(ValueError, match=r"other settings \(distill_lr, distill_steps\);.*delete"):
+        run_grid(replace(cfg, distill_steps=6, distill_lr=1e-2), teacher, assistant, _grid_data(), progress=False,
                  checkpoint=tmp_path / "ck")
 
 
@@ -291,20 +304,13 @@ def test_two_processes_on_one_grid_folder_train_each_run_once(tmp_path, monkeypa
 
     from lib.distill.checkpoint import GridCheckpoint
 
-    tok = make_tokenizer(tmp_path)
-    teacher = tiny_encoder(tok, layers=2, seed=1, name="teacher")
-    assistant = tiny_encoder(tok, layers=2, hidden=16, heads=2, seed=4, name="assistant", positions=512)
-    p = dict(seeds=[0], students=[1], student_hidden=16, student_heads=2, relation_heads=4, teacher_attention="eager",
-             student_inits=["random"], ablation_students=[1], ablation_inits=[], ablation_seeds=[], ta_students=[],
-             ta_source="pretrained", transfer_sentences=8, steps=4, batch_size=2, max_seq_len=16, lr=1e-3,
-             warmup_frac=0.1, weight_decay=0.01, cache_teacher_targets=False, tasks=[], task_students=[],
-             task_losses=["ce"], eval_every=2, checkpoint_every=2, lp_students=[], precision="fp32", w_at=1.0,
-             w_vr=1.0, w_out=1.0, kd_temperature=1.0, kd_alpha=0.5)
-    solo = run_grid(p, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / "solo")[0]
-    folder, held = tmp_path / "shared", "1x16 Value-MSE random s0"
-    other = GridCheckpoint(folder, p).claim(held)  # another process is training this run
-    assert other is not None and GridCheckpoint(folder, p).claim(held) is None
-    part = run_grid(p, teacher, assistant, _grid_data(), progress=False, checkpoint=folder, wait=False)[0]
+    teacher, assistant = _grid_models(tmp_path)
+    cfg = _grid_cfg()
+    solo = run_grid(cfg, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / "solo")[0]
+    folder, held = tmp_path / "shared", "1x24 Value-MSE random s0"
+    other = GridCheckpoint(folder, cfg).claim(held)  # another process is training this run
+    assert other is not None and GridCheckpoint(folder, cfg).claim(held) is None
+    part = run_grid(cfg, teacher, assistant, _grid_data(), progress=False, checkpoint=folder, wait=False)[0]
     assert list(part.model) == [m for m in solo.model if m != held]  # a helper worker leaves the held run to its holder
     claim = GridCheckpoint.claim
 
@@ -315,7 +321,7 @@ def test_two_processes_on_one_grid_folder_train_each_run_once(tmp_path, monkeypa
 
     monkeypatch.setattr(GridCheckpoint, "claim", holder_dies_while_waited_for)
     capsys.readouterr()
-    whole = run_grid(p, teacher, assistant, _grid_data(), progress=False, checkpoint=folder)[0]
+    whole = run_grid(cfg, teacher, assistant, _grid_data(), progress=False, checkpoint=folder)[0]
     assert f"waiting for {held!r}" in capsys.readouterr().out
     pd.testing.assert_frame_equal(whole.drop(columns="train_s"), solo.drop(columns="train_s"), check_dtype=False)
     models = [json.loads(line)["model"] for line in (folder / "rows.jsonl").read_text().splitlines()]
@@ -424,23 +430,123 @@ def test_teacher_cache_respects_its_memory_cap(tmp_path):
     assert cache.store == {} and cache.nbytes == 0 and tg[1]["att"].shape[:2] == (2, 4)
 
 
-def test_check_params_names_the_bad_key():
+_GOOD = dict(distill_seeds=[0], students=[6, 3], ablation_students=[3], ta_students=[3], ta_source="distilled",
+             student_inits=["random"], student_hidden=384, student_heads=12, relation_heads=12, transfer_sentences=64,
+             distill_batch_size=8, task_train=24, task_eval=12, lp_students=[3], save_students=True,
+             teacher_attention="eager", lp_protocols=["leak_free"], tasks=["polarity"], task_students=[3],
+             task_losses=["ce", "at+vr+out"], task_steps=2, teacher_ft_steps=2, teacher_ft_layers=1)
+
+
+def test_good_parameters_pass_and_qk_attention_frees_the_relation_heads():
+    DistillParams(**_GOOD)
+    assert DistillParams(**{**_GOOD, "teacher_attention": "qk", "relation_heads": 6}).relation_heads == 6
+    DistillParams(**{**_GOOD, "tasks": [], "task_losses": ["at"]})  # no task-specific stage: no control needed
+
+
+def test_a_bad_parameter_names_its_key_and_the_fix():
     from lib.common.params import ParamError
 
-    good = dict(seeds=[0], students=[6, 3], ablation_students=[3], ta_students=[3], ta_source="distilled",
-                student_inits=["random"], student_hidden=384, student_heads=12, relation_heads=12, transfer_sentences=64,
-                batch_size=8, task_train=24, task_eval=12, lp_students=[3], save_students=True, teacher_attention="eager",
-                lp_protocols=["leak_free"], tasks=["polarity"], task_students=[3], task_losses=["ce", "at+vr+out"], task_steps=2, teacher_ft_steps=2,
-                teacher_ft_layers=1, w_at=1.0, w_vr=1.0, w_out=1.0, kd_temperature=2.0, kd_alpha=0.5)
-    check_params(good)
-    check_params({**good, "teacher_attention": "qk", "relation_heads": 6})
-    for key, bad in (("ablation_students", [4]), ("ta_source", "other"), ("relation_heads", 10), ("lp_students", [5]),
-                     ("student_inits", ["zeros"]), ("teacher_attention", "bias"), ("task_losses", ["at+vr+out"]),
-                     ("task_losses", ["ce", "at+kd"]), ("task_students", [4]), ("tasks", ["nli"]),
-                     ("lp_protocols", ["leaky"]), ("lp_protocols", []), ("ablation_inits", ["assistant"]),
-                     ("ablation_seeds", [7]), ("eval_every", -1)):
-        with pytest.raises(ParamError, match=f"parameter {key}="):
-            check_params({**good, key: bad})
+    for key, bad, says in [
+        ("distill_seeds", [], "give at least one seed"), ("students", [13], "every item must be >= 1 and <= 12"),
+        ("ablation_students", [4], "ablations run on students that are in `students`"),
+        ("ta_source", "other", "must be one of pretrained, distilled"),
+        ("ta_students", [4], "must be a subset of `students`"),
+        ("ta_students", [6], "a distilled 6-layer assistant can only teach students with fewer than 6 layers"),
+        ("relation_heads", 10, "must divide both the teacher (768) and the student hidden size"),
+        ("relation_heads", 6, "teacher_attention='eager' is the teacher's own 12-head attention"),
+        ("student_heads", 5, "must divide student_hidden"),
+        ("transfer_sentences", 4, "need at least one batch of transfer sentences"),
+        ("lp_students", [5], "list members of `students` and keep save_students=True"),
+        ("student_inits", ["zeros"], "every item must be one of random, assistant"),
+        ("student_inits", [], "list 'random' and/or 'assistant'"),
+        ("teacher_attention", "bias", "must be one of eager, qk"),
+        ("task_losses", ["at+vr+out"], "include the control 'ce'"),
+        ("task_losses", ["ce", "at+kd"], "'at+kd' is not valid"),
+        ("task_students", [4], "the task-specific stage runs on students that are in `students`"),
+        ("tasks", ["nli"], "every item must be one of polarity, topic"),
+        ("lp_protocols", ["leaky"], "every item must be one of seed"),
+        ("lp_protocols", [], "the clean one: 'leak_free'"),
+        ("ablation_inits", ["assistant"], "list inits of `student_inits`"),
+        ("ablation_seeds", [7], "list seeds of `distill_seeds`"), ("eval_every", -1, "must be >= 0"),
+        ("checkpoint_every", -1, "must be >= 0"), ("task_train", 23, "must be >= 24"),
+        ("task_eval", 11, "must be >= 12"),
+        ("teacher_ft_layers", 13, "must be >= 0 and <= 12"), ("task_steps", 0, "must be >= 1"),
+        ("precision", "fp8", "must be one of auto, fp32"), ("distill_lr", 0.0, "must be > 0"),
+        ("kd_alpha", 1.5, "must be >= 0 and <= 1"), ("distill_steps", "12", "is a str"),
+    ]:
+        with pytest.raises(ParamError) as e:
+            DistillParams(**{**_GOOD, key: bad})
+        assert e.value.key == key and f"parameter {key}=" in str(e.value) and says in str(e.value), (key, str(e.value))
+        assert "\n" not in str(e.value)
+
+
+def test_every_published_params_05_reads_into_the_config_under_the_field_names():
+    """The records under outputs/reference/ name the distill_ parameters without their prefix."""
+    from lib.common.paths import OUTPUTS
+    from lib.common.runinfo import load_json
+
+    paths = sorted((OUTPUTS / "reference").glob("**/params_05.json"))
+    assert len(paths) >= 3, paths
+    for path in paths:
+        raw, cfg = load_json(path)["params"], read_params_05(path)
+        assert (cfg.distill_seeds, cfg.distill_steps, cfg.distill_batch_size, cfg.distill_lr) == \
+            (raw["seeds"], raw["steps"], raw["batch_size"], raw["lr"]), path
+        assert (cfg.students, cfg.task_losses, cfg.run_dir) == (raw["students"], raw["task_losses"], raw["run_dir"])
+        assert set(field_names(raw)) <= set(DistillParams.names()), path
+
+
+def test_a_record_under_either_name_gives_the_same_config_and_a_key_that_is_no_field_is_ignored():
+    new = DistillParams(distill_steps=30, distill_seeds=[1, 2]).record()
+    old = {k.removeprefix("distill_"): v for k, v in new.items()} | {"a_setting_of_another_time": 1}
+    assert DistillParams.from_record(old) == DistillParams.from_record(new) == DistillParams.from_values(new)
+    assert field_names({"steps": 5, "distill_steps": 7, "seeds": [3]}) == {"distill_steps": 7, "distill_seeds": [3]}
+    with pytest.raises(ValueError, match="distill_steps=0 is invalid"):
+        DistillParams.from_record({"steps": 0})
+
+
+def test_a_checkpoint_folder_whose_settings_use_the_unprefixed_names_resumes_and_still_refuses_other_settings(
+        tmp_path):
+    import json
+
+    from lib.distill.checkpoint import NOT_IN_ROWS, GridCheckpoint
+
+    cfg = _grid_cfg()
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    settings = {k.removeprefix("distill_"): v for k, v in cfg.record().items() if k not in NOT_IN_ROWS}
+    (folder / "settings.json").write_text(json.dumps(settings))
+    GridCheckpoint(folder, cfg)
+    with pytest.raises(ValueError, match=r"other settings \(distill_steps\)"):
+        GridCheckpoint(folder, replace(cfg, distill_steps=5))
+
+
+def test_the_worker_helps_a_grid_from_the_params_05_json_the_notebook_writes(tmp_path, monkeypatch, capsys):
+    """`python -m lib.distill.worker` on a run folder after notebook 05's setup cell: it reads the config the notebook
+    recorded and trains into the same checkpoint folder, under settings the notebook's own grid accepts."""
+    from lib.common.runinfo import write_params_json
+    from lib.distill import models, worker
+    from lib.distill.checkpoint import checkpoint_rows
+    from lib.distill.data import build_datasets
+
+    teacher, assistant = _grid_models(tmp_path)
+    for enc, name in ((teacher, "teacher"), (assistant, "assistant")):
+        save_sentence_transformer(enc, tmp_path / name, max_seq_len=16)
+    monkeypatch.setattr(models, "ensure_teacher", lambda: tmp_path / "teacher")  # the shipped models stand aside
+    monkeypatch.setattr(models, "assistant_path", lambda: tmp_path / "assistant")
+    cfg = _grid_cfg(run_dir=str(tmp_path / "run"), task_train=24, task_eval=12, fidelity_sentences=4,
+                    save_students=False, eval_every=0, checkpoint_every=0)
+    out_dir = tmp_path / "run" / "distill"
+    write_params_json(out_dir, cfg.record(), "params_05.json")  # as notebook 05's setup cell does
+
+    assert worker.main([str(tmp_path / "run")]) == 0
+    assert "worker done" in capsys.readouterr().out
+    done = checkpoint_rows(out_dir / "checkpoint")
+    assert {"1x24 MiniLM random s0", "1x24 no distillation random s0"} <= set(done.model)
+    data = build_datasets(0, cfg.transfer_sentences, cfg.task_train, cfg.task_eval, cfg.fidelity_sentences)
+    t = models.load_encoder(tmp_path / "teacher", "teacher")
+    a = models.load_encoder(tmp_path / "assistant", "assistant")
+    res = run_grid(cfg, t, a, data, progress=False, checkpoint=out_dir / "checkpoint")[0]  # nothing left to train
+    assert sorted(res.model) == sorted(done.model)
 
 
 def test_lp_verdicts_pair_each_student_with_its_control_by_seed():

@@ -7,10 +7,12 @@ import pandas as pd
 import pytest
 import torch
 
+from lib.common.params import ParamError
 from lib.distill.losses import DistillError
 from lib.distill.train import FinetuneConfig, TaskTargets, predict_logits
 from lib.kd import run as kd_run
 from lib.kd import train as K
+from lib.kd.config import KdParams
 from tests.test_distill import CORPUS, make_tokenizer, tiny_encoder
 
 TEXTS = CORPUS  # 8 sentences of the tiny vocabulary
@@ -66,35 +68,47 @@ def test_the_task_teacher_is_fine_tuned_once_then_reloaded_exactly(tmp_path, mon
     assert not other  # another setting never reloads a file made with different settings
 
 
-def _params(**kw):
-    p = dict(kd_seeds=[0], kd_tasks=["polarity"], kd_task_train=10, kd_task_eval=10, kd_max_seq_len=16,
-             kd_teacher_ft_steps=2, kd_teacher_ft_layers=1, kd_teacher_ft_lr=1e-3, kd_teacher_ft_batch_size=4,
-             augment_n_iter=2, augment_max=6, augment_p_mask=0.2, augment_p_pos=0.2, augment_p_ng=0.25,
-             kd_students=["bilstm", "bert"], kd_controls=True, kd_epochs=1.0, kd_batch_size=4, kd_lr=1e-3,
-             kd_ce_weight=0.0, bilstm_soft="mse", bert_soft="kl", kd_soft_temperature=3.0, bilstm_hidden=8, bilstm_fc=8,
-             bilstm_embed_dim=8, bilstm_multichannel=True, bert_layers=1, bert_hidden=12, bert_heads=3,
-             bert_intermediate=16, probing_sentences=100, probing_max_per_class=None, probing_word_content_words=5,
-             minilm_dir="", kd_speed_sentences=8)
-    return p | kw
+def _cfg(**kw) -> KdParams:
+    """Notebook 06's parameters for tiny students on the tiny teacher."""
+    return KdParams(**{**dict(
+        kd_task_train=10, kd_task_eval=10, kd_max_seq_len=16, kd_teacher_ft_steps=2, kd_teacher_ft_lr=1e-3,
+        kd_teacher_ft_batch_size=4, augment_n_iter=2, augment_max=6, augment_p_mask=0.2, augment_p_pos=0.2,
+        kd_batch_size=4, kd_lr=1e-3, bilstm_hidden=8, bilstm_fc=8, bilstm_embed_dim=8, bert_layers=1, bert_hidden=12,
+        bert_heads=3, bert_intermediate=16, probing_sentences=100, probing_word_content_words=5,
+        kd_speed_sentences=8), **kw})
 
 
-@pytest.mark.parametrize("key,value,match", [("kd_tasks", ["sst2"], "kd_tasks"), ("kd_students", [], "kd_students"),
-                                             ("bilstm_soft", "ce", "bilstm_soft"), ("bert_heads", 5, "bert_heads"),
-                                             ("kd_task_train", 3, "kd_task_train"), ("augment_max", -1, "augment_max")])
-def test_bad_parameters_are_named(key, value, match):
-    kd_run.check_params(_params())
-    with pytest.raises(DistillError, match=match):
-        kd_run.check_params(_params(**{key: value}))
-    with pytest.raises(DistillError, match="missing"):
-        kd_run.check_params({k: v for k, v in _params().items() if k != "minilm_dir"})
+def test_a_bad_parameter_names_its_key_and_the_fix():
+    _cfg()
+    for key, value, says in [
+        ("kd_tasks", ["sst2"], "every item must be one of polarity, topic"),
+        ("kd_tasks", [], "use a non-empty subset of ['polarity', 'topic']"),
+        ("kd_students", [], "use a non-empty subset of ['bilstm', 'bert']"),
+        ("kd_students", ["cnn"], "every item must be one of bilstm, bert"),
+        ("kd_seeds", [], "give at least one seed"), ("bilstm_soft", "ce", "must be one of mse, kl"),
+        ("bert_heads", 5, "bert_hidden=12 is not a multiple of it"), ("kd_task_train", 3, "must be >= 10"),
+        ("kd_task_eval", 9, "must be >= 10"), ("augment_max", -1, "must be >= 0"),
+        ("probing_sentences", 99, "must be >= 100"),
+        ("augment_p_pos", 0.9, "augment_p_mask + augment_p_pos must be <= 1"),
+        ("kd_epochs", 0.0, "must be > 0"), ("probing_max_per_class", None, "is a NoneType"),
+    ]:
+        with pytest.raises(ParamError) as e:
+            _cfg(**{key: value})
+        assert e.value.key == key and f"parameter {key}=" in str(e.value) and says in str(e.value), (key, str(e.value))
+
+
+def test_the_record_leaves_out_the_thread_count():
+    rec = _cfg(threads=3).record()
+    assert "threads" not in rec and rec["device"] == "cpu" and rec["run_dir"] == "outputs/demo"
+    assert set(rec) == set(KdParams.names()) - {"threads"}
 
 
 def test_the_control_gets_as_many_steps_as_its_distilled_twin():
-    p = _params(kd_epochs=3.0, kd_batch_size=32)
-    kd, ctrl = kd_run.kd_config("bert", "kd", p, 0, 1000, 200), kd_run.kd_config("bert", "control", p, 0, 1000, 200)
+    cfg = _cfg(kd_epochs=3.0, kd_batch_size=32)
+    kd, ctrl = kd_run.kd_config("bert", "kd", cfg, 0, 1000, 200), kd_run.kd_config("bert", "control", cfg, 0, 1000, 200)
     assert kd.soft == "kl" and kd.temperature == 3.0 and ctrl.soft == "none" and ctrl.ce_weight == 1.0
     assert kd.steps(1000) == ctrl.steps(200) == 94
-    assert kd_run.kd_config("bilstm", "kd", p, 0, 1000, 200).soft == "mse"
+    assert kd_run.kd_config("bilstm", "kd", cfg, 0, 1000, 200).soft == "mse"
 
 
 def test_probe_inputs_and_by_task_keep_each_tasks_order():
@@ -136,7 +150,7 @@ def test_the_grid_runs_end_to_end_and_resumes_without_training_again(tmp_path, m
     data = {"polarity": {s: pd.DataFrame({"text": [TEXTS[i] for i in rng.permutation(8)] + TEXTS[:2],
                                           "label": [0, 1] * 5}) for s in ("train", "val", "test")}}
     probe = TEXTS[:6]
-    rows, info = kd_run.run_students(_params(), enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger)
+    rows, info = kd_run.run_students(_cfg(), enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger)
     assert len(rows) == 4 and set(rows.method) == {"kd", "control"} and set(rows.student) == {"bilstm", "bert"}
     assert info["augmented"]["polarity"] > 0 and info["transfer"]["polarity"] == 10 + info["augmented"]["polarity"]
     assert rows[rows.method == "control"].texts.eq(10).all()
@@ -149,13 +163,16 @@ def test_the_grid_runs_end_to_end_and_resumes_without_training_again(tmp_path, m
         raise AssertionError("a finished row was trained again")
 
     monkeypatch.setattr(K, "train_student", no_training)
-    again, info2 = kd_run.run_students(_params(), enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger)
+    again, info2 = kd_run.run_students(_cfg(), enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger)
     pd.testing.assert_frame_equal(again, rows)
     assert info2["teacher_passes"] == 0 and info2["teacher"][0]["reloaded"]
+    moved = _cfg(run_dir="outputs/elsewhere", device="cuda", threads=1, kd_speed_sentences=4)  # no row depends on them
+    pd.testing.assert_frame_equal(kd_run.run_students(moved, enc, data, tmp_path / "kd", probe, progress=False,
+                                                      tagger=fake_tagger)[0], rows)
     with pytest.raises(ValueError, match=r"rows.csv was made with other settings \(kd_epochs\)"):
-        kd_run.run_students(_params(kd_epochs=2.0), enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger)
+        kd_run.run_students(_cfg(kd_epochs=2.0), enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger)
     with pytest.raises(ValueError, match=r"other settings \(probe_texts\)"):
-        kd_run.run_students(_params(), enc, data, tmp_path / "kd", probe[:3], progress=False, tagger=fake_tagger)
+        kd_run.run_students(_cfg(), enc, data, tmp_path / "kd", probe[:3], progress=False, tagger=fake_tagger)
     table = kd_run.kd_table(rows, info["teacher"])
     assert table.student.iloc[0] == "teacher (fine-tuned)" and len(table) == 5
 
@@ -166,17 +183,29 @@ def test_notebook_06_comparisons_reuse_the_saved_teacher_and_print_from_the_numb
     enc = _teacher(tmp_path, monkeypatch)
     data = {"polarity": {s: pd.DataFrame({"text": TEXTS + TEXTS[:2], "label": [0, 1] * 5})
                          for s in ("train", "val", "test")}}
-    p = _params(kd_students=["bilstm"], kd_controls=False)
-    rows, info = kd_run.run_students(p, enc, data, tmp_path / "kd", TEXTS[:4], progress=False, tagger=fake_tagger)
+    cfg = _cfg(kd_students=["bilstm"], kd_controls=False)
+    rows, info = kd_run.run_students(cfg, enc, data, tmp_path / "kd", TEXTS[:4], progress=False, tagger=fake_tagger)
     saved = sorted((tmp_path / "kd" / "teachers").glob("teacher_ft_*.pt"))
-    ft = C.task_teachers(enc, data, p, tmp_path / "kd" / "teachers")
+    ft = C.task_teachers(enc, data, cfg, tmp_path / "kd" / "teachers")
     assert sorted((tmp_path / "kd" / "teachers").glob("teacher_ft_*.pt")) == saved  # reloaded, not fine-tuned again
-    sizes = C.speed_table(enc, ft, {"tiny": enc}, p, TEXTS[:4])
+    sizes = C.speed_table(enc, ft, {"tiny": enc}, cfg, TEXTS[:4])
     assert sizes.model.tolist() == ["teacher (fine-tuned)", "bilstm", "tiny"] and sizes.speedup.iloc[0] == 1.0
     assert (sizes.non_embedding_M < sizes.params_M).all()
-    frozen = C.frozen_table({"tiny": enc}, data, p)
+    frozen = C.frozen_table({"tiny": enc}, data, cfg)
     assert frozen[["task", "model"]].values.tolist() == [["polarity", "tiny"]] and frozen.test.between(0, 1).all()
     probing = pd.DataFrame({"a": [0.5, 0.7, 0.6], "b": [0.5, 0.7, 0.6]}, index=["majority", "x", "y"])
     lines = C.closing_sentences(kd_run.kd_table(rows, info["teacher"]), info["teacher"], frozen, probing)
     assert len(lines) == 3 and lines[0].startswith("polarity: fine-tuned teacher") and "tiny" in lines[1]
     assert lines[2].endswith("over 2 tasks: highest x (+0.200), lowest y (+0.100)")
+
+
+def test_every_published_params_06_builds_the_config_it_records():
+    from lib.common.paths import OUTPUTS
+    from lib.common.runinfo import load_json
+
+    paths = sorted((OUTPUTS / "reference").glob("**/params_06.json"))
+    assert paths
+    for path in paths:
+        raw = load_json(path)["params"]
+        rec = KdParams.from_values(raw).record()
+        assert set(raw) <= set(rec) and {k: rec[k] for k in raw} == raw, path

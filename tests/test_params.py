@@ -93,19 +93,3 @@ def test_papermill_parses_every_parameter_line_of_every_notebook(caplog):
         assert not [r.message for r in caplog.records if "Unable to parse" in r.message], nb.name
         declared = [l.split(":")[0] for l in cell.source.splitlines() if l.strip() and not l.startswith("#")]
         assert names == declared, nb.name
-
-
-@pytest.mark.parametrize("notebook,module", [
-                                             ("05_attention_distillation", "lib.distill.grid"),
-                                             ("06_kd_probing", "lib.kd.run")])
-def test_every_name_a_notebook_collects_from_its_parameters_cell_is_declared_there(notebook, module):
-    """A notebook builds its params dict as {k: globals()[k] for k in NOTEBOOK_PARAMS}: a name its parameters cell
-    does not declare would fail only when the notebook runs."""
-    import importlib
-
-    from lib.common.params import notebook_parameters
-    from lib.common.paths import NOTEBOOKS
-
-    names = importlib.import_module(module).NOTEBOOK_PARAMS
-    declared = notebook_parameters(NOTEBOOKS / f"{notebook}.ipynb")
-    assert len(set(names)) == len(names) and set(names) <= set(declared), set(names) - set(declared)

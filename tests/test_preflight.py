@@ -35,6 +35,8 @@ def dry(tmp_path, *args):
     ("gat_lr=true", "gat_lr=True (-p) is a bool; 03_train_gat.ipynb declares it float"),
     ("protocols=[leak_free, nowhere]", "protocols=['leak_free', 'nowhere'] is invalid"),
     ("source=nowhere", "source='nowhere' is invalid: must be one of embedded, wikispeedia, snapshot, live, graphs"),
+    ("ablation_students=[5]", "ablation_students=[5] is invalid: ablations run on students that are in `students`"),
+    ("kd_tasks=[]", "kd_tasks=[] is invalid: use a non-empty subset of ['polarity', 'topic']"),
 ])
 def test_a_bad_value_is_refused_by_dry_run_and_run_before_anything_is_written(tmp_path, capsys, override, named):
     assert dry(tmp_path, "--size", "tiny", "-p", override) == 2

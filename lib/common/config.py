@@ -178,6 +178,9 @@ def stage_params() -> dict[str, type[StageParams]]:
     """notebook file name -> its config class, every stage (imports the stage config modules)."""
     import importlib
 
+    # by its module name: run as `python -m lib.common.config` this file is __main__, whose StageParams is a second
+    # class that no stage config subclasses
+    base = importlib.import_module("lib.common.config").StageParams
     out = {}
     for module in STAGE_CONFIGS:
         try:
@@ -187,7 +190,7 @@ def stage_params() -> dict[str, type[StageParams]]:
                 raise
             continue
         for obj in vars(mod).values():
-            if isinstance(obj, type) and issubclass(obj, StageParams) and obj is not StageParams and obj.NOTEBOOK:
+            if isinstance(obj, type) and issubclass(obj, base) and obj is not base and obj.NOTEBOOK:
                 out[obj.NOTEBOOK] = obj
     return out
 

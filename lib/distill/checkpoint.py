@@ -8,6 +8,7 @@ import pandas as pd
 
 from lib.common.hashing import config_digest
 from lib.common.runinfo import load_json
+from lib.distill.config import DistillParams, field_names
 
 NOT_IN_ROWS = ("run_dir", "save_students", "speed_sentences", "lp_students", "lp_epochs", "lp_protocols",
                "checkpoint_every")
@@ -20,24 +21,26 @@ class GridCheckpoint:
     made with, settings.json); a killed grid re-run with the same settings skips what is there, and one re-run with
     other settings is refused (lib.common.runinfo.refuse_other_settings) instead of mixing two grids. The code is not
     in the settings (a resumed run must not redo hours after a cosmetic edit): delete the folder after changing what
-    a run computes. folder=None keeps nothing."""
+    a run computes. folder=None keeps nothing. A settings.json that names the `distill_` parameters without their
+    prefix (as the published records do) is read under the field names (lib.distill.config.field_names)."""
 
-    def __init__(self, folder: Path | None, p: dict):
+    def __init__(self, folder: Path | None, cfg: DistillParams):
         import json
 
         from lib.common.paths import atomic_write_text
         from lib.common.runinfo import jsonable, refuse_other_settings
 
         self.folder, self.rows = (Path(folder) if folder else None), {}
-        self.digest = config_digest(p)  # how rows written before settings.json name their settings
-        settings = {k: v for k, v in jsonable(p).items() if k not in NOT_IN_ROWS}
+        record = jsonable(cfg.record())
+        self.digest = config_digest(record)  # how rows written before settings.json name their settings
+        settings = {k: v for k, v in record.items() if k not in NOT_IN_ROWS}
         if self.folder is None:
             return
         fix = (f"use the parameters it was made with, another run_dir, or delete {self.folder} to start the grid "
                f"over")
         rows, saved = _read_rows(self.folder / "rows.jsonl"), self.folder / "settings.json"
         if saved.is_file():
-            refuse_other_settings(f"the finished runs in {self.folder}", load_json(saved), settings, fix)
+            refuse_other_settings(f"the finished runs in {self.folder}", field_names(load_json(saved)), settings, fix)
         elif any(r.get("_digest") != self.digest for r in rows):
             raise ValueError(f"the finished runs in {self.folder} were made with other settings (which ones was not "
                              f"recorded then); {fix}")

@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lib.distill.config import DistillParams
 from lib.distill.data import build_datasets, load_rotten_tomatoes, load_vital_articles, split_ids, split_sentences  # noqa: F401
 from lib.distill.eval import CURVE_METRICS, curve_trends, difference_sentences, paired_differences
 from lib.distill.grid import ABLATIONS, CONTROL, student_folder
@@ -76,17 +77,18 @@ def choose_init(results: pd.DataFrame, students: list[str]) -> tuple[str, str]:
     return best, f"init chosen on validation (mean polarity/topic probe accuracy): {txt} -> {best}"
 
 
-def lp_embedders(students_dir: Path, results: pd.DataFrame, p: dict) -> tuple[list[tuple[str, int, Path | None]], str]:
+def lp_embedders(students_dir: Path, results: pd.DataFrame,
+                 cfg: DistillParams) -> tuple[list[tuple[str, int, Path | None]], str]:
     """Notebook 05's node embedders for link prediction, per seed: all-MiniLM-L6-v2 (folder None) and, for every
     student of `lp_students`, its MiniLM student and undistilled control of the init `choose_init` picks, labelled
     '<m>x<h> <init> MiniLM' / '<m>x<h> <init> no distillation' (lp_verdicts pairs them). Returns (triples, sentence)."""
-    if not p.get("lp_students"):
+    if not cfg.lp_students:
         return [], "no lp_students: link prediction skipped"
-    h = p["student_hidden"]
-    init, why = choose_init(results, [f"{m}x{h}" for m in p["lp_students"]])
-    out = [(LP_REFERENCE, s, None) for s in p["seeds"]]
+    h = cfg.student_hidden
+    init, why = choose_init(results, [f"{m}x{h}" for m in cfg.lp_students])
+    out = [(LP_REFERENCE, s, None) for s in cfg.distill_seeds]
     out += [(f"{m}x{h} {init} {meth}", s, Path(students_dir) / student_folder(m, h, s, meth, init))
-            for s in p["seeds"] for m in p["lp_students"] for meth in ("MiniLM", "no distillation")]
+            for s in cfg.distill_seeds for m in cfg.lp_students for meth in ("MiniLM", "no distillation")]
     return sorted(out, key=lambda e: e[1]), why
 
 

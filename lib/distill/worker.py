@@ -16,8 +16,6 @@ import os
 import sys
 import time
 
-from lib.common.runinfo import load_json
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
@@ -36,22 +34,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {params} does not exist; start notebook 05 on {args.run_dir} first (the worker helps a grid "
               f"that is running and takes its parameters from there)", file=sys.stderr)
         return 2
-    p = load_json(params)["params"]
 
     from lib.distill.checkpoint import checkpoint_rows
+    from lib.distill.config import read_params_05
     from lib.distill.data import build_datasets
     from lib.distill.grid import run_grid
     from lib.distill.models import assistant_path, ensure_teacher, load_encoder
 
-    dev = get_device(p["device"])
+    cfg = read_params_05(params)
+    dev = get_device(cfg.device)
     set_threads(args.threads)
     teacher = load_encoder(ensure_teacher(), "teacher", dev)
     assistant = load_encoder(assistant_path(), "assistant", dev)
-    data = build_datasets(p["seeds"][0], p["transfer_sentences"], p["task_train"], p["task_eval"],
-                          p["fidelity_sentences"])
+    data = build_datasets(cfg.distill_seeds[0], cfg.transfer_sentences, cfg.task_train, cfg.task_eval,
+                          cfg.fidelity_sentences)
     before = len(checkpoint_rows(out_dir / "checkpoint"))
     t0 = time.perf_counter()
-    run_grid(p, teacher, assistant, data, out_dir / "students" if p["save_students"] else None,
+    run_grid(cfg, teacher, assistant, data, out_dir / "students" if cfg.save_students else None,
              checkpoint=out_dir / "checkpoint", wait=False)
     print(f"worker done after {(time.perf_counter() - t0) / 60:.1f} min: the folder has "
           f"{len(checkpoint_rows(out_dir / 'checkpoint')) - before} more finished runs than when it started "

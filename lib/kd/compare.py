@@ -9,25 +9,26 @@ import pandas as pd
 
 from lib.distill.models import Encoder
 from lib.distill.train import predict_logits
+from lib.kd.config import KdParams
 from lib.kd.run import build_student, encoder_representations, frozen_task_accuracy, speed, task_teacher, teacher_task
 
 
-def task_teachers(teacher: Encoder, data: dict, p: dict, folder: str | Path) -> dict[str, Encoder]:
+def task_teachers(teacher: Encoder, data: dict, cfg: KdParams, folder: str | Path) -> dict[str, Encoder]:
     """{task: the teacher fine-tuned on it} — the ones lib.kd.run.run_students saved in folder (reloaded, not
     trained again)."""
-    return {task: task_teacher(teacher, *teacher_task(data[task], p), folder, progress=False)[0]
-            for task in p["kd_tasks"]}
+    return {task: task_teacher(teacher, *teacher_task(data[task], cfg), folder, progress=False)[0]
+            for task in cfg.kd_tasks}
 
 
-def speed_table(teacher: Encoder, fine_tuned: dict[str, Encoder], encoders: dict[str, Encoder], p: dict,
+def speed_table(teacher: Encoder, fine_tuned: dict[str, Encoder], encoders: dict[str, Encoder], cfg: KdParams,
                 texts: list[str]) -> pd.DataFrame:
     """Parameters (total, without embeddings, in millions) and sentences per second on `texts` of the fine-tuned
     teacher of the first task, a fresh student of every kind (speed does not depend on training) and every frozen
     encoder of `encoders`; speedup relative to the teacher (first row)."""
-    first, L = fine_tuned[p["kd_tasks"][0]], p["kd_max_seq_len"]
+    first, L = fine_tuned[cfg.kd_tasks[0]], cfg.kd_max_seq_len
     sized = [("teacher (fine-tuned)", teacher.param_counts(), lambda x: predict_logits(first, x, L))]
-    for kind in p["kd_students"]:
-        s = build_student(kind, teacher, first.head.out_features, p, 0)
+    for kind in cfg.kd_students:
+        s = build_student(kind, teacher, first.head.out_features, cfg, 0)
         sized.append((kind, s.param_counts(), lambda x, s=s: s.predict_logits(x, L)))
     for name, enc in encoders.items():
         sized.append((name, enc.param_counts(), lambda x, e=enc: encoder_representations(e, x, L)))
@@ -38,15 +39,15 @@ def speed_table(teacher: Encoder, fine_tuned: dict[str, Encoder], encoders: dict
     return out
 
 
-def frozen_table(encoders: dict[str, Encoder], data: dict, p: dict) -> pd.DataFrame:
+def frozen_table(encoders: dict[str, Encoder], data: dict, cfg: KdParams) -> pd.DataFrame:
     """Test accuracy per (task, encoder) of a logistic-regression head on frozen mean-pooled representations: what
     an encoder gives a task without any fine-tuning. Rows task, model, test."""
     out = {}
-    for task in p["kd_tasks"]:
+    for task in cfg.kd_tasks:
         d = data[task]
         for name, enc in encoders.items():
-            x = {s: encoder_representations(enc, d[s].text.tolist(), p["kd_max_seq_len"]) for s in ("train", "test")}
-            out[(task, name)] = frozen_task_accuracy(x, d, p["kd_seeds"][0])
+            x = {s: encoder_representations(enc, d[s].text.tolist(), cfg.kd_max_seq_len) for s in ("train", "test")}
+            out[(task, name)] = frozen_task_accuracy(x, d, cfg.kd_seeds[0])
     return pd.Series(out, name="test").rename_axis(["task", "model"]).reset_index()
 
 

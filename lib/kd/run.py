@@ -1,9 +1,10 @@
 """Stage 6 orchestration (notebook 06): a fine-tuned task teacher saved once, its logits cached on disk, the augmented
 transfer set, the BiLSTM / small-BERT students each beside its undistilled control, and the probing table.
 
-lib.kd.train holds the losses, students and training loop; lib.kd.augment the transfer-set rules; lib.kd.probing the
-tasks and the probe. Everything here is resumable: a finished (task, student, method, seed) row is kept in `rows.csv`
-with the student's probing representations beside it, and is not trained again.
+lib.kd.config holds the notebook's parameters (KdParams); lib.kd.train the losses, students and training loop;
+lib.kd.augment the transfer-set rules; lib.kd.probing the tasks and the probe. Everything here is resumable: a finished
+(task, student, method, seed) row is kept in `rows.csv` with the student's probing representations beside it, and is
+not trained again.
 """
 from __future__ import annotations
 
@@ -34,42 +35,9 @@ from lib.distill.train import (
     predict_logits,
 )
 from lib.kd import train as K
+from lib.kd.config import STUDENT_KINDS, KdParams
 
-STUDENT_KINDS = ("bilstm", "bert")
 METHODS = ("kd", "control")  # control: same student, init and steps, hard-label CE on the labelled texts only
-NOTEBOOK_PARAMS = (
-    "kd_seeds", "kd_tasks", "kd_task_train", "kd_task_eval", "kd_max_seq_len",
-    "kd_teacher_ft_steps", "kd_teacher_ft_layers", "kd_teacher_ft_lr", "kd_teacher_ft_batch_size",
-    "augment_n_iter", "augment_max", "augment_p_mask", "augment_p_pos", "augment_p_ng",
-    "kd_students", "kd_controls", "kd_epochs", "kd_batch_size", "kd_lr", "kd_ce_weight", "bilstm_soft", "bert_soft",
-    "kd_soft_temperature", "bilstm_hidden", "bilstm_fc", "bilstm_embed_dim", "bilstm_multichannel",
-    "bert_layers", "bert_hidden", "bert_heads", "bert_intermediate",
-    "probing_sentences", "probing_max_per_class", "probing_word_content_words", "minilm_dir", "kd_speed_sentences",
-)
-
-
-def check_params(p: dict) -> None:
-    """One clear error for the first parameter of notebook 06 that cannot work."""
-    missing = [k for k in NOTEBOOK_PARAMS if k not in p]
-    if missing:
-        raise DistillError(f"notebook-06 parameters missing: {missing}")
-    bad_tasks = [t for t in p["kd_tasks"] if t not in ("polarity", "topic")]
-    if not p["kd_tasks"] or bad_tasks:
-        raise DistillError(f"kd_tasks={p['kd_tasks']}: use a non-empty subset of ['polarity', 'topic']")
-    bad = [s for s in p["kd_students"] if s not in STUDENT_KINDS]
-    if not p["kd_students"] or bad:
-        raise DistillError(f"kd_students={p['kd_students']}: use a non-empty subset of {list(STUDENT_KINDS)}")
-    for k in ("bilstm_soft", "bert_soft"):
-        if p[k] not in ("mse", "kl"):
-            raise DistillError(f"{k}={p[k]!r}: use 'mse' (the thesis's LSTM_S) or 'kl' (its BERT_S, at kd_soft_temperature)")
-    if not p["kd_seeds"] or p["kd_task_train"] < 10 or p["kd_task_eval"] < 10:
-        raise DistillError(f"kd_seeds={p['kd_seeds']}, kd_task_train={p['kd_task_train']}, kd_task_eval={p['kd_task_eval']}: give at least "
-                           "one seed and 10 texts per split")
-    if p["bert_hidden"] % p["bert_heads"]:
-        raise DistillError(f"bert_hidden={p['bert_hidden']} is not a multiple of bert_heads={p['bert_heads']}")
-    if p["augment_max"] < 0 or p["probing_sentences"] < 100:
-        raise DistillError(f"augment_max={p['augment_max']} must be >= 0 (0: no augmentation) and "
-                           f"probing_sentences={p['probing_sentences']} >= 100")
 
 
 # ------------------------------------------------------------------------------------------------------ the teacher
@@ -78,13 +46,13 @@ def _trainable_keys(teacher: Encoder, layers: int) -> list[str]:
     return [k for k in teacher.model.state_dict() if any(k.startswith(f"encoder.layer.{i}.") for i in range(n - layers, n))]
 
 
-def teacher_task(d: dict, p: dict) -> tuple[TaskTargets, FinetuneConfig]:
+def teacher_task(d: dict, cfg: KdParams) -> tuple[TaskTargets, FinetuneConfig]:
     """The task teacher's labelled texts (one task's {"train", "val", "test"} frames) and fine-tuning settings."""
     n_classes = int(pd.concat([d[s].label for s in d]).max()) + 1
     return (TaskTargets(d["train"].text.tolist(), d["train"].label.to_numpy(), n_classes),
-            FinetuneConfig(steps=p["kd_teacher_ft_steps"], batch_size=p["kd_teacher_ft_batch_size"],
-                           max_seq_len=p["kd_max_seq_len"], lr=p["kd_teacher_ft_lr"], layers=p["kd_teacher_ft_layers"],
-                           seed=p["kd_seeds"][0]))
+            FinetuneConfig(steps=cfg.kd_teacher_ft_steps, batch_size=cfg.kd_teacher_ft_batch_size,
+                           max_seq_len=cfg.kd_max_seq_len, lr=cfg.kd_teacher_ft_lr, layers=cfg.kd_teacher_ft_layers,
+                           seed=cfg.kd_seeds[0]))
 
 
 def task_teacher(teacher: Encoder, task: TaskTargets, cfg: FinetuneConfig, folder: str | Path,
@@ -160,15 +128,16 @@ class LogitCache:
 
 
 # ------------------------------------------------------------------------------------------------------------- data
-def transfer_set(train: pd.DataFrame, p: dict, seed: int, mask_token: str, tagger=None) -> tuple[list[str], np.ndarray]:
+def transfer_set(train: pd.DataFrame, cfg: KdParams, seed: int, mask_token: str,
+                 tagger=None) -> tuple[list[str], np.ndarray]:
     """The labelled training texts followed by up to `augment_max` augmented ones (label NO_LABEL): texts [N], labels [N]."""
     from lib.kd.augment import augment
 
     texts, labels = train.text.tolist(), train.label.to_numpy(np.int64)
-    if p["augment_max"] == 0:
+    if cfg.augment_max == 0:
         return texts, labels
-    extra = augment(texts, p["augment_n_iter"], p["augment_p_mask"], p["augment_p_pos"], p["augment_p_ng"], seed=seed,
-                    tagger=tagger, mask_token=mask_token, max_sentences=p["augment_max"])
+    extra = augment(texts, cfg.augment_n_iter, cfg.augment_p_mask, cfg.augment_p_pos, cfg.augment_p_ng, seed=seed,
+                    tagger=tagger, mask_token=mask_token, max_sentences=cfg.augment_max)
     return texts + extra, np.concatenate([labels, np.full(len(extra), K.NO_LABEL, np.int64)])
 
 
@@ -182,27 +151,28 @@ def probing_pool(n: int, seed: int = 0) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------------------- students
-def build_student(kind: str, teacher: Encoder, n_classes: int, p: dict, seed: int) -> K.Student:
+def build_student(kind: str, teacher: Encoder, n_classes: int, cfg: KdParams, seed: int) -> K.Student:
     """A BiLSTM or small-BERT student on the teacher's wordpieces, embeddings started from the teacher's."""
     emb = K.teacher_wordpiece_embeddings(teacher)
     if kind == "bilstm":
-        return K.BiLSTMStudent(emb, teacher.tokenizer, n_classes, embed_dim=p["bilstm_embed_dim"],
-                               hidden=p["bilstm_hidden"], fc=p["bilstm_fc"], multichannel=p["bilstm_multichannel"],
+        return K.BiLSTMStudent(emb, teacher.tokenizer, n_classes, embed_dim=cfg.bilstm_embed_dim,
+                               hidden=cfg.bilstm_hidden, fc=cfg.bilstm_fc, multichannel=cfg.bilstm_multichannel,
                                seed=seed)
     if kind == "bert":
-        return K.BertStudent(teacher.tokenizer, n_classes, p["bert_layers"], p["bert_hidden"], p["bert_heads"],
-                             p["bert_intermediate"], teacher_embeddings=emb, seed=seed)
+        return K.BertStudent(teacher.tokenizer, n_classes, cfg.bert_layers, cfg.bert_hidden, cfg.bert_heads,
+                             cfg.bert_intermediate, teacher_embeddings=emb, seed=seed)
     raise DistillError(f"student kind {kind!r} is unknown; use one of {STUDENT_KINDS}")
 
 
-def kd_config(kind: str, method: str, p: dict, seed: int, n_transfer: int, n_labelled: int) -> K.KDConfig:
+def kd_config(kind: str, method: str, cfg: KdParams, seed: int, n_transfer: int, n_labelled: int) -> K.KDConfig:
     """The run's KDConfig. The control trains on the labelled texts only with CE, for as many steps as its KD twin."""
-    soft = p[f"{kind}_soft"]
+    soft = getattr(cfg, f"{kind}_soft")
     if method == "kd":
-        return K.KDConfig(soft=soft, temperature=p["kd_soft_temperature"], ce_weight=p["kd_ce_weight"], epochs=p["kd_epochs"],
-                          batch_size=p["kd_batch_size"], lr=p["kd_lr"], max_seq_len=p["kd_max_seq_len"], seed=seed)
-    return K.KDConfig(soft="none", ce_weight=1.0, epochs=p["kd_epochs"] * n_transfer / n_labelled,
-                      batch_size=p["kd_batch_size"], lr=p["kd_lr"], max_seq_len=p["kd_max_seq_len"], seed=seed)
+        return K.KDConfig(soft=soft, temperature=cfg.kd_soft_temperature, ce_weight=cfg.kd_ce_weight,
+                          epochs=cfg.kd_epochs, batch_size=cfg.kd_batch_size, lr=cfg.kd_lr,
+                          max_seq_len=cfg.kd_max_seq_len, seed=seed)
+    return K.KDConfig(soft="none", ce_weight=1.0, epochs=cfg.kd_epochs * n_transfer / n_labelled,
+                      batch_size=cfg.kd_batch_size, lr=cfg.kd_lr, max_seq_len=cfg.kd_max_seq_len, seed=seed)
 
 
 def _accuracy(logits: np.ndarray, labels) -> float:
@@ -222,17 +192,18 @@ def _timed(fn, texts) -> float:
     return time.perf_counter() - t
 
 
-# what a finished row depends on besides its own (task, student, method, seed): everything but the lists it is one of
-_ROW_SETTINGS = tuple(k for k in NOTEBOOK_PARAMS if k not in ("kd_seeds", "kd_tasks", "kd_students", "kd_controls",
-                                                               "minilm_dir", "kd_speed_sentences"))
+NOT_IN_ROWS = ("run_dir", "device", "threads", "kd_seeds", "kd_tasks", "kd_students", "kd_controls", "minilm_dir",
+               "kd_speed_sentences")
+"""Parameters of notebook 06 that change no finished (task, student, method, seed) row: where and how fast it runs,
+the lists a row is one of, and what is compared after the rows."""
 
 
-def check_resume(folder: str | Path, p: dict, probe_texts: list[str]) -> None:
+def check_resume(folder: str | Path, cfg: KdParams, probe_texts: list[str]) -> None:
     """Refuse to resume `folder/rows.csv` under other settings: a finished row is reused only if the settings it was
     trained with (and the probing sentences its representations are for) are this run's. The first run writes
     `folder/settings.json`; a later one with other settings gets one error naming the keys that differ."""
     path = Path(folder) / "settings.json"
-    now = {k: p[k] for k in _ROW_SETTINGS} | {"probe_texts": config_digest(probe_texts)}
+    now = {k: v for k, v in cfg.to_dict().items() if k not in NOT_IN_ROWS} | {"probe_texts": config_digest(probe_texts)}
     if path.is_file():
         refuse_other_settings(f"{path.parent / 'rows.csv'}", load_json(path), now,
                               "use another run_dir, or delete its rows.csv and reps/ to start afresh")
@@ -240,7 +211,7 @@ def check_resume(folder: str | Path, p: dict, probe_texts: list[str]) -> None:
         atomic_write_text(path, json.dumps(now, indent=1, sort_keys=True, default=str) + "\n")
 
 
-def run_students(p: dict, teacher: Encoder, data: dict, folder: str | Path, probe_texts: list[str],
+def run_students(cfg: KdParams, teacher: Encoder, data: dict, folder: str | Path, probe_texts: list[str],
                  progress: bool = True, tagger=None) -> tuple[pd.DataFrame, dict]:
     """Every task x student kind x method x seed; returns (rows, info).
 
@@ -251,41 +222,41 @@ def run_students(p: dict, teacher: Encoder, data: dict, folder: str | Path, prob
     """
     folder = Path(folder)
     rows_path, reps_dir = folder / "rows.csv", folder / "reps"
-    check_resume(folder, p, probe_texts)
+    check_resume(folder, cfg, probe_texts)
     done = pd.read_csv(rows_path) if rows_path.is_file() else pd.DataFrame(columns=["row_id"])
     rows = done.to_dict("records")
     info = {"teacher": [], "teacher_passes": 0, "transfer": {}, "augmented": {}}
     t0 = time.perf_counter()
-    for task in p["kd_tasks"]:
+    for task in cfg.kd_tasks:
         d = data[task]
-        tt, ft_cfg = teacher_task(d, p)
+        tt, ft_cfg = teacher_task(d, cfg)
         ft, reloaded = task_teacher(teacher, tt, ft_cfg, folder / "teachers", progress)
         cache = LogitCache(folder / "teachers" / f"logits_{task}_{config_digest(ft_cfg.__dict__ | {'n': len(tt.texts)})}.npz",
                            tt.n_classes)
-        texts, labels = transfer_set(d["train"], p, p["kd_seeds"][0], teacher.tokenizer.mask_token, tagger)
+        texts, labels = transfer_set(d["train"], cfg, cfg.kd_seeds[0], teacher.tokenizer.mask_token, tagger)
         info["transfer"][task], info["augmented"][task] = len(texts), int((labels == K.NO_LABEL).sum())
-        z = {s: cache.logits(d[s].text.tolist(), ft, p["kd_max_seq_len"], progress=progress) for s in ("val", "test")}
-        z_tr = cache.logits(texts, ft, p["kd_max_seq_len"], progress=progress)
+        z = {s: cache.logits(d[s].text.tolist(), ft, cfg.kd_max_seq_len, progress=progress) for s in ("val", "test")}
+        z_tr = cache.logits(texts, ft, cfg.kd_max_seq_len, progress=progress)
         info["teacher"].append({"task": task, "reloaded": reloaded, "val": _accuracy(z["val"], d["val"].label),
                                 "test": _accuracy(z["test"], d["test"].label),
                                 "train_labelled": _accuracy(z_tr[labels != K.NO_LABEL], labels[labels != K.NO_LABEL])})
         info["teacher_passes"] += cache.passes
         n_lab = int((labels != K.NO_LABEL).sum())
-        for kind in p["kd_students"]:
-            for method in METHODS if p["kd_controls"] else ("kd",):
-                for seed in p["kd_seeds"]:
+        for kind in cfg.kd_students:
+            for method in METHODS if cfg.kd_controls else ("kd",):
+                for seed in cfg.kd_seeds:
                     row_id = f"{task}_{kind}_{method}_s{seed}"
                     if row_id in set(done.row_id) and (reps_dir / f"{row_id}.npy").is_file():
                         continue
-                    student = build_student(kind, teacher, tt.n_classes, p, seed)
-                    cfg = kd_config(kind, method, p, seed, len(texts), n_lab)
+                    student = build_student(kind, teacher, tt.n_classes, cfg, seed)
+                    run_cfg = kd_config(kind, method, cfg, seed, len(texts), n_lab)
                     keep = slice(None) if method == "kd" else labels != K.NO_LABEL
                     t = time.perf_counter()
                     hist, _ = K.train_student(student, list(np.asarray(texts, object)[keep]), z_tr[keep], labels[keep],
-                                              cfg, progress)
+                                              run_cfg, progress)
                     wall = time.perf_counter() - t
-                    pred = {s: student.predict_logits(d[s].text.tolist(), p["kd_max_seq_len"]) for s in ("val", "test")}
-                    reps = student.sentence_representations(probe_texts, p["kd_max_seq_len"])
+                    pred = {s: student.predict_logits(d[s].text.tolist(), cfg.kd_max_seq_len) for s in ("val", "test")}
+                    reps = student.sentence_representations(probe_texts, cfg.kd_max_seq_len)
                     reps_dir.mkdir(parents=True, exist_ok=True)
                     buf = io.BytesIO()
                     np.save(buf, reps.astype(np.float16))
@@ -293,8 +264,8 @@ def run_students(p: dict, teacher: Encoder, data: dict, folder: str | Path, prob
                     rows = [r for r in rows if r["row_id"] != row_id] + [{
                         "row_id": row_id, "task": task, "student": kind, "method": method, "seed": seed,
                         "loss": "CE (labels only)" if method == "control" else
-                        cfg.soft + (f" T={cfg.temperature:g}" if cfg.soft == "kl" else "") +
-                        (f" + {cfg.ce_weight:g} CE" if cfg.ce_weight else ""),
+                        run_cfg.soft + (f" T={run_cfg.temperature:g}" if run_cfg.soft == "kl" else "") +
+                        (f" + {run_cfg.ce_weight:g} CE" if run_cfg.ce_weight else ""),
                         "texts": len(texts) if method == "kd" else n_lab, "steps": len(hist),
                         "final_loss": float(hist.loss.iloc[-20:].mean()), "train_s": wall,
                         "val": _accuracy(pred["val"], d["val"].label), "test": _accuracy(pred["test"], d["test"].label),

