@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from lib.aauc import plots as aauc_plots
-from lib.aauc import study as A
+from lib.aauc import stage as A
 from lib.metrics.aauc import aauc, sample_nodes
 
 # Four nodes: 0 and 1 point the same way (cos 1), 2 is close to them (cos 0.8), 3 is orthogonal.
@@ -85,7 +85,7 @@ def test_bad_inputs_are_clear_errors():
 import itertools
 import json
 
-from lib.aauc.study import load_run_models
+from lib.aauc.stage import load_run_models
 from lib.metrics.aauc import aauc_by_group, aauc_inside_across, aauc_on_pairs, sampled_pairs, top_new_links
 
 
@@ -197,7 +197,7 @@ def test_load_run_models_reads_checkpoints_from_the_run_folder(tmp_path):
 
 
 def test_reference_scorers_and_nested_subsets():
-    from lib.aauc.study import nested_subsets, reference_embeddings
+    from lib.aauc.stage import nested_subsets, reference_embeddings
     from lib.common.runinfo import jsonable
     from lib.linkpred.data import synthetic_graph
 
@@ -235,7 +235,7 @@ def test_trend_slopes_fit_log_size_and_skip_undefined_aauc():
 
 
 def test_topic_table_of_a_source_without_topics_is_empty_with_the_columns():
-    from lib.aauc.study import topic_table
+    from lib.aauc.stage import topic_table
 
     g = torch.Generator().manual_seed(0)
     z, x = torch.randn(30, 4, generator=g), torch.randn(30, 8, generator=g)

@@ -184,16 +184,16 @@ def test_goal_needs_the_shortcut_beaten_too_except_on_uniform_negatives():
 
 
 def test_run_all_scores_bar_shortcut_and_variants_on_the_same_split_and_keeps_stage3_rows(tmp_path):
-    from lib.linkpred import beyond_run
+    from lib.linkpred import beyond_stage
     from lib.linkpred.config import BeyondParams
 
     graphs = {f"g{i}": synthetic_graph(60, 180, in_channels=16, seed=i, graph_id=f"g{i}") for i in range(5)}
     sp = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3", "g4"], "leak_free", seed=0)
     params = BeyondParams(beyond_epochs=1, beyond_patience=0, beyond_select_metric="auc", decoder_hidden=8, n_seeds=1)
-    model_cfg, cfgs = beyond_run.configs({"model": SMALL, "train": TrainConfig(epochs=2, lr=0.01).to_dict()}, params)
+    model_cfg, cfgs = beyond_stage.configs({"model": SMALL, "train": TrainConfig(epochs=2, lr=0.01).to_dict()}, params)
     assert model_cfg["decoder_hidden"] == 8 and cfgs[0].lr == 0.01 and cfgs[0].epochs == 1 and cfgs[0].seed == 0
     assert cfgs[0].supervision == "disjoint" and not cfgs[0].log_aauc
-    rows, coef, log = beyond_run.run_all({(0, "leak_free"): sp}, ["dot"], model_cfg, cfgs, {"dot": None}, tmp_path,
+    rows, coef, log = beyond_stage.run_all({(0, "leak_free"): sp}, ["dot"], model_cfg, cfgs, {"dot": None}, tmp_path,
                                 progress=False)
     df = pd.DataFrame(rows)
     assert set(df["model"]) == {"heuristic_stack", B.SHORTCUT, "gat_dot"} and len(coef) == 1
@@ -205,6 +205,6 @@ def test_run_all_scores_bar_shortcut_and_variants_on_the_same_split_and_keeps_st
                             "supervision": "disjoint", "auc": 0.7},
                            {"seed": 1, "protocol": "leak_free", "negatives": "uniform", "model": "cosine",
                             "supervision": "none", "auc": 0.8}])
-    both = beyond_run.with_stage3_rows(rows03, rows, ["leak_free"], [0])
+    both = beyond_stage.with_stage3_rows(rows03, rows, ["leak_free"], [0])
     assert both["model"].iloc[0] == "gat_model (seed)" and both["auc"].iloc[0] == 0.6  # the seed's way, seed 0 only
     assert len(both) == 1 + len(rows) and "supervision" not in both.columns

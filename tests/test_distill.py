@@ -18,7 +18,6 @@ from transformers import BertConfig, BertModel, BertTokenizer
 from lib.distill.cache import TeacherCache
 from lib.distill.config import DistillParams, field_names, read_params_05
 from lib.distill.eval import curve_trends, difference_sentences, encode, paired_differences
-from lib.distill.grid import run_grid, student_folder
 from lib.distill.losses import (
     VARIANTS,
     DistillError,
@@ -40,6 +39,7 @@ from lib.distill.models import (
     make_student,
     save_sentence_transformer,
 )
+from lib.distill.stage import run_grid, student_folder
 from lib.distill.train import DistillConfig, distill, train_student
 from lib.distill.verdicts import budget_verdicts, choose_init
 

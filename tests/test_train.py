@@ -11,11 +11,11 @@ from lib.embed.dataset import split_graphs
 from lib.linkpred.checkpoint import data_fingerprint, epoch_checkpoints, load_checkpoint
 from lib.linkpred.config import TrainConfig, TrainingDiverged
 from lib.linkpred.data import graph_problem, synthetic_graph
-from lib.linkpred.experiment import run_experiment
 from lib.linkpred.heuristics import HEURISTICS, heuristic_scores
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import graph_task
 from lib.linkpred.sampling import NEGATIVE_SETS, sample_negatives, within_graph_split
+from lib.linkpred.stage import run_experiment
 from lib.linkpred.train import supervision_pairs, train_model
 from lib.metrics.link import choose_on_validation, gat_verdicts, link_metrics, summary_table
 

@@ -6,7 +6,7 @@ import os
 
 import pandas as pd
 
-from lib.aauc.study import embed_graph, topic_table
+from lib.aauc.stage import embed_graph, topic_table
 from lib.crawl.bfs import bfs_branches
 from lib.linkpred.sampling import derive_seed
 from lib.metrics.aauc import aauc_by_group, aauc_inside_across
@@ -15,7 +15,7 @@ from lib.metrics.aauc import aauc_by_group, aauc_inside_across
 def group_tables(models: dict, splits: dict, graphs: dict, ds, crawl_dir: str | os.PathLike, seeds: list,
                  r_cos: float, t_cos: float, device="cpu") -> tuple[pd.DataFrame, pd.DataFrame]:
     """The trained GatModel of each seed (models[seed]["gat_model"]) on its test graphs: (per-topic table
-    (lib.aauc.study.topic_table; empty for a source without topic labels), rows {seed, graph_id, pairs: "inside" |
+    (lib.aauc.stage.topic_table; empty for a source without topic labels), rows {seed, graph_id, pairs: "inside" |
     "across", value, n_pos, n_neg, ...} per graph). The node sample of a graph is seeded by (seed, graph) alone, so
     both splits of the pairs come from the same nodes."""
     topic_rows, branch_rows = [], []

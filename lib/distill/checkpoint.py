@@ -1,5 +1,5 @@
 """Where a distillation grid keeps its finished runs, so a killed grid resumes and two processes can share it
-(lib.distill.grid.run_grid, lib.distill.worker): rows.jsonl, loss and curve CSVs, step checkpoints, per-run claims."""
+(lib.distill.stage.run_grid, lib.distill.worker): rows.jsonl, loss and curve CSVs, step checkpoints, per-run claims."""
 from __future__ import annotations
 
 from pathlib import Path

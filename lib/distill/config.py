@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from lib.common.config import StageParams, param
+from lib.common.config import DeviceStageParams, param
 from lib.common.device import PRECISIONS
 from lib.common.params import require
 from lib.distill.cache import ATTENTION_DEFINITIONS
@@ -25,13 +25,9 @@ TEACHER_HIDDEN, TEACHER_HEADS, TEACHER_LAYERS = 768, 12, 12  # all-mpnet-base-v2
 
 
 @dataclass(frozen=True)
-class DistillParams(StageParams):
+class DistillParams(DeviceStageParams):
     NOTEBOOK: ClassVar[str] = "05_attention_distillation.ipynb"
 
-    run_dir: str = param("outputs/demo", "run folder shared by the numbered notebooks")
-    device: str = param("cpu", '"cuda" needs a GPU; fails clearly without one')
-    threads: int = param(0, "CPU threads for torch: 0 means OMP_NUM_THREADS when set, else every core; use 1 on a "
-                            "shared machine", ge=0, record=False)
     precision: str = param("fp32", "teacher forward for distillation targets: fp32, bf16, fp16 or auto (bf16 where the "
                                    "CPU/GPU has it natively)", choices=PRECISIONS)
     distill_seeds: list[int] = param([0], "distillation/evaluation seeds; the paper averages 4 runs, full profile uses "

@@ -46,8 +46,8 @@ def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, 
     from lib.embed.store import embed_titles, open_store
     from lib.linkpred.config import TrainConfig
     from lib.linkpred.data import usable_graphs
-    from lib.linkpred.experiment import run_experiment
     from lib.linkpred.model import ModelConfig
+    from lib.linkpred.stage import run_experiment
 
     run_dir = Path(run_dir)
     if not link_prediction_available():

@@ -4,7 +4,7 @@ checkpoint folder, so a long grid uses two cores (each process with one thread) 
     python -m lib.distill.worker outputs/distill_long --threads 1
 
 Start it after notebook 05 has begun its grid on that run folder (the worker reads the parameters the notebook
-wrote, distill/params_05.json). Each run is trained by whichever process claims it first (lib.distill.grid.run_grid);
+wrote, distill/params_05.json). Each run is trained by whichever process claims it first (lib.distill.stage.run_grid);
 the worker skips runs the notebook holds and stops when nothing is left to claim, while the notebook waits for the
 worker's runs and then writes the tables and figures as usual. Kill either process at any time: a killed run's claim
 is released by the kernel and its step checkpoint is resumed by whichever process claims it next.
@@ -38,8 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     from lib.distill.checkpoint import checkpoint_rows
     from lib.distill.config import read_params_05
     from lib.distill.data import build_datasets
-    from lib.distill.grid import run_grid
     from lib.distill.models import assistant_path, ensure_teacher, load_encoder
+    from lib.distill.stage import run_grid
 
     cfg = read_params_05(params)
     dev = get_device(cfg.device)

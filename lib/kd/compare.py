@@ -10,11 +10,11 @@ import pandas as pd
 from lib.distill.models import Encoder
 from lib.distill.train import predict_logits
 from lib.kd.config import KdParams
-from lib.kd.run import build_student, encoder_representations, frozen_task_accuracy, speed, task_teacher, teacher_task
+from lib.kd.stage import build_student, encoder_representations, frozen_task_accuracy, speed, task_teacher, teacher_task
 
 
 def task_teachers(teacher: Encoder, data: dict, cfg: KdParams, folder: str | Path) -> dict[str, Encoder]:
-    """{task: the teacher fine-tuned on it} — the ones lib.kd.run.run_students saved in folder (reloaded, not
+    """{task: the teacher fine-tuned on it} — the ones lib.kd.stage.run_students saved in folder (reloaded, not
     trained again)."""
     return {task: task_teacher(teacher, *teacher_task(data[task], cfg), folder, progress=False)[0]
             for task in cfg.kd_tasks}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from lib.common.config import StageParams, param
+from lib.common.config import DeviceStageParams, param
 from lib.common.params import require
 from lib.distill.config import TASKS, TEACHER_LAYERS
 
@@ -14,13 +14,9 @@ STUDENT_SOFT_LOSSES = ("mse", "kl")  # mse: the thesis's LSTM_S; kl: its BERT_S,
 
 
 @dataclass(frozen=True)
-class KdParams(StageParams):
+class KdParams(DeviceStageParams):
     NOTEBOOK: ClassVar[str] = "06_kd_probing.ipynb"
 
-    run_dir: str = param("outputs/demo", "run folder shared by the numbered notebooks")
-    device: str = param("cpu", '"cuda" needs a GPU; fails clearly without one')
-    threads: int = param(0, "CPU threads for torch: 0 means OMP_NUM_THREADS when set, else every core; use 1 on a "
-                            "shared machine", ge=0, record=False)
     kd_seeds: list[int] = param([0], "student seeds (init, batches, dropout); the results profile uses 3")
     kd_tasks: list[str] = param(["polarity"], "tasks with a fine-tuned teacher and students: polarity and/or topic",
                                 choices=TASKS)

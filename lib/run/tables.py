@@ -162,7 +162,7 @@ def distill_differences_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Notebook 05's task-agnostic stage per run: MiniLM minus its undistilled control and minus each ablation (the
     paper's Tables 5-7), the same student, init and seed paired; mean difference and 95% t-interval over the seeds."""
     from lib.distill.eval import paired_differences
-    from lib.distill.grid import ABLATIONS
+    from lib.distill.stage import ABLATIONS
 
     rows = []
     for name, m in runs.items():
