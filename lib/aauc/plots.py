@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
 from lib.viz.figures import saved
 
 if TYPE_CHECKING:
@@ -14,7 +16,6 @@ def plot_trend(df, path=None, seed_reported=None):
     """AUC and A-AUC against the number of training graphs: df columns train_graphs, seed, protocol, auc, aauc.
     Mean with min–max band over seeds, one line per (metric, protocol); the seed report's points on a second panel."""
     import matplotlib.pyplot as plt
-    import pandas as pd
 
     fig, axes = plt.subplots(1, 2 if seed_reported else 1, figsize=(11 if seed_reported else 6, 4), squeeze=False)
     ax = axes[0, 0]
@@ -48,7 +49,6 @@ def plot_tradeoff(df, path=None, seed_reported=None):
     """Scatter of test AUC against test A-AUC, one point per run (df columns label, protocol, auc, aauc), colour =
     run label, marker = protocol, the legend beside the axes; runs whose A-AUC is undefined are not drawn."""
     import matplotlib.pyplot as plt
-    import pandas as pd
 
     fig, ax = plt.subplots(figsize=(7.6, 4.8))
     for i, (label, g) in enumerate(df.groupby("label", sort=False)):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
 import sys
 import typing
@@ -26,6 +27,7 @@ from dataclasses import MISSING, field, fields
 from typing import Any, ClassVar
 
 from lib.common.params import ParamError
+from lib.common.paths import NOTEBOOKS
 
 THREADS_WHY = "CPU threads for torch: 0 means OMP_NUM_THREADS when set, else every core; use 1 on a shared machine"
 DEVICE_WHY = '"cuda" needs a GPU; fails clearly without one'
@@ -176,7 +178,6 @@ def default_text(v) -> str:
 
 def stage_params() -> dict[str, type[StageParams]]:
     """notebook file name -> its config class, every stage (imports the stage config modules)."""
-    import importlib
 
     # by its module name: run as `python -m lib.common.config` this file is __main__, whose StageParams is a second
     # class that no stage config subclasses
@@ -204,7 +205,6 @@ def write_cells(notebooks_dir=None, check: bool = False) -> list[str]:
     """Rewrite each notebook's `parameters` cell from its config (check=True: only list the notebooks that differ)."""
     import nbformat
 
-    from lib.common.paths import NOTEBOOKS
 
     differ = []
     for name, cls in stage_params().items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import tempfile
 import warnings
+from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +66,6 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 def package_file(dist: str, relpath: str) -> Path | None:
     """A data file shipped inside an installed distribution, found without importing its code; None when absent."""
-    from importlib import metadata
 
     try:
         p = Path(metadata.distribution(dist).locate_file(relpath))

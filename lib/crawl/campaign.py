@@ -6,13 +6,15 @@ import hashlib
 import json
 import re
 import time
+from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
+from tqdm.auto import tqdm
 
-from lib.common.graphio import Graph, sha256_file, write_graph
+from lib.common.graphio import Graph, read_graph, sha256_file, write_graph
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
 from lib.common.paths import atomic_write_text
@@ -102,7 +104,6 @@ def run_campaign(
 
     `node_progress` adds a per-root node bar (useful for slow live crawls). Returns the manifest dict.
     """
-    from tqdm.auto import tqdm
 
     roots = check_campaign(roots if isinstance(roots, str) else list(roots), max_nodes)
     out_dir = Path(out_dir)
@@ -173,7 +174,6 @@ def import_graphs(folder: str | Path, out_dir: str | Path) -> dict:
     `out_dir/graphs/<root slug>.json` with a metadata block, and listed in `out_dir/manifest.json` like a crawled root
     (its root = node 0's title), so notebooks 02-06 run on it unchanged. Nothing is crawled. Files in name order; a
     file that cannot be read is an error naming it; two files with the same root are an error naming both."""
-    from lib.common.graphio import read_graph
 
     folder, out_dir = Path(folder), Path(out_dir)
     files = sorted(folder.glob("*.json")) if folder.is_dir() else []
@@ -215,7 +215,6 @@ def ok_graph_files(crawl_dir: str | Path) -> list[Path]:
 # --------------------------------------------------------------------------------------------------- statistics
 def graph_stats(graph: Graph) -> dict:
     """Nodes, edges, degree summary, share of degree-1 leaves, connectedness."""
-    import numpy as np
 
     deg = np.zeros(graph.num_nodes, dtype=np.int64)
     for u, v in graph.edges:
@@ -236,9 +235,6 @@ def overlap_by_size(source: LinkSource, roots: list[str], sizes: list[int], prog
     """How much BFS graphs from `roots` overlap as max_nodes grows: per size, the graphs (roots that are pages), their
     mean nodes and edges, the distinct titles over all of them and the shared share (share of a graph's nodes whose
     title is also in another graph, averaged over graphs, as notebook 02 reports). Crawls in memory, writes nothing."""
-    from collections import Counter
-
-    from tqdm.auto import tqdm
 
     rows = []
     for n in sorted(sizes):

@@ -14,6 +14,7 @@ import re
 import sqlite3
 from pathlib import Path
 
+from lib.common.graphio import read_graph
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
 from lib.common.paths import CACHE, atomic_write_text, move_aside, package_file
@@ -65,7 +66,6 @@ def read_snapshot(path: str | Path) -> Snapshot:
     if not path.is_file():
         raise SnapshotError(f"snapshot file {path} does not exist; pass a TSV link list or a graph JSON file")
     if path.suffix.lower() == ".json":
-        from lib.common.graphio import read_graph
 
         g = read_graph(path)
         links: dict[str, list[str]] = {t: [] for t in g.titles}

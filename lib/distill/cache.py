@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from lib.common import chunks
 from lib.common.device import Precision, resolve_precision
@@ -228,7 +229,6 @@ class TeacherTargetStore:
 
     def ensure(self, texts: list[str], layers: list[int]) -> int:
         """Compute what the store lacks for `texts` x `layers` (one teacher pass per missing sentence); returns that count."""
-        from tqdm.auto import tqdm
 
         stores = {l: self._store(l) for l in layers}
         todo = [t for t in dict.fromkeys(texts) if any(text_key(t) not in s.index for s in stores.values())]

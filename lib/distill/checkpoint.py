@@ -2,12 +2,16 @@
 (lib.distill.stage.run_grid, lib.distill.worker): rows.jsonl, loss and curve CSVs, step checkpoints, per-run claims."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 from pathlib import Path
 
 import pandas as pd
 
 from lib.common.hashing import config_digest
-from lib.common.runinfo import load_json
+from lib.common.paths import atomic_write_text
+from lib.common.runinfo import jsonable, load_json, refuse_other_settings
 from lib.distill.config import DistillParams, field_names
 
 NOT_IN_ROWS = ("run_dir", "save_students", "speed_sentences", "lp_students", "lp_epochs", "lp_protocols",
@@ -25,10 +29,7 @@ class GridCheckpoint:
     prefix (as the published records do) is read under the field names (lib.distill.config.field_names)."""
 
     def __init__(self, folder: Path | None, cfg: DistillParams):
-        import json
 
-        from lib.common.paths import atomic_write_text
-        from lib.common.runinfo import jsonable, refuse_other_settings
 
         self.folder, self.rows = (Path(folder) if folder else None), {}
         record = jsonable(cfg.record())
@@ -59,8 +60,6 @@ class GridCheckpoint:
         not `wait`. Two processes on one folder (notebook 05 and `python -m lib.distill.worker`) so never train the
         same run. The hold is an flock on locks/<run>.lock: the kernel drops it when its process dies, so a killed
         process leaves no stale claim (a lock file with a pid would). folder=None: always granted."""
-        import contextlib
-        import fcntl
 
         if self.folder is None:
             return contextlib.nullcontext()
@@ -90,9 +89,6 @@ class GridCheckpoint:
         return r
 
     def put(self, row: dict, hist: dict, curves: dict | None = None) -> dict:
-        import json
-
-        from lib.common.paths import atomic_write_text
 
         if self.folder is not None:
             for kind, have in (("losses", hist), ("curves", curves or {})):
@@ -100,7 +96,6 @@ class GridCheckpoint:
                     atomic_write_text(self._csv(row["model"], kind), have[row["model"]].to_csv(index=False))
             self.folder.mkdir(parents=True, exist_ok=True)
             with open(self.folder / "rows.jsonl", "a") as f:  # one line per finished run; a torn last line is re-run
-                import fcntl
 
                 fcntl.flock(f, fcntl.LOCK_EX)  # two processes on one grid: their lines never interleave
                 f.write(json.dumps(row, default=float) + "\n")
@@ -124,8 +119,6 @@ def _read_rows(path: Path) -> list[dict]:
     """The rows of rows.jsonl; a last line torn by a kill (no newline yet) is cut off the file, so that run is done
     again and the next row starts on a line of its own. Read under the file's lock, so a line another process is
     writing at that moment is not taken for a torn one."""
-    import fcntl
-    import json
 
     if not path.is_file():
         return []

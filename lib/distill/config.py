@@ -12,6 +12,7 @@ from typing import ClassVar
 from lib.common.config import DeviceStageParams, param
 from lib.common.device import PRECISIONS
 from lib.common.params import require
+from lib.common.runinfo import load_json
 from lib.distill.cache import ATTENTION_DEFINITIONS
 from lib.distill.losses import DistillError, LossSpec
 from lib.linkpred.sampling import PROTOCOLS
@@ -150,6 +151,5 @@ def field_names(values: dict) -> dict:
 
 def read_params_05(path: str | Path) -> DistillParams:
     """The config a run folder's params_05.json records (written by notebook 05, either name form)."""
-    from lib.common.runinfo import load_json
 
     return DistillParams.from_record(load_json(path)["params"])

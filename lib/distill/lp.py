@@ -5,11 +5,14 @@ of it sits in `link_prediction_eval`, so a change of lib.linkpred.train's API is
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
 import pandas as pd
 
+from lib.common.graphio import read_graph
+from lib.common.paths import atomic_write_text
 from lib.distill.losses import DistillError
 
 REFERENCE = "all-MiniLM-L6-v2"
@@ -17,7 +20,6 @@ REFERENCE = "all-MiniLM-L6-v2"
 
 def link_prediction_available() -> bool:
     """True when stages 2-3 (lib.embed.encoder with load_model, lib.linkpred.train) are present in this checkout."""
-    import importlib.util
 
     return all(importlib.util.find_spec(m) is not None for m in ("lib.embed.encoder", "lib.linkpred.train"))
 
@@ -37,8 +39,6 @@ def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, 
     checkpointed in the dataset folder.
     Returns rows {embedder, seed, dim, model, protocol, auc, ap, hits@50, mrr, aauc, model_id}.
     """
-    from lib.common.graphio import read_graph
-    from lib.common.paths import atomic_write_text
     from lib.crawl import campaign as crawl
     from lib.embed import dataset
     from lib.embed.dataset import split_graphs

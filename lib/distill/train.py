@@ -24,6 +24,7 @@ import torch
 import torch.nn as nn
 from tqdm.auto import tqdm
 
+from lib.common.runinfo import load_state, save_state
 from lib.distill.cache import ATTENTION_DEFINITIONS, TeacherCache, check_attention_definition
 from lib.distill.losses import VARIANT_SPECS, VARIANTS, DistillError, LossSpec, combined_loss, uniform_layer_map
 from lib.distill.models import Encoder, check_tokenizers_aligned
@@ -236,7 +237,6 @@ def train_student(teacher, student: Encoder, corpus: list[str], cfg: DistillConf
     Returns {"losses": DataFrame [step, L_*, loss], "curve": DataFrame [step, metrics...], "steps" (this call),
     "seconds" (training wall time over every call, evaluation excluded), "complete", "global_batch", "world"}.
     """
-    from lib.common.runinfo import load_state, save_state
 
     ranks = ranks or OneProcess()
     if cfg.batch_size % ranks.world:

@@ -16,6 +16,9 @@ import os
 import sys
 import time
 
+from lib.common.device import get_device, set_threads
+from lib.common.paths import resolve
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
@@ -25,8 +28,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="CPU threads of this process (default 1)")
     args = ap.parse_args(argv)
 
-    from lib.common.device import get_device, set_threads
-    from lib.common.paths import resolve
 
     out_dir = resolve(args.run_dir) / "distill"
     params = out_dir / "params_05.json"

@@ -20,6 +20,7 @@ from typing import Iterable
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from lib.common.graphio import read_graph, sha256_bytes, sha256_file
 from lib.common.paths import atomic_write_bytes, atomic_write_text
@@ -73,7 +74,6 @@ def build_dataset(graph_files: Iterable[str | os.PathLike], store: EmbeddingStor
     with the same stem are an error. A graph whose source file, model and precision are unchanged since the last
     build is kept as it is, so re-running costs one hash per file. .pt files of graphs no longer listed are removed.
     """
-    from tqdm.auto import tqdm
 
     if precision not in PRECISIONS:
         raise DatasetError(f"precision={precision!r} is not supported; use 'float32' or 'float16'")

@@ -2,6 +2,8 @@
 they were trained on (a checkpoint is reused only for the same data)."""
 from __future__ import annotations
 
+import hashlib
+import io
 import re
 from pathlib import Path
 from typing import Iterable
@@ -16,7 +18,6 @@ from lib.linkpred.protocols import EvalTask
 
 def save_checkpoint(path: Path, model, optimizer, config: dict, epoch: int, history: list, val: list) -> Path:
     """state_dicts + plain config + metrics (loadable with torch.load(weights_only=True); no pickled objects)."""
-    import io
 
     buf = io.BytesIO()
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "config": config,
@@ -64,7 +65,6 @@ def _comparable(config: dict) -> dict:
 def data_fingerprint(graphs: Iterable[Data], tasks: Iterable[EvalTask] = ()) -> str:
     """sha256 over the graphs' ids, features and edges (and validation tasks' pairs of every negative set): the data a
     checkpoint was trained and selected on."""
-    import hashlib
 
     h = hashlib.sha256()
     for g in graphs:

@@ -21,11 +21,17 @@ counted as missing.
 """
 from __future__ import annotations
 
+import hashlib
+import io
+from pathlib import Path
+
 import numpy as np
 import scipy.sparse as sp
 import torch
 from scipy.stats import rankdata
 from torch import Tensor
+
+from lib.common.paths import atomic_write_bytes
 
 PER_POSITIVE_SETS = ("heart", "matched")
 _CHUNK = 512  # anchors per dense [anchors, nodes] block: bounds memory at 512 x N float64 per heuristic
@@ -170,7 +176,6 @@ def per_positive_key(mp_edge_index: Tensor, x: np.ndarray, gids: np.ndarray, n_t
                      pos: Tensor, k: int, seed: int, anchor_ok: np.ndarray | None) -> str:
     """Content key of one task's per-positive negative sets: every input that decides them (the graph's message
     passing and features, its titles' global ids, the forbidden pairs, the positives, K, the seed), nothing else."""
-    import hashlib
 
     h = hashlib.sha256(f"v{ALGORITHM_VERSION} k{k} s{seed} n{n_titles}".encode())
     for a in (mp_edge_index.numpy(), x, gids, forbidden, pos.numpy(),
@@ -188,14 +193,12 @@ def per_positive_sets(task, gids: np.ndarray, n_titles: int, tp, forbidden: np.n
     With `cache_dir` the sets are kept in `<cache_dir>/<key>.pt` (per_positive_key): building them costs seconds per
     task (PageRank and ranks per anchor) and a protocol's tasks are built again by every notebook and every resumed run,
     while the key changes with any input, so a stale file is never read."""
-    from lib.common.paths import atomic_write_bytes
     from lib.linkpred.heuristics import adjacency
     from lib.linkpred.sampling import derive_seed
 
     x = task.data.x.numpy().astype(np.float64) if task.data.x is not None else np.eye(task.data.num_nodes)
     path = None
     if cache_dir is not None:
-        from pathlib import Path
 
         key = per_positive_key(task.mp_edge_index, x, gids, n_titles, forbidden, task.pos, k, seed, anchor_ok)
         path = Path(cache_dir) / f"{key}.pt"
@@ -211,7 +214,6 @@ def per_positive_sets(task, gids: np.ndarray, n_titles: int, tp, forbidden: np.n
            "matched": matched_negatives(a, task.data, gids, tp, forbidden, task.pos, k, derive_seed(seed, "matched"),
                                         anchor_ok)}
     if path is not None:
-        import io
 
         buf = io.BytesIO()
         torch.save({n: {"neg": neg, "owner": owner, "missing": torch.tensor(miss)} for n, (neg, owner, miss) in

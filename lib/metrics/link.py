@@ -101,7 +101,6 @@ def results_table(rows, metric: str = "auc", index=("model", "supervision"), str
     """Notebook 03/03b results: index × (protocol, negative set[, stratum]) of 'mean ± std' over seeds of `metric`;
     strata=True splits the positives into those with a common neighbour in the message passing ('cn') and without
     ('no_cn') from the per-stratum columns <metric>_cn / <metric>_no_cn. order: the index values to show, in order."""
-    import pandas as pd
 
     df = pd.DataFrame(rows)
     if strata:
@@ -125,7 +124,6 @@ def summary_table(rows: list[dict], metrics=("auc", "ap", "hits@50", "mrr", "aau
                   by=("protocol", "negatives", "supervision", "model")):
     """pandas DataFrame (protocol, negatives, supervision, model) × metric of 'mean ± std' over seeds, plus n_seeds
     (grouping keys missing from the rows are left out)."""
-    import pandas as pd
 
     df = pd.DataFrame(rows)
     by = [b for b in by if b in df]

@@ -44,6 +44,7 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from lib.common.config import stage_params
+from lib.common.graphio import read_graph
 from lib.common.params import check_known, merge, parse_override
 from lib.common.paths import atomic_write_text, resolve
 from lib.distill.config import DistillParams
@@ -215,7 +216,6 @@ def _distill_job(cfg: DistillParams, a, d: Dist) -> dict:
 
 
 def _embed_job(p: EmbedParams, a, d: Dist) -> dict:
-    from lib.common.graphio import read_graph
     from lib.crawl import campaign as crawl
     from lib.embed.encoder import load_model, model_id_of
     from lib.embed.store import default_store_path

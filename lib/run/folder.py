@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psutil
 
+from lib.common.device import THREAD_VARS, default_threads
 from lib.common.runinfo import read_json, refuse_other_settings
 
 PEAK_RSS_MEASURES = ("largest VmHWM (the peak resident set size Linux keeps per process) among the runner's child "
@@ -94,10 +95,6 @@ def describe_failure(d: dict) -> str:
 def kernel_threads(threads: int):
     """OMP_NUM_THREADS / MKL_NUM_THREADS for the kernels started inside (0: lib.common.device.default_threads()), so the
     OpenMP pool of a kernel has the size its notebook's set_threads() asks for from the first import of torch on."""
-    from lib.common.device import (  # imports torch: only when a kernel starts
-        THREAD_VARS,
-        default_threads,
-    )
 
     n = threads or default_threads()
     saved = {v: os.environ.get(v) for v in THREAD_VARS}

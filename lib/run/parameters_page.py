@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-from lib.common.config import StageParams, default_text
+from lib.common.config import StageParams, default_text, stage_params
 from lib.common.params import load_yaml, numbered_notebooks
 from lib.common.paths import PARAMS, ROOT
 
@@ -107,7 +107,6 @@ def render(configs: dict[str, type[StageParams]], profiles: dict[str, dict], not
 
 def current() -> str:
     """The page as the repository's configs and profiles generate it now."""
-    from lib.common.config import stage_params
 
     return render(stage_params(), load_profiles(), [p.name for p in numbered_notebooks()],
                   {p.name: profile_summary(p) for p in sorted(PARAMS.glob("*.yaml"))})

@@ -12,7 +12,10 @@ import ast
 from collections.abc import Callable
 from pathlib import Path
 
+from lib.common.config import stage_params
+from lib.common.device import get_device
 from lib.common.params import ParamError, load_yaml, notebook_parameters
+from lib.common.paths import resolve
 
 TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (float, int), "str": (str,), "bool": (bool,),
                                       "list": (list,)}
@@ -58,7 +61,6 @@ def check_types(values: dict, declared: dict[str, dict], where: dict[str, str], 
 
 
 def _crawl(p: dict) -> None:  # beyond the config: the roots file must exist and hold titles
-    from lib.common.paths import resolve
     from lib.crawl.campaign import check_campaign, read_roots
 
     if p["source"] != "graphs" and p["roots_file"]:
@@ -70,8 +72,6 @@ STAGE_CHECKS: dict[str, Callable[[dict], None]] = {"01_crawl.ipynb": _crawl}
 
 
 def check_device(p: dict) -> None:
-    from lib.common.device import get_device
-
     try:
         get_device(p["device"])
     except (ValueError, RuntimeError) as e:
@@ -80,7 +80,6 @@ def check_device(p: dict) -> None:
 
 def check_run(merged: dict, files: list[Path], overrides: dict, notebooks: list[Path]) -> None:
     """Type and stage checks of every notebook in `notebooks` on the merged parameters (notebook defaults beneath)."""
-    from lib.common.config import stage_params
 
     where, configs = provenance(files, overrides), stage_params()
     for nb in notebooks:

@@ -3,12 +3,16 @@ reductions over ranks, and a local multi-process launcher."""
 from __future__ import annotations
 
 import os
+import resource
+import socket
+import tempfile
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
+import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from lib.common.device import get_device
@@ -73,14 +77,11 @@ def peak_memory_mb(device) -> float:
     """Peak resident memory of this process (CPU, from the kernel) or peak allocated CUDA memory, in MB."""
     if torch.device(device).type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
-    import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -101,9 +102,6 @@ def run_local(job, args: tuple = (), world: int = 2, device: str = "cpu", timeou
     """job(Dist, *args) on `world` processes of this machine (torch.multiprocessing.spawn, a free port), for tests and
     benchmarks; returns each rank's result (anything torch.save can write). A rank's exception is raised here, naming
     that rank, after the others were stopped. `job` must be importable (a module-level function)."""
-    import tempfile
-
-    import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as out:
         mp.spawn(_local_worker, args=(world, free_port(), job, args, device, timeout_s, out), nprocs=world, join=True)

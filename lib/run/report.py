@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -61,8 +62,6 @@ def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE) -> list[Pa
     Where the run's status.json lists its notebooks (lib.run.runner), only those executed notebooks are copied, and only
     the figures and pictures whose name starts with one of their numbers ("03b_…") or with none: a run folder another
     profile also wrote into (e.g. notebook 05's node-embedder run in seed40) keeps that run's files out."""
-    import re
-    import shutil
 
     src = outputs / run
     if not (src / "metrics.json").is_file():
@@ -101,7 +100,6 @@ def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE) -> list[Pa
 def _relative_papermill_paths(nb_path: Path) -> None:
     """Papermill records the absolute paths of the machine that ran a notebook; a published copy keeps them from the
     project folder on (`notebooks/…`, `outputs/…`), which is all a reader's clone can use."""
-    import re
 
     nb = load_json(nb_path)
     pm = nb.get("metadata", {}).get("papermill", {})

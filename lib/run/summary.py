@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from lib.common.paths import OUTPUTS
+from lib.common.paths import OUTPUTS, atomic_write_text
+from lib.common.runinfo import flatten, read_json
 from lib.linkpred.config import MODEL_KINDS
 from lib.linkpred.heuristics import HEURISTICS
 from lib.metrics.link import choose_on_validation
@@ -160,8 +161,6 @@ def summarize(run_names: list[str], out_stem: Path | None = None, outputs: Path 
     protocol, best model vs best heuristic, distillation, time and memory per notebook) rounded to 3 decimals;
     `<stem>.csv` holds every scalar of every run's metrics.json and status.json, unrounded. Missing runs, sections
     and metrics stay empty. Returns the full table (one row per run)."""
-    from lib.common.paths import atomic_write_text
-    from lib.common.runinfo import flatten, read_json
 
     rows, runs, statuses = [], {}, {}
     for name in run_names:

@@ -3,6 +3,7 @@ its matplotlib Figure and, given a path, writes it as a PNG through `saved`."""
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,6 @@ def saved(fig, path: str | os.PathLike | None, dpi: int = 120, outer_legend: boo
     """fig laid out within `rect` (figure fractions left, bottom, right, top: room for a figure legend below) and,
     when `path` is given, written there (its folder made first); returns fig. `outer_legend`: the file is cropped to
     everything drawn, so a figure legend placed beside the axes is kept."""
-    import warnings
 
     with warnings.catch_warnings():  # a crowded figure keeps its layout; the warning would print this file's path
         warnings.filterwarnings("ignore", "Tight layout not applied", UserWarning)
