@@ -36,7 +36,7 @@ def args_of(argv=None) -> argparse.Namespace:
     ap.add_argument("--epochs", type=int, default=2, help="GatModel epochs (seed §5.4.1: 2)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads for training and probes")
     ap.add_argument("--speed-threads", type=int, nargs="+", default=[1, 2], help="thread counts timed")
-    ap.add_argument("--speed-reps", type=int, default=5, help="interleaved timing repetitions")
+    ap.add_argument("--speed-reps", type=int, default=3, help="interleaved timing repetitions")
     ap.add_argument("--distil-seed", type=int, default=0, help="seed of the static distillation")
     ap.add_argument("--probe-seed", type=int, default=0, help="data and probe seed (distill_long: 0)")
     ap.add_argument("--task-train", type=int, default=2000, help="probe training texts (distill_long: 2,000)")
@@ -87,13 +87,14 @@ def main(argv=None) -> None:
         embedders.append(fr.Embedder("all-mpnet-base-v2", teacher_dir))
     print("encoders:", ", ".join(e.label for e in embedders))
 
-    titles = list(dict.fromkeys(t for f in crawl.ok_graph_files(run_dir / "crawl") for t in read_graph(f).titles))
-    speed_file = out / "speed.csv"
-    speed = pd.read_csv(speed_file) if speed_file.is_file() else pd.DataFrame(columns=["embedder"])
-    if set(speed.embedder) != {e.label for e in embedders}:
-        speed = step(timings, "speed", tpath, lambda: fr.speed_rows(embedders, titles, a.speed_threads, a.speed_reps))
-        atomic_write_text(speed_file, speed.to_csv(index=False))
-    print(speed.to_string(index=False))
+    from tqdm.auto import tqdm
+
+    parts = []  # the costly part first: link prediction, one GatModel per (encoder, seed, protocol's training set)
+    for e in tqdm(embedders, desc="node embedders", unit="encoder"):
+        parts.append(step(timings, f"link_prediction/{e.label}", tpath, lambda e=e: link_prediction_eval(
+            run_dir, [(e.label, s, e.folder) for s in a.seeds], epochs=a.epochs, protocols=tuple(a.protocols),
+            rows_file=out / "lp_rows.csv", progress=True)))
+    lp = pd.concat(parts, ignore_index=True)
 
     def probes():
         data = build_datasets(a.probe_seed, a.transfer_sentences, a.task_train, a.task_eval, a.fidelity_sentences)
@@ -104,14 +105,14 @@ def main(argv=None) -> None:
     probe = step(timings, "probes", tpath, probes)
     print(probe.to_string(index=False))
 
-    from tqdm.auto import tqdm
+    titles = list(dict.fromkeys(t for f in crawl.ok_graph_files(run_dir / "crawl") for t in read_graph(f).titles))
+    speed_file = out / "speed.csv"
+    speed = pd.read_csv(speed_file) if speed_file.is_file() else pd.DataFrame(columns=["embedder"])
+    if set(speed.embedder) != {e.label for e in embedders}:
+        speed = step(timings, "speed", tpath, lambda: fr.speed_rows(embedders, titles, a.speed_threads, a.speed_reps))
+        atomic_write_text(speed_file, speed.to_csv(index=False))
+    print(speed.to_string(index=False))
 
-    parts = []
-    for e in tqdm(embedders, desc="node embedders", unit="encoder"):
-        parts.append(step(timings, f"link_prediction/{e.label}", tpath, lambda e=e: link_prediction_eval(
-            run_dir, [(e.label, s, e.folder) for s in a.seeds], epochs=a.epochs, protocols=tuple(a.protocols),
-            rows_file=out / "lp_rows.csv", progress=True)))
-    lp = pd.concat(parts, ignore_index=True)
     summarise(a, out, lp, probe, speed, embedders, timings)
     if a.publish:
         publish(a, out, timings)
