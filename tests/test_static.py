@@ -46,6 +46,16 @@ def test_distil_gives_a_static_folder_of_the_asked_width(static8, tiny_source, t
     assert StaticEncoder(distil(tiny_source, tmp_path / "nopca", pca_dims=None)).dim == 32
 
 
+def test_the_pca_table_on_disk_is_the_pca_of_the_token_vectors(static8, tiny_source, tmp_path):
+    """Rows read back from model.safetensors are the PCA projection of the unreduced token vectors (a table stored in
+    the wrong memory order reads back as a permutation of its numbers, not as these rows)."""
+    from sklearn.decomposition import PCA
+
+    full = StaticEncoder(distil(tiny_source, tmp_path / "nopca", pca_dims=None)).table
+    expect = PCA(n_components=8, svd_solver="full").fit_transform(full)
+    np.testing.assert_allclose(np.abs(StaticEncoder(static8).table), np.abs(expect), atol=1e-4)
+
+
 def test_distil_is_deterministic(static8, tiny_source, tmp_path):
     again = distil(tiny_source, tmp_path / "again", pca_dims=8, seed=0, source_name="tiny")
     for f in ("model.safetensors", "tokenizer.json", "config.json", "static.json"):

@@ -68,11 +68,18 @@ def distil(source_dir: str | os.PathLike, out_dir: str | os.PathLike, pca_dims: 
     name = source_name or source_dir.name
     model.config["tokenizer_name"] = name
     _no_padding(model.tokenizer)
+    # PCA hands back a Fortran-ordered table, which safetensors' numpy writer stores as if it were C-ordered: every
+    # row would be scrambled on disk
+    model.embedding = np.ascontiguousarray(model.embedding)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     model.save_pretrained(tmp)
     (tmp / STATIC_CONFIG).write_text(json.dumps({"source": name, "pca_dims": pca_dims, "seed": seed,
                                                  "dim": int(model.dim), "model2vec": m2v_version}, indent=1) + "\n")
+    saved = StaticEncoder(tmp).table
+    if not np.array_equal(saved, np.asarray(model.embedding, dtype=np.float32)):
+        shutil.rmtree(tmp)
+        raise StaticModelError(f"the table written for {str(out_dir)!r} does not read back as distilled; nothing saved")
     if out_dir.exists():
         shutil.rmtree(out_dir)
     os.replace(tmp, out_dir)
