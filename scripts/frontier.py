@@ -21,8 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL_FILES = ("frontier.csv", "paired.csv", "lp_rows.csv", "probe_rows.csv", "speed.csv", "summary.json",
-               "frontier.png")
+SMALL_FILES = ("frontier.csv", "paired.csv", "lp.csv", "probe_rows.csv", "speed.csv", "summary.json", "frontier.png")
 
 
 def args_of(argv=None) -> argparse.Namespace:
@@ -119,7 +118,7 @@ def main(argv=None) -> None:
 
 
 def summarise(a, out: Path, lp, probe, speed, embedders, timings: dict) -> None:
-    """frontier.csv, paired.csv, summary.json (validation choice, goal sentences) and frontier.png in `out`."""
+    """lp.csv, frontier.csv, paired.csv, summary.json (validation choice, goal sentences) and frontier.png in `out`."""
     from lib.common.paths import atomic_write_text
     from lib.distill import frontier as fr
 
@@ -128,6 +127,8 @@ def summarise(a, out: Path, lp, probe, speed, embedders, timings: dict) -> None:
     table = fr.summary_table(lp, probe, speed)
     diffs = fr.paired_to_reference(lp)
     sentences = fr.goal_sentences(diffs, table)
+    # lp_rows.csv is the resume file and keeps rows of encoders since changed; lp.csv holds this run's rows only
+    atomic_write_text(out / "lp.csv", lp.to_csv(index=False))
     atomic_write_text(out / "frontier.csv", table.round(5).to_csv(index=False))
     atomic_write_text(out / "paired.csv", diffs.round(5).to_csv(index=False))
     atomic_write_text(out / "summary.json", json.dumps({
