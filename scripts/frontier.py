@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL_FILES = ("frontier.csv", "paired.csv", "lp.csv", "probe_rows.csv", "speed.csv", "summary.json", "frontier.png")
+SMALL_FILES = ("README.md", "frontier.csv", "paired.csv", "lp.csv", "probe_rows.csv", "speed.csv", "summary.json",
+               "frontier.png")
 
 
 def args_of(argv=None) -> argparse.Namespace:
@@ -136,9 +137,55 @@ def summarise(a, out: Path, lp, probe, speed, embedders, timings: dict) -> None:
         "validation_auc": lp[lp.model == "gat_model"].groupby("embedder")["val_auc"].mean().round(4).to_dict(),
         "timings_s": timings}, indent=1) + "\n")
     fr.plot_frontier(table, list(a.protocols), threads=1, path=out / "frontier.png")
+    atomic_write_text(out / "README.md", readme(a, table, diffs, sentences, chosen, timings))
     print(table.round(4).to_string(index=False))
     print(f"static model chosen on validation AUC: {chosen}")
     print("\n".join(sentences))
+
+
+def readme(a, table, diffs, sentences: list[str], chosen: str | None, timings: dict) -> str:
+    """The result folder's README: what ran, the table, the paired differences and the goal sentences, all printed
+    from the numbers of this run."""
+    cols = ["embedder", "dim"] + [f"{m}_{p}_auc" for p in a.protocols for m in ("gat_model", "cosine")] + \
+        [f"gat_model_{p}_mrr" for p in a.protocols] + ["polarity_test", "topic_test", "fid_cosine"] + \
+        [c for c in table.columns if c.startswith(("titles_per_s_", "speedup_"))]
+    auc = diffs[diffs.metric.isin(["auc", "mrr"])].round(4)
+    return "\n".join([
+        "# frontier — how small can stage 3's node embedder be (`scripts/frontier.py`)", "",
+        f"    python scripts/frontier.py --run-dir {a.run_dir} --pca {' '.join(map(str, a.pca))}"
+        f"{'' if a.mpnet else ' --no-mpnet'}", "",
+        f"Each encoder embedded the {a.run_dir} crawl's titles (Wikispeedia, seed40 settings: 1,000-node graphs, the run's "
+        f"split of 40 training and 10 test graphs per seed) and was the node embedder of the seed's GatModel "
+        f"({a.epochs} epochs, mp supervision, uniform negatives) for seeds {', '.join(map(str, a.seeds))} under "
+        f"{' and '.join(a.protocols)}; feature cosine is scored on the same test pairs. Probes: stage 5's polarity and "
+        f"topic linear probes ({a.task_train:,} training / {a.task_eval:,} test texts, data seed {a.probe_seed}) and "
+        f"fidelity cosine to all-mpnet-base-v2, texts cut at {a.max_seq_len} tokens. Static models: model2vec "
+        f"distilled from all-MiniLM-L6-v2 (PCA widths {', '.join(str(p or 'none') for p in a.pca)}, distillation seed "
+        f"{a.distil_seed}). Speed: titles/s of `lib.embed.encoder.encode` on the crawl's unique titles, median of "
+        f"{a.speed_reps} interleaved repetitions, on a 2-core machine shared with other work (absolute numbers are "
+        f"low and noisy; the ratios come from the same repetitions). The table gives means over seeds (standard "
+        f"deviations in frontier.csv).{slower_sentence(table)}", "",
+        f"Static variant chosen on validation GatModel AUC (test unused): **{chosen}**.", "",
+        table[cols].round(4).to_markdown(index=False), "",
+        "Paired differences to all-MiniLM-L6-v2 (same seed), mean and 95% t-interval over seeds:", "",
+        auc.to_markdown(index=False), "",
+        "Goal (both AUCs within 0.01 of all-MiniLM-L6-v2 with the 95% interval inside ±0.01, at ≥ 2× its titles/s):", "",
+        *[f"- {x}" for x in sentences], "",
+        f"Wall time per step (seconds on the shared machine, summed over resumed calls, set-up work repeated on "
+        f"each resume included): {json.dumps(timings)}.", ""])
+
+
+def slower_sentence(table) -> str:
+    """' X ran slower at N threads than at 1 (...)' for every encoder where more threads measured slower, else ''."""
+    cols = sorted((c for c in table.columns if c.startswith("titles_per_s_")), key=lambda c: int(c[13:-1]))
+    if len(cols) < 2:
+        return ""
+    slow = [r.embedder for _, r in table.iterrows() if r[cols[-1]] < r[cols[0]]]
+    if not slow:
+        return ""
+    return (f" {', '.join(slow)} ran slower at {cols[-1][13:-1]} threads than at {cols[0][13:-1]}: with other processes "
+            f"on the machine a torch thread waits, spinning, for a peer that was descheduled, so the speed-ups at "
+            f"{cols[-1][13:-1]} threads overstate what an idle machine gives; the 1-thread ratios are the ones to read.")
 
 
 def publish(a, out: Path, timings: dict) -> None:

@@ -67,7 +67,7 @@ def test_goal_needs_both_the_interval_and_the_speed():
     said = dict(s.split(":", 1) for s in goal_sentences(paired_to_reference(lp), table))
     assert said["close fast"].endswith("-> meets the goal")
     assert "does not meet the goal (below 2.0x speed)" in said["close slow"]
-    assert "does not meet the goal (an AUC interval leaves +-0.01)" in said["far fast"]
+    assert "does not meet the goal (an AUC interval leaves ±0.01)" in said["far fast"]
 
 
 def test_the_figure_has_a_marker_per_encoder_and_the_legend_outside(tmp_path):

@@ -178,7 +178,7 @@ def goal_sentences(diffs: pd.DataFrame, table: pd.DataFrame, tolerance: float = 
         fast = bool(ups) and all(v >= speedup for v in ups.values())
         speed = ", ".join(f"{v:.1f}x at {c[len('speedup_'):-1]} thread(s)" for c, v in ups.items())
         verdict = "meets the goal" if inside and fast else "does not meet the goal"
-        why = [] if inside else [f"an AUC interval leaves +-{tolerance}"]
+        why = [] if inside else [f"an AUC interval leaves ±{tolerance}"]
         why += [] if fast else [f"below {speedup}x speed"]
         out.append(f"{emb}: AUC - {REFERENCE} over {int(d.seeds.min()) if len(d) else 0} seeds: {cells}; speed "
                    f"{speed} -> {verdict}" + (f" ({', '.join(why)})" if why else ""))
@@ -201,7 +201,7 @@ def plot_frontier(table: pd.DataFrame, protocols: list[str], threads: int = 1, p
                         yerr=getattr(r, f"gat_model_{p}_auc_std"), fmt=markers[i % len(markers)], color=f"C{i}",
                         ms=8, capsize=3, label=f"{r.embedder} ({int(r.dim)}-d)")
         y0 = ref[f"gat_model_{p}_auc"]
-        ax.axhspan(y0 - 0.01, y0 + 0.01, color="0.85", zorder=0, label=f"{REFERENCE} AUC +-0.01")
+        ax.axhspan(y0 - 0.01, y0 + 0.01, color="0.85", zorder=0, label=f"{REFERENCE} AUC ±0.01")
         ax.axvline(2 * ref[f"titles_per_s_{threads}t"], color="0.4", ls=":", label=f"2x {REFERENCE} titles/s")
         ax.set(xscale="log", title=f"{p}: GatModel test AUC", xlabel=f"titles per second ({threads} thread"
                f"{'s' if threads > 1 else ''}, log)", ylabel="test AUC (mean, bar: std over seeds)")
