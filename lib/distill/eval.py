@@ -71,13 +71,21 @@ def evaluate(enc: Encoder, data: dict, teacher_emb: dict, max_seq_len: int, seed
 
     teacher_emb: {"fid_val": [N, 768], "fid_test": [N, 768]} from `encode(teacher, ...)`.
     """
+    return evaluate_embedder(lambda texts: encode(enc, texts, max_seq_len), data, teacher_emb, seed)
+
+
+def evaluate_embedder(embed, data: dict, teacher_emb: dict, seed: int = 0) -> dict:
+    """`evaluate` for any text embedder: `embed(texts: list[str]) -> [N, D]` (a static model, a SentenceTransformer).
+
+    Returns {polarity_val, polarity_test, topic_val, topic_test, fid_cosine, fid_spearman}."""
     res = {}
     for task in ("polarity", "topic"):
-        e = {s: encode(enc, data[task][s].text.tolist(), max_seq_len) for s in ("train", "val", "test")}
+        e = {s: embed(data[task][s].text.tolist()) for s in ("train", "val", "test")}
         acc = linear_probe(e["train"], data[task]["train"].label.values,
                            {s: (e[s], data[task][s].label.values) for s in ("val", "test")}, seed)
         res[f"{task}_val"], res[f"{task}_test"] = acc["val"], acc["test"]
-    res.update(fidelity_of(enc, data, teacher_emb, max_seq_len))
+    res.update(fidelity(embed(data["fidelity"]["val"]), teacher_emb["fid_val"], embed(data["fidelity"]["test"]),
+                        teacher_emb["fid_test"]))
     return res
 
 

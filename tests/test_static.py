@@ -1,0 +1,118 @@
+"""Stage 2 with a static model: model2vec distillation from a real (tiny, random) BERT on all-MiniLM-L6-v2's tokenizer,
+loading through load_model, encoding, and the store identity."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from lib.embed.encoder import EmbedError, default_model_dir, encode, load_model
+from lib.embed.static import StaticEncoder, StaticModelError, distil, is_static_folder
+from lib.embed.store import EmbeddingStore, StoreError, embed_titles, open_store
+
+TITLES = ["Water", "Climate change", "Zürich", "São Paulo", "C++", "World War II", "Byzantine Empire", "DNA"]
+
+
+@pytest.fixture(scope="module")
+def tiny_source(tmp_path_factory):
+    """A 1-layer, 32-wide BERT with random weights (seeded) and all-MiniLM-L6-v2's tokenizer files: distils in seconds."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    folder = tmp_path_factory.mktemp("tiny_bert")
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=64)).save_pretrained(folder)
+    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        shutil.copy(default_model_dir() / f, folder / f)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def static8(tiny_source, tmp_path_factory):
+    return distil(tiny_source, tmp_path_factory.mktemp("m2v") / "pca8", pca_dims=8, seed=0, source_name="tiny")
+
+
+def test_distil_gives_a_static_folder_of_the_asked_width(static8, tiny_source, tmp_path):
+    assert is_static_folder(static8) and not is_static_folder(tiny_source)
+    made = json.loads((static8 / "static.json").read_text())
+    assert made["pca_dims"] == 8 and made["seed"] == 0 and made["source"] == "tiny"
+    assert json.loads((static8 / "config.json").read_text())["tokenizer_name"] == "tiny"  # no absolute path
+    vecs, cut = StaticEncoder(static8).encode(TITLES)
+    assert vecs.shape == (len(TITLES), 8) and vecs.dtype == np.float32 and cut == 0
+    np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    assert StaticEncoder(distil(tiny_source, tmp_path / "nopca", pca_dims=None)).dim == 32
+
+
+def test_the_pca_table_on_disk_is_the_pca_of_the_token_vectors(static8, tiny_source, tmp_path):
+    """Rows read back from model.safetensors are the PCA projection of the unreduced token vectors (a table stored in
+    the wrong memory order reads back as a permutation of its numbers, not as these rows)."""
+    from sklearn.decomposition import PCA
+
+    full = StaticEncoder(distil(tiny_source, tmp_path / "nopca", pca_dims=None)).table
+    expect = PCA(n_components=8, svd_solver="full").fit_transform(full)
+    np.testing.assert_allclose(np.abs(StaticEncoder(static8).table), np.abs(expect), atol=1e-4)
+
+
+def test_distil_is_deterministic(static8, tiny_source, tmp_path):
+    again = distil(tiny_source, tmp_path / "again", pca_dims=8, seed=0, source_name="tiny")
+    for f in ("model.safetensors", "tokenizer.json", "config.json", "static.json"):
+        assert (again / f).read_bytes() == (static8 / f).read_bytes(), f
+    assert load_model(again).wikigat_model_id == load_model(static8).wikigat_model_id
+
+
+def test_encode_matches_model2vec_and_ignores_the_batch(static8):
+    enc = StaticEncoder(static8)
+    vecs, _ = enc.encode(TITLES)
+    np.testing.assert_allclose(vecs, enc.model.encode(TITLES, max_length=256, use_multiprocessing=False), atol=1e-5)
+    # the source tokenizer pads every text to 128 tokens: a [PAD] vector in the mean would tie a title to its batch
+    alone, _ = enc.encode(["Water"])
+    np.testing.assert_allclose(alone[0], vecs[0], atol=1e-6)
+    assert json.loads((static8 / "tokenizer.json").read_text())["padding"] is None
+
+
+def test_long_titles_are_cut_and_counted(static8):
+    enc = StaticEncoder(static8, max_seq_length=4)
+    vecs, cut = enc.encode(["one two three four five six", "Water"])
+    assert cut == 1
+    np.testing.assert_allclose(vecs[0], enc.encode(["one two three four"])[0][0], atol=1e-6)
+
+
+def test_load_model_takes_a_static_folder_with_its_own_store(static8, tiny_source, tmp_path):
+    model = load_model(static8)
+    assert model.wikigat_kind == "static" and model.wikigat_model_id.startswith("model2vec-D8-")
+    assert model.wikigat_precision.name == "fp32" and load_model(static8, precision="auto").wikigat_model_id == \
+        model.wikigat_model_id
+    vecs, cut = encode(model, TITLES)
+    assert vecs.shape == (len(TITLES), 8) and cut == 0
+    other = load_model(distil(tiny_source, tmp_path / "pca4", pca_dims=4))
+    assert other.wikigat_model_id != model.wikigat_model_id
+    store = open_store(model, tmp_path / "store")
+    stats = embed_titles(TITLES + ["Water"], model, store, chunk_size=3, progress=False)
+    assert stats["newly_encoded"] == len(TITLES) and stats["chunks_written"] == 3
+    np.testing.assert_array_equal(store.get(TITLES), vecs)
+    assert embed_titles(TITLES, model, open_store(model, tmp_path / "store"), progress=False)["newly_encoded"] == 0
+    with pytest.raises(StoreError, match="written by model"):
+        EmbeddingStore(tmp_path / "store", other.wikigat_model_id)
+
+
+def test_static_refuses_a_low_precision(static8):
+    with pytest.raises(EmbedError, match="precision='bf16' does not apply to the static model"):
+        load_model(static8, precision="bf16")
+
+
+def test_a_static_folder_without_its_table_names_the_folder(static8, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(static8, broken)
+    (broken / "model.safetensors").unlink()
+    with pytest.raises(StaticModelError, match=r"broken.*is not a model2vec folder \(missing model.safetensors\)"):
+        load_model(broken)
+
+
+def test_distil_refuses_a_folder_without_a_model(tmp_path):
+    with pytest.raises(StaticModelError, match=r"source_dir=.*empty.* has no config.json"):
+        distil(tmp_path / "empty", tmp_path / "out")
+    with pytest.raises(StaticModelError, match="pca_dims=0 must be a positive integer or None"):
+        distil(default_model_dir(), tmp_path / "out", pca_dims=0)
