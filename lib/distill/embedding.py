@@ -38,14 +38,16 @@ SOURCES = ("vital_titles", "wikispeedia_titles", "sentences")
 
 
 # ------------------------------------------------------------------------------------------------------------ data
-def transfer_sources(seed: int = 0, val_fraction: float = 0.1, max_sentences: int = 20000) -> dict:
+def transfer_sources(seed: int = 0, val_fraction: float = 0.1, max_sentences: int = 20000,
+                     max_chars: int = 200) -> dict:
     """Texts for the embedding objective, by source: {source: {"train": [str], "val": [str]}}.
 
     Titles: the 10,033 vital-article titles (the stage 1 `embedded` source) and the 4,604 Wikispeedia titles
     (data/wikispeedia/articles.tsv, cleaned as stage 1 reads them). A seeded `val_fraction` of the *union* of titles is
     held out, so a title shared by both sources is never in one's training set and the other's validation set.
     Sentences: lead sentences of the vital articles whose title is a training title, plus Rotten Tomatoes plot lines
-    (lib.distill.data), at most `max_sentences` (seeded sample); they have no validation part.
+    (lib.distill.data), of at most `max_chars` characters (so a student cut at 64 wordpieces sees what the target
+    saw), at most `max_sentences` (seeded sample); they have no validation part.
     """
     from lib.crawl.wikispeedia import wikispeedia_snapshot
     from lib.distill.data import load_rotten_tomatoes, load_vital_articles, split_sentences
@@ -63,7 +65,7 @@ def transfer_sources(seed: int = 0, val_fraction: float = 0.1, max_sentences: in
     rt = load_rotten_tomatoes()
     pool = [s for t, e in zip(arts.title, arts.extract) if t not in val for s in split_sentences(e)]
     pool += [s for t in rt[rt.category == "plot"].text for s in split_sentences(t)]
-    pool = sorted(set(pool))
+    pool = sorted({p for p in pool if len(p) <= max_chars})
     keep = np.sort(rng.permutation(len(pool))[:max_sentences])
     out["sentences"] = {"train": [pool[i] for i in keep], "val": []}
     return out
