@@ -161,7 +161,11 @@ def cmd_lp(a) -> None:
     write_csv(OUT / "frontier.csv", front)
     paired = E.paired_to_reference(front, REFERENCE, metrics=("gat_auc", "gat_mrr", "cosine_auc"))
     write_csv(OUT / "lp_paired.csv", paired)
+    layers = {n: int(val.loc[n, "layers"]) for n in a.students}
+    lines = E.goal_sentences(paired, speed, layers)
+    atomic_write_text(OUT / "goal.md", "".join(f"- {s}\n" for s in lines))
     print(paired.to_string(index=False))
+    print("\n".join(lines))
 
 
 def main() -> None:

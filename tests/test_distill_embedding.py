@@ -153,3 +153,17 @@ def test_cosine_link_auc_and_the_paired_summary():
     assert p.loc["gat_auc", "ci_low"] == pytest.approx(0.01 - half, abs=1e-5)
     assert not p.loc["gat_auc", "within_margin"]  # the interval reaches below -0.01
     assert p.loc["cosine_auc", "diff"] == 0.0
+
+
+def test_goal_sentence_needs_accuracy_speed_and_size():
+    front = pd.DataFrame([{"encoder": e, "protocol": "leak_free", "seed": s, "gat_auc": 0.70 + d + 0.01 * s,
+                           "gat_mrr": 0.1, "cosine_auc": 0.80 + d} for e, d in (("ref", 0.0), ("st", -0.002))
+                          for s in range(3)])
+    paired = E.paired_to_reference(front, "ref")
+    fast = pd.DataFrame({"ratio_1thread": [2.3], "ratio_2thread": [2.1]}, index=["st"])
+    slow = pd.DataFrame({"ratio_1thread": [2.3], "ratio_2thread": [1.9]}, index=["st"])
+    assert E.goal_sentences(paired, fast, {"st": 3})[0].endswith("goal met.")
+    assert E.goal_sentences(paired, slow, {"st": 3})[0].endswith("goal not met.")
+    assert E.goal_sentences(paired, fast, {"st": 4})[0].endswith("goal not met.")
+    worse = E.paired_to_reference(front.assign(cosine_auc=front.cosine_auc - 0.02 * (front.encoder == "st")), "ref")
+    assert E.goal_sentences(worse, fast, {"st": 3})[0].endswith("goal not met.")

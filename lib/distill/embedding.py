@@ -436,3 +436,31 @@ def paired_to_reference(front: pd.DataFrame, reference: str, metrics=("gat_auc",
                          "std": float(d.std(ddof=1)) if n > 1 else float("nan"), "ci_low": mean - half,
                          "ci_high": mean + half, "within_margin": bool(n > 1 and mean - half > -margin)})
     return pd.DataFrame(rows)
+
+
+def goal_sentences(paired: pd.DataFrame, speed: pd.DataFrame | None, layers: dict[str, int], max_layers: int = 3,
+                   margin: float = 0.01, min_ratio: float = 2.0) -> list[str]:
+    """One sentence per student on the goal (at most `max_layers` layers; GatModel AUC and feature-cosine AUC within
+    `margin` of the reference, paired by seed; at least `min_ratio` x the reference's titles/s at every thread count),
+    printed from `paired_to_reference`'s rows and the speed table (indexed by encoder, ratio_<t>thread columns).
+
+    "within" is read twice: the mean paired difference is above -margin (the point estimate), and the whole 95%
+    interval is (what the seeds support)."""
+    out = []
+    for enc, g in paired[paired.metric.isin(["gat_auc", "cosine_auc"])].groupby("encoder", sort=False):
+        parts = [f"{r.metric} {r.protocol} {r['diff']:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
+                 for _, r in g.iterrows()]
+        point = bool((g["diff"] > -margin).all())
+        supported = bool(g.within_margin.all())
+        ratios = ({c.split("_")[1]: float(speed.loc[enc, c]) for c in speed.columns if c.startswith("ratio_")}
+                  if speed is not None and enc in speed.index else {})
+        fast = bool(ratios) and all(v >= min_ratio for v in ratios.values())
+        n_layers = layers.get(enc)
+        small = n_layers is not None and n_layers <= max_layers
+        speed_txt = ", ".join(f"{v:.2f}x at {k}" for k, v in ratios.items()) or "speed not measured"
+        verdict = ("met" if point and supported and fast and small else
+                   "met by the point estimates but not supported by the seeds' intervals" if point and fast and small
+                   else "not met")
+        out.append(f"{enc} ({n_layers} layers; {speed_txt}): paired differences to the reference (95% interval) "
+                   f"{'; '.join(parts)}; goal {verdict}.")
+    return out
