@@ -1,4 +1,4 @@
-"""Embedding-distilled node embedders (lib.distill.embedding): choices on validation titles, the chosen student, its
+"""Embedding-distilled node embedders (lib.distill.embedding, lib.distill.embedding_eval): choices on validation titles, the chosen student, its
 speed against all-MiniLM-L6-v2 with stage 2's batching, and link prediction with it as stage 3's node embedder.
 
     OMP_NUM_THREADS=1 python scripts/distill_embedding.py arm --name L024_titles --layers 0,2,4 --steps 400
@@ -27,6 +27,7 @@ import pandas as pd
 
 from lib.common.paths import OUTPUTS, atomic_write_text
 from lib.distill import embedding as E
+from lib.distill import embedding_eval as V
 
 OUT = OUTPUTS / "distill_embedding"
 REFERENCE = "all-MiniLM-L6-v2"
@@ -44,7 +45,7 @@ def context(seed: int, max_sentences: int) -> dict:
     texts = [t for s in E.SOURCES for t in sources[s]["train"]]
     val = sorted({t for s in E.SOURCES for t in sources[s]["val"]})
     cache = OUT / "targets"
-    links = E.validation_links(sorted(sources["vital_titles"]["val"]), seed=seed)
+    links = V.validation_links(sorted(sources["vital_titles"]["val"]), seed=seed)
     targets = np.concatenate([E.target_embeddings(sources[s]["train"], cache_dir=cache) for s in E.SOURCES])
     return {"sources": sources, "texts": texts, "targets": targets,
             "sizes": {s: len(sources[s]["train"]) for s in E.SOURCES}, "val": val,
@@ -56,11 +57,11 @@ def context(seed: int, max_sentences: int) -> dict:
 def validate(enc, ctx: dict) -> dict:
     """Validation numbers of an in-memory student: cosine to the target on held-out titles (all, and the Wikispeedia
     ones), and the feature-cosine AUC on the validation links with its gap to all-MiniLM-L6-v2's."""
-    x = E.embed(enc, ctx["val"])
+    x = V.embed(enc, ctx["val"])
     cos = (x * ctx["val_targets"] / np.linalg.norm(ctx["val_targets"], axis=1, keepdims=True)).sum(1)
     sp = np.array([t in ctx["speedia_val"] for t in ctx["val"]])
-    auc = E.cosine_link_auc(E.embed(enc, ctx["links"]["titles"]), ctx["links"])
-    ref = E.cosine_link_auc(ctx["link_targets"], ctx["links"])
+    auc = V.cosine_link_auc(V.embed(enc, ctx["links"]["titles"]), ctx["links"])
+    ref = V.cosine_link_auc(ctx["link_targets"], ctx["links"])
     return {"val_cos": float(cos.mean()), "val_cos_p05": float(np.quantile(cos, 0.05)),
             "val_cos_wikispeedia": float(cos[sp].mean()), "val_link_auc": auc, "val_link_auc_reference": ref,
             "val_link_auc_gap": auc - ref, "val_titles": len(cos), "val_links": len(ctx["links"]["pos"])}
@@ -133,7 +134,7 @@ def cmd_speed(a) -> None:
     for threads in a.threads:
         for rnd in range(a.rounds):
             for n in names:
-                tps = E.titles_per_second(student_folder(n), titles, threads, a.batch_size, repeats=a.repeats)
+                tps = V.titles_per_second(student_folder(n), titles, threads, a.batch_size, repeats=a.repeats)
                 rows.append({"encoder": n, "threads": threads, "round": rnd, "titles_per_s": tps})
                 print(rows[-1], flush=True)
     df = pd.DataFrame(rows)
@@ -157,12 +158,12 @@ def cmd_lp(a) -> None:
                               rows_file=OUT / "lp_rows.csv", progress=True)
     speed = pd.read_csv(OUT / "speed.csv").set_index("encoder") if (OUT / "speed.csv").is_file() else None
     val = pd.read_csv(OUT / "validation.csv").set_index("arm")
-    front = E.frontier_rows(lp, speed, val, REFERENCE)
+    front = V.frontier_rows(lp, speed, val, REFERENCE)
     write_csv(OUT / "frontier.csv", front)
-    paired = E.paired_to_reference(front, REFERENCE, metrics=("gat_auc", "gat_mrr", "cosine_auc"))
+    paired = V.paired_to_reference(front, REFERENCE, metrics=("gat_auc", "gat_mrr", "cosine_auc"))
     write_csv(OUT / "lp_paired.csv", paired)
     layers = {n: int(val.loc[n, "layers"]) for n in a.students}
-    lines = E.goal_sentences(paired, speed, layers)
+    lines = V.goal_sentences(paired, speed, layers)
     atomic_write_text(OUT / "goal.md", "".join(f"- {s}\n" for s in lines))
     print(paired.to_string(index=False))
     print("\n".join(lines))

@@ -12,6 +12,7 @@ import torch
 from transformers import BertConfig, BertModel, BertTokenizer
 
 from lib.distill import embedding as E
+from lib.distill import embedding_eval as V
 from lib.distill.losses import DistillError
 from lib.distill.models import Encoder, save_sentence_transformer
 
@@ -88,8 +89,8 @@ def _run(tmp_path, steps=30, seed=0, checkpoint=None, max_steps=None, width=32):
 
 def test_training_lowers_the_loss_and_is_deterministic_under_a_seed(tmp_path):
     enc, res = _run(tmp_path)
-    before = E.mean_cosine(E.embed(tiny(tmp_path), TEXTS, 16), targets())
-    after = E.mean_cosine(E.embed(enc, TEXTS, 16), targets())
+    before = V.mean_cosine(V.embed(tiny(tmp_path), TEXTS, 16), targets())
+    after = V.mean_cosine(V.embed(enc, TEXTS, 16), targets())
     loss = res["losses"].loss
     assert res["complete"] and loss.head(5).mean() > 1.5 * loss.tail(5).mean() and after > before + 0.2
     enc2, res2 = _run(tmp_path)
@@ -123,7 +124,7 @@ def test_saved_student_loads_with_stage_2s_loader_at_the_right_width(tmp_path):
     x, _ = encode(model, TEXTS)
     assert x.shape == (len(TEXTS), 24)
     assert np.allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-5)
-    assert np.allclose(x, E.embed(enc, TEXTS, 16), atol=1e-5)
+    assert np.allclose(x, V.embed(enc, TEXTS, 16), atol=1e-5)
 
 
 def test_assistant_student_keeps_the_chosen_layers_of_all_minilm():
@@ -134,7 +135,7 @@ def test_assistant_student_keeps_the_chosen_layers_of_all_minilm():
         a, b = part.model.encoder.layer[mine].state_dict(), full.model.encoder.layer[theirs].state_dict()
         assert all(torch.equal(a[k], b[k]) for k in a)
     titles = ["Paris", "Climate change", "Isaac Newton"]
-    assert E.mean_cosine(E.embed(full, titles), E.target_embeddings(titles, progress=False)) == pytest.approx(1.0,
+    assert V.mean_cosine(V.embed(full, titles), E.target_embeddings(titles, progress=False)) == pytest.approx(1.0,
                                                                                                             abs=1e-5)
     with pytest.raises(DistillError, match="layers=\\[6\\]"):
         E.assistant_student([6])
@@ -143,11 +144,11 @@ def test_assistant_student_keeps_the_chosen_layers_of_all_minilm():
 def test_cosine_link_auc_and_the_paired_summary():
     x = np.array([[1, 0], [1, 0.1], [0, 1], [0.1, 1]], dtype=np.float32)
     links = {"pos": np.array([[0, 1], [2, 3]]), "neg": np.array([[0, 2], [1, 3]])}
-    assert E.cosine_link_auc(x, links) == 1.0
+    assert V.cosine_link_auc(x, links) == 1.0
     front = pd.DataFrame([{"encoder": e, "protocol": "leak_free", "seed": s, "gat_auc": v, "gat_mrr": 0.1,
                            "cosine_auc": 0.8} for e, s, v in [("ref", 0, 0.70), ("ref", 1, 0.72), ("ref", 2, 0.74),
                                                               ("st", 0, 0.71), ("st", 1, 0.72), ("st", 2, 0.76)]])
-    p = E.paired_to_reference(front, "ref").set_index("metric")
+    p = V.paired_to_reference(front, "ref").set_index("metric")
     assert p.loc["gat_auc", "diff"] == pytest.approx(0.01) and p.loc["gat_auc", "seeds"] == 3
     half = 4.302653 * np.std([0.01, 0.0, 0.02], ddof=1) / np.sqrt(3)
     assert p.loc["gat_auc", "ci_low"] == pytest.approx(0.01 - half, abs=1e-5)
@@ -159,11 +160,11 @@ def test_goal_sentence_needs_accuracy_speed_and_size():
     front = pd.DataFrame([{"encoder": e, "protocol": "leak_free", "seed": s, "gat_auc": 0.70 + d + 0.01 * s,
                            "gat_mrr": 0.1, "cosine_auc": 0.80 + d} for e, d in (("ref", 0.0), ("st", -0.002))
                           for s in range(3)])
-    paired = E.paired_to_reference(front, "ref")
+    paired = V.paired_to_reference(front, "ref")
     fast = pd.DataFrame({"ratio_1thread": [2.3], "ratio_2thread": [2.1]}, index=["st"])
     slow = pd.DataFrame({"ratio_1thread": [2.3], "ratio_2thread": [1.9]}, index=["st"])
-    assert E.goal_sentences(paired, fast, {"st": 3})[0].endswith("goal met.")
-    assert E.goal_sentences(paired, slow, {"st": 3})[0].endswith("goal not met.")
-    assert E.goal_sentences(paired, fast, {"st": 4})[0].endswith("goal not met.")
-    worse = E.paired_to_reference(front.assign(cosine_auc=front.cosine_auc - 0.02 * (front.encoder == "st")), "ref")
-    assert E.goal_sentences(worse, fast, {"st": 3})[0].endswith("goal not met.")
+    assert V.goal_sentences(paired, fast, {"st": 3})[0].endswith("goal met.")
+    assert V.goal_sentences(paired, slow, {"st": 3})[0].endswith("goal not met.")
+    assert V.goal_sentences(paired, fast, {"st": 4})[0].endswith("goal not met.")
+    worse = V.paired_to_reference(front.assign(cosine_auc=front.cosine_auc - 0.02 * (front.encoder == "st")), "ref")
+    assert V.goal_sentences(worse, fast, {"st": 3})[0].endswith("goal not met.")
