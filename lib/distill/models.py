@@ -270,10 +270,12 @@ def check_tokenizers_aligned(tok_a, tok_b, texts: list[str], max_seq_len: int, n
     return n
 
 
-def save_sentence_transformer(enc: Encoder, folder: str | os.PathLike, max_seq_len: int = 128) -> Path:
-    """Write `enc` as a sentence-transformers folder (Transformer + mean Pooling) usable as a stage-2 `model_dir`."""
+def save_sentence_transformer(enc: Encoder, folder: str | os.PathLike, max_seq_len: int = 128,
+                              normalize: bool = False) -> Path:
+    """Write `enc` as a sentence-transformers folder (Transformer + mean Pooling, + Normalize when `normalize`, as
+    all-MiniLM-L6-v2 has) usable as a stage-2 `model_dir`."""
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -286,8 +288,8 @@ def save_sentence_transformer(enc: Encoder, folder: str | os.PathLike, max_seq_l
         level = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # the unused pooler is new here: a report of it names this temporary folder
         try:
-            st = SentenceTransformer(modules=[Transformer(str(hf), max_seq_length=max_seq_len),
-                                              Pooling(enc.hidden, "mean")], device="cpu")
+            modules = [Transformer(str(hf), max_seq_length=max_seq_len), Pooling(enc.hidden, "mean")]
+            st = SentenceTransformer(modules=modules + ([Normalize()] if normalize else []), device="cpu")
         finally:
             hf_logging.set_verbosity(level)
         out = Path(tmp) / "st"

@@ -1,0 +1,312 @@
+"""Stage 5, embedding objective: a small student whose mean-pooled sentence embedding is trained to match a target
+sentence encoder's (all-MiniLM-L6-v2, stage 2's node embedder), so it can replace that encoder as stage 3's node
+embedder at a fraction of its cost.
+
+- Data: `transfer_sources` (vital-article titles, Wikispeedia titles, vital lead sentences and RT plot lines, with a
+  seeded validation set of titles that never enters training) and `mixture_plan` (index batches drawing each source
+  at a chosen share).
+- Targets: `target_embeddings` (stage 2's own encoder, cached on disk by the target's identity and the texts).
+- Students: `assistant_student` (chosen layers of all-MiniLM-L6-v2, its tokenizer and embeddings) and
+  `random_student` (the same architecture from a seed).
+- Objective and loop: `embedding_loss` (cosine, MSE, in-batch similarity relations) and `train_embedding_student`
+  (AdamW, linear schedule, resumable checkpoints).
+
+Validation, speed and the result tables are in lib.distill.embedding_eval.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from lib.distill.losses import DistillError
+from lib.distill.models import Encoder
+
+LOSSES = ("cosine", "mse", "cosine+mse")
+SOURCES = ("vital_titles", "wikispeedia_titles", "sentences")
+
+
+# ------------------------------------------------------------------------------------------------------------ data
+def transfer_sources(seed: int = 0, val_fraction: float = 0.1, max_sentences: int = 20000,
+                     max_chars: int = 200) -> dict:
+    """Texts for the embedding objective, by source: {source: {"train": [str], "val": [str]}}.
+
+    Titles: the 10,033 vital-article titles (the stage 1 `embedded` source) and the 4,604 Wikispeedia titles
+    (data/wikispeedia/articles.tsv, cleaned as stage 1 reads them). A seeded `val_fraction` of the *union* of titles is
+    held out, so a title shared by both sources is never in one's training set and the other's validation set.
+    Sentences: lead sentences of the vital articles whose title is a training title, plus Rotten Tomatoes plot lines
+    (lib.distill.data), of at most `max_chars` characters (so a student cut at 64 wordpieces sees what the target
+    saw), at most `max_sentences` (seeded sample); they have no validation part.
+    """
+    from lib.crawl.wikispeedia import wikispeedia_snapshot
+    from lib.distill.data import load_rotten_tomatoes, load_vital_articles, split_sentences
+
+    if not 0 < val_fraction < 1:
+        raise DistillError(f"val_fraction={val_fraction} must lie in (0, 1), e.g. 0.1")
+    arts = load_vital_articles()
+    vital = sorted(set(arts.title))
+    speedia = sorted(wikispeedia_snapshot().links)
+    union = sorted(set(vital) | set(speedia))
+    rng = np.random.default_rng(seed)
+    val = set(np.asarray(union, dtype=object)[rng.permutation(len(union))[:round(val_fraction * len(union))]])
+    out = {name: {"train": [t for t in titles if t not in val], "val": [t for t in titles if t in val]}
+           for name, titles in (("vital_titles", vital), ("wikispeedia_titles", speedia))}
+    rt = load_rotten_tomatoes()
+    pool = [s for t, e in zip(arts.title, arts.extract) if t not in val for s in split_sentences(e)]
+    pool += [s for t in rt[rt.category == "plot"].text for s in split_sentences(t)]
+    pool = sorted({p for p in pool if len(p) <= max_chars})
+    keep = np.sort(rng.permutation(len(pool))[:max_sentences])
+    out["sentences"] = {"train": [pool[i] for i in keep], "val": []}
+    return out
+
+
+def source_counts(sources: dict) -> pd.DataFrame:
+    """Rows [source, train, val]: how many texts each source gives."""
+    return pd.DataFrame([{"source": k, "train": len(v["train"]), "val": len(v["val"])} for k, v in sources.items()])
+
+
+def mixture_plan(sizes: dict[str, int], weights: dict[str, float], steps: int, batch_size: int,
+                 seed: int) -> list[np.ndarray]:
+    """Index batches steps x [batch_size] into the concatenation of the sources (in `sizes`' order).
+
+    Each slot of a batch draws a source with probability weight / sum(weights); within a source, indices follow epochs
+    of seeded permutations, so every text of a source is seen once before any is seen twice. Sources of weight 0 are
+    never drawn.
+    """
+    names = list(sizes)
+    w = np.array([float(weights.get(n, 0.0)) for n in names])
+    if (w < 0).any() or w.sum() <= 0 or any(sizes[n] < 1 for n, x in zip(names, w) if x > 0):
+        raise DistillError(f"source weights {weights} over sizes {sizes} draw nothing; give a positive weight to a "
+                           "non-empty source")
+    rng = np.random.default_rng(seed)
+    which = rng.choice(len(names), size=steps * batch_size, p=w / w.sum())
+    offsets = np.concatenate([[0], np.cumsum([sizes[n] for n in names])[:-1]])
+    flat = np.empty(steps * batch_size, dtype=np.int64)
+    for k, n in enumerate(names):
+        slots = np.flatnonzero(which == k)
+        if not len(slots):
+            continue
+        reps = -(-len(slots) // sizes[n])
+        order = np.concatenate([rng.permutation(sizes[n]) for _ in range(reps)])[:len(slots)]
+        flat[slots] = offsets[k] + order
+    return [flat[i * batch_size:(i + 1) * batch_size] for i in range(steps)]
+
+
+# --------------------------------------------------------------------------------------------------------- targets
+def target_embeddings(texts: list[str], model_dir: str | os.PathLike | None = None,
+                      cache_dir: str | os.PathLike | None = None, progress: bool = True) -> np.ndarray:
+    """The target encoder's embeddings [N, D] float32 of `texts`, computed by stage 2's encoder (lib.embed.encoder:
+    its pooling and normalisation); model_dir None = all-MiniLM-L6-v2. Cached in `cache_dir` under the model's
+    content identity and a digest of the texts."""
+    from lib.common.paths import atomic_write_bytes
+    from lib.embed.encoder import encode, load_model, model_id_of
+
+    model = load_model(model_dir)
+    digest = hashlib.sha256("\0".join(texts).encode()).hexdigest()[:16]
+    path = Path(cache_dir) / f"{model_id_of(model)}-{digest}.npy" if cache_dir else None
+    if path is not None and path.is_file():
+        x = np.load(path)
+        if x.shape[0] == len(texts):
+            return x
+    x, _ = encode(model, texts, progress=progress)
+    if path is not None:
+        import io
+
+        buf = io.BytesIO()
+        np.save(buf, x)
+        atomic_write_bytes(path, buf.getvalue())
+    return x
+
+
+# -------------------------------------------------------------------------------------------------------- students
+def assistant_student(layers: list[int], model_dir: str | os.PathLike | None = None, dropout: float | None = None,
+                      device: str | torch.device = "cpu") -> Encoder:
+    """all-MiniLM-L6-v2 (or the BERT model in `model_dir`) keeping only the transformer layers `layers` (0-based, in
+    that order), with its own tokenizer and embeddings: a len(layers) x 384 student before any training.
+    dropout: replace the hidden and attention dropout (None keeps the model's)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from lib.distill.models import assistant_path
+
+    src = Path(model_dir) if model_dir else assistant_path()
+    model = AutoModel.from_pretrained(src)
+    n = model.config.num_hidden_layers
+    if model.config.model_type != "bert" or not layers or any(not 0 <= i < n for i in layers):
+        raise DistillError(f"layers={layers} cannot be taken from {src.name} ({model.config.model_type}, {n} layers); "
+                           f"give indices in 0..{n - 1} of a BERT model")
+    model.encoder.layer = nn.ModuleList([copy.deepcopy(model.encoder.layer[i]) for i in layers])
+    model.config.num_hidden_layers = len(layers)
+    if dropout is not None:
+        _set_dropout(model, dropout)
+    model.to(device).eval()
+    tag = "".join(str(i) for i in layers)
+    return Encoder(model, AutoTokenizer.from_pretrained(src), "bert", f"assistant_L{tag}")
+
+
+def random_student(layers: int, seed: int, model_dir: str | os.PathLike | None = None, dropout: float = 0.1,
+                   device: str | torch.device = "cpu") -> Encoder:
+    """The architecture of `assistant_student` (the assistant's tokenizer, widths and feed-forward size) with every
+    weight drawn from a seed (BERT's initialisation)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from lib.distill.models import assistant_path, make_student
+
+    src = Path(model_dir) if model_dir else assistant_path()
+    c = AutoConfig.from_pretrained(src)
+    enc = make_student(AutoTokenizer.from_pretrained(src), layers, c.hidden_size, c.num_attention_heads, seed,
+                       max_positions=c.max_position_embeddings, dropout=dropout, device=device,
+                       intermediate=c.intermediate_size)
+    enc.name = f"random_L{layers}"
+    return enc
+
+
+def _set_dropout(model: nn.Module, p: float) -> None:
+    model.config.hidden_dropout_prob = model.config.attention_probs_dropout_prob = p
+    for m in model.modules():
+        if isinstance(m, nn.Dropout):
+            m.p = p
+
+
+# ------------------------------------------------------------------------------------------------------- objective
+def embedding_loss(student: torch.Tensor, target: torch.Tensor, loss: str = "cosine", w_rel: float = 0.0,
+                   proj: nn.Module | None = None, normalise: bool = True) -> dict[str, torch.Tensor]:
+    """Loss terms of a batch: student pooled embeddings [B, D_s] against target embeddings [B, D_t].
+
+    proj: a map D_s -> D_t (a learned nn.Linear where the widths differ). normalise: compare unit vectors (the target
+    encoder normalises, as all-MiniLM-L6-v2 does). loss: "cosine" (mean 1 - cos), "mse" (mean squared error per
+    dimension), or both summed. w_rel: weight of the relation term, the MSE between the in-batch cosine matrices
+    [B, B] of student and target (the pair geometry link prediction reads). Returns {"L_cos", "L_mse", "L_rel",
+    "loss"}, each a scalar; terms not asked for are 0. Every term is 0 when student equals target.
+    """
+    if loss not in LOSSES:
+        raise DistillError(f"loss={loss!r} is unknown; use one of {LOSSES}")
+    s = proj(student) if proj is not None else student
+    if s.shape != target.shape:
+        raise DistillError(f"student embeddings {tuple(s.shape)} and targets {tuple(target.shape)} differ in shape; "
+                           "give a projection to the target's width")
+    t = target.to(s.dtype)
+    if normalise:
+        s, t = F.normalize(s, dim=-1), F.normalize(t, dim=-1)
+    zero = s.new_zeros(())
+    terms = {"L_cos": zero, "L_mse": zero, "L_rel": zero}
+    if "cosine" in loss:
+        terms["L_cos"] = (1 - F.cosine_similarity(s, t, dim=-1)).mean()
+    if "mse" in loss:
+        terms["L_mse"] = F.mse_loss(s, t)
+    if w_rel > 0:
+        sn, tn = F.normalize(s, dim=-1), F.normalize(t, dim=-1)
+        terms["L_rel"] = F.mse_loss(sn @ sn.T, tn @ tn.T)
+    terms["loss"] = terms["L_cos"] + terms["L_mse"] + w_rel * terms["L_rel"]
+    return terms
+
+
+@dataclass
+class EmbedDistillConfig:
+    """Hyper-parameters of one embedding-distillation run (the student's architecture and init are chosen outside)."""
+    steps: int = 2000
+    batch_size: int = 64
+    max_seq_len: int = 64          # titles are < 20 wordpieces; lead sentences are cut here
+    lr: float = 1e-4               # a fine-tuning rate: the assistant's layers start close to the target
+    warmup_frac: float = 0.05
+    weight_decay: float = 0.01
+    loss: str = "cosine"
+    w_rel: float = 0.0
+    normalise: bool = True         # all-MiniLM-L6-v2 normalises its embeddings
+    train_word_embeddings: bool = False  # the assistant's embeddings already are the target's; freezing them saves
+    # the AdamW update of 30,522 x 384 rows per step
+    seed: int = 0
+    fused: bool = True
+
+    def check(self) -> None:
+        if self.loss not in LOSSES:
+            raise DistillError(f"loss={self.loss!r} is unknown; use one of {LOSSES}")
+        if self.steps < 1 or self.batch_size < 2 or self.max_seq_len < 4 or self.w_rel < 0:
+            raise DistillError(f"steps={self.steps}, batch_size={self.batch_size}, max_seq_len={self.max_seq_len}, "
+                               f"w_rel={self.w_rel} must be >= 1, >= 2, >= 4, >= 0")
+
+
+def train_embedding_student(student: Encoder, texts: list[str], targets: np.ndarray, plan: list[np.ndarray],
+                            cfg: EmbedDistillConfig, checkpoint: str | os.PathLike | None = None,
+                            checkpoint_every: int = 0, max_steps: int | None = None, progress: bool = True) -> dict:
+    """Train `student` so its mean-pooled embedding of texts[i] matches targets[i] [N, D_t].
+
+    plan: index batches steps x [B] into `texts` (`mixture_plan`); len(plan) must equal cfg.steps. A projection
+    nn.Linear(D_s, D_t) (seeded) is trained beside the student when the widths differ and is returned, not saved with
+    the student. checkpoint: a file written atomically every `checkpoint_every` steps and after the last; a call with
+    the same settings resumes from it and reproduces the uninterrupted run (the RNG state is in it, for dropout);
+    other settings are refused naming the keys. max_steps: stop after that many steps of this call, as a kill would.
+    Returns {"losses": DataFrame [step, L_cos, L_mse, L_rel, loss], "proj", "steps" (this call), "seconds" (over every
+    call), "complete"}.
+    """
+    from lib.common.runinfo import load_state, save_state
+    from lib.distill.train import _optimizer, optimiser_step
+
+    cfg.check()
+    if len(plan) != cfg.steps:
+        raise DistillError(f"the batch plan has {len(plan)} steps, the config {cfg.steps}; build it with steps={cfg.steps}")
+    if len(texts) != len(targets):
+        raise DistillError(f"{len(texts)} texts but {len(targets)} target rows; give one target row per text")
+    dev = student.model.device
+    torch.manual_seed(cfg.seed)
+    d_t = targets.shape[1]
+    proj = nn.Linear(student.hidden, d_t).to(dev) if d_t != student.hidden else None
+    word = student.model.embeddings.word_embeddings.weight
+    word.requires_grad_(cfg.train_word_embeddings)
+    params = [p for p in student.model.parameters() if p.requires_grad]
+    params += list(proj.parameters()) if proj is not None else []
+    opt, sched = _optimizer(params, cfg, cfg.steps)
+    plan_digest = hashlib.sha256(np.concatenate(plan).tobytes()).hexdigest()[:16]
+    config = {"student": student.name, "cfg": dataclasses.asdict(cfg), "texts": len(texts), "plan": plan_digest,
+              "target_width": d_t}
+    step0, rows, seconds = 0, [], 0.0
+    ck = load_state(checkpoint, config, dev) if checkpoint else None
+    if ck is not None:
+        student.model.load_state_dict(ck["model"])
+        if proj is not None:
+            proj.load_state_dict(ck["proj"])
+        opt.load_state_dict(ck["optimizer"])
+        sched.load_state_dict(ck["scheduler"])
+        torch.set_rng_state(ck["rng"])
+        step0, rows, seconds = ck["step"], ck["rows"], ck["seconds"]
+
+    def save(step: int) -> None:
+        if checkpoint:
+            save_state(checkpoint, {"model": student.model.state_dict(), "proj": proj.state_dict() if proj else None,
+                                    "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                                    "rng": torch.get_rng_state(), "config": config, "step": step, "rows": rows,
+                                    "seconds": seconds})
+
+    tgt = torch.as_tensor(targets, dtype=torch.float32)
+    done = 0
+    student.model.train()
+    try:
+        bar = tqdm(range(step0, cfg.steps), desc=f"{student.name} {cfg.loss}", disable=not progress, leave=False,
+                   initial=step0, total=cfg.steps)
+        for step in bar:
+            if max_steps is not None and done >= max_steps:
+                break
+            t0 = time.perf_counter()
+            idx = plan[step]
+            pooled, _ = student.pooled(student.tokenize([texts[i] for i in idx], cfg.max_seq_len))
+            terms = embedding_loss(pooled, tgt[idx].to(dev), cfg.loss, cfg.w_rel, proj, cfg.normalise)
+            rows.append({"step": step, **optimiser_step(terms, opt, sched, params)})
+            seconds += time.perf_counter() - t0
+            done += 1
+            if (checkpoint_every and (step + 1) % checkpoint_every == 0) or step == cfg.steps - 1:
+                save(step + 1)
+    finally:
+        student.model.eval()
+        word.requires_grad_(True)
+    return {"losses": pd.DataFrame(rows), "proj": proj, "steps": done, "seconds": seconds,
+            "complete": len(rows) == cfg.steps}

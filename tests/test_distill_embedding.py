@@ -1,0 +1,170 @@
+"""Stage 5's embedding objective: the loss, the batch plan, a short training run (loss falls, seeded, resumable),
+the saved student under stage 2's loader, the layer-dropped assistant and the paired summary.
+
+Tiny BERT configs with a hand-written vocabulary, except the one test of the real all-MiniLM-L6-v2 layers.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from transformers import BertConfig, BertModel, BertTokenizer
+
+from lib.distill import embedding as E
+from lib.distill import embedding_eval as V
+from lib.distill.losses import DistillError
+from lib.distill.models import Encoder, save_sentence_transformer
+
+WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "big", "red", "ball", "paris", "river"]
+TEXTS = ["the cat", "a dog", "big red ball", "paris", "the river", "a cat sat on the mat", "the dog ran far away",
+         "red river", "big cat", "a ball"]
+
+
+def tiny(tmp_path, hidden=32, seed=0, dropout=0.1) -> Encoder:
+    p = tmp_path / "vocab.txt"
+    p.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
+    tok = BertTokenizer(str(p), do_lower_case=True)
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=2, num_attention_heads=4,
+                     intermediate_size=2 * hidden, max_position_embeddings=32, hidden_dropout_prob=dropout,
+                     attention_probs_dropout_prob=dropout)
+    return Encoder(BertModel(cfg, add_pooling_layer=False).eval(), tok, "bert", "tiny")
+
+
+def targets(n=len(TEXTS), width=32, seed=1) -> np.ndarray:
+    x = np.random.default_rng(seed).normal(size=(n, width)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("loss", E.LOSSES)
+@pytest.mark.parametrize("w_rel", [0.0, 1.0])
+def test_loss_is_zero_for_identical_embeddings_and_positive_otherwise(loss, w_rel):
+    g = torch.Generator().manual_seed(0)
+    t = torch.randn(6, 8, generator=g)
+    same = E.embedding_loss(t.clone(), t, loss, w_rel)
+    assert float(same["loss"]) == pytest.approx(0.0, abs=1e-6)
+    assert float(E.embedding_loss(3 * t, t, loss, w_rel)["loss"]) == pytest.approx(0.0, abs=1e-6)  # unit vectors
+    other = E.embedding_loss(torch.randn(6, 8, generator=g), t, loss, w_rel)
+    assert float(other["loss"]) > 0.05
+    if w_rel:
+        assert float(other["L_rel"]) > 0
+
+
+def test_loss_values_by_hand_and_width_check():
+    s, t = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])
+    terms = E.embedding_loss(s, t, "cosine+mse")
+    assert float(terms["L_cos"]) == pytest.approx(1.0) and float(terms["L_mse"]) == pytest.approx(1.0)
+    with pytest.raises(DistillError, match="projection"):
+        E.embedding_loss(torch.ones(2, 3), torch.ones(2, 4))
+    with torch.no_grad():
+        assert float(E.embedding_loss(torch.ones(2, 3), torch.ones(2, 4), proj=torch.nn.Linear(3, 4))["loss"]) >= 0
+    with pytest.raises(DistillError, match="loss='l1'"):
+        E.embedding_loss(s, t, "l1")
+
+
+def test_mixture_plan_follows_the_weights_and_covers_a_source_before_repeating():
+    plan = E.mixture_plan({"a": 10, "b": 50, "c": 5}, {"a": 1, "b": 3, "c": 0}, steps=200, batch_size=8, seed=3)
+    flat = np.concatenate(plan)
+    assert len(plan) == 200 and all(len(b) == 8 for b in plan)
+    share_a = np.mean(flat < 10)
+    assert 0.2 < share_a < 0.3 and not np.any(flat >= 60)  # c (indices 60..64) has weight 0
+    a = flat[flat < 10]
+    assert sorted(a[:10]) == list(range(10))  # one epoch of a before any repeat
+    assert all(np.array_equal(x, y) for x, y in zip(plan, E.mixture_plan({"a": 10, "b": 50, "c": 5},
+                                                                          {"a": 1, "b": 3, "c": 0}, 200, 8, 3)))
+    with pytest.raises(DistillError, match="draw nothing"):
+        E.mixture_plan({"a": 10}, {"a": 0}, 2, 2, 0)
+
+
+def _run(tmp_path, steps=30, seed=0, checkpoint=None, max_steps=None, width=32):
+    enc = tiny(tmp_path)
+    cfg = E.EmbedDistillConfig(steps=steps, batch_size=4, max_seq_len=16, lr=3e-3, warmup_frac=0.1, seed=seed,
+                               train_word_embeddings=True)
+    plan = E.mixture_plan({"t": len(TEXTS)}, {"t": 1}, steps, 4, seed)
+    res = E.train_embedding_student(enc, TEXTS, targets(width=width), plan, cfg, checkpoint=checkpoint,
+                                    checkpoint_every=5, max_steps=max_steps, progress=False)
+    return enc, res
+
+
+def test_training_lowers_the_loss_and_is_deterministic_under_a_seed(tmp_path):
+    enc, res = _run(tmp_path)
+    before = V.mean_cosine(V.embed(tiny(tmp_path), TEXTS, 16), targets())
+    after = V.mean_cosine(V.embed(enc, TEXTS, 16), targets())
+    loss = res["losses"].loss
+    assert res["complete"] and loss.head(5).mean() > 1.5 * loss.tail(5).mean() and after > before + 0.2
+    enc2, res2 = _run(tmp_path)
+    pd.testing.assert_frame_equal(res["losses"], res2["losses"])
+    assert all(torch.equal(a, b) for a, b in zip(enc.model.state_dict().values(), enc2.model.state_dict().values()))
+    _, res3 = _run(tmp_path, seed=1)
+    assert not res3["losses"].loss.equals(loss)
+
+
+def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
+    full, ref = _run(tmp_path, width=16)
+    ck = tmp_path / "ck.pt"
+    _, part = _run(tmp_path, checkpoint=ck, max_steps=12, width=16)
+    assert not part["complete"] and part["steps"] == 12 and ck.is_file()
+    resumed, res = _run(tmp_path, checkpoint=ck, width=16)  # resumes from step 10, the last checkpoint
+    assert res["complete"] and res["steps"] == 20
+    pd.testing.assert_frame_equal(res["losses"], ref["losses"])
+    assert all(torch.equal(a, b) for a, b in zip(full.model.state_dict().values(),
+                                                 resumed.model.state_dict().values()))
+    assert torch.equal(res["proj"].weight, ref["proj"].weight)  # 32 -> 16: the projection is trained and resumed
+    with pytest.raises(ValueError, match="other settings"):
+        _run(tmp_path, steps=40, checkpoint=ck, width=16)
+
+
+def test_saved_student_loads_with_stage_2s_loader_at_the_right_width(tmp_path):
+    from lib.embed.encoder import encode, load_model
+
+    enc = tiny(tmp_path, hidden=24, dropout=0.0)
+    folder = save_sentence_transformer(enc, tmp_path / "st", max_seq_len=16, normalize=True)
+    model = load_model(folder)
+    x, _ = encode(model, TEXTS)
+    assert x.shape == (len(TEXTS), 24)
+    assert np.allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(x, V.embed(enc, TEXTS, 16), atol=1e-5)
+
+
+def test_assistant_student_keeps_the_chosen_layers_of_all_minilm():
+    full = E.assistant_student([0, 1, 2, 3, 4, 5])
+    part = E.assistant_student([1, 5])
+    assert part.num_layers == 2 and part.model.config.num_hidden_layers == 2
+    for mine, theirs in ((0, 1), (1, 5)):
+        a, b = part.model.encoder.layer[mine].state_dict(), full.model.encoder.layer[theirs].state_dict()
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    titles = ["Paris", "Climate change", "Isaac Newton"]
+    assert V.mean_cosine(V.embed(full, titles), E.target_embeddings(titles, progress=False)) == pytest.approx(1.0,
+                                                                                                            abs=1e-5)
+    with pytest.raises(DistillError, match="layers=\\[6\\]"):
+        E.assistant_student([6])
+
+
+def test_cosine_link_auc_and_the_paired_summary():
+    x = np.array([[1, 0], [1, 0.1], [0, 1], [0.1, 1]], dtype=np.float32)
+    links = {"pos": np.array([[0, 1], [2, 3]]), "neg": np.array([[0, 2], [1, 3]])}
+    assert V.cosine_link_auc(x, links) == 1.0
+    front = pd.DataFrame([{"encoder": e, "protocol": "leak_free", "seed": s, "gat_auc": v, "gat_mrr": 0.1,
+                           "cosine_auc": 0.8} for e, s, v in [("ref", 0, 0.70), ("ref", 1, 0.72), ("ref", 2, 0.74),
+                                                              ("st", 0, 0.71), ("st", 1, 0.72), ("st", 2, 0.76)]])
+    p = V.paired_to_reference(front, "ref").set_index("metric")
+    assert p.loc["gat_auc", "diff"] == pytest.approx(0.01) and p.loc["gat_auc", "seeds"] == 3
+    half = 4.302653 * np.std([0.01, 0.0, 0.02], ddof=1) / np.sqrt(3)
+    assert p.loc["gat_auc", "ci_low"] == pytest.approx(0.01 - half, abs=1e-5)
+    assert not p.loc["gat_auc", "within_margin"]  # the interval reaches below -0.01
+    assert p.loc["cosine_auc", "diff"] == 0.0
+
+
+def test_goal_sentence_needs_accuracy_speed_and_size():
+    front = pd.DataFrame([{"encoder": e, "protocol": "leak_free", "seed": s, "gat_auc": 0.70 + d + 0.01 * s,
+                           "gat_mrr": 0.1, "cosine_auc": 0.80 + d} for e, d in (("ref", 0.0), ("st", -0.002))
+                          for s in range(3)])
+    paired = V.paired_to_reference(front, "ref")
+    fast = pd.DataFrame({"ratio_1thread": [2.3], "ratio_2thread": [2.1]}, index=["st"])
+    slow = pd.DataFrame({"ratio_1thread": [2.3], "ratio_2thread": [1.9]}, index=["st"])
+    assert V.goal_sentences(paired, fast, {"st": 3})[0].endswith("goal met.")
+    assert V.goal_sentences(paired, slow, {"st": 3})[0].endswith("goal not met.")
+    assert V.goal_sentences(paired, fast, {"st": 4})[0].endswith("goal not met.")
+    worse = V.paired_to_reference(front.assign(cosine_auc=front.cosine_auc - 0.02 * (front.encoder == "st")), "ref")
+    assert V.goal_sentences(worse, fast, {"st": 3})[0].endswith("goal not met.")
