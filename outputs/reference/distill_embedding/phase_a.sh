@@ -1,6 +1,6 @@
 #!/bin/bash
 # Validation arms: 150 steps of 32, lr 2e-4, seed 0; two lanes.
-cd /work/wt-i40-student
+cd "$(dirname "$0")/../../.."  # the repository root
 export OMP_NUM_THREADS=1
 A="--steps 150 --batch-size 32 --lr 2e-4 --seed 0"
 run() { .venv/bin/python scripts/distill_embedding.py arm $A "$@" 2>&1 | grep -v "it/s\]" ; }

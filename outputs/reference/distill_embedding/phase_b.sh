@@ -1,7 +1,7 @@
 #!/bin/bash
 # Main runs with the validation choices (layers 0,2,5; vital and Wikispeedia titles at equal shares; no sentences):
 # 800 steps of 64, seed 0; the 2-layer student and the random-init control on the same recipe; three lanes.
-cd /work/wt-i40-student
+cd "$(dirname "$0")/../../.."  # the repository root
 export OMP_NUM_THREADS=1
 A="--steps 800 --batch-size 64 --seed 0 --weights vital_titles=1,wikispeedia_titles=1,sentences=0"
 run() { .venv/bin/python scripts/distill_embedding.py arm $A "$@" 2>&1 | tr '\r' '\n' | grep -v "it/s\]" ; }
