@@ -178,19 +178,12 @@ def default_text(v) -> str:
 
 def stage_params() -> dict[str, type[StageParams]]:
     """notebook file name -> its config class, every stage (imports the stage config modules)."""
-
     # by its module name: run as `python -m lib.common.config` this file is __main__, whose StageParams is a second
     # class that no stage config subclasses
     base = importlib.import_module("lib.common.config").StageParams
     out = {}
     for module in STAGE_CONFIGS:
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as e:  # a stage not yet converted
-            if e.name != module:
-                raise
-            continue
-        for obj in vars(mod).values():
+        for obj in vars(importlib.import_module(module)).values():
             if isinstance(obj, type) and issubclass(obj, base) and obj is not base and obj.NOTEBOOK:
                 out[obj.NOTEBOOK] = obj
     return out
