@@ -80,6 +80,8 @@ def cmd_arm(a) -> None:
                                train_word_embeddings=a.init == "random" or a.train_word_embeddings, seed=a.seed)
     settings = {"init": a.init, "layers": a.layers, "weights": weights, "steps": a.steps, "data_seed": a.data_seed,
                 "max_sentences": a.max_sentences, "dropout": a.dropout, "cfg": {k: v for k, v in vars(cfg).items()}}
+    if a.round_weights != "none":
+        settings["round_weights"] = a.round_weights
     table = OUT / "validation.csv"
     done = pd.read_csv(table) if table.is_file() else pd.DataFrame()
     if len(done) and a.name in set(done.arm):
@@ -94,6 +96,8 @@ def cmd_arm(a) -> None:
     else:
         enc = E.random_student(len(layers), a.seed, dropout=0.1 if a.dropout is None else a.dropout)
     enc.name = a.name
+    if a.round_weights != "none":
+        E.round_weights(enc.model, a.round_weights)
     row = {"arm": a.name, "init": a.init, "layers": len(layers), "assistant_layers": a.layers if a.init == "assistant"
            else "", "steps": a.steps, "loss": a.loss, "w_rel": a.w_rel, "lr": a.lr, "batch_size": a.batch_size,
            "seed": a.seed, **{f"w_{k}": weights.get(k, 0.0) for k in E.SOURCES}, "train_seconds": 0.0}
@@ -190,6 +194,9 @@ def main() -> None:
     arm.add_argument("--data-seed", type=int, default=0, help="seed of the validation titles and sentence sample")
     arm.add_argument("--max-sentences", type=int, default=20000)
     arm.add_argument("--checkpoint-every", type=int, default=100)
+    arm.add_argument("--round-weights", choices=("none", *E.ROUNDINGS), default="none",
+                     help="round every weight to this dtype and back before training: with --layers 0,1,2,3,4,5 "
+                          "--steps 0, a near-copy of all-MiniLM-L6-v2 that measures the seeds' noise floor")
     sp = sub.add_parser("speed", help="titles/s of students and all-MiniLM-L6-v2 with stage 2's batching")
     sp.add_argument("--students", nargs="+", required=True)
     sp.add_argument("--threads", type=int, nargs="+", default=[1, 2])

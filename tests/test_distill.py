@@ -264,7 +264,74 @@ def _grid_cfg(**kw) -> DistillParams:
         distill_seeds=[0], students=[1], student_hidden=24, student_heads=2, relation_heads=12,
         student_inits=["random"], ablation_students=[1], ta_students=[], transfer_sentences=8, distill_steps=4,
         distill_batch_size=2, distill_max_seq_len=16, distill_warmup_frac=0.1, cache_teacher_targets=False, tasks=[],
-        task_students=[], task_losses=["ce"], eval_every=2, checkpoint_every=2, lp_students=[]), **kw})
+        task_students=[], task_losses=["ce"], eval_every=2, checkpoint_every=2, lp_students=[],
+        embedding_methods=[]), **kw})
+
+
+def test_the_embedding_term_is_zero_at_its_target_and_trains_a_student_towards_another_width(tmp_path):
+    from lib.distill.losses import LossSpec, combined_loss
+
+    spec = LossSpec.parse("at+vr+emb", w_emb=2.0, emb_loss="mse")
+    assert (spec.at, spec.vr, spec.emb, spec.needs_embedding) == (1.0, 1.0, 2.0, True)
+    assert spec.label() == "1·AT + 1·VR + 2·EMB(mse)" and not LossSpec.parse("at+vr").needs_embedding
+    x = torch.randn(3, 8)
+    t = combined_loss({}, {}, torch.ones(3, 4), [], 1, LossSpec.parse("emb"), pooled=x, emb_targets=2 * x)
+    assert t["L_EMB"].item() == pytest.approx(0.0, abs=1e-6)  # unit vectors: a scaled copy is the target
+    with pytest.raises(DistillError, match="L_EMB needs"):
+        combined_loss({}, {}, torch.ones(3, 4), [], 1, LossSpec.parse("emb"), pooled=x)
+    with pytest.raises(DistillError, match="embedding loss 'l1' is unknown"):
+        LossSpec.parse("emb", emb_loss="l1")
+
+    tok = make_tokenizer(tmp_path)
+    teacher = tiny_encoder(tok, layers=2, hidden=24, heads=12, seed=1, name="teacher")
+    student = tiny_encoder(tok, layers=1, hidden=16, heads=4, seed=2, name="student")
+    target = np.random.default_rng(0).normal(size=(len(CORPUS), 40)).astype(np.float32)  # another width: projected
+    cfg = DistillConfig(steps=30, batch_size=4, max_seq_len=16, lr=1e-2, losses="emb", warmup_frac=0.0)
+    with pytest.raises(DistillError, match="has L_EMB; pass embedding="):
+        train_student(teacher, student, CORPUS, cfg, progress=False)
+    res = train_student(teacher, student, CORPUS, cfg, progress=False, embedding=target)
+    losses = res["losses"]
+    assert set(losses.columns) == {"step", "L_EMB", "loss"}  # no attention term: the teacher is never asked
+    assert losses.L_EMB.tail(5).mean() < 0.5 * losses.L_EMB.head(5).mean()
+
+
+def test_a_grid_with_embedding_methods_pairs_them_with_the_control_and_saves_them(tmp_path):
+    from lib.distill.verdicts import lp_embedders
+
+    teacher, assistant = _grid_models(tmp_path)
+    for target in ("minilm", "teacher"):
+        cfg = _grid_cfg(distill_seeds=[0, 1], ablation_students=[], embedding_methods=["emb", "at+vr+emb"],
+                        embedding_target=target, eval_every=0, checkpoint_every=0, lp_students=[1])
+        res = run_grid(cfg, teacher, assistant, _grid_data(), progress=False, save_dir=tmp_path / target)[0]
+        agn = res[res.stage == "task-agnostic"]
+        assert agn.groupby("method").size().to_dict() == {"EMB": 2, "AT+VR+EMB": 2, "MiniLM": 2, "no distillation": 2}
+        assert set(agn[agn.method == "EMB"].losses) == {f"1·EMB(cosine) → {target}"}
+        assert (tmp_path / target / student_folder(1, 24, 1, "AT+VR+EMB", "random") / "config.json").is_file()
+        d = paired_differences(res, metrics=("fid_cosine",))
+        assert set(d.method) == {"EMB", "AT+VR+EMB", "MiniLM"} and (d.seeds == 2).all()
+    triples, _ = lp_embedders(tmp_path / "minilm", res, cfg)
+    assert {e for e, _, _ in triples} == {"all-MiniLM-L6-v2", "1x24 random MiniLM", "1x24 random EMB",
+                                          "1x24 random AT+VR+EMB", "1x24 random no distillation"}
+    for bad, match in ((["at+out+emb"], "join 'emb' with"), (["at+vr"], "join 'emb' with"),
+                       (["emb", "emb"], "each combination once"), (["emb+xyz"], "not valid")):
+        with pytest.raises(ValueError, match=match):
+            _grid_cfg(embedding_methods=bad)
+
+
+def test_a_checkpoint_folder_kept_before_the_embedding_term_resumes_with_it(tmp_path):
+    import json
+
+    from lib.distill.checkpoint import ADDED_RUNS_ONLY, NOT_IN_ROWS, GridCheckpoint
+
+    cfg = _grid_cfg(embedding_methods=["at+vr+emb"])
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    old = {k: v for k, v in cfg.record().items() if k not in NOT_IN_ROWS and k not in ADDED_RUNS_ONLY}
+    (folder / "settings.json").write_text(json.dumps(old))
+    GridCheckpoint(folder, cfg)  # its rows depend on none of the new parameters: resumed, settings completed
+    assert json.loads((folder / "settings.json").read_text())["embedding_methods"] == ["at+vr+emb"]
+    with pytest.raises(ValueError, match=r"other settings \(embedding_target\)"):
+        GridCheckpoint(folder, replace(cfg, embedding_target="teacher"))
 
 
 def test_grid_curves_ablation_subset_and_resume(tmp_path):
@@ -493,6 +560,7 @@ def test_every_published_params_05_reads_into_the_config_under_the_field_names()
             (raw["seeds"], raw["steps"], raw["batch_size"], raw["lr"]), path
         assert (cfg.students, cfg.task_losses, cfg.run_dir) == (raw["students"], raw["task_losses"], raw["run_dir"])
         assert set(field_names(raw)) <= set(DistillParams.names()), path
+        assert cfg.embedding_methods == raw.get("embedding_methods", []), path  # made before L_EMB: none ran
 
 
 def test_a_record_under_either_name_gives_the_same_config_and_a_key_that_is_no_field_is_ignored():
@@ -555,9 +623,11 @@ def test_lp_verdicts_pair_each_student_with_its_control_by_seed():
                                ("3x384 MiniLM", 1, "gat_model", 0.72), ("3x384 no distillation", 0, "gat_model", 0.60),
                                ("3x384 no distillation", 1, "gat_model", 0.66), ("3x384 MiniLM", 0, "cosine", 0.5),
                                ("6x384 MiniLM", 0, "gat_model", 0.60), ("6x384 no distillation", 0, "gat_model", 0.65),
-                               ("6x384 MiniLM", 1, "gat_model", 0.99)]]  # seed 1 of 6x384 has no control: not paired
+                               ("6x384 MiniLM", 1, "gat_model", 0.99),  # seed 1 of 6x384 has no control: not paired
+                               ("3x384 AT+VR+EMB", 0, "gat_model", 0.61), ("3x384 AT+VR+EMB", 1, "gat_model", 0.67)]]
     lp = pd.DataFrame(rows)
-    v3, v6 = lp_verdicts(lp)
+    v3emb, v3, v6 = lp_verdicts(lp)
+    assert v3emb.startswith("3x384: AT+VR+EMB 0.640 vs control 0.630") and "+0.010 ± 0.000 over 2 seed(s)" in v3emb
     assert v3.startswith("3x384: distilled 0.710 vs control 0.630") and "+0.080 ± 0.028 over 2 seed(s)" in v3
     assert v3.endswith("beats its control as node embedder")
     assert "distilled 0.600 vs control 0.650" in v6 and "-0.050 over 1 seed(s)" in v6 and "does not consistently" in v6
@@ -567,6 +637,7 @@ def test_lp_verdicts_pair_each_student_with_its_control_by_seed():
     assert student_folder(3, 384, 2, "no distillation") == "control_3x384_random_s2"
     assert student_folder(3, 384, 0, "MiniLM", "assistant") == "student_3x384_assistant_s0"
     assert student_folder(6, 384, 0) == "student_6x384_random_s0"
+    assert student_folder(3, 384, 1, "AT+VR+EMB", "assistant") == "at_vr_emb_3x384_assistant_s1"
 
 
 def _agnostic_rows(values: dict) -> pd.DataFrame:

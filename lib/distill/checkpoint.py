@@ -18,6 +18,9 @@ NOT_IN_ROWS = ("run_dir", "save_students", "speed_sentences", "lp_students", "lp
                "checkpoint_every")
 """Parameters of notebook 05 that change no finished row of the grid (where it runs, what is saved or evaluated after
 the grid, how often a run keeps its step checkpoint)."""
+ADDED_RUNS_ONLY = ("embedding_methods", "embedding_target", "embedding_loss", "w_emb")
+"""Parameters added after grids were first kept that only add runs (the L_EMB combinations): a settings.json without
+them is read as holding today's values, since none of its rows depends on them, and is rewritten with them."""
 
 
 class GridCheckpoint:
@@ -41,7 +44,11 @@ class GridCheckpoint:
                f"over")
         rows, saved = _read_rows(self.folder / "rows.jsonl"), self.folder / "settings.json"
         if saved.is_file():
-            refuse_other_settings(f"the finished runs in {self.folder}", field_names(load_json(saved)), settings, fix)
+            old = field_names(load_json(saved))
+            missing = {k: settings[k] for k in ADDED_RUNS_ONLY if k not in old and k in settings}
+            refuse_other_settings(f"the finished runs in {self.folder}", {**old, **missing}, settings, fix)
+            if missing:
+                atomic_write_text(saved, json.dumps(settings, indent=1) + "\n")
         elif any(r.get("_digest") != self.digest for r in rows):
             raise ValueError(f"the finished runs in {self.folder} were made with other settings (which ones was not "
                              f"recorded then); {fix}")

@@ -14,7 +14,7 @@ from lib.common.device import PRECISIONS
 from lib.common.params import require
 from lib.common.runinfo import load_json
 from lib.distill.cache import ATTENTION_DEFINITIONS
-from lib.distill.losses import DistillError, LossSpec
+from lib.distill.losses import EMBEDDING_LOSSES, DistillError, LossSpec
 from lib.linkpred.sampling import PROTOCOLS
 
 TASKS = ("polarity", "topic")
@@ -22,6 +22,9 @@ CONTROL = "ce"
 """The task-specific control: the task loss on hard labels only, beside every distilled combination."""
 STUDENT_INITS = ("random", "assistant")
 TA_SOURCES = ("pretrained", "distilled")
+EMBEDDING_TARGETS = ("minilm", "teacher")
+"""What L_EMB matches: all-MiniLM-L6-v2's sentence embedding (stage 2's node embedder, the assistant) or the
+teacher's (all-mpnet-base-v2, through a projection 384 -> 768 learned with the student)."""
 TEACHER_HIDDEN, TEACHER_HEADS, TEACHER_LAYERS = 768, 12, 12  # all-mpnet-base-v2
 
 
@@ -49,6 +52,15 @@ class DistillParams(DeviceStageParams):
     ta_students: list[int] = param([3], "students also distilled from the teacher assistant (Table 3 'w/ TA')")
     ta_source: str = param("pretrained", "pretrained: all-MiniLM-L6-v2; distilled: our 6x384 MiniLM student",
                            choices=TA_SOURCES)
+    embedding_methods: list[str] = param(["at+vr+emb"], "task-agnostic runs with the embedding term L_EMB, on every "
+                                                        "student, seed and init beside MiniLM and the control: "
+                                                        "combinations of at, vr and emb holding emb ([] skips)")
+    embedding_target: str = param("minilm", "what L_EMB matches: minilm (all-MiniLM-L6-v2, stage 2's node embedder) "
+                                            "or teacher (all-mpnet-base-v2, through a learned 384 -> 768 projection)",
+                                  choices=EMBEDDING_TARGETS)
+    embedding_loss: str = param("cosine", "L_EMB between unit vectors: cosine (mean 1 - cos), mse (per dimension) "
+                                          "or both", choices=EMBEDDING_LOSSES)
+    w_emb: float = param(1.0, "weight of L_EMB in a combination", ge=0)
     transfer_sentences: int = param(400, "vital-article sentences + titles + RT plot lines used for distillation", ge=1)
     distill_steps: int = param(12, "distillation steps per run (paper: 400,000; demo only shows the mechanics)", ge=1)
     distill_batch_size: int = param(8, "sentences per step (paper: 256 for small students)", ge=1)
@@ -130,16 +142,32 @@ class DistillParams(DeviceStageParams):
                 self.loss_spec(combo)
             except DistillError as e:
                 require(False, "task_losses", self.task_losses, str(e))
+        for combo in self.embedding_methods:
+            try:
+                spec = self.embedding_spec(combo)
+            except DistillError as e:
+                require(False, "embedding_methods", self.embedding_methods, str(e))
+            require(spec.emb > 0 and not (spec.vmse or spec.out), "embedding_methods", self.embedding_methods,
+                    f"{combo!r}: join 'emb' with 'at' and/or 'vr' (or give 'emb' alone), e.g. 'at+vr+emb'; MiniLM "
+                    "itself already runs on every student")
+        require(len(set(self.embedding_methods)) == len(self.embedding_methods), "embedding_methods",
+                self.embedding_methods, "list each combination once")
 
     def loss_spec(self, combo: str) -> LossSpec:
         """The task-specific loss combination `combo` ('at+vr+out', 'ce', ...) with this run's weights."""
         return LossSpec.parse(combo, self.w_at, self.w_vr, self.w_out, 1.0, self.kd_temperature, self.kd_alpha)
 
+    def embedding_spec(self, combo: str) -> LossSpec:
+        """The task-agnostic combination `combo` ('at+vr+emb', 'emb') with this run's weights and L_EMB's kind."""
+        return LossSpec.parse(combo, self.w_at, self.w_vr, self.w_out, 1.0, self.kd_temperature, self.kd_alpha,
+                              self.w_emb, self.embedding_loss)
+
     @classmethod
     def from_record(cls, values: dict) -> DistillParams:
         """The config of a params_05.json record: `distill_` parameters under either name, keys that are no field of
-        this class ignored, defaults for the fields it does not hold."""
-        return cls.from_values(field_names(values))
+        this class ignored, defaults for the fields it does not hold, except that a record without
+        `embedding_methods` was made before L_EMB existed and so ran none."""
+        return cls.from_values({"embedding_methods": [], **field_names(values)})
 
 
 def field_names(values: dict) -> dict:

@@ -8,8 +8,8 @@ embedder at a fraction of its cost.
 - Targets: `target_embeddings` (stage 2's own encoder, cached on disk by the target's identity and the texts).
 - Students: `assistant_student` (chosen layers of all-MiniLM-L6-v2, its tokenizer and embeddings) and
   `random_student` (the same architecture from a seed).
-- Objective and loop: `embedding_loss` (cosine, MSE, in-batch similarity relations) and `train_embedding_student`
-  (AdamW, linear schedule, resumable checkpoints).
+- Objective and loop: `embedding_loss` (lib.distill.losses: cosine, MSE, in-batch similarity relations; notebook 05's
+  L_EMB is the same function) and `train_embedding_student` (AdamW, linear schedule, resumable checkpoints).
 
 Validation, speed and the result tables are in lib.distill.embedding_eval.
 """
@@ -27,13 +27,12 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from lib.distill.losses import DistillError
+from lib.distill.losses import EMBEDDING_LOSSES as LOSSES
+from lib.distill.losses import DistillError, embedding_loss
 from lib.distill.models import Encoder
 
-LOSSES = ("cosine", "mse", "cosine+mse")
 SOURCES = ("vital_titles", "wikispeedia_titles", "sentences")
 
 
@@ -171,6 +170,24 @@ def random_student(layers: int, seed: int, model_dir: str | os.PathLike | None =
     return enc
 
 
+ROUNDINGS = ("bf16", "fp16")
+
+
+@torch.no_grad()
+def round_weights(model: nn.Module, dtype: str) -> nn.Module:
+    """Round every floating-point parameter of `model` to `dtype` ("bf16" or "fp16") and back to its own dtype, in
+    place. all-MiniLM-L6-v2 rounded this way embeds titles at a cosine of about 0.999 to itself: as a node embedder it
+    shows how far seeds alone move stage 3's numbers when the features barely change (the noise floor of a paired
+    comparison)."""
+    if dtype not in ROUNDINGS:
+        raise DistillError(f"dtype={dtype!r} is unknown; use one of {ROUNDINGS}")
+    to = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    for p in model.parameters():
+        if p.is_floating_point():
+            p.copy_(p.to(to).to(p.dtype))
+    return model
+
+
 def _set_dropout(model: nn.Module, p: float) -> None:
     model.config.hidden_dropout_prob = model.config.attention_probs_dropout_prob = p
     for m in model.modules():
@@ -179,38 +196,6 @@ def _set_dropout(model: nn.Module, p: float) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------- objective
-def embedding_loss(student: torch.Tensor, target: torch.Tensor, loss: str = "cosine", w_rel: float = 0.0,
-                   proj: nn.Module | None = None, normalise: bool = True) -> dict[str, torch.Tensor]:
-    """Loss terms of a batch: student pooled embeddings [B, D_s] against target embeddings [B, D_t].
-
-    proj: a map D_s -> D_t (a learned nn.Linear where the widths differ). normalise: compare unit vectors (the target
-    encoder normalises, as all-MiniLM-L6-v2 does). loss: "cosine" (mean 1 - cos), "mse" (mean squared error per
-    dimension), or both summed. w_rel: weight of the relation term, the MSE between the in-batch cosine matrices
-    [B, B] of student and target (the pair geometry link prediction reads). Returns {"L_cos", "L_mse", "L_rel",
-    "loss"}, each a scalar; terms not asked for are 0. Every term is 0 when student equals target.
-    """
-    if loss not in LOSSES:
-        raise DistillError(f"loss={loss!r} is unknown; use one of {LOSSES}")
-    s = proj(student) if proj is not None else student
-    if s.shape != target.shape:
-        raise DistillError(f"student embeddings {tuple(s.shape)} and targets {tuple(target.shape)} differ in shape; "
-                           "give a projection to the target's width")
-    t = target.to(s.dtype)
-    if normalise:
-        s, t = F.normalize(s, dim=-1), F.normalize(t, dim=-1)
-    zero = s.new_zeros(())
-    terms = {"L_cos": zero, "L_mse": zero, "L_rel": zero}
-    if "cosine" in loss:
-        terms["L_cos"] = (1 - F.cosine_similarity(s, t, dim=-1)).mean()
-    if "mse" in loss:
-        terms["L_mse"] = F.mse_loss(s, t)
-    if w_rel > 0:
-        sn, tn = F.normalize(s, dim=-1), F.normalize(t, dim=-1)
-        terms["L_rel"] = F.mse_loss(sn @ sn.T, tn @ tn.T)
-    terms["loss"] = terms["L_cos"] + terms["L_mse"] + w_rel * terms["L_rel"]
-    return terms
-
-
 @dataclass
 class EmbedDistillConfig:
     """Hyper-parameters of one embedding-distillation run (the student's architecture and init are chosen outside)."""

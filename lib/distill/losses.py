@@ -1,4 +1,5 @@
-"""Stage 5 losses, pure functions of tensors: MiniLM eq. 6-9 on relation heads, the value-MSE ablation, and L_OUT.
+"""Stage 5 losses, pure functions of tensors: MiniLM eq. 6-9 on relation heads, the value-MSE ablation, L_OUT, and the
+embedding term L_EMB (the student's pooled sentence embedding against a target encoder's).
 
 Queries, keys and values of one layer, [B, T, D], are split into R relation heads of size D / R, so a teacher and a
 student with different hidden sizes or head counts compare head by head. `LossSpec` names which terms a run uses and
@@ -116,6 +117,41 @@ def kd_output_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor | 
     return loss
 
 
+EMBEDDING_LOSSES = ("cosine", "mse", "cosine+mse")
+
+
+def embedding_loss(student: torch.Tensor, target: torch.Tensor, loss: str = "cosine", w_rel: float = 0.0,
+                   proj: nn.Module | None = None, normalise: bool = True) -> dict[str, torch.Tensor]:
+    """Loss terms of a batch: student pooled embeddings [B, D_s] against target embeddings [B, D_t].
+
+    proj: a map D_s -> D_t (a learned nn.Linear where the widths differ). normalise: compare unit vectors (the target
+    encoder normalises, as all-MiniLM-L6-v2 does). loss: "cosine" (mean 1 - cos), "mse" (mean squared error per
+    dimension), or both summed. w_rel: weight of the relation term, the MSE between the in-batch cosine matrices
+    [B, B] of student and target (the pair geometry link prediction reads). Returns {"L_cos", "L_mse", "L_rel",
+    "loss"}, each a scalar; terms not asked for are 0. Every term is 0 when student equals target.
+    """
+    if loss not in EMBEDDING_LOSSES:
+        raise DistillError(f"loss={loss!r} is unknown; use one of {EMBEDDING_LOSSES}")
+    s = proj(student) if proj is not None else student
+    if s.shape != target.shape:
+        raise DistillError(f"student embeddings {tuple(s.shape)} and targets {tuple(target.shape)} differ in shape; "
+                           "give a projection to the target's width")
+    t = target.to(s.dtype)
+    if normalise:
+        s, t = F.normalize(s, dim=-1), F.normalize(t, dim=-1)
+    zero = s.new_zeros(())
+    terms = {"L_cos": zero, "L_mse": zero, "L_rel": zero}
+    if "cosine" in loss:
+        terms["L_cos"] = (1 - F.cosine_similarity(s, t, dim=-1)).mean()
+    if "mse" in loss:
+        terms["L_mse"] = F.mse_loss(s, t)
+    if w_rel > 0:
+        sn, tn = F.normalize(s, dim=-1), F.normalize(t, dim=-1)
+        terms["L_rel"] = F.mse_loss(sn @ sn.T, tn @ tn.T)
+    terms["loss"] = terms["L_cos"] + terms["L_mse"] + w_rel * terms["L_rel"]
+    return terms
+
+
 def uniform_layer_map(teacher_layers: int, student_layers: int) -> list[tuple[int, int]]:
     """TinyBERT's uniform mapping, 0-based: student layer m <- teacher layer (m+1) * L / M - 1 (last maps to last)."""
     if student_layers < 1 or student_layers > teacher_layers:
@@ -124,14 +160,16 @@ def uniform_layer_map(teacher_layers: int, student_layers: int) -> list[tuple[in
 
 
 # ------------------------------------------------------------------------------------------------ loss combinations
-TERMS = ("at", "vr", "vmse", "out", "ce")
+TERMS = ("at", "vr", "vmse", "emb", "out", "ce")
 
 
 @dataclass(frozen=True)
 class LossSpec:
     """Weights of the loss terms of one run; a weight of 0 switches the term off.
 
-    at: L_AT, vr: L_VR, vmse: value MSE (Table 6), out: L_OUT = alpha T^2 KL(teacher || student at T) + (1 - alpha) CE.
+    at: L_AT, vr: L_VR, vmse: value MSE (Table 6), emb: L_EMB (`embedding_loss` of kind `emb_loss` between the
+    student's mean-pooled embedding and a target encoder's), out: L_OUT = alpha T^2 KL(teacher || student at T) +
+    (1 - alpha) CE.
     The undistilled control is `LossSpec.parse("ce")`: L_OUT with alpha = 0, i.e. the task loss alone.
     """
     at: float = 0.0
@@ -140,22 +178,28 @@ class LossSpec:
     out: float = 0.0
     temperature: float = 1.0
     alpha: float = 0.5
+    emb: float = 0.0
+    emb_loss: str = "cosine"
 
     @classmethod
     def parse(cls, combo: str, w_at: float = 1.0, w_vr: float = 1.0, w_out: float = 1.0, w_vmse: float = 1.0,
-              temperature: float = 1.0, alpha: float = 0.5) -> "LossSpec":
-        """'at+vr+out' -> LossSpec(at=w_at, vr=w_vr, out=w_out, ...); 'ce' = hard-label task loss only."""
+              temperature: float = 1.0, alpha: float = 0.5, w_emb: float = 1.0,
+              emb_loss: str = "cosine") -> "LossSpec":
+        """'at+vr+out' -> LossSpec(at=w_at, vr=w_vr, out=w_out, ...); 'ce' = hard-label task loss only; 'at+vr+emb'
+        adds L_EMB of kind `emb_loss`."""
         terms = [t.strip().lower() for t in str(combo).split("+") if t.strip()]
         bad = [t for t in terms if t not in TERMS]
         if not terms or bad or len(set(terms)) != len(terms) or ("ce" in terms and "out" in terms):
             raise DistillError(f"loss combination {combo!r} is not valid; join distinct terms of {TERMS} with '+', "
                                "e.g. 'at+vr', 'at+vr+out' or 'ce' (the control); 'ce' and 'out' exclude each other")
-        for name, w in (("w_at", w_at), ("w_vr", w_vr), ("w_out", w_out), ("w_vmse", w_vmse)):
+        for name, w in (("w_at", w_at), ("w_vr", w_vr), ("w_out", w_out), ("w_vmse", w_vmse), ("w_emb", w_emb)):
             if w < 0:
                 raise DistillError(f"{name}={w} must be >= 0")
+        if emb_loss not in EMBEDDING_LOSSES:
+            raise DistillError(f"embedding loss {emb_loss!r} is unknown; use one of {EMBEDDING_LOSSES}")
         spec = cls(at=w_at * ("at" in terms), vr=w_vr * ("vr" in terms), vmse=w_vmse * ("vmse" in terms),
                    out=w_out * ("out" in terms or "ce" in terms), temperature=temperature,
-                   alpha=0.0 if "ce" in terms else alpha)
+                   alpha=0.0 if "ce" in terms else alpha, emb=w_emb * ("emb" in terms), emb_loss=emb_loss)
         kd_output_loss(torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, dtype=torch.long), temperature, spec.alpha)
         return spec
 
@@ -171,9 +215,15 @@ class LossSpec:
     def needs_attention(self) -> bool:
         return self.at > 0 or self.vr > 0 or self.vmse > 0
 
+    @property
+    def needs_embedding(self) -> bool:
+        return self.emb > 0
+
     def label(self) -> str:
         """The combination as a table cell, e.g. '1·AT + 1·VR + 1·OUT(T=2, α=0.5)' or '1·CE'."""
         parts = [f"{w:g}·{n}" for n, w in (("AT", self.at), ("VR", self.vr), ("VMSE", self.vmse)) if w > 0]
+        if self.emb > 0:
+            parts.append(f"{self.emb:g}·EMB({self.emb_loss})")
         if self.out > 0:
             parts.append(f"{self.out:g}·CE" if self.alpha == 0 else f"{self.out:g}·OUT(T={self.temperature:g}, α={self.alpha:g})")
         return " + ".join(parts) or "none"
@@ -186,11 +236,15 @@ VARIANTS = tuple(VARIANT_SPECS)
 
 def combined_loss(targets: dict, qkv: dict, mask: torch.Tensor, pairs: list[tuple[int, int]], heads: int,
                   spec: LossSpec, proj: nn.Module | None = None, student_logits: torch.Tensor | None = None,
-                  teacher_logits: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-    """Loss terms of one step: {L_AT, L_VR, L_VMSE, L_OUT (those switched on, unweighted), loss (weighted sum)}.
+                  teacher_logits: torch.Tensor | None = None, labels: torch.Tensor | None = None,
+                  pooled: torch.Tensor | None = None, emb_targets: torch.Tensor | None = None,
+                  emb_proj: nn.Module | None = None) -> dict[str, torch.Tensor]:
+    """Loss terms of one step: {L_AT, L_VR, L_VMSE, L_EMB, L_OUT (those switched on, unweighted), loss (weighted sum)}.
 
     targets: teacher layer -> {"att": [B, R, T, T], "v": [B, T, D]}; qkv: (student layer, role) -> [B, T, D'];
-    mask [B, T]; pairs: (teacher layer, student layer) averaged over; logits [B, C], labels [B].
+    mask [B, T]; pairs: (teacher layer, student layer) averaged over; logits [B, C], labels [B]; pooled [B, D'] the
+    student's mean-pooled embeddings, emb_targets [B, D_e] the target encoder's, emb_proj Linear(D', D_e) where the
+    widths differ.
     """
     at, vr, vm = [], [], []
     for t, s in pairs if spec.needs_attention else []:
@@ -205,6 +259,12 @@ def combined_loss(targets: dict, qkv: dict, mask: torch.Tensor, pairs: list[tupl
     for name, xs, w in (("L_AT", at, spec.at), ("L_VR", vr, spec.vr), ("L_VMSE", vm, spec.vmse)):
         if xs:
             terms[name], weights[name] = torch.stack(xs).mean(), w
+    if spec.emb > 0:
+        if pooled is None or emb_targets is None:
+            raise DistillError("L_EMB needs the student's pooled embeddings and the target encoder's; pass "
+                               "embedding targets for the corpus")
+        terms["L_EMB"] = embedding_loss(pooled, emb_targets, spec.emb_loss, 0.0, emb_proj)["loss"]
+        weights["L_EMB"] = spec.emb
     if spec.out > 0:
         if student_logits is None:
             raise DistillError("L_OUT needs student logits; give the run a task (texts with labels)")

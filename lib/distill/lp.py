@@ -5,6 +5,7 @@ of it sits in `link_prediction_eval`, so a change of lib.linkpred.train's API is
 """
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 from pathlib import Path
@@ -61,9 +62,10 @@ def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, 
     files = crawl.ok_graph_files(run_dir / "crawl")
     titles = [t for f in files for t in read_graph(f).titles]
     rows_file = Path(rows_file) if rows_file else None
-    done = pd.read_csv(rows_file) if rows_file and rows_file.is_file() else pd.DataFrame()
     rows = []
     for label, seed, mdir in embedders:
+        # read again for every pair: another process may have scored it since
+        done = pd.read_csv(rows_file) if rows_file and rows_file.is_file() else pd.DataFrame()
         model = load_model(mdir)
         mid = model_id_of(model)
         key = dict(embedder=label, seed=seed, model_id=mid, epochs=epochs, protocols="+".join(protocols))
@@ -93,9 +95,17 @@ def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, 
                for r in res["rows"] if r["negatives"] == "uniform"]
         rows += new
         if rows_file:
-            done = pd.concat([done, pd.DataFrame(new)], ignore_index=True)
-            atomic_write_text(rows_file, done.to_csv(index=False))
+            _append_rows(rows_file, new)
     return pd.DataFrame(rows)
+
+
+def _append_rows(rows_file: Path, new: list[dict]) -> None:
+    """Add `new` to the CSV `rows_file` under an exclusive lock, re-reading it first: several processes scoring
+    different embedders into one rows file keep each other's rows."""
+    with open(rows_file.with_name(rows_file.name + ".lock"), "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        old = pd.read_csv(rows_file) if rows_file.is_file() else pd.DataFrame()
+        atomic_write_text(rows_file, pd.concat([old, pd.DataFrame(new)], ignore_index=True).to_csv(index=False))
 
 
 def lp_table(lp: pd.DataFrame, metrics=("auc", "mrr")) -> pd.DataFrame:
@@ -107,24 +117,27 @@ def lp_table(lp: pd.DataFrame, metrics=("auc", "mrr")) -> pd.DataFrame:
 
 
 def lp_verdicts(lp: pd.DataFrame, protocol: str = "leak_free", model: str = "gat_model", metric: str = "auc") -> list[str]:
-    """One sentence per student: its MiniLM-distilled version against its undistilled control as node embedder
-    (labels '<student> MiniLM' and '<student> no distillation'), paired by seed, from the numbers in `lp`."""
+    """One sentence per distilled student: it against its undistilled control as node embedder (labels
+    '<student> <method>' and '<student> no distillation', e.g. '3x384 random MiniLM'), paired by seed, from the
+    numbers in `lp`."""
     sel = lp[(lp.protocol == protocol) & (lp.model == model)]
+    labels = sorted(sel.embedder.unique())
     out = []
-    for label in sorted(sel.embedder.unique()):
-        if not label.endswith(" MiniLM"):
-            continue
-        student = label[: -len(" MiniLM")]
-        d = sel[sel.embedder == label].set_index("seed")[metric]
-        c = sel[sel.embedder == f"{student} no distillation"].set_index("seed")[metric]
-        seeds = sorted(set(d.index) & set(c.index))
-        if not seeds:
-            continue
-        gain = (d[seeds] - c[seeds])
-        std = f" ± {gain.std():.3f}" if len(seeds) > 1 else ""
-        word = "beats" if gain.mean() > 0 and (gain > 0).all() else ("ties" if gain.mean() == 0 else
-                                                                     "does not consistently beat")
-        out.append(f"{student}: distilled {d[seeds].mean():.3f} vs control {c[seeds].mean():.3f} {metric.upper()} "
-                   f"({protocol}, {model}); gain {gain.mean():+.3f}{std} over {len(seeds)} seed(s): the distilled "
-                   f"student {word} its control as node embedder")
+    for ctrl in [x for x in labels if x.endswith(" no distillation")]:
+        student = ctrl[: -len(" no distillation")]
+        c = sel[sel.embedder == ctrl].set_index("seed")[metric]
+        for label in [x for x in labels if x.startswith(student + " ") and x != ctrl]:
+            method = label[len(student) + 1:]
+            d = sel[sel.embedder == label].set_index("seed")[metric]
+            seeds = sorted(set(d.index) & set(c.index))
+            if not seeds:
+                continue
+            gain = (d[seeds] - c[seeds])
+            std = f" ± {gain.std():.3f}" if len(seeds) > 1 else ""
+            word = "beats" if gain.mean() > 0 and (gain > 0).all() else ("ties" if gain.mean() == 0 else
+                                                                         "does not consistently beat")
+            who = "distilled" if method == "MiniLM" else method
+            out.append(f"{student}: {who} {d[seeds].mean():.3f} vs control {c[seeds].mean():.3f} {metric.upper()} "
+                       f"({protocol}, {model}); gain {gain.mean():+.3f}{std} over {len(seeds)} seed(s): the "
+                       f"{who} student {word} its control as node embedder")
     return out

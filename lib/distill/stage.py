@@ -62,6 +62,7 @@ class _Run:
     rows: list
     temb: dict
     passes: dict
+    emb_targets: np.ndarray | None
     shared: object
     ta_shared: object
     cache_root: object
@@ -182,8 +183,23 @@ def _task_specific_run(g: _Run, name: str, tcache, tt: TaskTargets, seed: int, i
                      **fidelity_of(st, g.data, g.temb, c.distill_max_seq_len)}, g.hist)
 
 
+def embedding_method(combo: str) -> str:
+    """The `method` of a task-agnostic run with L_EMB: 'at+vr+emb' -> 'AT+VR+EMB'."""
+    return "+".join(t.strip().upper() for t in combo.split("+"))
+
+
+def embedding_targets(cfg: DistillParams, teacher: Encoder, assistant: Encoder, texts: list[str]) -> np.ndarray:
+    """L_EMB's targets [N, D_e]: the mean-pooled sentence embeddings of `texts` by `cfg.embedding_target` (minilm:
+    the assistant all-MiniLM-L6-v2, 384; teacher: all-mpnet-base-v2, 768), cut at the grid's token limit."""
+    import torch
+
+    with torch.no_grad():
+        return encode(assistant if cfg.embedding_target == "minilm" else teacher, texts, cfg.distill_max_seq_len)
+
+
 def _task_agnostic(g: _Run) -> dict[str, pd.DataFrame]:
-    """Task-agnostic rows: MiniLM, the ablations, w/ TA and the controls per seed and init; returns the learning curves."""
+    """Task-agnostic rows: MiniLM, the ablations, w/ TA, the L_EMB combinations and the controls per seed and init;
+    returns the learning curves."""
     c, pending = g.cfg, []
     curves: dict[str, pd.DataFrame] = {}
     abl_inits, abl_seeds = c.ablation_inits or c.student_inits, c.ablation_seeds or c.distill_seeds
@@ -195,12 +211,14 @@ def _task_agnostic(g: _Run) -> dict[str, pd.DataFrame]:
             if init in abl_inits and seed in abl_seeds:
                 plan += [(m, meth) for m in c.ablation_students for meth in ABLATIONS]
             plan += [(m, "MiniLM (w/ TA)") for m in c.ta_students]
+            plan += [(m, embedding_method(combo)) for m in c.students for combo in c.embedding_methods]
             plan += [(m, "no distillation") for m in c.students]
+            saved = {"MiniLM", *map(embedding_method, c.embedding_methods)}
             for m, meth in plan:
                 name = f"{m}x{c.student_hidden} {meth} {init} s{seed}"
                 folder = Path(g.save_dir) / student_folder(m, c.student_hidden, seed, meth, init) if (
                     g.save_dir is not None
-                    and (meth == "MiniLM" or (meth == "no distillation" and m in c.lp_students))) else None
+                    and (meth in saved or (meth == "no distillation" and m in c.lp_students))) else None
                 make = partial(_agnostic_run, g, name, tcache, trained, curves, seed, init, m, meth, folder)
                 # a finished row whose saved model is missing is trained again: every run is seeded, so it reproduces
                 # the same student
@@ -219,7 +237,9 @@ def _agnostic_run(g: _Run, name: str, tcache, trained: dict, curves: dict, seed:
     c, teacher, assistant = g.cfg, g.teacher, g.assistant
     st = make_student(teacher.tokenizer, m, c.student_hidden, c.student_heads, seed=seed,
                       init_from=assistant if init == "assistant" else None, device=teacher.model.device)
-    spec = VARIANT_SPECS[METHOD_VARIANT[meth]] if meth in METHOD_VARIANT else LossSpec()
+    combo = {embedding_method(x): x for x in c.embedding_methods}.get(meth)
+    spec = VARIANT_SPECS[METHOD_VARIANT[meth]] if meth in METHOD_VARIANT else (
+        c.embedding_spec(combo) if combo else LossSpec())
     trained_for = {}
     if meth != "no distillation":
         if meth == "MiniLM (w/ TA)":
@@ -228,12 +248,17 @@ def _agnostic_run(g: _Run, name: str, tcache, trained: dict, curves: dict, seed:
                                   precision=c.precision)
         else:
             src = tcache
-        train_cfg = DistillConfig(variant=METHOD_VARIANT[meth], steps=c.distill_steps, lr=c.distill_lr, seed=seed,
-                                  **g.base)
+        if combo:
+            train_cfg = DistillConfig(steps=c.distill_steps, lr=c.distill_lr, seed=seed, losses=combo,
+                                      w_at=c.w_at, w_vr=c.w_vr, w_emb=c.w_emb, emb_loss=c.embedding_loss, **g.base)
+        else:
+            train_cfg = DistillConfig(variant=METHOD_VARIANT[meth], steps=c.distill_steps, lr=c.distill_lr,
+                                      seed=seed, **g.base)
         res = train_student(src, st, g.data["transfer"], train_cfg, progress=g.progress,
                             checkpoint=g.ck.steps_file(name) if c.checkpoint_every else None,
                             checkpoint_every=c.checkpoint_every, eval_every=c.eval_every,
-                            evaluate=lambda enc: evaluate(enc, g.data, g.temb, c.distill_max_seq_len, seed))
+                            evaluate=lambda enc: evaluate(enc, g.data, g.temb, c.distill_max_seq_len, seed),
+                            embedding=g.emb_targets if combo else None)
         g.hist[name] = res["losses"]
         if len(res["curve"]):
             curves[name] = res["curve"]
@@ -243,8 +268,9 @@ def _agnostic_run(g: _Run, name: str, tcache, trained: dict, curves: dict, seed:
         trained[m] = st
     if folder is not None:
         save_sentence_transformer(st, folder, c.distill_max_seq_len)
+    losses = spec.label() + (f" → {c.embedding_target}" if combo else "")
     return done or g.ck.put({"model": name, "student": f"{m}x{c.student_hidden}", "stage": "task-agnostic",
-                             "method": meth, "losses": spec.label(), "init": init, "seed": seed,
+                             "method": meth, "losses": losses, "init": init, "seed": seed,
                              "final_loss": float(g.hist[name].loss.iloc[-5:].mean()) if name in g.hist else float("nan"),
                              **trained_for, **evaluate(st, g.data, g.temb, c.distill_max_seq_len, seed)}, g.hist,
                             curves)
@@ -259,7 +285,8 @@ def run_grid(cfg: DistillParams, teacher: Encoder, assistant: Encoder, data: dic
     Task-specific rows come first (they carry the comparison with the controls), then the task-agnostic ones.
     Task-agnostic rows (transfer corpus, linear probes): per seed and init, every student with MiniLM (L_AT + L_VR),
     the ablations on `ablation_students` (only for `ablation_inits` x `ablation_seeds`; [] = all), w/ TA on
-    `ta_students`, and the undistilled control of every student. With `eval_every` > 0 each distilled run is also
+    `ta_students`, every combination of `embedding_methods` (L_EMB against `embedding_target`'s embeddings of the
+    transfer corpus, method 'AT+VR+EMB' and so on) and the undistilled control of every student. With `eval_every` > 0 each distilled run is also
     evaluated every that many steps (info["curves"]: run name -> DataFrame [step, metrics]); with `checkpoint_every`
     > 0 (and a checkpoint folder) a run interrupted mid-way resumes from its last step checkpoint.
     Task-specific rows: per task, seed and init, every combination of `task_losses` on `task_students`, started from
@@ -275,8 +302,9 @@ def run_grid(cfg: DistillParams, teacher: Encoder, assistant: Encoder, data: dic
     temb = {f"fid_{s}": encode(teacher, data["fidelity"][s], cfg.distill_max_seq_len) for s in ("val", "test")}
     shared = _teacher_source(teacher, cfg, cache_root) if cfg.cache_teacher_targets else None
     ta_shared = _teacher_source(assistant, cfg, cache_root) if cfg.cache_teacher_targets else None
-    g = _Run(cfg, teacher, assistant, data, ck, {}, [], temb, {}, shared, ta_shared, cache_root, save_dir, progress,
-             wait)
+    emb = embedding_targets(cfg, teacher, assistant, data["transfer"]) if cfg.embedding_methods else None
+    g = _Run(cfg, teacher, assistant, data, ck, {}, [], temb, {}, emb, shared, ta_shared, cache_root, save_dir,
+             progress, wait)
     for name, enc, student, method in (("teacher (mpnet 12x768)", teacher, "12x768", "teacher"),
                                        ("assistant (MiniLM-L6 6x384)", assistant, "6x384", "assistant (pre-trained)")):
         g.rows.append(_once(g, name, lambda _, name=name, enc=enc, student=student, method=method: ck.put({
@@ -291,6 +319,7 @@ def run_grid(cfg: DistillParams, teacher: Encoder, assistant: Encoder, data: dic
 
 
 def student_folder(layers: int, hidden: int, seed: int, method: str = "MiniLM", init: str = "random") -> str:
-    """Folder name of a saved task-agnostic student: the MiniLM one, or its undistilled control (for link prediction)."""
-    kind = {"MiniLM": "student", "no distillation": "control"}[method]
+    """Folder name of a saved task-agnostic student: the MiniLM one, one trained with L_EMB ('AT+VR+EMB' ->
+    'at_vr_emb_...'), or its undistilled control (for link prediction)."""
+    kind = {"MiniLM": "student", "no distillation": "control"}.get(method) or method.lower().replace("+", "_")
     return f"{kind}_{layers}x{hidden}_{init}_s{seed}"

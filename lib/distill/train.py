@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,13 +53,16 @@ class DistillConfig:
     w_out: float = 1.0
     temperature: float = 1.0
     alpha: float = 0.5
+    w_emb: float = 1.0
+    emb_loss: str = "cosine"
     teacher_attention: str = "eager"
     fused: bool = True         # fused AdamW: one kernel per parameter group; py-spy put 20% of a CPU step in AdamW.step
 
     def spec(self) -> LossSpec:
         if not self.losses:
             return VARIANT_SPECS[self.variant]
-        return LossSpec.parse(self.losses, self.w_at, self.w_vr, self.w_out, 1.0, self.temperature, self.alpha)
+        return LossSpec.parse(self.losses, self.w_at, self.w_vr, self.w_out, 1.0, self.temperature, self.alpha,
+                              self.w_emb, self.emb_loss)
 
     def check(self, teacher: Encoder, student: Encoder) -> None:
         if self.variant not in VARIANTS:
@@ -66,7 +70,7 @@ class DistillConfig:
         if self.steps < 1 or self.batch_size < 1 or self.max_seq_len < 4:
             raise DistillError(f"steps={self.steps}, batch_size={self.batch_size}, max_seq_len={self.max_seq_len} "
                                "must be >= 1, >= 1, >= 4")
-        for who, d in (("teacher", teacher.hidden), ("student", student.hidden)):
+        for who, d in (("teacher", teacher.hidden), ("student", student.hidden)) if self.spec().needs_attention else ():
             if d % self.relation_heads:
                 raise DistillError(f"relation_heads={self.relation_heads} does not divide the {who} hidden size {d}; "
                                    "pick a common divisor (e.g. 12 for 768 and 384)")
@@ -128,33 +132,36 @@ def optimiser_step(terms: dict, opt, sched, params: list, clip: float = 1.0) -> 
 
 
 class StudentStep(nn.Module):
-    """The student, its value projection and task head (None when unused) and the loss of one step as one module, so
-    DistributedDataParallel wraps everything that gets gradients."""
+    """The student, its value projection, task head and embedding projection (None when unused) and the loss of one
+    step as one module, so DistributedDataParallel wraps everything that gets gradients."""
 
     def __init__(self, student: Encoder, proj: nn.Module | None, head: nn.Module | None, pairs: list[tuple[int, int]],
-                 heads: int, spec: LossSpec):
+                 heads: int, spec: LossSpec, emb_proj: nn.Module | None = None):
         super().__init__()
         self.enc, self.pairs, self.heads, self.spec = student, pairs, heads, spec
         self.model, self.proj, self.head = student.model, proj, head
+        if emb_proj is not None:  # registered only when used, so the state of runs without L_EMB keeps its keys
+            self.emb_proj = emb_proj
 
-    def forward(self, sbatch: dict, targets: dict, teacher_logits, labels) -> dict:
+    def forward(self, sbatch: dict, targets: dict, teacher_logits, labels, emb_targets=None) -> dict:
         """sbatch: student tokens {input_ids, attention_mask: [B, T]}; targets: teacher layer -> {"att" [B, R, T, T],
-        "v" [B, T, D]}; teacher_logits [B, C] or None; labels [B] or None -> combined_loss's terms."""
-        if self.head is not None:
+        "v" [B, T, D]}; teacher_logits [B, C] or None; labels [B] or None; emb_targets [B, D_e] or None ->
+        combined_loss's terms."""
+        pooled = logits = None
+        if self.head is not None or self.spec.needs_embedding:
             pooled, qkv = self.enc.pooled(sbatch)
-            logits = self.head(pooled)
+            logits = self.head(pooled) if self.head is not None else None
         else:
             _, _, qkv = self.enc.run(sbatch)
-            logits = None
         mask = sbatch["attention_mask"].to(self.enc.model.device)
         return combined_loss(targets, qkv, mask, self.pairs, self.heads, self.spec, self.proj, logits, teacher_logits,
-                             labels)
+                             labels, pooled, emb_targets, getattr(self, "emb_proj", None))
 
 
 def step_inputs(source, student: Encoder, corpus: list[str], idx: np.ndarray, cfg: DistillConfig, spec: LossSpec,
-                layers: list[int], task: TaskTargets | None) -> tuple:
+                layers: list[int], task: TaskTargets | None, embedding: np.ndarray | None = None) -> tuple:
     """StudentStep's inputs for the corpus rows `idx` [B]: (student tokens, teacher targets on the student's device,
-    teacher logits [B, C] or None, labels [B] or None)."""
+    teacher logits [B, C] or None, labels [B] or None, embedding targets [B, D_e] or None)."""
     dev = student.model.device
     texts = [corpus[i] for i in idx]
     sbatch = student.tokenize(texts, cfg.max_seq_len)
@@ -167,13 +174,16 @@ def step_inputs(source, student: Encoder, corpus: list[str], idx: np.ndarray, cf
         targets = {l: {k: v.to(dev) for k, v in tg.items()} for l, tg in targets.items()}
     tl = None if not spec.needs_teacher_logits else torch.as_tensor(task.teacher_logits[idx], device=dev).float()
     labels = None if task is None else torch.as_tensor(task.labels[idx], device=dev)
-    return sbatch, targets, tl, labels
+    emb = None if not spec.needs_embedding else torch.as_tensor(embedding[idx], device=dev).float()
+    return sbatch, targets, tl, labels, emb
 
 
-def prepare_run(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig, task: TaskTargets | None) -> dict:
+def prepare_run(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig, task: TaskTargets | None,
+                embedding: np.ndarray | None = None) -> dict:
     """Checks and set-up shared by `distill` and its data-parallel twin (lib.run.distributed): {"source" (teacher
-    targets), "spec", "layers" (teacher layers used), "step" (StudentStep, value projection and head seeded by
-    cfg.seed), "params" (everything the optimiser updates)}."""
+    targets), "spec", "layers" (teacher layers used), "step" (StudentStep, value projection, head and embedding
+    projection seeded by cfg.seed), "params" (everything the optimiser updates)}. embedding: the target encoder's
+    embeddings [N, D_e] of `corpus`, needed by L_EMB."""
     source = teacher if hasattr(teacher, "targets") else TeacherCache(teacher, corpus, cfg.max_seq_len,
                                                                      definition=cfg.teacher_attention)
     t = source.teacher
@@ -191,6 +201,9 @@ def prepare_run(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig
         if spec.needs_teacher_logits and task.teacher_logits is None:
             raise DistillError(f"{spec.label()} needs teacher logits (alpha > 0); fine-tune a task teacher first or "
                                "use the 'ce' combination")
+    if spec.needs_embedding and (embedding is None or len(embedding) != len(corpus)):
+        raise DistillError(f"loss combination {spec.label()} has L_EMB; pass embedding= the target encoder's embeddings "
+                           f"of the {len(corpus)} corpus texts, one row each")
     if spec.needs_attention and student.tokenizer is not t.tokenizer:
         check_tokenizers_aligned(t.tokenizer, student.tokenizer, corpus, cfg.max_seq_len, (t.name, student.name))
     L, M = t.num_layers, student.num_layers
@@ -199,10 +212,13 @@ def prepare_run(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig
     dev = student.model.device
     proj = nn.Linear(student.hidden, t.hidden).to(dev) if spec.vmse > 0 else None
     head = nn.Linear(student.hidden, task.n_classes).to(dev) if spec.needs_task else None
+    # drawn after proj and head, so runs without L_EMB draw the same initial weights as before it existed
+    emb_proj = nn.Linear(student.hidden, embedding.shape[1]).to(dev) \
+        if spec.needs_embedding and embedding.shape[1] != student.hidden else None
     params = list(student.model.parameters())
-    params += [p for m in (proj, head) if m is not None for p in m.parameters()]
+    params += [p for m in (proj, head, emb_proj) if m is not None for p in m.parameters()]
     return {"source": source, "spec": spec, "layers": sorted({p[0] for p in pairs}), "params": params,
-            "step": StudentStep(student, proj, head, pairs, cfg.relation_heads, spec)}
+            "step": StudentStep(student, proj, head, pairs, cfg.relation_heads, spec, emb_proj)}
 
 
 class OneProcess:
@@ -222,12 +238,13 @@ class OneProcess:
 def train_student(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig, task: TaskTargets | None = None,
                   progress: bool = True, ranks=None, checkpoint: str | Path | None = None, checkpoint_every: int = 0,
                   evaluate: Callable[[Encoder], dict] | None = None, eval_every: int = 0,
-                  max_steps: int | None = None) -> dict:
+                  max_steps: int | None = None, embedding: np.ndarray | None = None) -> dict:
     """Train `student` on `corpus` with the loss combination `cfg.spec()`.
 
     teacher: an Encoder, a TeacherCache or a TeacherTargetStore (anything with `.teacher` and `.targets`).
     task: labels (and teacher logits) aligned with `corpus`, needed by L_OUT; the trained head is left in
-    `student.head` (Linear(D', C)). Students tokenize with their own tokenizer; `check_tokenizers_aligned` must hold.
+    `student.head` (Linear(D', C)). embedding: a target encoder's embeddings [N, D_e] aligned with `corpus`, needed
+    by L_EMB (a Linear(D', D_e) is trained beside the student where the widths differ). Students tokenize with their own tokenizer; `check_tokenizers_aligned` must hold.
     ranks: lib.run.distributed's ranks (rank r takes its share of each step's batch, DDP averages the gradients);
     default one process. checkpoint: a file written atomically by rank 0 every `checkpoint_every` steps and after the
     last one; a call with the same settings resumes from it and reproduces the uninterrupted run (the RNG state is in
@@ -243,7 +260,7 @@ def train_student(teacher, student: Encoder, corpus: list[str], cfg: DistillConf
         raise DistillError(f"a global batch of {cfg.batch_size} cannot be split evenly over {ranks.world} ranks; use a "
                            "multiple of the number of processes")
     per = cfg.batch_size // ranks.world
-    r = prepare_run(teacher, student, corpus, cfg, task)
+    r = prepare_run(teacher, student, corpus, cfg, task, embedding)
     source, spec, layers, step_mod, params = r["source"], r["spec"], r["layers"], r["step"], r["params"]
     plan = batch_plan(len(corpus), cfg.steps, cfg.batch_size, cfg.seed)
     if spec.needs_attention and hasattr(source, "ensure"):  # one sorted teacher pass over every text the run will use
@@ -254,6 +271,10 @@ def train_student(teacher, student: Encoder, corpus: list[str], cfg: DistillConf
     opt, sched = _optimizer(params, cfg, cfg.steps)
     checkpoint = Path(checkpoint) if checkpoint else None
     config = {"student": student.name, "cfg": dataclasses.asdict(cfg), "corpus": len(corpus), "eval_every": eval_every}
+    if not spec.needs_embedding:  # a run without L_EMB keeps the settings it had before the term existed
+        config["cfg"] = {k: v for k, v in config["cfg"].items() if k not in ("w_emb", "emb_loss")}
+    else:
+        config["embedding"] = hashlib.sha256(np.ascontiguousarray(embedding, dtype=np.float32).tobytes()).hexdigest()[:16]
     step0, rows, curve, seconds = 0, [], [], 0.0
     ck = load_state(checkpoint, config, student.model.device) if checkpoint else None
     if ck is not None:
@@ -288,7 +309,7 @@ def train_student(teacher, student: Encoder, corpus: list[str], cfg: DistillConf
                 break
             t0 = time.perf_counter()
             idx = plan[step][ranks.rank * per:(ranks.rank + 1) * per]
-            terms = run(*step_inputs(source, student, corpus, idx, cfg, spec, layers, task))
+            terms = run(*step_inputs(source, student, corpus, idx, cfg, spec, layers, task, embedding))
             rows.append({"step": step, **ranks.mean(optimiser_step(terms, opt, sched, params))})
             seconds += time.perf_counter() - t0
             done += 1

@@ -12,7 +12,7 @@ from lib.distill.eval import CURVE_METRICS, curve_trends, difference_sentences, 
 from lib.distill.losses import DistillError
 from lib.distill.lp import REFERENCE as LP_REFERENCE  # noqa: F401
 from lib.distill.lp import link_prediction_available, link_prediction_eval, lp_table, lp_verdicts  # noqa: F401
-from lib.distill.stage import ABLATIONS, CONTROL, student_folder
+from lib.distill.stage import ABLATIONS, CONTROL, embedding_method, student_folder
 
 
 def versus_control(results: pd.DataFrame, metrics=("task_test", "fid_cosine")) -> pd.DataFrame:
@@ -80,15 +80,17 @@ def choose_init(results: pd.DataFrame, students: list[str]) -> tuple[str, str]:
 def lp_embedders(students_dir: Path, results: pd.DataFrame,
                  cfg: DistillParams) -> tuple[list[tuple[str, int, Path | None]], str]:
     """Notebook 05's node embedders for link prediction, per seed: all-MiniLM-L6-v2 (folder None) and, for every
-    student of `lp_students`, its MiniLM student and undistilled control of the init `choose_init` picks, labelled
-    '<m>x<h> <init> MiniLM' / '<m>x<h> <init> no distillation' (lp_verdicts pairs them). Returns (triples, sentence)."""
+    student of `lp_students`, its MiniLM student, its students of `embedding_methods` and its undistilled control of
+    the init `choose_init` picks, labelled '<m>x<h> <init> MiniLM' / '<m>x<h> <init> AT+VR+EMB' / '<m>x<h> <init> no
+    distillation' (lp_verdicts pairs each with the control). Returns (triples, sentence)."""
     if not cfg.lp_students:
         return [], "no lp_students: link prediction skipped"
     h = cfg.student_hidden
     init, why = choose_init(results, [f"{m}x{h}" for m in cfg.lp_students])
     out = [(LP_REFERENCE, s, None) for s in cfg.distill_seeds]
     out += [(f"{m}x{h} {init} {meth}", s, Path(students_dir) / student_folder(m, h, s, meth, init))
-            for s in cfg.distill_seeds for m in cfg.lp_students for meth in ("MiniLM", "no distillation")]
+            for s in cfg.distill_seeds for m in cfg.lp_students
+            for meth in ("MiniLM", *map(embedding_method, cfg.embedding_methods), "no distillation")]
     return sorted(out, key=lambda e: e[1]), why
 
 
