@@ -82,6 +82,8 @@ def cmd_arm(a) -> None:
                 "max_sentences": a.max_sentences, "dropout": a.dropout, "cfg": {k: v for k, v in vars(cfg).items()}}
     if a.round_weights != "none":
         settings["round_weights"] = a.round_weights
+    if a.ffn is not None:
+        settings["ffn"] = a.ffn
     table = OUT / "validation.csv"
     done = pd.read_csv(table) if table.is_file() else pd.DataFrame()
     if len(done) and a.name in set(done.arm):
@@ -92,7 +94,7 @@ def cmd_arm(a) -> None:
         return
     ctx = context(a.data_seed, a.max_sentences)
     if a.init == "assistant":
-        enc = E.assistant_student(layers, dropout=a.dropout)
+        enc = E.assistant_student(layers, dropout=a.dropout, ffn=a.ffn)
     else:
         enc = E.random_student(len(layers), a.seed, dropout=0.1 if a.dropout is None else a.dropout)
     enc.name = a.name
@@ -194,6 +196,8 @@ def main() -> None:
     arm.add_argument("--data-seed", type=int, default=0, help="seed of the validation titles and sentence sample")
     arm.add_argument("--max-sentences", type=int, default=20000)
     arm.add_argument("--checkpoint-every", type=int, default=100)
+    arm.add_argument("--ffn", type=int, default=None,
+                     help="feed-forward neurons kept per layer (assistant init; default all 1,536)")
     arm.add_argument("--round-weights", choices=("none", *E.ROUNDINGS), default="none",
                      help="round every weight to this dtype and back before training: with --layers 0,1,2,3,4,5 "
                           "--steps 0, a near-copy of all-MiniLM-L6-v2 that measures the seeds' noise floor")

@@ -141,6 +141,38 @@ def test_assistant_student_keeps_the_chosen_layers_of_all_minilm():
         E.assistant_student([6])
 
 
+def test_pruning_the_feed_forward_keeps_the_strongest_neurons_and_saves_and_loads(tmp_path):
+    from lib.embed.encoder import encode, load_model
+
+    enc = tiny(tmp_path, hidden=16, dropout=0.0)  # intermediate 32
+    layer = enc.model.encoder.layer[0]
+    w_in, w_out = layer.intermediate.dense.weight.clone(), layer.output.dense.weight.clone()
+    score = w_in.norm(dim=1) * w_out.norm(dim=0)
+    E.prune_feed_forward(enc.model, 32)  # every neuron kept: the same function
+    before = V.embed(enc, TEXTS, 16)
+    E.prune_feed_forward(enc.model, 8)
+    keep = score.topk(8).indices.sort().values
+    assert torch.equal(layer.intermediate.dense.weight, w_in[keep]) and torch.equal(layer.output.dense.weight,
+                                                                                    w_out[:, keep])
+    assert enc.model.config.intermediate_size == 8
+    after = V.embed(enc, TEXTS, 16)
+    assert after.shape == before.shape and not np.allclose(after, before)
+    x, _ = encode(load_model(save_sentence_transformer(enc, tmp_path / "st", max_seq_len=16, normalize=True)), TEXTS)
+    assert np.allclose(x, after, atol=1e-5)
+    with pytest.raises(DistillError, match="ffn=9 must lie in 1..8"):
+        E.prune_feed_forward(enc.model, 9)
+
+
+def test_rounding_the_weights_moves_the_embedding_only_slightly(tmp_path):
+    enc = tiny(tmp_path, dropout=0.0)
+    before = V.embed(enc, TEXTS, 16)
+    E.round_weights(enc.model, "bf16")
+    after = V.embed(enc, TEXTS, 16)
+    assert not np.array_equal(before, after) and V.mean_cosine(before, after) > 0.999
+    with pytest.raises(DistillError, match="dtype='int8' is unknown"):
+        E.round_weights(enc.model, "int8")
+
+
 def test_cosine_link_auc_and_the_paired_summary():
     x = np.array([[1, 0], [1, 0.1], [0, 1], [0.1, 1]], dtype=np.float32)
     links = {"pos": np.array([[0, 1], [2, 3]]), "neg": np.array([[0, 2], [1, 3]])}
