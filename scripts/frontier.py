@@ -1,8 +1,10 @@
-"""The node embedder's speed-quality frontier: all-MiniLM-L6-v2, model2vec static models distilled from it, and
-all-mpnet-base-v2, each as stage 3's node embedder, under stage 5's probes, and timed (lib.distill.frontier).
+"""The node embedder's speed-quality frontier: all-MiniLM-L6-v2, model2vec static models distilled from it,
+all-mpnet-base-v2 and any saved student (scripts/distill_embedding.py's), each as stage 3's node embedder, under stage
+5's probes, and timed (lib.distill.frontier).
 
     OMP_NUM_THREADS=1 python scripts/frontier.py                      # outputs/frontier/ from outputs/wikispeedia_seed40
     OMP_NUM_THREADS=1 python scripts/frontier.py --no-mpnet --pca 256  # a cheaper frontier
+    OMP_NUM_THREADS=1 python scripts/frontier.py --student "3-layer student=outputs/distill_embedding/students/L025"
     python scripts/frontier.py --publish                              # then copy the small results to outputs/reference/frontier/
 
 Needs notebooks 01-02 of the run first (its crawl and split.json):
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import sys
 import time
@@ -29,8 +32,11 @@ def args_of(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run-dir", default="outputs/wikispeedia_seed40", help="run folder with notebooks 01-02 done")
     ap.add_argument("--out", default="outputs/frontier", help="result folder")
-    ap.add_argument("--pca", type=int, nargs="+", default=[256, 0], help="static models' PCA widths (0: no PCA)")
+    ap.add_argument("--pca", type=int, nargs="*", default=[256, 0], help="static models' PCA widths (0: no PCA; "
+                    "none given: no static model)")
     ap.add_argument("--no-mpnet", dest="mpnet", action="store_false", help="leave all-mpnet-base-v2 out")
+    ap.add_argument("--student", action="append", default=[], metavar="LABEL=FOLDER",
+                    help="a saved sentence-transformers folder to add under LABEL (repeatable)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="GatModel seeds (the run's split seeds)")
     ap.add_argument("--protocols", nargs="+", default=["leak_free", "new_nodes"])
     ap.add_argument("--epochs", type=int, default=2, help="GatModel epochs (seed §5.4.1: 2)")
@@ -44,18 +50,26 @@ def args_of(argv=None) -> argparse.Namespace:
     ap.add_argument("--fidelity-sentences", type=int, default=1000, help="fidelity sentences (distill_long: 1,000)")
     ap.add_argument("--transfer-sentences", type=int, default=20000, help="as distill_long (decides the data draw)")
     ap.add_argument("--max-seq-len", type=int, default=64, help="tokens per probe text (distill_long: 64)")
+    ap.add_argument("--stop-after", choices=("lp", "probes"), default=None,
+                    help="stop after link prediction or the probes (a second process can score other encoders into "
+                         "the same --out meanwhile; speed is timed by the final call, best on a quiet machine)")
     ap.add_argument("--publish", action="store_true", help="copy the small results to outputs/reference/frontier/")
     return ap.parse_args(argv)
 
 
 def step(timings: dict, name: str, path: Path, fn):
-    """Run fn, add its wall seconds to timings[name] (summed over resumed calls) and save the timings."""
-    from lib.common.paths import atomic_write_text
+    """Run fn, add its wall seconds to timings[name] (summed over resumed calls and over processes sharing the folder)
+    and save the timings."""
+    from lib.common.paths import atomic_write_text, locked
 
     t0 = time.perf_counter()
     out = fn()
-    timings[name] = round(timings.get(name, 0.0) + time.perf_counter() - t0, 1)
-    atomic_write_text(path, json.dumps(timings, indent=1) + "\n")
+    with locked(path):  # another process may have saved its own steps meanwhile
+        saved = json.loads(path.read_text()) if path.is_file() else {}
+        saved[name] = round(saved.get(name, 0.0) + time.perf_counter() - t0, 1)
+        atomic_write_text(path, json.dumps(saved, indent=1) + "\n")
+    timings.clear()
+    timings.update(saved)
     return out
 
 
@@ -85,6 +99,12 @@ def main(argv=None) -> None:
     teacher_dir = ensure_teacher()
     if a.mpnet:
         embedders.append(fr.Embedder("all-mpnet-base-v2", teacher_dir))
+    for spec in a.student:
+        label, _, folder = spec.partition("=")
+        if not label or not (resolve(folder) / "config.json").is_file():
+            raise SystemExit(f"--student {spec!r}: give LABEL=FOLDER with a saved sentence-transformers folder "
+                             "(scripts/distill_embedding.py arm writes them to outputs/distill_embedding/students/)")
+        embedders.append(fr.Embedder(label, resolve(folder), "student"))
     print("encoders:", ", ".join(e.label for e in embedders))
 
     from tqdm.auto import tqdm
@@ -95,6 +115,8 @@ def main(argv=None) -> None:
             run_dir, [(e.label, s, e.folder) for s in a.seeds], epochs=a.epochs, protocols=tuple(a.protocols),
             rows_file=out / "lp_rows.csv", progress=True)))
     lp = pd.concat(parts, ignore_index=True)
+    if a.stop_after == "lp":
+        return
 
     def probes():
         data = build_datasets(a.probe_seed, a.transfer_sentences, a.task_train, a.task_eval, a.fidelity_sentences)
@@ -104,6 +126,8 @@ def main(argv=None) -> None:
 
     probe = step(timings, "probes", tpath, probes)
     print(probe.to_string(index=False))
+    if a.stop_after == "probes":
+        return
 
     titles = list(dict.fromkeys(t for f in crawl.ok_graph_files(run_dir / "crawl") for t in read_graph(f).titles))
     speed_file = out / "speed.csv"
@@ -125,7 +149,7 @@ def summarise(a, out: Path, lp, probe, speed, embedders, timings: dict) -> None:
 
     statics = [e.label for e in embedders if e.kind == "static"]
     chosen = fr.choose_on_validation(lp, statics) if statics else None
-    table = fr.summary_table(lp, probe, speed)
+    table = fr.summary_table(lp, probe, speed, embedders)
     diffs = fr.paired_to_reference(lp)
     sentences = fr.goal_sentences(diffs, table)
     # lp_rows.csv is the resume file and keeps rows of encoders since changed; lp.csv holds this run's rows only
@@ -146,14 +170,15 @@ def summarise(a, out: Path, lp, probe, speed, embedders, timings: dict) -> None:
 def readme(a, table, diffs, sentences: list[str], chosen: str | None, timings: dict) -> str:
     """The result folder's README: what ran, the table, the paired differences and the goal sentences, all printed
     from the numbers of this run."""
-    cols = ["embedder", "dim"] + [f"{m}_{p}_auc" for p in a.protocols for m in ("gat_model", "cosine")] + \
+    cols = ["embedder", "kind", "layers", "dim", "seeds"] + [f"{m}_{p}_auc" for p in a.protocols for m in ("gat_model", "cosine")] + \
         [f"gat_model_{p}_mrr" for p in a.protocols] + ["polarity_test", "topic_test", "fid_cosine"] + \
         [c for c in table.columns if c.startswith(("titles_per_s_", "speedup_"))]
     auc = diffs[diffs.metric.isin(["auc", "mrr"])].round(4)
     return "\n".join([
         "# frontier — how small can stage 3's node embedder be (`scripts/frontier.py`)", "",
         f"    python scripts/frontier.py --run-dir {a.run_dir} --pca {' '.join(map(str, a.pca))}"
-        f"{'' if a.mpnet else ' --no-mpnet'}", "",
+        f"{'' if a.mpnet else ' --no-mpnet'} --seeds {' '.join(map(str, a.seeds))}"
+        + "".join(f" \\\n        --student {shlex.quote(x)}" for x in a.student), "",
         f"Each encoder embedded the {a.run_dir} crawl's titles (Wikispeedia, seed40 settings: 1,000-node graphs, the run's "
         f"split of 40 training and 10 test graphs per seed) and was the node embedder of the seed's GatModel "
         f"({a.epochs} epochs, mp supervision, uniform negatives) for seeds {', '.join(map(str, a.seeds))} under "
@@ -161,7 +186,8 @@ def readme(a, table, diffs, sentences: list[str], chosen: str | None, timings: d
         f"topic linear probes ({a.task_train:,} training / {a.task_eval:,} test texts, data seed {a.probe_seed}) and "
         f"fidelity cosine to all-mpnet-base-v2, texts cut at {a.max_seq_len} tokens. Static models: model2vec "
         f"distilled from all-MiniLM-L6-v2 (PCA widths {', '.join(str(p or 'none') for p in a.pca)}, distillation seed "
-        f"{a.distil_seed}). Speed: titles/s of `lib.embed.encoder.encode` on the crawl's unique titles, median of "
+        f"{a.distil_seed}). Students (kind `student`): saved folders of `scripts/distill_embedding.py` "
+        f"(`outputs/reference/distill_embedding/` says how each was made and chosen). Speed: titles/s of `lib.embed.encoder.encode` on the crawl's unique titles, median of "
         f"{a.speed_reps} interleaved repetitions, on a 2-core machine shared with other work (absolute numbers are "
         f"low and noisy; the ratios come from the same repetitions). The table gives means over seeds (standard "
         f"deviations in frontier.csv).{slower_sentence(table)}", "",
@@ -169,7 +195,8 @@ def readme(a, table, diffs, sentences: list[str], chosen: str | None, timings: d
         table[cols].round(4).to_markdown(index=False), "",
         "Paired differences to all-MiniLM-L6-v2 (same seed), mean and 95% t-interval over seeds:", "",
         auc.to_markdown(index=False), "",
-        "Goal (both AUCs within 0.01 of all-MiniLM-L6-v2 with the 95% interval inside ±0.01, at ≥ 2× its titles/s):", "",
+        "Goal (at most 3 transformer layers or static; both AUCs within 0.01 of all-MiniLM-L6-v2 with the 95% "
+        "interval inside ±0.01; at ≥ 2× its titles/s):", "",
         *[f"- {x}" for x in sentences], "",
         f"Wall time per step (seconds on the shared machine, summed over resumed calls, set-up work repeated on "
         f"each resume included): {json.dumps(timings)}.", ""])

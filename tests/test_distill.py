@@ -31,7 +31,7 @@ from lib.distill.losses import (
     value_mse_loss,
     value_relation_loss,
 )
-from lib.distill.lp import lp_table, lp_verdicts
+from lib.distill.lp import link_prediction_eval, lp_table, lp_verdicts
 from lib.distill.models import (
     Encoder,
     check_tokenizers_aligned,
@@ -690,3 +690,33 @@ def test_worker_without_a_started_grid_says_what_to_do(tmp_path, capsys):
 
     assert worker([str(tmp_path / "run")]) == 2
     assert "start notebook 05 on" in capsys.readouterr().err
+
+
+def test_link_prediction_rows_are_shared_between_processes_and_never_scored_twice(tmp_path, monkeypatch):
+    """Two processes scoring into one rows file: each pair is scored once, under its folder's lock, and a second
+    call (or process) takes it from the file; both processes' rows stay in the file."""
+    from lib.common.paths import append_csv_rows
+    from lib.distill import lp as lp_mod
+
+    run = tmp_path / "run"
+    (run / "crawl").mkdir(parents=True)
+    (run / "crawl" / "manifest.json").write_text("{}")
+    monkeypatch.setattr("lib.crawl.campaign.ok_graph_files", lambda _: [])
+    calls = []
+
+    def score(files, titles, model, seed, key, out, run_dir, epochs, protocols, *rest):
+        calls.append((key["embedder"], seed))
+        new = [{**key, "dim": 384, "model": "gat_model", "protocol": p, "auc": 0.5 + seed / 10} for p in protocols]
+        append_csv_rows(rest[-1], new)
+        return new
+
+    monkeypatch.setattr(lp_mod, "_score", score)
+    rows = tmp_path / "rows.csv"
+    first = link_prediction_eval(run, [("all-MiniLM-L6-v2", 0, None), ("all-MiniLM-L6-v2", 1, None)], rows_file=rows)
+    append_csv_rows(rows, [{"embedder": "other", "seed": 0, "model_id": "x", "epochs": 2,
+                                "protocols": "leak_free", "dim": 8, "model": "gat_model", "protocol": "leak_free",
+                                "auc": 0.9}])  # what another process added meanwhile
+    again = link_prediction_eval(run, [("all-MiniLM-L6-v2", s, None) for s in (0, 1, 2)], rows_file=rows)
+    assert calls == [("all-MiniLM-L6-v2", 0), ("all-MiniLM-L6-v2", 1), ("all-MiniLM-L6-v2", 2)]
+    assert again.auc.round(2).tolist() == [0.5, 0.6, 0.7] and len(first) == 2
+    assert sorted(pd.read_csv(rows).embedder) == ["all-MiniLM-L6-v2"] * 3 + ["other"]

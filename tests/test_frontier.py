@@ -70,11 +70,39 @@ def test_goal_needs_both_the_interval_and_the_speed():
     assert "does not meet the goal (an AUC interval leaves ±0.01)" in said["far fast"]
 
 
+def test_goal_needs_at_most_three_layers(tmp_path):
+    import json
+
+    from lib.distill.frontier import Embedder
+
+    lp = lp_rows({REFERENCE: 0.0, "deep": 0.0, "shallow": 0.0}, {e: 0.6 for e in (REFERENCE, "deep", "shallow")})
+    embedders = []
+    for name, layers in (("deep", 6), ("shallow", 3)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps({"num_hidden_layers": layers}))
+        embedders.append(Embedder(name, tmp_path / name, "student"))
+    embedders += [Embedder(REFERENCE, None), Embedder("static", tmp_path, "static")]
+    probes = pd.DataFrame([{"embedder": e, "polarity_test": 0.7, "topic_test": 0.8, "fid_cosine": 0.9,
+                            "fid_spearman": 0.8} for e in lp.embedder.unique()])
+    sp = pd.DataFrame([{"embedder": e, "threads": 1, "titles_per_s": v} for e, v in
+                       ((REFERENCE, 1000.0), ("deep", 3000.0), ("shallow", 3000.0))])
+    table = summary_table(lp, probes, sp, embedders)
+    assert table.set_index("embedder")[["kind", "layers", "seeds"]].to_dict("index") == {
+        REFERENCE: {"kind": "transformer", "layers": 6, "seeds": 3}, "deep": {"kind": "student", "layers": 6,
+                                                                             "seeds": 3},
+        "shallow": {"kind": "student", "layers": 3, "seeds": 3}}
+    assert Embedder("static", tmp_path, "static").layers == 0
+    said = dict(s.split(":", 1) for s in goal_sentences(paired_to_reference(lp), table))
+    assert said["shallow"].endswith("-> meets the goal")
+    assert said["deep"].endswith("does not meet the goal (6 layers > 3)")
+
+
 def test_the_figure_has_a_marker_per_encoder_and_the_legend_outside(tmp_path):
     lp = lp_rows({REFERENCE: 0.0, "static a": -0.02}, {REFERENCE: 0.7, "static a": 0.6})
     fig = plot_frontier(tables(lp, {REFERENCE: 1000.0, "static a": 40000.0}), PROTOCOLS, path=tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 10_000
-    ax = fig.axes[-1]
+    assert len(fig.axes) == 4  # GatModel and feature-cosine AUC under both protocols
+    ax = next(a for a in fig.axes if a.get_legend() is not None)
     legend = ax.get_legend()
     assert {f"{REFERENCE} (384-d)", "static a (256-d)"} <= {t.get_text() for t in legend.get_texts()}
     assert legend.get_bbox_to_anchor().x0 > ax.get_window_extent().x1  # beside the axes, not over the data

@@ -1,6 +1,8 @@
 """Every path derives from the project root, so notebooks run the same from JupyterLab, papermill and nbval."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import tempfile
 import warnings
@@ -62,6 +64,28 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def locked(path: str | os.PathLike):
+    """Hold an exclusive lock on `path` + '.lock' (created if absent) for the block: processes writing the same file
+    take turns."""
+    lock = Path(str(path) + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def append_csv_rows(path: str | os.PathLike, rows: list[dict]) -> Path:
+    """Add `rows` to the CSV `path` atomically under `locked(path)`, reading it again first, so several processes
+    appending to one results file keep each other's rows."""
+    import pandas as pd
+
+    path = Path(path)
+    with locked(path):
+        old = pd.read_csv(path) if path.is_file() else pd.DataFrame()
+        return atomic_write_text(path, pd.concat([old, pd.DataFrame(rows)], ignore_index=True).to_csv(index=False))
 
 
 def package_file(dist: str, relpath: str) -> Path | None:

@@ -1,14 +1,17 @@
-"""How small can stage 3's node embedder be: the speed-quality frontier of encoders that need no new training.
+"""How small can stage 3's node embedder be: the speed-quality frontier of every encoder stage 2 can load.
 
 Each encoder — all-MiniLM-L6-v2 (stage 2's default), model2vec static models distilled from it (lib.embed.static),
-all-mpnet-base-v2 (stage 5's teacher) — is measured as
+all-mpnet-base-v2 (stage 5's teacher), and any saved student (lib.distill.embedding: students trained to match
+all-MiniLM-L6-v2's embedding, their untrained layer-dropped controls, a weight-rounded copy of all-MiniLM-L6-v2 that
+shows the seeds' noise floor) — is measured as
 - the node embedder of stage 3: GatModel test AUC / MRR and feature-cosine AUC on the same test pairs, per protocol and
   seed (lib.distill.lp.link_prediction_eval, uniform negatives, mp supervision);
 - a sentence encoder: stage 5's polarity and topic probes and fidelity to the teacher (lib.distill.eval);
 - a title encoder: titles per second through lib.embed.encoder.encode at 1 thread and at all threads.
 `paired_to_reference` gives each encoder's difference to all-MiniLM-L6-v2 paired by seed with a 95% t-interval,
-`goal_sentences` says from those numbers whether an encoder meets the goal (both AUCs within `tolerance`, interval
-included, at >= `speedup` x the reference's titles/s), and `plot_frontier` draws titles/s against GatModel AUC.
+`goal_sentences` says from those numbers whether an encoder meets the goal (at most 3 transformer layers or static;
+both AUCs within `tolerance`, interval included, at >= `speedup` x the reference's titles/s), and `plot_frontier`
+draws titles/s against GatModel and feature-cosine AUC.
 A choice between static variants is made on validation AUC only (`choose_on_validation`).
 """
 from __future__ import annotations
@@ -22,17 +25,27 @@ from pathlib import Path
 
 import pandas as pd
 
-from lib.common.paths import atomic_write_text
+from lib.common.paths import append_csv_rows
 from lib.distill.lp import REFERENCE
 
 
 @dataclass(frozen=True)
 class Embedder:
-    """One encoder of the frontier. folder None = all-MiniLM-L6-v2; kind "transformer" or "static"."""
+    """One encoder of the frontier. folder None = all-MiniLM-L6-v2; kind "transformer", "student" (a transformer
+    trained or cut down here) or "static"."""
 
     label: str
     folder: Path | None
     kind: str = "transformer"
+
+    @property
+    def layers(self) -> int:
+        """Transformer layers (0 for a static model), read from the folder's config.json."""
+        from lib.distill.models import assistant_path
+
+        if self.kind == "static":
+            return 0
+        return int(json.loads(((self.folder or assistant_path()) / "config.json").read_text())["num_hidden_layers"])
 
 
 def static_embedder(root: str | os.PathLike, pca_dims: int | None, seed: int = 0) -> Embedder:
@@ -119,8 +132,7 @@ def probe_rows(embedders: list[Embedder], data: dict, teacher_emb: dict, max_seq
             res = evaluate_embedder(lambda texts: encode(enc, texts, max_seq_len), data, teacher_emb, seed)
         rows.append({**key, **res})
         if rows_file:
-            done = pd.concat([done, pd.DataFrame([rows[-1]])], ignore_index=True)
-            atomic_write_text(rows_file, done.to_csv(index=False))
+            append_csv_rows(rows_file, [rows[-1]])
     return pd.DataFrame(rows)
 
 
@@ -144,14 +156,20 @@ def choose_on_validation(lp: pd.DataFrame, candidates: list[str]) -> str:
     return str(val.idxmax())
 
 
-def summary_table(lp: pd.DataFrame, probes: pd.DataFrame, speed: pd.DataFrame) -> pd.DataFrame:
-    """One row per embedder: dim, mean +- std over seeds of GatModel and cosine test AUC / MRR per protocol, probes,
-    fidelity and titles/s per thread count (speed-up against the reference's in the same run)."""
+def summary_table(lp: pd.DataFrame, probes: pd.DataFrame, speed: pd.DataFrame,
+                  embedders: list[Embedder] | None = None) -> pd.DataFrame:
+    """One row per embedder: kind and layers (from `embedders`), dim, seeds, mean +- std over seeds of GatModel and
+    cosine test AUC / MRR per protocol, probes, fidelity and titles/s per thread count (speed-up against the
+    reference's in the same run)."""
     g = lp.groupby(["embedder", "protocol", "model"])
     stats = g[["auc", "mrr"]].mean().join(g[["auc", "mrr"]].std(), rsuffix="_std").reset_index()
     wide = stats.pivot(index="embedder", columns=["model", "protocol"])
     wide.columns = [f"{m}_{p}_{k}" for k, m, p in wide.columns]
-    out = wide.join(lp.groupby("embedder")["dim"].first())
+    out = wide.join(lp.groupby("embedder")["dim"].first()).join(lp.groupby("embedder")["seed"].nunique().rename(
+        "seeds"))
+    if embedders is not None:
+        out = out.join(pd.DataFrame([{"embedder": e.label, "kind": e.kind, "layers": e.layers} for e in embedders])
+                       .set_index("embedder"))
     out = out.join(probes.set_index("embedder")[["polarity_test", "topic_test", "fid_cosine", "fid_spearman"]])
     sp = speed.pivot(index="embedder", columns="threads", values="titles_per_s")
     for t in sp.columns:
@@ -161,10 +179,11 @@ def summary_table(lp: pd.DataFrame, probes: pd.DataFrame, speed: pd.DataFrame) -
     return out.loc[order].reset_index()
 
 
-def goal_sentences(diffs: pd.DataFrame, table: pd.DataFrame, tolerance: float = 0.01, speedup: float = 2.0
-                   ) -> list[str]:
-    """Per embedder other than the reference: does it meet the goal? GatModel AUC and cosine AUC differences to the
-    reference with their 95% intervals inside +-tolerance under every protocol, and at least `speedup` x the
+def goal_sentences(diffs: pd.DataFrame, table: pd.DataFrame, tolerance: float = 0.01, speedup: float = 2.0,
+                   max_layers: int = 3) -> list[str]:
+    """Per embedder other than the reference: does it meet the goal? At most `max_layers` transformer layers (a
+    static model has none; a table without a `layers` column is not checked), GatModel AUC and cosine AUC differences
+    to the reference with their 95% intervals inside +-tolerance under every protocol, and at least `speedup` x the
     reference's titles/s at every thread count measured. Printed from the numbers."""
     out = []
     auc = diffs[diffs.metric == "auc"]
@@ -176,35 +195,39 @@ def goal_sentences(diffs: pd.DataFrame, table: pd.DataFrame, tolerance: float = 
         row = table.set_index("embedder").loc[emb]
         ups = {c: row[c] for c in table.columns if c.startswith("speedup_")}
         fast = bool(ups) and all(v >= speedup for v in ups.values())
-        speed = ", ".join(f"{v:.1f}x at {c[len('speedup_'):-1]} thread(s)" for c, v in ups.items())
-        verdict = "meets the goal" if inside and fast else "does not meet the goal"
+        small = "layers" not in table.columns or int(row["layers"]) <= max_layers
+        speed = ", ".join(f"{v:.2f}x at {c[len('speedup_'):-1]} thread(s)" for c, v in ups.items())
+        verdict = "meets the goal" if inside and fast and small else "does not meet the goal"
         why = [] if inside else [f"an AUC interval leaves ±{tolerance}"]
         why += [] if fast else [f"below {speedup}x speed"]
+        why += [] if small else [f"{int(row['layers'])} layers > {max_layers}"]
         out.append(f"{emb}: AUC - {REFERENCE} over {int(d.seeds.min()) if len(d) else 0} seeds: {cells}; speed "
                    f"{speed} -> {verdict}" + (f" ({', '.join(why)})" if why else ""))
     return out
 
 
 def plot_frontier(table: pd.DataFrame, protocols: list[str], threads: int = 1, path: str | os.PathLike | None = None):
-    """One panel per protocol: titles/s at `threads` thread(s) (log x) against GatModel test AUC (mean, bar: std over
-    seeds), one marker per encoder; the shaded band is the reference's AUC +-0.01 and the dotted line 2x its speed."""
+    """Rows GatModel and feature-cosine test AUC, one column per protocol: titles/s at `threads` thread(s) (log x)
+    against the AUC (mean, bar: std over seeds), one marker per encoder; the shaded band is the reference's AUC +-0.01
+    and the dotted line 2x its speed."""
     import matplotlib.pyplot as plt
 
     from lib.viz.figures import saved
 
-    markers = "osD^vP*X"
-    fig, axes = plt.subplots(1, len(protocols), figsize=(4.6 * len(protocols) + 2.4, 3.8), squeeze=False)
+    markers = "osD^vP*Xh<>p"
+    fig, axes = plt.subplots(2, len(protocols), figsize=(4.6 * len(protocols) + 3.2, 7.2), squeeze=False)
     ref = table.set_index("embedder").loc[REFERENCE]
-    for ax, p in zip(axes[0], protocols):
-        for i, r in enumerate(table.itertuples()):
-            ax.errorbar(getattr(r, f"titles_per_s_{threads}t"), getattr(r, f"gat_model_{p}_auc"),
-                        yerr=getattr(r, f"gat_model_{p}_auc_std"), fmt=markers[i % len(markers)], color=f"C{i}",
-                        ms=8, capsize=3, label=f"{r.embedder} ({int(r.dim)}-d)")
-        y0 = ref[f"gat_model_{p}_auc"]
-        ax.axhspan(y0 - 0.01, y0 + 0.01, color="0.85", zorder=0, label=f"{REFERENCE} AUC ±0.01")
-        ax.axvline(2 * ref[f"titles_per_s_{threads}t"], color="0.4", ls=":", label=f"2x {REFERENCE} titles/s")
-        ax.set(xscale="log", title=f"{p}: GatModel test AUC", xlabel=f"titles per second ({threads} thread"
-               f"{'s' if threads > 1 else ''}, log)", ylabel="test AUC (mean, bar: std over seeds)")
-        ax.grid(alpha=0.3, which="both")
+    for row, (model, name) in enumerate((("gat_model", "GatModel"), ("cosine", "feature-cosine"))):
+        for ax, p in zip(axes[row], protocols):
+            for i, r in enumerate(table.itertuples()):
+                ax.errorbar(getattr(r, f"titles_per_s_{threads}t"), getattr(r, f"{model}_{p}_auc"),
+                            yerr=getattr(r, f"{model}_{p}_auc_std"), fmt=markers[i % len(markers)],
+                            color=f"C{i % 10}", ms=7, capsize=3, label=f"{r.embedder} ({int(r.dim)}-d)")
+            y0 = ref[f"{model}_{p}_auc"]
+            ax.axhspan(y0 - 0.01, y0 + 0.01, color="0.85", zorder=0, label=f"{REFERENCE} AUC ±0.01")
+            ax.axvline(2 * ref[f"titles_per_s_{threads}t"], color="0.4", ls=":", label=f"2x {REFERENCE} titles/s")
+            ax.set(xscale="log", title=f"{p}: {name} test AUC", xlabel=f"titles per second ({threads} thread"
+                   f"{'s' if threads > 1 else ''}, log)", ylabel="test AUC (mean, bar: std over seeds)")
+            ax.grid(alpha=0.3, which="both")
     axes[0][-1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8, frameon=False)
     return saved(fig, path, 130, outer_legend=True)

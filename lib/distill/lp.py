@@ -5,7 +5,6 @@ of it sits in `link_prediction_eval`, so a change of lib.linkpred.train's API is
 """
 from __future__ import annotations
 
-import fcntl
 import importlib.util
 import os
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from lib.common.graphio import read_graph
-from lib.common.paths import atomic_write_text
+from lib.common.paths import append_csv_rows, locked
 from lib.distill.losses import DistillError
 
 REFERENCE = "all-MiniLM-L6-v2"
@@ -37,18 +36,12 @@ def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, 
     split when the run has none) and score the test graphs under `protocols` with uniform negatives; the `cosine`
     heuristic is the feature-only reference. Resumable: finished (embedder, seed) pairs are kept in `rows_file`
     (keyed by the model's content identity, so a retrained student is scored again) and GatModel epochs are
-    checkpointed in the dataset folder.
+    checkpointed in the dataset folder. Several processes may share one rows file: a pair is scored under a lock on
+    its dataset folder and appended under a lock on the file.
     Returns rows {embedder, seed, dim, model, protocol, auc, ap, hits@50, mrr, aauc, model_id}.
     """
     from lib.crawl import campaign as crawl
-    from lib.embed import dataset
-    from lib.embed.dataset import split_graphs
     from lib.embed.encoder import load_model, model_id_of
-    from lib.embed.store import embed_titles, open_store
-    from lib.linkpred.config import TrainConfig
-    from lib.linkpred.data import usable_graphs
-    from lib.linkpred.model import ModelConfig
-    from lib.linkpred.stage import run_experiment
 
     run_dir = Path(run_dir)
     if not link_prediction_available():
@@ -64,48 +57,58 @@ def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, 
     rows_file = Path(rows_file) if rows_file else None
     rows = []
     for label, seed, mdir in embedders:
-        # read again for every pair: another process may have scored it since
-        done = pd.read_csv(rows_file) if rows_file and rows_file.is_file() else pd.DataFrame()
         model = load_model(mdir)
-        mid = model_id_of(model)
-        key = dict(embedder=label, seed=seed, model_id=mid, epochs=epochs, protocols="+".join(protocols))
-        if not done.empty:
-            old = done[(done[list(key)].astype(str) == pd.Series(key).astype(str)).all(axis=1)]
+        key = dict(embedder=label, seed=seed, model_id=model_id_of(model), epochs=epochs,
+                   protocols="+".join(protocols))
+        out = run_dir / "distill" / "lp" / (Path(mdir).name if mdir is not None else REFERENCE)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        # one process at a time per dataset folder; the rows are read under the lock, so a pair another process
+        # scored meanwhile is taken from the rows file, not trained twice
+        with locked(out):
+            done = pd.read_csv(rows_file) if rows_file and rows_file.is_file() else pd.DataFrame()
+            old = done[(done[list(key)].astype(str) == pd.Series(key).astype(str)).all(axis=1)] \
+                if not done.empty and set(key) <= set(done.columns) else pd.DataFrame()
             if len(old):
                 rows += old.to_dict("records")
                 continue
-        store = open_store(model)
-        embed_titles(titles, model, store, progress=progress)
-        out = run_dir / "distill" / "lp" / (Path(mdir).name if mdir is not None else REFERENCE)
-        dataset.build_dataset(files, store, out, progress=progress)
-        ds = dataset.GraphDataset(out)
-        usable, _ = usable_graphs([ds[i] for i in range(len(ds))], ds.num_features)
-        graphs = {g.graph_id: g for g in usable}
-        if (run_dir / "dataset" / "split.json").is_file():  # the run's one split (notebook 02), same graphs
-            sp = dataset.load_split(dataset.GraphDataset(run_dir / "dataset"), [seed])[seed]
-            tr, va, te = ([g for g in sp[k] if g in graphs] for k in ("train", "val", "test"))
-        else:
-            tr, va, te = split_graphs(sorted(graphs), 0, n_test_graphs, val_fraction, seed)
-        model_cfg = {**ModelConfig(in_channels=ds.num_features).to_dict(), "baseline_dropout": 0.5}
-        res = run_experiment(graphs, tr, va, te, model_cfg, TrainConfig(epochs=epochs, seed=seed), out,
-                                   models=["gat_model"], heuristics=["cosine"], protocols=protocols, progress=progress,
-                                   per_positive=0)  # only the uniform rows are kept: skip the per-positive sets' cost
-        new = [{**key, "dim": ds.num_features, **{k: v for k, v in r.items()
-                                                  if k not in ("negatives", "supervision", "seed")}}
-               for r in res["rows"] if r["negatives"] == "uniform"]
-        rows += new
-        if rows_file:
-            _append_rows(rows_file, new)
+            rows += _score(files, titles, model, seed, key, out, run_dir, epochs, protocols, n_test_graphs,
+                           val_fraction, progress, rows_file)
     return pd.DataFrame(rows)
 
 
-def _append_rows(rows_file: Path, new: list[dict]) -> None:
-    """Add `new` to the CSV `rows_file` under an exclusive lock, re-reading it first: several processes scoring
-    different embedders into one rows file keep each other's rows."""
-    with open(rows_file.with_name(rows_file.name + ".lock"), "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        old = pd.read_csv(rows_file) if rows_file.is_file() else pd.DataFrame()
-        atomic_write_text(rows_file, pd.concat([old, pd.DataFrame(new)], ignore_index=True).to_csv(index=False))
+def _score(files: list, titles: list[str], model, seed: int, key: dict, out: Path, run_dir: Path, epochs: int,
+           protocols: tuple, n_test_graphs: int, val_fraction: float, progress: bool,
+           rows_file: Path | None) -> list[dict]:
+    """One (embedder, seed) pair of `link_prediction_eval`: embed, build the dataset in `out`, train and score."""
+    from lib.embed import dataset
+    from lib.embed.dataset import split_graphs
+    from lib.embed.store import embed_titles, open_store
+    from lib.linkpred.config import TrainConfig
+    from lib.linkpred.data import usable_graphs
+    from lib.linkpred.model import ModelConfig
+    from lib.linkpred.stage import run_experiment
+
+    store = open_store(model)
+    embed_titles(titles, model, store, progress=progress)
+    dataset.build_dataset(files, store, out, progress=progress)
+    ds = dataset.GraphDataset(out)
+    usable, _ = usable_graphs([ds[i] for i in range(len(ds))], ds.num_features)
+    graphs = {g.graph_id: g for g in usable}
+    if (run_dir / "dataset" / "split.json").is_file():  # the run's one split (notebook 02), same graphs
+        sp = dataset.load_split(dataset.GraphDataset(run_dir / "dataset"), [seed])[seed]
+        tr, va, te = ([g for g in sp[k] if g in graphs] for k in ("train", "val", "test"))
+    else:
+        tr, va, te = split_graphs(sorted(graphs), 0, n_test_graphs, val_fraction, seed)
+    model_cfg = {**ModelConfig(in_channels=ds.num_features).to_dict(), "baseline_dropout": 0.5}
+    res = run_experiment(graphs, tr, va, te, model_cfg, TrainConfig(epochs=epochs, seed=seed), out,
+                         models=["gat_model"], heuristics=["cosine"], protocols=protocols, progress=progress,
+                         per_positive=0)  # only the uniform rows are kept: skip the per-positive sets' cost
+    new = [{**key, "dim": ds.num_features, **{k: v for k, v in r.items()
+                                              if k not in ("negatives", "supervision", "seed")}}
+           for r in res["rows"] if r["negatives"] == "uniform"]
+    if rows_file:
+        append_csv_rows(rows_file, new)
+    return new
 
 
 def lp_table(lp: pd.DataFrame, metrics=("auc", "mrr")) -> pd.DataFrame:
