@@ -38,6 +38,8 @@ def args_of(argv=None) -> argparse.Namespace:
     ap.add_argument("--student", action="append", default=[], metavar="LABEL=FOLDER",
                     help="a saved sentence-transformers folder to add under LABEL (repeatable)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="GatModel seeds (the run's split seeds)")
+    ap.add_argument("--short", nargs="*", default=[], metavar="LABEL",
+                    help="encoders scored on the first 3 of --seeds only (costly, or far from the goal)")
     ap.add_argument("--protocols", nargs="+", default=["leak_free", "new_nodes"])
     ap.add_argument("--epochs", type=int, default=2, help="GatModel epochs (seed §5.4.1: 2)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads for training and probes")
@@ -50,6 +52,11 @@ def args_of(argv=None) -> argparse.Namespace:
     ap.add_argument("--fidelity-sentences", type=int, default=1000, help="fidelity sentences (distill_long: 1,000)")
     ap.add_argument("--transfer-sentences", type=int, default=20000, help="as distill_long (decides the data draw)")
     ap.add_argument("--max-seq-len", type=int, default=64, help="tokens per probe text (distill_long: 64)")
+    ap.add_argument("--reuse-lp", nargs="*", default=[], metavar="CSV",
+                    help="link-prediction rows made earlier (a published lp.csv, another lp_rows.csv): a pair whose "
+                         "model identity, seed, epochs and protocols match is taken from there under this run's label")
+    ap.add_argument("--reuse-probes", nargs="*", default=[], metavar="CSV",
+                    help="probe rows made earlier, taken over the same way (model identity, seed, max_seq_len)")
     ap.add_argument("--stop-after", choices=("lp", "probes"), default=None,
                     help="stop after link prediction or the probes (a second process can score other encoders into "
                          "the same --out meanwhile; speed is timed by the final call, best on a quiet machine)")
@@ -105,14 +112,30 @@ def main(argv=None) -> None:
             raise SystemExit(f"--student {spec!r}: give LABEL=FOLDER with a saved sentence-transformers folder "
                              "(scripts/distill_embedding.py arm writes them to outputs/distill_embedding/students/)")
         embedders.append(fr.Embedder(label, resolve(folder), "student"))
+    unknown = set(a.short) - {e.label for e in embedders}
+    if unknown:
+        raise SystemExit(f"--short names no encoder of this run: {sorted(unknown)}; give labels of "
+                         f"{[e.label for e in embedders]}")
     print("encoders:", ", ".join(e.label for e in embedders))
 
     from tqdm.auto import tqdm
 
+    if a.reuse_lp or a.reuse_probes:
+        from lib.embed.encoder import load_model, model_id_of
+
+        ids = {e.label: model_id_of(load_model(e.folder)) for e in embedders}
+        for n, name in ((fr.carry_over(ids, list(map(resolve, a.reuse_lp)), out / "lp_rows.csv",
+                                       ["seed", "epochs", "protocols"],
+                                       {"epochs": a.epochs, "protocols": "+".join(a.protocols)}), "lp_rows.csv"),
+                        (fr.carry_over(ids, list(map(resolve, a.reuse_probes)), out / "probe_rows.csv",
+                                       ["seed", "max_seq_len"], {"seed": a.probe_seed, "max_seq_len": a.max_seq_len}),
+                         "probe_rows.csv")):
+            print(f"{n} rows carried over into {name}")
     parts = []  # the costly part first: link prediction, one GatModel per (encoder, seed, protocol's training set)
     for e in tqdm(embedders, desc="node embedders", unit="encoder"):
-        parts.append(step(timings, f"link_prediction/{e.label}", tpath, lambda e=e: link_prediction_eval(
-            run_dir, [(e.label, s, e.folder) for s in a.seeds], epochs=a.epochs, protocols=tuple(a.protocols),
+        seeds = a.seeds[:3] if e.label in a.short else a.seeds
+        parts.append(step(timings, f"link_prediction/{e.label}", tpath, lambda e=e, seeds=seeds: link_prediction_eval(
+            run_dir, [(e.label, s, e.folder) for s in seeds], epochs=a.epochs, protocols=tuple(a.protocols),
             rows_file=out / "lp_rows.csv", progress=True)))
     lp = pd.concat(parts, ignore_index=True)
     if a.stop_after == "lp":

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from lib.distill.frontier import (
+    carry_over,
     choose_on_validation,
     goal_sentences,
     paired_to_reference,
@@ -107,3 +108,18 @@ def test_the_figure_has_a_marker_per_encoder_and_the_legend_outside(tmp_path):
     assert {f"{REFERENCE} (384-d)", "static a (256-d)"} <= {t.get_text() for t in legend.get_texts()}
     assert legend.get_bbox_to_anchor().x0 > ax.get_window_extent().x1  # beside the axes, not over the data
     assert ax.get_xscale() == "log"
+
+
+def test_rows_of_the_same_weights_are_carried_over_under_this_runs_label(tmp_path):
+    old = tmp_path / "old.csv"
+    pd.DataFrame([{"embedder": "MiniLM_bf16", "model_id": "m1", "seed": s, "epochs": e, "auc": 0.5 + s / 10}
+                  for s in (0, 1) for e in (2, 3)] + [{"embedder": "x", "model_id": "other", "seed": 0, "epochs": 2,
+                                                       "auc": 0.9}]).to_csv(old, index=False)
+    rows = tmp_path / "rows.csv"
+    pd.DataFrame([{"embedder": "noise floor", "model_id": "m1", "seed": 0, "epochs": 2, "auc": 0.5}]).to_csv(
+        rows, index=False)
+    n = carry_over({"noise floor": "m1", "ref": "m0"}, [old], rows, ["seed", "epochs"], {"epochs": 2})
+    got = pd.read_csv(rows)
+    assert n == 1 and got.embedder.tolist() == ["noise floor"] * 2 and got.seed.tolist() == [0, 1]
+    assert got.auc.tolist() == [0.5, 0.6]  # seed 0 was there already; other epochs and other weights stay out
+    assert carry_over({"noise floor": "m1"}, [old], rows, ["seed", "epochs"], {"epochs": 2}) == 0

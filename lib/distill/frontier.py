@@ -136,6 +136,30 @@ def probe_rows(embedders: list[Embedder], data: dict, teacher_emb: dict, max_seq
     return pd.DataFrame(rows)
 
 
+def carry_over(ids: dict[str, str], sources: list[Path], rows_file: Path, keys: list[str], fixed: dict) -> int:
+    """Append to `rows_file` the rows of the CSV files `sources` whose `model_id` is one of `ids` (label -> model
+    identity) and whose columns agree with `fixed`, under the label of that identity, unless `rows_file` already holds
+    the same (label, model_id, *keys) row. The same weights under the same settings give the same numbers, so a
+    frontier re-run next to an earlier one does not compute them again. Returns the number of rows added."""
+    have = pd.read_csv(rows_file) if Path(rows_file).is_file() else pd.DataFrame(columns=["embedder", "model_id",
+                                                                                         *keys])
+    seen = {tuple(map(str, r)) for r in have[["embedder", "model_id", *keys]].itertuples(index=False)}
+    new = []
+    for src in sources:
+        rows = pd.read_csv(src)
+        for k, v in fixed.items():
+            rows = rows[rows[k].astype(str) == str(v)]
+        for label, mid in ids.items():
+            for r in rows[rows.model_id == mid].to_dict("records"):
+                key = tuple(map(str, [label, mid, *(r[k] for k in keys)]))
+                if key not in seen:
+                    seen.add(key)
+                    new.append({**r, "embedder": label})
+    if new:
+        append_csv_rows(rows_file, new)
+    return len(new)
+
+
 # ------------------------------------------------------------------------------------------------------ summary
 def paired_to_reference(lp: pd.DataFrame, reference: str = REFERENCE, metrics=("auc", "mrr")) -> pd.DataFrame:
     """Per (protocol, model, embedder) and metric: the difference to `reference` on the same seed, its mean, std and
