@@ -37,6 +37,8 @@ def args_of(argv=None) -> argparse.Namespace:
     ap.add_argument("--no-mpnet", dest="mpnet", action="store_false", help="leave all-mpnet-base-v2 out")
     ap.add_argument("--student", action="append", default=[], metavar="LABEL=FOLDER",
                     help="a saved sentence-transformers folder to add under LABEL (repeatable)")
+    ap.add_argument("--control", action="append", default=[], metavar="LABEL=FOLDER",
+                    help="the same for an untrained control of a student (kind `control`)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="GatModel seeds (the run's split seeds)")
     ap.add_argument("--short", nargs="*", default=[], metavar="LABEL",
                     help="encoders scored on the first 3 of --seeds only (costly, or far from the goal)")
@@ -106,12 +108,12 @@ def main(argv=None) -> None:
     teacher_dir = ensure_teacher()
     if a.mpnet:
         embedders.append(fr.Embedder("all-mpnet-base-v2", teacher_dir))
-    for spec in a.student:
+    for kind, spec in [("student", x) for x in a.student] + [("control", x) for x in a.control]:
         label, _, folder = spec.partition("=")
         if not label or not (resolve(folder) / "config.json").is_file():
             raise SystemExit(f"--student {spec!r}: give LABEL=FOLDER with a saved sentence-transformers folder "
                              "(scripts/distill_embedding.py arm writes them to outputs/distill_embedding/students/)")
-        embedders.append(fr.Embedder(label, resolve(folder), "student"))
+        embedders.append(fr.Embedder(label, resolve(folder), kind))
     unknown = set(a.short) - {e.label for e in embedders}
     if unknown:
         raise SystemExit(f"--short names no encoder of this run: {sorted(unknown)}; give labels of "
@@ -201,7 +203,8 @@ def readme(a, table, diffs, sentences: list[str], chosen: str | None, timings: d
         "# frontier — how small can stage 3's node embedder be (`scripts/frontier.py`)", "",
         f"    python scripts/frontier.py --run-dir {a.run_dir} --pca {' '.join(map(str, a.pca))}"
         f"{'' if a.mpnet else ' --no-mpnet'} --seeds {' '.join(map(str, a.seeds))}"
-        + "".join(f" \\\n        --student {shlex.quote(x)}" for x in a.student), "",
+        + "".join(f" \\\n        --student {shlex.quote(x)}" for x in a.student)
+        + "".join(f" \\\n        --control {shlex.quote(x)}" for x in a.control), "",
         f"Each encoder embedded the {a.run_dir} crawl's titles (Wikispeedia, seed40 settings: 1,000-node graphs, the run's "
         f"split of 40 training and 10 test graphs per seed) and was the node embedder of the seed's GatModel "
         f"({a.epochs} epochs, mp supervision, uniform negatives) for seeds {', '.join(map(str, a.seeds))} under "
@@ -209,7 +212,7 @@ def readme(a, table, diffs, sentences: list[str], chosen: str | None, timings: d
         f"topic linear probes ({a.task_train:,} training / {a.task_eval:,} test texts, data seed {a.probe_seed}) and "
         f"fidelity cosine to all-mpnet-base-v2, texts cut at {a.max_seq_len} tokens. Static models: model2vec "
         f"distilled from all-MiniLM-L6-v2 (PCA widths {', '.join(str(p or 'none') for p in a.pca)}, distillation seed "
-        f"{a.distil_seed}). Students (kind `student`): saved folders of `scripts/distill_embedding.py` "
+        f"{a.distil_seed}). Students (kind `student`) and their untrained controls (kind `control`): saved folders of `scripts/distill_embedding.py` "
         f"(`outputs/reference/distill_embedding/` says how each was made and chosen). Speed: titles/s of `lib.embed.encoder.encode` on the crawl's unique titles, median of "
         f"{a.speed_reps} interleaved repetitions, on a 2-core machine shared with other work (absolute numbers are "
         f"low and noisy; the ratios come from the same repetitions). The table gives means over seeds (standard "

@@ -2,6 +2,7 @@
 holds small files only."""
 import json
 
+import pandas as pd
 import pytest
 
 from lib.common.paths import OUTPUTS, ROOT
@@ -363,3 +364,30 @@ def test_published_metrics_are_read_in_todays_names():
     assert new["train_gat"]["mean"][0]["negatives"] == "dist2"
     assert new["beyond"]["structure"] == [{"shortcut_dist2_auc": 0.9, "dist2_no_cn": 0.0}]
     assert new["distill"] == {"hard": "kept"}  # only stage 3's sections name negative sets
+
+
+def test_the_node_embedder_finding_and_table_are_printed_from_the_published_frontier(tmp_path):
+    from lib.run.brief import node_embedder
+    from lib.run.tables import frontier_table
+
+    assert node_embedder({}, tmp_path) is None and frontier_table(tmp_path / "frontier").empty
+    folder = tmp_path / "frontier"
+    folder.mkdir()
+    enc = [("all-MiniLM-L6-v2", "transformer", 6, 1.0), ("student 3L", "student", 3, 2.1),
+           ("control 3L", "control", 3, 2.1), ("static a", "static", 0, 40.0), ("static b", "static", 0, 30.0)]
+    pd.DataFrame([{"embedder": e, "kind": k, "layers": n, "dim": 384, "seeds": 10, "speedup_1t": x,
+                   **{f"{m}_{p}_auc": 0.7 for m in ("gat_model", "cosine") for p in ("leak_free", "new_nodes")},
+                   "polarity_test": 0.7, "topic_test": 0.69, "fid_cosine": 0.6} for e, k, n, x in enc]).to_csv(
+        folder / "frontier.csv", index=False)
+    pd.DataFrame([{"protocol": "leak_free", "model": "gat_model", "embedder": e, "metric": "auc", "seeds": 10,
+                   "diff": -0.004, "std": 0.01, "ci_low": -0.009, "ci_high": 0.001} for e, *_ in enc[1:]]).to_csv(
+        folder / "paired.csv", index=False)
+    (folder / "summary.json").write_text(json.dumps({"static_chosen_on_validation": "static a", "goal": [
+        "student 3L: AUC ... -> meets the goal", "static a: AUC ... -> does not meet the goal (below 2.0x speed)"]}))
+    line = node_embedder({}, tmp_path)
+    assert "paired over 10 seeds ([frontier]" in line and "student 3L 2.10× -0.004 [-0.009, +0.001]" in line
+    assert "static a 40.00×" in line and "static b" not in line and "control 3L" not in line
+    assert line.endswith("met by: student 3L.")
+    table = frontier_table(folder)
+    assert table.encoder.tolist() == [e for e, *_ in enc] and table.kind.iloc[0] == "reference"
+    assert table["GatModel Δ leak_free [95%]"].tolist()[:2] == ["", "-0.004 [-0.009, +0.001]"]

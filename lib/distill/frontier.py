@@ -32,7 +32,7 @@ from lib.distill.lp import REFERENCE
 @dataclass(frozen=True)
 class Embedder:
     """One encoder of the frontier. folder None = all-MiniLM-L6-v2; kind "transformer", "student" (a transformer
-    trained or cut down here) or "static"."""
+    trained or cut down here), "control" (a student's untrained counterpart) or "static"."""
 
     label: str
     folder: Path | None

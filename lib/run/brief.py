@@ -142,6 +142,30 @@ def distillation(runs: dict[str, dict], ref: Path = REFERENCE) -> str | None:
             f"student undistilled, test: {'; '.join(cells)}{node}.")
 
 
+FRONTIER = "frontier"
+"""The folder under outputs/reference/ that scripts/frontier.py publishes."""
+
+
+def node_embedder(runs: dict[str, dict], ref: Path = REFERENCE) -> str | None:
+    """The node-embedder frontier in one line: per encoder, its titles/s against all-MiniLM-L6-v2's at one thread and
+    its GatModel test AUC difference paired by seed (leak_free, 95% interval), then who meets the goal."""
+    from lib.run.tables import frontier_rows
+
+    t = frontier_rows(ref / FRONTIER)
+    if t is None:
+        return None
+    chosen = t.attrs.get("static_chosen_on_validation")
+    shown = [r for r in t.itertuples() if r.kind == "student" or (r.kind == "static" and r.embedder == chosen)]
+    cells = [f"{r.embedder} {r.speedup_1t:.2f}× {r.gat_leak_free_diff:+.3f} [{r.gat_leak_free_low:+.3f}, "
+             f"{r.gat_leak_free_high:+.3f}]" for r in shown]
+    met = [r.embedder for r in t.itertuples() if r.goal]
+    seeds = sorted({int(r.paired_seeds) for r in shown})
+    return (f"**A smaller node embedder.** Titles/s at one thread relative to all-MiniLM-L6-v2's, and GatModel test "
+            f"AUC minus all-MiniLM-L6-v2's paired over {' or '.join(map(str, seeds))} seeds ([{FRONTIER}]; leak_free, 95% interval): "
+            f"{'; '.join(cells)}. Goal (≤ 3 layers or static, both AUC intervals inside ±0.01, ≥ 2× titles/s) met "
+            f"by: {', '.join(met) if met else 'none'}.")
+
+
 def knowledge_distillation(runs: dict[str, dict]) -> str | None:
     for run, m in runs.items():
         res = pd.DataFrame((m.get("kd") or {}).get("rows") or [])
@@ -156,7 +180,7 @@ def knowledge_distillation(runs: dict[str, dict]) -> str | None:
     return None
 
 
-FINDINGS = (reproduction, aauc_trend, leakage, beyond, distillation, knowledge_distillation)
+FINDINGS = (reproduction, aauc_trend, leakage, beyond, distillation, node_embedder, knowledge_distillation)
 
 
 def brief(runs: dict[str, dict], ref: Path = REFERENCE, base: str = "") -> list[str]:
@@ -164,11 +188,11 @@ def brief(runs: dict[str, dict], ref: Path = REFERENCE, base: str = "") -> list[
     definition per run named (`[seed40]: outputs/reference/seed40/`, under `base`), then a blank line."""
     lines, named = [], []
     for f in FINDINGS:
-        text = f(runs, ref) if f is distillation else f(runs)
+        text = f(runs, ref) if f in (distillation, node_embedder) else f(runs)
         if text:
             lines += textwrap.wrap(text, WIDTH, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False,
                                    break_long_words=False)
-            named += [r for r in runs if f"[{r}]" in text and r not in named]
+            named += [r for r in [*runs, FRONTIER] if f"[{r}]" in text and r not in named]
     return lines + [""] + [f"[{r}]: {base}outputs/reference/{r}/" for r in named] + [""]
 
 

@@ -20,13 +20,14 @@ from pathlib import Path
 from lib.common.paths import OUTPUTS, ROOT, atomic_write_text
 from lib.common.runinfo import load_json, read_json
 from lib.run import parameters_page
-from lib.run.brief import brief
+from lib.run.brief import FRONTIER, brief
 from lib.run.headline import headline
 from lib.run.tables import (
     _n_train,
     distill_differences_table,
     distill_lp_table,
     distill_table,
+    frontier_table,
     goal_table,
     heuristic_table,
     kd_table,
@@ -203,6 +204,11 @@ DIFF_TEXT = ("Notebook 05's task-agnostic stage: MiniLM minus its undistilled co
              "t-interval over the paired seeds (no interval with one seed). The paper puts MiniLM above every ablation.")
 LP_TEXT = ("Each embedder as the node embedder of the seed's GatModel (2 epochs), test graphs of the run's split per "
            "seed, uniform negatives; `cosine` scores the features alone.")
+FRONTIER_TEXT = ("`scripts/frontier.py` on the wikispeedia_seed40 crawl: every encoder stage 2 can load as the node "
+                 "embedder of the seed's GatModel (2 epochs, mp supervision, uniform negatives), per seed of the run's "
+                 "split, beside all-MiniLM-L6-v2 on the same seed; stage 5's probes; titles per second through stage "
+                 "2's encoder, relative to all-MiniLM-L6-v2 in the same repetitions. How each student was made and "
+                 "chosen: [distill_embedding](../outputs/reference/distill_embedding/).")
 KD_TEXT = ("Each student distilled from the fine-tuned teacher's logits beside the same student trained on the labelled "
            "texts with CE for as many steps (`control`); test accuracy and agreement with the teacher's predictions, mean "
            "± std over seeds; `probing gain` is the mean probe accuracy above the majority class over eight probing "
@@ -248,6 +254,14 @@ def render(runs: dict[str, dict], ref: Path = REFERENCE, base: str = "../") -> s
             parts += [f"### {question}", "", text, "", _md(table), ""]
         if i == 0:
             parts += [f"![AUC and A-AUC against training-set size]({base}outputs/reference/{FIGURE})", ""]
+    front = frontier_table(ref / FRONTIER)
+    if len(front):
+        summary = load_json(ref / FRONTIER / "summary.json") if (ref / FRONTIER / "summary.json").is_file() else {}
+        parts += [f"### How small can the node embedder be ([{FRONTIER}]({base}outputs/reference/{FRONTIER}/))?", "",
+                  FRONTIER_TEXT, "", _md(front), "",
+                  f"![titles per second against GatModel and feature-cosine AUC]({base}outputs/reference/{FRONTIER}/"
+                  f"frontier.png)", ""]
+        parts += [f"- {g}" for g in summary.get("goal", [])] + [""]
     notes = [n for n in runs if (ref / n / "README.md").is_file()]
     if notes:
         parts += ["Every run's full tables (every negative set, every heuristic) are in its reference README: "
