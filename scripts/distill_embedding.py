@@ -7,12 +7,15 @@ speed against all-MiniLM-L6-v2 with stage 2's batching, and link prediction with
     python -m lib.run.runner --params params/seed40.yaml params/wikispeedia.yaml params/cpu.yaml \\
         --run-name wikispeedia_seed40 --notebooks 01 02
     OMP_NUM_THREADS=1 python scripts/distill_embedding.py lp --students L024_titles --run-dir outputs/wikispeedia_seed40
+    OMP_NUM_THREADS=1 python scripts/distill_embedding.py probes --control L012_untrained --students L024_titles \
+        L024_titles_seed1 L024_titles_seed2
 
 Everything goes to outputs/distill_embedding/ (git-ignored): validation.csv (one row per arm: settings, validation
 cosine to all-MiniLM-L6-v2 on held-out titles, feature-cosine AUC on the validation links), students/<arm>/ (a
 sentence-transformers folder, stage 2's `model_dir`), losses/<arm>.csv, steps/<arm>.pt (resumable checkpoints),
 sources.csv (text counts), speed.csv, lp_rows.csv, frontier.csv (columns shared with the static-model frontier) and
-lp_paired.csv (differences to all-MiniLM-L6-v2 paired by seed, 95% intervals). An arm re-run with the same settings
+lp_paired.csv (differences to all-MiniLM-L6-v2 paired by seed, 95% intervals), probe_rows.csv and probe_verdict.csv /
+.md (stage 5's probes of students and their untrained control). An arm re-run with the same settings
 resumes from its checkpoint or, once finished, is skipped; a finished arm re-run with other settings is refused.
 """
 from __future__ import annotations
@@ -175,6 +178,29 @@ def cmd_lp(a) -> None:
     print("\n".join(lines))
 
 
+def cmd_probes(a) -> None:
+    """Stage 5's polarity / topic probes and fidelity (lib.distill.frontier.probe_rows, distill_long's settings) for
+    the students (one per distillation seed) and their untrained control, and the verdict against the control."""
+    from lib.distill import frontier as fr
+    from lib.distill.data import build_datasets
+    from lib.distill.eval import encode
+    from lib.distill.models import ensure_teacher, load_encoder
+
+    names = [a.control, *a.students]
+    data = build_datasets(0, 20000, a.task_train, a.task_eval, 1000)
+    teacher = load_encoder(ensure_teacher())
+    temb = {f"fid_{s}": encode(teacher, data["fidelity"][s], 64) for s in ("val", "test")}
+    rows = fr.probe_rows([fr.Embedder(n, student_folder(n), "student") for n in names], data, temb, 64, 0,
+                         OUT / "probe_rows.csv")
+    table, sentence = V.versus_control(rows, a.students, a.control, a.task_eval,
+                                       thresholds={"polarity_test": a.polarity, "topic_test": a.topic})
+    write_csv(OUT / "probe_verdict.csv", table)
+    atomic_write_text(OUT / "probe_verdict.md", f"- {a.control} and {', '.join(a.students)}: {sentence}\n")
+    print(rows.to_string(index=False))
+    print(table.round(4).to_string(index=False))
+    print(sentence)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -208,6 +234,14 @@ def main() -> None:
     sp.add_argument("--repeats", type=int, default=2)
     sp.add_argument("--batch-size", type=int, default=256, help="stage 2's embed_batch_size")
     lp = sub.add_parser("lp", help="students as stage 3's node embedder, paired by seed with all-MiniLM-L6-v2")
+    pr = sub.add_parser("probes", help="polarity / topic probes and fidelity of students (one per seed) against their "
+                                       "untrained control")
+    pr.add_argument("--control", required=True, help="the untrained arm, e.g. L025_untrained")
+    pr.add_argument("--students", nargs="+", required=True, help="the same recipe at several --seed values")
+    pr.add_argument("--task-train", type=int, default=2000, help="probe training texts (distill_long: 2,000)")
+    pr.add_argument("--task-eval", type=int, default=1000, help="probe val / test texts (distill_long: 1,000)")
+    pr.add_argument("--polarity", type=float, default=0.70, help="least polarity test accuracy of the goal")
+    pr.add_argument("--topic", type=float, default=0.69, help="least topic test accuracy of the goal")
     lp.add_argument("--students", nargs="*", default=[])
     lp.add_argument("--run-dir", default=str(OUTPUTS / "wikispeedia_seed40"))
     lp.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -216,7 +250,7 @@ def main() -> None:
     a = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     OUT.mkdir(parents=True, exist_ok=True)
-    {"arm": cmd_arm, "speed": cmd_speed, "lp": cmd_lp}[a.cmd](a)
+    {"arm": cmd_arm, "speed": cmd_speed, "lp": cmd_lp, "probes": cmd_probes}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -200,3 +200,21 @@ def test_goal_sentence_needs_accuracy_speed_and_size():
     assert V.goal_sentences(paired, fast, {"st": 4})[0].endswith("goal not met.")
     worse = V.paired_to_reference(front.assign(cosine_auc=front.cosine_auc - 0.02 * (front.encoder == "st")), "ref")
     assert V.goal_sentences(worse, fast, {"st": 3})[0].endswith("goal not met.")
+
+
+def test_students_against_their_control_need_two_standard_errors_and_the_thresholds():
+    rows = [{"embedder": "ctrl", "polarity_test": 0.60, "topic_test": 0.60, "fid_cosine": 0.50}]
+    rows += [{"embedder": f"s{i}", "polarity_test": 0.71 + d, "topic_test": 0.71 + d, "fid_cosine": 0.61 + d}
+             for i, d in enumerate((-0.01, 0.0, 0.01))]
+    t, said = V.versus_control(pd.DataFrame(rows), ["s0", "s1", "s2"], "ctrl", n_test=1000,
+                               thresholds={"polarity_test": 0.70, "topic_test": 0.69})
+    r = t.set_index("metric")
+    assert r.loc["polarity_test", "diff"] == pytest.approx(0.11)
+    assert r.loc["polarity_test", "se_seeds"] == pytest.approx(0.01 / np.sqrt(3))
+    assert r.loc["polarity_test", "se_binomial"] == pytest.approx(np.sqrt(0.71 * 0.29 / 1000 + 0.6 * 0.4 / 1000))
+    assert np.isnan(r.loc["fid_cosine", "se_binomial"]) and r.beaten.all() and said.endswith("goal (beat it by >= 2 "
+                                                                                             "SE on each, polarity >= "
+                                                                                             "0.70, topic >= 0.69) met.")
+    rows[0]["topic_test"] = 0.69  # a gain of 0.02 is below two binomial standard errors (about 0.041)
+    t, said = V.versus_control(pd.DataFrame(rows), ["s0", "s1", "s2"], "ctrl", n_test=1000)
+    assert not t.set_index("metric").loc["topic_test", "beaten"] and said.endswith("not met.")

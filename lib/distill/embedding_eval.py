@@ -171,3 +171,39 @@ def goal_sentences(paired: pd.DataFrame, speed: pd.DataFrame | None, layers: dic
         out.append(f"{enc} ({n_layers} layers; {speed_txt}): paired differences to the reference (95% interval) "
                    f"{'; '.join(parts)}; goal {verdict}.")
     return out
+
+
+PROBE_METRICS = ("polarity_test", "topic_test", "fid_cosine")
+
+
+def versus_control(probes: pd.DataFrame, students: list[str], control: str, n_test: int,
+                   thresholds: dict[str, float] | None = None, min_se: float = 2.0) -> tuple[pd.DataFrame, str]:
+    """Students (one row per distillation seed in `probes`, rows indexed by `embedder`) against their untrained
+    `control` on PROBE_METRICS: mean over seeds, difference to the control, its standard error over the seeds
+    (sd / sqrt(n); the control is one deterministic model), and for the two accuracies also the binomial standard
+    error of a difference of two accuracies on `n_test` texts each. A metric counts as beaten when the difference is at
+    least `min_se` of every standard error that applies; `thresholds` (metric -> least mean) is the other half of the
+    goal. Returns (table [metric, student_mean, control, diff, se_seeds, se_binomial, beaten, reaches], sentence)."""
+    p = probes.set_index("embedder")
+    rows = []
+    for m in PROBE_METRICS:
+        x = p.loc[students, m].astype(float).to_numpy()
+        c = float(p.loc[control, m])
+        diff = float(x.mean() - c)
+        se_seeds = float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
+        se_bin = float(np.sqrt(x.mean() * (1 - x.mean()) / n_test + c * (1 - c) / n_test)) if m != "fid_cosine" \
+            else float("nan")
+        ses = [v for v in (se_seeds, se_bin) if np.isfinite(v)]
+        beaten = bool(ses) and all(diff >= min_se * v for v in ses)
+        reaches = thresholds is None or m not in thresholds or x.mean() >= thresholds[m]
+        rows.append({"metric": m, "student_mean": float(x.mean()), "control": c, "diff": diff, "se_seeds": se_seeds,
+                     "se_binomial": se_bin, "beaten": beaten, "reaches": bool(reaches)})
+    t = pd.DataFrame(rows)
+    cells = "; ".join(f"{r.metric} {r.student_mean:.3f} vs {r.control:.3f} ({r.diff:+.3f}, "
+                      f"{r.diff / r.se_seeds:.1f} SE over seeds"
+                      + (f", {r.diff / r.se_binomial:.1f} binomial SE" if np.isfinite(r.se_binomial) else "") + ")"
+                      for r in t.itertuples())
+    met = bool(t.beaten.all() and t.reaches.all())
+    need = ", ".join(f"{k.split('_')[0]} >= {v:.2f}" for k, v in (thresholds or {}).items())
+    return t, (f"{len(students)} seed(s) against the untrained control: {cells}; goal (beat it by >= {min_se:g} SE on "
+               f"each{', ' + need if need else ''}) {'met' if met else 'not met'}.")
