@@ -201,6 +201,48 @@ def cmd_probes(a) -> None:
     print(sentence)
 
 
+TABLE_BEGIN, TABLE_END = "<!-- validation:begin (scripts/distill_embedding.py table) -->", "<!-- validation:end -->"
+
+
+def validation_table(val: pd.DataFrame) -> str:
+    """The arms of validation.csv as a Markdown table: init, layers kept, feed-forward width, source shares, steps x
+    batch, seed,
+    validation cosine to all-MiniLM-L6-v2 (all held-out titles, the Wikispeedia ones), validation link AUC, training
+    seconds and steps per second."""
+    def ffn(settings: str) -> str:
+        st = json.loads(settings)
+        return str(st.get("ffn", "")) or ("bf16-rounded" if st.get("round_weights") else "1536")
+
+    t = pd.DataFrame({
+        "arm": val.arm, "init": val["init"],
+        "layers": [x if isinstance(x, str) and x else str(n) for x, n in zip(val.assistant_layers.fillna(""),
+                                                                          val["layers"])],
+        "feed-forward": [ffn(x) for x in val.settings],
+        "shares vital : Wikispeedia : sentences": [f"{a:g} : {b:g} : {c:g}" for a, b, c in zip(
+            val.w_vital_titles, val.w_wikispeedia_titles, val.w_sentences)],
+        "steps × batch": [f"{int(a)} × {int(b)}" for a, b in zip(val.steps, val.batch_size)],
+        "seed": val.seed.astype(int),
+        "val cosine": val.val_cos.round(3), "val cosine, Wikispeedia": val.val_cos_wikispeedia.round(3),
+        "val link AUC": val.val_link_auc.round(3),
+        "train s": val.train_seconds.round(0).astype(int),
+        "steps/s": [f"{a / b:.2f}" if b > 0 else "" for a, b in zip(val.steps, val.train_seconds)]})
+    return t.to_markdown(index=False)
+
+
+def cmd_table(a) -> None:
+    """Rewrite the validation table between the markers of a README (default: the published one) from
+    validation.csv."""
+    val = pd.read_csv(a.validation)
+    readme = Path(a.readme)
+    text = readme.read_text(encoding="utf-8")
+    if TABLE_BEGIN not in text or TABLE_END not in text:
+        raise SystemExit(f"{readme} has no {TABLE_BEGIN} ... {TABLE_END} block to fill")
+    head, rest = text.split(TABLE_BEGIN, 1)
+    _, tail = rest.split(TABLE_END, 1)
+    atomic_write_text(readme, f"{head}{TABLE_BEGIN}\n{validation_table(val)}\n{TABLE_END}{tail}")
+    print(f"{readme}: validation table of {len(val)} arms written")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -242,6 +284,9 @@ def main() -> None:
     pr.add_argument("--task-eval", type=int, default=1000, help="probe val / test texts (distill_long: 1,000)")
     pr.add_argument("--polarity", type=float, default=0.70, help="least polarity test accuracy of the goal")
     pr.add_argument("--topic", type=float, default=0.69, help="least topic test accuracy of the goal")
+    tb = sub.add_parser("table", help="write validation.csv's table into a README's validation block")
+    tb.add_argument("--validation", default="outputs/reference/distill_embedding/validation.csv")
+    tb.add_argument("--readme", default="outputs/reference/distill_embedding/README.md")
     lp.add_argument("--students", nargs="*", default=[])
     lp.add_argument("--run-dir", default=str(OUTPUTS / "wikispeedia_seed40"))
     lp.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -250,7 +295,7 @@ def main() -> None:
     a = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     OUT.mkdir(parents=True, exist_ok=True)
-    {"arm": cmd_arm, "speed": cmd_speed, "lp": cmd_lp, "probes": cmd_probes}[a.cmd](a)
+    {"arm": cmd_arm, "speed": cmd_speed, "lp": cmd_lp, "probes": cmd_probes, "table": cmd_table}[a.cmd](a)
 
 
 if __name__ == "__main__":
