@@ -202,6 +202,7 @@ def cmd_probes(a) -> None:
 
 
 TABLE_BEGIN, TABLE_END = "<!-- validation:begin (scripts/distill_embedding.py table) -->", "<!-- validation:end -->"
+PROBES_BEGIN, PROBES_END = "<!-- probes:begin (scripts/distill_embedding.py table) -->", "<!-- probes:end -->"
 
 
 def validation_table(val: pd.DataFrame) -> str:
@@ -229,17 +230,28 @@ def validation_table(val: pd.DataFrame) -> str:
     return t.to_markdown(index=False)
 
 
+def _fill(text: str, begin: str, end: str, block: str, readme: Path) -> str:
+    if begin not in text or end not in text:
+        raise SystemExit(f"{readme} has no {begin} ... {end} block to fill")
+    head, rest = text.split(begin, 1)
+    return f"{head}{begin}\n{block}\n{end}{rest.split(end, 1)[1]}"
+
+
 def cmd_table(a) -> None:
-    """Rewrite the validation table between the markers of a README (default: the published one) from
-    validation.csv."""
-    val = pd.read_csv(a.validation)
+    """Rewrite the validation table and the probe verdict between the markers of a README (default: the published
+    one) from validation.csv, probe_rows.csv, probe_verdict.csv and probe_verdict.md beside it."""
     readme = Path(a.readme)
-    text = readme.read_text(encoding="utf-8")
-    if TABLE_BEGIN not in text or TABLE_END not in text:
-        raise SystemExit(f"{readme} has no {TABLE_BEGIN} ... {TABLE_END} block to fill")
-    head, rest = text.split(TABLE_BEGIN, 1)
-    _, tail = rest.split(TABLE_END, 1)
-    atomic_write_text(readme, f"{head}{TABLE_BEGIN}\n{validation_table(val)}\n{TABLE_END}{tail}")
+    folder = Path(a.validation).parent
+    val = pd.read_csv(a.validation)
+    text = _fill(readme.read_text(encoding="utf-8"), TABLE_BEGIN, TABLE_END, validation_table(val), readme)
+    if (folder / "probe_verdict.csv").is_file():
+        rows = pd.read_csv(folder / "probe_rows.csv")
+        cols = ["embedder", "polarity_val", "polarity_test", "topic_val", "topic_test", "fid_cosine"]
+        block = "\n".join([rows[cols].round(3).to_markdown(index=False), "",
+                           pd.read_csv(folder / "probe_verdict.csv").round(4).to_markdown(index=False), "",
+                           (folder / "probe_verdict.md").read_text(encoding="utf-8").strip()])
+        text = _fill(text, PROBES_BEGIN, PROBES_END, block, readme)
+    atomic_write_text(readme, text)
     print(f"{readme}: validation table of {len(val)} arms written")
 
 
