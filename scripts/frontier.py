@@ -127,7 +127,7 @@ def main(argv=None) -> None:
 
         ids = {e.label: model_id_of(load_model(e.folder)) for e in embedders}
         for n, name in ((fr.carry_over(ids, list(map(resolve, a.reuse_lp)), out / "lp_rows.csv",
-                                       ["seed", "epochs", "protocols"],
+                                       ["seed", "epochs", "protocols", "model", "protocol"],
                                        {"epochs": a.epochs, "protocols": "+".join(a.protocols)}), "lp_rows.csv"),
                         (fr.carry_over(ids, list(map(resolve, a.reuse_probes)), out / "probe_rows.csv",
                                        ["seed", "max_seq_len"], {"seed": a.probe_seed, "max_seq_len": a.max_seq_len}),

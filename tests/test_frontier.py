@@ -123,3 +123,12 @@ def test_rows_of_the_same_weights_are_carried_over_under_this_runs_label(tmp_pat
     assert n == 1 and got.embedder.tolist() == ["noise floor"] * 2 and got.seed.tolist() == [0, 1]
     assert got.auc.tolist() == [0.5, 0.6]  # seed 0 was there already; other epochs and other weights stay out
     assert carry_over({"noise floor": "m1"}, [old], rows, ["seed", "epochs"], {"epochs": 2}) == 0
+
+
+def test_every_row_of_a_carried_pair_comes_over(tmp_path):
+    old = tmp_path / "old.csv"
+    pd.DataFrame([{"embedder": "a", "model_id": "m", "seed": 0, "model": m, "protocol": p, "auc": 0.5}
+                  for m in ("gat_model", "cosine") for p in PROTOCOLS]).to_csv(old, index=False)
+    rows = tmp_path / "rows.csv"
+    assert carry_over({"b": "m"}, [old], rows, ["seed", "model", "protocol"], {}) == 4
+    assert len(pd.read_csv(rows)) == 4

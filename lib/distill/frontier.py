@@ -139,8 +139,9 @@ def probe_rows(embedders: list[Embedder], data: dict, teacher_emb: dict, max_seq
 def carry_over(ids: dict[str, str], sources: list[Path], rows_file: Path, keys: list[str], fixed: dict) -> int:
     """Append to `rows_file` the rows of the CSV files `sources` whose `model_id` is one of `ids` (label -> model
     identity) and whose columns agree with `fixed`, under the label of that identity, unless `rows_file` already holds
-    the same (label, model_id, *keys) row. The same weights under the same settings give the same numbers, so a
-    frontier re-run next to an earlier one does not compute them again. Returns the number of rows added."""
+    the same (label, model_id, *keys) row; `keys` must name a row uniquely within one model (for link prediction:
+    seed, epochs, protocols, model and protocol). The same weights under the same settings give the same numbers, so
+    a frontier re-run next to an earlier one does not compute them again. Returns the number of rows added."""
     have = pd.read_csv(rows_file) if Path(rows_file).is_file() else pd.DataFrame(columns=["embedder", "model_id",
                                                                                          *keys])
     seen = {tuple(map(str, r)) for r in have[["embedder", "model_id", *keys]].itertuples(index=False)}
