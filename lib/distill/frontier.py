@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import nullcontext
 import statistics
 import time
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lib.common.paths import append_csv_rows
+from lib.common.paths import append_csv_rows, locked
 from lib.distill.lp import REFERENCE
 
 
@@ -107,32 +108,36 @@ def probe_rows(embedders: list[Embedder], data: dict, teacher_emb: dict, max_seq
                rows_file: str | os.PathLike | None = None) -> pd.DataFrame:
     """Stage 5's polarity / topic probes and fidelity (lib.distill.eval) per embedder, at `max_seq_len` tokens per text.
     Transformers run through lib.distill.models.Encoder exactly as stage 5 evaluates them; static models cut texts at
-    as many of their own tokens. Finished embedders are kept in `rows_file` (resumable)."""
+    as many of their own tokens. Finished embedders are kept in `rows_file` (resumable; processes sharing it probe
+    each model once)."""
     from lib.distill.eval import encode, evaluate_embedder
     from lib.distill.models import assistant_path, load_encoder
     from lib.embed.encoder import model_identity
     from lib.embed.static import StaticEncoder
 
     rows_file = Path(rows_file) if rows_file else None
-    done = pd.read_csv(rows_file) if rows_file and rows_file.is_file() else pd.DataFrame()
     rows = []
     for e in embedders:
         folder = e.folder or assistant_path()
         key = {"embedder": e.label, "model_id": model_identity(folder), "seed": seed, "max_seq_len": max_seq_len}
-        if not done.empty:
-            old = done[(done[list(key)].astype(str) == pd.Series(key).astype(str)).all(axis=1)]
-            if len(old):
-                rows.append(old.iloc[0].to_dict())
-                continue
-        if e.kind == "static":
-            enc = StaticEncoder(folder, max_seq_length=max_seq_len)
-            res = evaluate_embedder(lambda texts: enc.encode(texts)[0], data, teacher_emb, seed)
-        else:
-            enc = load_encoder(folder)
-            res = evaluate_embedder(lambda texts: encode(enc, texts, max_seq_len), data, teacher_emb, seed)
-        rows.append({**key, **res})
-        if rows_file:
-            append_csv_rows(rows_file, [rows[-1]])
+        # one process at a time per model; the rows are read under the lock, so a model another process sharing
+        # rows_file probed meanwhile is taken from the file
+        with locked(rows_file.with_name(f"{rows_file.name}.{key['model_id']}")) if rows_file else nullcontext():
+            done = pd.read_csv(rows_file) if rows_file and rows_file.is_file() else pd.DataFrame()
+            if not done.empty:
+                old = done[(done[list(key)].astype(str) == pd.Series(key).astype(str)).all(axis=1)]
+                if len(old):
+                    rows.append(old.iloc[0].to_dict())
+                    continue
+            if e.kind == "static":
+                enc = StaticEncoder(folder, max_seq_length=max_seq_len)
+                res = evaluate_embedder(lambda texts: enc.encode(texts)[0], data, teacher_emb, seed)
+            else:
+                enc = load_encoder(folder)
+                res = evaluate_embedder(lambda texts: encode(enc, texts, max_seq_len), data, teacher_emb, seed)
+            rows.append({**key, **res})
+            if rows_file:
+                append_csv_rows(rows_file, [rows[-1]])
     return pd.DataFrame(rows)
 
 
