@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import os
-from contextlib import nullcontext
 import statistics
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
