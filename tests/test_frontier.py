@@ -60,15 +60,18 @@ def test_the_choice_reads_validation_only():
 
 
 def test_goal_needs_both_the_interval_and_the_speed():
-    lp = lp_rows({REFERENCE: 0.0, "close fast": 0.001, "close slow": 0.0, "far fast": -0.05},
-                 {e: 0.6 for e in (REFERENCE, "close fast", "close slow", "far fast")},
-                 noise={"close fast": [0.0, 0.001, -0.001]})
-    table = tables(lp, {REFERENCE: 1000.0, "close fast": 50000.0, "close slow": 1500.0, "far fast": 90000.0})
+    lp = lp_rows({REFERENCE: 0.0, "close fast": 0.001, "close slow": 0.0, "far fast": -0.05, "better fast": 0.02},
+                 {e: 0.6 for e in (REFERENCE, "close fast", "close slow", "far fast", "better fast")},
+                 noise={"close fast": [0.0, 0.001, -0.001], "better fast": [0.0, 0.001, -0.001]})
+    table = tables(lp, {REFERENCE: 1000.0, "close fast": 50000.0, "close slow": 1500.0, "far fast": 90000.0,
+                        "better fast": 3000.0})
     assert table.set_index("embedder").loc["close fast", "speedup_1t"] == pytest.approx(50.0)
     said = dict(s.split(":", 1) for s in goal_sentences(paired_to_reference(lp), table))
     assert said["close fast"].endswith("-> meets the goal")
     assert "does not meet the goal (below 2.0x speed)" in said["close slow"]
     assert "does not meet the goal (an AUC interval leaves ±0.01)" in said["far fast"]
+    assert said["better fast"].endswith("meets the goal read as non-inferiority only (no interval below -0.01, one "
+                                        "above +0.01)")
 
 
 def test_goal_needs_at_most_three_layers(tmp_path):

@@ -383,11 +383,12 @@ def test_the_node_embedder_finding_and_table_are_printed_from_the_published_fron
                    "diff": -0.004, "std": 0.01, "ci_low": -0.009, "ci_high": 0.001} for e, *_ in enc[1:]]).to_csv(
         folder / "paired.csv", index=False)
     (folder / "summary.json").write_text(json.dumps({"static_chosen_on_validation": "static a", "goal": [
-        "student 3L: AUC ... -> meets the goal", "static a: AUC ... -> does not meet the goal (below 2.0x speed)"]}))
+        "student 3L: AUC ... -> meets the goal",
+        "static a: AUC ... -> meets the goal read as non-inferiority only (no interval below -0.01, one above +0.01)"]}))
     line = node_embedder({}, tmp_path)
     assert "paired over 10 seeds ([frontier]" in line and "student 3L 2.10× -0.004 [-0.009, +0.001]" in line
     assert "static a 40.00×" in line and "static b" not in line and "control 3L" not in line
-    assert line.endswith("met by: student 3L.")
+    assert line.endswith("met by: student 3L; read as no loss beyond 0.01 (intervals above −0.01): static a.")
     table = frontier_table(folder)
     assert table.encoder.tolist() == [e for e, *_ in enc] and table.kind.iloc[0] == "reference"
     assert table["GatModel Δ leak_free [95%]"].tolist()[:2] == ["", "-0.004 [-0.009, +0.001]"]

@@ -214,12 +214,15 @@ def goal_sentences(diffs: pd.DataFrame, table: pd.DataFrame, tolerance: float = 
     """Per embedder other than the reference: does it meet the goal? At most `max_layers` transformer layers (a
     static model has none; a table without a `layers` column is not checked), GatModel AUC and cosine AUC differences
     to the reference with their 95% intervals inside +-tolerance under every protocol, and at least `speedup` x the
-    reference's titles/s at every thread count measured. Printed from the numbers."""
+    reference's titles/s at every thread count measured. An encoder whose intervals all stay above -tolerance but
+    reach above +tolerance (no loss beyond the tolerance is supported, a gain may be) is said to meet the goal read as
+    non-inferiority only. Printed from the numbers."""
     out = []
     auc = diffs[diffs.metric == "auc"]
     for emb in [e for e in table.embedder if e != REFERENCE]:
         d = auc[(auc.embedder == emb) & auc.model.isin(["gat_model", "cosine"])]
         inside = bool(len(d)) and bool(((d.ci_low >= -tolerance) & (d.ci_high <= tolerance)).all())
+        no_loss = bool(len(d)) and bool((d.ci_low >= -tolerance).all())
         cells = "; ".join(f"{r.model} {r.protocol} {r['diff']:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
                           for _, r in d.iterrows())
         row = table.set_index("embedder").loc[emb]
@@ -227,8 +230,10 @@ def goal_sentences(diffs: pd.DataFrame, table: pd.DataFrame, tolerance: float = 
         fast = bool(ups) and all(v >= speedup for v in ups.values())
         small = "layers" not in table.columns or int(row["layers"]) <= max_layers
         speed = ", ".join(f"{v:.2f}x at {c[len('speedup_'):-1]} thread(s)" for c, v in ups.items())
-        verdict = "meets the goal" if inside and fast and small else "does not meet the goal"
-        why = [] if inside else [f"an AUC interval leaves ±{tolerance}"]
+        verdict = ("meets the goal" if inside and fast and small else
+                   "meets the goal read as non-inferiority only (no interval below -{t}, one above +{t})".format(
+                       t=tolerance) if no_loss and fast and small else "does not meet the goal")
+        why = [] if inside or (no_loss and fast and small) else [f"an AUC interval leaves ±{tolerance}"]
         why += [] if fast else [f"below {speedup}x speed"]
         why += [] if small else [f"{int(row['layers'])} layers > {max_layers}"]
         out.append(f"{emb}: AUC - {REFERENCE} over {int(d.seeds.min()) if len(d) else 0} seeds: {cells}; speed "

@@ -304,7 +304,7 @@ def frontier_rows(folder) -> pd.DataFrame | None:
     GatModel and feature-cosine test AUC per protocol, polarity, topic, fidelity, the GatModel AUC difference to
     all-MiniLM-L6-v2 under leak_free with its 95% interval and seeds (gat_leak_free_diff / _low / _high,
     paired_seeds; 0 for the reference), and whether the
-    published goal sentence says it meets the goal; attrs["static_chosen_on_validation"] from summary.json. None when the folder holds no frontier."""
+    published goal sentence says it meets the goal (goal) or at least its non-inferiority reading (non_inferior); attrs["static_chosen_on_validation"] from summary.json. None when the folder holds no frontier."""
     import json
     from pathlib import Path
 
@@ -319,12 +319,14 @@ def frontier_rows(folder) -> pd.DataFrame | None:
     summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
     goal = summary.get("goal", [])
     met = {g.split(":", 1)[0] for g in goal if g.rstrip().endswith("-> meets the goal")}
+    no_loss = {g.split(":", 1)[0] for g in goal if "-> meets the goal read as non-inferiority only" in g}
     kinds = t["kind"] if "kind" in t else ["static" if e.startswith("static") else "transformer" for e in t.embedder]
     t["kind"] = ["reference" if e == REFERENCE else k for e, k in zip(t.embedder, kinds)]
     for col, src in (("gat_leak_free_diff", "diff"), ("gat_leak_free_low", "ci_low"), ("gat_leak_free_high", "ci_high"),
                      ("paired_seeds", "seeds")):
         t[col] = [float(d.loc[e, src]) if e in d.index else 0.0 for e in t.embedder]
     t["goal"] = t.embedder.isin(met)
+    t["non_inferior"] = t.embedder.isin(met | no_loss)
     t.attrs["static_chosen_on_validation"] = summary.get("static_chosen_on_validation")
     return t
 
