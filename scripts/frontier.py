@@ -186,17 +186,19 @@ def summarise(a, out: Path, lp, probe, speed, embedders, timings: dict) -> None:
     atomic_write_text(out / "paired.csv", diffs.round(5).to_csv(index=False))
     atomic_write_text(out / "summary.json", json.dumps({
         "static_chosen_on_validation": chosen, "goal": sentences, "goal_first_3_seeds": sentences3,
+        "speed_spread": [x for t in a.speed_threads for x in fr.speed_spread(table, embedders, t)],
         "validation_auc": lp[lp.model == "gat_model"].groupby("embedder")["val_auc"].mean().round(4).to_dict(),
         "timings_s": timings}, indent=1) + "\n")
     fr.plot_frontier(table, list(a.protocols), threads=1, path=out / "frontier.png")
-    atomic_write_text(out / "README.md", readme(a, table, diffs, sentences, chosen, timings, sentences3))
+    spread = [x for t in a.speed_threads for x in fr.speed_spread(table, embedders, t)]
+    atomic_write_text(out / "README.md", readme(a, table, diffs, sentences, chosen, timings, sentences3, spread))
     print(table.round(4).to_string(index=False))
     print(f"static model chosen on validation AUC: {chosen}")
     print("\n".join(sentences))
 
 
 def readme(a, table, diffs, sentences: list[str], chosen: str | None, timings: dict,
-           sentences3: list[str] = ()) -> str:
+           sentences3: list[str] = (), spread: list[str] = ()) -> str:
     """The result folder's README: what ran, the table, the paired differences and the goal sentences, all printed
     from the numbers of this run."""
     cols = ["embedder", "kind", "layers", "dim", "seeds"] + [f"{m}_{p}_auc" for p in a.protocols for m in ("gat_model", "cosine")] + \
@@ -223,6 +225,8 @@ def readme(a, table, diffs, sentences: list[str], chosen: str | None, timings: d
         f"deviations in frontier.csv).{slower_sentence(table)}", "",
         f"Static variant chosen on validation GatModel AUC (test unused): **{chosen}**.", "",
         table[cols].round(4).to_markdown(index=False), "",
+        *(["How much the timing alone moves a speed-up (read speed-ups within these spreads as equal):", "",
+           *[f"- {x}" for x in spread], ""] if spread else []),
         "Paired differences to all-MiniLM-L6-v2 (same seed), mean and 95% t-interval over seeds:", "",
         auc.to_markdown(index=False), "",
         "Goal (at most 3 transformer layers or static; both AUCs within 0.01 of all-MiniLM-L6-v2 with the 95% "

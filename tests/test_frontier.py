@@ -96,6 +96,12 @@ def test_goal_needs_at_most_three_layers(tmp_path):
                                                                              "seeds": 3},
         "shallow": {"kind": "student", "layers": 3, "seeds": 3}}
     assert Embedder("static", tmp_path, "static").layers == 0
+    from lib.distill.frontier import speed_spread
+
+    (tmp_path / "deep" / "config.json").write_text(json.dumps({"num_hidden_layers": 3, "hidden_size": 384}))
+    (tmp_path / "shallow" / "config.json").write_text(json.dumps({"num_hidden_layers": 3, "hidden_size": 384}))
+    assert speed_spread(table, embedders) == ["deep, shallow share one architecture (L3-H384-F0) and measured 3.00x "
+                                              "to 3.00x at 1 thread(s)"]
     said = dict(s.split(":", 1) for s in goal_sentences(paired_to_reference(lp), table))
     assert said["shallow"].endswith("-> meets the goal")
     assert said["deep"].endswith("does not meet the goal (6 layers > 3)")

@@ -40,6 +40,17 @@ class Embedder:
     kind: str = "transformer"
 
     @property
+    def architecture(self) -> str:
+        """'static' or 'L<layers>-H<hidden>-F<feed-forward>' from the folder's config.json: encoders that should run
+        at the same speed."""
+        from lib.distill.models import assistant_path
+
+        if self.kind == "static":
+            return "static"
+        c = json.loads(((self.folder or assistant_path()) / "config.json").read_text())
+        return f"L{c['num_hidden_layers']}-H{c['hidden_size']}-F{c.get('intermediate_size', 0)}"
+
+    @property
     def layers(self) -> int:
         """Transformer layers (0 for a static model), read from the folder's config.json."""
         from lib.distill.models import assistant_path
@@ -207,6 +218,20 @@ def summary_table(lp: pd.DataFrame, probes: pd.DataFrame, speed: pd.DataFrame,
         out[f"speedup_{t}t"] = sp[t] / sp.loc[REFERENCE, t]
     order = [e for e in lp.embedder.drop_duplicates()]
     return out.loc[order].reset_index()
+
+
+def speed_spread(table: pd.DataFrame, embedders: list[Embedder], threads: int = 1) -> list[str]:
+    """For every transformer architecture measured more than once: the range of its speed-ups at `threads`
+    thread(s), one sentence each — how far the timing alone moves a ratio on this machine."""
+    arch = {e.label: e.architecture for e in embedders}
+    t = table.assign(arch=table.embedder.map(arch))
+    out = []
+    for a, g in t[t.arch != "static"].groupby("arch", sort=False):
+        if len(g) > 1:
+            col = g[f"speedup_{threads}t"]
+            out.append(f"{', '.join(g.embedder)} share one architecture ({a}) and measured {col.min():.2f}x to "
+                       f"{col.max():.2f}x at {threads} thread(s)")
+    return out
 
 
 def goal_sentences(diffs: pd.DataFrame, table: pd.DataFrame, tolerance: float = 0.01, speedup: float = 2.0,
