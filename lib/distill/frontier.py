@@ -282,7 +282,7 @@ def plot_frontier(table: pd.DataFrame, protocols: list[str], threads: int = 1, p
             for i, r in enumerate(table.itertuples()):
                 ax.errorbar(getattr(r, f"titles_per_s_{threads}t"), getattr(r, f"{model}_{p}_auc"),
                             yerr=getattr(r, f"{model}_{p}_auc_std"), fmt=markers[i % len(markers)],
-                            color=f"C{i % 10}", ms=7, capsize=3, label=f"{r.embedder} ({int(r.dim)}-d)")
+                            color=plt.cm.tab20(i % 20), ms=7, capsize=3, label=f"{r.embedder} ({int(r.dim)}-d)")
             y0 = ref[f"{model}_{p}_auc"]
             ax.axhspan(y0 - 0.01, y0 + 0.01, color="0.85", zorder=0, label=f"{REFERENCE} AUC ±0.01")
             ax.axvline(2 * ref[f"titles_per_s_{threads}t"], color="0.4", ls=":", label=f"2x {REFERENCE} titles/s")
