@@ -260,7 +260,7 @@ def publish(a, out: Path, timings: dict) -> None:
     ref.mkdir(parents=True, exist_ok=True)
     for name in SMALL_FILES:
         shutil.copy2(out / name, ref / name)
-    params = {**vars(a), "command": "python scripts/frontier.py " + " ".join(sys.argv[1:]),
+    params = {**vars(a), "command": "python scripts/frontier.py " + shlex.join(sys.argv[1:]),
               "wall_s": round(sum(timings.values()), 1), "timings_s": timings}
     write_params_json(ref, params)
     print("published to", ref)
