@@ -706,8 +706,9 @@ def test_link_prediction_rows_are_shared_between_processes_and_never_scored_twic
 
     def score(files, titles, model, seed, key, out, run_dir, epochs, protocols, *rest):
         calls.append((key["embedder"], seed))
-        new = [{**key, "dim": 384, "model": "gat_model", "protocol": p, "auc": 0.5 + seed / 10} for p in protocols]
-        append_csv_rows(rest[-1], new)
+        new = [{**key, "dim": 384, "model": m, "protocol": p, "auc": 0.5 + seed / 10}
+               for m in ("gat_model", "cosine") for p in protocols]
+        lp_mod.store_pair(rest[-1], key, new)
         return new
 
     monkeypatch.setattr(lp_mod, "_score", score)
@@ -718,5 +719,12 @@ def test_link_prediction_rows_are_shared_between_processes_and_never_scored_twic
                                 "auc": 0.9}])  # what another process added meanwhile
     again = link_prediction_eval(run, [("all-MiniLM-L6-v2", s, None) for s in (0, 1, 2)], rows_file=rows)
     assert calls == [("all-MiniLM-L6-v2", 0), ("all-MiniLM-L6-v2", 1), ("all-MiniLM-L6-v2", 2)]
-    assert again.auc.round(2).tolist() == [0.5, 0.6, 0.7] and len(first) == 2
-    assert sorted(pd.read_csv(rows).embedder) == ["all-MiniLM-L6-v2"] * 3 + ["other"]
+    assert again.auc.round(2).tolist() == [0.5, 0.5, 0.6, 0.6, 0.7, 0.7] and len(first) == 4
+    assert sorted(pd.read_csv(rows).embedder) == ["all-MiniLM-L6-v2"] * 6 + ["other"]
+    kept = pd.read_csv(rows)
+    kept = kept[~((kept.seed == 1) & (kept.model == "cosine"))]  # a killed copy left only part of seed 1's rows
+    kept.to_csv(rows, index=False)
+    link_prediction_eval(run, [("all-MiniLM-L6-v2", 1, None)], rows_file=rows)
+    assert calls[-1] == ("all-MiniLM-L6-v2", 1)  # scored again, and its rows replace the incomplete set
+    done = pd.read_csv(rows)
+    assert len(done[(done.embedder == "all-MiniLM-L6-v2") & (done.seed == 1)]) == 2 and len(done) == 7

@@ -12,10 +12,12 @@ from pathlib import Path
 import pandas as pd
 
 from lib.common.graphio import read_graph
-from lib.common.paths import append_csv_rows, locked
+from lib.common.paths import atomic_write_text, locked
 from lib.distill.losses import DistillError
 
 REFERENCE = "all-MiniLM-L6-v2"
+LP_MODELS = ("gat_model", "cosine")
+"""What `link_prediction_eval` scores per pair: the seed's GatModel and the feature-only cosine heuristic."""
 
 
 def link_prediction_available() -> bool:
@@ -68,7 +70,8 @@ def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, 
             done = pd.read_csv(rows_file) if rows_file and rows_file.is_file() else pd.DataFrame()
             old = done[(done[list(key)].astype(str) == pd.Series(key).astype(str)).all(axis=1)] \
                 if not done.empty and set(key) <= set(done.columns) else pd.DataFrame()
-            if len(old):
+            # a pair counts as done only with a row for each model and protocol (a killed copy may leave fewer)
+            if len(old) and {(m, p) for m in LP_MODELS for p in protocols} <= set(zip(old["model"], old["protocol"])):
                 rows += old.to_dict("records")
                 continue
             rows += _score(files, titles, model, seed, key, out, run_dir, epochs, protocols, n_test_graphs,
@@ -101,14 +104,24 @@ def _score(files: list, titles: list[str], model, seed: int, key: dict, out: Pat
         tr, va, te = split_graphs(sorted(graphs), 0, n_test_graphs, val_fraction, seed)
     model_cfg = {**ModelConfig(in_channels=ds.num_features).to_dict(), "baseline_dropout": 0.5}
     res = run_experiment(graphs, tr, va, te, model_cfg, TrainConfig(epochs=epochs, seed=seed), out,
-                         models=["gat_model"], heuristics=["cosine"], protocols=protocols, progress=progress,
+                         models=[LP_MODELS[0]], heuristics=[LP_MODELS[1]], protocols=protocols, progress=progress,
                          per_positive=0)  # only the uniform rows are kept: skip the per-positive sets' cost
     new = [{**key, "dim": ds.num_features, **{k: v for k, v in r.items()
                                               if k not in ("negatives", "supervision", "seed")}}
            for r in res["rows"] if r["negatives"] == "uniform"]
     if rows_file:
-        append_csv_rows(rows_file, new)
+        store_pair(rows_file, key, new)
     return new
+
+
+def store_pair(rows_file: Path, key: dict, new: list[dict]) -> None:
+    """Write the rows `new` of one (embedder, seed) pair into `rows_file` under its lock, replacing any rows of the same
+    `key` already there (an incomplete set a killed process left)."""
+    with locked(rows_file):
+        done = pd.read_csv(rows_file) if rows_file.is_file() else pd.DataFrame()
+        if not done.empty and set(key) <= set(done.columns):
+            done = done[~(done[list(key)].astype(str) == pd.Series(key).astype(str)).all(axis=1)]
+        atomic_write_text(rows_file, pd.concat([done, pd.DataFrame(new)], ignore_index=True).to_csv(index=False))
 
 
 def lp_table(lp: pd.DataFrame, metrics=("auc", "mrr")) -> pd.DataFrame:
