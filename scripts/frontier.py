@@ -180,17 +180,17 @@ def summarise(a, out: Path, lp, probe, speed, embedders, timings: dict) -> None:
     first3 = sorted(lp.seed.unique())[:3]  # the goal's own seed count, to show what three seeds can resolve
     sentences3 = fr.goal_sentences(fr.paired_to_reference(lp[lp.seed.isin(first3)]), table) \
         if lp.seed.nunique() > 3 else []
+    spread = [x for t in a.speed_threads for x in fr.speed_spread(table, embedders, t)]
     # lp_rows.csv is the resume file and keeps rows of encoders since changed; lp.csv holds this run's rows only
     atomic_write_text(out / "lp.csv", lp.to_csv(index=False))
     atomic_write_text(out / "frontier.csv", table.round(5).to_csv(index=False))
     atomic_write_text(out / "paired.csv", diffs.round(5).to_csv(index=False))
     atomic_write_text(out / "summary.json", json.dumps({
         "static_chosen_on_validation": chosen, "goal": sentences, "goal_first_3_seeds": sentences3,
-        "speed_spread": [x for t in a.speed_threads for x in fr.speed_spread(table, embedders, t)],
+        "speed_spread": spread,
         "validation_auc": lp[lp.model == "gat_model"].groupby("embedder")["val_auc"].mean().round(4).to_dict(),
         "timings_s": timings}, indent=1) + "\n")
     fr.plot_frontier(table, list(a.protocols), threads=1, path=out / "frontier.png")
-    spread = [x for t in a.speed_threads for x in fr.speed_spread(table, embedders, t)]
     atomic_write_text(out / "README.md", readme(a, table, diffs, sentences, chosen, timings, sentences3, spread))
     print(table.round(4).to_string(index=False))
     print(f"static model chosen on validation AUC: {chosen}")

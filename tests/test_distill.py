@@ -708,7 +708,7 @@ def test_link_prediction_rows_are_shared_between_processes_and_never_scored_twic
         calls.append((key["embedder"], seed))
         new = [{**key, "dim": 384, "model": m, "protocol": p, "auc": 0.5 + seed / 10}
                for m in ("gat_model", "cosine") for p in protocols]
-        lp_mod.store_pair(rest[-1], key, new)
+        append_csv_rows(rest[-1], new, replace=key)
         return new
 
     monkeypatch.setattr(lp_mod, "_score", score)

@@ -77,14 +77,25 @@ def locked(path: str | os.PathLike):
         yield
 
 
-def append_csv_rows(path: str | os.PathLike, rows: list[dict]) -> Path:
+def rows_with(df, key: dict):
+    """The rows of the DataFrame `df` whose columns equal every value of `key` (compared as text, as a CSV read back
+    gives them); none when `df` lacks a column of `key`."""
+    if df.empty or not set(key) <= set(df.columns):
+        return df.iloc[:0]
+    return df[(df[list(key)].astype(str) == [str(v) for v in key.values()]).all(axis=1)]
+
+
+def append_csv_rows(path: str | os.PathLike, rows: list[dict], replace: dict | None = None) -> Path:
     """Add `rows` to the CSV `path` atomically under `locked(path)`, reading it again first, so several processes
-    appending to one results file keep each other's rows."""
+    appending to one results file keep each other's rows. replace: drop the rows `rows_with` this key first (an
+    incomplete set a killed process left)."""
     import pandas as pd
 
     path = Path(path)
     with locked(path):
         old = pd.read_csv(path) if path.is_file() else pd.DataFrame()
+        if replace:
+            old = old.drop(rows_with(old, replace).index)
         return atomic_write_text(path, pd.concat([old, pd.DataFrame(rows)], ignore_index=True).to_csv(index=False))
 
 

@@ -29,6 +29,7 @@ import torch
 import torch.nn as nn
 from tqdm.auto import tqdm
 
+from lib.common.device import DTYPES
 from lib.distill.losses import EMBEDDING_LOSSES as LOSSES
 from lib.distill.losses import DistillError, embedding_loss
 from lib.distill.models import Encoder
@@ -197,7 +198,7 @@ def random_student(layers: int, seed: int, model_dir: str | os.PathLike | None =
     return enc
 
 
-ROUNDINGS = ("bf16", "fp16")
+ROUNDINGS = tuple(k for k, v in DTYPES.items() if v is not None)
 
 
 @torch.no_grad()
@@ -208,10 +209,9 @@ def round_weights(model: nn.Module, dtype: str) -> nn.Module:
     comparison)."""
     if dtype not in ROUNDINGS:
         raise DistillError(f"dtype={dtype!r} is unknown; use one of {ROUNDINGS}")
-    to = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
     for p in model.parameters():
         if p.is_floating_point():
-            p.copy_(p.to(to).to(p.dtype))
+            p.copy_(p.to(DTYPES[dtype]).to(p.dtype))
     return model
 
 

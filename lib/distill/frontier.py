@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lib.common.paths import append_csv_rows, locked
+from lib.common.paths import append_csv_rows, locked, rows_with
 from lib.distill.lp import REFERENCE
 
 
@@ -135,11 +135,10 @@ def probe_rows(embedders: list[Embedder], data: dict, teacher_emb: dict, max_seq
         # rows_file probed meanwhile is taken from the file
         with locked(rows_file.with_name(f"{rows_file.name}.{key['model_id']}")) if rows_file else nullcontext():
             done = pd.read_csv(rows_file) if rows_file and rows_file.is_file() else pd.DataFrame()
-            if not done.empty:
-                old = done[(done[list(key)].astype(str) == pd.Series(key).astype(str)).all(axis=1)]
-                if len(old):
-                    rows.append(old.iloc[0].to_dict())
-                    continue
+            old = rows_with(done, key)
+            if len(old):
+                rows.append(old.iloc[0].to_dict())
+                continue
             if e.kind == "static":
                 enc = StaticEncoder(folder, max_seq_length=max_seq_len)
                 res = evaluate_embedder(lambda texts: enc.encode(texts)[0], data, teacher_emb, seed)

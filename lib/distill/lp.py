@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from lib.common.graphio import read_graph
-from lib.common.paths import atomic_write_text, locked
+from lib.common.paths import append_csv_rows, locked, rows_with
 from lib.distill.losses import DistillError
 
 REFERENCE = "all-MiniLM-L6-v2"
@@ -68,8 +68,7 @@ def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, 
         # scored meanwhile is taken from the rows file, not trained twice
         with locked(out):
             done = pd.read_csv(rows_file) if rows_file and rows_file.is_file() else pd.DataFrame()
-            old = done[(done[list(key)].astype(str) == pd.Series(key).astype(str)).all(axis=1)] \
-                if not done.empty and set(key) <= set(done.columns) else pd.DataFrame()
+            old = rows_with(done, key)
             # a pair counts as done only with a row for each model and protocol (a killed copy may leave fewer)
             if len(old) and {(m, p) for m in LP_MODELS for p in protocols} <= set(zip(old["model"], old["protocol"])):
                 rows += old.to_dict("records")
@@ -110,18 +109,8 @@ def _score(files: list, titles: list[str], model, seed: int, key: dict, out: Pat
                                               if k not in ("negatives", "supervision", "seed")}}
            for r in res["rows"] if r["negatives"] == "uniform"]
     if rows_file:
-        store_pair(rows_file, key, new)
+        append_csv_rows(rows_file, new, replace=key)  # the pair's rows replace an incomplete set of them
     return new
-
-
-def store_pair(rows_file: Path, key: dict, new: list[dict]) -> None:
-    """Write the rows `new` of one (embedder, seed) pair into `rows_file` under its lock, replacing any rows of the same
-    `key` already there (an incomplete set a killed process left)."""
-    with locked(rows_file):
-        done = pd.read_csv(rows_file) if rows_file.is_file() else pd.DataFrame()
-        if not done.empty and set(key) <= set(done.columns):
-            done = done[~(done[list(key)].astype(str) == pd.Series(key).astype(str)).all(axis=1)]
-        atomic_write_text(rows_file, pd.concat([done, pd.DataFrame(new)], ignore_index=True).to_csv(index=False))
 
 
 def lp_table(lp: pd.DataFrame, metrics=("auc", "mrr")) -> pd.DataFrame:
