@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 
 from lib.common.hashing import config_digest
-from lib.common.paths import atomic_write_text
+from lib.common.paths import atomic_write_text, resolve
 from lib.common.runinfo import jsonable, load_json, refuse_other_settings
-from lib.distill.config import DistillParams, field_names
+from lib.distill.config import DistillParams, field_names, read_params_05
 
 NOT_IN_ROWS = ("run_dir", "save_students", "speed_sentences", "lp_students", "lp_epochs", "lp_protocols",
                "checkpoint_every")
@@ -21,6 +21,21 @@ the grid, how often a run keeps its step checkpoint)."""
 ADDED_RUNS_ONLY = ("embedding_methods", "embedding_target", "embedding_loss", "w_emb")
 """Parameters added after grids were first kept that only add runs (the L_EMB combinations): a settings.json without
 them is read as holding today's values, since none of its rows depends on them, and is rewritten with them."""
+
+
+GRID_SHAPE = ("students", "student_inits", "ablation_students", "ablation_inits", "ablation_seeds", "ta_students",
+              "tasks", "task_students", "task_losses", "reuse_runs", *ADDED_RUNS_ONLY)
+"""Parameters that only choose which runs a grid holds; `distill_seeds` too, but for its first seed, which draws the
+data every run of the grid shares (lib.distill.data.build_datasets)."""
+ADOPTED_STAGES = ("reference", "task-agnostic")
+
+
+def run_settings(cfg: DistillParams) -> dict:
+    """The settings a finished task-agnostic run of `cfg`'s grid depends on: those of its rows, less the grid's
+    shape, with the data seed (the first of `distill_seeds`) in place of the seed list."""
+    record = jsonable(cfg.record())
+    keep = {k: v for k, v in record.items() if k not in (*NOT_IN_ROWS, *GRID_SHAPE, "distill_seeds")}
+    return {**keep, "data_seed": cfg.distill_seeds[0]}
 
 
 class GridCheckpoint:
@@ -34,7 +49,7 @@ class GridCheckpoint:
     def __init__(self, folder: Path | None, cfg: DistillParams):
 
 
-        self.folder, self.rows = (Path(folder) if folder else None), {}
+        self.folder, self.rows, self.cfg = (Path(folder) if folder else None), {}, cfg
         record = jsonable(cfg.record())
         self.digest = config_digest(record)  # how rows written before settings.json name their settings
         settings = {k: v for k, v in record.items() if k not in NOT_IN_ROWS}
@@ -56,6 +71,40 @@ class GridCheckpoint:
             self.folder.mkdir(parents=True, exist_ok=True)
             atomic_write_text(saved, json.dumps(settings, indent=1) + "\n")
         self.rows = _by_model(rows)
+
+    def adopt(self, published: str) -> list[str]:
+        """Take the finished reference and task-agnostic runs of the published run folder `published` (its
+        distill/params_05.json, results.csv and curves.csv) that this folder does not hold yet, so that a grid which
+        extends a published one (more ablation seeds, say) trains only its new runs; returns their names. Refused
+        with the differing settings named unless every setting a run depends on (run_settings) is the same. The
+        adopted rows carry `reused_from` (the folder as given); their loss histories are not published, so the loss
+        figure lacks them."""
+        src = resolve(published) / "distill"
+        need = [src / "params_05.json", src / "results.csv"]
+        missing = [str(p) for p in need if not p.is_file()]
+        if missing:
+            raise ValueError(f"reuse_runs={str(published)!r}: {', '.join(missing)} not found; name a run folder that "
+                             f"notebook 05 finished (e.g. outputs/reference/distill_long) or set reuse_runs=''")
+        refuse_other_settings(f"reuse_runs={str(published)!r}: its runs", run_settings(read_params_05(need[0])),
+                              run_settings(self.cfg), "reuse a run made with this grid's settings or set "
+                                                      "reuse_runs=''")
+        results = pd.read_csv(need[1])
+        text = results.select_dtypes(exclude="number").columns
+        results[text] = results[text].fillna("")  # empty inits of the reference rows, not missing values
+        curves = pd.read_csv(src / "curves.csv") if (src / "curves.csv").is_file() else pd.DataFrame(columns=["run"])
+        with self.claim("_adopt", wait=True):  # two processes starting on one folder adopt once
+            self.refresh()
+            taken = []
+            for row in results[results.stage.isin(ADOPTED_STAGES)].to_dict("records"):
+                name = row["model"]
+                if name in self.rows:
+                    continue
+                curve = curves[curves.run == name].drop(columns="run").reset_index(drop=True)
+                row = {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
+                self.rows[name] = self.put({**row, "seed": int(row["seed"]), "reused_from": str(published)}, {},
+                                           {name: curve} if len(curve) else {})
+                taken.append(name)
+        return taken
 
     def refresh(self) -> None:
         """Read rows.jsonl again: another process on the same folder may have finished runs since."""

@@ -71,6 +71,9 @@ class DistillParams(DeviceStageParams):
     distill_weight_decay: float = param(0.01, "AdamW weight decay (paper: 0.01)", ge=0)
     eval_every: int = param(0, "task-agnostic runs: probe and fidelity every this many steps for learning curves (0: "
                                "at the end only)", ge=0)
+    reuse_runs: str = param("", "a published run folder (e.g. outputs/reference/distill_long) whose finished "
+                                "task-agnostic runs this grid takes instead of training them again; every setting "
+                                "that shapes a run must equal this one's ('': train every run)")
     checkpoint_every: int = param(0, "task-agnostic runs: step checkpoint every this many steps, a killed run resumes "
                                      "there (0: off)", ge=0)
     cache_teacher_targets: bool = param(True, "teacher targets on disk, computed once for every run and re-run (False: "

@@ -293,12 +293,16 @@ def run_grid(cfg: DistillParams, teacher: Encoder, assistant: Encoder, data: dic
     the same init ('ce' = the control: hard labels only), scored by the student's own head; L_OUT's soft targets come
     from the teacher fine-tuned on the task (reference row 'teacher fine-tuned'). info: teacher passes, wall time and
     learning curves. Distilled rows carry `steps` and `train_s` (training wall time over every resumed call).
+    reuse_runs: the finished runs of that published folder are taken instead of trained (GridCheckpoint.adopt; their
+    rows carry `reused_from`).
     checkpoint: a folder where finished runs are kept, so a killed grid resumes (see GridCheckpoint). Several processes
     may work on one checkpoint folder at once (lib.distill.worker): each run is trained by whichever claims it first;
     the others skip it and, with `wait`, take its row when it is done (wait=False: leave it out of the results).
     """
     t0 = time.perf_counter()
     ck = GridCheckpoint(checkpoint, cfg)
+    if cfg.reuse_runs:
+        ck.adopt(cfg.reuse_runs)
     temb = {f"fid_{s}": encode(teacher, data["fidelity"][s], cfg.distill_max_seq_len) for s in ("val", "test")}
     shared = _teacher_source(teacher, cfg, cache_root) if cfg.cache_teacher_targets else None
     ta_shared = _teacher_source(assistant, cfg, cache_root) if cfg.cache_teacher_targets else None
