@@ -5,6 +5,7 @@ all-mpnet-base-v2 and any saved student (scripts/distill_embedding.py's), each a
     OMP_NUM_THREADS=1 python scripts/frontier.py                      # outputs/frontier/ from outputs/wikispeedia_seed40
     OMP_NUM_THREADS=1 python scripts/frontier.py --no-mpnet --pca 256  # a cheaper frontier
     OMP_NUM_THREADS=1 python scripts/frontier.py --student "3-layer student=outputs/distill_embedding/students/L025"
+    OMP_NUM_THREADS=1 python scripts/frontier.py --student "3-layer student=..." --static-from "3-layer student"
     python scripts/frontier.py --publish                              # then copy the small results to outputs/reference/frontier/
 
 Needs notebooks 01-02 of the run first (its crawl and split.json):
@@ -39,6 +40,8 @@ def args_of(argv=None) -> argparse.Namespace:
                     help="a saved sentence-transformers folder to add under LABEL (repeatable)")
     ap.add_argument("--control", action="append", default=[], metavar="LABEL=FOLDER",
                     help="the same for an untrained control of a student (kind `control`)")
+    ap.add_argument("--static-from", nargs="*", default=[], metavar="LABEL",
+                    help="also distil a static model from these --student encoders (each PCA width of --pca but 0)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="GatModel seeds (the run's split seeds)")
     ap.add_argument("--short", nargs="*", default=[], metavar="LABEL",
                     help="encoders scored on the first 3 of --seeds only (costly, or far from the goal)")
@@ -114,10 +117,14 @@ def main(argv=None) -> None:
             raise SystemExit(f"--student {spec!r}: give LABEL=FOLDER with a saved sentence-transformers folder "
                              "(scripts/distill_embedding.py arm writes them to outputs/distill_embedding/students/)")
         embedders.append(fr.Embedder(label, resolve(folder), kind))
-    unknown = set(a.short) - {e.label for e in embedders}
-    if unknown:
-        raise SystemExit(f"--short names no encoder of this run: {sorted(unknown)}; give labels of "
-                         f"{[e.label for e in embedders]}")
+    for flag, labels in (("--static-from", a.static_from), ("--short", a.short)):
+        unknown = set(labels) - {e.label for e in embedders}
+        if unknown:
+            raise SystemExit(f"{flag} names no encoder of this run: {sorted(unknown)}; give labels of "
+                             f"{[e.label for e in embedders]}")
+    sources = [e for e in embedders if e.label in a.static_from]
+    embedders += step(timings, "distil_static", tpath, lambda: [
+        fr.static_embedder(out / "models", p, a.distil_seed, source=e) for e in sources for p in a.pca if p])
     print("encoders:", ", ".join(e.label for e in embedders))
 
     from tqdm.auto import tqdm

@@ -366,6 +366,34 @@ def test_grid_curves_ablation_subset_and_resume(tmp_path):
                  checkpoint=tmp_path / "ck")
 
 
+def test_a_grid_that_extends_a_published_one_trains_only_its_new_runs(tmp_path):
+    from lib.common.runinfo import write_params_json
+
+    teacher, assistant = _grid_models(tmp_path)
+    cfg = _grid_cfg(distill_seeds=[0, 1], ablation_seeds=[0])
+    published = tmp_path / "published" / "distill"  # what notebook 05 writes into a run folder
+    res, _, info = run_grid(cfg, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / "ck0")
+    write_params_json(published, cfg.record(), "params_05.json")
+    res.to_csv(published / "results.csv", index=False)
+    pd.concat([c.assign(run=k) for k, c in info["curves"].items()]).to_csv(published / "curves.csv", index=False)
+
+    wider = replace(cfg, ablation_seeds=[0, 1], reuse_runs=str(tmp_path / "published"))
+    both, _, info2 = run_grid(wider, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / "ck1")
+    trained = both[both.reused_from.isna()]
+    assert sorted(trained.model) == ["1x24 +Layer-to-Layer random s1", "1x24 -Value-Rel random s1",
+                                     "1x24 Value-MSE random s1"]
+    assert info2["teacher_sentences"] > 0 and set(info2["curves"]) == set(both[both.steps > 0].model)
+    scratch = run_grid(replace(wider, reuse_runs=""), teacher, assistant, _grid_data(), progress=False)[0]
+    cols = ["model", "polarity_test", "topic_test", "fid_cosine", "final_loss"]  # taken rows equal re-trained ones
+    pd.testing.assert_frame_equal(both[cols], scratch[cols], check_dtype=False)
+    for other, named in ((replace(wider, distill_lr=1e-2), "distill_lr"),
+                         (replace(wider, distill_seeds=[1, 0]), "data_seed")):
+        with pytest.raises(ValueError, match=rf"its runs was made with other settings \({named}\)"):
+            run_grid(other, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / f"ck_{named}")
+    with pytest.raises(ValueError, match="reuse_runs='nowhere'.*not found"):
+        run_grid(replace(wider, reuse_runs="nowhere"), teacher, assistant, _grid_data(), progress=False)
+
+
 def test_two_processes_on_one_grid_folder_train_each_run_once(tmp_path, monkeypatch, capsys):
     import json
 

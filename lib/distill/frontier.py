@@ -60,19 +60,24 @@ class Embedder:
         return int(json.loads(((self.folder or assistant_path()) / "config.json").read_text())["num_hidden_layers"])
 
 
-def static_embedder(root: str | os.PathLike, pca_dims: int | None, seed: int = 0) -> Embedder:
-    """The model2vec model distilled from all-MiniLM-L6-v2 with `pca_dims` (None: no PCA) in root/m2v_<dims>; distilled
-    only when the folder is absent or was made with other settings."""
+def static_embedder(root: str | os.PathLike, pca_dims: int | None, seed: int = 0,
+                    source: Embedder | None = None) -> Embedder:
+    """The model2vec model distilled from all-MiniLM-L6-v2 (or from the transformer `source`, e.g. a student) with
+    `pca_dims` (None: no PCA) in root/m2v_<dims>[_<source folder>]; distilled only when the folder is absent or was
+    made with other settings."""
     from lib.embed.encoder import default_model_dir
     from lib.embed.static import STATIC_CONFIG, distil
 
-    name = f"m2v_pca{pca_dims}" if pca_dims else "m2v_nopca"
+    dims = f"pca{pca_dims}" if pca_dims else "nopca"
+    name, made_from = (f"m2v_{dims}", REFERENCE) if source is None else (f"m2v_{dims}_{source.folder.name}",
+                                                                          source.label)
     folder = Path(root) / name
     cfg = folder / STATIC_CONFIG
     made = json.loads(cfg.read_text()) if cfg.is_file() else {}
-    if made.get("pca_dims") != pca_dims or made.get("seed") != seed or made.get("source") != REFERENCE:
-        distil(default_model_dir(), folder, pca_dims=pca_dims, seed=seed, source_name=REFERENCE)
-    return Embedder(f"static {name[4:]}", folder, "static")
+    if made.get("pca_dims") != pca_dims or made.get("seed") != seed or made.get("source") != made_from:
+        distil(default_model_dir() if source is None else source.folder, folder, pca_dims=pca_dims, seed=seed,
+               source_name=made_from)
+    return Embedder(f"static {dims}" + ("" if source is None else f" of {source.label}"), folder, "static")
 
 
 # ------------------------------------------------------------------------------------------------------ speed

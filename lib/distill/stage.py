@@ -72,17 +72,20 @@ class _Run:
 
     @property
     def base(self) -> dict:
-        """DistillConfig settings every run of the grid shares."""
-        c = self.cfg
-        return dict(batch_size=c.distill_batch_size, max_seq_len=c.distill_max_seq_len,
-                    warmup_frac=c.distill_warmup_frac, weight_decay=c.distill_weight_decay,
-                    relation_heads=c.relation_heads, teacher_attention=c.teacher_attention)
+        return shared_settings(self.cfg)
 
     @property
     def kd(self) -> dict:
         """DistillConfig settings of the task-specific runs' L_OUT."""
         c = self.cfg
         return dict(w_at=c.w_at, w_vr=c.w_vr, w_out=c.w_out, temperature=c.kd_temperature, alpha=c.kd_alpha)
+
+
+def shared_settings(c: DistillParams) -> dict:
+    """DistillConfig settings every run of the grid of `c` shares."""
+    return dict(batch_size=c.distill_batch_size, max_seq_len=c.distill_max_seq_len,
+                warmup_frac=c.distill_warmup_frac, weight_decay=c.distill_weight_decay,
+                relation_heads=c.relation_heads, teacher_attention=c.teacher_attention)
 
 
 def _never() -> bool:
