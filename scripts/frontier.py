@@ -265,11 +265,11 @@ def publish(a, out: Path, timings: dict) -> None:
 
     ref = ROOT / "outputs" / "reference" / "frontier"
     ref.mkdir(parents=True, exist_ok=True)
-    for name in SMALL_FILES:
-        shutil.copy2(out / name, ref / name)
     params = {**vars(a), "command": "python scripts/frontier.py " + shlex.join(sys.argv[1:]),
               "wall_s": round(sum(timings.values()), 1), "timings_s": timings}
-    write_params_json(ref, params)
+    write_params_json(ref, params)  # first: the copies below would mark the recorded commit dirty
+    for name in SMALL_FILES:
+        shutil.copy2(out / name, ref / name)
     print("published to", ref)
 
 
