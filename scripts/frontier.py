@@ -217,7 +217,10 @@ def readme(a, table, diffs, sentences: list[str], chosen: str | None, timings: d
         f"    python scripts/frontier.py --run-dir {a.run_dir} --pca {' '.join(map(str, a.pca))}"
         f"{'' if a.mpnet else ' --no-mpnet'} --seeds {' '.join(map(str, a.seeds))}"
         + "".join(f" \\\n        --student {shlex.quote(x)}" for x in a.student)
-        + "".join(f" \\\n        --control {shlex.quote(x)}" for x in a.control), "",
+        + "".join(f" \\\n        --control {shlex.quote(x)}" for x in a.control)
+        + "".join(f" \\\n        --{flag} {shlex.join(labels)}" for flag, labels in (("static-from", a.static_from),
+                                                                                     ("short", a.short)) if labels),
+        "",
         f"Each encoder embedded the {a.run_dir} crawl's titles (Wikispeedia, seed40 settings: 1,000-node graphs, the run's "
         f"split of 40 training and 10 test graphs per seed) and was the node embedder of the seed's GatModel "
         f"({a.epochs} epochs, mp supervision, uniform negatives) for seeds {', '.join(map(str, a.seeds))} under "
