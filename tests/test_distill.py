@@ -390,7 +390,7 @@ def test_a_grid_that_extends_a_published_one_trains_only_its_new_runs(tmp_path):
                          (replace(wider, distill_seeds=[1, 0]), "data_seed")):
         with pytest.raises(ValueError, match=rf"its runs was made with other settings \({named}\)"):
             run_grid(other, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / f"ck_{named}")
-    with pytest.raises(ValueError, match="reuse_runs='nowhere'.*not found"):
+    with pytest.raises(ValueError, match="reuse_runs='nowhere'.*not found"):  # the runner checks it first
         run_grid(replace(wider, reuse_runs="nowhere"), teacher, assistant, _grid_data(), progress=False)
 
 

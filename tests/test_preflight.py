@@ -37,6 +37,9 @@ def dry(tmp_path, *args):
     ("source=nowhere", "source='nowhere' is invalid: must be one of embedded, wikispeedia, snapshot, live, graphs"),
     ("ablation_students=[5]", "ablation_students=[5] is invalid: ablations run on students that are in `students`"),
     ("kd_tasks=[]", "kd_tasks=[] is invalid: use a non-empty subset of ['polarity', 'topic']"),
+    ("reuse_runs=nowhere", "reuse_runs='nowhere': " + str(ROOT / "nowhere/distill/params_05.json")),
+    ("reuse_runs=outputs/reference/distill_long",  # a published grid of other settings is not extended
+     "reuse_runs='outputs/reference/distill_long': its runs was made with other settings (distill_batch_size"),
 ])
 def test_a_bad_value_is_refused_by_dry_run_and_run_before_anything_is_written(tmp_path, capsys, override, named):
     assert dry(tmp_path, "--size", "tiny", "-p", override) == 2

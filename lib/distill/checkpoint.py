@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from lib.common.hashing import config_digest
+from lib.common.params import ParamError
 from lib.common.paths import atomic_write_text, resolve
 from lib.common.runinfo import jsonable, load_json, refuse_other_settings
 from lib.distill.config import DistillParams, field_names, read_params_05
@@ -28,6 +29,26 @@ GRID_SHAPE = ("students", "student_inits", "ablation_students", "ablation_inits"
 """Parameters that only choose which runs a grid holds; `distill_seeds` too, but for its first seed, which draws the
 data every run of the grid shares (lib.distill.data.build_datasets)."""
 ADOPTED_STAGES = ("reference", "task-agnostic")
+
+
+def published_runs(cfg: DistillParams, published: str) -> Path:
+    """The distill/ folder of the published run folder `published` (relative to the project root or absolute), whose
+    finished runs `cfg`'s grid may take: it must hold notebook 05's params_05.json and results.csv, made with every
+    setting a run depends on (run_settings) equal to `cfg`'s. Otherwise one ParamError naming reuse_runs, the missing
+    files or the differing settings, and the fix. The runner calls it before it creates the run folder
+    (lib.run.preflight), the grid again when it takes the runs."""
+    src, fix = resolve(published) / "distill", "or set reuse_runs=''"
+    missing = [str(p) for p in (src / "params_05.json", src / "results.csv") if not p.is_file()]
+    if missing:
+        raise ParamError(f"reuse_runs={published!r}: {', '.join(missing)} not found; name a run folder that notebook "
+                         f"05 finished (e.g. outputs/reference/distill_long) {fix}", key="reuse_runs")
+    try:
+        theirs = run_settings(read_params_05(src / "params_05.json"))
+        refuse_other_settings(f"reuse_runs={published!r}: its runs", theirs, run_settings(cfg),
+                              f"reuse a run made with this grid's settings {fix}")
+    except ValueError as e:
+        raise ParamError(str(e), key="reuse_runs") from None
+    return src
 
 
 def run_settings(cfg: DistillParams) -> dict:
@@ -73,22 +94,12 @@ class GridCheckpoint:
         self.rows = _by_model(rows)
 
     def adopt(self, published: str) -> list[str]:
-        """Take the finished reference and task-agnostic runs of the published run folder `published` (its
-        distill/params_05.json, results.csv and curves.csv) that this folder does not hold yet, so that a grid which
-        extends a published one (more ablation seeds, say) trains only its new runs; returns their names. Refused
-        with the differing settings named unless every setting a run depends on (run_settings) is the same. The
-        adopted rows carry `reused_from` (the folder as given); their loss histories are not published, so the loss
-        figure lacks them."""
-        src = resolve(published) / "distill"
-        need = [src / "params_05.json", src / "results.csv"]
-        missing = [str(p) for p in need if not p.is_file()]
-        if missing:
-            raise ValueError(f"reuse_runs={str(published)!r}: {', '.join(missing)} not found; name a run folder that "
-                             f"notebook 05 finished (e.g. outputs/reference/distill_long) or set reuse_runs=''")
-        refuse_other_settings(f"reuse_runs={str(published)!r}: its runs", run_settings(read_params_05(need[0])),
-                              run_settings(self.cfg), "reuse a run made with this grid's settings or set "
-                                                      "reuse_runs=''")
-        results = pd.read_csv(need[1])
+        """Take the finished reference and task-agnostic runs of the published run folder `published` (checked by
+        published_runs) that this folder does not hold yet, so that a grid which extends a published one (more
+        ablation seeds, say) trains only its new runs; returns their names. The adopted rows carry `reused_from` (the
+        folder as given); their loss histories are not published, so the loss figure lacks them."""
+        src = published_runs(self.cfg, published)
+        results = pd.read_csv(src / "results.csv")
         text = results.select_dtypes(exclude="number").columns
         results[text] = results[text].fillna("")  # empty inits of the reference rows, not missing values
         curves = pd.read_csv(src / "curves.csv") if (src / "curves.csv").is_file() else pd.DataFrame(columns=["run"])

@@ -67,8 +67,18 @@ def _crawl(p: dict) -> None:  # beyond the config: the roots file must exist and
         check_campaign(read_roots(resolve(p["roots_file"])), p["max_nodes"])
 
 
+def _distill(p: dict) -> None:  # beyond the config: a published grid to extend must be there, with this grid's settings
+    from lib.distill.checkpoint import published_runs
+    from lib.distill.config import DistillParams
+
+    cfg = DistillParams.from_values(p)
+    if cfg.reuse_runs:
+        published_runs(cfg, cfg.reuse_runs)
+
+
 # What a stage checks beyond its config, imported when its notebook is planned: files its values name.
-STAGE_CHECKS: dict[str, Callable[[dict], None]] = {"01_crawl.ipynb": _crawl}
+STAGE_CHECKS: dict[str, Callable[[dict], None]] = {"01_crawl.ipynb": _crawl,
+                                                  "05_attention_distillation.ipynb": _distill}
 
 
 def check_device(p: dict) -> None:
