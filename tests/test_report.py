@@ -279,6 +279,37 @@ def test_reference_tables_give_minilm_minus_its_control_and_each_ablation_with_i
     assert "Which parts of MiniLM matter" in report.run_tables("long", {"distill": {"results": res}})
 
 
+def test_the_ablation_finding_needs_two_seeds_and_counts_the_intervals_against_the_paper(tmp_path):
+    from lib.run import brief, headline
+
+    def rows(ablation_seeds):
+        out = [{"stage": "task-agnostic", "student": "3x384", "init": "random", "method": m, "seed": s,
+                "polarity_test": 0.6 + (0.1 * (1 + s / 10) if m == "MiniLM" else 0), "topic_test": 0.5 + s / 100,
+                "fid_cosine": 0.4 + (s / 100 if m == "MiniLM" else -s / 50)}
+               for s in (0, 1, 2) for m in ("MiniLM", "no distillation")]
+        return out + [{**r, "method": "Value-MSE"} for r in out if r["method"] == "no distillation"
+                      and r["seed"] in ablation_seeds]
+
+    lp = [{"protocol": "leak_free", "embedder": e, "model": "gat_model", "seed": 0, "auc": a}
+          for e, a in (("3x384 random MiniLM", 0.80), ("3x384 random no distillation", 0.75))]
+    runs = {"a_one_seed": {"distill": {"results": rows([0]), "link_prediction": lp}},
+            "b_three": {"distill": {"results": rows([0, 1, 2])}}}
+    for run in runs:
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "params_05.json").write_text(json.dumps({"params": {"steps": 5000}}))
+    # Value-MSE equals the control here: polarity above MiniLM's by +0.110 [+0.085, +0.135]; topic 0 (no spread, an
+    # empty interval at 0 counts neither above nor below); fidelity gains 0, 0.03, 0.06
+    line = headline.ablations(runs)
+    assert "Value-MSE (3x384 random init, 3 seeds): polarity +0.110 [+0.085, +0.135]" in line
+    assert "in 1 of 3 (ablation, probe) cells, below it in 0, and the other 2 intervals hold 0" in line
+    assert "[b_three](outputs/reference/b_three/)" in line
+    assert "paired over [3 seeds][b_three] (3x384 random init" in brief.ablations(runs)
+    assert headline.ablations({"a_one_seed": runs["a_one_seed"]}) is None  # one seed gives no interval: no finding
+    # at equal steps the distillation finding stays with the run that also scored the students as node embedders
+    assert "[a_one_seed]" in brief.distillation(runs, tmp_path)
+    assert "([a_one_seed]" in headline.distillation(runs, tmp_path)
+
+
 def test_a_result_published_under_several_run_names_is_listed_once():
     import pandas as pd
 

@@ -8,8 +8,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from lib.run.headline import REFERENCE, _gat_rows, _per_source, _seed_model, distill_runs
-from lib.run.tables import PROBES, links_of
+from lib.run.headline import (
+    REFERENCE,
+    _gat_rows,
+    _per_source,
+    _seed_model,
+    ablation_differences,
+    ablation_verdict,
+    distill_runs,
+)
+from lib.run.tables import PROBES, diff_cell, links_of
 
 WIDTH = 196
 """Characters per README line a finding is wrapped to."""
@@ -126,7 +134,7 @@ def distillation(runs: dict[str, dict], ref: Path = REFERENCE) -> str | None:
     found, results, checks = distill_runs(runs, ref)
     if not results:
         return None
-    run = max(results, key=lambda r: found[r][0])
+    run = max(results, key=lambda r: (found[r][0], bool(found[r][1])))  # at equal steps, the run with link rows
     res = pd.DataFrame(runs[run]["distill"]["results"])
     d = paired_differences(res, methods=("MiniLM",), metrics=tuple(PROBES))
     cells = [f"{student} {init} init " + ", ".join(f"{PROBES[r.metric].split()[0]} {r.diff:+.3f}" for r in g.itertuples())
@@ -140,6 +148,19 @@ def distillation(runs: dict[str, dict], ref: Path = REFERENCE) -> str | None:
         node = f"; as stage 3's node embedder, GatModel AUC {' / '.join(diffs)}" if diffs else ""
     return (f"**Distillation.** After [{found[run][0]:,} steps][{run}] per student, MiniLM-distilled minus the same "
             f"student undistilled, test: {'; '.join(cells)}{node}.")
+
+
+def ablations(runs: dict[str, dict]) -> str | None:
+    found = ablation_differences(runs)
+    if found is None:
+        return None
+    run, d = found
+    parts = [f"{versus} " + ", ".join(f"{PROBES[r.metric].split()[0]} {diff_cell(r)}" for _, r in g.iterrows())
+             for versus, g in d.groupby("versus", sort=False)]
+    where = ", ".join(f"{s} {i} init" for s, i in d[["student", "init"]].drop_duplicates().itertuples(index=False))
+    return (f"**Ablations.** MiniLM minus each of the paper's ablations, paired over "
+            f"[{int(d.seeds.min())} seeds][{run}] ({where}, test, 95% interval): {'; '.join(parts)}. The paper puts MiniLM above every ablation; here "
+            f"{ablation_verdict(d)}.")
 
 
 FRONTIER = "frontier"
@@ -183,7 +204,7 @@ def knowledge_distillation(runs: dict[str, dict]) -> str | None:
     return None
 
 
-FINDINGS = (reproduction, aauc_trend, leakage, beyond, distillation, node_embedder, knowledge_distillation)
+FINDINGS = (reproduction, aauc_trend, leakage, beyond, distillation, ablations, node_embedder, knowledge_distillation)
 
 
 def brief(runs: dict[str, dict], ref: Path = REFERENCE, base: str = "") -> list[str]:

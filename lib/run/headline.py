@@ -236,7 +236,7 @@ def distillation(runs: dict[str, dict], ref: Path = REFERENCE) -> str | None:
     RESULT_STEPS; runs below that are named as pipeline checks (and carry the line only when nothing else exists)."""
     found, results, checks = distill_runs(runs, ref)
     if results:
-        run = max(results, key=lambda r: found[r][0])
+        run = max(results, key=lambda r: (found[r][0], bool(found[r][1])))  # at equal steps, the run with link rows
         steps, lp_parts, probes = found[run]
         line = (f"**Distillation.** At {steps:,} optimiser steps per student, MiniLM-distilled minus the same student "
                 f"undistilled (test; paired by seed, 95% interval): {'; '.join(probes)}")
@@ -257,6 +257,49 @@ def distillation(runs: dict[str, dict], ref: Path = REFERENCE) -> str | None:
             f"GatModel test AUC: {'; '.join(parts)} — {budget}{check} ({_links(lp_runs)}).")
 
 
+def ablation_differences(runs: dict[str, dict]) -> tuple[str, pd.DataFrame] | None:
+    """The run whose MiniLM rows are paired with the paper's ablations over the most seeds (at least 2; a tie goes to
+    the first run), and its paired_differences: MiniLM minus each ablation on the same student, init and seed, every
+    probe; None when no run has an ablation at 2 seeds."""
+    from lib.distill.eval import paired_differences
+    from lib.distill.stage import ABLATIONS
+
+    best = None
+    for run, m in runs.items():
+        res = pd.DataFrame((m.get("distill") or {}).get("results") or [])
+        if res.empty or "method" not in res or "MiniLM" not in set(res["method"]):
+            continue
+        d = pd.concat([paired_differences(res, reference=a, methods=("MiniLM",), metrics=tuple(PROBES))
+                       for a in ABLATIONS if a in set(res["method"])] or [pd.DataFrame(columns=["seeds"])])
+        if len(d) and d["seeds"].min() >= 2 and (best is None or d["seeds"].min() > best[1]["seeds"].min()):
+            best = (run, d)
+    return best
+
+
+def ablation_verdict(d: pd.DataFrame) -> str:
+    """How the ablation differences `d` (ablation_differences) stand against the paper, which puts MiniLM above every
+    ablation: how many (ablation, probe) intervals lie above 0, below 0, or hold it."""
+    above, below = int((d["ci_low"] > 0).sum()), int((d["ci_high"] < 0).sum())
+    return (f"MiniLM is above the ablation in {above} of {len(d)} (ablation, probe) cells, below it in {below}, and "
+            f"the other {len(d) - above - below} intervals hold 0")
+
+
+def ablations(runs: dict[str, dict]) -> str | None:
+    """The paper's ablations (Tables 5-7): MiniLM minus each, paired by seed, 95% interval, from the run with the most
+    seeds (ablation_differences)."""
+    found = ablation_differences(runs)
+    if found is None:
+        return None
+    run, d = found
+    parts = []
+    for (student, init, versus), g in d.groupby(["student", "init", "versus"], sort=False):
+        cells = [f"{PROBES[r.metric]} {diff_cell(r)}" for _, r in g.iterrows()]
+        parts.append(f"{versus} ({student} {init} init, {int(g.seeds.min())} seeds): {', '.join(cells)}")
+    return (f"**Ablations.** MiniLM minus each of the paper's ablations on the same student and seed (test; 95% "
+            f"interval): {'; '.join(parts)}. The paper puts MiniLM above every ablation; here "
+            f"{ablation_verdict(d)} ({_link(run)}).")
+
+
 def knowledge_distillation(runs: dict[str, dict]) -> str | None:
     for run, m in runs.items():
         res = pd.DataFrame((m.get("kd") or {}).get("rows") or [])
@@ -273,7 +316,8 @@ def knowledge_distillation(runs: dict[str, dict]) -> str | None:
     return None
 
 
-FINDINGS = (reproduction, aauc_trend, leakage, beyond, harder_negatives, distillation, knowledge_distillation)
+FINDINGS = (reproduction, aauc_trend, leakage, beyond, harder_negatives, distillation, ablations,
+            knowledge_distillation)
 
 
 def headline(runs: dict[str, dict], ref: Path = REFERENCE) -> list[str]:
