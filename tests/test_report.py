@@ -299,12 +299,14 @@ def test_the_ablation_finding_needs_two_seeds_and_counts_the_intervals_against_t
         (tmp_path / run / "params_05.json").write_text(json.dumps({"params": {"steps": 5000}}))
     # Value-MSE equals the control here: polarity above MiniLM's by +0.110 [+0.085, +0.135]; topic 0 (no spread, an
     # empty interval at 0 counts neither above nor below); fidelity gains 0, 0.03, 0.06
-    line = headline.ablations(runs)
+    line = headline.ablations(runs, tmp_path)
     assert "Value-MSE (3x384 random init, 3 seeds): polarity +0.110 [+0.085, +0.135]" in line
     assert "in 1 of 3 (ablation, probe) cells, below it in 0, and the other 2 intervals hold 0" in line
     assert "[b_three](outputs/reference/b_three/)" in line
-    assert "paired over [3 seeds][b_three] (3x384 random init" in brief.ablations(runs)
-    assert headline.ablations({"a_one_seed": runs["a_one_seed"]}) is None  # one seed gives no interval: no finding
+    assert "paired over [3 seeds][b_three] (3x384 random init" in brief.ablations(runs, tmp_path)
+    assert headline.ablations({"a_one_seed": runs["a_one_seed"]}, tmp_path) is None  # one seed: no interval
+    (tmp_path / "b_three" / "params_05.json").write_text(json.dumps({"params": {"steps": 60}}))
+    assert headline.ablations(runs, tmp_path) is None  # a pipeline check measures nothing
     # at equal steps the distillation finding stays with the run that also scored the students as node embedders
     assert "[a_one_seed]" in brief.distillation(runs, tmp_path)
     assert "([a_one_seed]" in headline.distillation(runs, tmp_path)

@@ -150,8 +150,8 @@ def distillation(runs: dict[str, dict], ref: Path = REFERENCE) -> str | None:
             f"student undistilled, test: {'; '.join(cells)}{node}.")
 
 
-def ablations(runs: dict[str, dict]) -> str | None:
-    found = ablation_differences(runs)
+def ablations(runs: dict[str, dict], ref: Path = REFERENCE) -> str | None:
+    found = ablation_differences(runs, ref)
     if found is None:
         return None
     run, d = found
@@ -212,7 +212,7 @@ def brief(runs: dict[str, dict], ref: Path = REFERENCE, base: str = "") -> list[
     definition per run named (`[seed40]: outputs/reference/seed40/`, under `base`), then a blank line."""
     lines, named = [], []
     for f in FINDINGS:
-        text = f(runs, ref) if f in (distillation, node_embedder) else f(runs)
+        text = f(runs, ref) if f in (distillation, ablations, node_embedder) else f(runs)
         if text:
             lines += textwrap.wrap(text, WIDTH, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False,
                                    break_long_words=False)

@@ -257,16 +257,16 @@ def distillation(runs: dict[str, dict], ref: Path = REFERENCE) -> str | None:
             f"GatModel test AUC: {'; '.join(parts)} — {budget}{check} ({_links(lp_runs)}).")
 
 
-def ablation_differences(runs: dict[str, dict]) -> tuple[str, pd.DataFrame] | None:
-    """The run whose MiniLM rows are paired with the paper's ablations over the most seeds (at least 2; a tie goes to
-    the first run), and its paired_differences: MiniLM minus each ablation on the same student, init and seed, every
-    probe; None when no run has an ablation at 2 seeds."""
+def ablation_differences(runs: dict[str, dict], ref: Path = REFERENCE) -> tuple[str, pd.DataFrame] | None:
+    """Among the runs at a result budget (distill_runs), the one whose MiniLM rows are paired with the paper's
+    ablations over the most seeds (at least 2; a tie goes to the first run), and its paired_differences: MiniLM minus
+    each ablation on the same student, init and seed, every probe; None when no such run has an ablation at 2 seeds."""
     from lib.distill.eval import paired_differences
     from lib.distill.stage import ABLATIONS
 
     best = None
-    for run, m in runs.items():
-        res = pd.DataFrame((m.get("distill") or {}).get("results") or [])
+    for run in distill_runs(runs, ref)[1]:
+        res = pd.DataFrame(runs[run]["distill"].get("results") or [])
         if res.empty or "method" not in res or "MiniLM" not in set(res["method"]):
             continue
         d = pd.concat([paired_differences(res, reference=a, methods=("MiniLM",), metrics=tuple(PROBES))
@@ -284,10 +284,10 @@ def ablation_verdict(d: pd.DataFrame) -> str:
             f"the other {len(d) - above - below} intervals hold 0")
 
 
-def ablations(runs: dict[str, dict]) -> str | None:
-    """The paper's ablations (Tables 5-7): MiniLM minus each, paired by seed, 95% interval, from the run with the most
-    seeds (ablation_differences)."""
-    found = ablation_differences(runs)
+def ablations(runs: dict[str, dict], ref: Path = REFERENCE) -> str | None:
+    """The paper's ablations (Tables 5-7): MiniLM minus each, paired by seed, 95% interval, from the result run with
+    the most seeds (ablation_differences)."""
+    found = ablation_differences(runs, ref)
     if found is None:
         return None
     run, d = found
@@ -324,7 +324,7 @@ def headline(runs: dict[str, dict], ref: Path = REFERENCE) -> list[str]:
     """The findings that the committed runs support, one Markdown line each."""
     out = []
     for f in FINDINGS:
-        line = f(runs, ref) if f is distillation else f(runs)
+        line = f(runs, ref) if f in (distillation, ablations) else f(runs)
         if line:
             out.append(line)
     return out
