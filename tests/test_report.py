@@ -123,6 +123,11 @@ def test_render_shows_distilled_students_beside_their_controls_and_as_node_embed
     assert any("| no distillation " in x and "0.615 ± 0.007" in x for x in lines)
     lp_row = next(x for x in lines if x.startswith("| d ") and "| 3x384 MiniLM " in x)
     assert "0.750 ± 0.071" in lp_row and "| 2 " in lp_row
+    # a grid that took d's runs (reuse_runs) and added its own: the taken rows stay under d
+    taken = [{**r, "reused_from": "outputs/reference/d"} for r in res if r["method"] != "Value-MSE"]
+    wider = report.distill_table({"d": {"distill": {"results": res}},
+                                  "e": {"distill": {"results": taken + [{**res[0], "seed": 2, "reused_from": None}]}}})
+    assert wider[wider.run == "e"][["method", "seeds"]].values.tolist() == [["MiniLM", 1]]
 
 
 def test_render_shows_kd_students_beside_their_controls_with_probing_gain():
@@ -303,7 +308,8 @@ def test_the_ablation_finding_needs_two_seeds_and_counts_the_intervals_against_t
     assert "Value-MSE (3x384 random init, 3 seeds): polarity +0.110 [+0.085, +0.135]" in line
     assert "in 1 of 3 (ablation, probe) cells, below it in 0, and the other 2 intervals hold 0" in line
     assert "[b_three](outputs/reference/b_three/)" in line
-    assert "paired over [3 seeds][b_three] (3x384 random init" in brief.ablations(runs, tmp_path)
+    assert ("[3 seeds][b_three] (3x384 random init, test, 95% interval; the paper has MiniLM above all): above 0 in 1 "
+            "of 3 cells, below 0 in 0: Value-MSE polarity +0.110 [+0.085, +0.135]." in brief.ablations(runs, tmp_path))
     assert headline.ablations({"a_one_seed": runs["a_one_seed"]}, tmp_path) is None  # one seed: no interval
     (tmp_path / "b_three" / "params_05.json").write_text(json.dumps({"params": {"steps": 60}}))
     assert headline.ablations(runs, tmp_path) is None  # a pipeline check measures nothing

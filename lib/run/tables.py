@@ -135,12 +135,15 @@ def _pm(x: pd.Series) -> str:
 
 def distill_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Notebook 05's task-agnostic stage per run: each MiniLM student beside its undistilled control (same
-    architecture, init and seeds), polarity and topic test accuracy and fidelity cosine, mean ± std over seeds."""
+    architecture, init and seeds), polarity and topic test accuracy and fidelity cosine, mean ± std over seeds. Rows a
+    grid took from a published run (`reused_from`, notebook 05's reuse_runs) are listed under that run only."""
     rows = []
     for name, m in runs.items():
         res = pd.DataFrame((m.get("distill") or {}).get("results") or [])
         if res.empty or "stage" not in res:
             continue
+        if "reused_from" in res:
+            res = res[res["reused_from"].isna() | (res["reused_from"] == "")]
         ta = res[(res["stage"] == "task-agnostic") & res["method"].isin(["MiniLM", "no distillation"])]
         for (student, init, method), g in ta.groupby(["student", "init", "method"]):
             rows.append({"run": name, "student": student, "init": init, "method": method, "seeds": g["seed"].nunique(),
