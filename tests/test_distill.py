@@ -576,7 +576,8 @@ def test_a_bad_parameter_names_its_key_and_the_fix():
 
 
 def test_every_published_params_05_reads_into_the_config_under_the_field_names():
-    """The records under outputs/reference/ name the distill_ parameters without their prefix."""
+    """The older records under outputs/reference/ name the distill_ parameters without their prefix, newer ones with it;
+    both read into the same fields."""
     from lib.common.paths import OUTPUTS
     from lib.common.runinfo import load_json
 
@@ -584,8 +585,9 @@ def test_every_published_params_05_reads_into_the_config_under_the_field_names()
     assert len(paths) >= 3, paths
     for path in paths:
         raw, cfg = load_json(path)["params"], read_params_05(path)
+        named = {k: raw.get(k, raw.get(f"distill_{k}")) for k in ("seeds", "steps", "batch_size", "lr")}
         assert (cfg.distill_seeds, cfg.distill_steps, cfg.distill_batch_size, cfg.distill_lr) == \
-            (raw["seeds"], raw["steps"], raw["batch_size"], raw["lr"]), path
+            (named["seeds"], named["steps"], named["batch_size"], named["lr"]), path
         assert (cfg.students, cfg.task_losses, cfg.run_dir) == (raw["students"], raw["task_losses"], raw["run_dir"])
         assert set(field_names(raw)) <= set(DistillParams.names()), path
         assert cfg.embedding_methods == raw.get("embedding_methods", []), path  # made before L_EMB: none ran
