@@ -13,6 +13,7 @@ from lib.run.headline import (
     _gat_rows,
     _per_source,
     _seed_model,
+    ablation_counts,
     ablation_differences,
     distill_runs,
 )
@@ -160,7 +161,7 @@ def ablations(runs: dict[str, dict], ref: Path = REFERENCE) -> str | None:
     cells = [f"{versus} " + ", ".join(f"{PROBES[r.metric].split()[0]} {diff_cell(r)}" for _, r in g.iterrows())
              for versus, g in clear.groupby("versus", sort=False)]
     where = ", ".join(f"{s} {i} init" for s, i in d[["student", "init"]].drop_duplicates().itertuples(index=False))
-    above, below = int((d["ci_low"] > 0).sum()), int((d["ci_high"] < 0).sum())
+    above, below = ablation_counts(d)
     return (f"**Ablations.** MiniLM minus the paper's ablations, [{int(d.seeds.min())} seeds][{run}] ({where}, test, "
             f"95% interval; the paper has MiniLM above all): above 0 in {above} of {len(d)} cells, below 0 in {below}"
             + (f": {'; '.join(cells)}" if cells else "") + ".")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from lib.common.paths import OUTPUTS
-from lib.run.tables import PROBES, diff_cell, links_of
+from lib.run.tables import PROBES, diff_cell, links_of, minilm_minus
 
 REFERENCE = OUTPUTS / "reference"
 CLEAN = ("leak_free", "new_nodes", "pair_split")
@@ -259,27 +259,28 @@ def distillation(runs: dict[str, dict], ref: Path = REFERENCE) -> str | None:
 
 def ablation_differences(runs: dict[str, dict], ref: Path = REFERENCE) -> tuple[str, pd.DataFrame] | None:
     """Among the runs at a result budget (distill_runs), the one whose MiniLM rows are paired with the paper's
-    ablations over the most seeds (at least 2; a tie goes to the first run), and its paired_differences: MiniLM minus
-    each ablation on the same student, init and seed, every probe; None when no such run has an ablation at 2 seeds."""
-    from lib.distill.eval import paired_differences
+    ablations over the most seeds (at least 2; a tie goes to the first run), and its differences: MiniLM minus each
+    ablation on the same student, init and seed, every probe (tables.minilm_minus); None when no such run has an
+    ablation at 2 seeds."""
     from lib.distill.stage import ABLATIONS
 
     best = None
     for run in distill_runs(runs, ref)[1]:
-        res = pd.DataFrame(runs[run]["distill"].get("results") or [])
-        if res.empty or "method" not in res or "MiniLM" not in set(res["method"]):
-            continue
-        d = pd.concat([paired_differences(res, reference=a, methods=("MiniLM",), metrics=tuple(PROBES))
-                       for a in ABLATIONS if a in set(res["method"])] or [pd.DataFrame(columns=["seeds"])])
+        d = minilm_minus(pd.DataFrame(runs[run]["distill"]["results"]), ABLATIONS)
         if len(d) and d["seeds"].min() >= 2 and (best is None or d["seeds"].min() > best[1]["seeds"].min()):
             best = (run, d)
     return best
 
 
+def ablation_counts(d: pd.DataFrame) -> tuple[int, int]:
+    """Of the differences `d` (ablation_differences): how many intervals lie above 0 and how many below 0."""
+    return int((d["ci_low"] > 0).sum()), int((d["ci_high"] < 0).sum())
+
+
 def ablation_verdict(d: pd.DataFrame) -> str:
-    """How the ablation differences `d` (ablation_differences) stand against the paper, which puts MiniLM above every
-    ablation: how many (ablation, probe) intervals lie above 0, below 0, or hold it."""
-    above, below = int((d["ci_low"] > 0).sum()), int((d["ci_high"] < 0).sum())
+    """How the ablation differences `d` stand against the paper, which puts MiniLM above every ablation: how many
+    (ablation, probe) intervals lie above 0, below 0, or hold it."""
+    above, below = ablation_counts(d)
     return (f"MiniLM is above the ablation in {above} of {len(d)} (ablation, probe) cells, below it in {below}, and "
             f"the other {len(d) - above - below} intervals hold 0")
 

@@ -71,9 +71,8 @@ def _distill(p: dict) -> None:  # beyond the config: a published grid to extend 
     from lib.distill.checkpoint import published_runs
     from lib.distill.config import DistillParams
 
-    cfg = DistillParams.from_values(p)
-    if cfg.reuse_runs:
-        published_runs(cfg, cfg.reuse_runs)
+    if p.get("reuse_runs"):
+        published_runs(DistillParams.from_values(p), p["reuse_runs"])
 
 
 # What a stage checks beyond its config, imported when its notebook is planned: files its values name.

@@ -161,10 +161,19 @@ def diff_cell(r) -> str:
     return f"{r['diff']:+.3f}" + (f" [{r.ci_low:+.3f}, {r.ci_high:+.3f}]" if r.seeds > 1 else "")
 
 
+def minilm_minus(res: pd.DataFrame, versus: tuple[str, ...]) -> pd.DataFrame:
+    """Notebook 05's rows `res`: MiniLM minus each method of `versus` that `res` holds, on the same student, init and
+    seed, every probe (lib.distill.eval.paired_differences, one frame in `versus` order)."""
+    from lib.distill.eval import paired_differences
+
+    parts = [paired_differences(res, reference=v, methods=("MiniLM",), metrics=tuple(PROBES))
+             for v in versus if v in set(res["method"])]
+    return pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else pd.DataFrame()
+
+
 def distill_differences_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Notebook 05's task-agnostic stage per run: MiniLM minus its undistilled control and minus each ablation (the
     paper's Tables 5-7), the same student, init and seed paired; mean difference and 95% t-interval over the seeds."""
-    from lib.distill.eval import paired_differences
     from lib.distill.stage import ABLATIONS
 
     rows = []
@@ -172,13 +181,12 @@ def distill_differences_table(runs: dict[str, dict]) -> pd.DataFrame:
         res = pd.DataFrame((m.get("distill") or {}).get("results") or [])
         if res.empty or "stage" not in res or "MiniLM" not in set(res["method"]):
             continue
-        for versus in ("no distillation",) + tuple(a for a in ABLATIONS if a in set(res["method"])):
-            d = paired_differences(res, reference=versus, methods=("MiniLM",), metrics=tuple(PROBES))
-            for (student, init), g in (d.groupby(["student", "init"], sort=False) if len(d) else []):
-                row = {"run": name, "student": student, "init": init, "MiniLM minus": versus,
-                       "seeds": int(g["seeds"].max())}
-                row.update({PROBES[r.metric]: diff_cell(r) for _, r in g.iterrows()})
-                rows.append(row)
+        d = minilm_minus(res, ("no distillation", *ABLATIONS))
+        for (versus, student, init), g in (d.groupby(["versus", "student", "init"], sort=False) if len(d) else []):
+            row = {"run": name, "student": student, "init": init, "MiniLM minus": versus,
+                   "seeds": int(g["seeds"].max())}
+            row.update({PROBES[r.metric]: diff_cell(r) for _, r in g.iterrows()})
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
