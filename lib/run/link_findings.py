@@ -10,8 +10,9 @@ from pathlib import Path
 import pandas as pd
 
 from lib.metrics.link import SEED_REPORTED
-from lib.run.facts import best_heuristic, gat_model_rows, goal_cells, links_of, n_train
+from lib.run.facts import best_heuristic, goal_cells, links_of
 from lib.run.markup import SHORT, page_link, page_links, page_sides, readme_number, readme_sides, slash
+from lib.run.tables import seed_rows
 
 SEED = sorted(SEED_REPORTED, key=lambda r: r["train_graphs"])
 """The seed report's numbers, by training graphs."""
@@ -25,13 +26,6 @@ def per_source(runs: dict[str, dict], part) -> tuple:
     return tuple((links, p) for links, g in groups.items() if (p := part(g)))
 
 
-def train_gat_rows(runs: dict[str, dict]) -> pd.DataFrame:
-    """Every run's mean rows of notebook 03 (train_gat) with the run's name and number of training graphs."""
-    out = [pd.DataFrame(m["train_gat"]["mean"]).assign(run=name, n_train=n_train(m))
-           for name, m in runs.items() if m.get("train_gat")]
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
-
-
 @dataclass(frozen=True)
 class Point:
     """One run's number: the run, its training graphs, the value."""
@@ -41,11 +35,10 @@ class Point:
 
 
 def _seed_way_points(g: dict[str, dict], protocol: str, metric: str) -> tuple[Point, ...]:
-    """GatModel as the seed trains it under `protocol`, one Point of `metric` per run of `g`, by training graphs."""
-    t = gat_model_rows(train_gat_rows(g), protocol=protocol)
-    if t.empty:
-        return ()
-    t = t.dropna(subset=[metric]).sort_values("n_train")
+    """GatModel as the seed trains it (tables.seed_rows) under `protocol`: a Point of `metric` per run of `g`, by
+    training graphs."""
+    t = seed_rows(g)
+    t = t[t["protocol"] == protocol].dropna(subset=[metric]).sort_values("n_train", kind="stable") if len(t) else t
     return tuple(Point(r.run, int(r.n_train), float(getattr(r, metric))) for r in t.itertuples())
 
 
@@ -146,13 +139,11 @@ class Leakage:
 def leakage(runs: dict[str, dict], ref: Path) -> Leakage | None:
     def part(g: dict[str, dict]) -> tuple[Unseen, ...]:
         out = []
-        rows = train_gat_rows(g)
-        for run, r in rows.groupby("run", sort=False) if len(rows) else []:
-            gat = gat_model_rows(r, protocol="leak_free")
-            best = best_heuristic(r[(r["protocol"] == "leak_free") & (r["negatives"] == "uniform")])
-            if len(gat) and best is not None:
-                out.append(Unseen(run, int(r["n_train"].iloc[0]), float(gat["auc"].iloc[0]), best["model"],
-                                  float(best["auc"])))
+        for p in _seed_way_points(g, "leak_free", "auc"):
+            mean = pd.DataFrame(g[p.run]["train_gat"]["mean"])
+            best = best_heuristic(mean[(mean["protocol"] == "leak_free") & (mean["negatives"] == "uniform")])
+            if best is not None:
+                out.append(Unseen(p.run, p.n_train, p.value, best["model"], float(best["auc"])))
         return tuple(out)
 
     sides = per_source(runs, part)
