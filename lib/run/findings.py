@@ -14,8 +14,6 @@ from lib.run.link_findings import aauc_trend, beyond, harder_negatives, leakage,
 
 WIDTH = 196
 """Characters per README line a finding is wrapped to."""
-
-
 FINDINGS = (reproduction, aauc_trend, leakage, beyond, harder_negatives, distillation, ablations, node_embedder,
             knowledge_distillation)
 """The findings in reading order: README and results page show them in this order."""

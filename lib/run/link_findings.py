@@ -172,8 +172,9 @@ class Beyond:
                 f"{cells}.")
 
     def page(self) -> str:
-        parts = [(links, f"{c.met} of {c.cells} cells, uniform AUC margin {slash((m for _, m in c.uniform_margins), '{:+.3f}')}"
-                         f" under {' / '.join(p for p, _ in c.uniform_margins)} ({page_link(c.run)})")
+        parts = [(links, f"{c.met} of {c.cells} cells, uniform AUC margin "
+                         f"{slash((m for _, m in c.uniform_margins), '{:+.3f}')} under "
+                         f"{' / '.join(p for p, _ in c.uniform_margins)} ({page_link(c.run)})")
                  for links, c in self.sides]
         return ("**Beyond the seed.** Notebook 03b's best graph model, chosen on validation, meets its goal (≥ 0.02 AUC "
                 "and MRR over every heuristic scorer, and over the no-common-neighbour shortcut on the harder sets) in "

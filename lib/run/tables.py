@@ -1,4 +1,5 @@
-"""The results tables (docs/results.md and each reference run's README), each built from the committed reference runs' metrics.json files (nothing typed by hand)."""
+"""The results tables of docs/results.md and of each reference run's README, each built from the committed reference
+runs' metrics.json files (nothing typed by hand)."""
 from __future__ import annotations
 
 import json
@@ -46,7 +47,8 @@ def seed_table(runs: dict[str, dict]) -> pd.DataFrame:
     if t.empty:
         return t
     return pd.DataFrame({
-        "run": t["run"], "links": t["links"], "train graphs": t["n_train"], "seeds": t["seeds"], "protocol": t["protocol"],
+        "run": t["run"], "links": t["links"], "train graphs": t["n_train"], "seeds": t["seeds"],
+        "protocol": t["protocol"],
         "AUC": [f"{a:.3f} ± {s:.3f}" if pd.notna(s) else f"{a:.3f}" for a, s in zip(t["auc"], t["auc_std"])],
         "A-AUC": [_num(a, missing="n/a") for a in t["aauc"]], "seed report AUC": [_num(a) for a in t["seed_auc"]],
         "seed report A-AUC": [_num(a) for a in t["seed_aauc"]], "training edges removed": t["removed"]})
