@@ -25,7 +25,7 @@ import pandas as pd  # noqa: E402
 
 from lib.common.paths import OUTPUTS  # noqa: E402
 
-REFERENCE = OUTPUTS / "reference"
+REFERENCE_RUNS = OUTPUTS / "reference"
 
 
 def _json(path: Path) -> dict:
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
     ap.add_argument("runs", nargs="*", help="reference runs (default: every one)")
     ap.add_argument("--crawl", action="store_true", help="also redraw the degree figure by crawling again")
     a = ap.parse_args(argv)
-    runs = [REFERENCE / r for r in a.runs] or sorted(p.parent for p in REFERENCE.glob("*/metrics.json"))
+    runs = [REFERENCE_RUNS / r for r in a.runs] or sorted(p.parent for p in REFERENCE_RUNS.glob("*/metrics.json"))
     for run in runs:
         fig = run / "figures"
         done = []

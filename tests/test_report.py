@@ -201,74 +201,6 @@ def test_timing_sentence_is_rendered_from_the_record():
     assert "`make test` collects 292 tests" in partial and "`make demo` 7.0 min" in partial
 
 
-def test_headline_lines_are_printed_from_the_runs_numbers(tmp_path):
-    from lib.run.headline import headline
-
-    runs = {"fake40": _fake_run(0.8123, 0.0456, 0.7), "fake180": _fake_run(0.85, 0.01, 0.75)}
-    runs["fake180"]["train_gat"]["splits"]["0"]["train"] = ["a"] * 170
-    runs["fake180"]["train_gat"]["splits"]["0"]["val"] = ["b"] * 10
-    lines = headline(runs, tmp_path)
-    repro = next(line for line in lines if line.startswith("**Reproduction.**"))
-    assert "test AUC 0.812 / 0.850 with 40 / 180 training graphs" in repro and "the seed report gives 0.900 / 0.922" in repro
-    trend = next(line for line in lines if line.startswith("**A-AUC and size.**"))
-    assert "it rises, 0.700 → 0.750 from 40 to 180 graphs" in trend and "it fell" in trend
-    leak = next(line for line in lines if line.startswith("**Unseen links.**"))
-    assert "0.762 / 0.800 with 40 / 180 training graphs against cosine 0.762 / 0.800" in leak
-    assert not any(line.startswith(("**Distillation.**", "**Classic KD.**", "**Beyond")) for line in lines)  # no data
-
-
-def test_each_finding_shows_every_link_source_side_by_side_the_proxy_first(tmp_path):
-    from lib.run.headline import headline
-
-    runs = {"real40": {**_fake_run(0.9, 0.01, 0.6), "link_source": "wikispeedia"},
-            "proxy40": _fake_run(0.8, 0.01, 0.7)}
-    repro = next(line for line in headline(runs, tmp_path) if line.startswith("**Reproduction.**"))
-    proxy, real = repro.index("on title mentions (proxy), test AUC 0.800"), repro.index("on Wikispeedia hyperlinks, "
-                                                                                         "test AUC 0.900")
-    assert proxy < real and "[real40]" in repro[real:] and "[real40]" not in repro[:real]
-    table = report.seed_table(runs)
-    assert set(table["links"]) == {"title mentions (proxy)", "Wikispeedia hyperlinks"}
-
-
-def test_the_distillation_headline_names_its_budget_and_links_the_run_that_made_it(tmp_path):
-    from lib.run.headline import distillation
-
-    lp = [{"protocol": "leak_free", "embedder": e, "model": "gat_model", "seed": s, "auc": a + s / 100}
-          for s in (0, 1) for e, a in (("3x384 MiniLM", 0.60), ("3x384 no distillation", 0.70))]
-    runs = {"copy": {"distill": {"link_prediction": lp}}, "maker": {"distill": {"link_prediction": lp}}}
-    (tmp_path / "maker").mkdir()
-    (tmp_path / "maker" / "params_05.json").write_text(json.dumps({"params": {"steps": 60}}))
-    line = distillation(runs, tmp_path)
-    assert "3x384 -0.100 under leak_free" in line and "at 60 optimiser steps per student, a pipeline check" in line
-    assert "[maker]" in line and "[copy]" not in line  # the same rows under another name are listed once
-    (tmp_path / "maker" / "params_05.json").write_text(json.dumps({"params": {"steps": 5000}}))
-    assert "pipeline check" not in distillation(runs, tmp_path)
-
-
-def test_a_long_distillation_run_carries_the_headline_and_the_short_ones_are_named_pipeline_checks(tmp_path):
-    from lib.run.headline import distillation
-
-    def rows(gain):
-        return [{"stage": "task-agnostic", "student": "3x384", "init": "random", "method": m, "seed": s,
-                 "polarity_test": 0.6 + s / 100 + (gain * (1 + s / 10) if m == "MiniLM" else 0),
-                 "topic_test": 0.5, "fid_cosine": 0.7} for s in (0, 1, 2) for m in ("MiniLM", "no distillation")]
-
-    lp = [{"protocol": "leak_free", "embedder": e, "model": "gat_model", "seed": 0, "auc": a}
-          for e, a in (("3x384 random MiniLM", 0.80), ("3x384 random no distillation", 0.75))]
-    runs = {"long": {"distill": {"results": rows(0.1), "link_prediction": lp}}, "short": {"distill": {"results": rows(0.0)}}}
-    for folder, steps in (("long/distill", 5000), ("short", 60)):  # published with its stage folder, or flat
-        (tmp_path / folder).mkdir(parents=True)
-        (tmp_path / folder / "params_05.json").write_text(json.dumps({"params": {"steps": steps}}))
-    line = distillation(runs, tmp_path)
-    # polarity gains 0.10, 0.11, 0.12 over the seeds: mean 0.110, 95% t-interval 0.110 -/+ 4.303 * 0.01 / sqrt(3)
-    assert "At 5,000 optimiser steps per student" in line and "3x384 random init, 3 seed(s)" in line
-    assert "polarity +0.110 [+0.085, +0.135]" in line and "topic +0.000" in line
-    assert "GatModel test AUC 3x384 +0.050 under leak_free ([long]" in line
-    assert "The shorter runs ([short](outputs/reference/short/)) are pipeline checks" in line
-    (tmp_path / "long" / "params_05.json").write_text(json.dumps({"params": {"steps": 500}}))
-    assert "At " not in distillation(runs, tmp_path)  # no run reaches the result budget: the pipeline-check line
-
-
 def test_reference_tables_give_minilm_minus_its_control_and_each_ablation_with_intervals():
     res = [{"stage": "task-agnostic", "student": "3x384", "init": "random", "method": m, "seed": s,
             "polarity_test": 0.6 + s / 100 + gain * (1 + s / 10), "topic_test": 0.5, "fid_cosine": 0.4}
@@ -282,40 +214,6 @@ def test_reference_tables_give_minilm_minus_its_control_and_each_ablation_with_i
     assert t.iloc[1].to_dict() | {} == {"run": "long", "student": "3x384", "init": "random", "MiniLM minus": "Value-MSE",
                                         "seeds": 1, "polarity": "-0.050", "topic": "+0.050", "fidelity cosine": "-0.100"}
     assert "Which parts of MiniLM matter" in report.run_tables("long", {"distill": {"results": res}})
-
-
-def test_the_ablation_finding_needs_two_seeds_and_counts_the_intervals_against_the_paper(tmp_path):
-    from lib.run import brief, headline
-
-    def rows(ablation_seeds):
-        out = [{"stage": "task-agnostic", "student": "3x384", "init": "random", "method": m, "seed": s,
-                "polarity_test": 0.6 + (0.1 * (1 + s / 10) if m == "MiniLM" else 0), "topic_test": 0.5 + s / 100,
-                "fid_cosine": 0.4 + (s / 100 if m == "MiniLM" else -s / 50)}
-               for s in (0, 1, 2) for m in ("MiniLM", "no distillation")]
-        return out + [{**r, "method": "Value-MSE"} for r in out if r["method"] == "no distillation"
-                      and r["seed"] in ablation_seeds]
-
-    lp = [{"protocol": "leak_free", "embedder": e, "model": "gat_model", "seed": 0, "auc": a}
-          for e, a in (("3x384 random MiniLM", 0.80), ("3x384 random no distillation", 0.75))]
-    runs = {"a_one_seed": {"distill": {"results": rows([0]), "link_prediction": lp}},
-            "b_three": {"distill": {"results": rows([0, 1, 2])}}}
-    for run in runs:
-        (tmp_path / run).mkdir()
-        (tmp_path / run / "params_05.json").write_text(json.dumps({"params": {"steps": 5000}}))
-    # Value-MSE equals the control here: polarity above MiniLM's by +0.110 [+0.085, +0.135]; topic 0 (no spread, an
-    # empty interval at 0 counts neither above nor below); fidelity gains 0, 0.03, 0.06
-    line = headline.ablations(runs, tmp_path)
-    assert "Value-MSE (3x384 random init, 3 seeds): polarity +0.110 [+0.085, +0.135]" in line
-    assert "in 1 of 3 (ablation, probe) cells, below it in 0, and the other 2 intervals hold 0" in line
-    assert "[b_three](outputs/reference/b_three/)" in line
-    assert ("[3 seeds][b_three] (3x384 random init, test, 95% interval; the paper has MiniLM above all): above 0 in 1 "
-            "of 3 cells, below 0 in 0: Value-MSE polarity +0.110 [+0.085, +0.135]." in brief.ablations(runs, tmp_path))
-    assert headline.ablations({"a_one_seed": runs["a_one_seed"]}, tmp_path) is None  # one seed: no interval
-    (tmp_path / "b_three" / "params_05.json").write_text(json.dumps({"params": {"steps": 60}}))
-    assert headline.ablations(runs, tmp_path) is None  # a pipeline check measures nothing
-    # at equal steps the distillation finding stays with the run that also scored the students as node embedders
-    assert "[a_one_seed]" in brief.distillation(runs, tmp_path)
-    assert "([a_one_seed]" in headline.distillation(runs, tmp_path)
 
 
 def test_a_result_published_under_several_run_names_is_listed_once():
@@ -340,23 +238,6 @@ def test_reference_readmes_get_their_own_full_tables_in_a_generated_block():
     assert report.with_run_tables(once_added, text) == once_added  # replaced in place, not appended again
 
 
-def test_the_beyond_and_harder_negative_lines_count_the_goal_and_average_the_margins():
-    from lib.run.headline import beyond, harder_negatives
-
-    def gap(p, n, auc_m, mrr_m, sc_auc, sc_mrr):
-        return {"protocol": p, "negatives": n, "auc_margin": auc_m, "mrr_margin": mrr_m, "auc_margin_std": 0.01,
-                "auc_margin_shortcut": sc_auc, "mrr_margin_shortcut": sc_mrr}
-
-    gaps = [gap("leak_free", "uniform", 0.03, 0.01, 0.5, 0.2), gap("leak_free", "matched", 0.01, 0.02, 0.3, 0.1),
-            gap("new_nodes", "uniform", 0.01, 0.01, 0.5, 0.2), gap("new_nodes", "matched", 0.05, 0.03, 0.2, -0.1)]
-    runs = {"r": {"beyond": {"gaps": gaps}}}
-    line = beyond(runs)
-    assert "1 of 4 cells" in line  # only leak_free/uniform clears +0.02 AUC and MRR
-    assert "+0.030 / +0.010 under leak_free / new_nodes" in line
-    assert "matched +0.030 / +0.250" in harder_negatives(runs) and "across 2 protocols" in harder_negatives(runs)
-    assert beyond({"x": {}}) is None and harder_negatives({"x": {}}) is None
-
-
 def test_published_notebooks_keep_no_path_of_the_machine_that_ran_them(tmp_path):
     src, ref = tmp_path / "out" / "r", tmp_path / "ref"
     src.mkdir(parents=True)
@@ -377,20 +258,6 @@ def test_committed_reference_notebooks_name_no_absolute_path_in_their_papermill_
             assert not str(pm.get(key, "")).startswith("/"), f"{p}: papermill {key} is {pm[key]!r}"
 
 
-def test_the_readme_findings_link_every_number_to_its_run(tmp_path):
-    from lib.run.brief import brief
-
-    runs = {"fake40": _fake_run(0.8123, 0.0456, 0.7), "fake180": _fake_run(0.85, 0.01, 0.75)}
-    runs["fake180"]["train_gat"]["splits"]["0"]["train"] = ["a"] * 170
-    runs["fake180"]["train_gat"]["splits"]["0"]["val"] = ["b"] * 10
-    lines = brief(runs, tmp_path)
-    text = "\n".join(lines)
-    assert "[0.812][fake40] / [0.850][fake180] with 40 / 180 on title mentions" in text
-    assert "rises [0.700][fake40] → [0.750][fake180] on title mentions" in text
-    assert lines[-3:] == ["[fake40]: outputs/reference/fake40/", "[fake180]: outputs/reference/fake180/", ""]
-    assert all(len(x) <= 200 for x in lines) and not any(x.startswith("- **Distillation") for x in lines)
-
-
 def test_published_metrics_are_read_in_todays_names():
     from lib.run.report import current_names
 
@@ -403,31 +270,3 @@ def test_published_metrics_are_read_in_todays_names():
     assert new["train_gat"]["mean"][0]["negatives"] == "dist2"
     assert new["beyond"]["structure"] == [{"shortcut_dist2_auc": 0.9, "dist2_no_cn": 0.0}]
     assert new["distill"] == {"hard": "kept"}  # only stage 3's sections name negative sets
-
-
-def test_the_node_embedder_finding_and_table_are_printed_from_the_published_frontier(tmp_path):
-    from lib.run.brief import node_embedder
-    from lib.run.tables import frontier_table
-
-    assert node_embedder({}, tmp_path) is None and frontier_table(tmp_path / "frontier").empty
-    folder = tmp_path / "frontier"
-    folder.mkdir()
-    enc = [("all-MiniLM-L6-v2", "transformer", 6, 1.0), ("student 3L", "student", 3, 2.1),
-           ("control 3L", "control", 3, 2.1), ("static a", "static", 0, 40.0), ("static b", "static", 0, 30.0)]
-    pd.DataFrame([{"embedder": e, "kind": k, "layers": n, "dim": 384, "seeds": 10, "speedup_1t": x,
-                   **{f"{m}_{p}_auc": 0.7 for m in ("gat_model", "cosine") for p in ("leak_free", "new_nodes")},
-                   "polarity_test": 0.7, "topic_test": 0.69, "fid_cosine": 0.6} for e, k, n, x in enc]).to_csv(
-        folder / "frontier.csv", index=False)
-    pd.DataFrame([{"protocol": "leak_free", "model": "gat_model", "embedder": e, "metric": "auc", "seeds": 10,
-                   "diff": -0.004, "std": 0.01, "ci_low": -0.009, "ci_high": 0.001} for e, *_ in enc[1:]]).to_csv(
-        folder / "paired.csv", index=False)
-    (folder / "summary.json").write_text(json.dumps({"static_chosen_on_validation": "static a", "goal": [
-        "student 3L: AUC ... -> meets the goal",
-        "static a: AUC ... -> meets the goal read as non-inferiority only (no interval below -0.01, one above +0.01)"]}))
-    line = node_embedder({}, tmp_path)
-    assert "paired over 10 seeds ([frontier]" in line and "student 3L 2.10× -0.004 [-0.009, +0.001]" in line
-    assert "static a 40.00×" in line and "static b" not in line and "control 3L" not in line
-    assert line.endswith("met by: student 3L; read as no loss beyond 0.01 (intervals above −0.01): static a.")
-    table = frontier_table(folder)
-    assert table.encoder.tolist() == [e for e, *_ in enc] and table.kind.iloc[0] == "reference"
-    assert table["GatModel Δ leak_free [95%]"].tolist()[:2] == ["", "-0.004 [-0.009, +0.001]"]

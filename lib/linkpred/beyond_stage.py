@@ -114,8 +114,8 @@ def with_stage3_rows(rows03: pd.DataFrame, rows: list, protocols: list[str], see
     return pd.concat([sel.drop(columns="supervision"), pd.DataFrame(rows)], ignore_index=True)
 
 
-def summary(allrows: pd.DataFrame, gaps: pd.DataFrame, structure: pd.DataFrame, cfg: BeyondParams, chosen: dict,
-            stack_coef: list, train_log: dict, sweep_seconds: float, seconds: float) -> dict:
+def metrics_section(allrows: pd.DataFrame, gaps: pd.DataFrame, structure: pd.DataFrame, cfg: BeyondParams,
+                    chosen: dict, stack_coef: list, train_log: dict, sweep_seconds: float, seconds: float) -> dict:
     """The `beyond` section of metrics.json."""
     keys = ["protocol", "negatives", "model"]
     return {"seeds": cfg.seeds, "protocols": cfg.beyond_protocols, "variants": cfg.beyond_variants, "chosen": chosen,

@@ -85,10 +85,10 @@ def run_experiment(graphs: dict, train_ids: list, val_ids: list, test_ids: list,
     return {"rows": rows, "train": train_out, "audit": audit, "skipped": skipped, "protocols": splits}
 
 
-# ---------------------------------------------------------------- notebook 03's parameters and summary
+# ---------------------------------------------------------------- notebook 03's parameters and metrics section
 
-def summary(df, audit, verdict, results: dict, splits: dict, run_path: Path, seed_supervision: str,
-            **facts) -> dict:
+def metrics_section(df, audit, verdict, results: dict, splits: dict, run_path: Path, seed_supervision: str,
+                    **facts) -> dict:
     """The `train_gat` section of metrics.json: `facts` (n_parameters, topic_labelled_share, seconds, skipped, ...),
     seeds and splits, mean / std rows per (protocol, negatives, supervision, model), the audit and verdicts, and the
     selected checkpoints relative to run_path (the run folder can move) — "checkpoints" holds the seed's way

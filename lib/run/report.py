@@ -20,10 +20,9 @@ from pathlib import Path
 from lib.common.paths import OUTPUTS, ROOT, atomic_write_text
 from lib.common.runinfo import load_json, read_json
 from lib.run import parameters_page
-from lib.run.brief import FRONTIER, brief
-from lib.run.headline import headline
+from lib.run.facts import FRONTIER, REFERENCE_RUNS, n_train
+from lib.run.findings import fact_table, page_lines, readme_lines
 from lib.run.tables import (
-    _n_train,
     distill_differences_table,
     distill_lp_table,
     distill_table,
@@ -33,19 +32,19 @@ from lib.run.tables import (
     kd_table,
     once,
     overlap_table,
+    seed_rows,
     seed_table,
     strata_table,
     structure_table,
 )
 from lib.viz.figures import saved
 
-REFERENCE = OUTPUTS / "reference"
 RESULTS = ROOT / "docs" / "results.md"
 BEGIN, END = "<!-- results:begin (python -m lib.run.report) -->", "<!-- results:end -->"  # in docs/results.md
 FBEGIN, FEND = "<!-- findings:begin (python -m lib.run.report) -->", "<!-- findings:end -->"  # in README.md
 FIGURE = "auc_aauc_vs_size.png"
 # How long the README's two commands take, measured from a fresh clone by scripts/time_loop.py.
-TIMINGS = REFERENCE / "loop" / "timings.json"
+TIMINGS = REFERENCE_RUNS / "loop" / "timings.json"
 TBEGIN, TEND = "<!-- timings:begin (python -m lib.run.report) -->", "<!-- timings:end -->"
 RBEGIN, REND = "<!-- tables:begin (python -m lib.run.report) -->", "<!-- tables:end -->"  # in each reference README
 
@@ -56,7 +55,7 @@ KEEP = ("*.ipynb", "metrics.json", "params.json", "status.json", "params_*.json"
         "distill/*.csv", "distill/params_*.json", "kd/*.csv", "kd/params_*.json")
 
 
-def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE) -> list[Path]:
+def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE_RUNS) -> list[Path]:
     """Copy a run folder's small result files (executed notebooks, metrics, parameters, status, tables, PNG figures,
     pictures under 2 MB) to outputs/reference/<run>/; never checkpoints, datasets, caches or crawled graphs.
 
@@ -128,14 +127,14 @@ def current_names(metrics: dict) -> dict:
     return {k: fix(v) if k in ("train_gat", "beyond") else v for k, v in metrics.items()}
 
 
-def reference_runs(ref: Path = REFERENCE) -> dict[str, dict]:
+def reference_runs(ref: Path = REFERENCE_RUNS) -> dict[str, dict]:
     """{run name: metrics dict} of every reference run folder with a metrics.json, the seed-experiment runs first by
     number of training graphs, then the others (e.g. distillation) by name."""
     runs = {p.parent.name: current_names(load_json(p)) for p in ref.glob("*/metrics.json")}
-    for name, m in runs.items():  # the link source, for the tables and headline that show each source side by side
+    for name, m in runs.items():  # the link source, for the tables and findings that show each source side by side
         crawl = read_json(ref / name / "params_01_crawl.json").get("params") or {}
         m.setdefault("link_source", crawl.get("source", "embedded"))
-    return dict(sorted(runs.items(), key=lambda kv: (0, _n_train(kv[1]), kv[0]) if "train_gat" in kv[1] else (1, 0, kv[0])))
+    return dict(sorted(runs.items(), key=lambda kv: (0, n_train(kv[1]), kv[0]) if "train_gat" in kv[1] else (1, 0, kv[0])))
 
 
 def plot_size(runs: dict[str, dict], path: Path):
@@ -148,8 +147,8 @@ def plot_size(runs: dict[str, dict], path: Path):
     from lib.linkpred.sampling import PROTOCOLS
     from lib.metrics.link import SEED_REPORTED
 
-    t = seed_table(runs)
-    t = t[t["protocol"].isin(["seed", "leak_free", "pair_split", "new_nodes"])]
+    t = seed_rows(runs)
+    t = t[t["protocol"].isin(["seed", "leak_free", "pair_split", "new_nodes"])] if len(t) else t
     sources = list(dict.fromkeys(t["links"])) or ["no run"]
     fig, axes = plt.subplots(1, len(sources), figsize=(5.2 * len(sources) + 1.8, 4.2), sharey=True, squeeze=False)
     for ax, links in zip(axes[0], sources):
@@ -158,12 +157,10 @@ def plot_size(runs: dict[str, dict], path: Path):
                 label="seed A-AUC")
         for p, g in t[t["links"] == links].groupby("protocol"):
             i = PROTOCOLS.index(p)  # one colour per protocol in every panel
-            g = g.sort_values("train graphs")
-            x = g["train graphs"]
-            ax.plot(x, [float(v.split(" ")[0]) for v in g["AUC"]], "o-", color=f"C{i}", label=f"AUC · {p}")
-            aa = [float(v) if v != "n/a" else float("nan") for v in g["A-AUC"]]
-            ax.plot(x, aa, "s:", color=f"C{i}", label=f"A-AUC · {p}")
-        ticks = sorted({r["train_graphs"] for r in SEED_REPORTED} | set(t[t["links"] == links]["train graphs"]))
+            g = g.sort_values("n_train")
+            ax.plot(g["n_train"], g["auc"], "o-", color=f"C{i}", label=f"AUC · {p}")
+            ax.plot(g["n_train"], g["aauc"], "s:", color=f"C{i}", label=f"A-AUC · {p}")
+        ticks = sorted({r["train_graphs"] for r in SEED_REPORTED} | set(t[t["links"] == links]["n_train"]))
         ax.set(xscale="log", xlabel="training graphs (incl. validation)", title=f"links: {links}")
         ax.set_xticks(ticks, [str(n) for n in ticks])
         ax.minorticks_off()
@@ -242,13 +239,13 @@ def _sections(runs: dict[str, dict], full: bool) -> list[tuple[str, str, object]
          if full else [])
 
 
-def render(runs: dict[str, dict], ref: Path = REFERENCE, base: str = "../") -> str:
-    """The results block (Markdown) of docs/results.md for these runs: the headline findings, then one table per
-    question, each run listed once. `base` leads from the page to the repository root."""
+def render(runs: dict[str, dict], ref: Path = REFERENCE_RUNS, base: str = "../") -> str:
+    """The results block (Markdown) of docs/results.md for these runs: the findings' long form (lib.run.findings),
+    then one table per question, each run listed once. `base` leads from the page to the repository root."""
     if not runs:
         return f"{BEGIN}\nNo reference run is committed yet.\n{END}"
-    parts = [BEGIN, "", "**Headline** (each line printed from the committed runs' files by `lib/run/headline.py`):", ""]
-    parts += [f"- {line}".replace("](outputs/", f"]({base}outputs/") for line in headline(runs, ref)] + [""]
+    parts = [BEGIN, "", "**Findings** (each line printed from the committed runs' files by `lib/run/findings.py`):", ""]
+    parts += page_lines(fact_table(runs, ref), base) + [""]
     for i, (question, text, table) in enumerate(_sections(runs, full=False)):
         if len(table):
             parts += [f"### {question}", "", text, "", _md(table), ""]
@@ -269,11 +266,11 @@ def render(runs: dict[str, dict], ref: Path = REFERENCE, base: str = "../") -> s
     return "\n".join(parts + [END])
 
 
-def render_findings(runs: dict[str, dict], ref: Path = REFERENCE) -> str:
-    """The README's findings block: the short lines of lib.run.brief and their links."""
+def render_findings(runs: dict[str, dict], ref: Path = REFERENCE_RUNS) -> str:
+    """The README's findings block: the short form of every finding (lib.run.findings) and its links."""
     if not runs:
         return f"{FBEGIN}\nNo reference run is committed yet.\n{FEND}"
-    return "\n".join([FBEGIN, *brief(runs, ref), FEND])
+    return "\n".join([FBEGIN, *readme_lines(fact_table(runs, ref), runs), FEND])
 
 
 def run_tables(name: str, metrics: dict) -> str:
@@ -358,9 +355,9 @@ def main(argv=None) -> int:
                          TBEGIN, TEND),
            results: _with(old[results], render(runs), BEGIN, END),
            params: parameters_page.current()}
-    stale = [name for name in runs if (REFERENCE / name / "README.md").is_file() and with_run_tables(
-        (REFERENCE / name / "README.md").read_text(encoding="utf-8"), run_tables(name, runs[name]))
-        != (REFERENCE / name / "README.md").read_text(encoding="utf-8")]
+    stale = [name for name in runs if (REFERENCE_RUNS / name / "README.md").is_file() and with_run_tables(
+        (REFERENCE_RUNS / name / "README.md").read_text(encoding="utf-8"), run_tables(name, runs[name]))
+        != (REFERENCE_RUNS / name / "README.md").read_text(encoding="utf-8")]
     if a.check:
         differ = [str(p) for p in new if new[p] != old[p]] + [f"outputs/reference/{n}/README.md" for n in stale]
         if differ:
@@ -369,13 +366,13 @@ def main(argv=None) -> int:
             return 1
         return 0
     for name in stale:
-        path = REFERENCE / name / "README.md"
+        path = REFERENCE_RUNS / name / "README.md"
         atomic_write_text(path, with_run_tables(path.read_text(encoding="utf-8"), run_tables(name, runs[name])))
     for path, text in new.items():
         if text != old[path]:
             atomic_write_text(path, text)
     if runs:
-        plot_size(runs, REFERENCE / FIGURE)
+        plot_size(runs, REFERENCE_RUNS / FIGURE)
     print(f"README findings, {results.name} and {params.name} rewritten from {len(runs)} reference run(s)")
     return 0
 

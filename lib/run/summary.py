@@ -1,4 +1,4 @@
-"""The headline numbers of a batch of runs, read from each run's metrics.json and status.json.
+"""The run summary of a batch of runs: its main numbers, read from each run's metrics.json and status.json.
 
 Pure functions from already-loaded JSON to pandas tables, so the batch summary (`summarize`) shows the
 numbers a reader looks for first (AUC / A-AUC per protocol, best model against best heuristic, the distillation
@@ -14,12 +14,10 @@ import pandas as pd
 
 from lib.common.paths import OUTPUTS, atomic_write_text
 from lib.common.runinfo import flatten, read_json
-from lib.linkpred.config import MODEL_KINDS
-from lib.linkpred.heuristics import HEURISTICS
 from lib.metrics.link import choose_on_validation
+from lib.run.facts import best_heuristic, gat_model_rows, is_heuristic
 
 GROUP_KEYS = ("protocol", "negatives", "supervision")  # link-prediction row keys, in display order
-HEADLINE_MODEL = "gat_model"
 LINK_METRICS = ("auc", "aauc")
 DISTILL_METRICS = ("polarity_test", "topic_test", "fid_cosine", "fid_spearman")
 DIGITS = 3
@@ -37,7 +35,7 @@ def _groups(df: pd.DataFrame) -> list[str]:
     return [k for k in GROUP_KEYS if k in df.columns]
 
 
-def gat_headline(runs: dict[str, dict]) -> pd.DataFrame:
+def gat_auc_table(runs: dict[str, dict]) -> pd.DataFrame:
     """AUC and A-AUC of the GatModel per run and protocol group. runs: run name -> metrics.json content.
 
     Columns: run, the grouping keys present (protocol, negatives, supervision), auc, aauc (absent metrics: NaN)."""
@@ -46,7 +44,7 @@ def gat_headline(runs: dict[str, dict]) -> pd.DataFrame:
         df = link_rows(metrics)
         if df.empty:
             continue
-        df = df[df["model"] == HEADLINE_MODEL]
+        df = gat_model_rows(df, supervision=None, negatives=None)
         for _, r in df.iterrows():
             rec = {"run": name, **{k: r[k] for k in _groups(df)}}
             rec.update({m: r.get(m) for m in LINK_METRICS})
@@ -70,11 +68,8 @@ def best_vs_heuristic(runs: dict[str, dict], metric: str = "auc") -> pd.DataFram
         for key, g in grouped:
             key = key if isinstance(key, tuple) else (key,)
             g = g.dropna(subset=[metric])
-            is_heur = g["model"].isin(HEURISTICS)
-            if "supervision" in g.columns:  # a scorer trained on nothing that a later stage may add
-                is_heur |= ~g["model"].isin(MODEL_KINDS) & g["supervision"].eq("none")
-            models, heur = g[~is_heur], g[is_heur]
-            if models.empty and heur.empty:
+            models, heur = g[~is_heuristic(g)], best_heuristic(g, metric)
+            if models.empty and heur is None:
                 continue
             rec = {"run": name, **dict(zip(keys, key))}
             if not models.empty:
@@ -84,10 +79,9 @@ def best_vs_heuristic(runs: dict[str, dict], metric: str = "auc") -> pd.DataFram
                                                           key="candidate")
                 rec["best_model"] = best
                 rec[f"best_model_{metric}"] = models.loc[models["candidate"] == best, metric].mean()
-            if not heur.empty:
-                h = heur.loc[heur[metric].idxmax()]
-                rec["best_heuristic"], rec[f"best_heuristic_{metric}"] = h["model"], h[metric]
-            if not models.empty and not heur.empty:
+            if heur is not None:
+                rec["best_heuristic"], rec[f"best_heuristic_{metric}"] = heur["model"], heur[metric]
+            if not models.empty and heur is not None:
                 rec["model_minus_heuristic"] = rec[f"best_model_{metric}"] - rec[f"best_heuristic_{metric}"]
             if not models.empty:
                 rec["model_chosen_on"] = chosen_on
@@ -95,7 +89,7 @@ def best_vs_heuristic(runs: dict[str, dict], metric: str = "auc") -> pd.DataFram
     return pd.DataFrame(out)
 
 
-def distill_headline(runs: dict[str, dict]) -> pd.DataFrame:
+def distill_means_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Stage 5's results (metrics.json["distill"]["results"]) averaged over seeds per run, student and method."""
     out = []
     for name, metrics in runs.items():
@@ -124,19 +118,19 @@ def notebook_table(statuses: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def headline_sections(runs: dict[str, dict], statuses: dict[str, dict]) -> list[tuple[str, pd.DataFrame]]:
+def summary_sections(runs: dict[str, dict], statuses: dict[str, dict]) -> list[tuple[str, pd.DataFrame]]:
     """(title, table) pairs in reading order; sections without data are left out. Numbers are not rounded here."""
     sections = [
-        (f"Link prediction: {HEADLINE_MODEL} AUC / A-AUC per protocol", gat_headline(runs)),
+        ("Link prediction: gat_model AUC / A-AUC per protocol", gat_auc_table(runs)),
         ("Best trained model vs best heuristic (AUC)", best_vs_heuristic(runs)),
-        ("Distillation (mean over seeds)", distill_headline(runs)),
+        ("Distillation (mean over seeds)", distill_means_table(runs)),
         ("Notebooks: wall time and peak memory of the kernel", notebook_table(statuses)),
     ]
     return [(t, df) for t, df in sections if not df.empty]
 
 
 def render_markdown(sections: list[tuple[str, pd.DataFrame]], csv_name: str) -> str:
-    parts = ["# wikigat runs: headline numbers\n"]
+    parts = ["# wikigat runs: summary\n"]
     for title, df in sections:
         cells = df.astype(object).where(df.notna(), None)  # a missing key or metric shows as an empty cell
         fmt = tuple(f".{COLUMN_DIGITS.get(c, DIGITS)}f" for c in df.columns)
@@ -146,7 +140,7 @@ def render_markdown(sections: list[tuple[str, pd.DataFrame]], csv_name: str) -> 
 
 
 def render_html(sections: list[tuple[str, pd.DataFrame]], csv_name: str) -> str:
-    parts = ["<meta charset='utf-8'><title>wikigat runs</title>", "<h1>wikigat runs: headline numbers</h1>"]
+    parts = ["<meta charset='utf-8'><title>wikigat runs</title>", "<h1>wikigat runs: summary</h1>"]
     for title, df in sections:
         parts.append(f"<h2>{title}</h2>")
         fmt = {c: (lambda d: lambda x: f"{x:.{d}f}")(COLUMN_DIGITS.get(c, DIGITS)) for c in df.columns
@@ -157,7 +151,7 @@ def render_html(sections: list[tuple[str, pd.DataFrame]], csv_name: str) -> str:
 
 
 def summarize(run_names: list[str], out_stem: Path | None = None, outputs: Path = OUTPUTS) -> pd.DataFrame:
-    """Compare runs: `<stem>.md` and `<stem>.html` show the headline numbers (lib.run.summary: GatModel AUC / A-AUC per
+    """Compare runs: `<stem>.md` and `<stem>.html` show the main numbers (GatModel AUC / A-AUC per
     protocol, best model vs best heuristic, distillation, time and memory per notebook) rounded to 3 decimals;
     `<stem>.csv` holds every scalar of every run's metrics.json and status.json, unrounded. Missing runs, sections
     and metrics stay empty. Returns the full table (one row per run)."""
@@ -175,7 +169,7 @@ def summarize(run_names: list[str], out_stem: Path | None = None, outputs: Path 
     table = pd.DataFrame(rows).set_index("run")
     out_stem = out_stem or outputs / "summary"
     out_stem.parent.mkdir(parents=True, exist_ok=True)
-    sections = headline_sections(runs, statuses)
+    sections = summary_sections(runs, statuses)
     csv_name = out_stem.with_suffix(".csv").name
     atomic_write_text(out_stem.with_suffix(".csv"), table.to_csv())
     atomic_write_text(out_stem.with_suffix(".md"), render_markdown(sections, csv_name))

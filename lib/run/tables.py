@@ -1,51 +1,57 @@
-"""README tables, each built from the committed reference runs' metrics.json files (nothing typed by hand)."""
+"""The results tables of docs/results.md and of each reference run's README, each built from the committed reference
+runs' metrics.json files (nothing typed by hand)."""
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pandas as pd
 
-LINKS = {"embedded": "title mentions (proxy)", "wikispeedia": "Wikispeedia hyperlinks", "snapshot": "own link list",
-         "live": "live Wikipedia", "graphs": "imported graphs"}
-"""What a run's links are, by its notebook-01 `source`: the README shows each finding on every link source."""
+from lib.distill.eval import paired_differences
+from lib.distill.lp import REFERENCE
+from lib.distill.stage import ABLATIONS
+from lib.metrics.link import SEED_REPORTED
+from lib.run.facts import best_heuristic, gat_model_rows, goal_cells, links_of, n_train
 
 
-def links_of(m: dict) -> str:
-    """The link source of a reference run's metrics (lib.run.report.reference_runs records it; embedded if not)."""
-    return LINKS.get(m.get("link_source", "embedded"), m.get("link_source", "embedded"))
-
-
-def _n_train(m: dict) -> int:
-    s = m["train_gat"]["splits"]
-    first = s[sorted(s, key=int)[0]]
-    return len(first["train"]) + len(first["val"])
-
-
-def seed_table(runs: dict[str, dict]) -> pd.DataFrame:
-    """GatModel (the seed's model and training, message-passing supervision) per run and protocol: test AUC mean ± std
-    over seeds and A-AUC mean, uniform negatives, beside the seed report's numbers for the same training-set size."""
-    from lib.metrics.link import SEED_REPORTED
-
+def seed_rows(runs: dict[str, dict]) -> pd.DataFrame:
+    """GatModel as the seed trains it (lib.run.facts.gat_model_rows) per run and protocol, as numbers: run, links,
+    n_train, seeds, protocol, auc, auc_std (NaN without a std row), aauc, and the seed report's auc / aauc for the same
+    training-set size under the seed protocol (NaN otherwise)."""
     seed_ref = {r["train_graphs"]: r for r in SEED_REPORTED}
     rows = []
     for name, m in runs.items():
         tg = m.get("train_gat")
         if not tg:
             continue
-        n = _n_train(m)
-        mean = pd.DataFrame(tg["mean"])
-        std = pd.DataFrame(tg.get("std", []))
-        sel = (mean["model"] == "gat_model") & (mean["negatives"] == "uniform") & (mean["supervision"] == "mp")
-        for _, r in mean[sel].iterrows():
-            s = std[(std["protocol"] == r["protocol"]) & (std["model"] == "gat_model") & (std["negatives"] == "uniform")
-                    & (std["supervision"] == "mp")]["auc"] if len(std) else pd.Series(dtype=float)
+        n = n_train(m)
+        std = gat_model_rows(pd.DataFrame(tg.get("std", [])))
+        for _, r in gat_model_rows(pd.DataFrame(tg["mean"])).iterrows():
+            s = std[std["protocol"] == r["protocol"]]["auc"] if len(std) else pd.Series(dtype=float)
             ref = seed_ref.get(n, {}) if r["protocol"] == "seed" else {}
-            rows.append({"run": name, "links": links_of(m), "train graphs": n, "seeds": len(tg["seeds"]),
-                         "protocol": r["protocol"],
-                         "AUC": f"{r['auc']:.3f} ± {s.iloc[0]:.3f}" if len(s) else f"{r['auc']:.3f}",
-                         "A-AUC": f"{r['aauc']:.3f}" if pd.notna(r.get("aauc")) else "n/a",
-                         "seed report AUC": f"{ref['auc']:.3f}" if ref else "",
-                         "seed report A-AUC": f"{ref['aauc']:.3f}" if ref else "",
-                         "training edges removed": _removed_share(m, r["protocol"])})
+            rows.append({"run": name, "links": links_of(m), "n_train": n, "seeds": len(tg["seeds"]),
+                         "protocol": r["protocol"], "auc": r["auc"], "auc_std": s.iloc[0] if len(s) else float("nan"),
+                         "aauc": r.get("aauc", float("nan")), "seed_auc": ref.get("auc", float("nan")),
+                         "seed_aauc": ref.get("aauc", float("nan")), "removed": _removed_share(m, r["protocol"])})
     return pd.DataFrame(rows)
+
+
+def _num(x: float, fmt: str = "{:.3f}", missing: str = "") -> str:
+    return fmt.format(x) if pd.notna(x) else missing
+
+
+def seed_table(runs: dict[str, dict]) -> pd.DataFrame:
+    """seed_rows formatted: test AUC mean ± std over seeds and A-AUC mean, uniform negatives, beside the seed report's
+    numbers for the same training-set size."""
+    t = seed_rows(runs)
+    if t.empty:
+        return t
+    return pd.DataFrame({
+        "run": t["run"], "links": t["links"], "train graphs": t["n_train"], "seeds": t["seeds"],
+        "protocol": t["protocol"],
+        "AUC": [f"{a:.3f} ± {s:.3f}" if pd.notna(s) else f"{a:.3f}" for a, s in zip(t["auc"], t["auc_std"])],
+        "A-AUC": [_num(a, missing="n/a") for a in t["aauc"]], "seed report AUC": [_num(a) for a in t["seed_auc"]],
+        "seed report A-AUC": [_num(a) for a in t["seed_aauc"]], "training edges removed": t["removed"]})
 
 
 def _removed_share(m: dict, protocol: str) -> str:
@@ -63,9 +69,6 @@ def _removed_share(m: dict, protocol: str) -> str:
 def heuristic_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Per run, protocol and negative set: GatModel (mp supervision) beside the best single heuristic (mean AUC) and,
     where notebook 03b ran, the best graph model and the heuristic stack."""
-    from lib.linkpred.beyond import goal_met
-    from lib.linkpred.heuristics import HEURISTICS
-
     rows = []
     for name, m in runs.items():
         tg = m.get("train_gat")
@@ -73,12 +76,13 @@ def heuristic_table(runs: dict[str, dict]) -> pd.DataFrame:
             continue
         mean = pd.DataFrame(tg["mean"])
         gaps = {(g["protocol"], g["negatives"]): g for g in m.get("beyond", {}).get("gaps", [])}
+        goal = goal_cells(m)
         for (p, n), g in mean.groupby(["protocol", "negatives"], sort=False):
             g = g[g["auc"].notna()]  # a set a protocol cannot have (matched under seed) has no numbers
             if g.empty:
                 continue
-            gat = g[(g["model"] == "gat_model") & (g["supervision"] == "mp")]["auc"]
-            h = g[g["model"].isin(HEURISTICS)].sort_values("auc").iloc[-1]
+            gat = gat_model_rows(g, negatives=None)["auc"]
+            h = best_heuristic(g)
             b = gaps.get((p, n), {})
             rows.append({"run": name, "protocol": p, "negatives": n,
                          "GatModel (seed) AUC": f"{gat.iloc[0]:.3f}" if len(gat) else "",
@@ -87,7 +91,7 @@ def heuristic_table(runs: dict[str, dict]) -> pd.DataFrame:
                          "heuristic stack (03b)": b.get("AUC heuristic_stack", ""),
                          "03b margin AUC / MRR over the bar": (
                              f"{b['auc_margin']:+.3f} ± {b['auc_margin_std']:.3f} / {b['mrr_margin']:+.3f} "
-                             f"({b['bar']}): goal {'met' if goal_met({**b, 'negatives': n}) else 'not met'}"
+                             f"({b['bar']}): goal {'met' if goal[(p, n)] else 'not met'}"
                          ) if b else "",
                          "03b margin AUC / MRR over no_cn_shortcut": (
                              f"{b['auc_margin_shortcut']:+.3f} / {b['mrr_margin_shortcut']:+.3f}"
@@ -164,8 +168,6 @@ def diff_cell(r) -> str:
 def minilm_minus(res: pd.DataFrame, versus: tuple[str, ...]) -> pd.DataFrame:
     """Notebook 05's rows `res`: MiniLM minus each method of `versus` that `res` holds, on the same student, init and
     seed, every probe (lib.distill.eval.paired_differences, one frame in `versus` order)."""
-    from lib.distill.eval import paired_differences
-
     parts = [paired_differences(res, reference=v, methods=("MiniLM",), metrics=tuple(PROBES))
              for v in versus if v in set(res["method"])]
     return pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else pd.DataFrame()
@@ -174,8 +176,6 @@ def minilm_minus(res: pd.DataFrame, versus: tuple[str, ...]) -> pd.DataFrame:
 def distill_differences_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Notebook 05's task-agnostic stage per run: MiniLM minus its undistilled control and minus each ablation (the
     paper's Tables 5-7), the same student, init and seed paired; mean difference and 95% t-interval over the seeds."""
-    from lib.distill.stage import ABLATIONS
-
     rows = []
     for name, m in runs.items():
         res = pd.DataFrame((m.get("distill") or {}).get("results") or [])
@@ -253,11 +253,10 @@ def overlap_table(runs: dict[str, dict]) -> pd.DataFrame:
 def goal_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Notebook 03b's goal per run, protocol and negative set, compactly: the graph model chosen on validation, its
     test AUC / MRR, the bar's (the strongest heuristic scorer by mean test AUC), the no-common-neighbour shortcut's,
-    the model's mean margin over the bar, and whether the goal is met (lib.linkpred.beyond.goal_met)."""
-    from lib.linkpred.beyond import goal_met
-
+    the model's mean margin over the bar, and whether the goal is met (lib.run.facts.goal_cells)."""
     rows = []
     for name, m in runs.items():
+        goal = goal_cells(m)
         for g in (m.get("beyond") or {}).get("gaps") or []:
             bar = g["bar"] if f"AUC {g['bar']}" in g else f"best single {g['bar']}"
             pair = lambda who: f"{g[f'AUC {who}'].split(' ±')[0]} / {g[f'MRR {who}'].split(' ±')[0]}" \
@@ -266,7 +265,7 @@ def goal_table(runs: dict[str, dict]) -> pd.DataFrame:
                          "model chosen on validation": g["best graph model"], "its AUC / MRR": pair("best model"),
                          "bar": g["bar"], "bar AUC / MRR": pair(bar), "shortcut AUC / MRR": pair("no_cn_shortcut"),
                          "margin AUC / MRR": f"{g['auc_margin']:+.3f} / {g['mrr_margin']:+.3f}",
-                         "goal": "met" if goal_met(g) else "not met"})
+                         "goal": "met" if goal[(g["protocol"], g["negatives"])] else "not met"})
     return pd.DataFrame(rows)
 
 
@@ -316,11 +315,6 @@ def frontier_rows(folder) -> pd.DataFrame | None:
     all-MiniLM-L6-v2 under leak_free with its 95% interval and seeds (gat_leak_free_diff / _low / _high,
     paired_seeds; 0 for the reference), and whether the
     published goal sentence says it meets the goal (goal) or at least its non-inferiority reading (non_inferior); attrs["static_chosen_on_validation"] from summary.json. None when the folder holds no frontier."""
-    import json
-    from pathlib import Path
-
-    from lib.distill.lp import REFERENCE
-
     folder = Path(folder)
     if not (folder / "frontier.csv").is_file() or not (folder / "paired.csv").is_file():
         return None

@@ -1,0 +1,261 @@
+"""The distillation findings (notebooks 05 and 06, scripts/frontier.py), each a typed record computed once from the
+committed runs with a README renderer (`readme()`) and a results-page renderer (`page()`): MiniLM against its
+undistilled control, the paper's ablations, the smallest node embedder, and classic knowledge distillation."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from lib.distill.config import read_params_05
+from lib.distill.eval import paired_differences
+from lib.distill.stage import ABLATIONS
+from lib.run.facts import FRONTIER, lp_minus_control
+from lib.run.markup import page_link, page_links, slash
+from lib.run.tables import PROBES, diff_cell, frontier_rows, minilm_minus
+
+RESULT_STEPS = 1000
+"""Below this many optimiser steps per student a distillation run checks the pipeline; it measures nothing."""
+
+
+def steps_of(run: str, ref: Path) -> int | None:
+    """Optimiser steps per student of a run's notebook 05, from its parameters (published at the top of the run or in
+    its distill/ folder); None when the run holds no params_05.json."""
+    for p in (ref / run / "params_05.json", ref / run / "distill" / "params_05.json"):
+        if p.is_file():
+            return read_params_05(p).distill_steps
+    return None
+
+
+@dataclass(frozen=True)
+class DistillRun:
+    """A run's notebook-05 rows: its steps per student, its probe rows and its link-prediction rows."""
+    run: str
+    steps: int | None
+    results: pd.DataFrame
+    lp: pd.DataFrame
+
+    @property
+    def is_result(self) -> bool:
+        return self.steps is not None and self.steps >= RESULT_STEPS and "stage" in self.results
+
+
+def distill_runs(runs: dict[str, dict], ref: Path) -> list[DistillRun]:
+    """The runs that hold notebook-05 rows, each set of rows once, a run that holds its own notebook-05 parameters
+    first (it made the rows others may only repeat)."""
+    seen, out, steps = set(), [], {r: steps_of(r, ref) for r in runs}
+    for run in sorted(runs, key=lambda r: steps[r] is None):
+        d = runs[run].get("distill") or {}
+        lp, res = pd.DataFrame(d.get("link_prediction") or []), pd.DataFrame(d.get("results") or [])
+        key = json.dumps([d.get("link_prediction"), d.get("results")], sort_keys=True, default=str)
+        if (lp.empty and res.empty) or key in seen:  # nothing, or the same rows published under another run name
+            continue
+        seen.add(key)
+        out.append(DistillRun(run, steps[run], res, lp))
+    return out
+
+
+@dataclass(frozen=True)
+class Distillation:
+    """MiniLM-distilled minus the same student undistilled: on the probes (paired by seed, 95% interval) and as stage
+    3's node embedder, from the result run with the most steps; without a result run, the pipeline checks' node-
+    embedder differences (the results page only)."""
+    runs: tuple[str, ...]  # the result run, or the pipeline checks with link rows
+    steps: int | None
+    probes: pd.DataFrame  # paired_differences rows: student, init, metric, seeds, diff, ci_low, ci_high
+    lp: pd.DataFrame  # lp_minus_control rows with their run: run, protocol, embedder, diff
+    checks: tuple[str, ...]  # the shorter runs
+    is_result: bool
+
+    def readme(self) -> str | None:
+        if not self.is_result:
+            return None
+        cells = [f"{student} {init} init " + ", ".join(f"{PROBES[r.metric].split()[0]} {r.diff:+.3f}"
+                                                      for r in g.itertuples())
+                 for (student, init), g in self.probes.groupby(["student", "init"], sort=False)]
+        node = f"; as stage 3's node embedder, GatModel AUC {slash(self.lp['diff'], '{:+.3f}')}" if len(self.lp) else ""
+        return (f"**Distillation.** After [{self.steps:,} steps][{self.runs[0]}] per student, MiniLM-distilled minus "
+                f"the same student undistilled, test: {'; '.join(cells)}{node}.")
+
+    def _lp_parts(self) -> list[str]:
+        return [f"{', '.join(f'{e.split()[0]} {d:+.3f}' for e, d in zip(g['embedder'], g['diff']))} under {protocol}"
+                for (_, protocol), g in self.lp.groupby(["run", "protocol"], sort=False)]
+
+    def page(self) -> str:
+        if not self.is_result:
+            budget = f"at {self.steps} optimiser steps per student" if self.steps else "at the committed budget"
+            check = (", a pipeline check rather than a result" if self.steps is not None and self.steps < RESULT_STEPS
+                     else "")
+            return (f"**Distillation.** As stage 3's node embedder, each MiniLM-distilled student minus its undistilled "
+                    f"control, GatModel test AUC: {'; '.join(self._lp_parts())} — {budget}{check} "
+                    f"({page_links(self.runs)}).")
+        probes = [f"{student} {init} init, {int(g.seeds.max())} seed(s): "
+                  + ", ".join(f"{PROBES[r.metric]} {diff_cell(r)}" for _, r in g.iterrows())
+                  for (student, init), g in self.probes.groupby(["student", "init"], sort=False)]
+        line = (f"**Distillation.** At {self.steps:,} optimiser steps per student, MiniLM-distilled minus the same "
+                f"student undistilled (test; paired by seed, 95% interval): {'; '.join(probes)}")
+        if len(self.lp):
+            line += f"; as stage 3's node embedder, GatModel test AUC {'; '.join(self._lp_parts())}"
+        line += f" ({page_link(self.runs[0])})"
+        return line + (f". The shorter runs ({page_links(self.checks)}) are pipeline checks." if self.checks else ".")
+
+
+def _lp_of(d: DistillRun) -> pd.DataFrame:
+    return lp_minus_control(d.lp).assign(run=d.run)
+
+
+def distillation(runs: dict[str, dict], ref: Path) -> Distillation | None:
+    found = distill_runs(runs, ref)
+    results = [d for d in found if d.is_result]
+    checks = tuple(d.run for d in found if not d.is_result)
+    if results:
+        best = max(results, key=lambda d: (d.steps, len(_lp_of(d)) > 0))  # at equal steps, the run with link rows
+        probes = paired_differences(best.results, methods=("MiniLM",), metrics=tuple(PROBES))
+        return Distillation((best.run,), best.steps, probes, _lp_of(best), checks, True)
+    with_lp = [d for d in found if len(_lp_of(d))]
+    if not with_lp:
+        return None
+    steps = next((d.steps for d in with_lp if d.steps is not None), None)
+    return Distillation(tuple(d.run for d in with_lp), steps, pd.DataFrame(),
+                        pd.concat([_lp_of(d) for d in with_lp], ignore_index=True), checks, False)
+
+
+@dataclass(frozen=True)
+class Ablations:
+    """MiniLM minus each of the paper's ablations (Tables 5-7), paired by seed, 95% interval, and how many intervals
+    lie above and below 0 (the paper puts MiniLM above every ablation)."""
+    run: str
+    differences: pd.DataFrame  # minilm_minus rows: student, init, versus, metric, seeds, diff, ci_low, ci_high
+    above: int
+    below: int
+
+    def readme(self) -> str:
+        d = self.differences
+        clear = d[(d["ci_low"] > 0) | (d["ci_high"] < 0)]
+        cells = [f"{versus} " + ", ".join(f"{PROBES[r.metric].split()[0]} {diff_cell(r)}" for _, r in g.iterrows())
+                 for versus, g in clear.groupby("versus", sort=False)]
+        where = ", ".join(f"{s} {i} init" for s, i in d[["student", "init"]].drop_duplicates().itertuples(index=False))
+        return (f"**Ablations.** MiniLM minus the paper's ablations, [{int(d.seeds.min())} seeds][{self.run}] ({where}, "
+                f"test, 95% interval; the paper has MiniLM above all): above 0 in {self.above} of {len(d)} cells, below 0 "
+                f"in {self.below}" + (f": {'; '.join(cells)}" if cells else "") + ".")
+
+    def page(self) -> str:
+        parts = [f"{versus} ({student} {init} init, {int(g.seeds.min())} seeds): "
+                 + ", ".join(f"{PROBES[r.metric]} {diff_cell(r)}" for _, r in g.iterrows())
+                 for (student, init, versus), g in self.differences.groupby(["student", "init", "versus"], sort=False)]
+        n = len(self.differences)
+        return (f"**Ablations.** MiniLM minus each of the paper's ablations on the same student and seed (test; 95% "
+                f"interval): {'; '.join(parts)}. The paper puts MiniLM above every ablation; here MiniLM is above the "
+                f"ablation in {self.above} of {n} (ablation, probe) cells, below it in {self.below}, and the other "
+                f"{n - self.above - self.below} intervals hold 0 ({page_link(self.run)}).")
+
+
+def ablations(runs: dict[str, dict], ref: Path) -> Ablations | None:
+    """From the result run whose MiniLM rows are paired with the paper's ablations over the most seeds (at least 2; a
+    tie goes to the first run)."""
+    best = None
+    for d in distill_runs(runs, ref):
+        diffs = minilm_minus(d.results, ABLATIONS) if d.is_result else pd.DataFrame()
+        if len(diffs) and diffs["seeds"].min() >= 2 and (best is None or diffs["seeds"].min() > best[1]["seeds"].min()):
+            best = (d.run, diffs)
+    if best is None:
+        return None
+    run, diffs = best
+    return Ablations(run, diffs, int((diffs["ci_low"] > 0).sum()), int((diffs["ci_high"] < 0).sum()))
+
+
+@dataclass(frozen=True)
+class Encoder:
+    """One encoder of the node-embedder frontier: titles/s at one thread relative to all-MiniLM-L6-v2's, and GatModel
+    test AUC minus all-MiniLM-L6-v2's under leak_free, paired by seed, with its 95% interval."""
+    name: str
+    speedup: float
+    diff: float
+    low: float
+    high: float
+    seeds: int
+    goal: bool
+    no_loss: bool  # every AUC interval above -0.01
+
+
+@dataclass(frozen=True)
+class NodeEmbedder:
+    """The node-embedder frontier (scripts/frontier.py): the students and the static encoder chosen on validation,
+    who meets the goal, and the best choice — the fastest encoder that meets it, else the fastest with no loss beyond
+    0.01."""
+    shown: tuple[Encoder, ...]
+    met: tuple[str, ...]
+    no_loss: tuple[str, ...]  # no loss beyond 0.01 but not the goal
+    best: Encoder | None
+
+    GOAL = "≤ 3 layers or static, both AUC intervals inside ±0.01, ≥ 2× titles/s"
+
+    def readme(self) -> str:
+        head = "**A smaller node embedder.**"
+        b = self.best
+        if b is None:
+            return f"{head} No encoder meets the goal ({self.GOAL}) or loses at most 0.01 AUC ([{FRONTIER}])."
+        trade = (f"[{b.speedup:.2f}×][{FRONTIER}] all-MiniLM-L6-v2's titles/s at one thread for GatModel test AUC "
+                 f"{b.diff:+.3f} [{b.low:+.3f}, {b.high:+.3f}] (leak_free, {b.seeds} seeds)")
+        if b.goal:
+            return f"{head} {b.name} meets the goal ({self.GOAL}): {trade}."
+        return (f"{head} No encoder meets the goal ({self.GOAL}); the best choice, {b.name}, gives {trade}: no loss "
+                f"beyond 0.01, but an interval reaches past ±0.01.")
+
+    def page(self) -> str:
+        cells = [f"{e.name} {e.speedup:.2f}× {e.diff:+.3f} [{e.low:+.3f}, {e.high:+.3f}]" for e in self.shown]
+        seeds = sorted({e.seeds for e in self.shown})
+        return (f"**A smaller node embedder.** Titles/s at one thread relative to all-MiniLM-L6-v2's, and GatModel "
+                f"test AUC minus all-MiniLM-L6-v2's paired over {' or '.join(map(str, seeds))} seeds (leak_free, 95% "
+                f"interval): {'; '.join(cells)}. Goal ({self.GOAL}) met by: {', '.join(self.met) or 'none'}"
+                + (f"; read as no loss beyond 0.01 (intervals above −0.01): {', '.join(self.no_loss)}"
+                   if self.no_loss else "") + f" ({page_link(FRONTIER)}).")
+
+
+def node_embedder(runs: dict[str, dict], ref: Path) -> NodeEmbedder | None:
+    t = frontier_rows(ref / FRONTIER)
+    if t is None:
+        return None
+    chosen = t.attrs.get("static_chosen_on_validation")
+    enc = {r.embedder: Encoder(r.embedder, float(r.speedup_1t), float(r.gat_leak_free_diff), float(r.gat_leak_free_low),
+                               float(r.gat_leak_free_high), int(r.paired_seeds), bool(r.goal), bool(r.non_inferior))
+           for r in t.itertuples()}
+    kinds = dict(zip(t.embedder, t.kind))
+    shown = tuple(e for e in enc.values() if kinds[e.name] == "student" or (kinds[e.name] == "static" and e.name == chosen))
+    candidates = [e for e in enc.values() if e.goal] or [e for e in enc.values() if e.no_loss]
+    best = max(candidates, key=lambda e: e.speedup) if candidates else None
+    return NodeEmbedder(shown, tuple(e.name for e in enc.values() if e.goal),
+                        tuple(e.name for e in enc.values() if e.no_loss and not e.goal), best)
+
+
+@dataclass(frozen=True)
+class KdDifferences:
+    """Classic KD: a student distilled from the fine-tuned teacher's logits minus its labels-only control, test
+    accuracy (mean over seeds), per student and task."""
+    run: str
+    students: tuple[tuple[str, tuple[tuple[str, float], ...]], ...]  # (student, ((task, difference), ...))
+
+    def readme(self) -> str:
+        parts = [f"{s} " + ", ".join(f"{t} {d:+.3f}" for t, d in diffs) for s, diffs in self.students]
+        return (f"**Classic KD.** A student distilled from the teacher's logits minus its labels-only control "
+                f"([{self.run}]), test accuracy: {'; '.join(parts)}.")
+
+    def page(self) -> str:
+        parts = [f"{s} " + ", ".join(f"{d:+.3f} {t}" for t, d in diffs) for s, diffs in self.students]
+        return ("**Classic KD.** A student distilled from the fine-tuned teacher's logits minus the same student trained "
+                f"with cross-entropy alone, test accuracy: {'; '.join(parts)} ({page_link(self.run)}).")
+
+
+def knowledge_distillation(runs: dict[str, dict], ref: Path) -> KdDifferences | None:
+    for run, m in runs.items():
+        res = pd.DataFrame((m.get("kd") or {}).get("rows") or [])
+        if res.empty:
+            continue
+        acc = res.groupby(["student", "task", "method"])["test"].mean()
+        return KdDifferences(run, tuple(
+            (s, tuple((t, float(acc[(s, t, "kd")] - acc[(s, t, "control")])) for t in res["task"].unique()
+                      if (s, t, "kd") in acc and (s, t, "control") in acc))
+            for s in res["student"].unique()))
+    return None

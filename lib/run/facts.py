@@ -1,0 +1,80 @@
+"""The facts that the findings (lib.run.findings), the results tables (lib.run.tables) and the run summaries
+(lib.run.summary) share, each computed by one function from a run's metrics.json: its link source and training-set
+size, GatModel's rows, the best single heuristic, notebook 03b's goal per cell, and MiniLM minus its undistilled
+control as stage 3's node embedder."""
+from __future__ import annotations
+
+import pandas as pd
+
+from lib.common.paths import OUTPUTS
+from lib.linkpred.beyond import goal_met
+from lib.linkpred.config import MODEL_KINDS
+from lib.linkpred.heuristics import HEURISTICS
+
+REFERENCE_RUNS = OUTPUTS / "reference"
+"""The folder of the committed reference runs, one sub-folder per run."""
+FRONTIER = "frontier"
+"""The folder under REFERENCE_RUNS that scripts/frontier.py publishes."""
+LINKS = {"embedded": "title mentions (proxy)", "wikispeedia": "Wikispeedia hyperlinks", "snapshot": "own link list",
+         "live": "live Wikipedia", "graphs": "imported graphs"}
+"""What a run's links are, by its notebook-01 `source`: the README shows each finding on every link source."""
+
+
+def links_of(m: dict) -> str:
+    """The link source of a reference run's metrics (lib.run.report.reference_runs records it; embedded if not)."""
+    return LINKS.get(m.get("link_source", "embedded"), m.get("link_source", "embedded"))
+
+
+def n_train(m: dict) -> int:
+    """Training graphs of a run's notebook 03 (its first seed's train and validation graphs)."""
+    s = m["train_gat"]["splits"]
+    first = s[sorted(s, key=int)[0]]
+    return len(first["train"]) + len(first["val"])
+
+
+def gat_model_rows(rows: pd.DataFrame, protocol: str | None = None, supervision: str | None = "mp",
+                   negatives: str | None = "uniform") -> pd.DataFrame:
+    """GatModel's rows of notebook 03's table `rows` (train_gat.mean); by default as the seed trains it (mp
+    supervision, uniform negatives). A filter given as None, or whose column `rows` lacks, keeps every value."""
+    if rows.empty:
+        return rows
+    sel = rows["model"] == "gat_model"
+    for col, value in (("protocol", protocol), ("supervision", supervision), ("negatives", negatives)):
+        if value is not None and col in rows:
+            sel &= rows[col] == value
+    return rows[sel]
+
+
+def is_heuristic(rows: pd.DataFrame) -> pd.Series:
+    """Which rows score with a heuristic: a scorer trained on nothing (lib.linkpred.heuristics, or a model outside
+    MODEL_KINDS with supervision 'none')."""
+    mask = rows["model"].isin(HEURISTICS)
+    if "supervision" in rows:
+        mask |= ~rows["model"].isin(MODEL_KINDS) & rows["supervision"].eq("none")
+    return mask
+
+
+def best_heuristic(rows: pd.DataFrame, metric: str = "auc") -> pd.Series | None:
+    """The heuristic row of `rows` (one protocol and negative set) with the highest `metric` (the first on a tie);
+    None when `rows` holds no heuristic with that metric."""
+    h = rows[is_heuristic(rows)].dropna(subset=[metric])
+    return None if h.empty else h.loc[h[metric].idxmax()]
+
+
+def goal_cells(m: dict) -> dict[tuple[str, str], bool]:
+    """{(protocol, negatives): whether notebook 03b's model meets its goal there (lib.linkpred.beyond.goal_met)} of a
+    run's metrics; empty when notebook 03b did not run."""
+    return {(g["protocol"], g["negatives"]): goal_met(g) for g in (m.get("beyond") or {}).get("gaps") or []}
+
+
+def lp_minus_control(lp: pd.DataFrame) -> pd.DataFrame:
+    """Notebook 05's link-prediction rows `lp`: per protocol and MiniLM-distilled student embedder, GatModel test AUC
+    (mean over seeds) minus that of the same student undistilled. Columns: protocol, embedder, diff."""
+    rows = []
+    if lp.empty or "embedder" not in lp:
+        return pd.DataFrame(rows, columns=["protocol", "embedder", "diff"])
+    for protocol, g in lp[lp["model"] == "gat_model"].groupby("protocol", sort=False):
+        auc = g.groupby("embedder")["auc"].mean()
+        rows += [{"protocol": protocol, "embedder": e, "diff": auc[e] - auc[e.replace(" MiniLM", " no distillation")]}
+                 for e in auc.index if e.endswith(" MiniLM") and e.replace(" MiniLM", " no distillation") in auc.index]
+    return pd.DataFrame(rows, columns=["protocol", "embedder", "diff"])

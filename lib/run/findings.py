@@ -1,0 +1,40 @@
+"""The findings: one typed record per finding, computed once from the committed reference runs (numbers, the runs
+they come from, a verdict; lib.run.link_findings and lib.run.distill_findings), and two renderers of each record —
+`readme()`, at most two lines for the README with every number linked to its run, and `page()`, the long sentence of
+docs/results.md with every row. A finding whose runs are not committed is left out, so the list shrinks rather than
+lies."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from lib.run.distill_findings import ablations, distillation, knowledge_distillation, node_embedder
+from lib.run.facts import FRONTIER, REFERENCE_RUNS
+from lib.run.link_findings import aauc_trend, beyond, harder_negatives, leakage, reproduction
+
+WIDTH = 196
+"""Characters per README line a finding is wrapped to."""
+FINDINGS = (reproduction, aauc_trend, leakage, beyond, harder_negatives, distillation, ablations, node_embedder,
+            knowledge_distillation)
+"""The findings in reading order: README and results page show them in this order."""
+
+
+def fact_table(runs: dict[str, dict], ref: Path = REFERENCE_RUNS) -> list:
+    """The record of every finding the committed runs support, in FINDINGS order."""
+    return [rec for f in FINDINGS if (rec := f(runs, ref)) is not None]
+
+
+def readme_lines(records: list, runs: dict[str, dict], base: str = "") -> list[str]:
+    """The README's findings as Markdown lines: a list item per record wrapped to WIDTH, then one reference-link
+    definition per run named (`[seed40]: outputs/reference/seed40/`, under `base`), then a blank line."""
+    lines, named = [], []
+    for text in filter(None, (rec.readme() for rec in records)):
+        lines += textwrap.wrap(text, WIDTH, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False,
+                               break_long_words=False)
+        named += [r for r in [*runs, FRONTIER] if f"[{r}]" in text and r not in named]
+    return lines + [""] + [f"[{r}]: {base}outputs/reference/{r}/" for r in named] + [""]
+
+
+def page_lines(records: list, base: str = "../") -> list[str]:
+    """The results page's findings as Markdown list items, each run linked under `base`."""
+    return [f"- {rec.page()}".replace("](outputs/", f"]({base}outputs/") for rec in records]

@@ -1,0 +1,230 @@
+"""The findings: each record's numbers pinned once against the committed reference runs, each renderer's format once,
+and the rules that pick a finding's rows on small made-up runs."""
+import json
+import re
+import textwrap
+
+import pandas as pd
+import pytest
+
+from lib.run import distill_findings as D
+from lib.run import link_findings as L
+from lib.run.facts import FRONTIER
+from lib.run.findings import WIDTH, fact_table, readme_lines
+from lib.run.report import reference_runs
+from lib.run.tables import frontier_table
+
+PROXY, WIKI = "title mentions (proxy)", "Wikispeedia hyperlinks"
+
+
+@pytest.fixture(scope="module")
+def facts():
+    return {type(r).__name__: r for r in fact_table(reference_runs())}
+
+
+def _points(side):
+    return [(p.run, p.n_train, p.value) for p in side]
+
+
+def test_each_records_numbers_match_the_committed_runs(facts):
+    assert list(facts) == ["Reproduction", "AaucTrend", "Leakage", "Beyond", "HarderNegatives", "Distillation",
+                           "Ablations", "NodeEmbedder", "KdDifferences"]
+    repro = dict(facts["Reproduction"].sides)
+    assert list(repro) == [PROXY, WIKI]  # the embedded proxy first
+    assert _points(repro[PROXY]) == [("seed40", 40, 0.7515), ("seed180", 180, 0.8725), ("seed315", 315, 0.8797)]
+    assert [p.value for p in repro[WIKI]] == [0.7286, 0.942, 0.96]
+    trend = dict(facts["AaucTrend"].sides)
+    assert [p.value for p in trend[PROXY]] == [0.8268, 0.8429, 0.8483]
+    assert [p.value for p in trend[WIKI]] == [0.7569, 0.7137, 0.6188]
+    leak = dict(facts["Leakage"].sides)
+    assert [(r.run, r.gat_auc, r.heuristic, r.heuristic_auc) for r in leak[PROXY]] == [
+        ("seed40", 0.758, "cosine", 0.8645), ("seed180", 0.6512, "cosine", 0.8648), ("seed315", 0.6486, "cosine", 0.865)]
+    assert [(r.gat_auc, r.heuristic_auc) for r in leak[WIKI]] == [(0.6808, 0.7933), (0.7013, 0.7962), (0.7252, 0.7975)]
+    goal = dict(facts["Beyond"].sides)
+    assert (goal[PROXY].run, goal[PROXY].met, goal[PROXY].cells) == ("seed40", 8, 12)
+    assert (goal[WIKI].run, goal[WIKI].met, goal[WIKI].cells) == ("wikispeedia_seed40", 12, 12)
+    assert [p for p, _ in goal[PROXY].uniform_margins] == ["leak_free", "pair_split", "new_nodes"]
+    assert goal[PROXY].uniform_margins[0][1] == pytest.approx(-0.0166, abs=1e-4)
+    harder = dict(facts["HarderNegatives"].sides)[PROXY]
+    assert harder.protocols == 3 and [n for n, *_ in harder.sets] == ["dist2", "heart", "matched"]
+    assert harder.sets[0][1:] == pytest.approx((0.2149, 0.1628), abs=1e-4)
+    d = facts["Distillation"]
+    assert (d.runs, d.steps, d.checks, d.is_result) == (("distill_long",), 5000, ("distill_cpu", "distill_lp_cpu"), True)
+    assert d.lp[["protocol", "embedder"]].values.tolist() == [["leak_free", "3x384 assistant MiniLM"]]
+    assert d.lp["diff"].iloc[0] == pytest.approx(0.0018, abs=1e-4)
+    topic = d.probes[(d.probes["init"] == "random") & (d.probes["metric"] == "topic_test")].iloc[0]
+    assert (topic["diff"], topic["seeds"]) == (pytest.approx(0.114, abs=5e-4), 3)
+    a = facts["Ablations"]
+    assert (a.run, a.above, a.below, len(a.differences)) == ("distill_ablations", 0, 3, 9)
+    n = facts["NodeEmbedder"]
+    assert n.met == () and n.no_loss == ("3-layer student, FFN 1024",) and len(n.shown) == 8
+    assert (n.best.name, n.best.speedup, n.best.diff, n.best.low, n.best.high, n.best.seeds) == (
+        "3-layer student, FFN 1024", 2.26156, 0.00752, -0.0051, 0.02014, 10)
+    kd = facts["KdDifferences"]
+    assert kd.run == "kd_cpu" and [(s, [t for t, _ in diffs]) for s, diffs in kd.students] == [
+        ("bilstm", ["polarity", "topic"]), ("bert", ["polarity", "topic"])]
+    assert [x for _, diffs in kd.students for _, x in diffs] == pytest.approx([-0.0025, 0.0575, 0.0208, -0.0875], abs=1e-4)
+
+
+def test_readme_renderer_gives_two_lines_at_most_with_every_number_linked(facts):
+    for rec in facts.values():
+        text = rec.readme()
+        if text is None:  # a finding only the results page carries
+            continue
+        assert len(textwrap.wrap(text, WIDTH, initial_indent="- ", subsequent_indent="  ",
+                                 break_on_hyphens=False, break_long_words=False)) <= 2, text[:60]
+        assert "](outputs/" not in text and re.search(r"\[\w+\]", text), text[:60]  # a reference link to a run
+    assert facts["Reproduction"].readme() == (
+        "**Reproduction.** The seed's GatModel and protocol, test AUC with 40 / 180 / 315 training graphs: "
+        "[0.751][seed40] / [0.873][seed180] / [0.880][seed315] on title mentions; [0.729][wikispeedia_seed40] / "
+        "[0.942][wikispeedia_seed180] / [0.960][wikispeedia_seed315] on Wikispeedia; the seed report (its live crawl): "
+        "0.900 / 0.922 / 0.927.")
+    assert facts["NodeEmbedder"].readme() == (
+        "**A smaller node embedder.** No encoder meets the goal (≤ 3 layers or static, both AUC intervals inside "
+        "±0.01, ≥ 2× titles/s); the best choice, 3-layer student, FFN 1024, gives [2.26×][frontier] all-MiniLM-L6-v2's "
+        "titles/s at one thread for GatModel test AUC +0.008 [-0.005, +0.020] (leak_free, 10 seeds): no loss beyond "
+        "0.01, but an interval reaches past ±0.01.")
+
+
+def test_page_renderer_gives_every_row_and_links_each_run(facts):
+    for rec in facts.values():
+        assert "](outputs/reference/" in rec.page()
+    assert facts["KdDifferences"].page() == (
+        "**Classic KD.** A student distilled from the fine-tuned teacher's logits minus the same student trained with "
+        "cross-entropy alone, test accuracy: bilstm -0.003 polarity, +0.057 topic; bert +0.021 polarity, -0.087 topic "
+        "([kd_cpu](outputs/reference/kd_cpu/)).")
+    page = facts["NodeEmbedder"].page()  # eight encoders, and the goal's "≥ 2×"
+    assert page.count("×") == 8 + 1 and "static pca256 of 3-layer student, FFN 1024 59.76× +0.028 [+0.006, +0.050]" in page
+
+
+def _fake_run(auc_seed, aauc, n=40, **extra):
+    mean = [{"protocol": p, "negatives": "uniform", "supervision": sv, "model": m, "auc": auc_seed + d, "aauc": aauc}
+            for p, d in (("seed", 0.0), ("leak_free", -0.05)) for sv, m in (("mp", "gat_model"), ("none", "cosine"))]
+    return {"train_gat": {"mean": mean, "seeds": [0], "splits": {"0": {"train": ["a"] * (n - 4), "val": ["b"] * 4}}},
+            **extra}
+
+
+def test_link_findings_pick_the_seed_way_rows_per_link_source_the_proxy_first(tmp_path):
+    runs = {"fake40": _fake_run(0.8123, 0.7), "fake180": _fake_run(0.85, 0.75, n=180),
+            "real40": _fake_run(0.9, 0.6, link_source="wikispeedia")}
+    rec = fact_table(runs, tmp_path)
+    assert [type(r).__name__ for r in rec] == ["Reproduction", "AaucTrend", "Leakage"]  # no 03b, 05 or 06 rows
+    assert rec[0].page().startswith("**Reproduction.** Under the seed's own protocol its GatModel scores on title "
+                                    "mentions (proxy), test AUC 0.812 / 0.850 with 40 / 180 training graphs")
+    assert "on Wikispeedia hyperlinks, it rises" not in rec[1].page() and "it rises, 0.700 → 0.750" in rec[1].page()
+    assert "0.762 / 0.800 with 40 / 180 training graphs against cosine 0.762 / 0.800" in rec[2].page()
+    assert ("[0.812][fake40] / [0.850][fake180] with 40 / 180 on title mentions; [0.900][real40] with 40 on "
+            "Wikispeedia;" in rec[0].readme())
+    lines = readme_lines(rec, runs)
+    assert lines[-4:] == ["[fake40]: outputs/reference/fake40/", "[fake180]: outputs/reference/fake180/",
+                          "[real40]: outputs/reference/real40/", ""]
+
+
+def test_the_goal_count_and_harder_margins_come_from_03bs_cells(tmp_path):
+    def gap(p, n, auc_m, mrr_m, sc_auc, sc_mrr):
+        return {"protocol": p, "negatives": n, "auc_margin": auc_m, "mrr_margin": mrr_m, "auc_margin_std": 0.01,
+                "auc_margin_shortcut": sc_auc, "mrr_margin_shortcut": sc_mrr}
+
+    gaps = [gap("leak_free", "uniform", 0.03, 0.01, 0.5, 0.2), gap("leak_free", "matched", 0.01, 0.02, 0.3, 0.1),
+            gap("new_nodes", "uniform", 0.01, 0.01, 0.5, 0.2), gap("new_nodes", "matched", 0.05, 0.03, 0.2, -0.1)]
+    runs = {"r": {"beyond": {"gaps": gaps}}}
+    goal = L.beyond(runs, tmp_path)
+    assert (goal.sides[0][1].met, goal.sides[0][1].cells) == (1, 4)  # only leak_free/uniform clears +0.02 AUC and MRR
+    assert "+0.030 / +0.010 under leak_free / new_nodes" in goal.page() and "[1 of 4][r]" in goal.readme()
+    harder = L.harder_negatives(runs, tmp_path)
+    assert "matched +0.030 / +0.250 across 2 protocols" in harder.page() and harder.readme() is None
+    assert L.beyond({"x": {}}, tmp_path) is None and L.harder_negatives({"x": {}}, tmp_path) is None
+
+
+def _params_05(folder, steps):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "params_05.json").write_text(json.dumps({"params": {"steps": steps}}))
+
+
+def _probe_rows(gain, seeds=(0, 1, 2), methods=("MiniLM", "no distillation")):
+    return [{"stage": "task-agnostic", "student": "3x384", "init": "random", "method": m, "seed": s,
+             "polarity_test": 0.6 + s / 100 + (gain * (1 + s / 10) if m == "MiniLM" else 0), "topic_test": 0.5 + s / 100,
+             "fid_cosine": 0.4 + (s / 100 if m == "MiniLM" else -s / 50)} for s in seeds for m in methods]
+
+
+LP = [{"protocol": "leak_free", "embedder": e, "model": "gat_model", "seed": 0, "auc": a}
+      for e, a in (("3x384 random MiniLM", 0.80), ("3x384 random no distillation", 0.75))]
+
+
+def test_the_distillation_finding_comes_from_the_longest_result_run_and_names_the_pipeline_checks(tmp_path):
+    runs = {"long": {"distill": {"results": _probe_rows(0.1), "link_prediction": LP}},
+            "short": {"distill": {"results": _probe_rows(0.0)}}, "copy": {"distill": {"results": _probe_rows(0.0)}}}
+    _params_05(tmp_path / "long" / "distill", 5000)  # published with its stage folder, or flat
+    _params_05(tmp_path / "short", 60)
+    d = D.distillation(runs, tmp_path)
+    assert (d.runs, d.steps, d.checks) == (("long",), 5000, ("short",))  # the same rows under another name: once
+    # polarity gains 0.10, 0.11, 0.12 over the seeds: mean 0.110, 95% t-interval 0.110 -/+ 4.303 * 0.01 / sqrt(3)
+    assert "At 5,000 optimiser steps per student" in d.page() and "polarity +0.110 [+0.085, +0.135]" in d.page()
+    assert "GatModel test AUC 3x384 +0.050 under leak_free ([long]" in d.page()
+    assert "The shorter runs ([short](outputs/reference/short/)) are pipeline checks" in d.page()
+    assert d.readme().startswith("**Distillation.** After [5,000 steps][long] per student")
+    assert d.readme().endswith("3x384 random init polarity +0.110, topic +0.000, fidelity +0.030; as stage 3's node "
+                               "embedder, GatModel AUC +0.050.")
+    _params_05(tmp_path / "long" / "distill", 500)  # no run reaches the result budget: the pipeline-check line
+    check = D.distillation(runs, tmp_path)
+    assert check.readme() is None and "at 500 optimiser steps per student, a pipeline check" in check.page()
+    assert "[long]" in check.page() and "3x384 +0.050 under leak_free" in check.page()
+
+
+def test_the_ablation_finding_needs_two_seeds_and_counts_the_intervals_against_the_paper(tmp_path):
+    def rows(ablation_seeds):
+        out = _probe_rows(0.1)
+        return out + [{**r, "method": "Value-MSE"} for r in out
+                      if r["method"] == "no distillation" and r["seed"] in ablation_seeds]
+
+    runs = {"a_one_seed": {"distill": {"results": rows([0]), "link_prediction": LP}},
+            "b_three": {"distill": {"results": rows([0, 1, 2])}}}
+    for run in runs:
+        _params_05(tmp_path / run, 5000)
+    # Value-MSE equals the control here: polarity below MiniLM's by 0.110 [0.085, 0.135]; topic 0 (no spread: an
+    # empty interval at 0 counts neither above nor below); fidelity gains 0, 0.03, 0.06
+    a = D.ablations(runs, tmp_path)
+    assert (a.run, a.above, a.below, len(a.differences)) == ("b_three", 1, 0, 3)
+    assert "Value-MSE (3x384 random init, 3 seeds): polarity +0.110 [+0.085, +0.135]" in a.page()
+    assert "in 1 of 3 (ablation, probe) cells, below it in 0, and the other 2 intervals hold 0" in a.page()
+    assert ("[3 seeds][b_three] (3x384 random init, test, 95% interval; the paper has MiniLM above all): above 0 in 1 "
+            "of 3 cells, below 0 in 0: Value-MSE polarity +0.110 [+0.085, +0.135]." in a.readme())
+    assert D.ablations({"a_one_seed": runs["a_one_seed"]}, tmp_path) is None  # one seed: no interval
+    # at equal steps the distillation finding stays with the run that also scored the students as node embedders
+    assert D.distillation(runs, tmp_path).runs == ("a_one_seed",)
+    _params_05(tmp_path / "b_three", 60)
+    assert D.ablations(runs, tmp_path) is None  # a pipeline check measures nothing
+
+
+def _frontier(folder, goal_lines):
+    folder.mkdir()
+    enc = [("all-MiniLM-L6-v2", "transformer", 6, 1.0), ("student 3L", "student", 3, 2.1),
+           ("student 2L", "student", 2, 2.8), ("control 3L", "control", 3, 2.1), ("static a", "static", 0, 40.0),
+           ("static b", "static", 0, 30.0)]
+    pd.DataFrame([{"embedder": e, "kind": k, "layers": n, "dim": 384, "seeds": 10, "speedup_1t": x,
+                   **{f"{m}_{p}_auc": 0.7 for m in ("gat_model", "cosine") for p in ("leak_free", "new_nodes")},
+                   "polarity_test": 0.7, "topic_test": 0.69, "fid_cosine": 0.6} for e, k, n, x in enc]).to_csv(
+        folder / "frontier.csv", index=False)
+    pd.DataFrame([{"protocol": "leak_free", "model": "gat_model", "embedder": e, "metric": "auc", "seeds": 10,
+                   "diff": -0.004, "std": 0.01, "ci_low": -0.009, "ci_high": 0.001} for e, *_ in enc[1:]]).to_csv(
+        folder / "paired.csv", index=False)
+    (folder / "summary.json").write_text(json.dumps({"static_chosen_on_validation": "static a", "goal": goal_lines}))
+    return [e for e, *_ in enc]
+
+
+def test_the_node_embedder_finding_names_the_fastest_encoder_that_meets_the_goal(tmp_path):
+    assert D.node_embedder({}, tmp_path) is None and frontier_table(tmp_path / FRONTIER).empty
+    names = _frontier(tmp_path / FRONTIER, [
+        "student 3L: AUC ... -> meets the goal", "student 2L: AUC ... -> meets the goal",
+        "static a: AUC ... -> meets the goal read as non-inferiority only (no interval below -0.01, one above +0.01)"])
+    n = D.node_embedder({}, tmp_path)
+    assert [e.name for e in n.shown] == ["student 3L", "student 2L", "static a"]  # students and the chosen static
+    assert n.met == ("student 3L", "student 2L") and n.no_loss == ("static a",) and n.best.name == "student 2L"
+    assert n.readme() == ("**A smaller node embedder.** student 2L meets the goal (≤ 3 layers or static, both AUC "
+                          "intervals inside ±0.01, ≥ 2× titles/s): [2.80×][frontier] all-MiniLM-L6-v2's titles/s at "
+                          "one thread for GatModel test AUC -0.004 [-0.009, +0.001] (leak_free, 10 seeds).")
+    assert n.page().endswith("met by: student 3L, student 2L; read as no loss beyond 0.01 (intervals above −0.01): "
+                             "static a ([frontier](outputs/reference/frontier/)).")
+    table = frontier_table(tmp_path / FRONTIER)
+    assert table.encoder.tolist() == names and table.kind.iloc[0] == "reference"
+    assert table["GatModel Δ leak_free [95%]"].tolist()[:2] == ["", "-0.004 [-0.009, +0.001]"]
