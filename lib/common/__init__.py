@@ -1,1 +1,2 @@
-"""Shared by every stage: project paths and atomic writes, parameters, run records, devices, graph files."""
+"""Shared by every stage: project paths and atomic writes, parameters, run records, devices, graph files, the training
+loop."""
