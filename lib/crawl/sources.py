@@ -200,12 +200,21 @@ class PageCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._open()
-        except sqlite3.DatabaseError as e:  # not a database (cut short, overwritten): a cache is rebuilt, not fatal
+        except sqlite3.DatabaseError as e:  # not a database, or damaged pages (cut short, overwritten): rebuilt
             move_aside(self.path, "page cache", str(e), "pages are fetched again")
+            for journal in ("-wal", "-shm"):  # they belong to the damaged file
+                Path(str(self.path) + journal).unlink(missing_ok=True)
             self._open()
 
     def _open(self) -> None:
         self._db = sqlite3.connect(self.path)
+        try:
+            bad = [r[0] for r in self._db.execute("PRAGMA quick_check")]  # a valid header can front damaged pages
+            if bad != ["ok"]:
+                raise sqlite3.DatabaseError(f"quick_check: {bad[0]}")
+        except sqlite3.DatabaseError:
+            self._db.close()
+            raise
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL survives a killed process (the resume case)
         self._db.execute(

@@ -1,0 +1,94 @@
+"""A damaged file never blocks a run for good: every reader of a file the project wrote names it, moves it aside and
+rebuilds or resumes; nothing is unpickled as code."""
+import pickle
+import sqlite3
+import warnings
+
+import pytest
+import torch
+
+from lib.common.paths import RecoveryWarning
+from lib.crawl.pages import Page
+from lib.crawl.sources import PageCache
+from lib.linkpred.checkpoint import CheckpointLost, data_fingerprint, epoch_checkpoints, load_checkpoint
+from lib.linkpred.config import TrainConfig
+from lib.linkpred.train import train_model
+from tests.test_train import SMALL, _graphs
+
+
+def cut(path, share=0.5):
+    path.write_bytes(path.read_bytes()[:int(path.stat().st_size * share)])
+
+
+def test_a_cut_best_epoch_checkpoint_is_moved_aside_and_its_epoch_retrained_to_the_same_weights(tmp_path):
+    graphs = _graphs()
+    fid = data_fingerprint(graphs)
+    cfg = TrainConfig(epochs=2, seed=1, lr=0.005, log_aauc=False)  # selects epoch 1 of 2
+    m_full, r_full = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, tmp_path, progress=False, data_id=fid)
+    assert r_full.best_epoch == 1
+    cut(epoch_checkpoints(tmp_path)[1])
+    with pytest.warns(RecoveryWarning, match=r"best-epoch checkpoint .*epoch_1\.pt could not be read .*moved aside"):
+        m_again, r_again = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, tmp_path, progress=False,
+                                       data_id=fid)
+    assert (tmp_path / "epoch_1.pt.corrupt").is_file() and list(epoch_checkpoints(tmp_path)) == [1, 2]
+    assert r_again.best_epoch == 1 and r_again.val == r_full.val
+    for (k, a), b in zip(m_full.state_dict().items(), m_again.state_dict().values()):
+        assert torch.equal(a, b), k
+
+
+def test_notebook_04_names_a_cut_checkpoint_moves_it_aside_and_says_how_it_is_rebuilt(tmp_path):
+    graphs = _graphs()
+    cfg = TrainConfig(epochs=1, seed=0, log_aauc=False)
+    train_model("gat_model", SMALL, graphs[:2], graphs[4:], cfg, tmp_path, progress=False, data_id="d")
+    path = epoch_checkpoints(tmp_path)[1]
+    cut(path)
+    with pytest.warns(RecoveryWarning), pytest.raises(CheckpointLost, match=r"epoch_1\.pt is missing or was damaged.*"
+                                                                            r"run notebook 03"):
+        load_checkpoint(path)
+    assert (tmp_path / "epoch_1.pt.corrupt").is_file()
+
+
+def test_a_garbage_negatives_cache_file_is_rebuilt_and_never_unpickled_as_code(tmp_path, monkeypatch):
+    from lib.linkpred import protocols
+    from lib.linkpred.data import synthetic_graph
+    from lib.linkpred.protocols import make_protocol
+
+    monkeypatch.setattr(protocols, "NEGATIVE_CACHE", tmp_path / "neg")
+    graphs = {f"g{i}": synthetic_graph(60, 150, 8, seed=i, graph_id=f"g{i}") for i in range(4)}
+    first = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3"], "leak_free", 0, per_positive=4)
+    files = sorted((tmp_path / "neg").glob("*.pt"))
+    marker = tmp_path / "ran"
+
+    class Opens:  # unpickling it with code allowed would create `marker`
+        def __reduce__(self):
+            return open, (str(marker), "w")
+
+    files[0].write_bytes(pickle.dumps(Opens(), protocol=2))
+    files[1].write_bytes(b"garbage" * 50)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3"], "leak_free", 0, per_positive=4)
+    told = [str(w.message) for w in caught if w.category is RecoveryWarning]
+    assert len(told) == 2 and all("cached negative sets" in t and "weights_only" not in t for t in told)
+    assert not marker.exists() and all(f.is_file() and f.with_name(f.name + ".corrupt").is_file() for f in files)
+    for t0, t1 in zip(first.test + first.val, again.test + again.val):
+        assert torch.equal(t0.per_positive["heart"][0], t1.per_positive["heart"][0])
+
+
+def test_a_page_cache_with_a_valid_header_and_damaged_pages_is_moved_aside_and_rebuilt(tmp_path):
+    path = tmp_path / "pages.sqlite"
+    cache = PageCache(path)
+    for i in range(2000):
+        cache.put("src", f"t{i}", Page(f"t{i}", "ok", tuple(f"l{j}" for j in range(20))))
+    cache.close()
+    data = bytearray(path.read_bytes())
+    data[3 * 4096:3 * 4096 + 3000] = b"\xab" * 3000  # the header page stays valid
+    path.write_bytes(bytes(data))
+    with pytest.raises(sqlite3.DatabaseError):
+        sqlite3.connect(path).execute("SELECT COUNT(*), SUM(LENGTH(links)) FROM pages").fetchone()
+    with pytest.warns(RecoveryWarning, match=r"page cache .*pages\.sqlite could not be read .*pages are fetched again"):
+        cache = PageCache(path)
+    assert len(cache) == 0 and (tmp_path / "pages.sqlite.corrupt").is_file()
+    cache.put("src", "a", Page("a", "ok", ("b",)))
+    assert cache.get("src", "a") == Page("a", "ok", ("b",))
+    cache.close()
