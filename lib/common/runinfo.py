@@ -134,7 +134,16 @@ def refuse_other_settings(what: str, old: dict, new: dict, fix: str) -> None:
     flat_new, flat_old = flatten(jsonable(new)), flatten(jsonable(old))
     diff = sorted(k for k in set(flat_new) | set(flat_old) if flat_new.get(k) != flat_old.get(k))
     if diff:
-        raise ValueError(f"{what} was made with other settings ({', '.join(diff)}); {fix}")
+        def values(flat: dict) -> str:
+            return ", ".join(f"{k}={_short(flat.get(k, 'unset'))}" for k in diff[:6]) + (", ..." if len(diff) > 6 else "")
+
+        raise ValueError(f"{what} was made with other settings ({', '.join(diff)}); {fix} (it has {values(flat_old)}; "
+                         f"this run has {values(flat_new)})")
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 # What torch.load(weights_only=True) raises on a file cut short, overwritten or holding more than tensors and plain
