@@ -92,3 +92,72 @@ def test_a_page_cache_with_a_valid_header_and_damaged_pages_is_moved_aside_and_r
     cache.put("src", "a", Page("a", "ok", ("b",)))
     assert cache.get("src", "a") == Page("a", "ok", ("b",))
     cache.close()
+
+
+def test_the_cache_folder_follows_wikigat_cache(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from lib.common.paths import ROOT
+
+    env = {**os.environ, "WIKIGAT_CACHE": str(tmp_path / "c")}
+    done = subprocess.run([sys.executable, "-c", "from lib.common.paths import CACHE; print(CACHE)"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == str(tmp_path / "c")
+
+
+def test_a_cut_fine_tuned_teacher_and_damaged_teacher_logits_are_named_and_made_again(tmp_path, monkeypatch):
+    import numpy as np
+
+    from lib.distill.train import FinetuneConfig, TaskTargets
+    from lib.kd import stage as kd_stage
+    from tests.test_kd_stage import TEXTS, _teacher
+
+    enc = _teacher(tmp_path, monkeypatch)
+    task = TaskTargets(TEXTS, np.array([0, 1] * 4), 2)
+    cfg = FinetuneConfig(steps=3, batch_size=4, max_seq_len=16, lr=1e-3, layers=1)
+    kd_stage.task_teacher(enc, task, cfg, tmp_path / "t", progress=False)
+    saved = next((tmp_path / "t").glob("teacher_ft_*.pt"))
+    cut(saved)
+    with pytest.warns(RecoveryWarning, match=r"fine-tuned teacher .*teacher_ft_.*could not be read"):
+        _, reloaded = kd_stage.task_teacher(enc, task, cfg, tmp_path / "t", progress=False)
+    assert not reloaded and saved.is_file() and saved.with_name(saved.name + ".corrupt").is_file()
+    (tmp_path / "logits.npz").write_bytes(b"not an npz")
+    with pytest.warns(RecoveryWarning, match=r"teacher logits .*logits\.npz could not be read"):
+        kd_stage.LogitCache(tmp_path / "logits.npz", 2)
+    assert (tmp_path / "logits.npz.corrupt").is_file()
+
+
+def test_damaged_target_embeddings_are_named_and_computed_again(tmp_path):
+    import numpy as np
+
+    from lib.distill.embedding import target_embeddings
+
+    titles = ["Water", "Energy", "Education"]
+    x = target_embeddings(titles, cache_dir=tmp_path, progress=False)
+    (cached,) = tmp_path.glob("*.npy")
+    cut(cached)
+    with pytest.warns(RecoveryWarning, match=r"target embeddings .*\.npy could not be read"):
+        again = target_embeddings(titles, cache_dir=tmp_path, progress=False)
+    np.testing.assert_array_equal(x, again)
+
+
+def test_a_cut_dataset_file_is_named_moved_aside_and_rebuilt_by_notebook_02s_builder(tmp_path):
+    from lib.common.graphio import write_graph
+    from lib.embed.dataset import DatasetError, GraphDataset, build_dataset
+    from tests.test_dataset import _graph, _store_for
+
+    graphs = [_graph(k) for k in range(3)]
+    files = [tmp_path / "graphs" / f"g{k}.json" for k in range(3)]
+    for f, g in zip(files, graphs):
+        write_graph(f, g)
+    store = _store_for(graphs, tmp_path / "store")
+    build_dataset(files, store, tmp_path / "ds", progress=False)
+    first = GraphDataset(tmp_path / "ds")[1].x.clone()
+    cut(tmp_path / "ds" / "graphs" / "g1.pt")
+    with pytest.warns(RecoveryWarning), pytest.raises(DatasetError, match=r"g1\.pt could not be read \(moved aside\); "
+                                                                          r"run notebook 02"):
+        GraphDataset(tmp_path / "ds")[1]
+    build_dataset(files, store, tmp_path / "ds", progress=False)
+    assert torch.equal(GraphDataset(tmp_path / "ds")[1].x, first)

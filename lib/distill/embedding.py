@@ -109,15 +109,19 @@ def target_embeddings(texts: list[str], model_dir: str | os.PathLike | None = No
     """The target encoder's embeddings [N, D] float32 of `texts`, computed by stage 2's encoder (lib.embed.encoder:
     its pooling and normalisation); model_dir None = all-MiniLM-L6-v2. Cached in `cache_dir` under the model's
     content identity and a digest of the texts."""
-    from lib.common.paths import atomic_write_bytes
+    from lib.common.paths import atomic_write_bytes, move_aside
     from lib.embed.encoder import encode, load_model, model_id_of
 
     model = load_model(model_dir)
     digest = hashlib.sha256("\0".join(texts).encode()).hexdigest()[:16]
     path = Path(cache_dir) / f"{model_id_of(model)}-{digest}.npy" if cache_dir else None
     if path is not None and path.is_file():
-        x = np.load(path)
-        if x.shape[0] == len(texts):
+        try:
+            x = np.load(path)
+        except (OSError, ValueError, EOFError) as e:  # cut short or overwritten: computed again
+            move_aside(path, "target embeddings", str(e)[:120], "they are computed again")
+            x = None
+        if x is not None and x.shape[0] == len(texts):
             return x
     x, _ = encode(model, texts, progress=progress)
     if path is not None:

@@ -13,13 +13,16 @@ type, then its stage's bounds, choices and device; lib.run.preflight), and `--dr
 names the key, the value, the params file or `-p` it came from and what is accepted (exit 2). A run folder belongs to
 one parameter set and one writer: a folder made with other parameters is refused naming them (`--force` starts it
 over), and a folder another runner is writing is refused naming its pid (the lock, under `<outputs>/.locks/`, is taken
-over when its holder died). So a refused run leaves the folder byte-identical.
+over when its holder died; such a refusal exits 75 and writes nothing, not even the summary). So a refused run leaves
+the folder byte-identical. The outputs, run, lock and cache folders must be writable before anything starts; a full
+disk or a folder made unwritable meanwhile is one line naming the path and the fix.
 
 Each run folder gets the executed notebooks, params.json (resolved parameters, git commit, package versions) and
 status.json (per notebook: status, wall seconds, peak RSS of the kernel process, and for a failure the exception's
 name, message and cell). A profile's keys are checked against every numbered notebook, whichever notebooks run. A run
 whose selected notebooks all finished with the same parameters is skipped; an interrupted one resumes at its first
-unfinished notebook (Ctrl-C says so); a failed run is reported at the end, the rest of the grid still runs, and the
+unfinished notebook (Ctrl-C says so in one line); a damaged file a notebook moved aside and rebuilt is printed as
+"<notebook> recovered: ..." and listed in its status entry; a failed run is reported at the end, the rest of the grid still runs, and the
 exit code is non-zero. `--force` re-executes the selected notebooks and keeps the other notebooks' entries. `--rerun`
 re-executes only the selected notebooks into a complete run folder, allowing their own parameters to differ (e.g.
 after a notebook gained a section), keeping the other notebooks' entries and files; each re-run entry records the git
