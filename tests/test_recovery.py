@@ -161,3 +161,13 @@ def test_a_cut_dataset_file_is_named_moved_aside_and_rebuilt_by_notebook_02s_bui
         GraphDataset(tmp_path / "ds")[1]
     build_dataset(files, store, tmp_path / "ds", progress=False)
     assert torch.equal(GraphDataset(tmp_path / "ds")[1].x, first)
+
+
+def test_a_full_disk_under_the_page_cache_names_the_file_and_the_fix(tmp_path):
+    path = tmp_path / "pages.sqlite"
+    cache = PageCache(path)
+    cache._db.execute("PRAGMA max_page_count = 8")  # what a full disk looks like to SQLite
+    with pytest.raises(OSError, match=rf"no space left on the device of {path}; free space there"):
+        for i in range(500):
+            cache.put("src", f"t{i}", Page(f"t{i}", "ok", tuple(f"link {j}" for j in range(50))))
+    cache.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 
 from lib.common.device import THREAD_VARS, default_threads
-from lib.common.paths import move_aside
+from lib.common.paths import move_aside, os_error_line
 from lib.common.runinfo import read_json, refuse_other_settings
 
 PEAK_RSS_MEASURES = ("largest VmHWM (the peak resident set size Linux keeps per process) among the runner's child "
@@ -147,6 +147,8 @@ def execute(nb: Path, out: Path, params: dict) -> dict:
                                 progress_bar=False, log_output=False, extra_arguments=KERNEL_ARGUMENTS)
         except Exception as e:  # papermill raises PapermillExecutionError with the failing cell
             error = failure_details(e)
+            if isinstance(e, OSError):  # writing the executed copy: a full disk names no file by itself
+                error["error_message"] = os_error_line(e, out)
     recovered = recoveries(out)
     return {"status": "failed" if error else "ok", "seconds": round(time.perf_counter() - t0, 1),
             "peak_rss_mb": peak.peak_mb, "threads": threads, **({"recovered": recovered} if recovered else {}),
