@@ -153,10 +153,10 @@ UNREADABLE = (RuntimeError, EOFError, pickle.UnpicklingError, ValueError, KeyErr
 
 
 def unreadable_reason(e: BaseException) -> str:
-    """Why torch could not read a file, in a few words (torch's own text for a refused pickle advises loading it with
-    weights_only=False, which would run whatever the file holds: never shown)."""
-    if isinstance(e, pickle.UnpicklingError):
-        return "not a file of tensors and plain values"
+    """Why torch or numpy could not read a file, in a few words (their own text for a refused pickle advises loading it
+    with weights_only=False or allow_pickle=True, which would run whatever the file holds: never shown)."""
+    if isinstance(e, pickle.UnpicklingError) or "weights_only" in str(e) or "allow_pickle" in str(e):
+        return "not a file of arrays and plain values"
     return (str(e).strip().splitlines() or [type(e).__name__])[0].split(". ")[0][:120]
 
 

@@ -30,6 +30,8 @@ import torch.nn as nn
 from tqdm.auto import tqdm
 
 from lib.common.device import DTYPES
+from lib.common.paths import move_aside
+from lib.common.runinfo import unreadable_reason
 from lib.distill.losses import EMBEDDING_LOSSES as LOSSES
 from lib.distill.losses import DistillError, embedding_loss
 from lib.distill.models import Encoder
@@ -109,7 +111,7 @@ def target_embeddings(texts: list[str], model_dir: str | os.PathLike | None = No
     """The target encoder's embeddings [N, D] float32 of `texts`, computed by stage 2's encoder (lib.embed.encoder:
     its pooling and normalisation); model_dir None = all-MiniLM-L6-v2. Cached in `cache_dir` under the model's
     content identity and a digest of the texts."""
-    from lib.common.paths import atomic_write_bytes, move_aside
+    from lib.common.paths import atomic_write_bytes
     from lib.embed.encoder import encode, load_model, model_id_of
 
     model = load_model(model_dir)
@@ -119,7 +121,7 @@ def target_embeddings(texts: list[str], model_dir: str | os.PathLike | None = No
         try:
             x = np.load(path)
         except (OSError, ValueError, EOFError) as e:  # cut short or overwritten: computed again
-            move_aside(path, "target embeddings", str(e)[:120], "they are computed again")
+            move_aside(path, "target embeddings", unreadable_reason(e), "they are computed again")
             x = None
         if x is not None and x.shape[0] == len(texts):
             return x

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from lib.common.hashing import config_digest, text_key
 from lib.common.paths import atomic_write_bytes, atomic_write_text, move_aside
-from lib.common.runinfo import load_json, read_checkpoint, refuse_other_settings
+from lib.common.runinfo import load_json, read_checkpoint, refuse_other_settings, unreadable_reason
 from lib.distill.data import load_vital_articles, split_ids, split_sentences
 from lib.distill.eval import encode
 from lib.distill.losses import DistillError
@@ -102,7 +102,7 @@ class LogitCache:
                 z = np.load(self.path)
                 self.table = dict(zip(z["keys"].tolist(), z["logits"]))
             except (OSError, ValueError, KeyError, EOFError) as e:  # a damaged file is recomputed, not trusted
-                move_aside(self.path, "teacher logits", str(e)[:120], "they are computed again")
+                move_aside(self.path, "teacher logits", unreadable_reason(e), "they are computed again")
                 self.table = {}
 
     def logits(self, texts: list[str], teacher: Encoder, max_seq_len: int, batch_size: int = 64,
