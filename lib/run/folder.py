@@ -10,6 +10,7 @@ import time
 import warnings
 from pathlib import Path
 
+import nbformat
 import psutil
 
 from lib.common.device import THREAD_VARS, default_threads
@@ -118,8 +119,6 @@ def kernel_threads(threads: int):
 def recoveries(executed: Path) -> list[str]:
     """The RecoveryWarnings (a damaged file moved aside, then rebuilt or resumed) in the stderr outputs of an executed
     notebook, one message each, in cell order."""
-    import nbformat
-
     try:
         nb = nbformat.read(executed, as_version=4)
     except (OSError, ValueError):

@@ -21,9 +21,10 @@ Each run folder gets the executed notebooks, params.json (resolved parameters, g
 status.json (per notebook: status, wall seconds, peak RSS of the kernel process, and for a failure the exception's
 name, message and cell). A profile's keys are checked against every numbered notebook, whichever notebooks run. A run
 whose selected notebooks all finished with the same parameters is skipped; an interrupted one resumes at its first
-unfinished notebook (Ctrl-C says so in one line); a damaged file a notebook moved aside and rebuilt is printed as
-"<notebook> recovered: ..." and listed in its status entry; a failed run is reported at the end, the rest of the grid still runs, and the
-exit code is non-zero. `--force` re-executes the selected notebooks and keeps the other notebooks' entries. `--rerun`
+unfinished notebook (Ctrl-C says so in one line); a damaged file that a notebook moved aside and rebuilt is printed as
+"<notebook> recovered: ..." and listed in its status entry (a damaged status.json or params.json is moved aside and
+its notebooks run again, resuming from their checkpoints); a failed run is reported at the end, the rest of the grid
+still runs, and the exit code is non-zero. `--force` re-executes the selected notebooks and keeps the other notebooks' entries. `--rerun`
 re-executes only the selected notebooks into a complete run folder, allowing their own parameters to differ (e.g.
 after a notebook gained a section), keeping the other notebooks' entries and files; each re-run entry records the git
 commit it ran at, and the folder's checkpoints are reused as usual.
