@@ -171,3 +171,14 @@ def test_a_full_disk_under_the_page_cache_names_the_file_and_the_fix(tmp_path):
         for i in range(500):
             cache.put("src", f"t{i}", Page(f"t{i}", "ok", tuple(f"link {j}" for j in range(50))))
     cache.close()
+
+
+def test_notebook_02_refuses_a_folder_that_is_not_a_model_naming_what_is_missing(tmp_path):
+    from lib.embed.encoder import EmbedError, load_model
+
+    (tmp_path / "config.json").write_bytes(b"\x89PNG not json")
+    with pytest.raises(EmbedError, match=rf"model_dir '{tmp_path}' is not a model folder: config.json is not UTF-8"):
+        load_model(tmp_path)
+    (tmp_path / "config.json").write_text('{"hidden_size": 384}')
+    with pytest.raises(EmbedError, match=r"its config.json names no model_type"):
+        load_model(tmp_path)
