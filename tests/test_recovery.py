@@ -27,7 +27,8 @@ def test_a_cut_best_epoch_checkpoint_is_moved_aside_and_its_epoch_retrained_to_t
     m_full, r_full = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, tmp_path, progress=False, data_id=fid)
     assert r_full.best_epoch == 1
     cut(epoch_checkpoints(tmp_path)[1])
-    with pytest.warns(RecoveryWarning, match=r"best-epoch checkpoint .*epoch_1\.pt could not be read .*moved aside"):
+    with pytest.warns(RecoveryWarning, match=r"best-epoch checkpoint .*epoch_1\.pt could not be read \(cut short or "
+                                             r"overwritten\); moved aside to epoch_1\.pt\.corrupt, epochs from 1 on"):
         m_again, r_again = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, tmp_path, progress=False,
                                        data_id=fid)
     assert (tmp_path / "epoch_1.pt.corrupt").is_file() and list(epoch_checkpoints(tmp_path)) == [1, 2]

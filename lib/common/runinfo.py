@@ -157,6 +157,8 @@ def unreadable_reason(e: BaseException) -> str:
     with weights_only=False or allow_pickle=True, which would run whatever the file holds: never shown)."""
     if isinstance(e, pickle.UnpicklingError) or "weights_only" in str(e) or "allow_pickle" in str(e):
         return "not a file of arrays and plain values"
+    if isinstance(e, (OSError, EOFError)):
+        return "cut short or overwritten"
     return (str(e).strip().splitlines() or [type(e).__name__])[0].split(". ")[0][:120]
 
 
