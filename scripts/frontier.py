@@ -100,6 +100,17 @@ def main(argv=None) -> None:
     from lib.distill.lp import REFERENCE, link_prediction_eval
     from lib.distill.models import ensure_teacher, load_encoder
 
+    from lib.embed.encoder import EmbedError, check_model_dir
+
+    for flag, spec in [("--student", x) for x in a.student] + [("--control", x) for x in a.control]:
+        label, _, folder = spec.partition("=")  # checked before the static models are distilled
+        if not label or not folder:
+            raise SystemExit(f"{flag} {spec!r}: give LABEL=FOLDER with a saved sentence-transformers folder "
+                             "(scripts/distill_embedding.py arm writes them to outputs/distill_embedding/students/)")
+        try:
+            check_model_dir(resolve(folder), f"{flag} {label}:")
+        except EmbedError as e:
+            raise SystemExit(str(e)) from None
     torch.set_num_threads(a.threads)
     run_dir, out = resolve(a.run_dir), resolve(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -113,9 +124,6 @@ def main(argv=None) -> None:
         embedders.append(fr.Embedder("all-mpnet-base-v2", teacher_dir))
     for kind, spec in [("student", x) for x in a.student] + [("control", x) for x in a.control]:
         label, _, folder = spec.partition("=")
-        if not label or not (resolve(folder) / "config.json").is_file():
-            raise SystemExit(f"--student {spec!r}: give LABEL=FOLDER with a saved sentence-transformers folder "
-                             "(scripts/distill_embedding.py arm writes them to outputs/distill_embedding/students/)")
         embedders.append(fr.Embedder(label, resolve(folder), kind))
     for flag, labels in (("--static-from", a.static_from), ("--short", a.short)):
         unknown = set(labels) - {e.label for e in embedders}

@@ -13,7 +13,7 @@ import torch
 
 from lib.common.paths import PARAMS, ROOT
 from lib.run.folder import run_folder_lock
-from lib.run.runner import main
+from lib.run.runner import BUSY, main
 from tests.test_runner import (  # noqa: F401  (project fixture below)
     folder_bytes,
     project,  # noqa: F401
@@ -114,9 +114,9 @@ def test_force_on_a_subset_keeps_the_other_notebooks_entries(project):  # noqa: 
 def test_a_folder_being_written_is_refused_naming_its_holder_and_a_dead_holder_is_taken_over(project, capsys):  # noqa: F811
     out = project / "out"
     with run_folder_lock(out, "busy"):
-        assert run(project, "--params", str(project / "a.yaml"), "--run-name", "busy") == 1
+        assert run(project, "--params", str(project / "a.yaml"), "--run-name", "busy") == BUSY
         assert f"is being written by pid {os.getpid()}" in capsys.readouterr().err
-    assert not (out / "busy").exists()
+    assert not (out / "busy").exists() and not (out / "summary.md").exists()  # nothing written, not even the summary
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
                                "from lib.run.folder import run_folder_lock\n"
                                f"with run_folder_lock(Path({str(out)!r}), 'busy'):\n"
@@ -184,3 +184,80 @@ def test_the_lock_file_lives_beside_the_run_folders(tmp_path):
         assert f"pid {os.getpid()}" in (tmp_path / ".locks" / "r.lock").read_text()
         time.sleep(0)
     assert (tmp_path / ".locks" / "r.lock").read_text() == ""
+
+
+@pytest.mark.parametrize("args, named", [
+    (["-p", "gat_epochs=abc"], "gat_epochs='abc' (-p) is a str; 03_train_gat.ipynb declares it int (default 2); "
+                               "give an int"),
+    (["-p", "n_seeds=-1"], "n_seeds=-1 is invalid: must be >= 1"),
+    (["-p", "reuse_runs=nowhere"], "reuse_runs='nowhere'"),
+    pytest.param(["--device", "cuda"], "no CUDA GPU", marks=pytest.mark.skipif(not NO_GPU, reason="needs no GPU")),
+])
+def test_values_of_notebooks_that_do_not_run_are_checked_too(tmp_path, capsys, args, named):
+    assert main(["--outputs", str(tmp_path / "out"), "--size", "tiny", "--notebooks", "01", *args]) == 2
+    err = capsys.readouterr().err
+    assert named in err and err.count("\n") == 1 and not (tmp_path / "out").exists()
+
+
+def test_an_outputs_folder_that_cannot_be_written_is_one_line_also_in_a_dry_run(tmp_path, capsys, monkeypatch):
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if str(p).startswith(str(locked)) else real(p, mode))
+    for extra in (["--dry-run"], []):
+        assert main(["--outputs", str(locked / "out"), "--size", "tiny", *extra]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot be written by this user (it would be made in {locked})" in err and err.count("\n") == 1
+    assert list(locked.iterdir()) == []
+
+
+def test_a_full_disk_names_the_file_and_the_fix(tmp_path, monkeypatch):
+    import errno
+
+    from lib.common.paths import atomic_write_text
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError, match=rf"no space left on the device of {tmp_path / 'status.json'}; free space there"):
+        atomic_write_text(tmp_path / "status.json", "{}")
+    assert list(tmp_path.iterdir()) == []  # nothing half-written
+
+
+def test_an_empty_roots_file_is_named_with_where_it_came_from(tmp_path, capsys):
+    (tmp_path / "roots.txt").write_text("# only a comment\n\n")
+    assert dry(tmp_path, "--size", "tiny", "-p", f"roots_file={tmp_path / 'roots.txt'}", "-p", "source=embedded") == 2
+    err = capsys.readouterr().err
+    assert f"roots_file='{tmp_path / 'roots.txt'}' holds no title" in err and "(-p)" in err and "default of" not in err
+
+
+def test_messages_are_short_and_show_what_differs(tmp_path, capsys, project):  # noqa: F811
+    assert dry(tmp_path, "--size", "tiny", "-p", "gat_epoch=3") == 2
+    err = capsys.readouterr().err
+    assert "unknown parameter 'gat_epoch' in -p overrides" in err and "Did you mean gat_epochs" in err
+    assert len(err) < 300
+    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "x") == 0
+    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "x", "-p", "size=6", "--dry-run") == 2
+    assert "(it has size=3; this run has size=6)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("make, missing", [
+    (lambda d: None, "has no config.json and no modules.json"),
+    (lambda d: (d / "config.json").write_bytes(b"\xff\xfe garbage"), "config.json is not UTF-8 JSON"),
+    (lambda d: (d / "config.json").write_text('{"hidden_size": 8}'), "config.json names no model_type"),
+    (lambda d: (d / "config.json").write_text('{"model_type": "bert"}'), "holds no weights"),
+])
+def test_a_folder_that_is_not_a_model_is_refused_before_any_work(tmp_path, capsys, make, missing):
+    folder = tmp_path / "not_a_model"
+    folder.mkdir()
+    make(folder)
+    assert dry(tmp_path, "--size", "tiny", "--notebooks", "01", "-p", f"model_dir={folder}") == 2
+    err = capsys.readouterr().err
+    assert f"model_dir '{folder}' is not a model folder: " in err and missing in err and err.count("\n") == 1
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "frontier.py"), "--student", f"s={folder}",
+                           "--out", str(tmp_path / "frontier")], cwd=ROOT, capture_output=True, text=True)
+    line = done.stderr.strip()
+    assert done.returncode == 1 and line.count("\n") == 0 and line.startswith(f"--student s: '{folder}' is not a model "
+                                                                               f"folder") and missing in line
+    assert not (tmp_path / "frontier").exists()

@@ -313,3 +313,54 @@ def test_an_interrupted_run_resumes_at_its_first_unfinished_notebook(project, ca
     # 01 ran again: its result is the new size's (timings alone can coincide at 0.1 s resolution)
     assert status["complete"] and json.loads((out_dir / "metrics.json").read_text())["first"] == {"size": 3, "sq": 9}
     assert (out_dir / "01_first.ipynb").read_text() != executed
+
+
+def test_the_console_names_a_recovery_and_shows_no_kernel_log(tmp_path, capfd):
+    nbs = tmp_path / "nbs"
+    nbs.mkdir()
+    tiny_notebook(nbs / "01_first.ipynb", 'run_dir: str = "x"  # run folder',
+                  "import warnings\nfrom lib.common.paths import RecoveryWarning\n"
+                  "warnings.warn('cache c.pt could not be read (cut); moved aside to c.pt.corrupt, rebuilt', "
+                  "RecoveryWarning)")
+    assert main(["--notebook-dir", str(nbs), "--outputs", str(tmp_path / "out"), "--run-name", "r"]) == 0
+    out, err = capfd.readouterr()
+    assert "[r] 01_first.ipynb recovered: cache c.pt could not be read (cut); moved aside to c.pt.corrupt" in out
+    assert "IPKernelApp" not in err and "without encryption" not in err
+    entry = json.loads((tmp_path / "out" / "r" / "status.json").read_text())["notebooks"]["01_first.ipynb"]
+    assert entry["recovered"] == ["cache c.pt could not be read (cut); moved aside to c.pt.corrupt, rebuilt"]
+
+
+def test_a_damaged_status_record_is_moved_aside_and_the_run_resumes(project, capsys):
+    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "d") == 0
+    (project / "out" / "d" / "status.json").write_text('{"notebooks": {"01_fi')
+    capsys.readouterr()
+    assert run(project, "--params", str(project / "a.yaml"), "--run-name", "d") == 0
+    assert "recovered: run record" in capsys.readouterr().out
+    assert (project / "out" / "d" / "status.json.corrupt").is_file()
+    assert json.loads((project / "out" / "d" / "status.json").read_text())["complete"] is True
+
+
+def test_ctrl_c_prints_only_the_resume_line(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from lib.common.paths import ROOT
+
+    nbs = tmp_path / "nbs"
+    nbs.mkdir()
+    tiny_notebook(nbs / "01_first.ipynb", 'run_dir: str = "x"  # run folder', "import time\ntime.sleep(60)")
+    runner = subprocess.Popen([sys.executable, "-m", "lib.run.runner", "--notebook-dir", str(nbs), "--outputs",
+                               str(tmp_path / "out"), "--run-name", "c"], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.time() + 120
+    while time.time() < deadline and not (tmp_path / "out" / "c" / "01_first.ipynb").is_file():
+        time.sleep(0.5)  # papermill writes the executed copy as the first cell starts
+    time.sleep(3)
+    os.killpg(runner.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the runner and its kernel
+    out, err = runner.communicate(timeout=120)
+    assert runner.returncode == 130
+    assert err.strip() == "interrupted: finished notebooks and checkpoints are kept; the same command resumes"

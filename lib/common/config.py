@@ -76,7 +76,7 @@ class StageParams:
         if not _is(value, base):
             raise ParamError(f"parameter {f.name}={value!r} is a {type(value).__name__}; {self.NOTEBOOK} declares it "
                              f"{type_name(hint)} (default {default_text(self.default_of(f.name))}); give "
-                             f"{_article(type_name(hint))} {type_name(hint)}", key=f.name)
+                             f"{article(type_name(hint))} {type_name(hint)}", key=f.name)
         items = value if origin is list else [value]
         for v in items:
             if item_type is not None and not _is(v, item_type):
@@ -152,7 +152,8 @@ def _is(value, t) -> bool:
     return isinstance(value, ok) and isinstance(value, bool) == (bool in ok)  # a bool is an int in Python
 
 
-def _article(word: str) -> str:
+def article(word: str) -> str:
+    """"a" or "an" before `word`."""
     return "an" if word[0] in "aeiou" else "a"
 
 

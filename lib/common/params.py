@@ -4,6 +4,7 @@ Every key must be declared in some notebook's `parameters` cell; an unknown key 
 """
 from __future__ import annotations
 
+import difflib
 import functools
 from pathlib import Path
 
@@ -80,12 +81,14 @@ def notebook_number(nb: str | Path) -> str:
 
 
 def check_known(params: dict, known: set[str], where: str = "params") -> None:
+    """Every key of `params` is declared by some notebook; an unknown one is one line naming it, the closest known
+    names and the page that lists them all."""
     unknown = sorted(set(params) - known)
     if unknown:
-        raise ParamError(
-            f"unknown parameter {unknown[0]!r} in {where}; no notebook declares it. "
-            f"Known parameters: {', '.join(sorted(known))}"
-        )
+        close = difflib.get_close_matches(unknown[0], sorted(known), n=3, cutoff=0.6)
+        hint = f"Did you mean {' or '.join(close)}? " if close else ""
+        raise ParamError(f"unknown parameter {unknown[0]!r} in {where}; no notebook declares it. {hint}Every parameter "
+                         f"is listed in docs/parameters.md")
 
 
 def require(cond: bool, key: str, value, fix: str) -> None:

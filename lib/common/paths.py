@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import tempfile
@@ -13,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 OUTPUTS = ROOT / "outputs"
 PARAMS = ROOT / "params"
 NOTEBOOKS = ROOT / "notebooks"
-CACHE = OUTPUTS / "cache"
+# Caches are keyed by their content's inputs (model identity, link source, task), so every outputs folder can share one;
+# WIKIGAT_CACHE puts them elsewhere (a faster disk, a read-only checkout).
+CACHE = Path(os.environ.get("WIKIGAT_CACHE") or OUTPUTS / "cache").expanduser()
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
@@ -31,16 +34,39 @@ def shown(path: str | os.PathLike) -> str:
     return p.relative_to(ROOT).as_posix() if p.is_relative_to(ROOT) else str(p)
 
 
+class RecoveryWarning(UserWarning):
+    """A damaged file was moved aside and what it held is rebuilt or resumed; the runner prints these."""
+
+
 def move_aside(path: Path, what: str, reason: str, consequence: str) -> Path:
     """Move an unreadable file (cut short by a kill or a full disk, overwritten) to `<name>.corrupt`, replacing an
-    older one, and warn naming both and what happens next; returns the new path. Every reader that can recompute what
-    it lost (checkpoints, caches, chunks) does this instead of failing on the same file at every run."""
+    older one, and warn (RecoveryWarning) naming both and what happens next; returns the new path. Every reader of a
+    file the project wrote does this instead of failing on the same file at every run."""
     path = Path(path)
     aside = path.with_name(path.name + ".corrupt")
     os.replace(path, aside)
     warnings.warn(f"{what} {path} could not be read ({reason}); moved aside to {aside.name}, {consequence}",
-                  stacklevel=3)
+                  RecoveryWarning, stacklevel=3)
     return aside
+
+
+class WriteError(OSError):
+    """A failed write whose message is one sentence naming the file and the fix (os_error_line)."""
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+def os_error_line(e: OSError, path: str | os.PathLike | None = None) -> str:
+    """One sentence for a failed write: what happened, the path (`path` when the error names none) and the fix."""
+    where = e.filename or path or "a file"
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"no space left on the device of {where}; free space there (or pass --outputs a folder on another "
+                f"disk) and run the same command again: it resumes")
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        why = "is on a read-only file system" if e.errno == errno.EROFS else "cannot be written by this user"
+        return f"{where} {why}; pass --outputs a folder you can write, or make it writable"
+    return f"{where}: {e.strerror or e}"
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
@@ -55,9 +81,11 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT) and not e.filename:
+            raise WriteError(e.errno, os_error_line(e, path), str(path)) from None  # a write names no file by itself
         raise
     return path
 

@@ -134,13 +134,40 @@ def refuse_other_settings(what: str, old: dict, new: dict, fix: str) -> None:
     flat_new, flat_old = flatten(jsonable(new)), flatten(jsonable(old))
     diff = sorted(k for k in set(flat_new) | set(flat_old) if flat_new.get(k) != flat_old.get(k))
     if diff:
-        raise ValueError(f"{what} was made with other settings ({', '.join(diff)}); {fix}")
+        def values(flat: dict) -> str:
+            return ", ".join(f"{k}={_short(flat.get(k, 'unset'))}" for k in diff[:6]) + (", ..." if len(diff) > 6 else "")
+
+        raise ValueError(f"{what} was made with other settings ({', '.join(diff)}); {fix} (it has {values(flat_old)}; "
+                         f"this run has {values(flat_new)})")
 
 
-def read_checkpoint(path: str | Path, device="cpu") -> dict | None:
-    """torch.load(path) of a checkpoint; None when there is no file, or when it cannot be read (cut short by a kill or
-    a full disk): such a file is moved aside to `<name>.corrupt` with a warning naming it, so the caller resumes from
-    an earlier checkpoint or starts over instead of failing on it again."""
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# What torch.load(weights_only=True) raises on a file cut short, overwritten or holding more than tensors and plain
+# values (a zip cut in half gives OSError EINVAL); a file this user may not read is not damaged
+UNREADABLE = (RuntimeError, EOFError, pickle.UnpicklingError, ValueError, KeyError, IndexError, UnicodeDecodeError,
+              OSError)
+
+
+def unreadable_reason(e: BaseException) -> str:
+    """Why torch or numpy could not read a file, in a few words (their own text for a refused pickle advises loading it
+    with weights_only=False or allow_pickle=True, which would run whatever the file holds: never shown)."""
+    if isinstance(e, pickle.UnpicklingError) or "weights_only" in str(e) or "allow_pickle" in str(e):
+        return "not a file of arrays and plain values"
+    if isinstance(e, (OSError, EOFError)):
+        return "cut short or overwritten"
+    return (str(e).strip().splitlines() or [type(e).__name__])[0].split(". ")[0][:120]
+
+
+def read_checkpoint(path: str | Path, device="cpu", what: str = "checkpoint",
+                    consequence: str = "resuming from the one before or starting over") -> dict | None:
+    """torch.load(path, weights_only=True) of a file the project wrote (a checkpoint, a cached tensor set); None when
+    there is no file, or when it cannot be read (cut short by a kill or a full disk, overwritten): such a file is moved
+    aside to `<name>.corrupt` with a RecoveryWarning naming it, `what` it is and the `consequence`, so the caller
+    rebuilds or resumes from an earlier state instead of failing on it again. Nothing is ever unpickled as code."""
     import torch
 
     path = Path(path)
@@ -148,8 +175,10 @@ def read_checkpoint(path: str | Path, device="cpu") -> dict | None:
         return None
     try:
         return torch.load(path, map_location=device, weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError) as e:
-        move_aside(path, "checkpoint", str(e).splitlines()[0][:120], "resuming from the one before or starting over")
+    except UNREADABLE as e:
+        if isinstance(e, (PermissionError, FileNotFoundError, IsADirectoryError)):
+            raise
+        move_aside(path, what, unreadable_reason(e), consequence)
         return None
 
 

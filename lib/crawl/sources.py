@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import re
@@ -17,7 +18,7 @@ from pathlib import Path
 from lib.common.graphio import read_graph
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
-from lib.common.paths import CACHE, atomic_write_text, move_aside, package_file
+from lib.common.paths import CACHE, WriteError, atomic_write_text, move_aside, os_error_line, package_file
 from lib.common.runinfo import load_json
 from lib.crawl.pages import (
     DISAMBIGUATION,
@@ -200,12 +201,21 @@ class PageCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._open()
-        except sqlite3.DatabaseError as e:  # not a database (cut short, overwritten): a cache is rebuilt, not fatal
+        except sqlite3.DatabaseError as e:  # not a database, or damaged pages (cut short, overwritten): rebuilt
             move_aside(self.path, "page cache", str(e), "pages are fetched again")
+            for journal in ("-wal", "-shm"):  # they belong to the damaged file
+                Path(str(self.path) + journal).unlink(missing_ok=True)
             self._open()
 
     def _open(self) -> None:
         self._db = sqlite3.connect(self.path)
+        try:
+            bad = [r[0] for r in self._db.execute("PRAGMA quick_check")]  # a valid header can front damaged pages
+            if bad != ["ok"]:
+                raise sqlite3.DatabaseError(f"quick_check: {bad[0]}")
+        except sqlite3.DatabaseError:
+            self._db.close()
+            raise
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL survives a killed process (the resume case)
         self._db.execute(
@@ -221,11 +231,17 @@ class PageCache:
         return None if row is None else Page(row[0], row[1], tuple(json.loads(row[2])))
 
     def put(self, source_id: str, title: str, page: Page) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
-            (source_id, title, page.title, page.status, json.dumps(list(page.links), ensure_ascii=False)),
-        )
-        self._db.commit()
+        try:
+            self._db.execute(
+                "INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
+                (source_id, title, page.title, page.status, json.dumps(list(page.links), ensure_ascii=False)),
+            )
+            self._db.commit()
+        except sqlite3.OperationalError as e:  # "database or disk is full" names no file
+            if "full" not in str(e):
+                raise
+            raise WriteError(errno.ENOSPC, os_error_line(OSError(errno.ENOSPC, str(e)), self.path),
+                             str(self.path)) from None
 
     def __len__(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM pages").fetchone()[0]

@@ -28,6 +28,8 @@ import torch
 import torch.nn as nn
 
 from lib.common.device import DTYPES
+from lib.common.paths import move_aside
+from lib.common.runinfo import unreadable_reason
 from lib.common.training import TrainingLoop, build_optimizer, optimizer_step
 from lib.distill.losses import EMBEDDING_LOSSES as LOSSES
 from lib.distill.losses import DistillError, embedding_loss
@@ -115,8 +117,12 @@ def target_embeddings(texts: list[str], model_dir: str | os.PathLike | None = No
     digest = hashlib.sha256("\0".join(texts).encode()).hexdigest()[:16]
     path = Path(cache_dir) / f"{model_id_of(model)}-{digest}.npy" if cache_dir else None
     if path is not None and path.is_file():
-        x = np.load(path)
-        if x.shape[0] == len(texts):
+        try:
+            x = np.load(path)
+        except (OSError, ValueError, EOFError) as e:  # cut short or overwritten: computed again
+            move_aside(path, "target embeddings", unreadable_reason(e), "they are computed again")
+            x = None
+        if x is not None and x.shape[0] == len(texts):
             return x
     x, _ = encode(model, texts, progress=progress)
     if path is not None:

@@ -23,8 +23,8 @@ import torch
 from tqdm.auto import tqdm
 
 from lib.common.graphio import read_graph, sha256_bytes, sha256_file
-from lib.common.paths import atomic_write_bytes, atomic_write_text
-from lib.common.runinfo import load_json
+from lib.common.paths import atomic_write_bytes, atomic_write_text, move_aside
+from lib.common.runinfo import UNREADABLE, load_json, unreadable_reason
 from lib.embed.store import EmbeddingStore, embed_titles, open_store
 
 DATASET_FORMAT = 1
@@ -176,6 +176,13 @@ class GraphDataset(torch.utils.data.Dataset):
             return torch.load(f, weights_only=True, mmap=True)
         except FileNotFoundError:
             raise DatasetError(f"dataset file {f} is missing; rebuild the dataset (notebook 02)") from None
+        except UNREADABLE as e:
+            if isinstance(e, PermissionError):
+                raise
+            move_aside(f, "dataset file", unreadable_reason(e), "notebook 02 builds it again")
+            raise DatasetError(f"dataset file {f} could not be read (moved aside); run notebook 02 on its run folder "
+                               f"again (runner: --force --notebooks 02 and the notebooks after it), which rebuilds "
+                               f"only that file") from None
 
     def __getitem__(self, i: int | str):
         from torch_geometric.data import Data

@@ -75,6 +75,40 @@ def model_identity(model_dir: str | os.PathLike) -> str:
     return f"{prefix}-{h.hexdigest()[:16]}"
 
 
+WEIGHTS = ("*.safetensors", "*.bin")
+
+
+def check_model_dir(path: str | os.PathLike, what: str = "model_dir") -> None:
+    """`path` is a sentence-transformers or model2vec folder, checked from its files without loading it: a folder that
+    is not one is an EmbedError naming the folder and what is missing, before any work."""
+    path = Path(path)
+    fix = ("pass a folder saved with SentenceTransformer.save(folder) or a model2vec folder (empty model_dir: "
+           "all-MiniLM-L6-v2)")
+    if not path.is_dir():
+        raise EmbedError(f"{what} {str(path)!r} is not a folder; {fix}")
+    cfg, modules = path / "config.json", path / "modules.json"
+    if not cfg.is_file() and not modules.is_file():
+        raise EmbedError(f"{what} {str(path)!r} is not a model folder: it has no config.json and no modules.json; "
+                         f"{fix}")
+    for f in (cfg, modules):
+        if f.is_file():
+            try:
+                load_json(f)
+            except (ValueError, UnicodeDecodeError):
+                raise EmbedError(f"{what} {str(path)!r} is not a model folder: {f.name} is not UTF-8 JSON; {fix}") \
+                    from None
+    if cfg.is_file():
+        c = load_json(cfg)
+        if not isinstance(c, dict) or not c.get("model_type"):
+            raise EmbedError(f"{what} {str(path)!r} is not a model folder: its config.json names no model_type; "
+                             f"{fix}")
+        if c["model_type"] == "model2vec":
+            return  # lib.embed.static names what a static folder lacks
+    if not any(next(path.rglob(w), None) for w in WEIGHTS):
+        raise EmbedError(f"{what} {str(path)!r} is not a model folder: it holds no weights (*.safetensors or *.bin); "
+                         f"{fix}")
+
+
 def load_model(model_dir: str | os.PathLike | None = None, device: str = "cpu", precision: str = "fp32"):
     """A SentenceTransformer from a local folder only (never a hub); `model_dir=None` or "" = all-MiniLM-L6-v2. A
     model2vec folder gives a lib.embed.static.StaticEncoder instead (a float32 table lookup on the CPU: `precision`
@@ -91,16 +125,11 @@ def load_model(model_dir: str | os.PathLike | None = None, device: str = "cpu", 
     dev = get_device(device)
     prec = resolve_precision(precision, dev)
     path = default_model_dir() if not model_dir else Path(model_dir).expanduser()
-    if not path.is_dir():
-        raise EmbedError(f"model_dir={str(model_dir)!r} is not a folder; pass a local sentence-transformers or "
-                         f"model2vec folder, or leave it empty for all-MiniLM-L6-v2")
+    check_model_dir(path)
     from lib.embed.static import is_static_folder
 
     if is_static_folder(path):
         return _static_model(path, precision)
-    if not (path / "config.json").is_file() and not (path / "modules.json").is_file():
-        raise EmbedError(f"model_dir={str(path)!r} has no config.json/modules.json; save the model with "
-                         f"SentenceTransformer.save(folder)")
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(str(path), device=str(dev), local_files_only=True)

@@ -22,8 +22,8 @@ import torch.nn as nn
 from tqdm.auto import tqdm
 
 from lib.common.hashing import config_digest, text_key
-from lib.common.paths import atomic_write_bytes, atomic_write_text
-from lib.common.runinfo import load_json, refuse_other_settings
+from lib.common.paths import atomic_write_bytes, atomic_write_text, move_aside
+from lib.common.runinfo import load_json, read_checkpoint, refuse_other_settings, unreadable_reason
 from lib.distill.data import load_vital_articles, split_ids, split_sentences
 from lib.distill.eval import encode
 from lib.distill.losses import DistillError
@@ -66,8 +66,8 @@ def task_teacher(teacher: Encoder, task: TaskTargets, cfg: FinetuneConfig, folde
     key = config_digest({"teacher": encoder_identity(teacher), "cfg": cfg.__dict__, "n_classes": task.n_classes,
                    "texts": hashlib.sha256("\n".join(task.texts).encode()).hexdigest(), "labels": task.labels.tolist()})
     path = Path(folder) / f"teacher_ft_{key}.pt"
-    if path.is_file():
-        saved = torch.load(path, map_location="cpu", weights_only=True)
+    saved = read_checkpoint(path, "cpu", "fine-tuned teacher", "the teacher is fine-tuned again")
+    if saved is not None:
         model = copy.deepcopy(teacher.model)
         missing, unexpected = model.load_state_dict(saved["model"], strict=False)
         if unexpected or set(saved["model"]) != set(_trainable_keys(teacher, cfg.layers)):
@@ -101,7 +101,8 @@ class LogitCache:
             try:
                 z = np.load(self.path)
                 self.table = dict(zip(z["keys"].tolist(), z["logits"]))
-            except (OSError, ValueError, KeyError, EOFError):  # a damaged file is recomputed, not trusted
+            except (OSError, ValueError, KeyError, EOFError) as e:  # a damaged file is recomputed, not trusted
+                move_aside(self.path, "teacher logits", unreadable_reason(e), "they are computed again")
                 self.table = {}
 
     def logits(self, texts: list[str], teacher: Encoder, max_seq_len: int, batch_size: int = 64,

@@ -12,6 +12,7 @@ import torch
 from torch_geometric.data import Data
 
 from lib.common.paths import atomic_write_bytes
+from lib.common.runinfo import read_checkpoint
 from lib.linkpred.config import build_model
 from lib.linkpred.protocols import EvalTask
 
@@ -25,12 +26,37 @@ def save_checkpoint(path: Path, model, optimizer, config: dict, epoch: int, hist
     return atomic_write_bytes(path, buf.getvalue())
 
 
+class CheckpointLost(FileNotFoundError):
+    """A selected checkpoint could not be read; it was moved aside and the stage that writes it rebuilds it."""
+
+
 def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[torch.nn.Module, dict]:
-    """(model with the checkpoint's weights, the checkpoint dict)."""
-    ck = torch.load(path, map_location=device, weights_only=True)
+    """(model with the checkpoint's weights, the checkpoint dict). A file that cannot be read is moved aside
+    (lib.common.runinfo.read_checkpoint) and CheckpointLost says how notebook 03 rebuilds it."""
+    ck = read_checkpoint(path, device, "checkpoint", "notebook 03 retrains it from the checkpoint before it")
+    if ck is None:
+        raise CheckpointLost(f"checkpoint {path} is missing or was damaged (moved aside); run notebook 03 on its run "
+                             f"folder again (runner: --force --notebooks 03 and the notebooks after it), which "
+                             f"retrains that epoch from the checkpoints it keeps")
     model = build_model(ck["config"]["kind"], ck["config"]["model"])
     model.load_state_dict(ck["model"])
     return model.to(device), ck
+
+
+def best_epoch_weights(ckpt_dir: Path, epoch: int, device="cpu") -> dict | None:
+    """The model state_dict of `ckpt_dir`/epoch_<epoch>.pt; None when it is missing or damaged (then moved aside).
+    Training resumes from the latest checkpoint, so when the selected epoch's weights are lost the checkpoints after
+    it (and last.pt) are deleted as well: the next train_model call resumes from the epoch before it and retrains
+    the selected one (the same weights: every step's randomness derives from the seed, epoch and step)."""
+    ck = read_checkpoint(Path(ckpt_dir) / f"epoch_{epoch}.pt", device, "best-epoch checkpoint",
+                         f"epochs from {epoch} on are trained again from the checkpoint before it")
+    if ck is not None:
+        return ck["model"]
+    for e, path in epoch_checkpoints(ckpt_dir).items():
+        if e > epoch:
+            path.unlink()
+    (Path(ckpt_dir) / "last.pt").unlink(missing_ok=True)
+    return None
 
 
 def epoch_checkpoints(ckpt_dir: Path) -> dict[int, Path]:

@@ -31,7 +31,8 @@ import torch
 from scipy.stats import rankdata
 from torch import Tensor
 
-from lib.common.paths import atomic_write_bytes
+from lib.common.paths import atomic_write_bytes, move_aside
+from lib.common.runinfo import read_checkpoint
 
 PER_POSITIVE_SETS = ("heart", "matched")
 _CHUNK = 512  # anchors per dense [anchors, nodes] block: bounds memory at 512 x N float64 per heuristic
@@ -202,12 +203,12 @@ def per_positive_sets(task, gids: np.ndarray, n_titles: int, tp, forbidden: np.n
 
         key = per_positive_key(task.mp_edge_index, x, gids, n_titles, forbidden, task.pos, k, seed, anchor_ok)
         path = Path(cache_dir) / f"{key}.pt"
-        if path.is_file():
+        got = read_checkpoint(path, what="cached negative sets", consequence="they are built again")
+        if got is not None:
             try:
-                got = torch.load(path, weights_only=True)
                 return {n: (got[n]["neg"], got[n]["owner"], int(got[n]["missing"])) for n in PER_POSITIVE_SETS}
-            except (OSError, RuntimeError, KeyError, EOFError):  # a damaged file is recomputed, not trusted
-                pass
+            except (KeyError, TypeError, ValueError) as e:  # readable, but not what this function writes
+                move_aside(path, "cached negative sets", f"no {e}", "they are built again")
     a = adjacency(task.mp_edge_index, task.data.num_nodes)
     out = {"heart": heart_negatives(a, x, task.data, gids, tp, forbidden, task.pos, k, derive_seed(seed, "heart"),
                                     anchor_ok),

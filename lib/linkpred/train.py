@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from lib.common.device import get_device, resolve_precision
 from lib.common.runinfo import read_checkpoint, refuse_other_settings, save_state
-from lib.linkpred.checkpoint import _comparable, epoch_checkpoints, save_checkpoint
+from lib.linkpred.checkpoint import _comparable, best_epoch_weights, epoch_checkpoints, save_checkpoint
 from lib.linkpred.config import TrainConfig, TrainingDiverged, build_model
 from lib.linkpred.data import usable_graphs
 from lib.linkpred.evaluate import evaluate_model
@@ -367,8 +367,12 @@ def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list,
     if val_log and best_epoch != val_log[-1]["epoch"]:
         if best_state is not None and best_state[0] == best_epoch:
             model.load_state_dict(best_state[1])
-        elif best_epoch in ckpts:  # selected in an earlier, interrupted process
-            model.load_state_dict(torch.load(ckpts[best_epoch], map_location=device, weights_only=True)["model"])
+        elif ckpt_dir:  # selected in an earlier, interrupted process
+            best = best_epoch_weights(ckpt_dir, best_epoch, device)
+            if best is None:  # lost: resume from the epoch before it, which retrains it
+                return train_model(kind, model_cfg, train_graphs, val, cfg, ckpt_dir, resume, progress, max_steps,
+                                   data_id, ranks, graphs_per_step, ckpt_every)
+            model.load_state_dict(best)
     return model, TrainResult(kind, history, val_log, best_epoch, str(ckpts.get(best_epoch)) if ckpts else None,
                               skipped, st["epoch"] - 1, done, time.perf_counter() - t_start, G, ranks.world)
 

@@ -7,17 +7,24 @@ import fcntl
 import os
 import threading
 import time
+import warnings
 from pathlib import Path
 
+import nbformat
 import psutil
 
 from lib.common.device import THREAD_VARS, default_threads
+from lib.common.paths import move_aside, os_error_line
 from lib.common.runinfo import read_json, refuse_other_settings
 
 PEAK_RSS_MEASURES = ("largest VmHWM (the peak resident set size Linux keeps per process) among the runner's child "
                      "processes, i.e. the Jupyter kernel and what it starts, read from /proc every 0.25 s; growth in "
                      "the last 0.25 s before the kernel exits can be missed; null where /proc is unavailable")
 KERNEL = "wikigat"
+# The kernel's own log stays off the console: its start-up warning ("running over TCP without encryption", the only
+# transport of a local kernel) and, on Ctrl-C, the traceback of a reply sent after the runner closed its sockets. What a
+# notebook prints or warns is in its executed copy, whose RecoveryWarnings the runner prints.
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=CRITICAL"]
 # Parameters that say how a run executes, not what it computes: a run complete with other values is not re-run.
 EXECUTION_KEYS = ("threads",)
 
@@ -109,9 +116,26 @@ def kernel_threads(threads: int):
                 os.environ[v] = old
 
 
+def recoveries(executed: Path) -> list[str]:
+    """The RecoveryWarnings (a damaged file moved aside, then rebuilt or resumed) in the stderr outputs of an executed
+    notebook, one message each, in cell order."""
+    try:
+        nb = nbformat.read(executed, as_version=4)
+    except (OSError, ValueError):
+        return []
+    out = []
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "stream" and o.get("name") == "stderr":
+                out += [line.split("RecoveryWarning: ", 1)[1].strip() for line in o.get("text", "").splitlines()
+                        if "RecoveryWarning: " in line]
+    return out
+
+
 def execute(nb: Path, out: Path, params: dict) -> dict:
     """Run one notebook with papermill into `out`; its status entry: status, wall seconds, kernel peak RSS, the CPU
-    threads its kernel used and, for a failure, the exception's details (failure_details)."""
+    threads its kernel used, the recoveries its readers made (`recovered`, when any) and, for a failure, the
+    exception's details (failure_details)."""
     import papermill as pm  # slow to import: only when a notebook runs
 
     t0 = time.perf_counter()
@@ -119,15 +143,39 @@ def execute(nb: Path, out: Path, params: dict) -> dict:
     with KernelPeak() as peak, kernel_threads(params.get("threads", 0)) as threads:
         try:
             pm.execute_notebook(str(nb), str(out), parameters=params, kernel_name=KERNEL, cwd=str(nb.parent),
-                                progress_bar=False, log_output=False)
+                                progress_bar=False, log_output=False, extra_arguments=KERNEL_ARGUMENTS)
         except Exception as e:  # papermill raises PapermillExecutionError with the failing cell
             error = failure_details(e)
+            if isinstance(e, OSError):  # writing the executed copy: a full disk names no file by itself
+                error["error_message"] = os_error_line(e, out)
+    recovered = recoveries(out)
     return {"status": "failed" if error else "ok", "seconds": round(time.perf_counter() - t0, 1),
-            "peak_rss_mb": peak.peak_mb, "threads": threads, **(error or {})}
+            "peak_rss_mb": peak.peak_mb, "threads": threads, **({"recovered": recovered} if recovered else {}),
+            **(error or {})}
 
 
 class RunFolderError(RuntimeError):
     """A run folder that this run may not write: another process holds it, or it was made with other parameters."""
+
+
+class RunFolderBusy(RunFolderError):
+    """Another runner holds the run folder's lock."""
+
+
+def read_record(path: Path, move: bool = False) -> tuple[dict, str | None]:
+    """(the run record at `path` (status.json, params.json), what was done to it): {} when absent. A damaged record
+    counts as absent, so its notebooks run again and resume from their checkpoints; with move=True (under the run's
+    lock) it is moved aside to `<name>.corrupt` and the second item says so."""
+    try:
+        return read_json(path), None
+    except ValueError:
+        if not move:
+            return {}, None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the runner prints the line below instead
+            aside = move_aside(path, "run record", "not valid JSON", "")
+        return {}, f"run record {path} could not be read (not valid JSON); moved aside to {aside.name}, its " \
+                   f"notebooks run again and resume from their checkpoints"
 
 
 def comparable_params(params: dict, defaults: dict | None = None) -> dict:
@@ -150,7 +198,7 @@ def run_folder_lock(outputs: Path, run_name: str):
         except BlockingIOError:
             f.seek(0)
             holder = f.read().strip() or "another process"
-            raise RunFolderError(f"{outputs / run_name} is being written by {holder}; wait for it to finish (the same "
+            raise RunFolderBusy(f"{outputs / run_name} is being written by {holder}; wait for it to finish (the same "
                                  f"command then skips or resumes), or stop that process and re-run") from None
         f.seek(0)
         f.truncate()
@@ -167,7 +215,7 @@ def refuse_other_params(run_dir: Path, merged: dict, defaults: dict | None = Non
     """A run folder belongs to one parameter set: a folder whose params.json holds other values (the notebooks'
     `defaults` filling what a file leaves out) is refused, naming them, before anything is written (--force starts it
     over with the new values)."""
-    made = read_json(run_dir / "params.json").get("params")
+    made = read_record(run_dir / "params.json")[0].get("params")
     if made is None:
         return
     try:

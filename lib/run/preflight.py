@@ -9,13 +9,14 @@ notebooks, where the data is.
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Callable
 from pathlib import Path
 
-from lib.common.config import stage_params
+from lib.common.config import article, stage_params
 from lib.common.device import get_device
 from lib.common.params import ParamError, load_yaml, notebook_parameters
-from lib.common.paths import resolve
+from lib.common.paths import NOTEBOOKS, resolve
 
 TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (float, int), "str": (str,), "bool": (bool,),
                                       "list": (list,)}
@@ -57,14 +58,18 @@ def check_types(values: dict, declared: dict[str, dict], where: dict[str, str], 
             continue
         example = declared[k]["default"]
         raise ParamError(f"parameter {k}={v!r} ({where.get(k, 'notebook default')}) is a {type(v).__name__}; "
-                         f"{notebook} declares it {name} (default {example}); give a {name}")
+                         f"{notebook} declares it {name} (default {example}); give {article(name)} {name}")
 
 
 def _crawl(p: dict) -> None:  # beyond the config: the roots file must exist and hold titles
     from lib.crawl.campaign import check_campaign, read_roots
 
     if p["source"] != "graphs" and p["roots_file"]:
-        check_campaign(read_roots(resolve(p["roots_file"])), p["max_nodes"])
+        roots = read_roots(resolve(p["roots_file"]))
+        if not roots:
+            raise ParamError(f"roots_file={p['roots_file']!r} holds no title (blank lines and # comments only); write "
+                             f"one title per line (see params/roots_*.txt)", key="roots_file")
+        check_campaign(roots, p["max_nodes"])
 
 
 def _distill(p: dict) -> None:  # beyond the config: a published grid to extend must be there, with this grid's settings
@@ -75,9 +80,33 @@ def _distill(p: dict) -> None:  # beyond the config: a published grid to extend 
         published_runs(DistillParams.from_values(p), p["reuse_runs"])
 
 
+def _embed(p: dict) -> None:  # beyond the config: a model folder must be one (the kernel runs in notebooks/)
+    from lib.embed.encoder import EmbedError, check_model_dir
+
+    if p["model_dir"]:
+        try:
+            check_model_dir(NOTEBOOKS / Path(p["model_dir"]).expanduser())
+        except EmbedError as e:
+            raise ParamError(str(e), key="model_dir") from None
+
+
 # What a stage checks beyond its config, imported when its notebook is planned: files its values name.
-STAGE_CHECKS: dict[str, Callable[[dict], None]] = {"01_crawl.ipynb": _crawl,
+STAGE_CHECKS: dict[str, Callable[[dict], None]] = {"01_crawl.ipynb": _crawl, "02_embed.ipynb": _embed,
                                                   "05_attention_distillation.ipynb": _distill}
+
+
+def check_writable(folder: Path, what: str, fix: str = "pass --outputs a folder you can write") -> None:
+    """`folder`, or the nearest folder above it that exists (where it will be made), can be written by this user: a
+    read-only mount or a folder without write permission is one ParamError naming it and the fix, before any work."""
+    p = Path(folder).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if not p.is_dir():
+        raise ParamError(f"{what} {folder} cannot be made: {p} is a file; {fix}")
+    if not os.access(p, os.W_OK | os.X_OK):
+        below = "" if p == Path(folder).absolute() else f" (it would be made in {p})"
+        raise ParamError(f"{what} {folder} cannot be written by this user{below}; {fix}, or make it writable (a "
+                         f"read-only mount cannot be)")
 
 
 def check_device(p: dict) -> None:

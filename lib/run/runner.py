@@ -13,14 +13,18 @@ type, then its stage's bounds, choices and device; lib.run.preflight), and `--dr
 names the key, the value, the params file or `-p` it came from and what is accepted (exit 2). A run folder belongs to
 one parameter set and one writer: a folder made with other parameters is refused naming them (`--force` starts it
 over), and a folder another runner is writing is refused naming its pid (the lock, under `<outputs>/.locks/`, is taken
-over when its holder died). So a refused run leaves the folder byte-identical.
+over when its holder died; such a refusal exits 75 and writes nothing, not even the summary). So a refused run leaves
+the folder byte-identical. The outputs, run, lock and cache folders must be writable before anything starts; a full
+disk or a folder made unwritable meanwhile is one line naming the path and the fix.
 
 Each run folder gets the executed notebooks, params.json (resolved parameters, git commit, package versions) and
 status.json (per notebook: status, wall seconds, peak RSS of the kernel process, and for a failure the exception's
 name, message and cell). A profile's keys are checked against every numbered notebook, whichever notebooks run. A run
 whose selected notebooks all finished with the same parameters is skipped; an interrupted one resumes at its first
-unfinished notebook (Ctrl-C says so); a failed run is reported at the end, the rest of the grid still runs, and the
-exit code is non-zero. `--force` re-executes the selected notebooks and keeps the other notebooks' entries. `--rerun`
+unfinished notebook (Ctrl-C says so in one line); a damaged file that a notebook moved aside and rebuilt is printed as
+"<notebook> recovered: ..." and listed in its status entry (a damaged status.json or params.json is moved aside and
+its notebooks run again, resuming from their checkpoints); a failed run is reported at the end, the rest of the grid
+still runs, and the exit code is non-zero. `--force` re-executes the selected notebooks and keeps the other notebooks' entries. `--rerun`
 re-executes only the selected notebooks into a complete run folder, allowing their own parameters to differ (e.g.
 after a notebook gained a section), keeping the other notebooks' entries and files; each re-run entry records the git
 commit it ran at, and the folder's checkpoints are reused as usual.
@@ -43,25 +47,24 @@ from lib.common.params import (
     numbered_notebooks,
     parse_override,
 )
-from lib.common.paths import OUTPUTS, PARAMS, atomic_write_text, shown
-from lib.common.runinfo import (
-    git_commit,
-    load_json,
-    read_json,
-    refuse_other_settings,
-    write_params_json,
-)
+from lib.common.paths import CACHE, OUTPUTS, PARAMS, atomic_write_text, os_error_line, shown
+from lib.common.runinfo import git_commit, load_json, refuse_other_settings, write_params_json
 from lib.run.folder import (
     EXECUTION_KEYS,
     PEAK_RSS_MEASURES,
+    RunFolderBusy,
     RunFolderError,
     comparable_params,
     describe_failure,
     execute,
+    read_record,
     refuse_other_params,
     run_folder_lock,
 )
-from lib.run.preflight import all_defaults, check_run
+from lib.run.preflight import all_defaults, check_run, check_writable
+
+BUSY = 75  # exit code of a run refused because another runner writes its folder (sysexits' EX_TEMPFAIL): try later
+INTERRUPTED = 130
 
 
 def plan_run(files: list[Path], overrides: dict, notebooks: list[Path], all_notebooks: list[Path] | None = None
@@ -106,9 +109,12 @@ def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[P
     with run_folder_lock(outputs, run_name):  # the lock lives beside the folder: a refusal below touches nothing
         if not force:  # under the lock: another run may have finished meanwhile
             refuse_other_params(run_dir, merged, defaults)
-        made = read_json(run_dir / "params.json").get("params")
+        made_record, moved = read_record(run_dir / "params.json", move=True)
+        made = made_record.get("params")
         same = made is not None and comparable_params(made, defaults) == comparable_params(merged, defaults)
-        status = read_json(run_dir / "status.json") if same else {}
+        status, moved_status = read_record(run_dir / "status.json", move=True) if same else ({}, None)
+        for line in filter(None, (moved, moved_status)):
+            log(f"[{run_name}] recovered: {line}")
         entries = dict(status.get("notebooks") or {})
 
         def finished(nb: Path) -> bool:
@@ -139,6 +145,8 @@ def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[P
             entry = execute(nb, out, {**per_nb[nb], "run_dir": merged["run_dir"]})
             if entry.get("error_name") == "KeyboardInterrupt":
                 raise KeyboardInterrupt
+            for line in entry.get("recovered", []):
+                log(f"[{run_name}] {nb.name} recovered: {line}")
             status["notebooks"][nb.name] = entry
             atomic_write_text(run_dir / "status.json", json.dumps(status, indent=1))
             if entry["status"] == "failed":
@@ -161,7 +169,7 @@ def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks
     ("params_changed") with the git commit it ran at. A folder that is incomplete, lacks a notebook, or whose other
     notebooks would see other parameters is refused with the fix named (ValueError)."""
     run_dir = outputs / run_name
-    status = read_json(run_dir / "status.json")
+    status = read_record(run_dir / "status.json")[0]
     made = list(status.get("notebooks") or {})
     if not status.get("complete") or not (run_dir / "params.json").is_file():
         raise ValueError(f"--rerun needs a complete run folder; {run_dir} is not (run it without --rerun first)")
@@ -187,6 +195,10 @@ def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks
         entry = {**execute(nb, run_dir / nb.name, {**per_nb[nb], "run_dir": merged["run_dir"]}),
                  "rerun": f"re-run alone at commit {commit}",
                  "params_changed": {k: v for k, v in per_nb[nb].items() if v != old.get(k)}}
+        if entry.get("error_name") == "KeyboardInterrupt":
+            raise KeyboardInterrupt
+        for line in entry.get("recovered", []):
+            log(f"[{run_name}] {nb.name} recovered: {line}")
         status["notebooks"][nb.name] = entry
         status["complete"] = entry["status"] == "ok"
         atomic_write_text(run_dir / "status.json", json.dumps(status, indent=1))
@@ -206,7 +218,7 @@ def describe_plan(run_name: str, files: list[Path], overrides: dict, notebooks: 
     merged["run_dir"] = _run_dir_param(run_dir)
     if not force:
         refuse_other_params(run_dir, merged, all_defaults(all_notebooks or notebooks))
-    entries = read_json(run_dir / "status.json").get("notebooks") or {}
+    entries = read_record(run_dir / "status.json")[0].get("notebooks") or {}
     skip = not force and (run_dir / "params.json").is_file() and all(
         (entries.get(nb.name) or {}).get("status") == "ok" and (run_dir / nb.name).is_file() for nb in notebooks)
     lines = [f"[{run_name}] {'skip (already complete with the same parameters)' if skip else 'run'} -> {run_dir}",
@@ -218,7 +230,8 @@ def describe_plan(run_name: str, files: list[Path], overrides: dict, notebooks: 
 
 def plan_grid(args: argparse.Namespace) -> tuple[list[Path], list[Path], dict, list[tuple[str, list[Path]]]]:
     """(every numbered notebook, the selected ones, the -p overrides, the runs as (name, params files)) of the
-    command line, with every value of every run and each run's folder checked (ParamError / RunFolderError)."""
+    command line, with every value of every run (all notebooks', whichever are selected: a run folder records them
+    all), each run's folder and the folders the run writes checked (ParamError / RunFolderError)."""
     all_notebooks = numbered_notebooks(args.notebook_dir) if args.notebook_dir else numbered_notebooks()
     notebooks = all_notebooks
     if args.notebooks:
@@ -247,9 +260,13 @@ def plan_grid(args: argparse.Namespace) -> tuple[list[Path], list[Path], dict, l
         runs = [(args.run_name, runs[0][1])]
     for name, files in runs:  # validate every value of the whole grid, and its folders, before any work
         merged, _ = plan_run(files, overrides, notebooks, all_notebooks)
-        check_run(merged, files, overrides, notebooks)
+        check_run(merged, files, overrides, all_notebooks)
         if not args.force and not args.rerun:
             refuse_other_params(Path(args.outputs) / name, merged, all_defaults(all_notebooks))
+    for name, _ in runs:
+        check_writable(Path(args.outputs) / name, "run folder")
+    check_writable(Path(args.outputs) / ".locks", "lock folder")
+    check_writable(CACHE, "cache folder", "set WIKIGAT_CACHE to a folder you can write")
     return all_notebooks, notebooks, overrides, runs
 
 
@@ -295,34 +312,51 @@ def main(argv: list[str] | None = None) -> int:
                       f"run folder {Path(args.outputs) / runs[0][0]}")
             print(f"dry run: {len(runs)} run(s) valid; nothing executed")
             return 0
-        failed = []
+        failed, busy = [], []
         for name, files in runs:
             try:
                 ok = run_one(name, files, overrides, notebooks, force=args.force, outputs=Path(args.outputs),
                              all_notebooks=all_notebooks)
+            except RunFolderBusy as e:  # another runner's run: nothing of it is touched, not even the summary
+                print(f"error: {e}", file=sys.stderr)
+                busy.append(name)
+                continue
             except RunFolderError as e:
                 print(f"error: {e}", file=sys.stderr)
                 ok = False
             except KeyboardInterrupt:
                 raise
+            except OSError as e:  # a full disk, a folder made read-only meanwhile: the path and the fix
+                print(f"error: [{name}] {os_error_line(e)}", file=sys.stderr)
+                ok = False
             except Exception:
                 traceback.print_exc()
                 ok = False
             if not ok:
                 failed.append(name)
+    except RunFolderBusy as e:
+        print(f"error: {e}", file=sys.stderr)
+        return BUSY
     except (RunFolderError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        print(f"error: {os_error_line(e)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        print("\ninterrupted: finished notebooks and checkpoints are kept; the same command resumes", file=sys.stderr)
-        return 130
-    stem = Path(args.summary) if args.summary else Path(args.outputs) / "summary"
-    from lib.run.summary import summarize
+        print("interrupted: finished notebooks and checkpoints are kept; the same command resumes", file=sys.stderr)
+        return INTERRUPTED
+    done = [name for name, _ in runs if name not in busy]
+    if done:
+        stem = Path(args.summary) if args.summary else Path(args.outputs) / "summary"
+        from lib.run.summary import summarize
 
-    table = summarize([name for name, _ in runs], stem, outputs=Path(args.outputs))
-    print(f"summary of {len(table)} run(s): {stem}.md/.csv/.html")
-    print(f"{len(runs) - len(failed)} of {len(runs)} run(s) complete" + (f"; failed: {', '.join(failed)}" if failed else ""))
-    return 1 if failed else 0
+        table = summarize(done, stem, outputs=Path(args.outputs))
+        print(f"summary of {len(table)} run(s): {stem}.md/.csv/.html")
+    print(f"{len(done) - len(failed)} of {len(runs)} run(s) complete" + (f"; failed: {', '.join(failed)}" if failed
+                                                                          else "")
+          + (f"; being written by another runner: {', '.join(busy)}" if busy else ""))
+    return 1 if failed else BUSY if busy else 0
 
 
 if __name__ == "__main__":
