@@ -217,7 +217,6 @@ def test_reference_tables_give_minilm_minus_its_control_and_each_ablation_with_i
 
 
 def test_a_result_published_under_several_run_names_is_listed_once():
-
     from lib.run.tables import once
 
     t = pd.DataFrame([{"run": r, "student": s, "auc": a} for r in ("a", "b", "c")
