@@ -81,7 +81,7 @@ def auc_after_steps(precision: str, steps: int, seed: int = 0) -> float:
     neg = sample_negatives(g.edge_index, g.num_nodes, mp.size(1), seed=seed + 1)
     test_neg = sample_negatives(g.edge_index, g.num_nodes, test_e.size(1), seed=seed + 2)
     torch.manual_seed(seed)
-    model = GatModel(impl="fused")
+    model = GatModel(gat_impl="fused")
     step = make_step(model, g.x, mp, neg, precision, lr=5e-3)
     for _ in range(steps):
         step()
@@ -102,7 +102,7 @@ def child(impl: str, nodes: int, edges: int, steps: int, precision: str = "fp32"
     because generating them costs more memory than training on them."""
     x, ei = seed_sized_graph(nodes, edges)
     neg = sample_negatives(ei, nodes, round(0.3 * ei.size(1)), seed=1)
-    step = make_step(GatModel(impl=impl), x, ei, neg, precision)
+    step = make_step(GatModel(gat_impl=impl), x, ei, neg, precision)
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # Linux: reset the peak-RSS counter
@@ -141,7 +141,7 @@ def main() -> None:
     x, ei = seed_sized_graph(a.nodes, a.edges)
     neg = sample_negatives(ei, a.nodes, round(0.3 * ei.size(1)), seed=1)
     torch.manual_seed(0)
-    ref, fused = GatModel(impl="pyg"), GatModel(impl="fused")
+    ref, fused = GatModel(gat_impl="pyg"), GatModel(gat_impl="fused")
     fused.load_state_dict(ref.state_dict())
     assert count_parameters(ref) == count_parameters(fused), "parameter counts differ"
     ref.eval(), fused.eval()
@@ -153,7 +153,7 @@ def main() -> None:
 
     steps = {"pyg": make_step(ref, x, ei, neg), "fused": make_step(fused, x, ei, neg)}
     if low:
-        lowm = GatModel(impl="fused")
+        lowm = GatModel(gat_impl="fused")
         lowm.load_state_dict(ref.state_dict())
         steps[f"fused-{low}"] = make_step(lowm, x, ei, neg, low)
     for s in steps.values():

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,8 @@ from lib.run.ranks import Dist, run_local, setup
 
 TOL = 1e-5
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
-MODEL_CFG = ModelConfig(in_channels=16, hidden_channels=16, out_channels=8, num_levels=1, heads=2,
-                        dropout=0.5).to_dict()  # dropout on: per-example seeds make it rank-independent
+MODEL_CFG = ModelConfig(in_channels=16, gat_hidden=16, gat_out=8, gat_levels=1, gat_heads=2,
+                        gat_dropout=0.5)  # dropout on: per-example seeds make it rank-independent
 CFG = TrainConfig(epochs=2, lr=1e-2, log_aauc=False, log_eval=False)
 
 
@@ -44,24 +45,24 @@ def max_diff(a: dict, b: dict) -> float:
 
 def _gat(d, ckpt, per_rank_dir, max_steps=None, ckpt_every=1):
     out = Path(ckpt) / f"rank{d.rank}" if per_rank_dir else Path(ckpt)
-    model, res = train_gat("gat_model", MODEL_CFG, graphs(), CFG, d, 4, out_dir=out, ckpt_every=ckpt_every,
+    model, res = train_gat("gat_model", MODEL_CFG, graphs(), replace(CFG, graphs_per_step=4), d, out_dir=out, ckpt_every=ckpt_every,
                               max_steps=max_steps)
     return {"state": model.state_dict(), "steps": res["steps"], "loss": [h["loss"] for h in res["history"]]}
 
 
 def test_gat_one_process_at_one_graph_is_the_notebook_step():
     model, _ = train_model("gat_model", MODEL_CFG, graphs(), [], CFG, progress=False)
-    mine, _ = train_gat("gat_model", MODEL_CFG, graphs(), CFG, Dist(), 1)
+    mine, _ = train_gat("gat_model", MODEL_CFG, graphs(), replace(CFG, graphs_per_step=1), Dist())
     assert max_diff(model.state_dict(), mine.state_dict()) == 0.0
 
 
 def test_gat_batch_of_one_graph_at_a_time_stopped_mid_epoch_resumes_from_last_pt(tmp_path):
     """One process, a global batch of 2, last.pt every step: killed after 2 steps (mid-epoch 1), resumed to the end
     — the same parameters as an uninterrupted run, and last.pt gone once epoch 1's checkpoint exists."""
-    full, _ = train_gat("gat_model", MODEL_CFG, graphs(), CFG, Dist(), 2)
-    train_gat("gat_model", MODEL_CFG, graphs(), CFG, Dist(), 2, out_dir=tmp_path, ckpt_every=1, max_steps=2)
+    full, _ = train_gat("gat_model", MODEL_CFG, graphs(), replace(CFG, graphs_per_step=2), Dist())
+    train_gat("gat_model", MODEL_CFG, graphs(), replace(CFG, graphs_per_step=2), Dist(), out_dir=tmp_path, ckpt_every=1, max_steps=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
-    again, res = train_gat("gat_model", MODEL_CFG, graphs(), CFG, Dist(), 2, out_dir=tmp_path, ckpt_every=1)
+    again, res = train_gat("gat_model", MODEL_CFG, graphs(), replace(CFG, graphs_per_step=2), Dist(), out_dir=tmp_path, ckpt_every=1)
     assert res["steps"] == 4 and max_diff(full.state_dict(), again.state_dict()) == 0.0  # 2 epochs x 3 steps - 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch_1.pt", "epoch_2.pt"]
 
@@ -101,7 +102,7 @@ def two_ranks(tmp_path_factory):
 
 @pytest.mark.slow
 def test_gat_two_ranks_equal_one_rank_at_twice_the_batch_and_only_rank0_writes(two_ranks):
-    one, res1 = train_gat("gat_model", MODEL_CFG, graphs(), CFG, Dist(), 4)
+    one, res1 = train_gat("gat_model", MODEL_CFG, graphs(), replace(CFG, graphs_per_step=4), Dist())
     tmp_path, (r0, r1) = two_ranks[0], [r["gat"] for r in two_ranks[1]]
     assert r0["steps"] == r1["steps"] == 4 == res1["steps"]  # 2 epochs x (4 graphs + 1 graph)
     assert max_diff(r0["state"], r1["state"]) == 0.0  # DDP keeps the replicas identical

@@ -12,7 +12,7 @@ import torch
 from torch_geometric.data import Data
 
 from lib.common.paths import atomic_write_bytes
-from lib.linkpred.config import build_model
+from lib.linkpred.config import build_model, stored_settings
 from lib.linkpred.protocols import EvalTask
 
 
@@ -28,7 +28,7 @@ def save_checkpoint(path: Path, model, optimizer, config: dict, epoch: int, hist
 def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[torch.nn.Module, dict]:
     """(model with the checkpoint's weights, the checkpoint dict)."""
     ck = torch.load(path, map_location=device, weights_only=True)
-    model = build_model(ck["config"]["kind"], ck["config"]["model"])
+    model = build_model(ck["config"]["kind"], stored_settings(ck["config"], f"checkpoint {path}")[0])
     model.load_state_dict(ck["model"])
     return model.to(device), ck
 
@@ -42,24 +42,9 @@ def epoch_checkpoints(ckpt_dir: Path) -> dict[int, Path]:
     return dict(sorted(out.items()))
 
 
-def current_train(train: dict) -> dict:
-    """The one read-time mapping of a checkpoint's training config to today's TrainConfig fields: a checkpoint from
-    before `precision` carries `amp` (True: float16 autocast), one from before `matched_negative_share` trained
-    without matched negatives, and one from before the distance-2 negatives were called `dist2` names their share
-    `hard_negative_share`."""
-    out = {k: v for k, v in train.items() if k not in ("amp", "hard_negative_share")}
-    if "hard_negative_share" in train:
-        out["dist2_negative_share"] = train["hard_negative_share"]
-    out.setdefault("precision", "fp16" if train.get("amp") else "fp32")
-    out.setdefault("matched_negative_share", 0.0)
-    return out
-
-
 def _comparable(config: dict) -> dict:
-    """A checkpoint's config minus what may change on resume (the number of epochs), in today's fields
-    (current_train); checkpoints from before `global_batch` took one graph per step."""
-    train = {k: v for k, v in current_train(config["train"]).items() if k != "epochs"}
-    return {"global_batch": 1, **config, "train": train}  # checkpoints from before the batch was recorded took one graph
+    """A checkpoint's config minus what may change on resume (the number of epochs)."""
+    return {**config, "train": {k: v for k, v in config["train"].items() if k != "epochs"}}
 
 
 def data_fingerprint(graphs: Iterable[Data], tasks: Iterable[EvalTask] = ()) -> str:

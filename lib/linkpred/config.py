@@ -1,9 +1,14 @@
 """Stage 3's settings: notebook 03's and 03b's parameters (`GatParams`, `BeyondParams`; see lib.common.config), the
-training settings one model is trained with (`TrainConfig`), and the models they build."""
+training settings one model is trained with (`TrainConfig`), and the models they build.
+
+A setting keeps its notebook name wherever it travels: `GatParams.model_config`, `.train_config` and
+`.protocol_settings` copy every field of the target that the notebook declares under the same name (`settings_from`),
+so a GatModel setting is one field of `ModelConfig` plus its notebook declaration, and every caller that builds its
+settings from `GatParams` (notebook 03, the node-embedder study, the runner) gets it."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
-from typing import ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import torch
 
@@ -12,6 +17,7 @@ from lib.common.device import PRECISIONS, check_precision, get_device, resolve_p
 from lib.common.params import ParamError
 from lib.linkpred.decoders import VARIANTS
 from lib.linkpred.model import FeatureMLP, GatModel, ModelConfig, PlainGAT
+from lib.linkpred.protocols import ProtocolSettings
 from lib.linkpred.sampling import PROTOCOLS
 from lib.metrics.link import SELECT_METRICS
 
@@ -40,6 +46,7 @@ class TrainConfig:
     select_metric: str = "auc"  # validation metric (uniform negatives) that picks the epoch: "auc" or "mrr"
     patience: int = 0  # early stopping: stop after this many epochs without a better validation score (0 = off)
     steps_per_graph: int = 1  # optimiser steps per training graph and epoch (the seed: 1), each with fresh pairs
+    graphs_per_step: int = 1  # training examples (graph, repeat) per optimiser step, over all ranks (the seed: 1)
     dist2_negative_share: float = 0.0  # share of each step's negatives drawn at distance 2 in its message passing
     matched_negative_share: float = 0.0  # share drawn at a positive's own distance in the step's message passing
     hits_k: int = 50
@@ -63,6 +70,8 @@ class TrainConfig:
                   ("patience", isinstance(self.patience, int) and self.patience >= 0, "use 0 (off) or a count"),
                   ("steps_per_graph", isinstance(self.steps_per_graph, int) and self.steps_per_graph >= 1,
                    "use 1 (the seed) or more"),
+                  ("graphs_per_step", isinstance(self.graphs_per_step, int) and self.graphs_per_step >= 1,
+                   "use 1 (the seed) or more"),
                   ("dist2_negative_share", 0 <= self.dist2_negative_share <= 1, "use a share in [0, 1]"),
                   ("matched_negative_share", 0 <= self.matched_negative_share <= 1 - self.dist2_negative_share,
                    "use a share in [0, 1 - dist2_negative_share]")]
@@ -82,18 +91,38 @@ class TrainConfig:
 # ---------------------------------------------------------------- models, checkpoints, training
 
 
-def build_model(kind: str, model_cfg: dict) -> torch.nn.Module:
-    """A fresh model of `kind` ("gat_model", "plain_gat", "mlp") from a plain config dict (ModelConfig's keys plus
-    "baseline_dropout" for the two baselines)."""
+def build_model(kind: str, model_cfg: ModelConfig) -> torch.nn.Module:
+    """A fresh model of `kind` ("gat_model", "plain_gat", "mlp"); the two baselines take GatModel's widths and heads
+    with `baseline_dropout`."""
     if kind == "gat_model":
-        names = {f.name for f in fields(ModelConfig)}
-        return GatModel(ModelConfig(**{k: v for k, v in model_cfg.items() if k in names}))
-    keep = {k: model_cfg[k] for k in ("in_channels", "hidden_channels", "out_channels") if k in model_cfg}
+        return GatModel(model_cfg)
+    widths = dict(in_channels=model_cfg.in_channels, hidden_channels=model_cfg.gat_hidden,
+                  out_channels=model_cfg.gat_out, dropout=model_cfg.baseline_dropout)
     if kind == "plain_gat":
-        return PlainGAT(**keep, heads=model_cfg.get("heads", 2), dropout=model_cfg.get("baseline_dropout", 0.5))
+        return PlainGAT(**widths, heads=model_cfg.gat_heads)
     if kind == "mlp":
-        return FeatureMLP(**keep, dropout=model_cfg.get("baseline_dropout", 0.5))
+        return FeatureMLP(**widths)
     raise ValueError(f"model kind {kind!r} is unknown; use one of {MODEL_KINDS}")
+
+
+Settings = TypeVar("Settings")
+
+
+def settings_from(cls: type[Settings], source: Any, **values) -> Settings:
+    """A `cls` dataclass (ModelConfig, TrainConfig, ProtocolSettings) holding every field of it that `source` (a stage
+    config or another settings object) has under the same name, then `values`; the rest keep their defaults."""
+    shared = {f.name: getattr(source, f.name) for f in fields(cls) if hasattr(source, f.name)}
+    return cls(**{**shared, **values})
+
+
+def stored_settings(config: dict, where: str) -> tuple[ModelConfig, TrainConfig]:
+    """(ModelConfig, TrainConfig) of a checkpoint's stored config (lib.linkpred.train.checkpoint_config); a config
+    with other fields raises one ValueError naming `where` and the fix."""
+    try:
+        return ModelConfig(**config["model"]), TrainConfig(**config["train"])
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"{where} holds settings this code does not read ({e}); re-run notebook 03 on this run "
+                         f"folder to train it again") from None
 
 
 # ---------------------------------------------------------------- notebooks 03 and 03b: their parameters
@@ -152,19 +181,18 @@ class GatParams(DeviceStageParams):
     def seeds(self) -> list[int]:
         return list(range(self.seed, self.seed + self.n_seeds))
 
-    def train_configs(self) -> dict[int, TrainConfig]:
-        """{seed: TrainConfig} of every seed."""
-        return {s: TrainConfig(epochs=self.gat_epochs, lr=self.gat_lr, neg_rate=self.neg_rate, r_cos=self.r_cos,
-                               t_cos=self.t_cos, holdout_fraction=self.holdout_fraction,
-                               new_node_fraction=self.new_node_fraction, disjoint_ratio=self.disjoint_ratio,
-                               select_metric=self.select_metric, precision=self.precision, device=self.device, seed=s)
-                for s in self.seeds}
+    def train_config(self, seed: int, kind: str = "gat_model", supervision: str = "mp") -> TrainConfig:
+        """The TrainConfig of one trained model: `kind` for gat_epochs (GatModel) or baseline_epochs, at gat_lr."""
+        epochs = self.gat_epochs if kind == "gat_model" else self.baseline_epochs
+        return settings_from(TrainConfig, self, epochs=epochs, lr=self.gat_lr, supervision=supervision, seed=seed)
 
-    def model_config(self, in_channels: int) -> dict:
-        """The GatModel configuration, plus the trained baselines' dropout."""
-        return {**ModelConfig(in_channels=in_channels, hidden_channels=self.gat_hidden, out_channels=self.gat_out,
-                              num_levels=self.gat_levels, heads=self.gat_heads, dropout=self.gat_dropout,
-                              impl=self.gat_impl).to_dict(), "baseline_dropout": self.baseline_dropout}
+    def model_config(self, in_channels: int) -> ModelConfig:
+        """The GatModel (and baselines') settings for node features of width `in_channels`."""
+        return settings_from(ModelConfig, self, in_channels=in_channels)
+
+    def protocol_settings(self) -> ProtocolSettings:
+        """What notebook 03's protocols are built with (lib.linkpred.protocols.make_protocol)."""
+        return settings_from(ProtocolSettings, self)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,12 +28,14 @@ from torch_geometric.data import Data
 from tqdm.auto import tqdm
 
 from lib.common.device import get_device, resolve_precision
+from lib.common.paths import move_aside
 from lib.common.runinfo import read_checkpoint, refuse_other_settings, save_state
 from lib.linkpred.checkpoint import _comparable, epoch_checkpoints, save_checkpoint
-from lib.linkpred.config import TrainConfig, TrainingDiverged, build_model
+from lib.linkpred.config import TrainConfig, TrainingDiverged, build_model, settings_from
 from lib.linkpred.data import usable_graphs
 from lib.linkpred.evaluate import evaluate_model
-from lib.linkpred.protocols import EvalTask, graph_task
+from lib.linkpred.model import ModelConfig
+from lib.linkpred.protocols import EvalTask, ProtocolSettings, graph_task
 from lib.linkpred.sampling import (
     NEGATIVE_SETS,
     TitlePairs,
@@ -62,8 +64,8 @@ class TrainResult:
 
 def _val_tasks(val: list, cfg: TrainConfig) -> list[EvalTask]:
     """Validation tasks; plain graphs get the within-graph hold-out of `cfg` (no dataset-wide protocol needed)."""
-    return [v if isinstance(v, EvalTask) else graph_task(v, "within_graph", cfg.seed, cfg.holdout_fraction,
-                                                         cfg.neg_rate) for v in val]
+    settings = settings_from(ProtocolSettings, cfg)
+    return [v if isinstance(v, EvalTask) else graph_task(v, "within_graph", cfg.seed, settings) for v in val]
 
 
 def supervision_pairs(data: Data, cfg: TrainConfig, epoch: int, step: int) -> tuple[Tensor, Tensor]:
@@ -143,13 +145,14 @@ class EncodeDecode(torch.nn.Module):
         return z, self.model.decode(z, pairs, mp, x)  # one call for positives and negatives: see PairDecoder
 
 
-def init_model(kind: str, model_cfg: dict, train_graphs: list[Data], cfg: TrainConfig, device) -> torch.nn.Module:
+def init_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], cfg: TrainConfig,
+               device) -> torch.nn.Module:
     """A fresh `kind` model seeded by (cfg.seed, kind) on `device` (decoder_init="stack": its feature part fitted on
     `train_graphs`)."""
     torch.manual_seed(derive_seed(cfg.seed, "init", kind))
     model = build_model(kind, model_cfg).to(device)
-    rescale = bool(model_cfg.get("decoder_rescale"))
-    if model_cfg.get("decoder_init") == "stack":
+    rescale = model_cfg.decoder_rescale
+    if model_cfg.decoder_init == "stack":
         # the same stack (ratio, seed, rescale) that lib.linkpred.beyond reports as a baseline for these graphs
         from lib.linkpred.heuristics import HeuristicStack
 
@@ -204,20 +207,60 @@ class OneProcess:
         pass
 
 
-LAST = "last.pt"  # the mid-epoch checkpoint (every `ckpt_every` steps); epoch ends are epoch_<e>.pt
+LAST = "last.pt"  # the mid-epoch checkpoint (every `Checkpointing.every` steps); epoch ends are epoch_<e>.pt
 
 
-def _resume(ckpt_dir: Path | None, resume: bool, data_id: str, config: dict, model: torch.nn.Module,
-            opt: torch.optim.Optimizer, scaler, device: torch.device) -> dict:
+@dataclass(frozen=True)
+class Checkpointing:
+    """Where and how train_model checkpoints: `folder` gets epoch_<e>.pt at each epoch's end and, with every > 0,
+    last.pt every that many steps within an epoch. data_id identifies the training data (data_fingerprint): a
+    checkpoint is resumed only when its data_id equals a non-empty data_id; with an empty one, or resume=False,
+    training starts over and replaces the folder's checkpoints."""
+
+    folder: Path | None = None
+    data_id: str = ""
+    resume: bool = True
+    every: int = 0
+
+
+@dataclass
+class _Loop:
+    """What every training step of train_model reads."""
+
+    run: torch.nn.Module  # EncodeDecode, possibly inside DistributedDataParallel
+    opt: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    ranks: object  # OneProcess or lib.run.distributed's ranks
+    cfg: TrainConfig
+    kind: str
+    device: torch.device
+    prec: object  # cfg.precision resolved for device (lib.common.device.resolve_precision)
+
+
+def checkpoint_config(kind: str, model_cfg: ModelConfig, cfg: TrainConfig, data_id: str) -> dict:
+    """The plain config a checkpoint stores (lib.linkpred.config.stored_settings reads it back)."""
+    return {"kind": kind, "model": asdict(model_cfg), "train": cfg.to_dict(), "data_id": data_id}
+
+
+def _same_fields(stored: dict, config: dict) -> bool:
+    """Whether a stored checkpoint config has the fields of `config` (values may differ)."""
+    return set(stored) == set(config) and all(set(stored[k]) == set(config[k]) for k in ("model", "train"))
+
+
+def _resume(ck_plan: Checkpointing, config: dict, model: torch.nn.Module, opt: torch.optim.Optimizer, scaler,
+            device: torch.device) -> dict:
     """Where training starts: {"history", "val", "epoch", "step", "last_good"} from the folder's latest checkpoint
     (the last epoch_<e>.pt, or last.pt when it is further on), loaded into `model`, `opt` and `scaler`; a fresh start
     when there is none. With resume off or an empty data_id the folder's checkpoints are deleted instead: stale
-    epochs of an earlier run must not be selected later."""
+    epochs of an earlier run must not be selected later. A checkpoint that stores other settings fields than
+    `config` is moved aside with a warning (it cannot be resumed by this code); one with the same fields and other
+    values is refused."""
     fresh = {"history": [], "val": [], "epoch": 1, "step": 0, "last_good": None}
+    ckpt_dir = ck_plan.folder
     if not ckpt_dir:
         return fresh
     found = [(e + 1, 0, p) for e, p in epoch_checkpoints(ckpt_dir).items()]
-    if not resume or not data_id:
+    if not ck_plan.resume or not ck_plan.data_id:
         for path in [*(p for *_, p in found), ckpt_dir / LAST]:
             path.unlink(missing_ok=True)
         return fresh
@@ -226,6 +269,9 @@ def _resume(ckpt_dir: Path | None, resume: bool, data_id: str, config: dict, mod
         found.append((last["epoch"], last["step"], ckpt_dir / LAST))
     for epoch, step, path in sorted(found, key=lambda f: (f[0], f[1]), reverse=True):
         ck = last if path.name == LAST else read_checkpoint(path, device)
+        if ck is not None and not _same_fields(ck["config"], config):
+            move_aside(path, "checkpoint", "it stores settings fields this code does not read", "starting over")
+            ck = None
         if ck is not None:
             break
     else:
@@ -239,12 +285,14 @@ def _resume(ckpt_dir: Path | None, resume: bool, data_id: str, config: dict, mod
     return {"history": ck["history"], "val": ck["val"], "epoch": epoch, "step": step, "last_good": path}
 
 
-def _train_step(run, opt: torch.optim.Optimizer, scaler, batch: list, per: int, ranks, cfg: TrainConfig, kind: str,
-                epoch: int, s: int, device: torch.device, prec, last_good: Path | None) -> dict:
+def _train_step(loop: _Loop, batch: list, epoch: int, s: int, last_good: Path | None) -> dict:
     """One optimiser step on a global batch of (step, graph) examples, of which this rank takes its share; each
-    rank's (`per` examples at most) loss is the sum of its examples' losses times W / G, so DDP's gradient average is the gradient of the mean
-    loss over the batch. Returns its log record: the global mean loss; with one example in one process also that
-    example's AUC, optionally A-AUC and eval-mode AUC (what the notebooks plot)."""
+    rank's (G / W examples at most) loss is the sum of its examples' losses times W / G, so DDP's gradient average is
+    the gradient of the mean loss over the batch. Returns its log record: the global mean loss; with one example in
+    one process also that example's AUC, optionally A-AUC and eval-mode AUC (what the notebooks plot)."""
+    run, opt, scaler, ranks, cfg, kind, device, prec = (loop.run, loop.opt, loop.scaler, loop.ranks, loop.cfg,
+                                                        loop.kind, loop.device, loop.prec)
+    per = cfg.graphs_per_step // ranks.world
     t0 = time.perf_counter()
     mine = batch[ranks.rank * per:(ranks.rank + 1) * per]
     weight = ranks.world / len(batch) if mine else 0.0  # a rank without an example joins with a zero-weighted one
@@ -293,42 +341,37 @@ def _example_record(model: torch.nn.Module, out: dict, data: Data, cfg: TrainCon
     return rec
 
 
-def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list, cfg: TrainConfig,
-                ckpt_dir: str | Path | None = None, resume: bool = True, progress: bool = True,
-                max_steps: int | None = None, data_id: str = "", ranks=None, graphs_per_step: int = 1,
-                ckpt_every: int = 0) -> tuple[torch.nn.Module, TrainResult]:
+def train_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], val: list, cfg: TrainConfig,
+                ckpt: Checkpointing = Checkpointing(), progress: bool = True, max_steps: int | None = None,
+                ranks=None) -> tuple[torch.nn.Module, TrainResult]:
     """Train a fresh `kind` model per seed §5.1 and return it at the epoch with the best validation score.
 
     val: validation tasks (lib.linkpred.protocols.EvalTask, prepared by the protocol trained for) or plain graphs (then
-    the within-graph hold-out), scored on rank 0 after every epoch. One optimiser step per `graphs_per_step` training
-    examples (graph, repeat) — the notebooks' one graph by default; negatives, dropout and disjoint supervision are
-    seeded per (seed, epoch, example), so a resumed run, or W ranks at G / W examples each, reproduce one uninterrupted
-    process at G. ranks: the data-parallel job (lib.run.distributed); default one process. Checkpoints (rank 0 only):
-    epoch_<e>.pt at each epoch's end and, with ckpt_every > 0, last.pt every that many steps within an epoch. A
-    NaN/inf loss raises TrainingDiverged and leaves the last good checkpoint in place. max_steps stops after that
-    many steps of this call, as a kill would. data_id identifies the training data (see `data_fingerprint`): a
-    checkpoint is resumed only when its data_id equals a non-empty data_id; with an empty one training starts over
-    and replaces the folder's checkpoints.
+    the within-graph hold-out), scored on rank 0 after every epoch. One optimiser step per `cfg.graphs_per_step`
+    training examples (graph, repeat) — the notebooks' one graph by default; negatives, dropout and disjoint
+    supervision are seeded per (seed, epoch, example), so a resumed run, or W ranks at G / W examples each, reproduce
+    one uninterrupted process at G. ranks: the data-parallel job (lib.run.distributed); default one process.
+    Checkpoints (rank 0 only) as `ckpt` says (Checkpointing). A NaN/inf loss raises TrainingDiverged and leaves the
+    last good checkpoint in place. max_steps stops after that many steps of this call, as a kill would.
     """
     ranks = ranks or OneProcess()
     device = ranks.device or get_device(cfg.device)
-    G = graphs_per_step
+    G = cfg.graphs_per_step
     if G < ranks.world or G % ranks.world:
         raise ValueError(f"graphs_per_step={G} cannot be split evenly over {ranks.world} ranks; use a multiple of the "
                          f"number of processes")
-    train_graphs, skipped = usable_graphs(train_graphs, model_cfg["in_channels"])
+    train_graphs, skipped = usable_graphs(train_graphs, model_cfg.in_channels)
     if not train_graphs:
         raise ValueError(f"no usable training graph ({len(skipped)} skipped: {skipped[:3]}); check the dataset")
     val_tasks = _val_tasks(val, cfg) if ranks.rank == 0 else []
     model = init_model(kind, model_cfg, train_graphs, cfg, device)
-    run = ranks.wrap(EncodeDecode(model))
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     prec = resolve_precision(cfg.precision, device)
     scaler = torch.amp.GradScaler(device.type, enabled=prec.grad_scaling)
-    config = {"kind": kind, "model": dict(model_cfg), "train": replace(cfg, precision=prec.name).to_dict(),
-              "data_id": data_id, "global_batch": G}
-    ckpt_dir = Path(ckpt_dir) if ckpt_dir else None
-    st = _resume(ckpt_dir, resume, data_id, config, model, opt, scaler, device)
+    loop = _Loop(ranks.wrap(EncodeDecode(model)), opt, scaler, ranks, cfg, kind, device, prec)
+    config = checkpoint_config(kind, model_cfg, replace(cfg, precision=prec.name), ckpt.data_id)
+    ckpt_dir = Path(ckpt.folder) if ckpt.folder else None
+    st = _resume(replace(ckpt, folder=ckpt_dir), config, model, opt, scaler, device)
     history, val_log, last_good = st["history"], st["val"], st["last_good"]
     k = cfg.steps_per_graph
     items = [(i * k + r, g) for i, g in enumerate(train_graphs) for r in range(k)]
@@ -343,12 +386,11 @@ def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list,
             if max_steps is not None and done >= max_steps:
                 interrupted = True
                 break
-            rec = _train_step(run, opt, scaler, items[s * G:(s + 1) * G], G // ranks.world, ranks, cfg, kind, epoch,
-                              s, device, prec, last_good)
+            rec = _train_step(loop, items[s * G:(s + 1) * G], epoch, s, last_good)
             history.append(rec)
             done += 1
             bar.set_postfix({m: f"{rec[m]:.3f}" for m in ("loss", "auc") if m in rec})
-            if ckpt_dir and ckpt_every and ranks.rank == 0 and done % ckpt_every == 0 and s < n_steps - 1:
+            if ckpt_dir and ckpt.every and ranks.rank == 0 and done % ckpt.every == 0 and s < n_steps - 1:
                 last_good = save_state(ckpt_dir / LAST, {
                     "model": model.state_dict(), "optimizer": opt.state_dict(), "scaler": scaler.state_dict(),
                     "config": config, "epoch": epoch, "step": s + 1, "history": history, "val": val_log})
