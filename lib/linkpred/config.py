@@ -3,8 +3,9 @@ training settings one model is trained with (`TrainConfig`), and the models they
 
 A setting keeps its notebook name wherever it travels: `GatParams.model_config`, `.train_config` and
 `.protocol_settings` copy every field of the target that the notebook declares under the same name (`settings_from`),
-so a GatModel setting is one field of `ModelConfig` plus its notebook declaration, and every caller that builds its
-settings from `GatParams` (notebook 03, the node-embedder study, the runner) gets it."""
+and notebook 03's GatModel settings are declared once (lib.linkpred.model.GatModelParams, which GatParams and
+ModelConfig inherit): a GatModel setting is one field there, and every caller that builds its settings from
+`GatParams` (notebook 03, the node-embedder study, the runner, the benchmarks) gets it."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
@@ -16,7 +17,7 @@ from lib.common.config import DeviceStageParams, param
 from lib.common.device import PRECISIONS, check_precision, get_device, resolve_precision
 from lib.common.params import ParamError
 from lib.linkpred.decoders import VARIANTS
-from lib.linkpred.model import FeatureMLP, GatModel, ModelConfig, PlainGAT
+from lib.linkpred.model import FeatureMLP, GatModel, GatModelParams, ModelConfig, PlainGAT
 from lib.linkpred.protocols import ProtocolSettings
 from lib.linkpred.sampling import PROTOCOLS
 from lib.metrics.link import SELECT_METRICS
@@ -131,8 +132,9 @@ PROTOCOLS_WHY = "evaluation protocols (lib.linkpred.protocols)"
 
 
 @dataclass(frozen=True)
-class GatParams(DeviceStageParams):
-    """Notebook 03's parameters: the seed's GatModel, its baselines and the heuristics under every protocol."""
+class GatParams(GatModelParams, DeviceStageParams):
+    """Notebook 03's parameters: the seed's GatModel (its settings: GatModelParams), its baselines and the heuristics
+    under every protocol."""
 
     NOTEBOOK: ClassVar[str] = "03_train_gat.ipynb"
 
@@ -155,13 +157,6 @@ class GatParams(DeviceStageParams):
                                choices=SELECT_METRICS)
     gat_epochs: int = param(2, "seed §5.4.1", ge=1)
     gat_lr: float = param(0.001, "seed §5.4.1 (AdamW)", gt=0)
-    gat_hidden: int = param(128, "H, seed §4.2", ge=1)
-    gat_out: int = param(64, "F_out, seed §4.2", ge=1)
-    gat_levels: int = param(4, "L, seed §4.2", ge=1)
-    gat_heads: int = param(2, "K (averaged), seed §4.2", ge=1)
-    gat_dropout: float = param(0.75, "p, seed §4.2", ge=0, lt=1)
-    gat_impl: str = param("fused", '"fused" (faster, same weights and outputs) or "pyg" (GATConv per level)',
-                          choices=("fused", "pyg"))
     neg_rate: float = param(0.3, "R_neg: negatives per positive edge, seed §5.4.1", gt=0)
     r_cos: float = param(0.1, "A-AUC node sampling rate, seed §5.4.1", gt=0, le=1)
     t_cos: float = param(0.7, "A-AUC cosine threshold, seed §5.4.1", ge=-1, le=1)
@@ -170,7 +165,6 @@ class GatParams(DeviceStageParams):
     negatives_per_positive: int = param(20, '"heart" and "matched" negatives of each positive\'s own '
                                             '(lib.linkpred.negatives; 0: none)', ge=0)
     baseline_epochs: int = param(2, "epochs for the MLP and plain-GAT baselines (same loop as GatModel)", ge=1)
-    baseline_dropout: float = param(0.5, "dropout of the two trained baselines", ge=0, lt=1)
 
     def check(self) -> None:
         for key in ("protocols", "train_supervision"):

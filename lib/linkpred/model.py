@@ -22,53 +22,57 @@ from torch import Tensor, nn
 from torch_geometric.nn import GATConv
 from torch_geometric.utils import add_self_loops, remove_self_loops, softmax
 
+from lib.common.config import StageParams, param
+from lib.common.params import ParamError
 from lib.linkpred.decoders import DECODERS, PairDecoder
 
 
 @dataclass(frozen=True)
-class ModelConfig:
-    """The settings a stage-3 model is built from, under notebook 03's and 03b's parameter names (the `gat_*` fields,
-    `baseline_dropout`, `decoder_hidden`; lib.linkpred.config.GatParams.model_config copies them by name); defaults
-    are the seed's §4.2 values (325,312 parameters with F_in=384). The decoder fields are what notebook 03b's variants
-    set (lib.linkpred.decoders.VARIANTS)."""
+class GatModelParams(StageParams):
+    """GatModel's settings that notebook 03 exposes, declared once: GatParams (the notebook's parameters) and
+    ModelConfig (what the model reads) both inherit them, so a setting added here is a notebook parameter of the same
+    name that reaches every model built from GatParams. Defaults are the seed's §4.2 values."""
 
-    in_channels: int = 384  # F_in: all-MiniLM-L6-v2 output width
-    gat_hidden: int = 128  # H
-    gat_out: int = 64  # F_out
-    gat_levels: int = 4  # L
-    gat_heads: int = 2  # K, averaged
-    gat_dropout: float = 0.75  # p, used at every dropout site
-    gat_impl: str = "fused"  # "pyg" or "fused"; same parameters and outputs
-    baseline_dropout: float = 0.5  # dropout of the MLP and plain-GAT baselines (build_model)
-    negative_slope: float = 0.2  # GATConv's LeakyReLU slope (PyG default; the seed did not change it)
-    input_dropout_after_lin: bool = False  # seed §4.1 list: dropout on X then L_in; §4.1.1 formula: Dropout(L_in(X))
-    decoder: str = "dot"  # "dot" (seed, no parameters), "hadamard_mlp" or "ncn" (lib.linkpred.decoders)
-    decoder_hidden: int = 64  # width of an MLP decoder
-    decoder_dropout: float = 0.0  # dropout inside an MLP decoder
-    decoder_features: bool = False  # MLP decoder also reads the pair's heuristic features (cos, CN, AA, PA)
-    decoder_init: str = "random"  # "stack": the feature part starts as the heuristic stack of the training graphs
-    decoder_rescale: bool = False  # MLP decoder's counts rescaled to the training graphs' mean degree (lib.linkpred.heuristics)
+    gat_hidden: int = param(128, "H, seed §4.2", ge=1)
+    gat_out: int = param(64, "F_out, seed §4.2", ge=1)
+    gat_levels: int = param(4, "L, seed §4.2", ge=1)
+    gat_heads: int = param(2, "K (averaged), seed §4.2", ge=1)
+    gat_dropout: float = param(0.75, "p, seed §4.2", ge=0, lt=1)
+    gat_impl: str = param("fused", '"fused" (faster, same weights and outputs) or "pyg" (GATConv per level)',
+                          choices=("fused", "pyg"))
+    baseline_dropout: float = param(0.5, "dropout of the two trained baselines", ge=0, lt=1)
 
-    def __post_init__(self):
-        for k in ("in_channels", "gat_hidden", "gat_out", "gat_levels", "gat_heads", "decoder_hidden"):
-            v = getattr(self, k)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"model parameter {k}={v!r} must be a positive integer")
-        for k in ("gat_dropout", "baseline_dropout", "decoder_dropout"):
-            if not 0.0 <= getattr(self, k) < 1.0:
-                raise ValueError(f"model parameter {k}={getattr(self, k)!r} must be in [0, 1)")
-        if self.gat_impl not in ("pyg", "fused"):
-            raise ValueError(f"model parameter gat_impl={self.gat_impl!r} must be 'pyg' or 'fused'")
-        if self.decoder not in DECODERS:
-            raise ValueError(f"model parameter decoder={self.decoder!r} must be one of {DECODERS}")
-        if self.decoder_features and self.decoder == "dot":
-            raise ValueError("model parameter decoder_features=True needs an MLP decoder ('hadamard_mlp' or 'ncn')")
-        if self.decoder_init not in ("random", "stack"):
-            raise ValueError(f"model parameter decoder_init={self.decoder_init!r} must be 'random' or 'stack'")
-        if self.decoder_rescale and self.decoder == "dot":
-            raise ValueError("model parameter decoder_rescale=True needs an MLP decoder ('hadamard_mlp' or 'ncn')")
-        if self.decoder_init == "stack" and not self.decoder_features:
-            raise ValueError("model parameter decoder_init='stack' needs decoder_features=True (the stack reads them)")
+
+@dataclass(frozen=True)
+class ModelConfig(GatModelParams):
+    """What a stage-3 model is built from: notebook 03's GatModel settings (GatModelParams; 325,312 parameters with
+    F_in=384 at their defaults), the input width, and the decoder settings notebook 03b's variants set
+    (lib.linkpred.decoders.VARIANTS)."""
+
+    in_channels: int = param(384, "F_in: all-MiniLM-L6-v2 output width", ge=1)
+    negative_slope: float = param(0.2, "GATConv's LeakyReLU slope (PyG default; the seed did not change it)")
+    input_dropout_after_lin: bool = param(False, "seed §4.1 list: dropout on X then L_in; §4.1.1 formula: "
+                                                 "Dropout(L_in(X))")
+    decoder: str = param("dot", '"dot" (seed, no parameters), "hadamard_mlp" or "ncn" (lib.linkpred.decoders)',
+                         choices=DECODERS)
+    decoder_hidden: int = param(64, "width of an MLP decoder", ge=1)
+    decoder_dropout: float = param(0.0, "dropout inside an MLP decoder", ge=0, lt=1)
+    decoder_features: bool = param(False, "MLP decoder also reads the pair's heuristic features (cos, CN, AA, PA)")
+    decoder_init: str = param("random", '"stack": the feature part starts as the heuristic stack of the training '
+                                        "graphs", choices=("random", "stack"))
+    decoder_rescale: bool = param(False, "MLP decoder's counts rescaled to the training graphs' mean degree "
+                                         "(lib.linkpred.heuristics)")
+
+    def check(self) -> None:
+        rules = [("decoder_features", self.decoder_features and self.decoder == "dot",
+                  "decoder_features=True needs an MLP decoder ('hadamard_mlp' or 'ncn')"),
+                 ("decoder_rescale", self.decoder_rescale and self.decoder == "dot",
+                  "decoder_rescale=True needs an MLP decoder ('hadamard_mlp' or 'ncn')"),
+                 ("decoder_init", self.decoder_init == "stack" and not self.decoder_features,
+                  "decoder_init='stack' needs decoder_features=True (the stack reads them)")]
+        for key, bad, why in rules:
+            if bad:
+                raise ParamError(f"model parameter {why}", key=key)
 
 
 class FusedGATConv(nn.Module):
