@@ -1,11 +1,13 @@
 """Seconds per GatModel training step on a seed-sized graph: fused implementation vs straightforward PyG GATConv.
 
-    python benchmarks/bench_model.py [--nodes 20000 --edges 38700 --repeats 5 --threads 2]
+    python benchmarks/bench_model.py [--nodes 20000 --edges 38700 --repeats 5 --threads 2 --device cpu]
 
 Graph: 20,000 nodes and 38,700 undirected edges (the seed's mean), 384-dim features.  A step = encode, decode the
 graph's edges and round(0.3 · 2E) sampled non-edges, BCE-with-logits, backward, AdamW — as in lib.linkpred.train.
 Both implementations are timed alternately in the same process (the machine may be shared), median of `repeats`.
-Peak memory: each implementation also runs alone in a child process and reports its peak RSS (ru_maxrss).
+Peak memory: each implementation also runs alone in a child process and reports its peak RSS (ru_maxrss), and on
+`--device cuda` its peak allocated GPU memory (torch.cuda.max_memory_allocated); GPU steps are timed after a
+synchronize, so a step's time includes its kernels.
 Checks first that both have the same parameter count and the same outputs for the same weights.
 
 Low precision (`--precision`, default auto; lib.common.device): the fused step under autocast (bf16, or fp16 with a
@@ -27,7 +29,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from lib.common.device import resolve_precision
+from lib.common.device import get_device, resolve_precision
 from lib.linkpred.data import synthetic_graph
 from lib.linkpred.model import GatModel, count_parameters
 from lib.linkpred.sampling import sample_negatives
@@ -49,15 +51,16 @@ def seed_sized_graph(nodes: int, edges: int, features: int = 384, seed: int = 0)
 
 
 def make_step(model, x, ei, neg, precision: str = "fp32", lr: float = 1e-3):
-    """One lib.linkpred.train-style step at `precision` (autocast; GradScaler for fp16)."""
+    """One lib.linkpred.train-style step at `precision` (autocast; GradScaler for fp16) on the device `x` is on."""
+    device = x.device
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
-    prec = resolve_precision(precision, "cpu")
-    scaler = torch.amp.GradScaler("cpu", enabled=prec.grad_scaling)
-    labels = torch.cat([torch.ones(ei.size(1)), torch.zeros(neg.size(1))])
+    prec = resolve_precision(precision, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=prec.grad_scaling)
+    labels = torch.cat([torch.ones(ei.size(1)), torch.zeros(neg.size(1))]).to(device)
 
     def step():
         model.train()
-        with prec.autocast("cpu"):
+        with prec.autocast(device):
             z = model(x, ei)
             logits = torch.cat([model.decode(z, ei), model.decode(z, neg)]).float()
         loss = F.binary_cross_entropy_with_logits(logits, labels)
@@ -65,10 +68,12 @@ def make_step(model, x, ei, neg, precision: str = "fp32", lr: float = 1e-3):
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
     return step
 
 
-def auc_after_steps(precision: str, steps: int, seed: int = 0) -> float:
+def auc_after_steps(precision: str, steps: int, seed: int = 0, device: torch.device = torch.device("cpu")) -> float:
     """Eval-mode AUC (float32 forward) on a held-out half of a synthetic graph's edges after `steps` fused steps at
     `precision`, from the same initial weights, edges and negatives for every precision."""
     from sklearn.metrics import roc_auc_score
@@ -81,15 +86,16 @@ def auc_after_steps(precision: str, steps: int, seed: int = 0) -> float:
     neg = sample_negatives(g.edge_index, g.num_nodes, mp.size(1), seed=seed + 1)
     test_neg = sample_negatives(g.edge_index, g.num_nodes, test_e.size(1), seed=seed + 2)
     torch.manual_seed(seed)
-    model = GatModel(gat_impl="fused")
-    step = make_step(model, g.x, mp, neg, precision, lr=5e-3)
+    model = GatModel(gat_impl="fused").to(device)
+    x, mp, neg = g.x.to(device), mp.to(device), neg.to(device)
+    step = make_step(model, x, mp, neg, precision, lr=5e-3)
     for _ in range(steps):
         step()
     model.eval()
     with torch.no_grad():
-        z = model(g.x, mp)
-        s = torch.cat([model.decode(z, test_e), model.decode(z, test_neg)])
-    return float(roc_auc_score([1] * test_e.size(1) + [0] * test_neg.size(1), s.numpy()))
+        z = model(x, mp)
+        s = torch.cat([model.decode(z, test_e.to(device)), model.decode(z, test_neg.to(device))])
+    return float(roc_auc_score([1] * test_e.size(1) + [0] * test_neg.size(1), s.float().cpu().numpy()))
 
 
 def _rss_kib(field: str) -> int:
@@ -97,12 +103,18 @@ def _rss_kib(field: str) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
 
 
-def child(impl: str, nodes: int, edges: int, steps: int, precision: str = "fp32") -> None:
-    """Peak RSS of `steps` training steps alone: the peak (VmHWM) is reset after the graph and negatives exist,
-    because generating them costs more memory than training on them."""
+def child(impl: str, nodes: int, edges: int, steps: int, precision: str = "fp32",
+          device: torch.device = torch.device("cpu")) -> None:
+    """Peak RSS (and on CUDA peak allocated GPU memory) of `steps` training steps alone: the peaks are reset after the
+    graph and negatives exist, because generating them costs more memory than training on them."""
     x, ei = seed_sized_graph(nodes, edges)
     neg = sample_negatives(ei, nodes, round(0.3 * ei.size(1)), seed=1)
-    step = make_step(GatModel(gat_impl=impl), x, ei, neg, precision)
+    x, ei, neg = x.to(device), ei.to(device), neg.to(device)
+    step = make_step(GatModel(gat_impl=impl).to(device), x, ei, neg, precision)
+    gpu = {}
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        gpu_before = torch.cuda.memory_allocated(device)
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # Linux: reset the peak-RSS counter
@@ -115,8 +127,11 @@ def child(impl: str, nodes: int, edges: int, steps: int, precision: str = "fp32"
         for _ in range(steps):
             step()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if device.type == "cuda":
+        gpu_peak = torch.cuda.max_memory_allocated(device)
+        gpu = {"gpu_peak_mib": gpu_peak / 2**20, "gpu_step_growth_mib": (gpu_peak - gpu_before) / 2**20}
     print(json.dumps({"impl": impl, "precision": precision, "peak_rss_mib": peak / 1024,
-                      "step_growth_mib": (peak - before) / 1024}))
+                      "step_growth_mib": (peak - before) / 1024, **gpu}))
 
 
 def main() -> None:
@@ -129,19 +144,23 @@ def main() -> None:
     ap.add_argument("--auc-steps", type=int, default=40, help="training steps before the AUC comparison")
     ap.add_argument("--child", default=None)
     ap.add_argument("--child-precision", default="fp32")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (lib.common.device: cuda without a GPU is an error)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    device = get_device(a.device)
     if a.child:
-        return child(a.child, a.nodes, a.edges, 2, a.child_precision)
-    prec = resolve_precision(a.precision, "cpu")
+        return child(a.child, a.nodes, a.edges, 2, a.child_precision, device)
+    prec = resolve_precision(a.precision, device)
     low = prec.name if prec.name != "fp32" else None
-    print(f"precision {a.precision!r} -> {prec.name}: {prec.reason}"
+    card = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"device {device} ({card}); precision {a.precision!r} -> {prec.name}: {prec.reason}"
           + ("" if low else "; reporting float32 only"))
 
     x, ei = seed_sized_graph(a.nodes, a.edges)
     neg = sample_negatives(ei, a.nodes, round(0.3 * ei.size(1)), seed=1)
+    x, ei, neg = x.to(device), ei.to(device), neg.to(device)
     torch.manual_seed(0)
-    ref, fused = GatModel(gat_impl="pyg"), GatModel(gat_impl="fused")
+    ref, fused = GatModel(gat_impl="pyg").to(device), GatModel(gat_impl="fused").to(device)
     fused.load_state_dict(ref.state_dict())
     assert count_parameters(ref) == count_parameters(fused), "parameter counts differ"
     ref.eval(), fused.eval()
@@ -153,7 +172,7 @@ def main() -> None:
 
     steps = {"pyg": make_step(ref, x, ei, neg), "fused": make_step(fused, x, ei, neg)}
     if low:
-        lowm = GatModel(gat_impl="fused")
+        lowm = GatModel(gat_impl="fused").to(device)
         lowm.load_state_dict(ref.state_dict())
         steps[f"fused-{low}"] = make_step(lowm, x, ei, neg, low)
     for s in steps.values():
@@ -179,18 +198,20 @@ def main() -> None:
         r = med[k] / med["pyg"]
         print(f"ratio {k} / pyg fp32 = {r:.3f} wall, {med_cpu[k] / med_cpu['pyg']:.3f} CPU  (target <= 0.25) -> "
               f"{'OK' if r <= 0.25 else 'ABOVE TARGET'}")
-        auc = {p: auc_after_steps(p, a.auc_steps) for p in ("fp32", low)}
+        auc = {p: auc_after_steps(p, a.auc_steps, device=device) for p in ("fp32", low)}
         d = auc[low] - auc["fp32"]
         print(f"held-out AUC after {a.auc_steps} fused steps: fp32 {auc['fp32']:.4f}, {low} {auc[low]:.4f} "
               f"(difference {d:+.4f}; target within 0.01) -> {'OK' if abs(d) <= 0.01 else 'OUTSIDE TARGET'}")
 
     for impl, p in [("pyg", "fp32"), ("fused", "fp32")] + ([("fused", low)] if low else []):
         out = subprocess.run([sys.executable, __file__, "--child", impl, "--child-precision", p, "--nodes",
-                              str(a.nodes), "--edges", str(a.edges), "--threads", str(a.threads)],
+                              str(a.nodes), "--edges", str(a.edges), "--threads", str(a.threads), "--device", a.device],
                              capture_output=True, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"{impl + ' ' + p:>11}: peak RSS during 2 training steps {r['peak_rss_mib']:.0f} MiB "
-              f"({r['step_growth_mib']:.0f} MiB above the resident graph + model)")
+              f"({r['step_growth_mib']:.0f} MiB above the resident graph + model)"
+              + (f"; peak GPU memory {r['gpu_peak_mib']:.0f} MiB ({r['gpu_step_growth_mib']:.0f} MiB above the "
+                 f"resident graph + model)" if "gpu_peak_mib" in r else ""))
 
 
 if __name__ == "__main__":

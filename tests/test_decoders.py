@@ -29,6 +29,19 @@ def test_ncn_common_neighbour_sum_equals_a_hand_computed_one():
     assert z.grad[:, 0].tolist() == [0, 1, 2, 1, 1]  # how often each node is a common neighbour
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="the CUDA autocast path needs a GPU"))])
+def test_ncn_common_neighbour_sum_runs_under_bf16_autocast(device):
+    """The CUDA profile trains under bf16 autocast, which on a GPU would cast the sparse product to bf16 (no kernel)."""
+    ei = _ei([(0, 2), (0, 3), (1, 2), (1, 3), (1, 4), (2, 4)]).to(device)
+    z = torch.arange(15, dtype=torch.float32, device=device).reshape(5, 3)
+    pairs = torch.tensor([[0, 0, 2, 3], [1, 4, 1, 4]], device=device)
+    with torch.autocast(device, dtype=torch.bfloat16):
+        got = common_neighbour_sum(z.to(torch.bfloat16), ei, pairs)
+    assert got.dtype == torch.bfloat16
+    assert torch.equal(got.float().cpu(), common_neighbour_sum(z, ei, pairs).cpu())
+
+
 def test_held_out_pairs_never_enter_the_common_neighbour_computation():
     full = [(0, 2), (1, 2), (0, 3), (1, 3)]
     mp = _ei(full[:3])  # (1, 3) is held out of message passing

@@ -56,7 +56,9 @@ def common_neighbour_sum(z: Tensor, mp_edge_index: Tensor, pairs: Tensor, a=None
     """Σ_{k ∈ N(i) ∩ N(j)} z_k for each pair: [P, F] from z [N, F], mp_edge_index [2, M], pairs [2, P];
     differentiable in z (sparse-dense matmul)."""
     s = common_neighbours_matrix(mp_edge_index, z.size(0), pairs, a, cache).to(z.device)
-    return torch.sparse.mm(s, z.float()).to(z.dtype)
+    with torch.autocast(z.device.type, enabled=False):  # CUDA autocast would cast to bf16, which sparse mm lacks there
+        total = torch.sparse.mm(s, z.float())
+    return total.to(z.dtype)
 
 
 class Standardise(nn.Module):
