@@ -236,11 +236,13 @@ def test_a_killed_run_resumes_from_its_step_checkpoint_and_matches_the_uninterru
 
 
 def test_adamw_is_fused_unless_asked_not_to(tmp_path):
-    from lib.distill.train import _optimizer
-
-    params = list(tiny_encoder(make_tokenizer(tmp_path), layers=1, hidden=16, heads=2).model.parameters())
-    assert _optimizer(params, DistillConfig(), 10)[0].defaults["fused"] is True
-    assert not _optimizer(params, DistillConfig(fused=False), 10)[0].defaults["fused"]
+    student = tiny_encoder(make_tokenizer(tmp_path), layers=1, hidden=16, heads=2, dropout=0.1)
+    teacher = tiny_encoder(make_tokenizer(tmp_path), layers=2, seed=1)
+    for fused in (True, False):
+        cfg = DistillConfig(steps=2, batch_size=2, max_seq_len=16, relation_heads=4, fused=fused)
+        ck = tmp_path / f"fused_{fused}.pt"
+        train_student(teacher, student, CORPUS, cfg, progress=False, checkpoint=ck)
+        assert torch.load(ck, weights_only=True)["parts"]["optimizer"]["param_groups"][0]["fused"] is (fused or None)
 
 
 def _grid_data():

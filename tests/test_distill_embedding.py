@@ -115,6 +115,18 @@ def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
         _run(tmp_path, steps=40, checkpoint=ck, width=16)
 
 
+def test_a_checkpoint_of_another_layout_is_moved_aside_and_the_run_starts_over(tmp_path):
+    full, ref = _run(tmp_path, steps=10)
+    ck = tmp_path / "ck.pt"
+    torch.save({"model": full.model.state_dict(), "step": 5, "rows": []}, ck)
+    with pytest.warns(UserWarning, match=r"ck\.pt could not be read \(it is not a training-loop/1 checkpoint\); "
+                                         r"moved aside to ck\.pt\.corrupt, training starts over"):
+        again, res = _run(tmp_path, steps=10, checkpoint=ck)
+    assert res["complete"] and res["steps"] == 10 and (tmp_path / "ck.pt.corrupt").is_file()
+    pd.testing.assert_frame_equal(res["losses"], ref["losses"])
+    assert all(torch.equal(a, b) for a, b in zip(full.model.state_dict().values(), again.model.state_dict().values()))
+
+
 def test_saved_student_loads_with_stage_2s_loader_at_the_right_width(tmp_path):
     from lib.embed.encoder import encode, load_model
 

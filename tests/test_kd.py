@@ -5,8 +5,10 @@ Tiny tokenizer and encoder from test_distill, so nothing here needs the real tea
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -139,8 +141,9 @@ def test_a_tiny_student_learns_a_separable_toy_set(tmp_path, kind, soft):
     tok = make_tokenizer(tmp_path)
     s = _small(kind, tok, K.teacher_wordpiece_embeddings(tiny_encoder(tok, hidden=32)))
     cfg = K.KDConfig(soft=soft, epochs=40, batch_size=4, lr=1e-2, max_seq_len=16)
-    hist, state = K.train_student(s, TOY, TOY_T, None, cfg, progress=False)
-    assert len(hist) == cfg.steps(len(TOY)) == 80 and state["step"] == 80
+    res = K.train_student(s, TOY, TOY_T, None, cfg, progress=False)
+    hist = res["losses"]
+    assert len(hist) == cfg.steps(len(TOY)) == res["steps"] == 80 and res["complete"]
     assert hist.L_soft.iloc[-5:].mean() < 0.2 * hist.L_soft.iloc[:5].mean()
     assert (s.predict_logits(TOY, 16).argmax(1) == TOY_Y).all()
     assert not s.training
@@ -152,18 +155,21 @@ def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
     cfg = K.KDConfig(epochs=3, batch_size=4, lr=1e-2, max_seq_len=16, ce_weight=0.5, warmup_frac=0.2, seed=3)
     labels = np.where(np.arange(8) % 2 == 0, TOY_Y, K.NO_LABEL)  # half of them "augmented"
     whole = _small("bilstm", tok, emb, dropout=0.3)
-    h_all, _ = K.train_student(whole, TOY, TOY_T, labels, cfg, progress=False)
+    h_all = K.train_student(whole, TOY, TOY_T, labels, cfg, progress=False)["losses"]
+    ck = tmp_path / "ck.pt"
     part = _small("bilstm", tok, emb, dropout=0.3)
-    h1, state = K.train_student(part, TOY, TOY_T, labels, cfg, progress=False, max_steps=2)
-    torch.save(state, tmp_path / "state.pt")
+    first = K.train_student(part, TOY, TOY_T, labels, cfg, progress=False, checkpoint=ck, checkpoint_every=2,
+                            max_steps=3)  # "killed" after step 3: the file holds step 2
+    assert first["steps"] == 3 and not first["complete"]
     fresh = _small("bilstm", tok, emb, dropout=0.3)
-    h2, _ = K.train_student(fresh, TOY, TOY_T, labels, cfg, progress=False, state=torch.load(tmp_path / "state.pt"))
-    assert list(h1.step) + list(h2.step) == list(h_all.step) == list(range(6))
-    assert np.allclose(np.r_[h1.loss, h2.loss], h_all.loss)
+    res = K.train_student(fresh, TOY, TOY_T, labels, cfg, progress=False, checkpoint=ck, checkpoint_every=2)
+    assert res["steps"] == 4 and res["complete"] and list(res["losses"].step) == list(range(6))
+    pd.testing.assert_frame_equal(res["losses"], h_all)
     for (k, a), b in zip(whole.state_dict().items(), fresh.state_dict().values()):
         assert torch.equal(a, b), k
-    with pytest.raises(DistillError, match="another run"):
-        K.train_student(fresh, TOY, TOY_T, labels, K.KDConfig(epochs=4), progress=False, state=state)
+    with pytest.raises(ValueError, match=r"other settings \(cfg\.epochs\)"):
+        K.train_student(fresh, TOY, TOY_T, labels, K.KDConfig(**{**asdict(cfg), "epochs": 4}), progress=False,
+                        checkpoint=ck)
 
 
 def test_a_mismatched_transfer_set_is_refused(tmp_path):

@@ -9,7 +9,7 @@ embedder at a fraction of its cost.
 - Students: `assistant_student` (chosen layers of all-MiniLM-L6-v2, its tokenizer and embeddings) and
   `random_student` (the same architecture from a seed).
 - Objective and loop: `embedding_loss` (lib.distill.losses: cosine, MSE, in-batch similarity relations; notebook 05's
-  L_EMB is the same function) and `train_embedding_student` (AdamW, linear schedule, resumable checkpoints).
+  L_EMB is the same function) and `train_embedding_student` (on lib.common.training's loop).
 
 Validation, speed and the result tables are in lib.distill.embedding_eval.
 """
@@ -19,7 +19,6 @@ import copy
 import dataclasses
 import hashlib
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,9 +26,9 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn as nn
-from tqdm.auto import tqdm
 
 from lib.common.device import DTYPES
+from lib.common.training import TrainingLoop, build_optimizer, optimizer_step
 from lib.distill.losses import EMBEDDING_LOSSES as LOSSES
 from lib.distill.losses import DistillError, embedding_loss
 from lib.distill.models import Encoder
@@ -261,9 +260,6 @@ def train_embedding_student(student: Encoder, texts: list[str], targets: np.ndar
     Returns {"losses": DataFrame [step, L_cos, L_mse, L_rel, loss], "proj", "steps" (this call), "seconds" (over every
     call), "complete"}.
     """
-    from lib.common.runinfo import load_state, save_state
-    from lib.distill.train import _optimizer, optimiser_step
-
     cfg.check()
     if len(plan) != cfg.steps:
         raise DistillError(f"the batch plan has {len(plan)} steps, the config {cfg.steps}; build it with steps={cfg.steps}")
@@ -277,48 +273,24 @@ def train_embedding_student(student: Encoder, texts: list[str], targets: np.ndar
     word.requires_grad_(cfg.train_word_embeddings)
     params = [p for p in student.model.parameters() if p.requires_grad]
     params += list(proj.parameters()) if proj is not None else []
-    opt, sched = _optimizer(params, cfg, cfg.steps)
+    opt, sched = build_optimizer(params, cfg.lr, cfg.steps, max(1, round(cfg.warmup_frac * cfg.steps)),
+                                 cfg.weight_decay, fused=cfg.fused)
     plan_digest = hashlib.sha256(np.concatenate(plan).tobytes()).hexdigest()[:16]
     config = {"student": student.name, "cfg": dataclasses.asdict(cfg), "texts": len(texts), "plan": plan_digest,
               "target_width": d_t}
-    step0, rows, seconds = 0, [], 0.0
-    ck = load_state(checkpoint, config, dev) if checkpoint else None
-    if ck is not None:
-        student.model.load_state_dict(ck["model"])
-        if proj is not None:
-            proj.load_state_dict(ck["proj"])
-        opt.load_state_dict(ck["optimizer"])
-        sched.load_state_dict(ck["scheduler"])
-        torch.set_rng_state(ck["rng"])
-        step0, rows, seconds = ck["step"], ck["rows"], ck["seconds"]
-
-    def save(step: int) -> None:
-        if checkpoint:
-            save_state(checkpoint, {"model": student.model.state_dict(), "proj": proj.state_dict() if proj else None,
-                                    "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                                    "rng": torch.get_rng_state(), "config": config, "step": step, "rows": rows,
-                                    "seconds": seconds})
-
+    parts = {"model": student.model, **({"proj": proj} if proj is not None else {}), "optimizer": opt,
+             "schedule": sched}
+    loop = TrainingLoop(parts, config, cfg.steps, checkpoint, checkpoint_every)
     tgt = torch.as_tensor(targets, dtype=torch.float32)
-    done = 0
-    student.model.train()
+
+    def step(i: int) -> dict:
+        pooled, _ = student.pooled(student.tokenize([texts[j] for j in plan[i]], cfg.max_seq_len))
+        terms = embedding_loss(pooled, tgt[plan[i]].to(dev), cfg.loss, cfg.w_rel, proj, cfg.normalise)
+        return {"step": i, **optimizer_step(terms, opt, sched, params)}
+
     try:
-        bar = tqdm(range(step0, cfg.steps), desc=f"{student.name} {cfg.loss}", disable=not progress, leave=False,
-                   initial=step0, total=cfg.steps)
-        for step in bar:
-            if max_steps is not None and done >= max_steps:
-                break
-            t0 = time.perf_counter()
-            idx = plan[step]
-            pooled, _ = student.pooled(student.tokenize([texts[i] for i in idx], cfg.max_seq_len))
-            terms = embedding_loss(pooled, tgt[idx].to(dev), cfg.loss, cfg.w_rel, proj, cfg.normalise)
-            rows.append({"step": step, **optimiser_step(terms, opt, sched, params)})
-            seconds += time.perf_counter() - t0
-            done += 1
-            if (checkpoint_every and (step + 1) % checkpoint_every == 0) or step == cfg.steps - 1:
-                save(step + 1)
+        done = loop.run(step, max_steps, progress=progress, desc=f"{student.name} {cfg.loss}")
     finally:
-        student.model.eval()
         word.requires_grad_(True)
-    return {"losses": pd.DataFrame(rows), "proj": proj, "steps": done, "seconds": seconds,
-            "complete": len(rows) == cfg.steps}
+    return {"losses": pd.DataFrame(loop.rows), "proj": proj, "steps": done, "seconds": loop.seconds,
+            "complete": loop.complete}

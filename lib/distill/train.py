@@ -4,17 +4,16 @@ task-specific stage (any combination with L_OUT on labelled task texts), and the
 `train_student(source, student, corpus, cfg, task=None, ...)` is the one loop: `source` gives teacher targets (a
 TeacherCache in memory or a TeacherTargetStore on disk); `task` adds labels and the fine-tuned teacher's logits, and a
 linear head on the student's mean-pooled output, for L_OUT. A run whose combination has no attention term (the control
-'ce', or 'out') never asks the teacher for attention, so it costs no teacher pass. It checkpoints every
-`checkpoint_every` steps (student, optimiser, schedule, RNG, losses, learning curve) and resumes from that file,
-evaluates the student every `eval_every` steps for a learning curve, and runs data-parallel when lib.run.distributed
-hands it its ranks. `distill(...)` is its per-step loss table, for the callers that want only that.
+'ce', or 'out') never asks the teacher for attention, so it costs no teacher pass. It runs on lib.common.training's
+loop (checkpoints every `checkpoint_every` steps, resume, the learning curve kept with the checkpoint), evaluates the
+student every `eval_every` steps for a learning curve, and runs data-parallel when lib.run.distributed hands it its
+ranks. `distill(...)` is its per-step loss table, for the callers that want only that.
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
 import hashlib
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +22,8 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn as nn
-from tqdm.auto import tqdm
 
-from lib.common.runinfo import load_state, save_state
+from lib.common.training import TrainingLoop, build_optimizer, optimizer_step
 from lib.distill.cache import ATTENTION_DEFINITIONS, TeacherCache, check_attention_definition
 from lib.distill.losses import VARIANT_SPECS, VARIANTS, DistillError, LossSpec, combined_loss, uniform_layer_map
 from lib.distill.models import Encoder, check_tokenizers_aligned
@@ -104,31 +102,6 @@ def batch_plan(n: int, steps: int, batch_size: int, seed: int) -> list[np.ndarra
     while len(order) < steps * batch_size:
         order += rng.permutation(n).tolist()
     return [np.array(order[i * batch_size:(i + 1) * batch_size]) for i in range(steps)]
-
-
-def _optimizer(params: list, cfg, steps: int):
-    """AdamW (weight decay on matrices only; fused when `cfg.fused` and every parameter is a float tensor on CPU or
-    CUDA) and the linear warm-up/decay schedule."""
-    from transformers import get_linear_schedule_with_warmup
-
-    decay = [p for p in params if p.ndim >= 2]
-    fused = getattr(cfg, "fused", False) and all(p.device.type in ("cpu", "cuda") and p.is_floating_point()
-                                                 for p in params)
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}],
-                            lr=cfg.lr, betas=(0.9, 0.999), fused=fused or None)
-    return opt, get_linear_schedule_with_warmup(opt, max(1, round(cfg.warmup_frac * steps)), steps)
-
-
-def optimiser_step(terms: dict, opt, sched, params: list, clip: float = 1.0) -> dict[str, float]:
-    """One update from a step's loss terms (zero_grad, backward of terms["loss"], clip the grad norm, step, schedule);
-    returns the terms as floats. Shared by `distill` and lib.run.distributed's data-parallel loop."""
-    opt.zero_grad()
-    terms["loss"].backward()
-    torch.nn.utils.clip_grad_norm_(params, clip)
-    opt.step()
-    sched.step()
-    return {k: float(v.detach()) for k, v in terms.items()}
 
 
 class StudentStep(nn.Module):
@@ -268,62 +241,35 @@ def train_student(teacher, student: Encoder, corpus: list[str], cfg: DistillConf
             source.ensure([corpus[i] for i in np.unique(np.concatenate(plan))], layers)
         ranks.barrier()
     run = ranks.wrap(step_mod)
-    opt, sched = _optimizer(params, cfg, cfg.steps)
-    checkpoint = Path(checkpoint) if checkpoint else None
+    opt, sched = build_optimizer(params, cfg.lr, cfg.steps, max(1, round(cfg.warmup_frac * cfg.steps)),
+                                 cfg.weight_decay, fused=cfg.fused)
     config = {"student": student.name, "cfg": dataclasses.asdict(cfg), "corpus": len(corpus), "eval_every": eval_every}
-    if not spec.needs_embedding:  # a run without L_EMB keeps the settings it had before the term existed
-        config["cfg"] = {k: v for k, v in config["cfg"].items() if k not in ("w_emb", "emb_loss")}
-    else:
+    if spec.needs_embedding:
         config["embedding"] = hashlib.sha256(np.ascontiguousarray(embedding, dtype=np.float32).tobytes()).hexdigest()[:16]
-    step0, rows, curve, seconds = 0, [], [], 0.0
-    ck = load_state(checkpoint, config, student.model.device) if checkpoint else None
-    if ck is not None:
-        step_mod.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
-        sched.load_state_dict(ck["scheduler"])
-        torch.set_rng_state(ck["rng"])
-        step0, rows, curve, seconds = ck["step"], ck["rows"], ck["curve"], ck["seconds"]
+    loop = TrainingLoop({"model": step_mod, "optimizer": opt, "schedule": sched}, config, cfg.steps, checkpoint,
+                        checkpoint_every, extra={"curve": []}, writer=ranks.rank == 0)
 
-    def save(step: int) -> None:
-        if checkpoint is not None and ranks.rank == 0:
-            save_state(checkpoint, {"model": step_mod.state_dict(), "optimizer": opt.state_dict(),
-                                    "scheduler": sched.state_dict(), "rng": torch.get_rng_state(), "config": config,
-                                    "step": step, "rows": rows, "curve": curve, "seconds": seconds})
-
-    def score(step: int) -> None:
-        if evaluate is not None and ranks.rank == 0 and not any(c["step"] == step for c in curve):
+    def score(loop: TrainingLoop) -> None:
+        curve = loop.extra["curve"]
+        if evaluate is not None and ranks.rank == 0 and not any(c["step"] == loop.step for c in curve):
             student.model.eval()
-            curve.append({"step": step, **evaluate(student)})
+            curve.append({"step": loop.step, **evaluate(student)})
             student.model.train()
         ranks.barrier()
 
-    done = 0
-    student.model.train()
-    try:
-        if eval_every and step0 == 0:
-            score(0)
-        bar = tqdm(range(step0, cfg.steps), desc=f"{student.name} {spec.label()}", disable=not progress, leave=False,
-                   initial=step0, total=cfg.steps)
-        for step in bar:
-            if max_steps is not None and done >= max_steps:
-                break
-            t0 = time.perf_counter()
-            idx = plan[step][ranks.rank * per:(ranks.rank + 1) * per]
-            terms = run(*step_inputs(source, student, corpus, idx, cfg, spec, layers, task, embedding))
-            rows.append({"step": step, **ranks.mean(optimiser_step(terms, opt, sched, params))})
-            seconds += time.perf_counter() - t0
-            done += 1
-            last = step == cfg.steps - 1
-            if eval_every and ((step + 1) % eval_every == 0 or last):
-                score(step + 1)
-            if (checkpoint_every and (step + 1) % checkpoint_every == 0) or last:
-                save(step + 1)
-    finally:
-        student.model.eval()
+    def step(i: int) -> dict:
+        idx = plan[i][ranks.rank * per:(ranks.rank + 1) * per]
+        terms = run(*step_inputs(source, student, corpus, idx, cfg, spec, layers, task, embedding))
+        return {"step": i, **ranks.mean(optimizer_step(terms, opt, sched, params))}
+
+    if eval_every and loop.step == 0:
+        score(loop)
+    done = loop.run(step, max_steps, period=eval_every, end_of_period=score, progress=progress,
+                    desc=f"{student.name} {spec.label()}")
     if step_mod.head is not None:
         student.head = step_mod.head.eval()
-    return {"losses": pd.DataFrame(rows), "curve": pd.DataFrame(curve), "steps": done, "seconds": seconds,
-            "complete": len(rows) == cfg.steps, "global_batch": cfg.batch_size, "world": ranks.world}
+    return {"losses": pd.DataFrame(loop.rows), "curve": pd.DataFrame(loop.extra["curve"]), "steps": done,
+            "seconds": loop.seconds, "complete": loop.complete, "global_batch": cfg.batch_size, "world": ranks.world}
 
 
 def distill(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig, progress: bool = True,
@@ -376,19 +322,16 @@ def finetune_teacher(teacher: Encoder, task: TaskTargets, cfg: FinetuneConfig, p
     dev = model.device
     ft.head = nn.Linear(ft.hidden, task.n_classes).to(dev)
     params = [p for p in model.parameters() if p.requires_grad] + list(ft.head.parameters())
-    opt, sched = _optimizer(params, cfg, cfg.steps)
-    model.train()
-    try:
-        for idx in tqdm(batch_plan(len(task.texts), cfg.steps, cfg.batch_size, cfg.seed), desc="fine-tune teacher",
-                        disable=not progress, leave=False):
-            batch = ft.tokenize([task.texts[i] for i in idx], cfg.max_seq_len)
-            loss = nn.functional.cross_entropy(ft.head(ft.pooled(batch)[0]), torch.as_tensor(task.labels[idx], device=dev))
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            sched.step()
-    finally:
-        model.eval()
-    ft.head.eval()
+    # unfused AdamW: the saved task teachers (lib.kd.stage reloads them) were trained so, and fused rounds differently
+    opt, sched = build_optimizer(params, cfg.lr, cfg.steps, max(1, round(cfg.warmup_frac * cfg.steps)),
+                                 cfg.weight_decay, fused=False)
+    plan = batch_plan(len(task.texts), cfg.steps, cfg.batch_size, cfg.seed)
+
+    def step(i: int) -> None:
+        batch = ft.tokenize([task.texts[j] for j in plan[i]], cfg.max_seq_len)
+        labels = torch.as_tensor(task.labels[plan[i]], device=dev)
+        optimizer_step({"loss": nn.functional.cross_entropy(ft.head(ft.pooled(batch)[0]), labels)}, opt, sched, params)
+
+    TrainingLoop({"model": model, "head": ft.head}, {}, cfg.steps).run(step, progress=progress,
+                                                                         desc="fine-tune teacher")
     return ft

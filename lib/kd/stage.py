@@ -252,8 +252,8 @@ def run_students(cfg: KdParams, teacher: Encoder, data: dict, folder: str | Path
                     run_cfg = kd_config(kind, method, cfg, seed, len(texts), n_lab)
                     keep = slice(None) if method == "kd" else labels != K.NO_LABEL
                     t = time.perf_counter()
-                    hist, _ = K.train_student(student, list(np.asarray(texts, object)[keep]), z_tr[keep], labels[keep],
-                                              run_cfg, progress)
+                    hist = K.train_student(student, list(np.asarray(texts, object)[keep]), z_tr[keep], labels[keep],
+                                           run_cfg, progress)["losses"]
                     wall = time.perf_counter() - t
                     pred = {s: student.predict_logits(d[s].text.tolist(), cfg.kd_max_seq_len) for s in ("val", "test")}
                     reps = student.sentence_representations(probe_texts, cfg.kd_max_seq_len)

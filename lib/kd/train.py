@@ -7,17 +7,17 @@ against the teacher's logits, sees it.
 """
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
+from lib.common.training import TrainingLoop, build_optimizer, optimizer_step
 from lib.distill.losses import DistillError
 from lib.distill.models import Encoder, make_student
 from lib.distill.train import batch_plan
@@ -244,25 +244,18 @@ class KDConfig:
 BERT_DEFAULTS = KDConfig(soft="kl", epochs=60, batch_size=128, warmup_frac=0.25)
 
 
-def _optimizer(student: nn.Module, cfg: KDConfig, steps: int):
-    from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
-
-    # fused: one kernel over all parameters; with the 23M-entry wordpiece table it makes a CPU step ~10x faster
-    opt = torch.optim.Adam([p for p in student.parameters() if p.requires_grad], lr=cfg.lr, fused=True)
-    warm = round(cfg.warmup_frac * steps)
-    sched = get_linear_schedule_with_warmup(opt, warm, steps) if cfg.decay else get_constant_schedule_with_warmup(opt, warm)
-    return opt, sched
-
-
 def train_student(student: Student, texts: list[str], teacher_logits: np.ndarray, labels: np.ndarray | None = None,
-                  cfg: KDConfig = KDConfig(), progress: bool = True, state: dict | None = None,
-                  max_steps: int | None = None) -> tuple[pd.DataFrame, dict]:
-    """Distil the teacher's logits into `student` on the transfer set; returns (per-step losses, state).
+                  cfg: KDConfig = KDConfig(), progress: bool = True, checkpoint: str | Path | None = None,
+                  checkpoint_every: int = 0, max_steps: int | None = None) -> dict:
+    """Distil the teacher's logits into `student` on the transfer set (Adam, linear or constant schedule after the
+    warm-up, on lib.common.training's loop).
 
     texts [N]; teacher_logits [N, C]; labels [N] int, NO_LABEL for augmented sentences (None: all unlabelled).
-    Batches come from a seeded plan and dropout is reseeded from (seed, step), so a run stopped after `max_steps`
-    and continued with `state=` (which holds model, optimiser, schedule, step and config; torch.save-able) gives
-    the same weights as one uninterrupted run.
+    Batches come from a seeded plan and dropout is reseeded from (seed, step). checkpoint: a file written atomically
+    every `checkpoint_every` steps and after the last; a call with the same settings resumes from it and gives the
+    weights of one uninterrupted run; other settings are refused naming the keys. max_steps: stop after that many
+    steps of this call, as a kill would. Returns {"losses": DataFrame [step, L_soft, L_ce, loss, lr], "steps" (this
+    call), "seconds" (over every call), "complete"}.
     """
     cfg.check()
     n = len(texts)
@@ -274,35 +267,21 @@ def train_student(student: Student, texts: list[str], teacher_logits: np.ndarray
                            "(or NO_LABEL) per text")
     steps = cfg.steps(n)
     plan = batch_plan(n, steps, cfg.batch_size, cfg.seed)
-    opt, sched = _optimizer(student, cfg, steps)
-    start = 0
-    if state is not None:
-        if state["cfg"] != asdict(cfg) or state["n"] != n:
-            raise DistillError("the state to resume comes from another run (config or transfer-set size differ); "
-                               "resume with the same cfg and texts, or start afresh with state=None")
-        student.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        start = state["step"]
-    stop = steps if max_steps is None else min(steps, start + max_steps)
+    # fused: one kernel over all parameters; with the 23M-entry wordpiece table it makes a CPU step ~10x faster
+    opt, sched = build_optimizer([p for p in student.parameters() if p.requires_grad], cfg.lr, steps,
+                                 round(cfg.warmup_frac * steps), schedule="linear" if cfg.decay else "constant")
+    loop = TrainingLoop({"model": student, "optimizer": opt, "schedule": sched},
+                        {"student": student.name, "cfg": asdict(cfg), "texts": n}, steps, checkpoint, checkpoint_every,
+                        step_seed=lambda step: cfg.seed * 1_000_003 + step)
     dev = next(student.parameters()).device
-    rows = []
-    student.train()
-    try:
-        for step in tqdm(range(start, stop), desc=f"{student.name} {cfg.soft}", disable=not progress, leave=False):
-            idx = plan[step]
-            b = student.tokenize([texts[i] for i in idx], cfg.max_seq_len)
-            torch.manual_seed(cfg.seed * 1_000_003 + step)
-            terms = kd_loss(student(b["input_ids"].to(dev), b["attention_mask"].to(dev)),
-                            torch.as_tensor(tl[idx], device=dev), torch.as_tensor(y[idx], device=dev),
-                            cfg.soft, cfg.temperature, cfg.ce_weight)
-            opt.zero_grad()
-            terms["loss"].backward()
-            opt.step()
-            sched.step()
-            rows.append({"step": step, **{k: float(v.detach()) for k, v in terms.items()}, "lr": sched.get_last_lr()[0]})
-    finally:
-        student.eval()
-    state = copy.deepcopy({"step": stop, "n": n, "cfg": asdict(cfg), "model": student.state_dict(),
-                           "optimizer": opt.state_dict(), "scheduler": sched.state_dict()})
-    return pd.DataFrame(rows), state
+
+    def step(i: int) -> dict:
+        idx = plan[i]
+        b = student.tokenize([texts[j] for j in idx], cfg.max_seq_len)
+        terms = kd_loss(student(b["input_ids"].to(dev), b["attention_mask"].to(dev)),
+                        torch.as_tensor(tl[idx], device=dev), torch.as_tensor(y[idx], device=dev),
+                        cfg.soft, cfg.temperature, cfg.ce_weight)
+        return {"step": i, **optimizer_step(terms, opt, sched), "lr": sched.get_last_lr()[0]}
+
+    done = loop.run(step, max_steps, progress=progress, desc=f"{student.name} {cfg.soft}")
+    return {"losses": pd.DataFrame(loop.rows), "steps": done, "seconds": loop.seconds, "complete": loop.complete}
