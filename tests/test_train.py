@@ -207,22 +207,27 @@ def test_checkpoints_resume_only_on_the_same_non_empty_data_id(tmp_path):
     assert list(epoch_checkpoints(tmp_path / "e")) == [1]  # the other run's epoch 2 is gone, not selectable
 
 
-def test_a_checkpoint_storing_other_settings_fields_is_moved_aside_and_training_starts_over(tmp_path):
+def test_a_checkpoint_of_other_settings_is_refused_and_one_of_another_layout_moved_aside(tmp_path):
     graphs = _graphs()[:2]
     cfg = TrainConfig(epochs=1, seed=0, log_aauc=False, log_eval=False)
     _, r0 = train_model("gat_model", SMALL, graphs, [], cfg, Checkpointing(tmp_path, "two"), progress=False)
-    path = epoch_checkpoints(tmp_path)[1]
-    ck = torch.load(path, weights_only=True)
-    model = ck["config"]["model"]
-    ck["config"]["model"] = {"hidden_channels" if k == "gat_hidden" else k: v for k, v in model.items()}
-    torch.save(ck, path)
-    with pytest.warns(UserWarning, match="settings fields this code does not read"):
+    last = tmp_path / "last.pt"
+    ck = torch.load(last, weights_only=True)
+    renamed = {"hidden_channels" if k == "gat_hidden" else k: v for k, v in ck["config"]["model"].items()}
+    torch.save({**ck, "config": {**ck["config"], "model": renamed}}, last)
+    with pytest.raises(ValueError, match=r"other settings \(model.gat_hidden, model.hidden_channels\)"):
+        train_model("gat_model", SMALL, graphs, [], cfg, Checkpointing(tmp_path, "two"), progress=False)
+    torch.save({k: v for k, v in ck.items() if k != "layout"}, last)  # a checkpoint of another layout
+    with pytest.warns(UserWarning, match="moved aside"):
         _, r = train_model("gat_model", SMALL, graphs, [], cfg, Checkpointing(tmp_path, "two"), progress=False)
     untimed = [[{k: v for k, v in h.items() if k != "seconds"} for h in x.history] for x in (r, r0)]
     assert r.resumed_from == 0 and untimed[0] == untimed[1]  # trained again, the same way
-    assert path.with_name(path.name + ".corrupt").is_file() and list(epoch_checkpoints(tmp_path)) == [1]
+    assert (tmp_path / "last.pt.corrupt").is_file() and list(epoch_checkpoints(tmp_path)) == [1]
+    epoch_file = epoch_checkpoints(tmp_path)[1]
+    ck = torch.load(epoch_file, weights_only=True)
+    torch.save({**ck, "config": {**ck["config"], "model": renamed}}, epoch_file)
     with pytest.raises(ValueError, match="holds settings this code does not read"):
-        load_checkpoint(path.with_name(path.name + ".corrupt"))
+        load_checkpoint(epoch_file)
 
 
 def test_disjoint_supervision_never_scores_its_own_message_passing_edges():

@@ -25,11 +25,9 @@ import torch.nn.functional as F
 from sklearn.metrics import roc_auc_score
 from torch import Tensor
 from torch_geometric.data import Data
-from tqdm.auto import tqdm
 
 from lib.common.device import get_device, resolve_precision
-from lib.common.paths import move_aside
-from lib.common.runinfo import read_checkpoint, refuse_other_settings, save_state
+from lib.common.training import TrainingLoop, build_optimizer
 from lib.linkpred.checkpoint import _comparable, epoch_checkpoints, save_checkpoint
 from lib.linkpred.config import TrainConfig, TrainingDiverged, build_model, settings_from
 from lib.linkpred.data import usable_graphs
@@ -207,15 +205,16 @@ class OneProcess:
         pass
 
 
-LAST = "last.pt"  # the mid-epoch checkpoint (every `Checkpointing.every` steps); epoch ends are epoch_<e>.pt
+LAST = "last.pt"  # the training loop's checkpoint (lib.common.training); epoch ends also write epoch_<e>.pt
 
 
 @dataclass(frozen=True)
 class Checkpointing:
-    """Where and how train_model checkpoints: `folder` gets epoch_<e>.pt at each epoch's end and, with every > 0,
-    last.pt every that many steps within an epoch. data_id identifies the training data (data_fingerprint): a
-    checkpoint is resumed only when its data_id equals a non-empty data_id; with an empty one, or resume=False,
-    training starts over and replaces the folder's checkpoints."""
+    """Where and how train_model checkpoints: `folder` gets last.pt (lib.common.training's one layout, resumed from)
+    at every epoch's end, every `every` steps with every > 0, and after the last step; and epoch_<e>.pt (the model
+    at each epoch's end, load_checkpoint) for the epoch selection and the later notebooks. data_id identifies the
+    training data (data_fingerprint): a checkpoint is resumed only when its data_id equals a non-empty data_id; with
+    an empty one, or resume=False, training starts over and replaces the folder's checkpoints."""
 
     folder: Path | None = None
     data_id: str = ""
@@ -242,47 +241,10 @@ def checkpoint_config(kind: str, model_cfg: ModelConfig, cfg: TrainConfig, data_
     return {"kind": kind, "model": asdict(model_cfg), "train": cfg.to_dict(), "data_id": data_id}
 
 
-def _same_fields(stored: dict, config: dict) -> bool:
-    """Whether a stored checkpoint config has the fields of `config` (values may differ)."""
-    return set(stored) == set(config) and all(set(stored[k]) == set(config[k]) for k in ("model", "train"))
-
-
-def _resume(ck_plan: Checkpointing, config: dict, model: torch.nn.Module, opt: torch.optim.Optimizer, scaler,
-            device: torch.device) -> dict:
-    """Where training starts: {"history", "val", "epoch", "step", "last_good"} from the folder's latest checkpoint
-    (the last epoch_<e>.pt, or last.pt when it is further on), loaded into `model`, `opt` and `scaler`; a fresh start
-    when there is none. With resume off or an empty data_id the folder's checkpoints are deleted instead: stale
-    epochs of an earlier run must not be selected later. A checkpoint that stores other settings fields than
-    `config` is moved aside with a warning (it cannot be resumed by this code); one with the same fields and other
-    values is refused."""
-    fresh = {"history": [], "val": [], "epoch": 1, "step": 0, "last_good": None}
-    ckpt_dir = ck_plan.folder
-    if not ckpt_dir:
-        return fresh
-    found = [(e + 1, 0, p) for e, p in epoch_checkpoints(ckpt_dir).items()]
-    if not ck_plan.resume or not ck_plan.data_id:
-        for path in [*(p for *_, p in found), ckpt_dir / LAST]:
-            path.unlink(missing_ok=True)
-        return fresh
-    last = read_checkpoint(ckpt_dir / LAST, device)  # an unreadable file is moved aside: resume from the one before
-    if last is not None:
-        found.append((last["epoch"], last["step"], ckpt_dir / LAST))
-    for epoch, step, path in sorted(found, key=lambda f: (f[0], f[1]), reverse=True):
-        ck = last if path.name == LAST else read_checkpoint(path, device)
-        if ck is not None and not _same_fields(ck["config"], config):
-            move_aside(path, "checkpoint", "it stores settings fields this code does not read", "starting over")
-            ck = None
-        if ck is not None:
-            break
-    else:
-        return fresh
-    refuse_other_settings(f"checkpoint {path}", _comparable(ck["config"]), _comparable(config),
-                          "use another run_dir or pass resume=False to start over (data_id: other training data)")
-    model.load_state_dict(ck["model"])
-    opt.load_state_dict(ck["optimizer"])
-    if "scaler" in ck:
-        scaler.load_state_dict(ck["scaler"])
-    return {"history": ck["history"], "val": ck["val"], "epoch": epoch, "step": step, "last_good": path}
+def _start_over(folder: Path) -> None:
+    """Delete the folder's checkpoints: stale epochs of an earlier run must not be resumed or selected later."""
+    for path in [*epoch_checkpoints(folder).values(), folder / LAST]:
+        path.unlink(missing_ok=True)
 
 
 def _train_step(loop: _Loop, batch: list, epoch: int, s: int, last_good: Path | None) -> dict:
@@ -350,9 +312,10 @@ def train_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], val
     the within-graph hold-out), scored on rank 0 after every epoch. One optimiser step per `cfg.graphs_per_step`
     training examples (graph, repeat) — the notebooks' one graph by default; negatives, dropout and disjoint
     supervision are seeded per (seed, epoch, example), so a resumed run, or W ranks at G / W examples each, reproduce
-    one uninterrupted process at G. ranks: the data-parallel job (lib.run.distributed); default one process.
-    Checkpoints (rank 0 only) as `ckpt` says (Checkpointing). A NaN/inf loss raises TrainingDiverged and leaves the
-    last good checkpoint in place. max_steps stops after that many steps of this call, as a kill would.
+    one uninterrupted process at G. ranks: the data-parallel job (lib.run.distributed); default one process. The
+    steps run on lib.common.training's loop, checkpointed (rank 0 only) as `ckpt` says (Checkpointing); early
+    stopping after `cfg.patience` epochs without a better validation score. A NaN/inf loss raises TrainingDiverged
+    and leaves the last good checkpoint in place. max_steps stops after that many steps of this call, as a kill would.
     """
     ranks = ranks or OneProcess()
     device = ranks.device or get_device(cfg.device)
@@ -365,54 +328,51 @@ def train_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], val
         raise ValueError(f"no usable training graph ({len(skipped)} skipped: {skipped[:3]}); check the dataset")
     val_tasks = _val_tasks(val, cfg) if ranks.rank == 0 else []
     model = init_model(kind, model_cfg, train_graphs, cfg, device)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    # the seed's AdamW: every parameter decayed, constant rate (the schedule stays at 1)
+    opt, _ = build_optimizer(list(model.parameters()), cfg.lr, 0, weight_decay=cfg.weight_decay, schedule="constant",
+                             fused=False, decay_vectors=True)
     prec = resolve_precision(cfg.precision, device)
     scaler = torch.amp.GradScaler(device.type, enabled=prec.grad_scaling)
-    loop = _Loop(ranks.wrap(EncodeDecode(model)), opt, scaler, ranks, cfg, kind, device, prec)
+    step_args = _Loop(ranks.wrap(EncodeDecode(model)), opt, scaler, ranks, cfg, kind, device, prec)
     config = checkpoint_config(kind, model_cfg, replace(cfg, precision=prec.name), ckpt.data_id)
-    ckpt_dir = Path(ckpt.folder) if ckpt.folder else None
-    st = _resume(replace(ckpt, folder=ckpt_dir), config, model, opt, scaler, device)
-    history, val_log, last_good = st["history"], st["val"], st["last_good"]
+    folder = Path(ckpt.folder) if ckpt.folder else None
+    if folder is not None and (not ckpt.resume or not ckpt.data_id):
+        _start_over(folder)
     k = cfg.steps_per_graph
     items = [(i * k + r, g) for i, g in enumerate(train_graphs) for r in range(k)]
     n_steps = -(-len(items) // G)
-    done, interrupted, best_state, t_start = 0, False, None, time.perf_counter()
-    for epoch in range(st["epoch"], cfg.epochs + 1):
-        if cfg.patience and val_log and val_log[-1]["epoch"] - _best_epoch(val_log, cfg.select_metric) >= cfg.patience:
-            break  # early stop (checked from the validation log, so a resumed run stops where the first one did)
-        bar = tqdm(range(st["step"] if epoch == st["epoch"] else 0, n_steps), desc=f"{kind} epoch {epoch}/{cfg.epochs}",
-                   disable=not progress or ranks.rank != 0, leave=False)
-        for s in bar:
-            if max_steps is not None and done >= max_steps:
-                interrupted = True
-                break
-            rec = _train_step(loop, items[s * G:(s + 1) * G], epoch, s, last_good)
-            history.append(rec)
-            done += 1
-            bar.set_postfix({m: f"{rec[m]:.3f}" for m in ("loss", "auc") if m in rec})
-            if ckpt_dir and ckpt.every and ranks.rank == 0 and done % ckpt.every == 0 and s < n_steps - 1:
-                last_good = save_state(ckpt_dir / LAST, {
-                    "model": model.state_dict(), "optimizer": opt.state_dict(), "scaler": scaler.state_dict(),
-                    "config": config, "epoch": epoch, "step": s + 1, "history": history, "val": val_log})
-        if interrupted:
-            break  # partial epoch: no epoch checkpoint, as if the run had been killed here
+    loop = TrainingLoop({"model": model, "optimizer": opt, "scaler": scaler}, _comparable(config),
+                        cfg.epochs * n_steps, checkpoint=folder / LAST if folder else None, checkpoint_every=ckpt.every,
+                        extra={"val": [], "best": None, "last_epoch_file": None}, writer=ranks.rank == 0)
+    t_start = time.perf_counter()
+
+    def step(i: int) -> dict:
+        s = i % n_steps
+        return _train_step(step_args, items[s * G:(s + 1) * G], i // n_steps + 1, s, loop.extra["last_epoch_file"])
+
+    def end_of_epoch(loop: TrainingLoop) -> bool:
+        epoch, val_log = -(-loop.step // n_steps), loop.extra["val"]
         vm = validation_scores(model, val_tasks, cfg, device) if val_tasks else {}
         val_log.append(ranks.broadcast({"epoch": epoch, **vm}))
-        if _best_epoch(val_log, cfg.select_metric) == epoch:  # kept in memory: every rank can go back to it
-            best_state = (epoch, {n: v.detach().clone() for n, v in model.state_dict().items()})
-        if ckpt_dir and ranks.rank == 0:
-            last_good = save_checkpoint(ckpt_dir / f"epoch_{epoch}.pt", model, opt, config, epoch, history, val_log)
-            (ckpt_dir / LAST).unlink(missing_ok=True)  # the epoch checkpoint is further on
+        best = _best_epoch(val_log, cfg.select_metric)
+        if best == epoch:  # kept with the checkpoint: a resumed run can go back to it
+            loop.extra["best"] = (epoch, {n: v.detach().clone() for n, v in model.state_dict().items()})
+        if folder and ranks.rank == 0:
+            loop.extra["last_epoch_file"] = str(save_checkpoint(folder / f"epoch_{epoch}.pt", model, opt, config,
+                                                                epoch, loop.rows, val_log))
         ranks.barrier()  # the other ranks wait for rank 0's validation instead of running into the next epoch
+        return bool(cfg.patience) and epoch - best >= cfg.patience  # early stop
+
+    loop.run(step, max_steps=max_steps, period=n_steps, end_of_period=end_of_epoch, checkpoint_period_ends=True,
+             progress=progress and ranks.rank == 0, desc=f"{kind} ({cfg.epochs} epochs)")
+    val_log = loop.extra["val"]
     best_epoch = _best_epoch(val_log, cfg.select_metric) if val_log else 0
-    ckpts = epoch_checkpoints(ckpt_dir) if ckpt_dir else {}
     if val_log and best_epoch != val_log[-1]["epoch"]:
-        if best_state is not None and best_state[0] == best_epoch:
-            model.load_state_dict(best_state[1])
-        elif best_epoch in ckpts:  # selected in an earlier, interrupted process
-            model.load_state_dict(torch.load(ckpts[best_epoch], map_location=device, weights_only=True)["model"])
-    return model, TrainResult(kind, history, val_log, best_epoch, str(ckpts.get(best_epoch)) if ckpts else None,
-                              skipped, st["epoch"] - 1, done, time.perf_counter() - t_start, G, ranks.world)
+        model.load_state_dict(loop.extra["best"][1])
+    ckpts = epoch_checkpoints(folder) if folder else {}
+    return model, TrainResult(kind, loop.rows, val_log, best_epoch, str(ckpts.get(best_epoch)) if ckpts else None,
+                              skipped, loop.resumed_from // n_steps, loop.done, time.perf_counter() - t_start, G,
+                              ranks.world)
 
 
 def _best_epoch(val_log: list[dict], metric: str) -> int:

@@ -28,8 +28,8 @@ loss per step, not the one-graph step's AUC / A-AUC.
 
 Both jobs run the notebooks' own loops (lib.linkpred.train.train_model, lib.distill.train.train_student), given this
 job's ranks. Checkpoints and metrics are written by rank 0 only, atomically: GAT epoch_<e>.pt at each epoch's end
-(loadable by lib.linkpred.checkpoint.load_checkpoint) and last.pt every `ckpt_every` steps within an epoch;
-distillation last.pt every `ckpt_every` steps. A re-run with the same arguments resumes from the latest: the global
+(loadable by lib.linkpred.checkpoint.load_checkpoint) and last.pt (lib.common.training's layout) every `ckpt_every`
+steps and at each epoch's end; distillation last.pt every `ckpt_every` steps. A re-run with the same arguments resumes from the latest: the global
 batch must match, the number of ranks need not.
 """
 from __future__ import annotations
@@ -60,8 +60,9 @@ def train_gat(kind: str, model_cfg, train_graphs: list, cfg, d: Dist, val: list 
               ) -> tuple[torch.nn.Module, dict]:
     """lib.linkpred.train.train_model (ModelConfig `model_cfg`, TrainConfig `cfg`) data-parallel over `d`'s ranks: the
     notebooks' loop, with a global batch of `cfg.graphs_per_step` examples cut in rank order, validation on rank 0
-    after every epoch, checkpoints in out_dir (epoch_<e>.pt, and last.pt every `ckpt_every` steps) resumed when the
-    same training data and settings come again. max_steps stops after that many steps of this call (as a kill would).
+    after every epoch, checkpoints in out_dir (epoch_<e>.pt, and last.pt every `ckpt_every` steps and at epoch ends)
+    resumed from when the same training data and settings come again. max_steps stops after that many steps of this
+    call (as a kill would).
     Returns (the model, {"history": [{epoch, step, graphs, loss, seconds}], "val", "best_epoch", "steps",
     "seconds", "global_batch", "world"}) — the same on every rank.
     """
