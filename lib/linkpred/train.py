@@ -223,7 +223,7 @@ class Checkpointing:
 
 
 @dataclass
-class _Loop:
+class _StepContext:
     """What every training step of train_model reads."""
 
     run: torch.nn.Module  # EncodeDecode, possibly inside DistributedDataParallel
@@ -247,13 +247,13 @@ def _start_over(folder: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _train_step(loop: _Loop, batch: list, epoch: int, s: int, last_good: Path | None) -> dict:
+def _train_step(ctx: _StepContext, batch: list, epoch: int, s: int, last_good: Path | None) -> dict:
     """One optimiser step on a global batch of (step, graph) examples, of which this rank takes its share; each
     rank's (G / W examples at most) loss is the sum of its examples' losses times W / G, so DDP's gradient average is
     the gradient of the mean loss over the batch. Returns its log record: the global mean loss; with one example in
     one process also that example's AUC, optionally A-AUC and eval-mode AUC (what the notebooks plot)."""
-    run, opt, scaler, ranks, cfg, kind, device, prec = (loop.run, loop.opt, loop.scaler, loop.ranks, loop.cfg,
-                                                        loop.kind, loop.device, loop.prec)
+    run, opt, scaler, ranks, cfg, kind, device, prec = (ctx.run, ctx.opt, ctx.scaler, ctx.ranks, ctx.cfg, ctx.kind,
+                                                        ctx.device, ctx.prec)
     per = cfg.graphs_per_step // ranks.world
     t0 = time.perf_counter()
     mine = batch[ranks.rank * per:(ranks.rank + 1) * per]
@@ -333,7 +333,7 @@ def train_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], val
                              fused=False, decay_vectors=True)
     prec = resolve_precision(cfg.precision, device)
     scaler = torch.amp.GradScaler(device.type, enabled=prec.grad_scaling)
-    step_args = _Loop(ranks.wrap(EncodeDecode(model)), opt, scaler, ranks, cfg, kind, device, prec)
+    ctx = _StepContext(ranks.wrap(EncodeDecode(model)), opt, scaler, ranks, cfg, kind, device, prec)
     config = checkpoint_config(kind, model_cfg, replace(cfg, precision=prec.name), ckpt.data_id)
     folder = Path(ckpt.folder) if ckpt.folder else None
     if folder is not None and (not ckpt.resume or not ckpt.data_id):
@@ -348,10 +348,10 @@ def train_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], val
 
     def step(i: int) -> dict:
         s = i % n_steps
-        return _train_step(step_args, items[s * G:(s + 1) * G], i // n_steps + 1, s, loop.extra["last_epoch_file"])
+        return _train_step(ctx, items[s * G:(s + 1) * G], i // n_steps + 1, s, loop.extra["last_epoch_file"])
 
     def end_of_epoch(loop: TrainingLoop) -> bool:
-        epoch, val_log = -(-loop.step // n_steps), loop.extra["val"]
+        epoch, val_log = loop.step // n_steps, loop.extra["val"]  # a period ends at a multiple of n_steps
         vm = validation_scores(model, val_tasks, cfg, device) if val_tasks else {}
         val_log.append(ranks.broadcast({"epoch": epoch, **vm}))
         best = _best_epoch(val_log, cfg.select_metric)
