@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -22,16 +23,17 @@ from lib.run.ranks import peak_memory_mb, run_local  # noqa: E402
 
 
 def _gat(d, steps: int, nodes: int):
-    from lib.linkpred.config import TrainConfig
+    from lib.linkpred.config import GatParams
     from lib.linkpred.data import synthetic_graph
-    from lib.linkpred.model import ModelConfig
 
     graphs = [synthetic_graph(nodes, 4 * nodes, 384, seed=i, graph_id=f"g{i}") for i in range(2 * (steps + 1))]
-    cfg = TrainConfig(epochs=1, log_aauc=False, log_eval=False)
-    train_gat("gat_model", ModelConfig().to_dict(), graphs, cfg, d, 2, max_steps=1)  # warm-up (first-call costs)
-    _, res = train_gat("gat_model", ModelConfig().to_dict(), graphs, cfg, d, 2, max_steps=steps)
+    p = GatParams(gat_epochs=1)  # notebook 03's GatModel and training settings
+    cfg = replace(p.train_config(0), graphs_per_step=2, log_aauc=False, log_eval=False)
+    model_cfg = p.model_config(384)
+    train_gat("gat_model", model_cfg, graphs, cfg, d, max_steps=1)  # warm-up (first-call costs)
+    _, res = train_gat("gat_model", model_cfg, graphs, cfg, d, max_steps=steps)
     return {"seconds": res["seconds"], "steps": res["steps"], "samples": 2 * res["steps"],
-            "peak_mb": peak_memory_mb(d.device), "grad_mb": _mb(ModelConfig())}
+            "peak_mb": peak_memory_mb(d.device), "grad_mb": _mb(model_cfg)}
 
 
 def _mb(model_or_cfg) -> float:

@@ -86,7 +86,7 @@ def auc_after_steps(precision: str, steps: int, seed: int = 0, device: torch.dev
     neg = sample_negatives(g.edge_index, g.num_nodes, mp.size(1), seed=seed + 1)
     test_neg = sample_negatives(g.edge_index, g.num_nodes, test_e.size(1), seed=seed + 2)
     torch.manual_seed(seed)
-    model = GatModel(impl="fused").to(device)
+    model = GatModel(gat_impl="fused").to(device)
     x, mp, neg = g.x.to(device), mp.to(device), neg.to(device)
     step = make_step(model, x, mp, neg, precision, lr=5e-3)
     for _ in range(steps):
@@ -110,7 +110,7 @@ def child(impl: str, nodes: int, edges: int, steps: int, precision: str = "fp32"
     x, ei = seed_sized_graph(nodes, edges)
     neg = sample_negatives(ei, nodes, round(0.3 * ei.size(1)), seed=1)
     x, ei, neg = x.to(device), ei.to(device), neg.to(device)
-    step = make_step(GatModel(impl=impl).to(device), x, ei, neg, precision)
+    step = make_step(GatModel(gat_impl=impl).to(device), x, ei, neg, precision)
     gpu = {}
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -160,7 +160,7 @@ def main() -> None:
     neg = sample_negatives(ei, a.nodes, round(0.3 * ei.size(1)), seed=1)
     x, ei, neg = x.to(device), ei.to(device), neg.to(device)
     torch.manual_seed(0)
-    ref, fused = GatModel(impl="pyg").to(device), GatModel(impl="fused").to(device)
+    ref, fused = GatModel(gat_impl="pyg").to(device), GatModel(gat_impl="fused").to(device)
     fused.load_state_dict(ref.state_dict())
     assert count_parameters(ref) == count_parameters(fused), "parameter counts differ"
     ref.eval(), fused.eval()
@@ -172,7 +172,7 @@ def main() -> None:
 
     steps = {"pyg": make_step(ref, x, ei, neg), "fused": make_step(fused, x, ei, neg)}
     if low:
-        lowm = GatModel(impl="fused").to(device)
+        lowm = GatModel(gat_impl="fused").to(device)
         lowm.load_state_dict(ref.state_dict())
         steps[f"fused-{low}"] = make_step(lowm, x, ei, neg, low)
     for s in steps.values():

@@ -36,6 +36,7 @@ import resource
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 STAGES = ("crawl", "embed", "dataset", "train", "train_nolog")
@@ -117,17 +118,17 @@ def stage_dataset(a, work: Path) -> dict:
 
 def stage_train(a, work: Path, log: bool = True) -> dict:
     from lib.embed.dataset import GraphDataset
-    from lib.linkpred.config import TrainConfig
-    from lib.linkpred.model import ModelConfig
+    from lib.linkpred.config import GatParams
     from lib.linkpred.train import train_model
 
     t0 = time.perf_counter()
     ds = GraphDataset(work / "dataset")
     graphs = [ds[i] for i in range(len(ds))]
-    model_cfg = ModelConfig(in_channels=ds.num_features or 384).to_dict()
+    p = GatParams(gat_epochs=1)  # notebook 03's GatModel and training settings
+    model_cfg = p.model_config(ds.num_features or 384)
     setup, base = time.perf_counter() - t0, rss_mb()
     t0 = time.perf_counter()
-    cfg = TrainConfig(epochs=1, seed=0, log_aauc=log, log_eval=log)
+    cfg = replace(p.train_config(0), log_aauc=log, log_eval=log)
     _, res = train_model("gat_model", model_cfg, graphs, [], cfg, progress=False)
     seconds = time.perf_counter() - t0
     return {"setup_s": setup, "seconds": seconds, "units": len(res.history), "base_mb": base, "bytes": 0,

@@ -180,17 +180,21 @@ def test_load_run_models_reads_checkpoints_from_the_run_folder(tmp_path):
     from lib.linkpred.config import build_model
     from lib.linkpred.model import ModelConfig
 
-    cfg = ModelConfig(in_channels=8, hidden_channels=8, out_channels=4, num_levels=1, heads=2).to_dict()
+    from lib.linkpred.config import TrainConfig
+    from lib.linkpred.train import checkpoint_config
+
+    cfg = ModelConfig(in_channels=8, gat_hidden=8, gat_out=4, gat_levels=1, gat_heads=2)
     torch.manual_seed(0)
     model = build_model("gat_model", cfg)
     opt = torch.optim.AdamW(model.parameters())
     save_checkpoint(tmp_path / "checkpoints/seed0/gat_model/epoch_2.pt", model, opt,
-                    {"kind": "gat_model", "model": cfg}, 2, [], [])
+                    checkpoint_config("gat_model", cfg, TrainConfig(), "d"), 2, [], [])
     split = {"train": ["a"], "val": [], "test": ["b"]}
     (tmp_path / "metrics.json").write_text(json.dumps({"train_gat": {  # recorded path from another clone
         "splits": {"0": split}, "checkpoints": {"0": {"gat_model": {"best_epoch": 2, "checkpoint": "/x/epoch_2.pt"}}}}}))
     run = load_run_models(tmp_path)
     assert run["seeds"] == [0] and run["splits"][0] == split
+    assert run["configs"][0]["gat_model"] == (cfg, TrainConfig())
     loaded = run["models"][0]["gat_model"]
     assert not loaded.training
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), loaded.state_dict().values()))
@@ -281,16 +285,16 @@ def test_untrained_rows_score_the_initialisation_stage_3_starts_from_and_referen
     from lib.linkpred.data import synthetic_graph
     from lib.linkpred.evaluate import evaluate_model
     from lib.linkpred.model import ModelConfig
-    from lib.linkpred.protocols import make_protocol
+    from lib.linkpred.protocols import ProtocolSettings, make_protocol
     from lib.linkpred.train import init_model
 
     graphs = {f"g{i}": synthetic_graph(60, 150, 8, seed=i, graph_id=f"g{i}") for i in range(4)}
     splits = {0: {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]}}
-    model_cfg = ModelConfig(in_channels=8, hidden_channels=8, out_channels=4, num_levels=1, heads=1).to_dict()
-    train_cfg = TrainConfig(seed=0).to_dict()
-    (row,) = A.untrained_rows(graphs, splits, [0], ["leak_free"], train_cfg, model_cfg)
-    cfg = TrainConfig(**{**train_cfg, "seed": 0})
-    tasks = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3"], "leak_free", 0, per_positive=0).test
+    model_cfg = ModelConfig(in_channels=8, gat_hidden=8, gat_out=4, gat_levels=1, gat_heads=1)
+    cfg = TrainConfig(seed=0)
+    (row,) = A.untrained_rows(graphs, splits, [0], ["leak_free"], cfg, model_cfg)
+    tasks = make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]},
+                          "leak_free", 0, settings=ProtocolSettings(negatives_per_positive=0)).test
     want = evaluate_model(init_model("gat_model", model_cfg, [], cfg, "cpu"), tasks, cfg, progress=False,
                           negative_sets=("uniform",))["mean"]["uniform"]
     assert row["auc"] == want["auc"] and row["label"] == "untrained GatModel"

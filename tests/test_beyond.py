@@ -8,12 +8,12 @@ from lib.linkpred.data import synthetic_graph
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import make_protocol
 
-SMALL = ModelConfig(in_channels=16, hidden_channels=8, out_channels=4, num_levels=1, heads=1, dropout=0.1).to_dict()
+SMALL = ModelConfig(in_channels=16, gat_hidden=8, gat_out=4, gat_levels=1, gat_heads=1, gat_dropout=0.1)
 
 
 def test_sweep_picks_a_grid_point_from_validation_scores_only(tmp_path):
     graphs = {f"g{i}": synthetic_graph(80, 240, in_channels=16, seed=i, graph_id=f"g{i}") for i in range(5)}
-    sp = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3", "g4"], "leak_free", seed=0)
+    sp = make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3", "g4"]}, "leak_free", seed=0)
     cfg = TrainConfig(epochs=2, seed=0, supervision="disjoint", select_metric="mrr_both", patience=1,
                       dist2_negative_share=0.5, steps_per_graph=2, log_aauc=False, log_eval=False)
     grid = B.sweep_grid([0.5, 0.1], [1], [0.01])
@@ -72,7 +72,7 @@ def test_rescaled_variant_starts_from_the_rescaled_stack_of_its_training_graphs(
     from lib.linkpred.heuristics import HeuristicStack, reference_degree
 
     graphs = {f"g{i}": synthetic_graph(80, 240 + 60 * i, in_channels=16, seed=i, graph_id=f"g{i}") for i in range(5)}
-    sp = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3", "g4"], "leak_free", seed=0)
+    sp = make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3", "g4"]}, "leak_free", seed=0)
     cfg = TrainConfig(epochs=1, seed=0, supervision="disjoint", log_aauc=False, log_eval=False)
     mean, coef = B.evaluate_stack(sp, cfg, rescale=True)
     plain, _ = B.evaluate_stack(sp, cfg)
@@ -188,10 +188,13 @@ def test_run_all_scores_bar_shortcut_and_variants_on_the_same_split_and_keeps_st
     from lib.linkpred.config import BeyondParams
 
     graphs = {f"g{i}": synthetic_graph(60, 180, in_channels=16, seed=i, graph_id=f"g{i}") for i in range(5)}
-    sp = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3", "g4"], "leak_free", seed=0)
+    sp = make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3", "g4"]}, "leak_free", seed=0)
     params = BeyondParams(beyond_epochs=1, beyond_patience=0, beyond_select_metric="auc", decoder_hidden=8, n_seeds=1)
-    model_cfg, cfgs = beyond_stage.configs({"model": SMALL, "train": TrainConfig(epochs=2, lr=0.01).to_dict()}, params)
-    assert model_cfg["decoder_hidden"] == 8 and cfgs[0].lr == 0.01 and cfgs[0].epochs == 1 and cfgs[0].seed == 0
+    from lib.linkpred.train import checkpoint_config
+
+    stored = checkpoint_config("gat_model", SMALL, TrainConfig(epochs=2, lr=0.01), "d")
+    model_cfg, cfgs = beyond_stage.configs(stored, params)
+    assert model_cfg.decoder_hidden == 8 and model_cfg.gat_hidden == SMALL.gat_hidden and cfgs[0].lr == 0.01 and cfgs[0].epochs == 1 and cfgs[0].seed == 0
     assert cfgs[0].supervision == "disjoint" and not cfgs[0].log_aauc
     rows, coef, log = beyond_stage.run_all({(0, "leak_free"): sp}, ["dot"], model_cfg, cfgs, {"dot": None}, tmp_path,
                                 progress=False)

@@ -8,7 +8,7 @@ from lib.linkpred.decoders import common_neighbour_sum, common_neighbours_matrix
 from lib.linkpred.heuristics import HeuristicStack, pair_features
 from lib.linkpred.model import GatModel, ModelConfig, count_parameters
 
-SMALL = dict(in_channels=16, hidden_channels=8, out_channels=4, num_levels=2, heads=2, dropout=0.1)
+SMALL = dict(in_channels=16, gat_hidden=8, gat_out=4, gat_levels=2, gat_heads=2, gat_dropout=0.1)
 
 
 def _ei(edges):
@@ -114,19 +114,20 @@ def test_aauc_from_decoder_scores_equals_aauc_for_the_dot_decoder():
 def test_early_stopping_stops_after_patience_and_keeps_the_best_epoch(tmp_path):
     from lib.linkpred.checkpoint import data_fingerprint
     from lib.linkpred.config import TrainConfig
-    from lib.linkpred.train import train_model
+    from lib.linkpred.train import Checkpointing, train_model
 
     graphs = [synthetic_graph(100, 300, in_channels=16, seed=s, graph_id=f"g{s}") for s in range(4)]
-    mcfg = ModelConfig(**SMALL, decoder="ncn", decoder_features=True).to_dict()
+    mcfg = ModelConfig(**SMALL, decoder="ncn", decoder_features=True)
     cfg = TrainConfig(epochs=12, lr=0.05, patience=2, select_metric="mrr", seed=0, log_aauc=False, log_eval=False,
                       supervision="disjoint")
     fid = data_fingerprint(graphs)
-    _, r = train_model("gat_model", mcfg, graphs[:3], graphs[3:], cfg, tmp_path, progress=False, data_id=fid)
+    _, r = train_model("gat_model", mcfg, graphs[:3], graphs[3:], cfg, Checkpointing(tmp_path, fid), progress=False)
     epochs = [v["epoch"] for v in r.val]
     best = max(r.val, key=lambda v: (v["mrr"], v["epoch"]))["epoch"]
     assert r.best_epoch == best
     assert len(epochs) == 12 or epochs[-1] - best == 2  # ran out of epochs, or stopped 2 epochs after the best
-    _, again = train_model("gat_model", mcfg, graphs[:3], graphs[3:], cfg, tmp_path, progress=False, data_id=fid)
+    _, again = train_model("gat_model", mcfg, graphs[:3], graphs[3:], cfg, Checkpointing(tmp_path, fid),
+                           progress=False)
     assert again.val == r.val and again.best_epoch == r.best_epoch  # a resumed run stops where the first one did
 
 
@@ -137,8 +138,8 @@ def test_stack_initialised_decoder_scores_exactly_as_the_fitted_stack_until_trai
     graphs = [synthetic_graph(60, 240, in_channels=16, seed=s) for s in range(3)]
     cfg = TrainConfig(epochs=1, seed=4, disjoint_ratio=0.3, supervision="disjoint")
     stack = HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed).fit(graphs)
-    mcfg = {**SMALL, "decoder": "ncn", "decoder_features": True, "decoder_init": "stack"}
-    model = GatModel(ModelConfig(**mcfg)).eval()
+    mcfg = ModelConfig(**SMALL, decoder="ncn", decoder_features=True, decoder_init="stack")
+    model = GatModel(mcfg).eval()
     model.decoder.init_from_stack(stack)
     g = synthetic_graph(50, 200, in_channels=16, seed=9)
     pairs = torch.randint(0, 50, (2, 300), generator=torch.Generator().manual_seed(0))

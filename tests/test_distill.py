@@ -729,6 +729,7 @@ def test_link_prediction_rows_are_shared_between_processes_and_never_scored_twic
     call (or process) takes it from the file; both processes' rows stay in the file."""
     from lib.common.paths import append_csv_rows
     from lib.distill import lp as lp_mod
+    from lib.linkpred.config import GatParams
 
     run = tmp_path / "run"
     (run / "crawl").mkdir(parents=True)
@@ -736,11 +737,13 @@ def test_link_prediction_rows_are_shared_between_processes_and_never_scored_twic
     monkeypatch.setattr("lib.crawl.campaign.ok_graph_files", lambda _: [])
     calls = []
 
-    def score(files, titles, model, seed, key, out, run_dir, epochs, protocols, *rest):
+    def score(files, titles, model, key, out, run_dir, params, progress, rows_file):
+        seed = params.seed
+        assert params.gat_epochs == 2 and params.model_config(384) == GatParams().model_config(384)  # notebook 03's
         calls.append((key["embedder"], seed))
         new = [{**key, "dim": 384, "model": m, "protocol": p, "auc": 0.5 + seed / 10}
-               for m in ("gat_model", "cosine") for p in protocols]
-        append_csv_rows(rest[-1], new, replace=key)
+               for m in ("gat_model", "cosine") for p in params.protocols]
+        append_csv_rows(rows_file, new, replace=key)
         return new
 
     monkeypatch.setattr(lp_mod, "_score", score)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,8 @@ from lib.run.ranks import Dist, run_local, setup
 
 TOL = 1e-5
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
-MODEL_CFG = ModelConfig(in_channels=16, hidden_channels=16, out_channels=8, num_levels=1, heads=2,
-                        dropout=0.5).to_dict()  # dropout on: per-example seeds make it rank-independent
+MODEL_CFG = ModelConfig(in_channels=16, gat_hidden=16, gat_out=8, gat_levels=1, gat_heads=2,
+                        gat_dropout=0.5)  # dropout on: per-example seeds make it rank-independent
 CFG = TrainConfig(epochs=2, lr=1e-2, log_aauc=False, log_eval=False)
 
 
@@ -44,26 +45,27 @@ def max_diff(a: dict, b: dict) -> float:
 
 def _gat(d, ckpt, per_rank_dir, max_steps=None, ckpt_every=1):
     out = Path(ckpt) / f"rank{d.rank}" if per_rank_dir else Path(ckpt)
-    model, res = train_gat("gat_model", MODEL_CFG, graphs(), CFG, d, 4, out_dir=out, ckpt_every=ckpt_every,
+    model, res = train_gat("gat_model", MODEL_CFG, graphs(), replace(CFG, graphs_per_step=4), d, out_dir=out, ckpt_every=ckpt_every,
                               max_steps=max_steps)
     return {"state": model.state_dict(), "steps": res["steps"], "loss": [h["loss"] for h in res["history"]]}
 
 
 def test_gat_one_process_at_one_graph_is_the_notebook_step():
     model, _ = train_model("gat_model", MODEL_CFG, graphs(), [], CFG, progress=False)
-    mine, _ = train_gat("gat_model", MODEL_CFG, graphs(), CFG, Dist(), 1)
+    mine, _ = train_gat("gat_model", MODEL_CFG, graphs(), replace(CFG, graphs_per_step=1), Dist())
     assert max_diff(model.state_dict(), mine.state_dict()) == 0.0
 
 
 def test_gat_batch_of_one_graph_at_a_time_stopped_mid_epoch_resumes_from_last_pt(tmp_path):
     """One process, a global batch of 2, last.pt every step: killed after 2 steps (mid-epoch 1), resumed to the end
-    — the same parameters as an uninterrupted run, and last.pt gone once epoch 1's checkpoint exists."""
-    full, _ = train_gat("gat_model", MODEL_CFG, graphs(), CFG, Dist(), 2)
-    train_gat("gat_model", MODEL_CFG, graphs(), CFG, Dist(), 2, out_dir=tmp_path, ckpt_every=1, max_steps=2)
+    — the same parameters as an uninterrupted run; each epoch's end also writes its epoch_<e>.pt."""
+    two = replace(CFG, graphs_per_step=2)
+    full, _ = train_gat("gat_model", MODEL_CFG, graphs(), two, Dist())
+    train_gat("gat_model", MODEL_CFG, graphs(), two, Dist(), out_dir=tmp_path, ckpt_every=1, max_steps=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
-    again, res = train_gat("gat_model", MODEL_CFG, graphs(), CFG, Dist(), 2, out_dir=tmp_path, ckpt_every=1)
+    again, res = train_gat("gat_model", MODEL_CFG, graphs(), two, Dist(), out_dir=tmp_path, ckpt_every=1)
     assert res["steps"] == 4 and max_diff(full.state_dict(), again.state_dict()) == 0.0  # 2 epochs x 3 steps - 2
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch_1.pt", "epoch_2.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch_1.pt", "epoch_2.pt", "last.pt"]
 
 
 TITLES = [f"Title number {i}" for i in range(30)] + ["Water", "Climate change"]
@@ -101,15 +103,14 @@ def two_ranks(tmp_path_factory):
 
 @pytest.mark.slow
 def test_gat_two_ranks_equal_one_rank_at_twice_the_batch_and_only_rank0_writes(two_ranks):
-    one, res1 = train_gat("gat_model", MODEL_CFG, graphs(), CFG, Dist(), 4)
+    one, res1 = train_gat("gat_model", MODEL_CFG, graphs(), replace(CFG, graphs_per_step=4), Dist())
     tmp_path, (r0, r1) = two_ranks[0], [r["gat"] for r in two_ranks[1]]
     assert r0["steps"] == r1["steps"] == 4 == res1["steps"]  # 2 epochs x (4 graphs + 1 graph)
     assert max_diff(r0["state"], r1["state"]) == 0.0  # DDP keeps the replicas identical
     assert max_diff(one.state_dict(), r0["state"]) < TOL
     assert r0["loss"] == pytest.approx([h["loss"] for h in res1["history"]], abs=1e-6)
     # each rank was given its own folder: only rank 0's holds anything
-    # last.pt (every step within an epoch) gives way to each epoch's checkpoint
-    assert sorted(p.name for p in (tmp_path / "ck" / "rank0").iterdir()) == ["epoch_1.pt", "epoch_2.pt"]
+    assert sorted(p.name for p in (tmp_path / "ck" / "rank0").iterdir()) == ["epoch_1.pt", "epoch_2.pt", "last.pt"]
     assert not (tmp_path / "ck" / "rank1").exists()
 
 
@@ -117,7 +118,8 @@ def test_gat_stopped_run_resumes_to_the_same_parameters(two_ranks):
     r0 = two_ranks[1][0]
     full, part, again = r0["gat"], r0["gat_part"], r0["gat_again"]
     assert part["steps"] == 3 and max_diff(part["state"], full["state"]) > 0
-    assert r0["gat_part_ck"] == ["epoch_1.pt"]  # step 3 (the first of epoch 2) was not saved: the resumed run redoes it
+    # step 3 (the first of epoch 2) was not saved: last.pt holds epoch 1's end and the resumed run redoes step 3
+    assert r0["gat_part_ck"] == ["epoch_1.pt", "last.pt"]
     assert again["steps"] == 2
     assert max_diff(again["state"], full["state"]) == 0.0
 
@@ -253,7 +255,7 @@ def test_command_line_killed_under_torchrun_resumes_to_the_one_process_result(tm
     assert m["world"] == 2 and m["global_batch"] == 2 and len(m["history"]) == 6 > m["steps"]  # 3 epochs x 2 steps
     assert [v["epoch"] for v in m["val"]] == [1, 2, 3] and m["val"][0]["auc"] is not None  # rank 0 validated
     assert sorted(p.name for p in (tmp_path / "run").iterdir() if not p.name.startswith(".")) == \
-        ["epoch_1.pt", "epoch_2.pt", "epoch_3.pt", "metrics.json"]  # last.pt gave way to the epoch checkpoints
+        ["epoch_1.pt", "epoch_2.pt", "epoch_3.pt", "last.pt", "metrics.json"]
     cwd = os.getcwd()
     try:
         os.chdir(root)

@@ -83,6 +83,44 @@ def test_modules_and_functions_stay_small():
     assert not too_long, too_long
 
 
+MAX_PARAMETERS = 9  # a function taking more groups what travels together into a small frozen dataclass
+MANY_PARAMETERS = {  # function -> why it may take more; `self` and `cls` not counted, *args and **kwargs one each
+    "lib.crawl.live.LiveSource.__init__": "the MediaWiki client's network settings, each a keyword with a default",
+    "lib.kd.augment.augment": "Tang et al.'s augmentation hyper-parameters, each a keyword with the paper's default",
+    "lib.kd.train.BiLSTMStudent.__init__": "an architecture's hyper-parameters, each a keyword with the thesis default",
+    "lib.kd.train.BertStudent.__init__": "an architecture's hyper-parameters, each a keyword with the thesis default",
+    "lib.distill.models.make_student": "a student's architecture, each a keyword with the paper's default",
+    "lib.distill.losses.combined_loss": "a pure loss: every tensor it combines is an input",
+    "lib.distill.train.train_student": "stage 5's loop with its optional hooks, each a keyword defaulting to off",
+    "lib.distill.stage._task_specific_run": "one grid cell of stage 5: the grid's coordinates of that cell",
+    "lib.distill.stage._agnostic_run": "one grid cell of stage 5: the grid's coordinates of that cell",
+}
+
+
+def many_parameter_functions(mods: dict[str, Path]) -> dict[str, int]:
+    """module.Class.function -> parameter count, for every function of `mods` above MAX_PARAMETERS."""
+    out = {}
+    for name, path in mods.items():
+        def visit(node, prefix):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.ClassDef):
+                    visit(child, f"{prefix}{child.name}.")
+                elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    a = child.args
+                    n = sum(x.arg not in ("self", "cls") for x in a.posonlyargs + a.args + a.kwonlyargs)
+                    n += (a.vararg is not None) + (a.kwarg is not None)
+                    if n > MAX_PARAMETERS:
+                        out[f"{prefix}{child.name}"] = n
+                    visit(child, f"{prefix}{child.name}.")
+        visit(ast.parse(path.read_text(encoding="utf-8")), f"{name}.")
+    return out
+
+
+def test_functions_take_few_parameters():
+    found = many_parameter_functions(modules())
+    assert set(found) <= set(MANY_PARAMETERS), {f: n for f, n in found.items() if f not in MANY_PARAMETERS}
+
+
 INSIDER = re.compile(r"\b(session[ -]\d+|issue #?\d+)|\.\./shared|\bthe brief\b", re.IGNORECASE)
 
 

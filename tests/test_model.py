@@ -17,7 +17,7 @@ def _graph(n=60, e=200, f=384, seed=0):
 
 @pytest.mark.parametrize("impl", ["pyg", "fused"])
 def test_default_config_parameter_count_and_shapes(impl):
-    m = GatModel(impl=impl)
+    m = GatModel(gat_impl=impl)
     assert count_parameters(m) == 325_312  # seed §4.2 with PyG GATConv(128, 128, heads=2, concat=False)
     x, ei = _graph()
     m.eval()
@@ -28,7 +28,7 @@ def test_default_config_parameter_count_and_shapes(impl):
 
 def test_fused_and_pyg_give_same_outputs_and_gradients_for_same_weights():
     x, ei = _graph(seed=1)
-    a, b = GatModel(impl="pyg", dropout=0.0), GatModel(impl="fused", dropout=0.0)
+    a, b = GatModel(gat_impl="pyg", gat_dropout=0.0), GatModel(gat_impl="fused", gat_dropout=0.0)
     b.load_state_dict(a.state_dict())
     za, zb = a(x, ei), b(x, ei)
     assert torch.allclose(za, zb, atol=1e-4, rtol=1e-4)
@@ -46,7 +46,7 @@ def _layer_norm(v):
 @pytest.mark.parametrize("impl", ["pyg", "fused"])
 def test_forward_matches_hand_computed_tiny_example(impl):
     # 3 nodes, edges 0-1 and 1-2, F_in = H = F_out = 2, one level, two heads, no dropout.
-    cfg = ModelConfig(in_channels=2, hidden_channels=2, out_channels=2, num_levels=1, heads=2, dropout=0.0, impl=impl)
+    cfg = ModelConfig(in_channels=2, gat_hidden=2, gat_out=2, gat_levels=1, gat_heads=2, gat_dropout=0.0, gat_impl=impl)
     m = GatModel(cfg)
     torch.manual_seed(3)
     with torch.no_grad():
@@ -86,7 +86,7 @@ def test_forward_matches_hand_computed_tiny_example(impl):
 
 def test_dropout_only_in_training_mode_and_position_option():
     x, ei = _graph(seed=2)
-    m = GatModel(impl="fused")
+    m = GatModel(gat_impl="fused")
     m.eval()
     assert torch.equal(m(x, ei), m(x, ei))
     m.train()
@@ -105,9 +105,9 @@ def test_bad_inputs_are_clear_errors():
     with pytest.raises(ValueError, match="outside"):
         m(x, ei + 1000)
     with pytest.raises(ValueError, match="dropout"):
-        ModelConfig(dropout=1.0)
+        ModelConfig(gat_dropout=1.0)
     with pytest.raises(ValueError, match="impl"):
-        ModelConfig(impl="dense")
+        ModelConfig(gat_impl="dense")
 
 
 def test_baselines_shapes():
@@ -127,7 +127,7 @@ def test_fused_under_autocast_matches_pyg_under_the_same_autocast(dtype):
     autocast. Tolerance: 2% of the output scale / of each gradient's norm (bf16 keeps 8 mantissa bits: ~0.4% per
     rounding; both implementations round the dense layers, in a different order)."""
     x, ei = _graph(seed=2)
-    a, b = GatModel(impl="pyg", dropout=0.0), GatModel(impl="fused", dropout=0.0)
+    a, b = GatModel(gat_impl="pyg", gat_dropout=0.0), GatModel(gat_impl="fused", gat_dropout=0.0)
     b.load_state_dict(a.state_dict())
     ref = a(x, ei).detach()
     out = {}
@@ -137,7 +137,7 @@ def test_fused_under_autocast_matches_pyg_under_the_same_autocast(dtype):
             z = m(x, ei)
         assert z.dtype == dtype  # L_out runs in the low precision
         z.float().square().mean().backward()
-        out[m.cfg.impl] = z.float().detach(), {n: p.grad.clone() for n, p in m.named_parameters()}
+        out[m.cfg.gat_impl] = z.float().detach(), {n: p.grad.clone() for n, p in m.named_parameters()}
     scale = ref.abs().max()
     assert (out["fused"][0] - out["pyg"][0]).abs().max() <= 0.02 * scale
     assert (out["fused"][0] - ref).abs().max() <= 0.02 * scale

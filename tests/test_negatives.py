@@ -12,13 +12,14 @@ from lib.linkpred.config import TrainConfig
 from lib.linkpred.data import synthetic_graph
 from lib.linkpred.heuristics import adjacency
 from lib.linkpred.negatives import (
+    HEART_POOL,
     distance_bins,
     heart_negatives,
     matched_negatives,
     personalized_pagerank,
     resource_allocation,
 )
-from lib.linkpred.protocols import make_protocol
+from lib.linkpred.protocols import ProtocolSettings, make_protocol
 from lib.linkpred.sampling import PROTOCOLS, TitlePairs, _member, split_edges
 from lib.metrics.link import link_metrics, ranking_metrics, ranks
 
@@ -128,8 +129,8 @@ def test_heart_negatives_come_from_the_best_mean_rank_of_three_independent_heuri
     data, mp, pos, tp, gids, forbidden = _task(seed=5, n=120, m=300)
     a = adjacency(mp, data.num_nodes)
     x = data.x.numpy().astype(np.float64)
-    k, pool = 4, 2
-    neg, owner, missing = heart_negatives(a, x, data, gids, tp, forbidden, pos, k, seed=3, pool=pool)
+    k, pool = 4, HEART_POOL
+    neg, owner, missing = heart_negatives(a, data, gids, tp, forbidden, pos, k, seed=3)
     assert missing == 0 and neg.size(1) == k * pos.size(1)
     g = nx.Graph()
     g.add_nodes_from(range(data.num_nodes))
@@ -169,8 +170,8 @@ def test_per_positive_ranks_by_brute_force_and_ties_count_against():
 @pytest.mark.parametrize("protocol", ["leak_free", "pair_split", "new_nodes"])
 def test_protocol_tasks_carry_both_sets_on_validation_too_and_none_is_a_link(protocol):
     graphs = {f"g{i}": synthetic_graph(60, 150, 8, seed=i, graph_id=f"g{i}") for i in range(6)}
-    split = make_protocol(graphs, ["g0", "g1", "g2"], ["g3"], ["g4", "g5"], protocol, seed=0, holdout_fraction=0.2,
-                          per_positive=4)
+    split = make_protocol(graphs, {"train": ["g0", "g1", "g2"], "val": ["g3"], "test": ["g4", "g5"]},
+                          protocol, seed=0, settings=ProtocolSettings(holdout_fraction=0.2, negatives_per_positive=4))
     audit = leak_audit(split)
     assert audit["test_neg_heart_pairs"] > 0 and audit["test_neg_matched_pairs"] > 0
     assert audit["test_neg_heart_true_links"] == 0 and audit["test_neg_matched_true_links"] == 0
@@ -180,8 +181,8 @@ def test_protocol_tasks_carry_both_sets_on_validation_too_and_none_is_a_link(pro
             assert neg.size(1) == len(owner) and neg.size(1) > 0
             assert not _member(split.tp.keys(split.tp.gids(t.data), neg), split.global_links).any()
     assert protocol in PROTOCOLS and TrainConfig().hits_k == 50
-    none = make_protocol(graphs, ["g0", "g1", "g2"], ["g3"], ["g4", "g5"], protocol, seed=0, holdout_fraction=0.2,
-                         per_positive=0)
+    none = make_protocol(graphs, {"train": ["g0", "g1", "g2"], "val": ["g3"], "test": ["g4", "g5"]},
+                         protocol, seed=0, settings=ProtocolSettings(holdout_fraction=0.2, negatives_per_positive=0))
     assert all(t.negatives("heart").size(1) == 0 for t in none.test)
 
 
@@ -218,18 +219,21 @@ def test_per_positive_sets_are_cached_by_content_and_rebuilt_when_an_input_chang
 
     monkeypatch.setattr(protocols, "NEGATIVE_CACHE", tmp_path / "neg")
     graphs = {f"g{i}": synthetic_graph(60, 150, 8, seed=i, graph_id=f"g{i}") for i in range(4)}
-    first = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3"], "leak_free", 0, per_positive=4)
+    first = make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]},
+                          "leak_free", 0, settings=ProtocolSettings(negatives_per_positive=4))
     files = sorted((tmp_path / "neg").glob("*.pt"))
     assert len(files) == 2  # one validation task, one test task
     calls = []
     real = N.heart_negatives
     monkeypatch.setattr(N, "heart_negatives", lambda *a, **k: calls.append(1) or real(*a, **k))
-    again = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3"], "leak_free", 0, per_positive=4)
+    again = make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]},
+                          "leak_free", 0, settings=ProtocolSettings(negatives_per_positive=4))
     assert calls == []  # read from the cache, nothing ranked again
     for t0, t1 in zip(first.test + first.val, again.test + again.val):
         for name in ("heart", "matched"):
             assert torch.equal(t0.per_positive[name][0], t1.per_positive[name][0])
             assert torch.equal(t0.per_positive[name][1], t1.per_positive[name][1])
             assert t0.missing[name] == t1.missing[name]
-    make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3"], "leak_free", 1, per_positive=4)  # another seed: other sets
+    make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]},
+                  "leak_free", 1, settings=ProtocolSettings(negatives_per_positive=4))  # another seed: other sets
     assert calls and len(list((tmp_path / "neg").glob("*.pt"))) > 2

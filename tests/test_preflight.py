@@ -162,21 +162,22 @@ def test_unreadable_files_are_named_and_a_cut_checkpoint_is_moved_aside(tmp_path
     cache.close()
 
 
-def test_gat_training_resumes_from_the_checkpoint_before_a_cut_one(tmp_path):
-    from lib.linkpred.train import LAST, _resume
+def test_gat_training_moves_a_cut_checkpoint_aside_and_trains_again_to_the_same_result(tmp_path):
+    from lib.linkpred.config import TrainConfig
+    from lib.linkpred.data import synthetic_graph
+    from lib.linkpred.model import ModelConfig
+    from lib.linkpred.train import LAST, Checkpointing, train_model
 
-    model = torch.nn.Linear(2, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    scaler = torch.amp.GradScaler("cpu", enabled=False)
-    good = {"model": model.state_dict(), "optimizer": opt.state_dict(), "config": {"train": {"k": 1}}, "history": [1],
-            "val": [], "epoch": 1}
-    torch.save(good, tmp_path / "epoch_1.pt")
+    graphs = [synthetic_graph(40, 120, in_channels=8, seed=i, graph_id=f"g{i}") for i in range(2)]
+    model_cfg = ModelConfig(in_channels=8, gat_hidden=8, gat_out=4, gat_levels=1, gat_heads=1)
+    cfg = TrainConfig(epochs=1, seed=0, log_aauc=False, log_eval=False)
+    first, _ = train_model("gat_model", model_cfg, graphs, [], cfg, Checkpointing(tmp_path, "data"), progress=False)
     (tmp_path / LAST).write_bytes(b"PK\x03\x04 cut short")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        start = _resume(tmp_path, True, "data", {"train": {"k": 1}}, model, opt, scaler, torch.device("cpu"))
-    assert start["epoch"] == 2 and start["last_good"] == tmp_path / "epoch_1.pt"
-    assert (tmp_path / (LAST + ".corrupt")).is_file()
+    with pytest.warns(UserWarning, match="last.pt could not be read"):
+        again, res = train_model("gat_model", model_cfg, graphs, [], cfg, Checkpointing(tmp_path, "data"),
+                                 progress=False)
+    assert res.resumed_from == 0 and res.steps == 2 and (tmp_path / (LAST + ".corrupt")).is_file()
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), again.state_dict().values()))
 
 
 def test_the_lock_file_lives_beside_the_run_folders(tmp_path):

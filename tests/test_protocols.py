@@ -11,8 +11,12 @@ from lib.linkpred.config import TrainConfig
 from lib.linkpred.data import synthetic_graph
 from lib.linkpred.evaluate import evaluate_heuristic
 from lib.linkpred.heuristics import HEURISTICS
-from lib.linkpred.protocols import graph_task, make_protocol
+from lib.linkpred.protocols import ProtocolSettings, graph_task, make_protocol
 from lib.linkpred.sampling import PROTOCOLS, TitlePairs, dist2_negatives, sample_global_negatives, sample_negatives
+
+
+ROLES = {"train": ["A", "C"], "val": ["V"], "test": ["B"]}  # of the graphs most tests build
+QUARTER = ProtocolSettings(holdout_fraction=0.25)
 
 
 def _graph(gid, titles, edges, topics=None, seed=0):
@@ -43,8 +47,8 @@ def _overlapping():
 
 def test_leak_free_removes_a_test_graphs_held_out_pairs_from_every_training_graph():
     graphs = _overlapping()
-    within = make_protocol(graphs, ["A", "C"], ["V"], ["B"], "within_graph", seed=0, holdout_fraction=0.25)
-    clean = make_protocol(graphs, ["A", "C"], ["V"], ["B"], "leak_free", seed=0, holdout_fraction=0.25)
+    within = make_protocol(graphs, ROLES, "within_graph", seed=0, settings=QUARTER)
+    clean = make_protocol(graphs, ROLES, "leak_free", seed=0, settings=QUARTER)
     held = _title_pairs(graphs["B"], clean.test[0].pos)
     assert len(held) == round(0.25 * 18)
     a_edges = _title_pairs(graphs["A"], graphs["A"].edge_index)
@@ -72,7 +76,7 @@ def test_leak_free_held_out_pairs_are_never_training_negatives_uniform_or_hard()
     from lib.linkpred.train import training_negatives
 
     graphs = _overlapping()
-    clean = make_protocol(graphs, ["A", "C"], ["V"], ["B"], "leak_free", seed=0, holdout_fraction=0.25)
+    clean = make_protocol(graphs, ROLES, "leak_free", seed=0, settings=QUARTER)
     held = _title_pairs(graphs["B"], clean.test[0].pos) | _title_pairs(clean.val[0].data, clean.val[0].pos)
     train_a = next(g for g in clean.train if g.graph_id == "A")
     in_a = {p for p in held if p <= set(train_a.titles)}
@@ -98,7 +102,7 @@ def test_leak_free_negatives_are_links_in_no_graph_of_the_dataset():
     graphs = _overlapping()
     every_link = set().union(*(_title_pairs(g, g.edge_index) for g in graphs.values()))
     for seed in range(5):
-        sp = make_protocol(graphs, ["A", "C"], ["V"], ["B"], "leak_free", seed=seed, holdout_fraction=0.25)
+        sp = make_protocol(graphs, ROLES, "leak_free", seed=seed, settings=QUARTER)
         t = sp.test[0]
         for pairs in (t.neg, t.neg_dist2):
             assert pairs.size(1) > 0
@@ -111,7 +115,7 @@ def test_pair_split_strips_every_held_out_pair_from_every_graph_alike():
     from lib.linkpred.train import training_negatives
 
     graphs = _overlapping()
-    sp = make_protocol(graphs, ["A", "C"], ["V"], ["B"], "pair_split", seed=0, holdout_fraction=0.25)
+    sp = make_protocol(graphs, ROLES, "pair_split", seed=0, settings=QUARTER)
     test_held = set().union(*(_title_pairs(t.data, t.pos) for t in sp.test))
     val_held = set().union(*(_title_pairs(t.data, t.pos) for t in sp.val))
     b_links = _title_pairs(graphs["B"], graphs["B"].edge_index)
@@ -144,7 +148,7 @@ def test_pair_split_strips_every_held_out_pair_from_every_graph_alike():
 def test_leak_free_validation_negatives_are_never_test_pairs():
     graphs = _overlapping()
     for seed in range(5):
-        sp = make_protocol(graphs, ["A", "C"], ["V"], ["B"], "leak_free", seed=seed, holdout_fraction=0.25)
+        sp = make_protocol(graphs, ROLES, "leak_free", seed=seed, settings=QUARTER)
         test_held = set().union(*(_title_pairs(t.data, t.pos) for t in sp.test))
         for t in sp.val:
             for pairs in (t.neg, t.neg_dist2):
@@ -153,7 +157,8 @@ def test_leak_free_validation_negatives_are_never_test_pairs():
 
 def test_new_nodes_never_lets_a_held_out_title_into_training():
     graphs = {f"g{i}": synthetic_graph(80, 300, in_channels=8, seed=i, graph_id=f"g{i}") for i in range(6)}
-    sp = make_protocol(graphs, ["g0", "g1", "g2"], ["g3"], ["g4", "g5"], "new_nodes", seed=3, new_node_fraction=0.1)
+    sp = make_protocol(graphs, {"train": ["g0", "g1", "g2"], "val": ["g3"], "test": ["g4", "g5"]},
+                       "new_nodes", seed=3, settings=ProtocolSettings(new_node_fraction=0.1))
     unseen = set(sp.unseen_titles)
     assert len(unseen) == round(0.1 * 80)  # the synthetic graphs share their 80 titles
     for g in sp.train:
@@ -202,7 +207,8 @@ def test_dist2_negatives_are_non_edges_at_distance_exactly_two_and_prefer_the_an
 def test_every_protocol_is_deterministic_for_a_seed_and_changes_with_it():
     graphs = {f"g{i}": synthetic_graph(60, 200, in_channels=8, seed=i, graph_id=f"g{i}") for i in range(5)}
     for protocol in PROTOCOLS:
-        a, b, c = (make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3", "g4"], protocol, seed=s) for s in (4, 4, 5))
+        a, b, c = (make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3", "g4"]},
+                                 protocol, seed=s) for s in (4, 4, 5))
         for x, y in zip(a.test + a.val, b.test + b.val):
             for k in ("mp_edge_index", "pos", "neg", "neg_dist2"):
                 assert torch.equal(getattr(x, k), getattr(y, k)), (protocol, k)
@@ -213,7 +219,7 @@ def test_every_protocol_is_deterministic_for_a_seed_and_changes_with_it():
 
 def test_heuristics_and_models_see_the_same_pairs():
     graphs = _overlapping()
-    sp = make_protocol(graphs, ["A", "C"], ["V"], ["B"], "leak_free", seed=0, holdout_fraction=0.25)
+    sp = make_protocol(graphs, ROLES, "leak_free", seed=0, settings=QUARTER)
     cfg = TrainConfig()
     r1 = evaluate_heuristic("common_neighbours", sp.test, cfg)
     # common neighbours counted by hand on the task's message-passing graph
@@ -229,23 +235,25 @@ def test_heuristics_and_models_see_the_same_pairs():
 def test_bad_protocol_inputs_fail_clearly():
     graphs = _overlapping()
     with pytest.raises(ValueError, match="protocol 'leaky' does not exist"):
-        make_protocol(graphs, ["A"], [], ["B"], "leaky", seed=0)
+        make_protocol(graphs, {"train": ["A"], "val": [], "test": ["B"]}, "leaky", seed=0)
     with pytest.raises(ValueError, match="negative set 'easy' does not exist"):
         graph_task(graphs["B"], "seed", 0).negatives("easy")
     with pytest.raises(ValueError, match="holdout_fraction"):
-        make_protocol(graphs, ["A"], [], ["B"], "leak_free", seed=0, holdout_fraction=1.0)
+        make_protocol(graphs, {"train": ["A"], "val": [], "test": ["B"]},
+                      "leak_free", seed=0, settings=ProtocolSettings(holdout_fraction=1.0))
     # a complete test graph: every pair of its nodes is a link, so no global negative exists -> error naming it
     k4 = _graph("K4", ["p", "q", "r", "s"], [(a, b) for a in "pqrs" for b in "pqrs" if a < b])
     with pytest.raises(ValueError, match="graph K4: no pair"):
-        make_protocol({**graphs, "K4": k4}, ["A"], [], ["K4"], "leak_free", seed=0)
+        make_protocol({**graphs, "K4": k4}, {"train": ["A"], "val": [], "test": ["K4"]}, "leak_free", seed=0)
     tp = TitlePairs([k4])
     with pytest.raises(ValueError, match="graph K4"):
         sample_global_negatives(k4, tp.gids(k4), tp, tp.edge_keys(k4), 3, seed=0)
     # a training graph made only of the test graph's held-out pairs is skipped, counted and named
     b = graphs["B"]
-    sp = make_protocol(graphs, ["A", "C"], [], ["B"], "leak_free", seed=0, holdout_fraction=0.25)
+    sp = make_protocol(graphs, {"train": ["A", "C"], "val": [], "test": ["B"]}, "leak_free", seed=0, settings=QUARTER)
     held = [(b.titles[u], b.titles[v]) for u, v in sp.test[0].pos.t().tolist()]
     only_held = _graph("H", sorted({t for e in held for t in e}), held)
-    sp = make_protocol({**graphs, "H": only_held}, ["A", "H"], [], ["B"], "leak_free", seed=0, holdout_fraction=0.25)
+    sp = make_protocol({**graphs, "H": only_held},
+                       {"train": ["A", "H"], "val": [], "test": ["B"]}, "leak_free", seed=0, settings=QUARTER)
     assert [s["graph_id"] for s in sp.skipped] == ["H"] and "fewer than 2 edges" in sp.skipped[0]["reason"]
     assert [g.graph_id for g in sp.train] == ["A"] and leak_audit(sp)["skipped"] == 1

@@ -12,7 +12,7 @@ from lib.crawl.pages import Page
 from lib.crawl.sources import PageCache
 from lib.linkpred.checkpoint import CheckpointLost, data_fingerprint, epoch_checkpoints, load_checkpoint
 from lib.linkpred.config import TrainConfig
-from lib.linkpred.train import train_model
+from lib.linkpred.train import Checkpointing, train_model
 from tests.test_train import SMALL, _graphs
 
 
@@ -20,27 +20,31 @@ def cut(path, share=0.5):
     path.write_bytes(path.read_bytes()[:int(path.stat().st_size * share)])
 
 
-def test_a_cut_best_epoch_checkpoint_is_moved_aside_and_its_epoch_retrained_to_the_same_weights(tmp_path):
+def test_a_cut_best_epoch_checkpoint_is_moved_aside_and_written_again_with_the_same_weights(tmp_path):
     graphs = _graphs()
     fid = data_fingerprint(graphs)
     cfg = TrainConfig(epochs=2, seed=1, lr=0.005, log_aauc=False)  # selects epoch 1 of 2
-    m_full, r_full = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, tmp_path, progress=False, data_id=fid)
+    ckpt = Checkpointing(tmp_path, data_id=fid)
+    m_full, r_full = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, ckpt, progress=False)
     assert r_full.best_epoch == 1
     cut(epoch_checkpoints(tmp_path)[1])
     with pytest.warns(RecoveryWarning, match=r"best-epoch checkpoint .*epoch_1\.pt could not be read \(cut short or "
-                                             r"overwritten\); moved aside to epoch_1\.pt\.corrupt, epochs from 1 on"):
-        m_again, r_again = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, tmp_path, progress=False,
-                                       data_id=fid)
+                                             r"overwritten\); moved aside to epoch_1\.pt\.corrupt, it is written "
+                                             r"again from the weights kept in last\.pt"):
+        m_again, r_again = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, ckpt, progress=False)
     assert (tmp_path / "epoch_1.pt.corrupt").is_file() and list(epoch_checkpoints(tmp_path)) == [1, 2]
     assert r_again.best_epoch == 1 and r_again.val == r_full.val
     for (k, a), b in zip(m_full.state_dict().items(), m_again.state_dict().values()):
+        assert torch.equal(a, b), k
+    written = load_checkpoint(epoch_checkpoints(tmp_path)[1])[0]
+    for (k, a), b in zip(m_full.state_dict().items(), written.state_dict().values()):
         assert torch.equal(a, b), k
 
 
 def test_notebook_04_names_a_cut_checkpoint_moves_it_aside_and_says_how_it_is_rebuilt(tmp_path):
     graphs = _graphs()
     cfg = TrainConfig(epochs=1, seed=0, log_aauc=False)
-    train_model("gat_model", SMALL, graphs[:2], graphs[4:], cfg, tmp_path, progress=False, data_id="d")
+    train_model("gat_model", SMALL, graphs[:2], graphs[4:], cfg, Checkpointing(tmp_path, data_id="d"), progress=False)
     path = epoch_checkpoints(tmp_path)[1]
     cut(path)
     with pytest.warns(RecoveryWarning), pytest.raises(CheckpointLost, match=r"epoch_1\.pt is missing or was damaged.*"
@@ -52,11 +56,12 @@ def test_notebook_04_names_a_cut_checkpoint_moves_it_aside_and_says_how_it_is_re
 def test_a_garbage_negatives_cache_file_is_rebuilt_and_never_unpickled_as_code(tmp_path, monkeypatch):
     from lib.linkpred import protocols
     from lib.linkpred.data import synthetic_graph
-    from lib.linkpred.protocols import make_protocol
+    from lib.linkpred.protocols import ProtocolSettings, make_protocol
 
     monkeypatch.setattr(protocols, "NEGATIVE_CACHE", tmp_path / "neg")
     graphs = {f"g{i}": synthetic_graph(60, 150, 8, seed=i, graph_id=f"g{i}") for i in range(4)}
-    first = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3"], "leak_free", 0, per_positive=4)
+    roles = {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]}
+    first = make_protocol(graphs, roles, "leak_free", 0, ProtocolSettings(negatives_per_positive=4))
     files = sorted((tmp_path / "neg").glob("*.pt"))
     marker = tmp_path / "ran"
 
@@ -68,7 +73,7 @@ def test_a_garbage_negatives_cache_file_is_rebuilt_and_never_unpickled_as_code(t
     files[1].write_bytes(b"garbage" * 50)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        again = make_protocol(graphs, ["g0", "g1"], ["g2"], ["g3"], "leak_free", 0, per_positive=4)
+        again = make_protocol(graphs, roles, "leak_free", 0, ProtocolSettings(negatives_per_positive=4))
     told = [str(w.message) for w in caught if w.category is RecoveryWarning]
     assert len(told) == 2 and all("cached negative sets" in t and "weights_only" not in t for t in told)
     assert not marker.exists() and all(f.is_file() and f.with_name(f.name + ".corrupt").is_file() for f in files)

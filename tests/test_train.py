@@ -1,4 +1,5 @@
 import random
+from dataclasses import asdict, replace
 
 import numpy as np
 import pandas as pd
@@ -9,17 +10,17 @@ from torch_geometric.data import Data
 from lib.common.device import get_device
 from lib.embed.dataset import split_graphs
 from lib.linkpred.checkpoint import data_fingerprint, epoch_checkpoints, load_checkpoint
-from lib.linkpred.config import TrainConfig, TrainingDiverged
+from lib.linkpred.config import GatParams, TrainConfig, TrainingDiverged, stored_settings
 from lib.linkpred.data import graph_problem, synthetic_graph
 from lib.linkpred.heuristics import HEURISTICS, heuristic_scores
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import graph_task
 from lib.linkpred.sampling import NEGATIVE_SETS, sample_negatives, within_graph_split
 from lib.linkpred.stage import run_experiment
-from lib.linkpred.train import supervision_pairs, train_model
+from lib.linkpred.train import Checkpointing, checkpoint_config, supervision_pairs, train_model
 from lib.metrics.link import choose_on_validation, gat_verdicts, link_metrics, summary_table
 
-SMALL = ModelConfig(in_channels=32, hidden_channels=16, out_channels=8, num_levels=2, heads=2, dropout=0.1).to_dict()
+SMALL = ModelConfig(in_channels=32, gat_hidden=16, gat_out=8, gat_levels=2, gat_heads=2, gat_dropout=0.1)
 
 
 def _edge_set(ei):
@@ -46,7 +47,7 @@ def test_zero_negatives_are_an_empty_long_tensor_so_small_graphs_train():
     neg = sample_negatives(g.edge_index, g.num_nodes, 0, seed=1)
     assert neg.shape == (2, 0) and neg.dtype == torch.long
     cfg = TrainConfig(epochs=1, neg_rate=0.01, seed=0)
-    train_model("gat_model", SMALL | {"in_channels": 8}, [g], [g], cfg, progress=False)
+    train_model("gat_model", replace(SMALL, in_channels=8), [g], [g], cfg, progress=False)
 
 
 def test_within_graph_split_keeps_held_out_edges_out_of_message_passing():
@@ -99,20 +100,17 @@ def test_bad_graphs_are_skipped_with_a_reason_or_a_clear_error():
         graph_problem(Data(x=torch.randn(5, 16), edge_index=ei, num_nodes=5, graph_id="g"), 32)
 
 
-def test_device_precision_and_old_checkpoints_amp_read_as_precision():
-    from lib.linkpred.checkpoint import current_train
-
+def test_device_precision_and_a_checkpoint_config_this_code_does_not_read():
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="no CUDA GPU is visible"):
             get_device("cuda")
     with pytest.raises(TypeError, match="amp"):
         TrainConfig(amp=True)  # no alias: precision says it
-    old = {**TrainConfig().to_dict(), "amp": True}
-    del old["precision"], old["matched_negative_share"]
-    assert TrainConfig(**current_train(old)).precision == "fp16"  # a checkpoint from before `precision`
-    assert current_train({**old, "amp": False})["precision"] == "fp32"
-    renamed = current_train({**old, "hard_negative_share": 0.5})  # a checkpoint from before the set was called dist2
-    assert renamed["dist2_negative_share"] == 0.5 and "hard_negative_share" not in renamed
+    config = checkpoint_config("gat_model", SMALL, TrainConfig(), "d")
+    assert stored_settings(config, "checkpoint x") == (SMALL, TrainConfig())
+    other = {**config, "train": {**config["train"], "amp": True}}
+    with pytest.raises(ValueError, match="checkpoint x holds settings this code does not read"):
+        stored_settings(other, "checkpoint x")
     with pytest.raises(ValueError, match="precision='half' is unknown"):
         TrainConfig(precision="half")
     with pytest.raises(ValueError, match="holdout_fraction"):
@@ -124,12 +122,12 @@ def test_short_low_precision_training_of_the_fused_model_is_finite_and_learns(tm
     """The CUDA profile's path (fused GatModel + autocast; fp16 with a GradScaler) on CPU autocast: no NaN, the
     weights and checkpoint stay float32, and the eval-mode AUC of the last steps matches a float32 run within 0.05."""
     graphs = _graphs(4)
-    model_cfg = {**SMALL, "impl": "fused"}
+    model_cfg = replace(SMALL, gat_impl="fused")
     runs = {}
     for prec in ("fp32", precision):
         cfg = TrainConfig(epochs=3, seed=1, lr=5e-3, precision=prec, log_aauc=False)
-        model, res = train_model("gat_model", model_cfg, graphs, [], cfg, tmp_path / prec, progress=False,
-                                 data_id="four")
+        model, res = train_model("gat_model", model_cfg, graphs, [], cfg, Checkpointing(tmp_path / prec, "four"),
+                                 progress=False)
         assert all(np.isfinite(h["loss"]) for h in res.history)
         assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in model.parameters())
         runs[prec] = np.mean([h["auc_eval"] for h in res.history[-4:]])
@@ -145,10 +143,10 @@ def test_checkpoints_store_auto_resolved(tmp_path, monkeypatch):
     monkeypatch.setattr(dev, "cpu_bf16_support", lambda: (False, "simulated CPU without bf16"))
     cfg = TrainConfig(epochs=1, seed=0, precision="auto", log_aauc=False, log_eval=False)
     assert cfg.resolved().precision == "fp32"
-    train_model("gat_model", SMALL, _graphs(2), [], cfg, tmp_path, progress=False, data_id="two")
+    train_model("gat_model", SMALL, _graphs(2), [], cfg, Checkpointing(tmp_path, "two"), progress=False)
     ck = torch.load(epoch_checkpoints(tmp_path)[1], weights_only=True)
     assert ck["config"]["train"]["precision"] == "fp32"  # what ran, not "auto"
-    _, r = train_model("gat_model", SMALL, _graphs(2), [], cfg, tmp_path, progress=False, data_id="two")
+    _, r = train_model("gat_model", SMALL, _graphs(2), [], cfg, Checkpointing(tmp_path, "two"), progress=False)
     assert r.resumed_from == 1  # "auto" resolving to the same precision resumes
 
 
@@ -160,33 +158,33 @@ def test_resume_reproduces_an_uninterrupted_run(tmp_path):
     graphs = _graphs()
     cfg = TrainConfig(epochs=2, seed=4, r_cos=0.5, t_cos=0.3, supervision="disjoint")
     fid = data_fingerprint(graphs)
-    m_full, r_full = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, tmp_path / "a", progress=False,
-                                 data_id=fid)
+    m_full, r_full = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, Checkpointing(tmp_path / "a", fid),
+                                 progress=False)
     # interrupted inside epoch 2: only epoch 1's checkpoint exists, then resume
-    train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, tmp_path / "b", progress=False, max_steps=6,
-                data_id=fid)
+    train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, Checkpointing(tmp_path / "b", fid), progress=False,
+                max_steps=6)
     assert list(epoch_checkpoints(tmp_path / "b")) == [1]
-    m_res, r_res = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, tmp_path / "b", progress=False,
-                               data_id=fid)
+    m_res, r_res = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, Checkpointing(tmp_path / "b", fid),
+                               progress=False)
     assert r_res.resumed_from == 1
     assert r_res.history == [{**h, "seconds": r} for h, r in zip(r_full.history, [h["seconds"] for h in r_res.history])]
     assert r_res.val == r_full.val
     for (k, a), b in zip(m_full.state_dict().items(), m_res.state_dict().values()):
         assert torch.equal(a, b), k
     model, ck = load_checkpoint(epoch_checkpoints(tmp_path / "a")[2])
-    assert ck["config"]["model"] == SMALL and ck["epoch"] == 2 and len(ck["history"]) == 8
+    assert ck["config"]["model"] == asdict(SMALL) and ck["epoch"] == 2 and len(ck["history"]) == 8
 
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
     graphs = _graphs()[:4]
     cfg = TrainConfig(epochs=1, seed=0, log_aauc=False)
-    train_model("gat_model", SMALL, graphs, [], cfg, tmp_path, progress=False, data_id="four-graphs")
+    train_model("gat_model", SMALL, graphs, [], cfg, Checkpointing(tmp_path, "four-graphs"), progress=False)
     # the same data (as its data_id says) diverges in epoch 2: features finite but overflowing the first layer
     for g in graphs:
         g.x = g.x * 3e37
     with pytest.raises(TrainingDiverged, match="epoch_1.pt"):
-        train_model("gat_model", SMALL, graphs, [], TrainConfig(epochs=2, seed=0, log_aauc=False), tmp_path,
-                    progress=False, data_id="four-graphs")
+        train_model("gat_model", SMALL, graphs, [], TrainConfig(epochs=2, seed=0, log_aauc=False),
+                    Checkpointing(tmp_path, "four-graphs"), progress=False)
     assert list(epoch_checkpoints(tmp_path)) == [1]
 
 
@@ -195,18 +193,41 @@ def test_checkpoints_resume_only_on_the_same_non_empty_data_id(tmp_path):
     cfg = TrainConfig(epochs=1, seed=0, log_aauc=False, log_eval=False)
     fid = data_fingerprint(graphs)
     assert fid != data_fingerprint(other) and fid == data_fingerprint(_graphs()[:3])
-    _, r0 = train_model("gat_model", SMALL, graphs, [], cfg, tmp_path, progress=False, data_id=fid)
+    _, r0 = train_model("gat_model", SMALL, graphs, [], cfg, Checkpointing(tmp_path, fid), progress=False)
     assert r0.resumed_from == 0
-    _, r = train_model("gat_model", SMALL, graphs, [], cfg, tmp_path, progress=False, data_id=fid)
+    _, r = train_model("gat_model", SMALL, graphs, [], cfg, Checkpointing(tmp_path, fid), progress=False)
     assert r.resumed_from == 1 and r.history == r0.history  # finished run reloaded, nothing trained again
     with pytest.raises(ValueError, match=r"other settings \(data_id\)"):
-        train_model("gat_model", SMALL, other, [], cfg, tmp_path, progress=False, data_id=data_fingerprint(other))
+        train_model("gat_model", SMALL, other, [], cfg, Checkpointing(tmp_path, data_fingerprint(other)), progress=False)
     # an empty data id matches nothing, not even a checkpoint also made with an empty id: training starts over
     train_model("gat_model", SMALL, other, [], TrainConfig(epochs=2, seed=0, log_aauc=False, log_eval=False),
-                tmp_path / "e", progress=False)
-    _, r = train_model("gat_model", SMALL, graphs, [], cfg, tmp_path / "e", progress=False)
+                Checkpointing(tmp_path / "e"), progress=False)
+    _, r = train_model("gat_model", SMALL, graphs, [], cfg, Checkpointing(tmp_path / "e"), progress=False)
     assert r.resumed_from == 0 and len(r.history) == 3
     assert list(epoch_checkpoints(tmp_path / "e")) == [1]  # the other run's epoch 2 is gone, not selectable
+
+
+def test_a_checkpoint_of_other_settings_is_refused_and_one_of_another_layout_moved_aside(tmp_path):
+    graphs = _graphs()[:2]
+    cfg = TrainConfig(epochs=1, seed=0, log_aauc=False, log_eval=False)
+    _, r0 = train_model("gat_model", SMALL, graphs, [], cfg, Checkpointing(tmp_path, "two"), progress=False)
+    last = tmp_path / "last.pt"
+    ck = torch.load(last, weights_only=True)
+    renamed = {"hidden_channels" if k == "gat_hidden" else k: v for k, v in ck["config"]["model"].items()}
+    torch.save({**ck, "config": {**ck["config"], "model": renamed}}, last)
+    with pytest.raises(ValueError, match=r"other settings \(model.gat_hidden, model.hidden_channels\)"):
+        train_model("gat_model", SMALL, graphs, [], cfg, Checkpointing(tmp_path, "two"), progress=False)
+    torch.save({k: v for k, v in ck.items() if k != "layout"}, last)  # a checkpoint of another layout
+    with pytest.warns(UserWarning, match="moved aside"):
+        _, r = train_model("gat_model", SMALL, graphs, [], cfg, Checkpointing(tmp_path, "two"), progress=False)
+    untimed = [[{k: v for k, v in h.items() if k != "seconds"} for h in x.history] for x in (r, r0)]
+    assert r.resumed_from == 0 and untimed[0] == untimed[1]  # trained again, the same way
+    assert (tmp_path / "last.pt.corrupt").is_file() and list(epoch_checkpoints(tmp_path)) == [1]
+    epoch_file = epoch_checkpoints(tmp_path)[1]
+    ck = torch.load(epoch_file, weights_only=True)
+    torch.save({**ck, "config": {**ck["config"], "model": renamed}}, epoch_file)
+    with pytest.raises(ValueError, match="holds settings this code does not read"):
+        load_checkpoint(epoch_file)
 
 
 def test_disjoint_supervision_never_scores_its_own_message_passing_edges():
@@ -232,9 +253,11 @@ def test_experiment_learns_and_reports_every_protocol_and_negative_set(tmp_path)
     graphs = {g.graph_id: g for g in _graphs(6, seed=10)}
     train, val, test = split_graphs(list(graphs), 0, 2, 0.25, seed=0)
     assert (len(train), len(val), len(test)) == (3, 1, 2)
-    cfg = TrainConfig(epochs=2, seed=0, lr=5e-3, r_cos=0.5, t_cos=0.3)
-    out = run_experiment(graphs, train, val, test, SMALL, cfg, tmp_path, models=("gat_model", "mlp"),
-                         heuristics=("cosine", "common_neighbours"), supervisions=("mp", "disjoint"), progress=False)
+    params = GatParams(gat_epochs=2, baseline_epochs=2, gat_lr=5e-3, r_cos=0.5, t_cos=0.3, gat_hidden=16, gat_out=8,
+                       gat_levels=2, gat_dropout=0.1)
+    roles = {"train": train, "val": val, "test": test}
+    out = run_experiment(graphs, roles, params, 0, 32, tmp_path,
+                         scorers=("gat_model", "mlp", "cosine", "common_neighbours"), progress=False)
     rows = {(r["model"], r["protocol"], r["supervision"], r["negatives"]): r for r in out["rows"]}
     protocols = ("seed", "within_graph", "leak_free", "pair_split", "new_nodes")
     # under "seed" the positives are message-passing edges (distance 1): a matched negative would be a link, so none
@@ -263,8 +286,8 @@ def test_experiment_learns_and_reports_every_protocol_and_negative_set(tmp_path)
     assert "val_auc" not in rows[("cosine", "leak_free", "none", "uniform")]
     with pytest.raises(ValueError, match="exceed"):
         split_graphs(list(graphs), 10, 2, 0.1, seed=0)
-    with pytest.raises(ValueError, match="protocol 'leaky' does not exist"):
-        run_experiment(graphs, train, val, test, SMALL, cfg, None, protocols=("leaky",))
+    with pytest.raises(ValueError, match="scorer 'leaky' does not exist"):
+        run_experiment(graphs, roles, params, 0, 32, None, scorers=("leaky",))
 
 
 def _choice_rows(with_val: bool = True) -> pd.DataFrame:
@@ -306,13 +329,18 @@ def test_the_batch_summary_chooses_the_best_model_on_validation():
     assert out["model_minus_heuristic"] == pytest.approx(-0.05)
 
 
-def test_notebook_03_parameters_give_one_config_per_seed_and_refuse_unknown_protocols():
+def test_notebook_03_parameters_are_what_the_model_trainer_and_protocols_read():
     from lib.common.params import ParamError
-    from lib.linkpred.config import GatParams
 
-    p = GatParams(seed=5, n_seeds=2, gat_epochs=3)
-    cfgs = p.train_configs()
-    assert list(cfgs) == [5, 6] and cfgs[6].seed == 6 and cfgs[5].epochs == 3
-    assert p.model_config(384)["hidden_channels"] == p.gat_hidden
+    p = GatParams(seed=5, n_seeds=2, gat_epochs=3, baseline_epochs=1, gat_hidden=32, holdout_fraction=0.2)
+    assert p.seeds == [5, 6] and p.train_config(6).seed == 6 and p.train_config(5).epochs == 3
+    assert p.train_config(5, "mlp", "disjoint").epochs == 1 and p.train_config(5, "mlp", "disjoint").supervision == "disjoint"
+    assert p.model_config(384).gat_hidden == 32 and p.model_config(384).in_channels == 384
+    assert p.protocol_settings().holdout_fraction == 0.2
+    assert p.protocol_settings().negatives_per_positive == p.negatives_per_positive
+    # every setting the model, the trainer and the protocols share with the notebook arrives under its notebook name
+    for target in (p.model_config(384), p.train_config(5), p.protocol_settings()):
+        shared = {f for f in asdict(target) if f in GatParams.names() and f != "seed"}
+        assert shared and all(getattr(target, f) == getattr(p, f) for f in shared), type(target)
     with pytest.raises(ParamError, match="protocols"):
         GatParams(protocols=["leaky"])

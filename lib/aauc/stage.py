@@ -2,6 +2,7 @@
 size and the AUC / A-AUC trade-off, per-topic tables."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,10 +15,11 @@ from tqdm.auto import tqdm
 from lib.aauc.config import AaucParams
 from lib.common.params import require
 from lib.common.runinfo import load_json
-from lib.linkpred.checkpoint import current_train, load_checkpoint
-from lib.linkpred.config import MODEL_KINDS, TrainConfig, build_model
+from lib.linkpred.checkpoint import load_checkpoint
+from lib.linkpred.config import MODEL_KINDS, TrainConfig, build_model, settings_from, stored_settings
 from lib.linkpred.evaluate import evaluate_model
-from lib.linkpred.protocols import make_protocol
+from lib.linkpred.model import ModelConfig
+from lib.linkpred.protocols import ProtocolSettings, make_protocol
 from lib.linkpred.sampling import TRAIN_SET, TitlePairs, derive_seed
 from lib.linkpred.train import init_model, train_model
 from lib.metrics.aauc import aauc, top_new_links
@@ -27,7 +29,7 @@ from lib.viz.graph import focus_nodes, graph_to_html
 def load_run_models(run_dir, device: str = "cpu") -> dict:
     """The stage-3 results of `run_dir` (notebook 03): {"seeds": [S...], "splits": {S: {train, val, test}},
     "checkpoints": {S: {kind: Path}}, "models": {S: {kind: model in eval mode}}, "configs": {S: {kind: the
-    checkpoint's config dict (kind, model, train)}}}.
+    checkpoint's (ModelConfig, TrainConfig)}}}.
 
     Raises FileNotFoundError naming what is missing (metrics.json, its train_gat section, a checkpoint file) and
     telling to run notebook 03 on that run folder."""
@@ -57,7 +59,7 @@ def load_run_models(run_dir, device: str = "cpu") -> dict:
                                         f"{fix}")
             model, ck = load_checkpoint(path, device)
             out["checkpoints"][seed][kind] = path
-            out["configs"][seed][kind] = ck["config"]
+            out["configs"][seed][kind] = stored_settings(ck["config"], f"checkpoint {path}")
             out["models"][seed][kind] = model.eval()
     return out
 
@@ -85,7 +87,8 @@ def embed_graph(model, data, device="cpu") -> Tensor:
     return model(data.x.to(device), data.edge_index.to(device)).float().cpu()
 
 
-def reference_embeddings(kind: str, data, out_channels: int, seed: int, model_cfg: dict | None = None) -> Tensor:
+def reference_embeddings(kind: str, data, out_channels: int, seed: int,
+                         model_cfg: ModelConfig | None = None) -> Tensor:
     """Embeddings [N, ·] of a reference scorer that needs no training.
 
     "features": the input features themselves, L2-normalised in float64, so z_i·z_j is exactly the cosine the labels
@@ -112,7 +115,7 @@ def nested_subsets(train_ids: list, sizes: list, seed: int) -> dict:
     return {n: [train_ids[i] for i in perm[:n]] for n in sorted(sizes)}
 
 
-def size_trend(graphs: dict, splits: dict, model_cfg: dict, train_cfg: dict, params: AaucParams,
+def size_trend(graphs: dict, splits: dict, model_cfg: ModelConfig, train_cfg: TrainConfig, params: AaucParams,
                progress: bool = True, protocols: tuple = ("seed", "leak_free")) -> list[dict]:
     """Train a fresh GatModel per (seed of `params.seeds`, size of `params.size_grid`, training set) for
     `params.size_epochs` epochs on nested subsets of that seed's stage-3 training graphs
@@ -127,15 +130,13 @@ def size_trend(graphs: dict, splits: dict, model_cfg: dict, train_cfg: dict, par
     epochs, device = params.size_epochs, params.device
     built = {}
     for s, n, ids in tqdm(jobs, desc="size trend", disable=not progress):
-        cfg = TrainConfig(**{**current_train(train_cfg), "epochs": epochs, "seed": s, "device": device,
-                             "log_aauc": False, "log_eval": False})
+        cfg = replace(train_cfg, epochs=epochs, seed=s, device=device, log_aauc=False, log_eval=False)
+        settings = settings_from(ProtocolSettings, cfg, negatives_per_positive=0)  # uniform negatives only
         models = {}
         for protocol in protocols:
             if (s, protocol) not in built:
                 sp = splits[s]
-                built[s, protocol] = make_protocol(graphs, sp["train"], sp.get("val", []), sp["test"], protocol, s,
-                                                   cfg.holdout_fraction, cfg.neg_rate, cfg.new_node_fraction, tp=tp,
-                                                   per_positive=0)  # uniform negatives only: skip the others' cost
+                built[s, protocol] = make_protocol(graphs, sp, protocol, s, settings, tp)
             ps = built[s, protocol]
             if TRAIN_SET[protocol] not in models:
                 subset = [g for g in ps.train if g.graph_id in set(ids)]
@@ -208,14 +209,14 @@ def sensitivity(z: dict, graphs: dict, seed: int, r_cos: float, t_cos: float, t_
 REFERENCE_SCORERS = ("features", "random", "untrained", "mlp", "plain_gat", "gat_model")
 
 
-def reference_scores(models: dict, splits: dict, graphs: dict, model_cfg: dict, params: AaucParams,
+def reference_scores(models: dict, splits: dict, graphs: dict, model_cfg: ModelConfig, params: AaucParams,
                      scorers=REFERENCE_SCORERS) -> "pd.DataFrame":
     """A-AUC (without and with self-pairs, at params.r_cos / params.t_cos) of every scorer on every test graph of every
     seed of `params.seeds`: the raw features, random
     and untrained-GatModel vectors (reference_embeddings) and the trained stage-3 models {seed: {kind: model}}.
     One row per (seed, graph, scorer); self_share_of_pos is the share of positives that self-pairs would add."""
     rows, device, r_cos, t_cos = [], params.device, params.r_cos, params.t_cos
-    out_channels = model_cfg["out_channels"]
+    out_channels = model_cfg.gat_out
     for s in params.seeds:
         for g in splits[s]["test"]:
             data, a_seed = graphs[g], derive_seed(s, "eval-aauc", g)
@@ -230,19 +231,19 @@ def reference_scores(models: dict, splits: dict, graphs: dict, model_cfg: dict, 
     return pd.DataFrame(rows)
 
 
-def untrained_rows(graphs: dict, splits: dict, seeds: list, protocols: list, train_cfg: dict, model_cfg: dict,
-                   device="cpu") -> list[dict]:
+def untrained_rows(graphs: dict, splits: dict, seeds: list, protocols: list, train_cfg: TrainConfig,
+                   model_cfg: ModelConfig, device="cpu") -> list[dict]:
     """Test AUC / A-AUC of the GatModel before any training step (the initialisation stage 3 starts from, built by
     lib.linkpred.train.init_model) per seed and protocol, uniform negatives."""
 
     rows = []
     for s in seeds:
-        cfg = TrainConfig(**{**current_train(train_cfg), "seed": s, "device": str(device)})
+        cfg = replace(train_cfg, seed=s, device=str(device))
+        settings = settings_from(ProtocolSettings, cfg, negatives_per_positive=0)  # uniform negatives only
         m0 = init_model("gat_model", model_cfg, [], cfg, device)
         sp = splits[s]
         for protocol in protocols:
-            tasks = make_protocol(graphs, sp["train"], sp["val"], sp["test"], protocol, s, cfg.holdout_fraction,
-                                  cfg.neg_rate, cfg.new_node_fraction, per_positive=0).test  # uniform negatives only
+            tasks = make_protocol(graphs, sp, protocol, s, settings).test
             mean = evaluate_model(m0, tasks, cfg, progress=False, negative_sets=("uniform",))["mean"]["uniform"]
             rows.append({"label": "untrained GatModel", "seed": s, "protocol": protocol, **mean})
     return rows

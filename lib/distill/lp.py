@@ -1,7 +1,8 @@
 """Stage 5 -> stages 2-3: link prediction with a distilled student as the node embedder.
 
-The only place stage 5 calls lib.linkpred.train (`usable_graphs`, `split_graphs`, `run_experiment`); all
-of it sits in `link_prediction_eval`, so a change of lib.linkpred.train's API is adapted here and nowhere else.
+The only place stage 5 calls stage 3 (`usable_graphs`, `split_graphs`, `run_experiment`); all of it sits in
+`link_prediction_eval`, which takes its GatModel, training and protocol settings from notebook 03's `GatParams`
+(`lp_params`), so a setting added there reaches this study too.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pandas as pd
 from lib.common.graphio import read_graph
 from lib.common.paths import append_csv_rows, locked, rows_with
 from lib.distill.losses import DistillError
+from lib.linkpred.config import GatParams
 
 REFERENCE = "all-MiniLM-L6-v2"
 LP_MODELS = ("gat_model", "cosine")
@@ -34,7 +36,7 @@ def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, 
     embedders: (label, seed, model folder) triples; folder None = all-MiniLM-L6-v2, else a saved student
     (lib.distill.models.save_sentence_transformer). For each: embed the crawl's titles into the model's deduplicated
     store (lib.embed.encoder), build a dataset in run_dir/distill/lp/<folder name>/ (lib.embed.dataset), train the stage-3 GatModel
-    with the seed defaults for `epochs` on the run's graph split of that seed (notebook 02's split.json; a seeded
+    with notebook 03's defaults (`lp_params`) for `epochs` on the run's graph split of that seed (notebook 02's split.json; a seeded
     split when the run has none) and score the test graphs under `protocols` with uniform negatives; the `cosine`
     heuristic is the feature-only reference. Resumable: finished (embedder, seed) pairs are kept in `rows_file`
     (keyed by the model's content identity, so a retrained student is scored again) and GatModel epochs are
@@ -73,21 +75,28 @@ def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, 
             if len(old) and {(m, p) for m in LP_MODELS for p in protocols} <= set(zip(old["model"], old["protocol"])):
                 rows += old.to_dict("records")
                 continue
-            rows += _score(files, titles, model, seed, key, out, run_dir, epochs, protocols, n_test_graphs,
-                           val_fraction, progress, rows_file)
+            params = lp_params(seed, epochs, protocols, n_test_graphs, val_fraction)
+            rows += _score(files, titles, model, key, out, run_dir, params, progress, rows_file)
     return pd.DataFrame(rows)
 
 
-def _score(files: list, titles: list[str], model, seed: int, key: dict, out: Path, run_dir: Path, epochs: int,
-           protocols: tuple, n_test_graphs: int, val_fraction: float, progress: bool,
-           rows_file: Path | None) -> list[dict]:
-    """One (embedder, seed) pair of `link_prediction_eval`: embed, build the dataset in `out`, train and score."""
+def lp_params(seed: int, epochs: int, protocols: tuple, n_test_graphs: int, val_fraction: float) -> GatParams:
+    """Notebook 03's settings for one (embedder, seed) pair: its defaults (GatModel, training, protocols) with this
+    seed, `epochs` GatModel epochs, the seed's supervision only and no per-positive negative sets (only the uniform
+    rows are kept: skip their cost)."""
+    return GatParams(seed=seed, n_seeds=1, gat_epochs=epochs, protocols=list(protocols), train_supervision=["mp"],
+                     n_test_graphs=n_test_graphs, val_fraction=val_fraction, negatives_per_positive=0)
+
+
+def _score(files: list, titles: list[str], model, key: dict, out: Path, run_dir: Path, params: GatParams,
+           progress: bool, rows_file: Path | None) -> list[dict]:
+    """One (embedder, seed) pair of `link_prediction_eval`: embed, build the dataset in `out`, train and score with
+    `params` (lp_params)."""
+    seed = params.seed
     from lib.embed import dataset
     from lib.embed.dataset import split_graphs
     from lib.embed.store import embed_titles, open_store
-    from lib.linkpred.config import TrainConfig
     from lib.linkpred.data import usable_graphs
-    from lib.linkpred.model import ModelConfig
     from lib.linkpred.stage import run_experiment
 
     store = open_store(model)
@@ -100,11 +109,9 @@ def _score(files: list, titles: list[str], model, seed: int, key: dict, out: Pat
         sp = dataset.load_split(dataset.GraphDataset(run_dir / "dataset"), [seed])[seed]
         tr, va, te = ([g for g in sp[k] if g in graphs] for k in ("train", "val", "test"))
     else:
-        tr, va, te = split_graphs(sorted(graphs), 0, n_test_graphs, val_fraction, seed)
-    model_cfg = {**ModelConfig(in_channels=ds.num_features).to_dict(), "baseline_dropout": 0.5}
-    res = run_experiment(graphs, tr, va, te, model_cfg, TrainConfig(epochs=epochs, seed=seed), out,
-                         models=[LP_MODELS[0]], heuristics=[LP_MODELS[1]], protocols=protocols, progress=progress,
-                         per_positive=0)  # only the uniform rows are kept: skip the per-positive sets' cost
+        tr, va, te = split_graphs(sorted(graphs), 0, params.n_test_graphs, params.val_fraction, seed)
+    res = run_experiment(graphs, {"train": tr, "val": va, "test": te}, params, seed, ds.num_features, out,
+                         scorers=LP_MODELS, progress=progress)
     new = [{**key, "dim": ds.num_features, **{k: v for k, v in r.items()
                                               if k not in ("negatives", "supervision", "seed")}}
            for r in res["rows"] if r["negatives"] == "uniform"]

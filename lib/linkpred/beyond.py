@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 import pandas as pd
@@ -34,12 +34,13 @@ from tqdm.auto import tqdm
 
 from lib.linkpred.checkpoint import data_fingerprint
 from lib.linkpred.config import TrainConfig
+from lib.linkpred.model import ModelConfig
 from lib.linkpred.decoders import VARIANTS
 from lib.linkpred.evaluate import evaluate_model, evaluate_scorer
 from lib.linkpred.heuristics import HeuristicStack
 from lib.linkpred.protocols import ProtocolSplit
 from lib.linkpred.sampling import NEGATIVE_SETS
-from lib.linkpred.train import train_model
+from lib.linkpred.train import Checkpointing, train_model
 from lib.metrics.link import STRATA, choose_on_validation
 
 # Training settings a variant fixes whatever the profile says. ncn_stack_uniform is ncn_stack trained for the uniform
@@ -60,6 +61,8 @@ STACKS = ("heuristic_stack", "heuristic_stack_rescaled")
 # such positive first; gap_table reports the best graph model's margin over it beside the goal's.
 SHORTCUT = "no_cn_shortcut"
 SWEEP_KEYS = ("dropout", "num_levels", "lr")
+# the GatModel setting each architecture key of a sweep point sets (the sweep's columns keep the short names)
+SWEEP_MODEL_FIELDS = {"dropout": "gat_dropout", "num_levels": "gat_levels"}
 VAL_KEYS = tuple(f"{m}{s}" for s in ["", *(f"_{n}" for n in NEGATIVE_SETS[1:]), "_both", "_all"] for m in ("auc", "mrr"))
 GOAL_AUC_MARGIN = 0.02  # issue "Beyond the seed": >= +0.02 AUC over the stronger heuristic scorer, and a higher MRR
 
@@ -86,18 +89,15 @@ def check_variants(names) -> list[str]:
     return list(names)
 
 
-def variant_config(name: str, model_cfg: dict, point: dict | None = None) -> dict:
-    """model_cfg (GatModel keys) for a variant, with a sweep point's dropout / num_levels applied."""
-    cfg = {**model_cfg, **VARIANTS[name]}
-    for k in ("dropout", "num_levels"):
-        if point and k in point:
-            cfg[k] = point[k]
-    return cfg
+def variant_config(name: str, model_cfg: ModelConfig, point: dict | None = None) -> ModelConfig:
+    """model_cfg with a variant's decoder settings (VARIANTS) and a sweep point's dropout / num_levels applied."""
+    arch = {f: point[k] for k, f in SWEEP_MODEL_FIELDS.items() if point and k in point}
+    return replace(model_cfg, **VARIANTS[name], **arch)
 
 
 def variant_train_config(name: str, cfg: TrainConfig, point: dict | None = None) -> TrainConfig:
     """cfg with a sweep point's lr and the variant's fixed training settings (VARIANT_TRAINING) applied."""
-    return TrainConfig(**{**cfg.to_dict(), "lr": (point or {}).get("lr", cfg.lr), **VARIANT_TRAINING.get(name, {})})
+    return replace(cfg, lr=(point or {}).get("lr", cfg.lr), **VARIANT_TRAINING.get(name, {}))
 
 
 def variant_select_metric(name: str, default: str) -> str:
@@ -110,7 +110,7 @@ def sweep_grid(dropouts: list, levels: list, lrs: list) -> list[dict]:
     return [dict(zip(SWEEP_KEYS, p)) for p in itertools.product(dropouts, levels, lrs)]
 
 
-def sweep(split: ProtocolSplit, variant: str, model_cfg: dict, cfg: TrainConfig, grid: list[dict],
+def sweep(split: ProtocolSplit, variant: str, model_cfg: ModelConfig, cfg: TrainConfig, grid: list[dict],
           ckpt_root=None, progress: bool = True) -> pd.DataFrame:
     """Train `variant` at every grid point on the split's training graphs; one row per point with the validation
     metrics of its selected epoch (the split's validation tasks only — test tasks are never looked at) and "seconds",
@@ -123,8 +123,8 @@ def sweep(split: ProtocolSplit, variant: str, model_cfg: dict, cfg: TrainConfig,
         mcfg = variant_config(variant, model_cfg, point)
         tcfg = variant_train_config(variant, cfg, point)
         ckpt = ckpt_root / f"sweep-{variant}-{i}" if ckpt_root else None
-        _, res = train_model("gat_model", mcfg, split.train, split.val, tcfg, ckpt_dir=ckpt, progress=False,
-                             data_id=data_fingerprint(split.train, split.val))
+        _, res = train_model("gat_model", mcfg, split.train, split.val, tcfg,
+                             Checkpointing(ckpt, data_fingerprint(split.train, split.val)), progress=False)
         best = next(v for v in res.val if v["epoch"] == res.best_epoch)
         rows.append({"variant": variant, **point, "best_epoch": res.best_epoch, "epochs_run": len(res.val),
                      **{f"val_{k}": best.get(k) for k in VAL_KEYS if k in best},
@@ -166,14 +166,14 @@ def evaluate_stack(split: ProtocolSplit, cfg: TrainConfig, rescale: bool = False
     return res["mean"], st.coefficients
 
 
-def run_variant(split: ProtocolSplit, variant: str, model_cfg: dict, cfg: TrainConfig, point: dict | None,
+def run_variant(split: ProtocolSplit, variant: str, model_cfg: ModelConfig, cfg: TrainConfig, point: dict | None,
                 ckpt_dir=None) -> tuple[dict, dict]:
     """Train one variant on a split and evaluate it on the split's test tasks (both negative sets, with A-AUC
     from the model's own pair scores). Returns ({negative set: mean metrics}, TrainResult as dict)."""
     mcfg = variant_config(variant, model_cfg, point)
     tcfg = variant_train_config(variant, cfg, point)
-    model, res = train_model("gat_model", mcfg, split.train, split.val, tcfg, ckpt_dir=ckpt_dir, progress=False,
-                             data_id=data_fingerprint(split.train, split.val))
+    model, res = train_model("gat_model", mcfg, split.train, split.val, tcfg,
+                             Checkpointing(ckpt_dir, data_fingerprint(split.train, split.val)), progress=False)
     return evaluate_model(model, split.test, tcfg, progress=False)["mean"], asdict(res)
 
 

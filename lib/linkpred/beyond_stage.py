@@ -3,6 +3,7 @@ seed × protocol loop that scores the heuristic stack, the shortcut and every va
 pairs as notebook 03."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -12,17 +13,18 @@ from lib.common.params import require
 from lib.common.paths import resolve
 from lib.common.runinfo import load_json, read_json
 from lib.linkpred import beyond as B
-from lib.linkpred.checkpoint import current_train, load_checkpoint
-from lib.linkpred.config import BeyondParams, TrainConfig
+from lib.linkpred.checkpoint import load_checkpoint
+from lib.linkpred.config import BeyondParams, GatParams, TrainConfig, stored_settings
+from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import ProtocolSplit, make_protocol
-from lib.linkpred.sampling import PER_POSITIVE, TitlePairs
+from lib.linkpred.sampling import TitlePairs
 
 
 def load_stage3(cfg: BeyondParams) -> dict:
     """What notebook 03 left in cfg.run_dir for notebook 03b: {"metrics" (metrics.json), "rows" (train_gat_rows.csv),
     "graphs" {graph id: usable graph}, "splits" {seed: {"train", "val", "test": graph ids}}, "seeds", "gat_config"
-    (the seed GatModel checkpoint's config), "per_positive" (notebook 03's negatives per positive, so the test pairs
-    are the same)}. A run_dir without notebook 03, or protocols / seeds it did not run, stop here naming the fix."""
+    (the seed GatModel checkpoint's config), "protocol_settings" (notebook 03's, so the test pairs are the same)}.
+    A run_dir without notebook 03, or protocols / seeds it did not run, stop here naming the fix."""
     from lib.embed.dataset import GraphDataset, load_split
     from lib.linkpred.data import usable_graphs
 
@@ -31,7 +33,7 @@ def load_stage3(cfg: BeyondParams) -> dict:
     require("train_gat" in metrics and (run_path / "train_gat_rows.csv").is_file(), "run_dir", cfg.run_dir,
             "run notebook 03 (train_gat) on this run_dir first")
     p03_file = run_path / "params_03_train_gat.json"
-    p03 = load_json(p03_file)["params"] if p03_file.is_file() else {}
+    p03 = GatParams.from_values(load_json(p03_file)["params"] if p03_file.is_file() else {})
     rows = pd.read_csv(run_path / "train_gat_rows.csv")
     missing = sorted(set(cfg.beyond_protocols) - set(rows["protocol"]))
     require(not missing, "beyond_protocols", cfg.beyond_protocols,
@@ -46,29 +48,26 @@ def load_stage3(cfg: BeyondParams) -> dict:
     return {"metrics": metrics, "rows": rows, "graphs": graphs, "seeds": seeds,
             "splits": {s: {k: [g for g in v if g in graphs] for k, v in sp.items()} for s, sp in written.items()},
             "gat_config": load_checkpoint(run_path / seed_ckpt)[1]["config"],
-            "per_positive": p03.get("negatives_per_positive", PER_POSITIVE)}
+            "protocol_settings": p03.protocol_settings()}
 
 
-def configs(gat_config: dict, cfg: BeyondParams) -> tuple[dict, dict[int, TrainConfig]]:
+def configs(gat_config: dict, cfg: BeyondParams) -> tuple[ModelConfig, dict[int, TrainConfig]]:
     """(model configuration, {seed: TrainConfig}): notebook 03's GatModel settings except what notebook 03b changes —
     supervision, epochs with early stopping on validation, steps per graph, training negatives, the MLP decoders'
     width; no per-step A-AUC / eval-mode logging."""
-    base = {**current_train(gat_config["train"]), "epochs": cfg.beyond_epochs, "patience": cfg.beyond_patience,
-            "supervision": cfg.beyond_supervision, "select_metric": cfg.beyond_select_metric,
-            "steps_per_graph": cfg.beyond_steps_per_graph, "dist2_negative_share": cfg.beyond_dist2_share,
-            "neg_rate": cfg.beyond_neg_rate, "device": cfg.device, "precision": cfg.precision, "log_aauc": False,
-            "log_eval": False}
-    return {**gat_config["model"], "decoder_hidden": cfg.decoder_hidden}, {s: TrainConfig(**{**base, "seed": s})
-                                                                            for s in cfg.seeds}
+    model_cfg, train = stored_settings(gat_config, "notebook 03's GatModel checkpoint")
+    base = replace(train, epochs=cfg.beyond_epochs, patience=cfg.beyond_patience, supervision=cfg.beyond_supervision,
+                   select_metric=cfg.beyond_select_metric, steps_per_graph=cfg.beyond_steps_per_graph,
+                   dist2_negative_share=cfg.beyond_dist2_share, neg_rate=cfg.beyond_neg_rate, device=cfg.device,
+                   precision=cfg.precision, log_aauc=False, log_eval=False)
+    return replace(model_cfg, decoder_hidden=cfg.decoder_hidden), {s: replace(base, seed=s) for s in cfg.seeds}
 
 
-def protocol_splits(stage3: dict, cfgs: dict[int, TrainConfig], protocols: list[str]) -> dict:
+def protocol_splits(stage3: dict, protocols: list[str]) -> dict:
     """{(seed, protocol): ProtocolSplit} built as notebook 03 built them (same seeds, settings, negatives)."""
     graphs, splits, tp = stage3["graphs"], stage3["splits"], TitlePairs(stage3["graphs"].values())
-    return {(s, p): make_protocol(graphs, splits[s]["train"], splits[s]["val"], splits[s]["test"], p, s,
-                                  cfgs[s].holdout_fraction, cfgs[s].neg_rate, cfgs[s].new_node_fraction, tp=tp,
-                                  per_positive=stage3["per_positive"])
-            for s in cfgs for p in protocols}
+    return {(s, p): make_protocol(graphs, splits[s], p, s, stage3["protocol_settings"], tp)
+            for s in stage3["seeds"] for p in protocols}
 
 
 def describe(cfg: BeyondParams, n_graphs: int) -> str:
@@ -78,8 +77,8 @@ def describe(cfg: BeyondParams, n_graphs: int) -> str:
             f"2, up to {cfg.beyond_epochs} epochs, early stopping on validation {cfg.beyond_select_metric}")
 
 
-def run_all(psplits: dict[tuple, ProtocolSplit], variants: list[str], model_cfg: dict, cfgs: dict[int, TrainConfig],
-            chosen: dict, ckpt_root: Path, progress: bool = True) -> tuple[list, list, dict]:
+def run_all(psplits: dict[tuple, ProtocolSplit], variants: list[str], model_cfg: ModelConfig,
+            cfgs: dict[int, TrainConfig], chosen: dict, ckpt_root: Path, progress: bool = True) -> tuple[list, list, dict]:
     """Per (seed, protocol): the heuristic stack (and its rescaled form where a rescaled variant runs: that variant's
     bar), the no-common-neighbour shortcut (not a bar: what one structural bit scores), and every variant trained
     with its `chosen` sweep point (checkpoints under ckpt_root/seed<S>-<protocol>/<variant>).

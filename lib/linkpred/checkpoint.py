@@ -13,7 +13,7 @@ from torch_geometric.data import Data
 
 from lib.common.paths import atomic_write_bytes
 from lib.common.runinfo import read_checkpoint
-from lib.linkpred.config import build_model
+from lib.linkpred.config import build_model, stored_settings
 from lib.linkpred.protocols import EvalTask
 
 
@@ -33,30 +33,21 @@ class CheckpointLost(FileNotFoundError):
 def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[torch.nn.Module, dict]:
     """(model with the checkpoint's weights, the checkpoint dict). A file that cannot be read is moved aside
     (lib.common.runinfo.read_checkpoint) and CheckpointLost says how notebook 03 rebuilds it."""
-    ck = read_checkpoint(path, device, "checkpoint", "notebook 03 retrains it from the checkpoint before it")
+    ck = read_checkpoint(path, device, "checkpoint", "notebook 03 writes it again from the weights kept in last.pt")
     if ck is None:
         raise CheckpointLost(f"checkpoint {path} is missing or was damaged (moved aside); run notebook 03 on its run "
                              f"folder again (runner: --force --notebooks 03 and the notebooks after it), which "
-                             f"retrains that epoch from the checkpoints it keeps")
-    model = build_model(ck["config"]["kind"], ck["config"]["model"])
+                             f"writes it again from the weights kept in last.pt")
+    model = build_model(ck["config"]["kind"], stored_settings(ck["config"], f"checkpoint {path}")[0])
     model.load_state_dict(ck["model"])
     return model.to(device), ck
 
 
-def best_epoch_weights(ckpt_dir: Path, epoch: int, device="cpu") -> dict | None:
-    """The model state_dict of `ckpt_dir`/epoch_<epoch>.pt; None when it is missing or damaged (then moved aside).
-    Training resumes from the latest checkpoint, so when the selected epoch's weights are lost the checkpoints after
-    it (and last.pt) are deleted as well: the next train_model call resumes from the epoch before it and retrains
-    the selected one (the same weights: every step's randomness derives from the seed, epoch and step)."""
-    ck = read_checkpoint(Path(ckpt_dir) / f"epoch_{epoch}.pt", device, "best-epoch checkpoint",
-                         f"epochs from {epoch} on are trained again from the checkpoint before it")
-    if ck is not None:
-        return ck["model"]
-    for e, path in epoch_checkpoints(ckpt_dir).items():
-        if e > epoch:
-            path.unlink()
-    (Path(ckpt_dir) / "last.pt").unlink(missing_ok=True)
-    return None
+def epoch_file_readable(path: Path) -> bool:
+    """Whether the epoch checkpoint `path` (what notebooks 03b and 04 load) can be read; a damaged one is moved aside
+    (lib.common.runinfo.read_checkpoint), so train_model writes it again from the weights its last.pt keeps."""
+    return read_checkpoint(path, "cpu", "best-epoch checkpoint",
+                           "it is written again from the weights kept in last.pt") is not None
 
 
 def epoch_checkpoints(ckpt_dir: Path) -> dict[int, Path]:
@@ -68,24 +59,9 @@ def epoch_checkpoints(ckpt_dir: Path) -> dict[int, Path]:
     return dict(sorted(out.items()))
 
 
-def current_train(train: dict) -> dict:
-    """The one read-time mapping of a checkpoint's training config to today's TrainConfig fields: a checkpoint from
-    before `precision` carries `amp` (True: float16 autocast), one from before `matched_negative_share` trained
-    without matched negatives, and one from before the distance-2 negatives were called `dist2` names their share
-    `hard_negative_share`."""
-    out = {k: v for k, v in train.items() if k not in ("amp", "hard_negative_share")}
-    if "hard_negative_share" in train:
-        out["dist2_negative_share"] = train["hard_negative_share"]
-    out.setdefault("precision", "fp16" if train.get("amp") else "fp32")
-    out.setdefault("matched_negative_share", 0.0)
-    return out
-
-
 def _comparable(config: dict) -> dict:
-    """A checkpoint's config minus what may change on resume (the number of epochs), in today's fields
-    (current_train); checkpoints from before `global_batch` took one graph per step."""
-    train = {k: v for k, v in current_train(config["train"]).items() if k != "epochs"}
-    return {"global_batch": 1, **config, "train": train}  # checkpoints from before the batch was recorded took one graph
+    """A checkpoint's config minus what may change on resume (the number of epochs)."""
+    return {**config, "train": {k: v for k, v in config["train"].items() if k != "epochs"}}
 
 
 def data_fingerprint(graphs: Iterable[Data], tasks: Iterable[EvalTask] = ()) -> str:

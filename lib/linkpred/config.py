@@ -1,9 +1,15 @@
 """Stage 3's settings: notebook 03's and 03b's parameters (`GatParams`, `BeyondParams`; see lib.common.config), the
-training settings one model is trained with (`TrainConfig`), and the models they build."""
+training settings one model is trained with (`TrainConfig`), and the models they build.
+
+A setting keeps its notebook name wherever it travels: `GatParams.model_config`, `.train_config` and
+`.protocol_settings` copy every field of the target that the notebook declares under the same name (`settings_from`),
+and notebook 03's GatModel settings are declared once (lib.linkpred.model.GatModelParams, which GatParams and
+ModelConfig inherit): a GatModel setting is one field there, and every caller that builds its settings from
+`GatParams` (notebook 03, the node-embedder study, the runner, the benchmarks) gets it."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
-from typing import ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import torch
 
@@ -11,7 +17,8 @@ from lib.common.config import DeviceStageParams, param
 from lib.common.device import PRECISIONS, check_precision, get_device, resolve_precision
 from lib.common.params import ParamError
 from lib.linkpred.decoders import VARIANTS
-from lib.linkpred.model import FeatureMLP, GatModel, ModelConfig, PlainGAT
+from lib.linkpred.model import FeatureMLP, GatModel, GatModelParams, ModelConfig, PlainGAT
+from lib.linkpred.protocols import ProtocolSettings
 from lib.linkpred.sampling import PROTOCOLS
 from lib.metrics.link import SELECT_METRICS
 
@@ -40,6 +47,7 @@ class TrainConfig:
     select_metric: str = "auc"  # validation metric (uniform negatives) that picks the epoch: "auc" or "mrr"
     patience: int = 0  # early stopping: stop after this many epochs without a better validation score (0 = off)
     steps_per_graph: int = 1  # optimiser steps per training graph and epoch (the seed: 1), each with fresh pairs
+    graphs_per_step: int = 1  # training examples (graph, repeat) per optimiser step, over all ranks (the seed: 1)
     dist2_negative_share: float = 0.0  # share of each step's negatives drawn at distance 2 in its message passing
     matched_negative_share: float = 0.0  # share drawn at a positive's own distance in the step's message passing
     hits_k: int = 50
@@ -63,6 +71,8 @@ class TrainConfig:
                   ("patience", isinstance(self.patience, int) and self.patience >= 0, "use 0 (off) or a count"),
                   ("steps_per_graph", isinstance(self.steps_per_graph, int) and self.steps_per_graph >= 1,
                    "use 1 (the seed) or more"),
+                  ("graphs_per_step", isinstance(self.graphs_per_step, int) and self.graphs_per_step >= 1,
+                   "use 1 (the seed) or more"),
                   ("dist2_negative_share", 0 <= self.dist2_negative_share <= 1, "use a share in [0, 1]"),
                   ("matched_negative_share", 0 <= self.matched_negative_share <= 1 - self.dist2_negative_share,
                    "use a share in [0, 1 - dist2_negative_share]")]
@@ -82,18 +92,38 @@ class TrainConfig:
 # ---------------------------------------------------------------- models, checkpoints, training
 
 
-def build_model(kind: str, model_cfg: dict) -> torch.nn.Module:
-    """A fresh model of `kind` ("gat_model", "plain_gat", "mlp") from a plain config dict (ModelConfig's keys plus
-    "baseline_dropout" for the two baselines)."""
+def build_model(kind: str, model_cfg: ModelConfig) -> torch.nn.Module:
+    """A fresh model of `kind` ("gat_model", "plain_gat", "mlp"); the two baselines take GatModel's widths and heads
+    with `baseline_dropout`."""
     if kind == "gat_model":
-        names = {f.name for f in fields(ModelConfig)}
-        return GatModel(ModelConfig(**{k: v for k, v in model_cfg.items() if k in names}))
-    keep = {k: model_cfg[k] for k in ("in_channels", "hidden_channels", "out_channels") if k in model_cfg}
+        return GatModel(model_cfg)
+    widths = dict(in_channels=model_cfg.in_channels, hidden_channels=model_cfg.gat_hidden,
+                  out_channels=model_cfg.gat_out, dropout=model_cfg.baseline_dropout)
     if kind == "plain_gat":
-        return PlainGAT(**keep, heads=model_cfg.get("heads", 2), dropout=model_cfg.get("baseline_dropout", 0.5))
+        return PlainGAT(**widths, heads=model_cfg.gat_heads)
     if kind == "mlp":
-        return FeatureMLP(**keep, dropout=model_cfg.get("baseline_dropout", 0.5))
+        return FeatureMLP(**widths)
     raise ValueError(f"model kind {kind!r} is unknown; use one of {MODEL_KINDS}")
+
+
+Settings = TypeVar("Settings")
+
+
+def settings_from(cls: type[Settings], source: Any, **values) -> Settings:
+    """A `cls` dataclass (ModelConfig, TrainConfig, ProtocolSettings) holding every field of it that `source` (a stage
+    config or another settings object) has under the same name, then `values`; the rest keep their defaults."""
+    shared = {f.name: getattr(source, f.name) for f in fields(cls) if hasattr(source, f.name)}
+    return cls(**{**shared, **values})
+
+
+def stored_settings(config: dict, where: str) -> tuple[ModelConfig, TrainConfig]:
+    """(ModelConfig, TrainConfig) of a checkpoint's stored config (lib.linkpred.train.checkpoint_config); a config
+    with other fields raises one ValueError naming `where` and the fix."""
+    try:
+        return ModelConfig(**config["model"]), TrainConfig(**config["train"])
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"{where} holds settings this code does not read ({e}); re-run notebook 03 on this run "
+                         f"folder to train it again") from None
 
 
 # ---------------------------------------------------------------- notebooks 03 and 03b: their parameters
@@ -102,8 +132,9 @@ PROTOCOLS_WHY = "evaluation protocols (lib.linkpred.protocols)"
 
 
 @dataclass(frozen=True)
-class GatParams(DeviceStageParams):
-    """Notebook 03's parameters: the seed's GatModel, its baselines and the heuristics under every protocol."""
+class GatParams(GatModelParams, DeviceStageParams):
+    """Notebook 03's parameters: the seed's GatModel (its settings: GatModelParams), its baselines and the heuristics
+    under every protocol."""
 
     NOTEBOOK: ClassVar[str] = "03_train_gat.ipynb"
 
@@ -126,13 +157,6 @@ class GatParams(DeviceStageParams):
                                choices=SELECT_METRICS)
     gat_epochs: int = param(2, "seed §5.4.1", ge=1)
     gat_lr: float = param(0.001, "seed §5.4.1 (AdamW)", gt=0)
-    gat_hidden: int = param(128, "H, seed §4.2", ge=1)
-    gat_out: int = param(64, "F_out, seed §4.2", ge=1)
-    gat_levels: int = param(4, "L, seed §4.2", ge=1)
-    gat_heads: int = param(2, "K (averaged), seed §4.2", ge=1)
-    gat_dropout: float = param(0.75, "p, seed §4.2", ge=0, lt=1)
-    gat_impl: str = param("fused", '"fused" (faster, same weights and outputs) or "pyg" (GATConv per level)',
-                          choices=("fused", "pyg"))
     neg_rate: float = param(0.3, "R_neg: negatives per positive edge, seed §5.4.1", gt=0)
     r_cos: float = param(0.1, "A-AUC node sampling rate, seed §5.4.1", gt=0, le=1)
     t_cos: float = param(0.7, "A-AUC cosine threshold, seed §5.4.1", ge=-1, le=1)
@@ -141,7 +165,6 @@ class GatParams(DeviceStageParams):
     negatives_per_positive: int = param(20, '"heart" and "matched" negatives of each positive\'s own '
                                             '(lib.linkpred.negatives; 0: none)', ge=0)
     baseline_epochs: int = param(2, "epochs for the MLP and plain-GAT baselines (same loop as GatModel)", ge=1)
-    baseline_dropout: float = param(0.5, "dropout of the two trained baselines", ge=0, lt=1)
 
     def check(self) -> None:
         for key in ("protocols", "train_supervision"):
@@ -152,19 +175,18 @@ class GatParams(DeviceStageParams):
     def seeds(self) -> list[int]:
         return list(range(self.seed, self.seed + self.n_seeds))
 
-    def train_configs(self) -> dict[int, TrainConfig]:
-        """{seed: TrainConfig} of every seed."""
-        return {s: TrainConfig(epochs=self.gat_epochs, lr=self.gat_lr, neg_rate=self.neg_rate, r_cos=self.r_cos,
-                               t_cos=self.t_cos, holdout_fraction=self.holdout_fraction,
-                               new_node_fraction=self.new_node_fraction, disjoint_ratio=self.disjoint_ratio,
-                               select_metric=self.select_metric, precision=self.precision, device=self.device, seed=s)
-                for s in self.seeds}
+    def train_config(self, seed: int, kind: str = "gat_model", supervision: str = "mp") -> TrainConfig:
+        """The TrainConfig of one trained model: `kind` for gat_epochs (GatModel) or baseline_epochs, at gat_lr."""
+        epochs = self.gat_epochs if kind == "gat_model" else self.baseline_epochs
+        return settings_from(TrainConfig, self, epochs=epochs, lr=self.gat_lr, supervision=supervision, seed=seed)
 
-    def model_config(self, in_channels: int) -> dict:
-        """The GatModel configuration, plus the trained baselines' dropout."""
-        return {**ModelConfig(in_channels=in_channels, hidden_channels=self.gat_hidden, out_channels=self.gat_out,
-                              num_levels=self.gat_levels, heads=self.gat_heads, dropout=self.gat_dropout,
-                              impl=self.gat_impl).to_dict(), "baseline_dropout": self.baseline_dropout}
+    def model_config(self, in_channels: int) -> ModelConfig:
+        """The GatModel (and baselines') settings for node features of width `in_channels`."""
+        return settings_from(ModelConfig, self, in_channels=in_channels)
+
+    def protocol_settings(self) -> ProtocolSettings:
+        """What notebook 03's protocols are built with (lib.linkpred.protocols.make_protocol)."""
+        return settings_from(ProtocolSettings, self)
 
 
 @dataclass(frozen=True)

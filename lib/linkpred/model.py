@@ -14,7 +14,7 @@ loads into both and they give the same outputs for the same weights):
 from __future__ import annotations
 
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -22,51 +22,57 @@ from torch import Tensor, nn
 from torch_geometric.nn import GATConv
 from torch_geometric.utils import add_self_loops, remove_self_loops, softmax
 
+from lib.common.config import StageParams, param
+from lib.common.params import ParamError
+from lib.linkpred.decoders import DECODERS, PairDecoder
+
 
 @dataclass(frozen=True)
-class ModelConfig:
-    """GatModel hyper-parameters; defaults are the seed's §4.2 values (325,312 parameters with F_in=384)."""
+class GatModelParams(StageParams):
+    """GatModel's settings that notebook 03 exposes, declared once: GatParams (the notebook's parameters) and
+    ModelConfig (what the model reads) both inherit them, so a setting added here is a notebook parameter of the same
+    name that reaches every model built from GatParams. Defaults are the seed's §4.2 values."""
 
-    in_channels: int = 384  # F_in: all-MiniLM-L6-v2 output width
-    hidden_channels: int = 128  # H
-    out_channels: int = 64  # F_out
-    num_levels: int = 4  # L
-    heads: int = 2  # K, averaged
-    dropout: float = 0.75  # p, used at every dropout site
-    negative_slope: float = 0.2  # GATConv's LeakyReLU slope (PyG default; the seed did not change it)
-    input_dropout_after_lin: bool = False  # seed §4.1 list: dropout on X then L_in; §4.1.1 formula: Dropout(L_in(X))
-    impl: str = "fused"  # "pyg" or "fused"; same parameters and outputs
-    decoder: str = "dot"  # "dot" (seed, no parameters), "hadamard_mlp" or "ncn" (lib.linkpred.decoders)
-    decoder_hidden: int = 64  # width of an MLP decoder
-    decoder_dropout: float = 0.0  # dropout inside an MLP decoder
-    decoder_features: bool = False  # MLP decoder also reads the pair's heuristic features (cos, CN, AA, PA)
-    decoder_init: str = "random"  # "stack": the feature part starts as the heuristic stack of the training graphs
-    decoder_rescale: bool = False  # MLP decoder's counts rescaled to the training graphs' mean degree (lib.linkpred.heuristics)
+    gat_hidden: int = param(128, "H, seed §4.2", ge=1)
+    gat_out: int = param(64, "F_out, seed §4.2", ge=1)
+    gat_levels: int = param(4, "L, seed §4.2", ge=1)
+    gat_heads: int = param(2, "K (averaged), seed §4.2", ge=1)
+    gat_dropout: float = param(0.75, "p, seed §4.2", ge=0, lt=1)
+    gat_impl: str = param("fused", '"fused" (faster, same weights and outputs) or "pyg" (GATConv per level)',
+                          choices=("fused", "pyg"))
+    baseline_dropout: float = param(0.5, "dropout of the two trained baselines", ge=0, lt=1)
 
-    def __post_init__(self):
-        for k in ("in_channels", "hidden_channels", "out_channels", "num_levels", "heads"):
-            v = getattr(self, k)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"model parameter {k}={v!r} must be a positive integer")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"model parameter dropout={self.dropout!r} must be in [0, 1)")
-        if self.impl not in ("pyg", "fused"):
-            raise ValueError(f"model parameter impl={self.impl!r} must be 'pyg' or 'fused'")
-        from lib.linkpred.decoders import DECODERS
 
-        if self.decoder not in DECODERS:
-            raise ValueError(f"model parameter decoder={self.decoder!r} must be one of {DECODERS}")
-        if self.decoder_features and self.decoder == "dot":
-            raise ValueError("model parameter decoder_features=True needs an MLP decoder ('hadamard_mlp' or 'ncn')")
-        if self.decoder_init not in ("random", "stack"):
-            raise ValueError(f"model parameter decoder_init={self.decoder_init!r} must be 'random' or 'stack'")
-        if self.decoder_rescale and self.decoder == "dot":
-            raise ValueError("model parameter decoder_rescale=True needs an MLP decoder ('hadamard_mlp' or 'ncn')")
-        if self.decoder_init == "stack" and not self.decoder_features:
-            raise ValueError("model parameter decoder_init='stack' needs decoder_features=True (the stack reads them)")
+@dataclass(frozen=True)
+class ModelConfig(GatModelParams):
+    """What a stage-3 model is built from: notebook 03's GatModel settings (GatModelParams; 325,312 parameters with
+    F_in=384 at their defaults), the input width, and the decoder settings notebook 03b's variants set
+    (lib.linkpred.decoders.VARIANTS)."""
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    in_channels: int = param(384, "F_in: all-MiniLM-L6-v2 output width", ge=1)
+    negative_slope: float = param(0.2, "GATConv's LeakyReLU slope (PyG default; the seed did not change it)")
+    input_dropout_after_lin: bool = param(False, "seed §4.1 list: dropout on X then L_in; §4.1.1 formula: "
+                                                 "Dropout(L_in(X))")
+    decoder: str = param("dot", '"dot" (seed, no parameters), "hadamard_mlp" or "ncn" (lib.linkpred.decoders)',
+                         choices=DECODERS)
+    decoder_hidden: int = param(64, "width of an MLP decoder", ge=1)
+    decoder_dropout: float = param(0.0, "dropout inside an MLP decoder", ge=0, lt=1)
+    decoder_features: bool = param(False, "MLP decoder also reads the pair's heuristic features (cos, CN, AA, PA)")
+    decoder_init: str = param("random", '"stack": the feature part starts as the heuristic stack of the training '
+                                        "graphs", choices=("random", "stack"))
+    decoder_rescale: bool = param(False, "MLP decoder's counts rescaled to the training graphs' mean degree "
+                                         "(lib.linkpred.heuristics)")
+
+    def check(self) -> None:
+        rules = [("decoder_features", self.decoder_features and self.decoder == "dot",
+                  "decoder_features=True needs an MLP decoder ('hadamard_mlp' or 'ncn')"),
+                 ("decoder_rescale", self.decoder_rescale and self.decoder == "dot",
+                  "decoder_rescale=True needs an MLP decoder ('hadamard_mlp' or 'ncn')"),
+                 ("decoder_init", self.decoder_init == "stack" and not self.decoder_features,
+                  "decoder_init='stack' needs decoder_features=True (the stack reads them)")]
+        for key, bad, why in rules:
+            if bad:
+                raise ParamError(f"model parameter {why}", key=key)
 
 
 class FusedGATConv(nn.Module):
@@ -211,16 +217,16 @@ class DeepGATLevel(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        h = cfg.hidden_channels
-        if cfg.impl == "pyg":
-            self.gat = GATConv(h, h, heads=cfg.heads, concat=False, negative_slope=cfg.negative_slope)
+        h = cfg.gat_hidden
+        if cfg.gat_impl == "pyg":
+            self.gat = GATConv(h, h, heads=cfg.gat_heads, concat=False, negative_slope=cfg.negative_slope)
         else:
-            self.gat = FusedGATConv(h, h, cfg.heads, cfg.negative_slope)
+            self.gat = FusedGATConv(h, h, cfg.gat_heads, cfg.negative_slope)
         self.norm1 = nn.LayerNorm(h)
         self.lin1 = nn.Linear(h, h)
         self.lin2 = nn.Linear(h, h)
         self.norm2 = nn.LayerNorm(h)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = nn.Dropout(cfg.gat_dropout)
 
     def forward(self, x: Tensor, edge_index: Tensor, edges: PreparedEdges | None = None) -> Tensor:
         att = self.gat(x, edge_index) if edges is None else self.gat(x, edges)
@@ -234,9 +240,9 @@ class DeepGATBlock(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.impl = cfg.impl
-        self.levels = nn.ModuleList(DeepGATLevel(cfg) for _ in range(cfg.num_levels))
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.impl = cfg.gat_impl
+        self.levels = nn.ModuleList(DeepGATLevel(cfg) for _ in range(cfg.gat_levels))
+        self.dropout = nn.Dropout(cfg.gat_dropout)
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         edges = prepare_edges(edge_index, x.size(0)) if self.impl == "fused" else None
@@ -257,14 +263,12 @@ class GatModel(nn.Module):
         super().__init__()
         cfg = cfg or ModelConfig(**overrides)
         self.cfg = cfg
-        self.in_dropout = nn.Dropout(cfg.dropout)
-        self.lin_in = nn.Linear(cfg.in_channels, cfg.hidden_channels)
+        self.in_dropout = nn.Dropout(cfg.gat_dropout)
+        self.lin_in = nn.Linear(cfg.in_channels, cfg.gat_hidden)
         self.block = DeepGATBlock(cfg)
-        self.lin_out = nn.Linear(cfg.hidden_channels, cfg.out_channels)
+        self.lin_out = nn.Linear(cfg.gat_hidden, cfg.gat_out)
         if cfg.decoder != "dot":  # the dot decoder adds no module, so the seed's state_dict is unchanged
-            from lib.linkpred.decoders import PairDecoder
-
-            self.decoder = PairDecoder(cfg.decoder, cfg.out_channels, cfg.decoder_hidden, cfg.decoder_dropout,
+            self.decoder = PairDecoder(cfg.decoder, cfg.gat_out, cfg.decoder_hidden, cfg.decoder_dropout,
                                        cfg.decoder_features, cfg.decoder_init, cfg.decoder_rescale)
 
     def encode(self, x: Tensor, edge_index: Tensor) -> Tensor:

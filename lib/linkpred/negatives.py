@@ -7,7 +7,7 @@ benchmark does) beside the AUC over every positive and negative of the task.
 - "heart" (after HeaRT, Li et al., NeurIPS 2023): the candidates x of an anchor a are ranked by three heuristics that
   span local structure (resource allocation RA(a, x) = Σ_{z ∈ N(a) ∩ N(x)} 1 / deg z), global structure (personalised
   PageRank from a over the message-passing graph) and the features (cosine of the node features); the ranks are
-  averaged and K negatives are drawn, seeded, from the `pool`·K best candidates. So the negatives are hard for the
+  averaged and K negatives are drawn, seeded, from the HEART_POOL·K best candidates. So the negatives are hard for the
   heuristics themselves, not by construction of one distance. HeaRT uses hundreds per positive on graphs of 10^4-10^5
   nodes; here K = 20 (`per_positive`) on graphs of about 1,000-2,000 nodes keeps every model's evaluation at every
   epoch within a CPU budget and still makes the negatives the top 2% of an anchor's candidates.
@@ -127,12 +127,21 @@ def _per_positive(candidates, data, gids, tp, forbidden: np.ndarray, pos: Tensor
     return neg, torch.tensor(np.array(owner, dtype=np.int64)), int((got == 0).sum())
 
 
-def heart_negatives(a: sp.csr_matrix, x: np.ndarray, data, gids, tp, forbidden: np.ndarray, pos: Tensor, k: int,
-                    seed: int, anchor_ok: np.ndarray | None = None, pool: int = 2) -> tuple[Tensor, Tensor, int]:
-    """HeaRT-style negatives: per positive, K pairs (anchor, w) drawn from the `pool`·K candidates with the best mean
-    rank under resource allocation, personalised PageRank from the anchor and feature cosine (a [N, N] the
-    message-passing adjacency, x [N, F] the node features). Returns (pairs [2, Q], owner [Q] = index of the positive
-    each negative belongs to, positives that got none)."""
+HEART_POOL = 2  # HeaRT negatives are drawn from the HEART_POOL·K best-ranked candidates of each positive
+
+
+def node_features(data) -> np.ndarray:
+    """x [N, F] float64 of a graph, or the identity [N, N] for a graph without features."""
+    return data.x.numpy().astype(np.float64) if data.x is not None else np.eye(data.num_nodes)
+
+
+def heart_negatives(a: sp.csr_matrix, data, gids, tp, forbidden: np.ndarray, pos: Tensor, k: int, seed: int,
+                    anchor_ok: np.ndarray | None = None) -> tuple[Tensor, Tensor, int]:
+    """HeaRT-style negatives: per positive, K pairs (anchor, w) drawn from the HEART_POOL·K candidates with the best
+    mean rank under resource allocation, personalised PageRank from the anchor and feature cosine (a [N, N] the
+    message-passing adjacency, node_features(data) [N, F] the features). Returns (pairs [2, Q], owner [Q] = index of
+    the positive each negative belongs to, positives that got none)."""
+    x = node_features(data)
 
     def candidates(anchors, owners, valid, counts):
         uniq, inv = np.unique(anchors, return_inverse=True)  # an anchor of several positives is scored once
@@ -145,7 +154,7 @@ def heart_negatives(a: sp.csr_matrix, x: np.ndarray, data, gids, tp, forbidden: 
             mean_rank += rankdata(np.where(valid, -h[inv], np.inf), axis=1)
         order = np.argsort(mean_rank, axis=1, kind="stable")
         n_valid = valid.sum(1)
-        return [order[j, :min(pool * c, n_valid[j])] for j, c in enumerate(counts)]
+        return [order[j, :min(HEART_POOL * c, n_valid[j])] for j, c in enumerate(counts)]
 
     return _per_positive(candidates, data, gids, tp, forbidden, pos, k, seed, anchor_ok)
 
@@ -197,7 +206,7 @@ def per_positive_sets(task, gids: np.ndarray, n_titles: int, tp, forbidden: np.n
     from lib.linkpred.heuristics import adjacency
     from lib.linkpred.sampling import derive_seed
 
-    x = task.data.x.numpy().astype(np.float64) if task.data.x is not None else np.eye(task.data.num_nodes)
+    x = node_features(task.data)
     path = None
     if cache_dir is not None:
 
@@ -210,7 +219,7 @@ def per_positive_sets(task, gids: np.ndarray, n_titles: int, tp, forbidden: np.n
             except (KeyError, TypeError, ValueError) as e:  # readable, but not what this function writes
                 move_aside(path, "cached negative sets", f"no {e}", "they are built again")
     a = adjacency(task.mp_edge_index, task.data.num_nodes)
-    out = {"heart": heart_negatives(a, x, task.data, gids, tp, forbidden, task.pos, k, derive_seed(seed, "heart"),
+    out = {"heart": heart_negatives(a, task.data, gids, tp, forbidden, task.pos, k, derive_seed(seed, "heart"),
                                     anchor_ok),
            "matched": matched_negatives(a, task.data, gids, tp, forbidden, task.pos, k, derive_seed(seed, "matched"),
                                         anchor_ok)}

@@ -119,6 +119,21 @@ class EvalTask:
                                 self.pos) > 0
 
 
+@dataclass(frozen=True)
+class ProtocolSettings:
+    """How a protocol holds out and samples its pairs (notebook 03's parameter names; GatParams.protocol_settings)."""
+
+    holdout_fraction: float = 0.1  # held-out protocols: share of a graph's (or the dataset's) links held out
+    neg_rate: float = 0.3  # "seed": uniform negatives per positive edge (R_neg)
+    new_node_fraction: float = 0.1  # new_nodes: share of the test graphs' titles never seen in training
+    negatives_per_positive: int = PER_POSITIVE  # "heart" and "matched" negatives of each positive's own (0: none)
+
+    def __post_init__(self):
+        for key in ("holdout_fraction", "new_node_fraction"):
+            if not 0 < getattr(self, key) < 1:
+                raise ValueError(f"{key}={getattr(self, key)!r} must be in (0, 1), e.g. 0.1")
+
+
 @dataclass
 class ProtocolSplit:
     """One protocol of one seed: the training graphs as trained on, validation and test tasks, and what was removed."""
@@ -135,8 +150,8 @@ class ProtocolSplit:
     global_links: np.ndarray | None = None  # sorted keys of every link of every graph of the dataset
 
 
-def graph_task(data: Data, protocol: str, seed: int, holdout_fraction: float = 0.1, neg_rate: float = 0.3,
-               tp: TitlePairs | None = None, per_positive: int = PER_POSITIVE) -> EvalTask:
+def graph_task(data: Data, protocol: str, seed: int, settings: ProtocolSettings = ProtocolSettings(),
+               tp: TitlePairs | None = None) -> EvalTask:
     """The seeded pairs of one graph under a per-graph protocol ("seed" or "within_graph"); negatives (every set) are
     non-edges of this graph."""
     if protocol not in GRAPH_PROTOCOLS:
@@ -148,14 +163,14 @@ def graph_task(data: Data, protocol: str, seed: int, holdout_fraction: float = 0
     s = derive_seed(seed, "eval", "leak_free" if protocol == "within_graph" else protocol, str(data.graph_id))
     if protocol == "seed":
         mp, pos = ei, ei
-        neg = sample_negatives(ei, n, round(ei.size(1) * neg_rate), s)
+        neg = sample_negatives(ei, n, round(ei.size(1) * settings.neg_rate), s)
     else:
-        mp, pos, neg = within_graph_split(ei, n, holdout_fraction, s)
+        mp, pos, neg = within_graph_split(ei, n, settings.holdout_fraction, s)
     gids = tp.gids(data)
     # The seed's salt string is part of the published test pairs: renaming it would draw other negatives.
     dist2, miss = dist2_negatives(mp, data, gids, tp, tp.edge_keys(data), pos, derive_seed(s, "hard"))
     task = EvalTask(str(data.graph_id), protocol, data, mp, pos, neg, dist2, miss)
-    return _with_per_positive(task, gids, tp, tp.edge_keys(data), s, per_positive)
+    return _with_per_positive(task, gids, tp, tp.edge_keys(data), s, settings.negatives_per_positive)
 
 
 def _with_per_positive(task: EvalTask, gids: np.ndarray, tp: TitlePairs, forbidden: np.ndarray, seed: int, k: int,
@@ -213,10 +228,26 @@ def _without_pairs(train_g: list[Data], drop: np.ndarray, tp: "TitlePairs") -> t
                  "train_pairs_excluded_from_negatives": excluded}
 
 
-def _leak_free(out: ProtocolSplit, graphs: dict, train_g: list, val_ids: list, test_ids: list, seed: int,
-               holdout_fraction: float, tp: TitlePairs, global_links: np.ndarray, per_positive: int) -> None:
+@dataclass(frozen=True)
+class _Build:
+    """What a dataset-wide protocol builder reads: the dataset, the graphs' roles, the seed and the settings."""
+
+    graphs: dict  # graph_id -> Data, the whole dataset
+    train: list[Data]
+    val_ids: list
+    test_ids: list
+    seed: int
+    settings: ProtocolSettings
+    tp: TitlePairs
+    global_links: np.ndarray  # sorted keys of every link of every graph of the dataset
+
+
+def _leak_free(out: ProtocolSplit, b: _Build) -> None:
     """Fill `out` for leak_free: held-out test and validation pairs removed from every training graph (see the module
     docstring)."""
+    graphs, train_g, val_ids, test_ids, seed, tp, global_links = (b.graphs, b.train, b.val_ids, b.test_ids, b.seed,
+                                                                  b.tp, b.global_links)
+    holdout_fraction, per_positive = b.settings.holdout_fraction, b.settings.negatives_per_positive
     test_pos = {}
     for gid in test_ids:
         und = undirected(graphs[gid].edge_index)
@@ -252,9 +283,12 @@ def _leak_free(out: ProtocolSplit, graphs: dict, train_g: list, val_ids: list, t
     out.removed.update(test_pairs_held_out=int(k_test.size), val_pairs_held_out=int(k_val.size))
 
 
-def _pair_split(out: ProtocolSplit, graphs: dict, train_g: list, val_ids: list, test_ids: list, seed: int,
-                holdout_fraction: float, tp: TitlePairs, global_links: np.ndarray, per_positive: int) -> None:
+def _pair_split(out: ProtocolSplit, b: _Build) -> None:
     """Fill `out` for pair_split: held-out title pairs drawn once for the dataset, removed from every graph."""
+    graphs, train_g, val_ids, test_ids, seed, tp, global_links = (b.graphs, b.train, b.val_ids, b.test_ids, b.seed,
+                                                                  b.tp, b.global_links)
+    holdout_fraction, per_positive = b.settings.holdout_fraction, b.settings.negatives_per_positive
+
     def draw(ids: list, exclude: np.ndarray, purpose: str) -> np.ndarray:
         linked = np.unique(np.concatenate([tp.edge_keys(graphs[g]) for g in ids])) if ids else np.empty(0, np.int64)
         linked = np.setdiff1d(linked, exclude, assume_unique=True)
@@ -290,10 +324,13 @@ def _pair_split(out: ProtocolSplit, graphs: dict, train_g: list, val_ids: list, 
     out.removed.update(test_pairs_held_out=int(k_test.size), val_pairs_held_out=int(k_val.size))
 
 
-def _new_nodes(out: ProtocolSplit, graphs: dict, train_g: list, val_ids: list, test_ids: list, seed: int,
-               holdout_fraction: float, tp: TitlePairs, global_links: np.ndarray, per_positive: int,
-               new_node_fraction: float) -> None:
+def _new_nodes(out: ProtocolSplit, b: _Build) -> None:
     """Fill `out` for new_nodes: unseen titles removed (as nodes) from every training and validation graph."""
+    graphs, train_g, val_ids, test_ids, seed, tp, global_links = (b.graphs, b.train, b.val_ids, b.test_ids, b.seed,
+                                                                  b.tp, b.global_links)
+    holdout_fraction, per_positive = b.settings.holdout_fraction, b.settings.negatives_per_positive
+    new_node_fraction = b.settings.new_node_fraction
+
     def unseen_titles(ids_graphs: list[Data], exclude: set, purpose: str) -> set:
         linked = sorted({t for g in ids_graphs for i in torch.unique(g.edge_index).tolist()
                          for t in (g.titles[i],)} - exclude)
@@ -344,40 +381,29 @@ def _new_nodes(out: ProtocolSplit, graphs: dict, train_g: list, val_ids: list, t
                    "unseen_test_titles": len(u_test), "unseen_val_titles": len(u_val)}
 
 
-def make_protocol(graphs: dict, train_ids: list, val_ids: list, test_ids: list, protocol: str, seed: int,
-                  holdout_fraction: float = 0.1, neg_rate: float = 0.3, new_node_fraction: float = 0.1,
-                  tp: TitlePairs | None = None, global_links: np.ndarray | None = None,
-                  per_positive: int = PER_POSITIVE) -> ProtocolSplit:
+def make_protocol(graphs: dict, roles: dict, protocol: str, seed: int, settings: ProtocolSettings = ProtocolSettings(),
+                  tp: TitlePairs | None = None, global_links: np.ndarray | None = None) -> ProtocolSplit:
     """Build one protocol for one seed. graphs: graph_id -> Data (the whole dataset: negatives must be non-links in
-    every one of them). Deterministic for a seed. Training graphs left without 2 edges are skipped and listed.
-    Validation tasks are built as the test tasks are, every negative set included (`per_positive` negatives of each
-    positive's own for "heart" and "matched"; 0 builds neither)."""
+    every one of them); roles: {"train", "val", "test": graph ids} (a seed's split; "val" may be absent).
+    Deterministic for a seed. Training graphs left without 2 edges are skipped and listed. Validation tasks are built
+    as the test tasks are, every negative set included (`settings.negatives_per_positive` negatives of each positive's
+    own for "heart" and "matched"; 0 builds neither)."""
     check_protocol(protocol)
-    if not 0 < holdout_fraction < 1:
-        raise ValueError(f"holdout_fraction={holdout_fraction!r} must be in (0, 1), e.g. 0.1")
-    if not 0 < new_node_fraction < 1:
-        raise ValueError(f"new_node_fraction={new_node_fraction!r} must be in (0, 1), e.g. 0.1")
     tp = tp or TitlePairs(graphs.values())
     if global_links is None:
         global_links = np.unique(np.concatenate([tp.edge_keys(g) for g in graphs.values()]))
     out = ProtocolSplit(protocol, seed, [], [], [], tp=tp, global_links=global_links)
-    train_g = [graphs[i] for i in train_ids]
+    val_ids, test_ids = list(roles.get("val", [])), list(roles["test"])
+    train_g = [graphs[i] for i in roles["train"]]
     if protocol in GRAPH_PROTOCOLS:
         out.train = train_g
-        out.val = [graph_task(graphs[i], "within_graph", seed, holdout_fraction, neg_rate, tp, per_positive)
-                   for i in val_ids]
-        out.test = [graph_task(graphs[i], protocol, seed, holdout_fraction, neg_rate, tp, per_positive)
-                    for i in test_ids]
+        out.val = [graph_task(graphs[i], "within_graph", seed, settings, tp) for i in val_ids]
+        out.test = [graph_task(graphs[i], protocol, seed, settings, tp) for i in test_ids]
         out.removed = {"train_edges_removed": 0, "train_nodes_removed": 0}
         return out
 
-    args = (out, graphs, train_g, val_ids, test_ids, seed, holdout_fraction, tp, global_links, per_positive)
-    if protocol == "leak_free":
-        _leak_free(*args)
-    elif protocol == "pair_split":
-        _pair_split(*args)
-    else:
-        _new_nodes(*args, new_node_fraction)
+    builders = {"leak_free": _leak_free, "pair_split": _pair_split, "new_nodes": _new_nodes}
+    builders[protocol](out, _Build(graphs, train_g, val_ids, test_ids, seed, settings, tp, global_links))
     kept = []
     for g in out.train:
         if g.edge_index.size(1) // 2 < 2:

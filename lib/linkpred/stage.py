@@ -9,61 +9,66 @@ import numpy as np
 
 from lib.linkpred.audit import leak_audit
 from lib.linkpred.checkpoint import data_fingerprint
-from lib.linkpred.config import MODEL_KINDS, SUPERVISIONS, TrainConfig
+from lib.linkpred.config import MODEL_KINDS, GatParams
 from lib.linkpred.data import graph_problem
 from lib.linkpred.evaluate import evaluate_heuristic, evaluate_model
 from lib.linkpred.heuristics import HEURISTICS
 from lib.linkpred.protocols import make_protocol
-from lib.linkpred.sampling import PER_POSITIVE, PROTOCOLS, TRAIN_SET, TitlePairs, check_protocol
-from lib.linkpred.train import train_model
+from lib.linkpred.sampling import TRAIN_SET, TitlePairs, check_protocol
+from lib.linkpred.train import Checkpointing, train_model
 
 
-def run_experiment(graphs: dict, train_ids: list, val_ids: list, test_ids: list, model_cfg: dict, cfg: TrainConfig,
-                   run_dir: str | Path | None, models: Iterable[str] = MODEL_KINDS,
-                   heuristics: Iterable[str] = HEURISTICS, protocols: Iterable[str] = PROTOCOLS,
-                   supervisions: Iterable[str] = ("mp",), baseline_epochs: int | None = None,
-                   progress: bool = True, tp: TitlePairs | None = None, splits: dict | None = None,
-                   per_positive: int = PER_POSITIVE) -> dict:
-    """Train `models` and score them and the `heuristics` on the test graphs under each protocol and negative set.
-    A trained model's rows also carry val_auc / val_mrr: its selected epoch's validation score on that negative set
-    (what lib.metrics.link.choose_on_validation picks a best model by).
+def run_experiment(graphs: dict, roles: dict, params: GatParams, seed: int, in_channels: int,
+                   run_dir: str | Path | None, scorers: Iterable[str] = (*MODEL_KINDS, *HEURISTICS),
+                   progress: bool = True, splits: dict | None = None) -> dict:
+    """Train the model kinds among `scorers` and score them and the heuristics among them on the test graphs of one
+    seed under each of `params.protocols` and every negative set, each model kind with each of
+    `params.train_supervision`; every setting is `params`' (GatParams.model_config / train_config /
+    protocol_settings). A trained model's rows also carry val_auc / val_mrr: its selected epoch's validation score on
+    that negative set (what lib.metrics.link.choose_on_validation picks a best model by).
 
-    graphs: graph_id -> Data (the whole dataset). Protocols that leave the training graphs untouched ("seed",
-    "within_graph") share one trained model per (supervision, kind). Returns {"rows": [{seed, model, protocol,
-    supervision, negatives, auc, ap, hits@K, mrr, aauc, aauc_self}], "train": {"<train set>/<supervision>/<kind>":
-    TrainResult as dict}, "audit": [leak_audit rows], "skipped": [...], "protocols": {protocol: ProtocolSplit}}.
-    Checkpoints go to run_dir/checkpoints/seed<S>/<train set>-<supervision>/<kind>/. splits: protocol ->
-    ProtocolSplit of this seed already built (the notebook's audit ones), else built here with `per_positive`.
+    graphs: graph_id -> Data (the whole dataset); roles: {"train", "val", "test": graph ids} of this seed; in_channels:
+    the node features' width. Protocols that leave the training graphs untouched ("seed", "within_graph") share one
+    trained model per (supervision, kind). Returns {"rows": [{seed, model, protocol, supervision, negatives, auc, ap,
+    hits@K, mrr, aauc, aauc_self}], "train": {"<train set>/<supervision>/<kind>": TrainResult as dict}, "audit":
+    [leak_audit rows], "skipped": [...], "protocols": {protocol: ProtocolSplit}}. Checkpoints go to
+    run_dir/checkpoints/seed<S>/<train set>-<supervision>/<kind>/. splits: protocol -> ProtocolSplit of this seed
+    already built (the notebook's audit ones), else built here.
     """
-    protocols = [check_protocol(p) for p in protocols]
-    supervisions = list(supervisions)
-    for sv in supervisions:
-        if sv not in SUPERVISIONS:
-            raise ValueError(f"supervision {sv!r} does not exist; use one of {SUPERVISIONS}")
-    in_ch = model_cfg["in_channels"]
-    tp = tp or TitlePairs(graphs.values())
-    global_links = np.unique(np.concatenate([tp.edge_keys(g) for g in graphs.values()]))
-    splits = {p: (splits or {}).get(p) or make_protocol(
-        graphs, train_ids, val_ids, test_ids, p, cfg.seed, cfg.holdout_fraction, cfg.neg_rate, cfg.new_node_fraction,
-        tp=tp, global_links=global_links, per_positive=per_positive) for p in protocols}
+    protocols = [check_protocol(p) for p in params.protocols]
+    scorers = list(scorers)
+    models = [k for k in scorers if k in MODEL_KINDS]
+    heuristics = [h for h in scorers if h not in MODEL_KINDS]
+    unknown = [h for h in heuristics if h not in HEURISTICS]
+    if unknown:
+        raise ValueError(f"scorer {unknown[0]!r} does not exist; use model kinds {MODEL_KINDS} or heuristics "
+                         f"{tuple(HEURISTICS)}")
+    model_cfg, cfg = params.model_config(in_channels), params.train_config(seed)
+    splits = splits or {}
+    missing = [p for p in protocols if p not in splits]
+    if missing:
+        tp = TitlePairs(graphs.values())
+        global_links = np.unique(np.concatenate([tp.edge_keys(g) for g in graphs.values()]))
+        splits = {**splits, **{p: make_protocol(graphs, roles, p, seed, params.protocol_settings(), tp, global_links)
+                               for p in missing}}
+    splits = {p: splits[p] for p in protocols}
     for sp_ in splits.values():
-        sp_.test = [t for t in sp_.test if graph_problem(t.data, in_ch) is None]
+        sp_.test = [t for t in sp_.test if graph_problem(t.data, in_channels) is None]
     rows, train_out, skipped = [], {}, []
     audit = [leak_audit(sp_) for sp_ in splits.values()]
     for sp_ in splits.values():
         skipped += [{**k, "protocol": sp_.protocol} for k in sp_.skipped]
     trained, selected = {}, {}  # (train set, supervision, kind) -> model, its selected epoch's validation scores
     for p, sp_ in splits.items():
-        for sv in supervisions:
+        for sv in params.train_supervision:
             for kind in models:
                 key = (TRAIN_SET[p], sv, kind)
                 if key not in trained:
-                    epochs = cfg.epochs if (kind == "gat_model" or baseline_epochs is None) else baseline_epochs
-                    kcfg = TrainConfig(**{**cfg.to_dict(), "epochs": epochs, "supervision": sv})
-                    ckpt = Path(run_dir) / "checkpoints" / f"seed{cfg.seed}" / f"{key[0]}-{sv}" / kind \
+                    ckpt = Path(run_dir) / "checkpoints" / f"seed{seed}" / f"{key[0]}-{sv}" / kind \
                         if run_dir else None
-                    model, res = train_model(kind, model_cfg, sp_.train, sp_.val, kcfg, ckpt_dir=ckpt,
-                                             progress=progress, data_id=data_fingerprint(sp_.train, sp_.val))
+                    model, res = train_model(kind, model_cfg, sp_.train, sp_.val, params.train_config(seed, kind, sv),
+                                             Checkpointing(ckpt, data_fingerprint(sp_.train, sp_.val)),
+                                             progress=progress)
                     trained[key] = model
                     train_out["/".join(key)] = asdict(res)
                     selected[key] = next((v for v in res.val if v["epoch"] == res.best_epoch), {})
@@ -73,14 +78,14 @@ def run_experiment(graphs: dict, train_ids: list, val_ids: list, test_ids: list,
                     if not m:  # a set this protocol cannot have (matched under seed: positives are edges)
                         continue
                     sfx = "" if neg == "uniform" else f"_{neg}"  # validation_scores' key of this negative set
-                    rows.append({"seed": cfg.seed, "model": kind, "protocol": p, "supervision": sv, "negatives": neg,
+                    rows.append({"seed": seed, "model": kind, "protocol": p, "supervision": sv, "negatives": neg,
                                  **m, **{f"val_{k}": selected[key].get(f"{k}{sfx}") for k in ("auc", "mrr")}})
     for name in heuristics:
         for p, sp_ in splits.items():
             for neg, m in evaluate_heuristic(name, sp_.test, cfg)["mean"].items():
                 if not m:
                     continue
-                rows.append({"seed": cfg.seed, "model": name, "protocol": p, "supervision": "none", "negatives": neg,
+                rows.append({"seed": seed, "model": name, "protocol": p, "supervision": "none", "negatives": neg,
                              **m})
     return {"rows": rows, "train": train_out, "audit": audit, "skipped": skipped, "protocols": splits}
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -25,15 +25,15 @@ import torch.nn.functional as F
 from sklearn.metrics import roc_auc_score
 from torch import Tensor
 from torch_geometric.data import Data
-from tqdm.auto import tqdm
 
 from lib.common.device import get_device, resolve_precision
-from lib.common.runinfo import read_checkpoint, refuse_other_settings, save_state
-from lib.linkpred.checkpoint import _comparable, best_epoch_weights, epoch_checkpoints, save_checkpoint
-from lib.linkpred.config import TrainConfig, TrainingDiverged, build_model
+from lib.common.training import TrainingLoop, build_optimizer
+from lib.linkpred.checkpoint import _comparable, epoch_checkpoints, epoch_file_readable, save_checkpoint
+from lib.linkpred.config import TrainConfig, TrainingDiverged, build_model, settings_from
 from lib.linkpred.data import usable_graphs
 from lib.linkpred.evaluate import evaluate_model
-from lib.linkpred.protocols import EvalTask, graph_task
+from lib.linkpred.model import ModelConfig
+from lib.linkpred.protocols import EvalTask, ProtocolSettings, graph_task
 from lib.linkpred.sampling import (
     NEGATIVE_SETS,
     TitlePairs,
@@ -62,8 +62,8 @@ class TrainResult:
 
 def _val_tasks(val: list, cfg: TrainConfig) -> list[EvalTask]:
     """Validation tasks; plain graphs get the within-graph hold-out of `cfg` (no dataset-wide protocol needed)."""
-    return [v if isinstance(v, EvalTask) else graph_task(v, "within_graph", cfg.seed, cfg.holdout_fraction,
-                                                         cfg.neg_rate) for v in val]
+    settings = settings_from(ProtocolSettings, cfg)
+    return [v if isinstance(v, EvalTask) else graph_task(v, "within_graph", cfg.seed, settings) for v in val]
 
 
 def supervision_pairs(data: Data, cfg: TrainConfig, epoch: int, step: int) -> tuple[Tensor, Tensor]:
@@ -143,13 +143,14 @@ class EncodeDecode(torch.nn.Module):
         return z, self.model.decode(z, pairs, mp, x)  # one call for positives and negatives: see PairDecoder
 
 
-def init_model(kind: str, model_cfg: dict, train_graphs: list[Data], cfg: TrainConfig, device) -> torch.nn.Module:
+def init_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], cfg: TrainConfig,
+               device) -> torch.nn.Module:
     """A fresh `kind` model seeded by (cfg.seed, kind) on `device` (decoder_init="stack": its feature part fitted on
     `train_graphs`)."""
     torch.manual_seed(derive_seed(cfg.seed, "init", kind))
     model = build_model(kind, model_cfg).to(device)
-    rescale = bool(model_cfg.get("decoder_rescale"))
-    if model_cfg.get("decoder_init") == "stack":
+    rescale = model_cfg.decoder_rescale
+    if model_cfg.decoder_init == "stack":
         # the same stack (ratio, seed, rescale) that lib.linkpred.beyond reports as a baseline for these graphs
         from lib.linkpred.heuristics import HeuristicStack
 
@@ -204,47 +205,56 @@ class OneProcess:
         pass
 
 
-LAST = "last.pt"  # the mid-epoch checkpoint (every `ckpt_every` steps); epoch ends are epoch_<e>.pt
+LAST = "last.pt"  # the training loop's checkpoint (lib.common.training); epoch ends also write epoch_<e>.pt
 
 
-def _resume(ckpt_dir: Path | None, resume: bool, data_id: str, config: dict, model: torch.nn.Module,
-            opt: torch.optim.Optimizer, scaler, device: torch.device) -> dict:
-    """Where training starts: {"history", "val", "epoch", "step", "last_good"} from the folder's latest checkpoint
-    (the last epoch_<e>.pt, or last.pt when it is further on), loaded into `model`, `opt` and `scaler`; a fresh start
-    when there is none. With resume off or an empty data_id the folder's checkpoints are deleted instead: stale
-    epochs of an earlier run must not be selected later."""
-    fresh = {"history": [], "val": [], "epoch": 1, "step": 0, "last_good": None}
-    if not ckpt_dir:
-        return fresh
-    found = [(e + 1, 0, p) for e, p in epoch_checkpoints(ckpt_dir).items()]
-    if not resume or not data_id:
-        for path in [*(p for *_, p in found), ckpt_dir / LAST]:
-            path.unlink(missing_ok=True)
-        return fresh
-    last = read_checkpoint(ckpt_dir / LAST, device)  # an unreadable file is moved aside: resume from the one before
-    if last is not None:
-        found.append((last["epoch"], last["step"], ckpt_dir / LAST))
-    for epoch, step, path in sorted(found, key=lambda f: (f[0], f[1]), reverse=True):
-        ck = last if path.name == LAST else read_checkpoint(path, device)
-        if ck is not None:
-            break
-    else:
-        return fresh
-    refuse_other_settings(f"checkpoint {path}", _comparable(ck["config"]), _comparable(config),
-                          "use another run_dir or pass resume=False to start over (data_id: other training data)")
-    model.load_state_dict(ck["model"])
-    opt.load_state_dict(ck["optimizer"])
-    if "scaler" in ck:
-        scaler.load_state_dict(ck["scaler"])
-    return {"history": ck["history"], "val": ck["val"], "epoch": epoch, "step": step, "last_good": path}
+@dataclass(frozen=True)
+class Checkpointing:
+    """Where and how train_model checkpoints: `folder` gets last.pt (lib.common.training's one layout, resumed from)
+    at every epoch's end, every `every` steps with every > 0, and after the last step; and epoch_<e>.pt (the model
+    at each epoch's end, load_checkpoint) for the epoch selection and the later notebooks. data_id identifies the
+    training data (data_fingerprint): a checkpoint is resumed only when its data_id equals a non-empty data_id; with
+    an empty one, or resume=False, training starts over and replaces the folder's checkpoints."""
+
+    folder: Path | None = None
+    data_id: str = ""
+    resume: bool = True
+    every: int = 0
 
 
-def _train_step(run, opt: torch.optim.Optimizer, scaler, batch: list, per: int, ranks, cfg: TrainConfig, kind: str,
-                epoch: int, s: int, device: torch.device, prec, last_good: Path | None) -> dict:
+@dataclass
+class _StepContext:
+    """What every training step of train_model reads."""
+
+    run: torch.nn.Module  # EncodeDecode, possibly inside DistributedDataParallel
+    opt: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    ranks: object  # OneProcess or lib.run.distributed's ranks
+    cfg: TrainConfig
+    kind: str
+    device: torch.device
+    prec: object  # cfg.precision resolved for device (lib.common.device.resolve_precision)
+
+
+def checkpoint_config(kind: str, model_cfg: ModelConfig, cfg: TrainConfig, data_id: str) -> dict:
+    """The plain config a checkpoint stores (lib.linkpred.config.stored_settings reads it back)."""
+    return {"kind": kind, "model": asdict(model_cfg), "train": cfg.to_dict(), "data_id": data_id}
+
+
+def _start_over(folder: Path) -> None:
+    """Delete the folder's checkpoints: stale epochs of an earlier run must not be resumed or selected later."""
+    for path in [*epoch_checkpoints(folder).values(), folder / LAST]:
+        path.unlink(missing_ok=True)
+
+
+def _train_step(ctx: _StepContext, batch: list, epoch: int, s: int, last_good: Path | None) -> dict:
     """One optimiser step on a global batch of (step, graph) examples, of which this rank takes its share; each
-    rank's (`per` examples at most) loss is the sum of its examples' losses times W / G, so DDP's gradient average is the gradient of the mean
-    loss over the batch. Returns its log record: the global mean loss; with one example in one process also that
-    example's AUC, optionally A-AUC and eval-mode AUC (what the notebooks plot)."""
+    rank's (G / W examples at most) loss is the sum of its examples' losses times W / G, so DDP's gradient average is
+    the gradient of the mean loss over the batch. Returns its log record: the global mean loss; with one example in
+    one process also that example's AUC, optionally A-AUC and eval-mode AUC (what the notebooks plot)."""
+    run, opt, scaler, ranks, cfg, kind, device, prec = (ctx.run, ctx.opt, ctx.scaler, ctx.ranks, ctx.cfg, ctx.kind,
+                                                        ctx.device, ctx.prec)
+    per = cfg.graphs_per_step // ranks.world
     t0 = time.perf_counter()
     mine = batch[ranks.rank * per:(ranks.rank + 1) * per]
     weight = ranks.world / len(batch) if mine else 0.0  # a rank without an example joins with a zero-weighted one
@@ -293,88 +303,78 @@ def _example_record(model: torch.nn.Module, out: dict, data: Data, cfg: TrainCon
     return rec
 
 
-def train_model(kind: str, model_cfg: dict, train_graphs: list[Data], val: list, cfg: TrainConfig,
-                ckpt_dir: str | Path | None = None, resume: bool = True, progress: bool = True,
-                max_steps: int | None = None, data_id: str = "", ranks=None, graphs_per_step: int = 1,
-                ckpt_every: int = 0) -> tuple[torch.nn.Module, TrainResult]:
+def train_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], val: list, cfg: TrainConfig,
+                ckpt: Checkpointing = Checkpointing(), progress: bool = True, max_steps: int | None = None,
+                ranks=None) -> tuple[torch.nn.Module, TrainResult]:
     """Train a fresh `kind` model per seed §5.1 and return it at the epoch with the best validation score.
 
     val: validation tasks (lib.linkpred.protocols.EvalTask, prepared by the protocol trained for) or plain graphs (then
-    the within-graph hold-out), scored on rank 0 after every epoch. One optimiser step per `graphs_per_step` training
-    examples (graph, repeat) — the notebooks' one graph by default; negatives, dropout and disjoint supervision are
-    seeded per (seed, epoch, example), so a resumed run, or W ranks at G / W examples each, reproduce one uninterrupted
-    process at G. ranks: the data-parallel job (lib.run.distributed); default one process. Checkpoints (rank 0 only):
-    epoch_<e>.pt at each epoch's end and, with ckpt_every > 0, last.pt every that many steps within an epoch. A
-    NaN/inf loss raises TrainingDiverged and leaves the last good checkpoint in place. max_steps stops after that
-    many steps of this call, as a kill would. data_id identifies the training data (see `data_fingerprint`): a
-    checkpoint is resumed only when its data_id equals a non-empty data_id; with an empty one training starts over
-    and replaces the folder's checkpoints.
+    the within-graph hold-out), scored on rank 0 after every epoch. One optimiser step per `cfg.graphs_per_step`
+    training examples (graph, repeat) — the notebooks' one graph by default; negatives, dropout and disjoint
+    supervision are seeded per (seed, epoch, example), so a resumed run, or W ranks at G / W examples each, reproduce
+    one uninterrupted process at G. ranks: the data-parallel job (lib.run.distributed); default one process. The
+    steps run on lib.common.training's loop, checkpointed (rank 0 only) as `ckpt` says (Checkpointing); early
+    stopping after `cfg.patience` epochs without a better validation score. A NaN/inf loss raises TrainingDiverged
+    and leaves the last good checkpoint in place. max_steps stops after that many steps of this call, as a kill would.
     """
     ranks = ranks or OneProcess()
     device = ranks.device or get_device(cfg.device)
-    G = graphs_per_step
+    G = cfg.graphs_per_step
     if G < ranks.world or G % ranks.world:
         raise ValueError(f"graphs_per_step={G} cannot be split evenly over {ranks.world} ranks; use a multiple of the "
                          f"number of processes")
-    train_graphs, skipped = usable_graphs(train_graphs, model_cfg["in_channels"])
+    train_graphs, skipped = usable_graphs(train_graphs, model_cfg.in_channels)
     if not train_graphs:
         raise ValueError(f"no usable training graph ({len(skipped)} skipped: {skipped[:3]}); check the dataset")
     val_tasks = _val_tasks(val, cfg) if ranks.rank == 0 else []
     model = init_model(kind, model_cfg, train_graphs, cfg, device)
-    run = ranks.wrap(EncodeDecode(model))
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    # the seed's AdamW: every parameter decayed, constant rate (the schedule stays at 1)
+    opt, _ = build_optimizer(list(model.parameters()), cfg.lr, 0, weight_decay=cfg.weight_decay, schedule="constant",
+                             fused=False, decay_vectors=True)
     prec = resolve_precision(cfg.precision, device)
     scaler = torch.amp.GradScaler(device.type, enabled=prec.grad_scaling)
-    config = {"kind": kind, "model": dict(model_cfg), "train": replace(cfg, precision=prec.name).to_dict(),
-              "data_id": data_id, "global_batch": G}
-    ckpt_dir = Path(ckpt_dir) if ckpt_dir else None
-    st = _resume(ckpt_dir, resume, data_id, config, model, opt, scaler, device)
-    history, val_log, last_good = st["history"], st["val"], st["last_good"]
+    ctx = _StepContext(ranks.wrap(EncodeDecode(model)), opt, scaler, ranks, cfg, kind, device, prec)
+    config = checkpoint_config(kind, model_cfg, replace(cfg, precision=prec.name), ckpt.data_id)
+    folder = Path(ckpt.folder) if ckpt.folder else None
+    if folder is not None and (not ckpt.resume or not ckpt.data_id):
+        _start_over(folder)
     k = cfg.steps_per_graph
     items = [(i * k + r, g) for i, g in enumerate(train_graphs) for r in range(k)]
     n_steps = -(-len(items) // G)
-    done, interrupted, best_state, t_start = 0, False, None, time.perf_counter()
-    for epoch in range(st["epoch"], cfg.epochs + 1):
-        if cfg.patience and val_log and val_log[-1]["epoch"] - _best_epoch(val_log, cfg.select_metric) >= cfg.patience:
-            break  # early stop (checked from the validation log, so a resumed run stops where the first one did)
-        bar = tqdm(range(st["step"] if epoch == st["epoch"] else 0, n_steps), desc=f"{kind} epoch {epoch}/{cfg.epochs}",
-                   disable=not progress or ranks.rank != 0, leave=False)
-        for s in bar:
-            if max_steps is not None and done >= max_steps:
-                interrupted = True
-                break
-            rec = _train_step(run, opt, scaler, items[s * G:(s + 1) * G], G // ranks.world, ranks, cfg, kind, epoch,
-                              s, device, prec, last_good)
-            history.append(rec)
-            done += 1
-            bar.set_postfix({m: f"{rec[m]:.3f}" for m in ("loss", "auc") if m in rec})
-            if ckpt_dir and ckpt_every and ranks.rank == 0 and done % ckpt_every == 0 and s < n_steps - 1:
-                last_good = save_state(ckpt_dir / LAST, {
-                    "model": model.state_dict(), "optimizer": opt.state_dict(), "scaler": scaler.state_dict(),
-                    "config": config, "epoch": epoch, "step": s + 1, "history": history, "val": val_log})
-        if interrupted:
-            break  # partial epoch: no epoch checkpoint, as if the run had been killed here
+    loop = TrainingLoop({"model": model, "optimizer": opt, "scaler": scaler}, _comparable(config),
+                        cfg.epochs * n_steps, checkpoint=folder / LAST if folder else None, checkpoint_every=ckpt.every,
+                        extra={"val": [], "best": None, "last_epoch_file": None}, writer=ranks.rank == 0)
+    t_start = time.perf_counter()
+
+    def step(i: int) -> dict:
+        s = i % n_steps
+        return _train_step(ctx, items[s * G:(s + 1) * G], i // n_steps + 1, s, loop.extra["last_epoch_file"])
+
+    def end_of_epoch(loop: TrainingLoop) -> bool:
+        epoch, val_log = loop.step // n_steps, loop.extra["val"]  # a period ends at a multiple of n_steps
         vm = validation_scores(model, val_tasks, cfg, device) if val_tasks else {}
         val_log.append(ranks.broadcast({"epoch": epoch, **vm}))
-        if _best_epoch(val_log, cfg.select_metric) == epoch:  # kept in memory: every rank can go back to it
-            best_state = (epoch, {n: v.detach().clone() for n, v in model.state_dict().items()})
-        if ckpt_dir and ranks.rank == 0:
-            last_good = save_checkpoint(ckpt_dir / f"epoch_{epoch}.pt", model, opt, config, epoch, history, val_log)
-            (ckpt_dir / LAST).unlink(missing_ok=True)  # the epoch checkpoint is further on
+        best = _best_epoch(val_log, cfg.select_metric)
+        if best == epoch:  # kept with the checkpoint: a resumed run can go back to it
+            loop.extra["best"] = (epoch, {n: v.detach().clone() for n, v in model.state_dict().items()})
+        if folder and ranks.rank == 0:
+            loop.extra["last_epoch_file"] = str(save_checkpoint(folder / f"epoch_{epoch}.pt", model, opt, config,
+                                                                epoch, loop.rows, val_log))
         ranks.barrier()  # the other ranks wait for rank 0's validation instead of running into the next epoch
+        return bool(cfg.patience) and epoch - best >= cfg.patience  # early stop
+
+    loop.run(step, max_steps=max_steps, period=n_steps, end_of_period=end_of_epoch, checkpoint_period_ends=True,
+             progress=progress and ranks.rank == 0, desc=f"{kind} ({cfg.epochs} epochs)")
+    val_log = loop.extra["val"]
     best_epoch = _best_epoch(val_log, cfg.select_metric) if val_log else 0
-    ckpts = epoch_checkpoints(ckpt_dir) if ckpt_dir else {}
     if val_log and best_epoch != val_log[-1]["epoch"]:
-        if best_state is not None and best_state[0] == best_epoch:
-            model.load_state_dict(best_state[1])
-        elif ckpt_dir:  # selected in an earlier, interrupted process
-            best = best_epoch_weights(ckpt_dir, best_epoch, device)
-            if best is None:  # lost: resume from the epoch before it, which retrains it
-                return train_model(kind, model_cfg, train_graphs, val, cfg, ckpt_dir, resume, progress, max_steps,
-                                   data_id, ranks, graphs_per_step, ckpt_every)
-            model.load_state_dict(best)
-    return model, TrainResult(kind, history, val_log, best_epoch, str(ckpts.get(best_epoch)) if ckpts else None,
-                              skipped, st["epoch"] - 1, done, time.perf_counter() - t_start, G, ranks.world)
+        model.load_state_dict(loop.extra["best"][1])
+    if folder and val_log and ranks.rank == 0 and not epoch_file_readable(folder / f"epoch_{best_epoch}.pt"):
+        save_checkpoint(folder / f"epoch_{best_epoch}.pt", model, opt, config, best_epoch, loop.rows, val_log)
+    ckpts = epoch_checkpoints(folder) if folder else {}
+    return model, TrainResult(kind, loop.rows, val_log, best_epoch, str(ckpts.get(best_epoch)) if ckpts else None,
+                              skipped, loop.resumed_from // n_steps, loop.done, time.perf_counter() - t_start, G,
+                              ranks.world)
 
 
 def _best_epoch(val_log: list[dict], metric: str) -> int:

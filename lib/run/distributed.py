@@ -28,8 +28,8 @@ loss per step, not the one-graph step's AUC / A-AUC.
 
 Both jobs run the notebooks' own loops (lib.linkpred.train.train_model, lib.distill.train.train_student), given this
 job's ranks. Checkpoints and metrics are written by rank 0 only, atomically: GAT epoch_<e>.pt at each epoch's end
-(loadable by lib.linkpred.checkpoint.load_checkpoint) and last.pt every `ckpt_every` steps within an epoch;
-distillation last.pt every `ckpt_every` steps. A re-run with the same arguments resumes from the latest: the global
+(loadable by lib.linkpred.checkpoint.load_checkpoint) and last.pt (lib.common.training's layout) every `ckpt_every`
+steps and at each epoch's end; distillation last.pt every `ckpt_every` steps. A re-run with the same arguments resumes from the latest: the global
 batch must match, the number of ranks need not.
 """
 from __future__ import annotations
@@ -55,24 +55,25 @@ from lib.run.ranks import TIMEOUT_S, Dist, _mean_over_ranks, _wrap, peak_memory_
 # ---------------------------------------------------------------- stage 3: GatModel
 
 
-def train_gat(kind: str, model_cfg: dict, train_graphs: list, cfg, d: Dist, graphs_per_step: int | None = None,
-              val: list = (), out_dir: str | Path | None = None, ckpt_every: int = 1, max_steps: int | None = None
+def train_gat(kind: str, model_cfg, train_graphs: list, cfg, d: Dist, val: list = (),
+              out_dir: str | Path | None = None, ckpt_every: int = 1, max_steps: int | None = None
               ) -> tuple[torch.nn.Module, dict]:
-    """lib.linkpred.train.train_model (TrainConfig `cfg`) data-parallel over `d`'s ranks: the notebooks' loop, with
-    a global batch of `graphs_per_step` examples (default one graph per rank) cut in rank order, validation on rank 0
-    after every epoch, checkpoints in out_dir (epoch_<e>.pt, and last.pt every `ckpt_every` steps) resumed when the
-    same training data and settings come again. max_steps stops after that many steps of this call (as a kill would).
+    """lib.linkpred.train.train_model (ModelConfig `model_cfg`, TrainConfig `cfg`) data-parallel over `d`'s ranks: the
+    notebooks' loop, with a global batch of `cfg.graphs_per_step` examples cut in rank order, validation on rank 0
+    after every epoch, checkpoints in out_dir (epoch_<e>.pt, and last.pt every `ckpt_every` steps and at epoch ends)
+    resumed from when the same training data and settings come again. max_steps stops after that many steps of this
+    call (as a kill would).
     Returns (the model, {"history": [{epoch, step, graphs, loss, seconds}], "val", "best_epoch", "steps",
     "seconds", "global_batch", "world"}) — the same on every rank.
     """
     from lib.linkpred.checkpoint import data_fingerprint
     from lib.linkpred.data import usable_graphs
-    from lib.linkpred.train import train_model
+    from lib.linkpred.train import Checkpointing, train_model
 
-    model, res = train_model(kind, model_cfg, train_graphs, list(val), cfg, ckpt_dir=out_dir, progress=False,
-                             max_steps=max_steps, ranks=_Ranks(d, find_unused=False),
-                             data_id=data_fingerprint(usable_graphs(train_graphs, model_cfg["in_channels"])[0]),
-                             graphs_per_step=graphs_per_step or d.world, ckpt_every=ckpt_every)
+    data_id = data_fingerprint(usable_graphs(train_graphs, model_cfg.in_channels)[0])
+    model, res = train_model(kind, model_cfg, train_graphs, list(val), cfg,
+                             Checkpointing(out_dir, data_id, every=ckpt_every), progress=False, max_steps=max_steps,
+                             ranks=_Ranks(d, find_unused=False))
     return model, {k: getattr(res, k) for k in ("history", "val", "best_epoch", "steps", "seconds", "global_batch",
                                                 "world")}
 
@@ -166,7 +167,8 @@ def _gat_job(p: GatParams, a, d: Dist) -> dict:
     from lib.embed.dataset import GraphDataset, load_split
     from lib.linkpred.data import synthetic_graph
 
-    cfg = replace(p.train_configs()[p.seed], supervision=p.train_supervision[0])
+    cfg = replace(p.train_config(p.seed, supervision=p.train_supervision[0]),
+                  graphs_per_step=a.global_batch or d.world)
     if a.synthetic:
         graphs = [synthetic_graph(200, 800, 384, seed=i, graph_id=f"synthetic{i}") for i in range(a.synthetic + 1)]
         train, val, in_ch = graphs[1:], graphs[:1], 384
@@ -176,8 +178,7 @@ def _gat_job(p: GatParams, a, d: Dist) -> dict:
                         val_fraction=p.val_fraction)[p.seed]
         train, val, in_ch = [ds[g] for g in sp["train"]], [ds[g] for g in sp["val"]], ds.num_features or 384
     out = Path(a.out) if a.out else resolve(p.run_dir) / "distributed" / f"gat-seed{p.seed}-{cfg.supervision}"
-    _, res = train_gat(a.kind, p.model_config(in_ch), train, cfg, d, a.global_batch, val, out, a.ckpt_every,
-                       a.max_steps)
+    _, res = train_gat(a.kind, p.model_config(in_ch), train, cfg, d, val, out, a.ckpt_every, a.max_steps)
     return {**res, "out": str(out)}
 
 
