@@ -20,11 +20,8 @@ import pandas as pd
 from lib.distill.cache import TeacherCache, TeacherTargetStore
 from lib.distill.checkpoint import GridCheckpoint
 from lib.distill.config import CONTROL, DistillParams
-from lib.distill.data import build_datasets, load_rotten_tomatoes, load_vital_articles, split_ids, split_sentences  # noqa: F401
 from lib.distill.eval import encode, evaluate, fidelity_of, head_accuracy, task_accuracy
 from lib.distill.losses import VARIANT_SPECS, LossSpec
-from lib.distill.lp import REFERENCE as LP_REFERENCE  # noqa: F401
-from lib.distill.lp import link_prediction_available, link_prediction_eval, lp_table, lp_verdicts  # noqa: F401
 from lib.distill.models import Encoder, encoder_identity, make_student, save_sentence_transformer
 from lib.distill.train import (
     DistillConfig,
