@@ -7,7 +7,7 @@ Teacher attention (`teacher_attention`, a named parameter of notebook 05):
 - "qk": softmax(q_r k_r^T / sqrt(d_r)) recomputed from the hooked queries and keys for any number R of relation heads.
   It omits MPNet's position bias, so it is not the teacher's attention; it is the choice when R differs from the
   teacher's heads (MiniLMv2-style relations). For BERT teachers (no bias) both definitions agree.
-The first build used "eager" when R = 12 and "qk" otherwise, silently; now the choice is explicit and checked.
+The definition is a parameter, checked against R: neither is picked silently.
 
 Disk cache (`TeacherTargetStore`): per sentence and per teacher layer, the unpadded float16 targets — attention
 [H, T, T] + values [T, D] ("eager") or queries, keys and values [T, D] each ("qk") — keyed by the sentence's sha1, in
@@ -112,7 +112,7 @@ def target_divergence(teacher: Encoder, texts: list[str], layers: list[int], hea
 
 
 class TeacherCache:
-    """In-memory teacher targets per (batch texts, R): the first build's cache, shared by the students of one seed.
+    """In-memory teacher targets per (batch texts, R), shared by the students of one seed.
 
     Keeps at most `max_bytes` of targets (first come, first kept); batches beyond that are recomputed when asked.
     `teacher_sentences` counts the sentences passed through the teacher.

@@ -72,7 +72,8 @@ def build_dataset(graph_files: Iterable[str | os.PathLike], store: EmbeddingStor
 
     Every title must already be in `store` (run `lib.embed.store.embed_titles` first). graph_id = file stem; two files
     with the same stem are an error. A graph whose source file, model and precision are unchanged since the last
-    build is kept as it is, so re-running costs one hash per file. .pt files of graphs no longer listed are removed.
+    build is kept as it is, so re-running costs one hash per file. .pt files of graphs the list does not hold are
+    removed.
     """
 
     if precision not in PRECISIONS:
@@ -166,7 +167,7 @@ class GraphDataset(torch.utils.data.Dataset):
         src = Path(self.index[self._pos[graph_id]].get("source", ""))
         graph = read_graph(src if src.is_file() else Path(crawl_dir) / "graphs" / f"{graph_id}.json")
         if list(graph.titles) != list(self[graph_id].titles):
-            raise DatasetError(f"dataset graph {graph_id!r} no longer matches its crawl file; rebuild the dataset "
+            raise DatasetError(f"dataset graph {graph_id!r} does not match its crawl file; rebuild the dataset "
                                f"(notebook 02)")
         return graph
 

@@ -312,7 +312,8 @@ def encoder_representations(enc: Encoder, texts: list[str], max_seq_len: int) ->
 
 def minilm_folders(minilm_dir: str | Path | None, seed: int = 0) -> dict[str, Path]:
     """Stage-5 students saved by notebook 05 (`student_{L}x{H}_{init}_s{seed}`, `control_{L}x{H}_{init}_s{seed}`;
-    folders of older runs have no init) -> label -> folder. Labels name the init only where a shape has several."""
+    a `student_{L}x{H}_s{seed}` folder names no init) -> label -> folder. Labels name the init only where a shape has
+    several."""
     if not minilm_dir or not Path(minilm_dir).is_dir():
         return {}
     found = []
