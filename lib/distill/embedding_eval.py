@@ -76,17 +76,17 @@ def titles_per_second(model_dir: str | os.PathLike | None, titles: list[str], th
     """Best-of-`repeats` titles per second of stage 2's encoder (lib.embed.encoder.encode: tokenising included,
     equal-length batches) for the sentence-transformers folder `model_dir` (None = all-MiniLM-L6-v2) on `threads`
     CPU threads; the thread count is restored afterwards."""
-    from lib.embed.encoder import encode, load_model
+    from lib.embed.encoder import encode as encode_titles, load_model
 
     model = load_model(model_dir)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        encode(model, titles[:batch_size], batch_size)
+        encode_titles(model, titles[:batch_size], batch_size)
         best = float("inf")
         for _ in range(repeats):
             t0 = time.perf_counter()
-            encode(model, titles, batch_size)
+            encode_titles(model, titles, batch_size)
             best = min(best, time.perf_counter() - t0)
     finally:
         torch.set_num_threads(before)

@@ -87,17 +87,17 @@ def titles_per_second(model, titles: list[str], threads: int, reps: int = 3, bat
     import torch
     from threadpoolctl import threadpool_limits
 
-    from lib.embed.encoder import encode
+    from lib.embed.encoder import encode as encode_titles
 
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         with threadpool_limits(threads):
-            encode(model, titles[:batch_size], batch_size=batch_size)
+            encode_titles(model, titles[:batch_size], batch_size=batch_size)
             out = []
             for _ in range(reps):
                 t0 = time.perf_counter()
-                encode(model, titles, batch_size=batch_size)
+                encode_titles(model, titles, batch_size=batch_size)
                 out.append(len(titles) / (time.perf_counter() - t0))
     finally:
         torch.set_num_threads(before)
