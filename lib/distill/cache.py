@@ -38,6 +38,7 @@ from lib.common.paths import CACHE, atomic_write_bytes, atomic_write_text, move_
 from lib.common.runinfo import load_json, refuse_other_settings
 from lib.distill.losses import DistillError, kl_rows, qk_attention
 from lib.distill.models import Encoder
+from lib.embed.encoder import precision_identity
 
 ATTENTION_DEFINITIONS = ("eager", "qk")
 STORE_FORMAT = 1
@@ -206,7 +207,6 @@ class TeacherTargetStore:
                  progress: bool = False, precision: str = "fp32"):
         if definition not in ATTENTION_DEFINITIONS:
             raise DistillError(f"teacher_attention={definition!r} is unknown; use one of {ATTENTION_DEFINITIONS}")
-        from lib.embed.encoder import precision_identity
 
         self.precision = _precision(teacher, precision)
         teacher_id = precision_identity(teacher_id, self.precision.name)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
 from lib.distill.cache import TeacherCache, TeacherTargetStore
 from lib.distill.checkpoint import GridCheckpoint
@@ -191,8 +192,6 @@ def embedding_method(combo: str) -> str:
 def embedding_targets(cfg: DistillParams, teacher: Encoder, assistant: Encoder, texts: list[str]) -> np.ndarray:
     """L_EMB's targets [N, D_e]: the mean-pooled sentence embeddings of `texts` by `cfg.embedding_target` (minilm:
     the assistant all-MiniLM-L6-v2, 384; teacher: all-mpnet-base-v2, 768), cut at the grid's token limit."""
-    import torch
-
     with torch.no_grad():
         return encode(assistant if cfg.embedding_target == "minilm" else teacher, texts, cfg.distill_max_seq_len)
 

@@ -20,6 +20,8 @@ from typing import Iterable
 
 import numpy as np
 import torch
+from torch_geometric.data import Data
+from torch_geometric.utils import remove_self_loops, to_undirected
 from tqdm.auto import tqdm
 
 from lib.common.graphio import read_graph, sha256_bytes, sha256_file
@@ -37,8 +39,6 @@ class DatasetError(ValueError):
 
 def undirected_edge_index(edges: list[tuple[int, int]], num_nodes: int) -> torch.Tensor:
     """edge_index [2, 2E] long: both directions, no self-loops, coalesced (sorted, no duplicates)."""
-    from torch_geometric.utils import remove_self_loops, to_undirected
-
     if not edges:
         return torch.zeros((2, 0), dtype=torch.long)
     ei = torch.as_tensor(np.asarray(edges, dtype=np.int64).T)
@@ -179,8 +179,6 @@ class GraphDataset(torch.utils.data.Dataset):
             raise DatasetError(f"dataset file {f} is missing; rebuild the dataset (notebook 02)") from None
 
     def __getitem__(self, i: int | str):
-        from torch_geometric.data import Data
-
         if isinstance(i, str):
             if i not in self._pos:
                 raise KeyError(f"graph_id {i!r} is not in dataset {self.path}")
