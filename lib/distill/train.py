@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 import torch.nn as nn
 from tqdm.auto import tqdm
+from transformers import get_linear_schedule_with_warmup
 
 from lib.common.runinfo import load_state, save_state
 from lib.distill.cache import ATTENTION_DEFINITIONS, TeacherCache, check_attention_definition
@@ -109,8 +110,6 @@ def batch_plan(n: int, steps: int, batch_size: int, seed: int) -> list[np.ndarra
 def _optimizer(params: list, cfg, steps: int):
     """AdamW (weight decay on matrices only; fused when `cfg.fused` and every parameter is a float tensor on CPU or
     CUDA) and the linear warm-up/decay schedule."""
-    from transformers import get_linear_schedule_with_warmup
-
     decay = [p for p in params if p.ndim >= 2]
     fused = getattr(cfg, "fused", False) and all(p.device.type in ("cpu", "cuda") and p.is_floating_point()
                                                  for p in params)

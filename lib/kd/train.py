@@ -17,6 +17,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
+from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
 from lib.distill.losses import DistillError
 from lib.distill.models import Encoder, make_student
@@ -245,8 +246,6 @@ BERT_DEFAULTS = KDConfig(soft="kl", epochs=60, batch_size=128, warmup_frac=0.25)
 
 
 def _optimizer(student: nn.Module, cfg: KDConfig, steps: int):
-    from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
-
     # fused: one kernel over all parameters; with the 23M-entry wordpiece table it makes a CPU step ~10x faster
     opt = torch.optim.Adam([p for p in student.parameters() if p.requires_grad], lr=cfg.lr, fused=True)
     warm = round(cfg.warmup_frac * steps)

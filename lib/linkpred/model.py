@@ -22,6 +22,8 @@ from torch import Tensor, nn
 from torch_geometric.nn import GATConv
 from torch_geometric.utils import add_self_loops, remove_self_loops, softmax
 
+from lib.linkpred.decoders import DECODERS, PairDecoder
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -52,7 +54,6 @@ class ModelConfig:
             raise ValueError(f"model parameter dropout={self.dropout!r} must be in [0, 1)")
         if self.impl not in ("pyg", "fused"):
             raise ValueError(f"model parameter impl={self.impl!r} must be 'pyg' or 'fused'")
-        from lib.linkpred.decoders import DECODERS
 
         if self.decoder not in DECODERS:
             raise ValueError(f"model parameter decoder={self.decoder!r} must be one of {DECODERS}")
@@ -262,7 +263,6 @@ class GatModel(nn.Module):
         self.block = DeepGATBlock(cfg)
         self.lin_out = nn.Linear(cfg.hidden_channels, cfg.out_channels)
         if cfg.decoder != "dot":  # the dot decoder adds no module, so the seed's state_dict is unchanged
-            from lib.linkpred.decoders import PairDecoder
 
             self.decoder = PairDecoder(cfg.decoder, cfg.out_channels, cfg.decoder_hidden, cfg.decoder_dropout,
                                        cfg.decoder_features, cfg.decoder_init, cfg.decoder_rescale)

@@ -32,6 +32,8 @@ from scipy.stats import rankdata
 from torch import Tensor
 
 from lib.common.paths import atomic_write_bytes
+from lib.linkpred.heuristics import adjacency
+from lib.linkpred.sampling import _member, derive_seed
 
 PER_POSITIVE_SETS = ("heart", "matched")
 _CHUNK = 512  # anchors per dense [anchors, nodes] block: bounds memory at 512 x N float64 per heuristic
@@ -90,8 +92,6 @@ def _anchor_split(k: int, both: bool) -> tuple[int, int]:
 
 def _valid(tp, gids: np.ndarray, forbidden: np.ndarray, anchors: np.ndarray, n: int) -> np.ndarray:
     """[A, N] bool: x != anchor and the title pair (anchor, x) is not in `forbidden` (sorted keys)."""
-    from lib.linkpred.sampling import _member
-
     u = np.repeat(anchors, n)
     x = np.tile(np.arange(n), len(anchors))
     ok = (u != x) & ~_member(tp.keys(gids, np.stack([u, x])), forbidden)
@@ -193,9 +193,6 @@ def per_positive_sets(task, gids: np.ndarray, n_titles: int, tp, forbidden: np.n
     With `cache_dir` the sets are kept in `<cache_dir>/<key>.pt` (per_positive_key): building them costs seconds per
     task (PageRank and ranks per anchor) and a protocol's tasks are built again by every notebook and every resumed run,
     while the key changes with any input, so a stale file is never read."""
-    from lib.linkpred.heuristics import adjacency
-    from lib.linkpred.sampling import derive_seed
-
     x = task.data.x.numpy().astype(np.float64) if task.data.x is not None else np.eye(task.data.num_nodes)
     path = None
     if cache_dir is not None:

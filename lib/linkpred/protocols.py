@@ -54,6 +54,8 @@ from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
 from lib.common.paths import CACHE
+from lib.linkpred.heuristics import heuristic_scores
+from lib.linkpred.negatives import per_positive_sets
 from lib.linkpred.sampling import (
     GRAPH_PROTOCOLS,
     PER_POSITIVE,
@@ -113,8 +115,6 @@ class EvalTask:
 
     def pos_has_cn(self) -> np.ndarray:
         """[P] bool: the positive has a common neighbour in the message passing (the strata of every table)."""
-        from lib.linkpred.heuristics import heuristic_scores
-
         return heuristic_scores("common_neighbours", self.data.x, self.mp_edge_index, self.data.num_nodes,
                                 self.pos) > 0
 
@@ -161,8 +161,6 @@ def graph_task(data: Data, protocol: str, seed: int, holdout_fraction: float = 0
 def _with_per_positive(task: EvalTask, gids: np.ndarray, tp: TitlePairs, forbidden: np.ndarray, seed: int, k: int,
                        anchor_ok: np.ndarray | None = None) -> EvalTask:
     """`task` with its "heart" and "matched" negatives (k per positive; k = 0 builds none), kept in NEGATIVE_CACHE."""
-    from lib.linkpred.negatives import per_positive_sets
-
     if k <= 0 or task.pos.size(1) == 0:
         return task
     for name, (neg, owner, miss) in per_positive_sets(task, gids, tp.n, tp, forbidden, seed, k, anchor_ok,

@@ -8,6 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from lib.distill.eval import paired_differences
+from lib.linkpred.beyond import goal_met
+from lib.linkpred.heuristics import HEURISTICS
+from lib.metrics.link import SEED_REPORTED
 from lib.run.headline import (
     REFERENCE,
     _gat_rows,
@@ -17,7 +21,7 @@ from lib.run.headline import (
     ablation_differences,
     distill_runs,
 )
-from lib.run.tables import PROBES, diff_cell, links_of
+from lib.run.tables import PROBES, diff_cell, frontier_rows, links_of
 
 WIDTH = 196
 """Characters per README line a finding is wrapped to."""
@@ -36,8 +40,6 @@ def _sides(parts: list[tuple[str, str]]) -> str:
 
 
 def reproduction(runs: dict[str, dict]) -> str | None:
-    from lib.metrics.link import SEED_REPORTED
-
     ref = {r["train_graphs"]: r for r in SEED_REPORTED}
 
     def part(g):
@@ -59,8 +61,6 @@ def reproduction(runs: dict[str, dict]) -> str | None:
 
 
 def aauc_trend(runs: dict[str, dict]) -> str | None:
-    from lib.metrics.link import SEED_REPORTED
-
     def part(g):
         rows = _gat_rows(g)
         t = _seed_model(rows, "seed").dropna(subset=["aauc"]) if len(rows) else rows
@@ -80,8 +80,6 @@ def aauc_trend(runs: dict[str, dict]) -> str | None:
 
 
 def leakage(runs: dict[str, dict]) -> str | None:
-    from lib.linkpred.heuristics import HEURISTICS
-
     def part(g):
         rows = _gat_rows(g)
         if rows.empty:
@@ -110,8 +108,6 @@ def leakage(runs: dict[str, dict]) -> str | None:
 
 
 def beyond(runs: dict[str, dict]) -> str | None:
-    from lib.linkpred.beyond import goal_met
-
     def part(g):
         for run, m in g.items():
             gaps = (m.get("beyond") or {}).get("gaps") or []
@@ -129,8 +125,6 @@ def beyond(runs: dict[str, dict]) -> str | None:
 
 
 def distillation(runs: dict[str, dict], ref: Path = REFERENCE) -> str | None:
-    from lib.distill.eval import paired_differences
-
     found, results, checks = distill_runs(runs, ref)
     if not results:
         return None
@@ -174,8 +168,6 @@ FRONTIER = "frontier"
 def node_embedder(runs: dict[str, dict], ref: Path = REFERENCE) -> str | None:
     """The node-embedder frontier in one line: per encoder, its titles/s against all-MiniLM-L6-v2's at one thread and
     its GatModel test AUC difference paired by seed (leak_free, 95% interval), then who meets the goal."""
-    from lib.run.tables import frontier_rows
-
     t = frontier_rows(ref / FRONTIER)
     if t is None:
         return None

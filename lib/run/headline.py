@@ -8,7 +8,13 @@ from pathlib import Path
 import pandas as pd
 
 from lib.common.paths import OUTPUTS
-from lib.run.tables import PROBES, diff_cell, links_of, minilm_minus
+from lib.distill.config import read_params_05
+from lib.distill.eval import paired_differences
+from lib.distill.stage import ABLATIONS
+from lib.linkpred.beyond import goal_met
+from lib.linkpred.heuristics import HEURISTICS
+from lib.metrics.link import SEED_REPORTED
+from lib.run.tables import PROBES, _n_train, diff_cell, links_of, minilm_minus
 
 REFERENCE = OUTPUTS / "reference"
 CLEAN = ("leak_free", "new_nodes", "pair_split")
@@ -24,8 +30,6 @@ def _links(runs) -> str:
 
 def _gat_rows(runs: dict[str, dict]) -> pd.DataFrame:
     """Every run's mean rows of notebook 03 (train_gat) with the run's name and number of training graphs."""
-    from lib.run.tables import _n_train
-
     out = [pd.DataFrame(m["train_gat"]["mean"]).assign(run=name, n_train=_n_train(m))
            for name, m in runs.items() if m.get("train_gat")]
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
@@ -51,8 +55,6 @@ def _sides(parts: list[tuple[str, str]]) -> str:
 
 
 def reproduction(runs: dict[str, dict]) -> str | None:
-    from lib.metrics.link import SEED_REPORTED
-
     ref = {r["train_graphs"]: r for r in SEED_REPORTED}
 
     def part(g: dict[str, dict]) -> str | None:
@@ -73,8 +75,6 @@ def reproduction(runs: dict[str, dict]) -> str | None:
 
 
 def aauc_trend(runs: dict[str, dict]) -> str | None:
-    from lib.metrics.link import SEED_REPORTED
-
     def part(g: dict[str, dict]) -> str | None:
         rows = _gat_rows(g)
         t = _seed_model(rows, "seed").dropna(subset=["aauc"]) if len(rows) else rows
@@ -93,8 +93,6 @@ def aauc_trend(runs: dict[str, dict]) -> str | None:
 
 
 def leakage(runs: dict[str, dict]) -> str | None:
-    from lib.linkpred.heuristics import HEURISTICS
-
     def part(g: dict[str, dict]) -> str | None:
         rows = _gat_rows(g)
         if rows.empty:
@@ -125,8 +123,6 @@ def leakage(runs: dict[str, dict]) -> str | None:
 
 
 def beyond(runs: dict[str, dict]) -> str | None:
-    from lib.linkpred.beyond import goal_met
-
     def part(g: dict[str, dict]) -> str | None:
         for run, m in g.items():
             gaps = (m.get("beyond") or {}).get("gaps") or []
@@ -174,8 +170,6 @@ def harder_negatives(runs: dict[str, dict]) -> str | None:
 def _steps(run: str, ref: Path) -> int | None:
     """Optimiser steps per student of a run's notebook 05, from its parameters (published at the top of the run or in
     its distill/ folder); None when the run holds no params_05.json."""
-    from lib.distill.config import read_params_05
-
     for p in (ref / run / "params_05.json", ref / run / "distill" / "params_05.json"):
         if p.is_file():
             return read_params_05(p).distill_steps
@@ -204,7 +198,6 @@ def _probe_parts(results: pd.DataFrame) -> list[str]:
     """Per student and init: MiniLM minus its undistilled control on the probes, paired by seed, 95% interval."""
     if results.empty or "stage" not in results:
         return []
-    from lib.distill.eval import paired_differences
 
     d = paired_differences(results, methods=("MiniLM",), metrics=tuple(PROBES))
     out = []
@@ -262,8 +255,6 @@ def ablation_differences(runs: dict[str, dict], ref: Path = REFERENCE) -> tuple[
     ablations over the most seeds (at least 2; a tie goes to the first run), and its differences: MiniLM minus each
     ablation on the same student, init and seed, every probe (tables.minilm_minus); None when no such run has an
     ablation at 2 seeds."""
-    from lib.distill.stage import ABLATIONS
-
     best = None
     for run in distill_runs(runs, ref)[1]:
         d = minilm_minus(pd.DataFrame(runs[run]["distill"]["results"]), ABLATIONS)

@@ -16,6 +16,9 @@ from lib.common.config import stage_params
 from lib.common.device import get_device
 from lib.common.params import ParamError, load_yaml, notebook_parameters
 from lib.common.paths import resolve
+from lib.crawl.campaign import check_campaign, read_roots
+from lib.distill.checkpoint import published_runs
+from lib.distill.config import DistillParams
 
 TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (float, int), "str": (str,), "bool": (bool,),
                                       "list": (list,)}
@@ -61,15 +64,12 @@ def check_types(values: dict, declared: dict[str, dict], where: dict[str, str], 
 
 
 def _crawl(p: dict) -> None:  # beyond the config: the roots file must exist and hold titles
-    from lib.crawl.campaign import check_campaign, read_roots
 
     if p["source"] != "graphs" and p["roots_file"]:
         check_campaign(read_roots(resolve(p["roots_file"])), p["max_nodes"])
 
 
 def _distill(p: dict) -> None:  # beyond the config: a published grid to extend must be there, with this grid's settings
-    from lib.distill.checkpoint import published_runs
-    from lib.distill.config import DistillParams
 
     if p.get("reuse_runs"):
         published_runs(DistillParams.from_values(p), p["reuse_runs"])

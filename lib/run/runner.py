@@ -62,6 +62,7 @@ from lib.run.folder import (
     run_folder_lock,
 )
 from lib.run.preflight import all_defaults, check_run
+from lib.run.summary import summarize
 
 
 def plan_run(files: list[Path], overrides: dict, notebooks: list[Path], all_notebooks: list[Path] | None = None
@@ -317,7 +318,6 @@ def main(argv: list[str] | None = None) -> int:
         print("\ninterrupted: finished notebooks and checkpoints are kept; the same command resumes", file=sys.stderr)
         return 130
     stem = Path(args.summary) if args.summary else Path(args.outputs) / "summary"
-    from lib.run.summary import summarize
 
     table = summarize([name for name, _ in runs], stem, outputs=Path(args.outputs))
     print(f"summary of {len(table)} run(s): {stem}.md/.csv/.html")

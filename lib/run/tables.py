@@ -1,7 +1,17 @@
 """README tables, each built from the committed reference runs' metrics.json files (nothing typed by hand)."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pandas as pd
+
+from lib.distill.eval import paired_differences
+from lib.distill.lp import REFERENCE
+from lib.distill.stage import ABLATIONS
+from lib.linkpred.beyond import goal_met
+from lib.linkpred.heuristics import HEURISTICS
+from lib.metrics.link import SEED_REPORTED
 
 LINKS = {"embedded": "title mentions (proxy)", "wikispeedia": "Wikispeedia hyperlinks", "snapshot": "own link list",
          "live": "live Wikipedia", "graphs": "imported graphs"}
@@ -22,8 +32,6 @@ def _n_train(m: dict) -> int:
 def seed_table(runs: dict[str, dict]) -> pd.DataFrame:
     """GatModel (the seed's model and training, message-passing supervision) per run and protocol: test AUC mean ± std
     over seeds and A-AUC mean, uniform negatives, beside the seed report's numbers for the same training-set size."""
-    from lib.metrics.link import SEED_REPORTED
-
     seed_ref = {r["train_graphs"]: r for r in SEED_REPORTED}
     rows = []
     for name, m in runs.items():
@@ -63,9 +71,6 @@ def _removed_share(m: dict, protocol: str) -> str:
 def heuristic_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Per run, protocol and negative set: GatModel (mp supervision) beside the best single heuristic (mean AUC) and,
     where notebook 03b ran, the best graph model and the heuristic stack."""
-    from lib.linkpred.beyond import goal_met
-    from lib.linkpred.heuristics import HEURISTICS
-
     rows = []
     for name, m in runs.items():
         tg = m.get("train_gat")
@@ -164,8 +169,6 @@ def diff_cell(r) -> str:
 def minilm_minus(res: pd.DataFrame, versus: tuple[str, ...]) -> pd.DataFrame:
     """Notebook 05's rows `res`: MiniLM minus each method of `versus` that `res` holds, on the same student, init and
     seed, every probe (lib.distill.eval.paired_differences, one frame in `versus` order)."""
-    from lib.distill.eval import paired_differences
-
     parts = [paired_differences(res, reference=v, methods=("MiniLM",), metrics=tuple(PROBES))
              for v in versus if v in set(res["method"])]
     return pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else pd.DataFrame()
@@ -174,8 +177,6 @@ def minilm_minus(res: pd.DataFrame, versus: tuple[str, ...]) -> pd.DataFrame:
 def distill_differences_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Notebook 05's task-agnostic stage per run: MiniLM minus its undistilled control and minus each ablation (the
     paper's Tables 5-7), the same student, init and seed paired; mean difference and 95% t-interval over the seeds."""
-    from lib.distill.stage import ABLATIONS
-
     rows = []
     for name, m in runs.items():
         res = pd.DataFrame((m.get("distill") or {}).get("results") or [])
@@ -254,8 +255,6 @@ def goal_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Notebook 03b's goal per run, protocol and negative set, compactly: the graph model chosen on validation, its
     test AUC / MRR, the bar's (the strongest heuristic scorer by mean test AUC), the no-common-neighbour shortcut's,
     the model's mean margin over the bar, and whether the goal is met (lib.linkpred.beyond.goal_met)."""
-    from lib.linkpred.beyond import goal_met
-
     rows = []
     for name, m in runs.items():
         for g in (m.get("beyond") or {}).get("gaps") or []:
@@ -316,11 +315,6 @@ def frontier_rows(folder) -> pd.DataFrame | None:
     all-MiniLM-L6-v2 under leak_free with its 95% interval and seeds (gat_leak_free_diff / _low / _high,
     paired_seeds; 0 for the reference), and whether the
     published goal sentence says it meets the goal (goal) or at least its non-inferiority reading (non_inferior); attrs["static_chosen_on_validation"] from summary.json. None when the folder holds no frontier."""
-    import json
-    from pathlib import Path
-
-    from lib.distill.lp import REFERENCE
-
     folder = Path(folder)
     if not (folder / "frontier.csv").is_file() or not (folder / "paired.csv").is_file():
         return None
