@@ -69,6 +69,36 @@ def test_packages_re_export_nothing():
         assert not code, f"{init.relative_to(ROOT)} does more than describe its package"
 
 
+MAX_FUNCTION_IMPORTS = 20  # imports stay at the top; a heavy optional package on a rarely used path may wait
+
+
+def function_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement inside a function body (at any depth), once."""
+    found = {id(n): n for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    return sorted(found.values(), key=lambda n: n.lineno)
+
+
+def test_imports_inside_functions_are_few_and_say_why():
+    """Fewer than 20 imports inside functions in lib, each with `# lazy: <why>` on its lines."""
+    found, silent = [], []
+    for name, path in modules().items():
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        for node in function_imports(ast.parse(text)):
+            found.append((name, node.lineno))
+            if not any("# lazy:" in ln for ln in lines[node.lineno - 1:node.end_lineno]):
+                silent.append(f"{name}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    assert len(found) < MAX_FUNCTION_IMPORTS, f"{len(found)} imports inside functions in lib: move them to the top"
+    assert not silent, f"imports inside functions without a `# lazy: <why>` comment: {silent}"
+
+
+def test_function_imports_are_found_at_any_depth():
+    tree = ast.parse("import os\ndef f():\n    if x:\n        import a\n    def g():\n        from b import c\n"
+                     "class K:\n    import d\n    def m(self):\n        import e\n")
+    assert sorted(n.lineno for n in function_imports(tree)) == [4, 6, 10]
+
+
 def test_modules_and_functions_stay_small():
     too_long = []
     for name, path in modules().items():

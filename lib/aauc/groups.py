@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 
+import matplotlib.pyplot as plt
 import pandas as pd
 
 from lib.aauc.stage import embed_graph, topic_table
 from lib.crawl.bfs import bfs_branches
 from lib.linkpred.sampling import derive_seed
 from lib.metrics.aauc import aauc_by_group, aauc_inside_across
+from lib.viz.figures import saved
 
 
 def group_tables(models: dict, splits: dict, graphs: dict, ds, crawl_dir: str | os.PathLike, seeds: list,
@@ -43,10 +45,6 @@ def branch_table(branches: pd.DataFrame) -> pd.DataFrame:
 def plot_groups(topics: pd.DataFrame, branches: pd.DataFrame, path=None):
     """A-AUC per topic (left, one horizontal bar per topic in the table's order) and inside / across BFS branches
     (right, a branch_table); chance at 0.5."""
-    import matplotlib.pyplot as plt
-
-    from lib.viz.figures import saved
-
     tt = topics[topics["aauc"].notna()]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, max(3.2, 0.28 * len(tt) + 1.4)),
                                gridspec_kw={"width_ratios": [2.2, 1]})

@@ -2,21 +2,16 @@
 sensitivity; each returns its matplotlib Figure and, given a path, writes it (lib.viz.figures.saved)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from lib.viz.figures import saved
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 
 def plot_trend(df, path=None, seed_reported=None):
     """AUC and A-AUC against the number of training graphs: df columns train_graphs, seed, protocol, auc, aauc.
     Mean with min–max band over seeds, one line per (metric, protocol); the seed report's points on a second panel."""
-    import matplotlib.pyplot as plt
-
     fig, axes = plt.subplots(1, 2 if seed_reported else 1, figsize=(11 if seed_reported else 6, 4), squeeze=False)
     ax = axes[0, 0]
     for (metric, ls), colour in zip([("auc", "-"), ("aauc", "--")], ["C0", "C1"]):
@@ -48,8 +43,6 @@ def plot_trend(df, path=None, seed_reported=None):
 def plot_tradeoff(df, path=None, seed_reported=None):
     """Scatter of test AUC against test A-AUC, one point per run (df columns label, protocol, auc, aauc), colour =
     run label, marker = protocol, the legend beside the axes; runs whose A-AUC is undefined are not drawn."""
-    import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(7.6, 4.8))
     for i, (label, g) in enumerate(df.groupby("label", sort=False)):
         for protocol, marker in (("seed", "o"), ("leak_free", "s")):
@@ -73,9 +66,6 @@ def plot_tradeoff(df, path=None, seed_reported=None):
 def plot_sensitivity(by_t: "pd.DataFrame", by_r: "pd.DataFrame", r_cos: float, t_cos: float, path=None):
     """A-AUC against T_cos (with the share of positive pairs as bars) and against R_cos (min–max over samples); one
     colour per graph in both panels, named once in a legend beside them."""
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
     share = by_t.groupby("t_cos")["share_pos"].mean()
     fig, (a, b) = plt.subplots(1, 2, figsize=(11.5, 4.0))
     colour = {g: f"C{i % 10}" for i, g in enumerate(dict.fromkeys([*by_t["graph_id"], *by_r["graph_id"]]))}

@@ -197,7 +197,7 @@ STAGE_CONFIGS = ("lib.crawl.config", "lib.embed.config", "lib.linkpred.config", 
 
 def write_cells(notebooks_dir=None, check: bool = False) -> list[str]:
     """Rewrite each notebook's `parameters` cell from its config (check=True: only list the notebooks that differ)."""
-    import nbformat
+    import nbformat  # lazy: slow to load; only writing the parameters cells uses it
 
 
     differ = []

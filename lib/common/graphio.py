@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import networkx as nx
+
 from lib.common.paths import atomic_write_bytes
 
 
@@ -66,8 +68,6 @@ class Graph:
         )
 
     def to_networkx(self):
-        import networkx as nx
-
         g = nx.Graph()
         g.add_nodes_from(range(self.num_nodes))
         g.add_edges_from(self.edges)

@@ -65,7 +65,7 @@ def notebook_parameters(nb_path: str | Path) -> dict[str, dict]:
 
 @functools.lru_cache(maxsize=64)
 def _inspected(path: str, mtime_ns: int) -> dict[str, dict]:  # papermill parses the whole notebook: once per version
-    import papermill as pm
+    import papermill as pm  # lazy: slow to load; only reading a notebook's parameters uses it
 
     return pm.inspect_notebook(path)
 

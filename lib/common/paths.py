@@ -10,6 +10,8 @@ import warnings
 from importlib import metadata
 from pathlib import Path
 
+import pandas as pd
+
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUTS = ROOT / "outputs"
 PARAMS = ROOT / "params"
@@ -117,8 +119,6 @@ def append_csv_rows(path: str | os.PathLike, rows: list[dict], replace: dict | N
     """Add `rows` to the CSV `path` atomically under `locked(path)`, reading it again first, so several processes
     appending to one results file keep each other's rows. replace: drop the rows `rows_with` this key first (an
     incomplete set a killed process left)."""
-    import pandas as pd
-
     path = Path(path)
     with locked(path):
         old = pd.read_csv(path) if path.is_file() else pd.DataFrame()

@@ -1,6 +1,7 @@
 """What every run folder records: resolved parameters, git commit and package versions."""
 from __future__ import annotations
 
+import io
 import json
 import math
 import pickle
@@ -10,7 +11,10 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from lib.common.paths import ROOT, atomic_write_text, move_aside
+import torch
+
+from lib.common.device import resolve_precision
+from lib.common.paths import ROOT, atomic_write_bytes, atomic_write_text, move_aside
 
 PACKAGES = (
     "torch", "torch-geometric", "sentence-transformers", "transformers", "wikipedia-api", "networkx", "pyvis",
@@ -50,8 +54,6 @@ def run_info(params: dict) -> dict:
         "packages": package_versions(),
     }
     if "precision" in params:
-        from lib.common.device import resolve_precision
-
         info["precision"] = resolve_precision(params["precision"], params.get("device", "cpu")).to_dict()
     return info
 
@@ -116,12 +118,6 @@ def flatten(d: dict, prefix: str = "") -> dict:
 
 def save_state(path: str | Path, state: dict) -> Path:
     """torch.save `state` (which carries its "config") to `path` atomically: a kill leaves the previous file whole."""
-    import io
-
-    import torch
-
-    from lib.common.paths import atomic_write_bytes
-
     buf = io.BytesIO()
     torch.save(state, buf)
     return atomic_write_bytes(path, buf.getvalue())
@@ -168,8 +164,6 @@ def read_checkpoint(path: str | Path, device="cpu", what: str = "checkpoint",
     there is no file, or when it cannot be read (cut short by a kill or a full disk, overwritten): such a file is moved
     aside to `<name>.corrupt` with a RecoveryWarning naming it, `what` it is and the `consequence`, so the caller
     rebuilds or resumes from an earlier state instead of failing on it again. Nothing is ever unpickled as code."""
-    import torch
-
     path = Path(path)
     if not path.is_file():
         return None

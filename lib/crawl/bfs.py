@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from collections import deque
 
+import networkx as nx
+
 from lib.common.graphio import Graph
 from lib.common.params import ParamError
 from lib.crawl.pages import OK, CrawlStats, LinkSource, RootSkipped
@@ -78,8 +80,6 @@ def bfs_crawl(source: LinkSource, root: str, max_nodes: int, progress=None) -> G
 
 
 def _num_components(n: int, edges: list[tuple[int, int]]) -> int:
-    import networkx as nx
-
     g = nx.Graph()
     g.add_nodes_from(range(n))
     g.add_edges_from(edges)

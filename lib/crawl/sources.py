@@ -20,6 +20,7 @@ from lib.common.hashing import config_digest
 from lib.common.params import ParamError
 from lib.common.paths import CACHE, WriteError, atomic_write_text, move_aside, os_error_line, package_file
 from lib.common.runinfo import load_json
+from lib.crawl.live import LiveSource
 from lib.crawl.pages import (
     DISAMBIGUATION,
     MISSING,
@@ -305,8 +306,6 @@ def make_source(kind: str, *, snapshot_path: str = "", contact: str = "", api_ur
             sid += ":topics:" + config_digest(sorted(snap.topics.items()))
         return SnapshotSource(snap, source_id=sid)
     if kind == "live":
-        from lib.crawl.live import LiveSource
-
         return LiveSource(contact=contact, api_url=api_url or None, **live_kwargs)
     if kind == "graphs":
         raise ParamError("source='graphs' imports graph files instead of crawling: call import_graphs(snapshot_path, ...)")

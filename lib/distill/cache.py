@@ -7,7 +7,7 @@ Teacher attention (`teacher_attention`, a named parameter of notebook 05):
 - "qk": softmax(q_r k_r^T / sqrt(d_r)) recomputed from the hooked queries and keys for any number R of relation heads.
   It omits MPNet's position bias, so it is not the teacher's attention; it is the choice when R differs from the
   teacher's heads (MiniLMv2-style relations). For BERT teachers (no bias) both definitions agree.
-The first build used "eager" when R = 12 and "qk" otherwise, silently; now the choice is explicit and checked.
+The definition is a parameter, checked against R: neither is picked silently.
 
 Disk cache (`TeacherTargetStore`): per sentence and per teacher layer, the unpadded float16 targets — attention
 [H, T, T] + values [T, D] ("eager") or queries, keys and values [T, D] each ("qk") — keyed by the sentence's sha1, in
@@ -38,6 +38,7 @@ from lib.common.paths import CACHE, atomic_write_bytes, atomic_write_text, move_
 from lib.common.runinfo import load_json, refuse_other_settings
 from lib.distill.losses import DistillError, kl_rows, qk_attention
 from lib.distill.models import Encoder
+from lib.embed.encoder import precision_identity
 
 ATTENTION_DEFINITIONS = ("eager", "qk")
 STORE_FORMAT = 1
@@ -112,7 +113,7 @@ def target_divergence(teacher: Encoder, texts: list[str], layers: list[int], hea
 
 
 class TeacherCache:
-    """In-memory teacher targets per (batch texts, R): the first build's cache, shared by the students of one seed.
+    """In-memory teacher targets per (batch texts, R), shared by the students of one seed.
 
     Keeps at most `max_bytes` of targets (first come, first kept); batches beyond that are recomputed when asked.
     `teacher_sentences` counts the sentences passed through the teacher.
@@ -206,7 +207,6 @@ class TeacherTargetStore:
                  progress: bool = False, precision: str = "fp32"):
         if definition not in ATTENTION_DEFINITIONS:
             raise DistillError(f"teacher_attention={definition!r} is unknown; use one of {ATTENTION_DEFINITIONS}")
-        from lib.embed.encoder import precision_identity
 
         self.precision = _precision(teacher, precision)
         teacher_id = precision_identity(teacher_id, self.precision.name)

@@ -168,8 +168,8 @@ class DistillParams(DeviceStageParams):
     @classmethod
     def from_record(cls, values: dict) -> DistillParams:
         """The config of a params_05.json record: `distill_` parameters under either name, keys that are no field of
-        this class ignored, defaults for the fields it does not hold, except that a record without
-        `embedding_methods` was made before L_EMB existed and so ran none."""
+        this class ignored, defaults for the fields it does not hold, except `embedding_methods`: a record without it
+        ran none."""
         return cls.from_values({"embedding_methods": [], **field_names(values)})
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,14 +27,18 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn as nn
+from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from lib.common.device import DTYPES
-from lib.common.paths import move_aside
+from lib.common.paths import atomic_write_bytes, move_aside
 from lib.common.runinfo import unreadable_reason
 from lib.common.training import TrainingLoop, build_optimizer, optimizer_step
+from lib.crawl.wikispeedia import wikispeedia_snapshot
+from lib.distill.data import load_rotten_tomatoes, load_vital_articles, split_sentences
 from lib.distill.losses import EMBEDDING_LOSSES as LOSSES
 from lib.distill.losses import DistillError, embedding_loss
-from lib.distill.models import Encoder
+from lib.distill.models import Encoder, assistant_path, make_student
+from lib.embed.encoder import encode, load_model, model_id_of
 
 SOURCES = ("vital_titles", "wikispeedia_titles", "sentences")
 
@@ -50,9 +55,6 @@ def transfer_sources(seed: int = 0, val_fraction: float = 0.1, max_sentences: in
     (lib.distill.data), of at most `max_chars` characters (so a student cut at 64 wordpieces sees what the target
     saw), at most `max_sentences` (seeded sample); they have no validation part.
     """
-    from lib.crawl.wikispeedia import wikispeedia_snapshot
-    from lib.distill.data import load_rotten_tomatoes, load_vital_articles, split_sentences
-
     if not 0 < val_fraction < 1:
         raise DistillError(f"val_fraction={val_fraction} must lie in (0, 1), e.g. 0.1")
     arts = load_vital_articles()
@@ -110,9 +112,6 @@ def target_embeddings(texts: list[str], model_dir: str | os.PathLike | None = No
     """The target encoder's embeddings [N, D] float32 of `texts`, computed by stage 2's encoder (lib.embed.encoder:
     its pooling and normalisation); model_dir None = all-MiniLM-L6-v2. Cached in `cache_dir` under the model's
     content identity and a digest of the texts."""
-    from lib.common.paths import atomic_write_bytes
-    from lib.embed.encoder import encode, load_model, model_id_of
-
     model = load_model(model_dir)
     digest = hashlib.sha256("\0".join(texts).encode()).hexdigest()[:16]
     path = Path(cache_dir) / f"{model_id_of(model)}-{digest}.npy" if cache_dir else None
@@ -126,8 +125,6 @@ def target_embeddings(texts: list[str], model_dir: str | os.PathLike | None = No
             return x
     x, _ = encode(model, texts, progress=progress)
     if path is not None:
-        import io
-
         buf = io.BytesIO()
         np.save(buf, x)
         atomic_write_bytes(path, buf.getvalue())
@@ -141,10 +138,6 @@ def assistant_student(layers: list[int], model_dir: str | os.PathLike | None = N
     that order), with its own tokenizer and embeddings: a len(layers) x 384 student before any training.
     dropout: replace the hidden and attention dropout (None keeps the model's). ffn: keep this many feed-forward
     neurons per layer (`prune_feed_forward`; None keeps all 1,536)."""
-    from transformers import AutoModel, AutoTokenizer
-
-    from lib.distill.models import assistant_path
-
     src = Path(model_dir) if model_dir else assistant_path()
     model = AutoModel.from_pretrained(src)
     n = model.config.num_hidden_layers
@@ -190,10 +183,6 @@ def random_student(layers: int, seed: int, model_dir: str | os.PathLike | None =
                    device: str | torch.device = "cpu") -> Encoder:
     """The architecture of `assistant_student` (the assistant's tokenizer, widths and feed-forward size) with every
     weight drawn from a seed (BERT's initialisation)."""
-    from transformers import AutoConfig, AutoTokenizer
-
-    from lib.distill.models import assistant_path, make_student
-
     src = Path(model_dir) if model_dir else assistant_path()
     c = AutoConfig.from_pretrained(src)
     enc = make_student(AutoTokenizer.from_pretrained(src), layers, c.hidden_size, c.num_attention_heads, seed,

@@ -14,17 +14,21 @@ import time
 import numpy as np
 import pandas as pd
 import torch
+from scipy.stats import t as student_t
+from sklearn.metrics import roc_auc_score
 
+from lib.crawl.sources import embedded_snapshot
+from lib.distill.eval import encode
 from lib.distill.losses import DistillError
 from lib.distill.models import Encoder
+from lib.embed.encoder import encode as encode_titles
+from lib.embed.encoder import load_model
 
 
 # ------------------------------------------------------------------------------------------------------ validation
 @torch.no_grad()
 def embed(enc: Encoder, texts: list[str], max_seq_len: int = 64, batch_size: int = 128) -> np.ndarray:
     """Unit-length mean-pooled embeddings [N, D] float32 of an in-memory encoder (eval mode)."""
-    from lib.distill.eval import encode
-
     enc.model.eval()
     x = encode(enc, texts, max_seq_len, batch_size)
     return x / np.linalg.norm(x, axis=1, keepdims=True).clip(1e-12)
@@ -41,8 +45,6 @@ def validation_links(titles: list[str], seed: int = 0, negatives_per_positive: i
     """Link pairs among `titles` for a feature-cosine AUC that never reads a test graph: the stage 1 `embedded`
     source's title-mention links (vital articles) with both ends in `titles`, undirected, against seeded uniform
     non-linked pairs of `titles`. Returns {"titles": [str], "pos": [P, 2], "neg": [P * k, 2]} (indices into titles)."""
-    from lib.crawl.sources import embedded_snapshot
-
     links = embedded_snapshot().links
     index = {t: i for i, t in enumerate(titles)}
     pos = {(min(index[a], index[b]), max(index[a], index[b])) for a, outs in links.items() if a in index
@@ -63,8 +65,6 @@ def validation_links(titles: list[str], seed: int = 0, negatives_per_positive: i
 
 def cosine_link_auc(x: np.ndarray, links: dict) -> float:
     """ROC AUC of the feature-cosine heuristic on `validation_links`' pairs, features x [N, D] in links' title order."""
-    from sklearn.metrics import roc_auc_score
-
     xn = x / np.linalg.norm(x, axis=1, keepdims=True).clip(1e-12)
     pairs = np.concatenate([links["pos"], links["neg"]])
     score = (xn[pairs[:, 0]] * xn[pairs[:, 1]]).sum(1)
@@ -76,17 +76,15 @@ def titles_per_second(model_dir: str | os.PathLike | None, titles: list[str], th
     """Best-of-`repeats` titles per second of stage 2's encoder (lib.embed.encoder.encode: tokenising included,
     equal-length batches) for the sentence-transformers folder `model_dir` (None = all-MiniLM-L6-v2) on `threads`
     CPU threads; the thread count is restored afterwards."""
-    from lib.embed.encoder import encode, load_model
-
     model = load_model(model_dir)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        encode(model, titles[:batch_size], batch_size)
+        encode_titles(model, titles[:batch_size], batch_size)
         best = float("inf")
         for _ in range(repeats):
             t0 = time.perf_counter()
-            encode(model, titles, batch_size)
+            encode_titles(model, titles, batch_size)
             best = min(best, time.perf_counter() - t0)
     finally:
         torch.set_num_threads(before)
@@ -125,8 +123,6 @@ def paired_to_reference(front: pd.DataFrame, reference: str, metrics=("gat_auc",
                         margin: float = 0.01) -> pd.DataFrame:
     """Per (encoder, protocol, metric): mean of encoder minus `reference` paired by seed, std, 95% t-interval and
     `within_margin` (the whole interval lies above -margin: no loss larger than `margin` is supported by the seeds)."""
-    from scipy.stats import t as student_t
-
     ref = front[front.encoder == reference].set_index(["protocol", "seed"])
     rows = []
     for (enc, protocol), g in front[front.encoder != reference].groupby(["encoder", "protocol"], sort=False):

@@ -8,11 +8,19 @@ from __future__ import annotations
 import os
 import time
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
+from matplotlib.ticker import NullFormatter
+from scipy.stats import spearmanr
+from scipy.stats import t as student_t
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from lib.distill.models import Encoder, make_student
+from lib.distill.train import predict_logits
 from lib.viz.figures import saved
 
 
@@ -30,10 +38,6 @@ def encode(enc: Encoder, texts: list[str], max_seq_len: int, batch_size: int = 6
 
 def linear_probe(x_train, y_train, x_eval: dict, seed: int = 0, C: float = 1.0) -> dict[str, float]:
     """Accuracy of a logistic-regression head on frozen, standardised embeddings (sklearn; eval split -> accuracy)."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
     clf = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=2000, random_state=seed))
     clf.fit(x_train, y_train)
     return {k: float((clf.predict(x) == y).mean()) for k, (x, y) in x_eval.items()}
@@ -46,9 +50,6 @@ def fidelity(student_fit: np.ndarray, teacher_fit: np.ndarray, student_eval: np.
     least-squares linear map fitted on other sentences (dimensions differ, 384 vs 768); spearman: Spearman correlation
     of the pairwise cosine similarities (upper triangle) of student vs teacher, which needs no map.
     """
-    from scipy.stats import spearmanr
-    from sklearn.linear_model import Ridge
-
     def unit(x):
         return x / np.linalg.norm(x, axis=1, keepdims=True).clip(1e-12)
 
@@ -95,8 +96,6 @@ def task_accuracy(enc: Encoder, data: dict, task: str, max_seq_len: int, seed: i
     Scored by the encoder's own classification head when a task loss trained one ('ce' or L_OUT in the combination);
     a combination without one (e.g. 'at+vr' on the task texts) is scored by a linear probe on frozen embeddings.
     """
-    from lib.distill.train import predict_logits
-
     if enc.head is not None:
         return {**{f"task_{s}": float((predict_logits(enc, data[task][s].text.tolist(), max_seq_len).argmax(1)
                                        == data[task][s].label.values).mean()) for s in ("val", "test")},
@@ -191,9 +190,6 @@ def plot_loss_curves(hist: dict, path: str | os.PathLike | None = None, points: 
     """One column per loss term (L_AT, L_VR, L_VMSE, total) and one row per group of at most `per_row` runs (runs of
     one step budget together), each row with its own legend; a run of more than `points` steps is drawn as its
     rolling mean over len/points steps (the raw per-step losses of long runs overlap into a band)."""
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
-
     terms = [t for t in ("L_AT", "L_VR", "L_VMSE", "loss") if any(t in h for h in hist.values())]
     rows = _loss_rows(hist, per_row)
     fig, axes = plt.subplots(len(rows), len(terms), figsize=(3.4 * len(terms) + 2.6, 2.8 * len(rows) + 0.5),
@@ -222,8 +218,6 @@ def plot_loss_curves(hist: dict, path: str | os.PathLike | None = None, points: 
 
 def plot_attention_maps(maps: dict, heads=(0, 1, 2, 3), path: str | os.PathLike | None = None):
     """Supplement Figures 1-3: rows = models, columns = last-layer heads; maps: name -> ([H, T, T], tokens)."""
-    import matplotlib.pyplot as plt
-
     fig, axes = plt.subplots(len(maps), len(heads), figsize=(3.4 * len(heads), 4.0 * len(maps) + 0.4), squeeze=False)
     for r, (name, (att, toks)) in enumerate(maps.items()):
         size = 7 if len(toks) <= 24 else 5.5
@@ -243,8 +237,6 @@ def plot_versus_control(vs: pd.DataFrame, metric: str = "task_test", path: str |
 
     vs: the output of lib.distill.verdicts.versus_control (index student, init, task, combo; columns <metric>_mean/_std).
     """
-    import matplotlib.pyplot as plt
-
     groups = list(dict.fromkeys(i[:3] for i in vs.index))
     fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups), 3.2), squeeze=False, sharey=False)
     for ax, key in zip(axes[0], groups):
@@ -268,8 +260,6 @@ def paired_differences(results: pd.DataFrame, reference: str = "no distillation"
 
     methods: the methods compared (default every other one). Columns student, init, method, versus, metric, seeds,
     diff, std, ci_low, ci_high."""
-    from scipy.stats import t as student_t
-
     ta = results[results.stage == "task-agnostic"]
     ref = ta[ta.method == reference].set_index(["student", "init", "seed"])
     rows = []
@@ -351,8 +341,6 @@ def plot_learning_curves(curves: dict[str, pd.DataFrame], results: pd.DataFrame,
                          path: str | os.PathLike | None = None):
     """One panel per metric: mean over seeds (band: min-max) of every (student, init, method) against steps; the
     step-0 point is the undistilled control; dashed lines are the teacher and the pre-trained assistant."""
-    import matplotlib.pyplot as plt
-
     meta = results.set_index("model")
     long = pd.concat([c.assign(student=meta.loc[n, "student"], init=meta.loc[n, "init"], method=meta.loc[n, "method"],
                                seed=meta.loc[n, "seed"]) for n, c in curves.items() if n in meta.index], ignore_index=True)

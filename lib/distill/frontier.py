@@ -24,10 +24,19 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pandas as pd
+import torch
+from threadpoolctl import threadpool_limits
 
 from lib.common.paths import append_csv_rows, locked, rows_with
+from lib.distill.eval import encode, evaluate_embedder, paired_differences
 from lib.distill.lp import REFERENCE
+from lib.distill.models import assistant_path, load_encoder
+from lib.embed.encoder import default_model_dir, load_model, model_identity
+from lib.embed.encoder import encode as encode_titles
+from lib.embed.static import STATIC_CONFIG, StaticEncoder, distil
+from lib.viz.figures import saved
 
 
 @dataclass(frozen=True)
@@ -43,8 +52,6 @@ class Embedder:
     def architecture(self) -> str:
         """'static' or 'L<layers>-H<hidden>-F<feed-forward>' from the folder's config.json: encoders that should run
         at the same speed."""
-        from lib.distill.models import assistant_path
-
         if self.kind == "static":
             return "static"
         c = json.loads(((self.folder or assistant_path()) / "config.json").read_text())
@@ -53,8 +60,6 @@ class Embedder:
     @property
     def layers(self) -> int:
         """Transformer layers (0 for a static model), read from the folder's config.json."""
-        from lib.distill.models import assistant_path
-
         if self.kind == "static":
             return 0
         return int(json.loads(((self.folder or assistant_path()) / "config.json").read_text())["num_hidden_layers"])
@@ -65,9 +70,6 @@ def static_embedder(root: str | os.PathLike, pca_dims: int | None, seed: int = 0
     """The model2vec model distilled from all-MiniLM-L6-v2 (or from the transformer `source`, e.g. a student) with
     `pca_dims` (None: no PCA) in root/m2v_<dims>[_<source folder>]; distilled only when the folder is absent or was
     made with other settings."""
-    from lib.embed.encoder import default_model_dir
-    from lib.embed.static import STATIC_CONFIG, distil
-
     dims = f"pca{pca_dims}" if pca_dims else "nopca"
     name, made_from = (f"m2v_{dims}", REFERENCE) if source is None else (f"m2v_{dims}_{source.folder.name}",
                                                                           source.label)
@@ -84,20 +86,15 @@ def static_embedder(root: str | os.PathLike, pca_dims: int | None, seed: int = 0
 def titles_per_second(model, titles: list[str], threads: int, reps: int = 3, batch_size: int = 256) -> list[float]:
     """Titles/s of `lib.embed.encoder.encode(model, titles)` (stage 2's path) with `threads` torch and BLAS threads,
     one value per repetition after a warm-up."""
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    from lib.embed.encoder import encode
-
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         with threadpool_limits(threads):
-            encode(model, titles[:batch_size], batch_size=batch_size)
+            encode_titles(model, titles[:batch_size], batch_size=batch_size)
             out = []
             for _ in range(reps):
                 t0 = time.perf_counter()
-                encode(model, titles, batch_size=batch_size)
+                encode_titles(model, titles, batch_size=batch_size)
                 out.append(len(titles) / (time.perf_counter() - t0))
     finally:
         torch.set_num_threads(before)
@@ -107,8 +104,6 @@ def titles_per_second(model, titles: list[str], threads: int, reps: int = 3, bat
 def speed_rows(embedders: list[Embedder], titles: list[str], threads=(1, 2), reps: int = 3) -> pd.DataFrame:
     """Median titles/s per (embedder, threads) on the same titles; repetitions alternate the embedders, so a noisy
     shared machine slows all of them alike. Columns embedder, threads, titles_per_s, reps, titles."""
-    from lib.embed.encoder import load_model
-
     models = {e.label: load_model(e.folder) for e in embedders}
     runs = {(e.label, t): [] for e in embedders for t in threads}
     for _ in range(reps):
@@ -126,11 +121,6 @@ def probe_rows(embedders: list[Embedder], data: dict, teacher_emb: dict, max_seq
     Transformers run through lib.distill.models.Encoder exactly as stage 5 evaluates them; static models cut texts at
     as many of their own tokens. Finished embedders are kept in `rows_file` (resumable; processes sharing it probe
     each model once)."""
-    from lib.distill.eval import encode, evaluate_embedder
-    from lib.distill.models import assistant_path, load_encoder
-    from lib.embed.encoder import model_identity
-    from lib.embed.static import StaticEncoder
-
     rows_file = Path(rows_file) if rows_file else None
     rows = []
     for e in embedders:
@@ -186,8 +176,6 @@ def paired_to_reference(lp: pd.DataFrame, reference: str = REFERENCE, metrics=("
     """Per (protocol, model, embedder) and metric: the difference to `reference` on the same seed, its mean, std and
     95% t-interval over the paired seeds (lib.distill.eval.paired_differences). Columns protocol, model, embedder,
     metric, seeds, diff, std, ci_low, ci_high."""
-    from lib.distill.eval import paired_differences
-
     df = lp.assign(stage="task-agnostic", student=lp.protocol + "|" + lp.model, init="", method=lp.embedder)
     out = paired_differences(df, reference=reference, metrics=metrics)
     out[["protocol", "model"]] = out.student.str.split("|", expand=True)
@@ -274,10 +262,6 @@ def plot_frontier(table: pd.DataFrame, protocols: list[str], threads: int = 1, p
     """Rows GatModel and feature-cosine test AUC, one column per protocol: titles/s at `threads` thread(s) (log x)
     against the AUC (mean, bar: std over seeds), one marker per encoder; the shaded band is the reference's AUC +-0.01
     and the dotted line 2x its speed."""
-    import matplotlib.pyplot as plt
-
-    from lib.viz.figures import saved
-
     markers = "osD^vP*Xh<>p"
     fig, axes = plt.subplots(2, len(protocols), figsize=(4.6 * len(protocols) + 3.2, 7.2), squeeze=False)
     ref = table.set_index("embedder").loc[REFERENCE]

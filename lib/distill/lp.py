@@ -14,8 +14,15 @@ import pandas as pd
 
 from lib.common.graphio import read_graph
 from lib.common.paths import append_csv_rows, locked, rows_with
+from lib.crawl import campaign as crawl
 from lib.distill.losses import DistillError
+from lib.embed import dataset
+from lib.embed.dataset import split_graphs
+from lib.embed.encoder import load_model, model_id_of
+from lib.embed.store import embed_titles, open_store
 from lib.linkpred.config import GatParams
+from lib.linkpred.data import usable_graphs
+from lib.linkpred.stage import run_experiment
 
 REFERENCE = "all-MiniLM-L6-v2"
 LP_MODELS = ("gat_model", "cosine")
@@ -44,9 +51,6 @@ def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, 
     its dataset folder and appended under a lock on the file.
     Returns rows {embedder, seed, dim, model, protocol, auc, ap, hits@50, mrr, aauc, model_id}.
     """
-    from lib.crawl import campaign as crawl
-    from lib.embed.encoder import load_model, model_id_of
-
     run_dir = Path(run_dir)
     if not link_prediction_available():
         raise DistillError("link prediction needs lib.embed.encoder and lib.linkpred.train (stages 2-3) in this checkout")
@@ -93,11 +97,6 @@ def _score(files: list, titles: list[str], model, key: dict, out: Path, run_dir:
     """One (embedder, seed) pair of `link_prediction_eval`: embed, build the dataset in `out`, train and score with
     `params` (lp_params)."""
     seed = params.seed
-    from lib.embed import dataset
-    from lib.embed.dataset import split_graphs
-    from lib.embed.store import embed_titles, open_store
-    from lib.linkpred.data import usable_graphs
-    from lib.linkpred.stage import run_experiment
 
     store = open_store(model)
     embed_titles(titles, model, store, progress=progress)

@@ -17,10 +17,13 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
+from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel
+from transformers.utils import logging as hf_logging
 
 from lib.common.graphio import sha256_file as _sha256
 from lib.common.paths import CACHE, package_file
 from lib.distill.losses import DistillError
+from lib.embed.encoder import EmbedError, default_model_dir, model_identity
 
 # sha256 of all-mpnet-base-v2/model.safetensors inside the joined zip (the issue names its prefix 78c0197b).
 MPNET_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
@@ -89,8 +92,6 @@ def ensure_teacher(cache_dir: str | os.PathLike = CACHE / "models", parts: list[
 
 def assistant_path() -> Path:
     """Folder of all-MiniLM-L6-v2 (the teacher assistant); DistillError naming the install command if absent."""
-    from lib.embed.encoder import EmbedError, default_model_dir
-
     try:
         return default_model_dir()
     except EmbedError as e:
@@ -163,8 +164,6 @@ class Encoder:
 
 def encoder_identity(enc: Encoder) -> str:
     """A stable id of a loaded encoder's weights and tokenizer (lib.embed.encoder.model_identity of its folder)."""
-    from lib.embed.encoder import model_identity
-
     if enc.source is None:
         raise DistillError(f"{enc.name} was built in memory and has no identity on disk; save it first or use the "
                            "in-memory TeacherCache")
@@ -173,8 +172,6 @@ def encoder_identity(enc: Encoder) -> str:
 
 def load_encoder(model_dir: str | os.PathLike, name: str | None = None, device: str | torch.device = "cpu") -> Encoder:
     """An Encoder from a sentence-transformers or HF folder, with eager attention so attention probabilities are returned."""
-    from transformers import AutoModel, AutoTokenizer
-
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise DistillError(f"model folder {model_dir} has no config.json; pass a sentence-transformers folder")
@@ -195,8 +192,6 @@ def make_student(teacher_tokenizer, layers: int, hidden: int = 384, heads: int =
     `layers` of the assistant's layers chosen uniformly (assistant layer round((m+1) * L_a / M) - 1 for m < M).
     intermediate: feed-forward width (default: the assistant's, else 4 x hidden).
     """
-    from transformers import BertConfig, BertModel
-
     if layers < 1 or hidden % heads:
         raise DistillError(f"student {layers} x {hidden} with {heads} heads is impossible; hidden must be a multiple of heads")
     ffn = intermediate or (init_from.model.config.intermediate_size if init_from is not None else 4 * hidden)
@@ -274,8 +269,12 @@ def save_sentence_transformer(enc: Encoder, folder: str | os.PathLike, max_seq_l
                               normalize: bool = False) -> Path:
     """Write `enc` as a sentence-transformers folder (Transformer + mean Pooling, + Normalize when `normalize`, as
     all-MiniLM-L6-v2 has) usable as a stage-2 `model_dir`."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+    from sentence_transformers import SentenceTransformer  # lazy: slow to load; only saving a model folder uses it
+    from sentence_transformers.sentence_transformer.modules import (  # lazy: slow to load; only saving a model folder uses it
+        Normalize,
+        Pooling,
+        Transformer,
+    )
 
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -283,7 +282,6 @@ def save_sentence_transformer(enc: Encoder, folder: str | os.PathLike, max_seq_l
         hf = Path(tmp) / "hf"
         enc.model.save_pretrained(hf)
         enc.tokenizer.save_pretrained(hf)
-        from transformers.utils import logging as hf_logging
 
         level = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # the unused pooler is new here: a report of it names this temporary folder

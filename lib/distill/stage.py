@@ -16,15 +16,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
 from lib.distill.cache import TeacherCache, TeacherTargetStore
 from lib.distill.checkpoint import GridCheckpoint
 from lib.distill.config import CONTROL, DistillParams
-from lib.distill.data import build_datasets, load_rotten_tomatoes, load_vital_articles, split_ids, split_sentences  # noqa: F401
 from lib.distill.eval import encode, evaluate, fidelity_of, head_accuracy, task_accuracy
 from lib.distill.losses import VARIANT_SPECS, LossSpec
-from lib.distill.lp import REFERENCE as LP_REFERENCE  # noqa: F401
-from lib.distill.lp import link_prediction_available, link_prediction_eval, lp_table, lp_verdicts  # noqa: F401
 from lib.distill.models import Encoder, encoder_identity, make_student, save_sentence_transformer
 from lib.distill.train import (
     DistillConfig,
@@ -194,8 +192,6 @@ def embedding_method(combo: str) -> str:
 def embedding_targets(cfg: DistillParams, teacher: Encoder, assistant: Encoder, texts: list[str]) -> np.ndarray:
     """L_EMB's targets [N, D_e]: the mean-pooled sentence embeddings of `texts` by `cfg.embedding_target` (minilm:
     the assistant all-MiniLM-L6-v2, 384; teacher: all-mpnet-base-v2, 768), cut at the grid's token limit."""
-    import torch
-
     with torch.no_grad():
         return encode(assistant if cfg.embedding_target == "minilm" else teacher, texts, cfg.distill_max_seq_len)
 

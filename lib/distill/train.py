@@ -185,7 +185,7 @@ def prepare_run(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig
     dev = student.model.device
     proj = nn.Linear(student.hidden, t.hidden).to(dev) if spec.vmse > 0 else None
     head = nn.Linear(student.hidden, task.n_classes).to(dev) if spec.needs_task else None
-    # drawn after proj and head, so runs without L_EMB draw the same initial weights as before it existed
+    # drawn after proj and head, so a run without L_EMB draws the same initial weights whether or not L_EMB exists
     emb_proj = nn.Linear(student.hidden, embedding.shape[1]).to(dev) \
         if spec.needs_embedding and embedding.shape[1] != student.hidden else None
     params = list(student.model.parameters())

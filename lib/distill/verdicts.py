@@ -7,11 +7,9 @@ import numpy as np
 import pandas as pd
 
 from lib.distill.config import DistillParams
-from lib.distill.data import build_datasets, load_rotten_tomatoes, load_vital_articles, split_ids, split_sentences  # noqa: F401
 from lib.distill.eval import CURVE_METRICS, curve_trends, difference_sentences, paired_differences
 from lib.distill.losses import DistillError
-from lib.distill.lp import REFERENCE as LP_REFERENCE  # noqa: F401
-from lib.distill.lp import link_prediction_available, link_prediction_eval, lp_table, lp_verdicts  # noqa: F401
+from lib.distill.lp import REFERENCE as LP_REFERENCE
 from lib.distill.stage import ABLATIONS, CONTROL, embedding_method, student_folder
 
 

@@ -16,10 +16,15 @@ import os
 import sys
 import time
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # set before transformers loads: a missing model fails, not downloads
+
 from lib.common.device import get_device, set_threads
 from lib.common.paths import resolve
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from lib.distill.checkpoint import checkpoint_rows
+from lib.distill.config import read_params_05
+from lib.distill.data import build_datasets
+from lib.distill.models import assistant_path, ensure_teacher, load_encoder
+from lib.distill.stage import run_grid
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,19 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="CPU threads of this process (default 1)")
     args = ap.parse_args(argv)
 
-
     out_dir = resolve(args.run_dir) / "distill"
     params = out_dir / "params_05.json"
     if not params.is_file():
         print(f"error: {params} does not exist; start notebook 05 on {args.run_dir} first (the worker helps a grid "
               f"that is running and takes its parameters from there)", file=sys.stderr)
         return 2
-
-    from lib.distill.checkpoint import checkpoint_rows
-    from lib.distill.config import read_params_05
-    from lib.distill.data import build_datasets
-    from lib.distill.models import assistant_path, ensure_teacher, load_encoder
-    from lib.distill.stage import run_grid
 
     cfg = read_params_05(params)
     dev = get_device(cfg.device)

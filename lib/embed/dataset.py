@@ -20,6 +20,8 @@ from typing import Iterable
 
 import numpy as np
 import torch
+from torch_geometric.data import Data
+from torch_geometric.utils import remove_self_loops, to_undirected
 from tqdm.auto import tqdm
 
 from lib.common.graphio import read_graph, sha256_bytes, sha256_file
@@ -37,8 +39,6 @@ class DatasetError(ValueError):
 
 def undirected_edge_index(edges: list[tuple[int, int]], num_nodes: int) -> torch.Tensor:
     """edge_index [2, 2E] long: both directions, no self-loops, coalesced (sorted, no duplicates)."""
-    from torch_geometric.utils import remove_self_loops, to_undirected
-
     if not edges:
         return torch.zeros((2, 0), dtype=torch.long)
     ei = torch.as_tensor(np.asarray(edges, dtype=np.int64).T)
@@ -72,7 +72,8 @@ def build_dataset(graph_files: Iterable[str | os.PathLike], store: EmbeddingStor
 
     Every title must already be in `store` (run `lib.embed.store.embed_titles` first). graph_id = file stem; two files
     with the same stem are an error. A graph whose source file, model and precision are unchanged since the last
-    build is kept as it is, so re-running costs one hash per file. .pt files of graphs no longer listed are removed.
+    build is kept as it is, so re-running costs one hash per file. .pt files of graphs the list does not hold are
+    removed.
     """
 
     if precision not in PRECISIONS:
@@ -166,7 +167,7 @@ class GraphDataset(torch.utils.data.Dataset):
         src = Path(self.index[self._pos[graph_id]].get("source", ""))
         graph = read_graph(src if src.is_file() else Path(crawl_dir) / "graphs" / f"{graph_id}.json")
         if list(graph.titles) != list(self[graph_id].titles):
-            raise DatasetError(f"dataset graph {graph_id!r} no longer matches its crawl file; rebuild the dataset "
+            raise DatasetError(f"dataset graph {graph_id!r} does not match its crawl file; rebuild the dataset "
                                f"(notebook 02)")
         return graph
 
@@ -185,8 +186,6 @@ class GraphDataset(torch.utils.data.Dataset):
                                f"only that file") from None
 
     def __getitem__(self, i: int | str):
-        from torch_geometric.data import Data
-
         if isinstance(i, str):
             if i not in self._pos:
                 raise KeyError(f"graph_id {i!r} is not in dataset {self.path}")

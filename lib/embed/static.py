@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
+import torch
+from scipy.sparse import csr_matrix
 
 STATIC_CONFIG = "static.json"  # provenance of a distilled folder; part of the folder's content hash
 MAX_TOKENS = 256  # titles are cut to the first 256 tokens, as all-MiniLM-L6-v2's max_seq_length cuts them
@@ -47,11 +51,6 @@ def distil(source_dir: str | os.PathLike, out_dir: str | os.PathLike, pca_dims: 
     identity) does not depend on where the source is installed; default: the source folder's name.
     Returns out_dir. Table: float32 [vocabulary, pca_dims].
     """
-    import shutil
-    import tempfile
-
-    import torch
-
     source_dir, out_dir = Path(source_dir), Path(out_dir)
     if not (source_dir / "config.json").is_file():
         raise StaticModelError(f"source_dir={str(source_dir)!r} has no config.json; pass a local sentence-transformers "
@@ -59,8 +58,8 @@ def distil(source_dir: str | os.PathLike, out_dir: str | os.PathLike, pca_dims: 
     if pca_dims is not None and (not isinstance(pca_dims, int) or pca_dims < 1):
         raise StaticModelError(f"pca_dims={pca_dims!r} must be a positive integer or None (no PCA)")
     os.environ["HF_HUB_OFFLINE"] = "1"  # a missing file must fail, not download
-    from model2vec import __version__ as m2v_version
-    from model2vec.distill import distill as m2v_distill
+    from model2vec import __version__ as m2v_version  # lazy: optional; only the static-embedding student uses it
+    from model2vec.distill import distill as m2v_distill  # lazy: optional; only the static-embedding student uses it
 
     torch.manual_seed(seed)
     np.random.seed(seed)
@@ -105,7 +104,7 @@ class StaticEncoder:
             raise StaticModelError(f"{str(path)!r} is not a model2vec folder (missing {', '.join(missing) or 'folder'});"
                                    f" distil one with lib.embed.static.distil(source_dir, out_dir)")
         os.environ["HF_HUB_OFFLINE"] = "1"
-        from model2vec import StaticModel
+        from model2vec import StaticModel  # lazy: optional; only the static-embedding student uses it
 
         self.model = StaticModel.from_pretrained(path, force_download=False)
         _no_padding(self.model.tokenizer)
@@ -143,8 +142,6 @@ class StaticEncoder:
 
     def _pool(self, ids: list[list[int]]) -> np.ndarray:
         """[len(ids), dim] float32: a sparse [titles, vocabulary] matrix of weight / length times the table."""
-        from scipy.sparse import csr_matrix
-
         lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
         flat = np.fromiter((t for seq in ids for t in seq), dtype=np.int64, count=int(lens.sum()))
         w = np.ones(len(flat), np.float32) if self.weights is None else self.weights[flat]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Iterable
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from lib.common import chunks
 from lib.common.paths import CACHE, atomic_write_bytes, atomic_write_text, move_aside
@@ -203,8 +204,6 @@ def embed_titles(titles: Iterable, model, store: EmbeddingStore, batch_size: int
     "model_id", "chunks_written"}. `truncated` counts newly encoded titles longer than the model's max_seq_length
     tokens (cut, as sentence-transformers does).
     """
-    from tqdm.auto import tqdm
-
     if not isinstance(batch_size, int) or batch_size < 1:
         raise EmbedError(f"batch_size={batch_size!r} must be a positive integer")
     if not isinstance(chunk_size, int) or chunk_size < 1:

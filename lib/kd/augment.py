@@ -29,7 +29,7 @@ Tagger = Callable[[list[str]], list[Tagged]]
 def load_spacy(disable: tuple[str, ...] = ()):
     """The English spaCy pipeline (cached per set of disabled components); DistillError naming the install if absent."""
     try:
-        import spacy
+        import spacy  # lazy: spaCy is optional and slow to load; only augmentation uses it
 
         return spacy.load(SPACY_MODEL, disable=list(disable))
     except (ImportError, OSError) as e:

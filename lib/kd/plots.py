@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from lib.viz.figures import saved
 
@@ -12,9 +14,6 @@ from lib.viz.figures import saved
 def plot_kd(rows: pd.DataFrame, teacher: list[dict], path: str | Path | None = None):
     """Bars of test accuracy (mean ± std over seeds) per task: each KD student beside its CE-only control, the
     fine-tuned teacher as a dashed line; the legend sits below the panels."""
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
     tasks = list(dict.fromkeys(rows.task))
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.6), squeeze=False, sharey=True)
     for ax, task in zip(axes[0], tasks):
@@ -39,8 +38,6 @@ def plot_kd(rows: pd.DataFrame, teacher: list[dict], path: str | Path | None = N
 
 def plot_probing(table: pd.DataFrame, path: str | Path | None = None):
     """Heat map of probing accuracy, models x tasks, the majority-class row included."""
-    import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(1.1 * table.shape[1] + 3, 0.42 * table.shape[0] + 1.6))
     im = ax.imshow(table.to_numpy(float), cmap="viridis", vmin=0, vmax=1, aspect="auto")
     ax.set_xticks(range(table.shape[1]), table.columns, rotation=30, ha="right", fontsize=8)

@@ -25,7 +25,7 @@ from lib.common.hashing import config_digest, text_key
 from lib.common.paths import atomic_write_bytes, atomic_write_text, move_aside
 from lib.common.runinfo import load_json, read_checkpoint, refuse_other_settings, unreadable_reason
 from lib.distill.data import load_vital_articles, split_ids, split_sentences
-from lib.distill.eval import encode
+from lib.distill.eval import encode, linear_probe
 from lib.distill.losses import DistillError
 from lib.distill.models import Encoder, encoder_identity
 from lib.distill.train import (
@@ -35,6 +35,7 @@ from lib.distill.train import (
     predict_logits,
 )
 from lib.kd import train as K
+from lib.kd.augment import augment
 from lib.kd.config import STUDENT_KINDS, KdParams
 
 METHODS = ("kd", "control")  # control: same student, init and steps, hard-label CE on the labelled texts only
@@ -132,8 +133,6 @@ class LogitCache:
 def transfer_set(train: pd.DataFrame, cfg: KdParams, seed: int, mask_token: str,
                  tagger=None) -> tuple[list[str], np.ndarray]:
     """The labelled training texts followed by up to `augment_max` augmented ones (label NO_LABEL): texts [N], labels [N]."""
-    from lib.kd.augment import augment
-
     texts, labels = train.text.tolist(), train.label.to_numpy(np.int64)
     if cfg.augment_max == 0:
         return texts, labels
@@ -313,7 +312,8 @@ def encoder_representations(enc: Encoder, texts: list[str], max_seq_len: int) ->
 
 def minilm_folders(minilm_dir: str | Path | None, seed: int = 0) -> dict[str, Path]:
     """Stage-5 students saved by notebook 05 (`student_{L}x{H}_{init}_s{seed}`, `control_{L}x{H}_{init}_s{seed}`;
-    folders of older runs have no init) -> label -> folder. Labels name the init only where a shape has several."""
+    a `student_{L}x{H}_s{seed}` folder names no init) -> label -> folder. Labels name the init only where a shape has
+    several."""
     if not minilm_dir or not Path(minilm_dir).is_dir():
         return {}
     found = []
@@ -345,7 +345,5 @@ def by_task(reps: np.ndarray, texts: list[str], tasks: dict[str, tuple[list[str]
 
 def frozen_task_accuracy(reps: dict[str, np.ndarray], data_task: dict, seed: int = 0) -> float:
     """Test accuracy of a logistic-regression head on frozen representations {split: [N, D]} (stage 5's probe)."""
-    from lib.distill.eval import linear_probe
-
     return linear_probe(reps["train"], data_task["train"].label.to_numpy(),
                         {"test": (reps["test"], data_task["test"].label.to_numpy())}, seed)["test"]

@@ -34,14 +34,14 @@ from tqdm.auto import tqdm
 
 from lib.linkpred.checkpoint import data_fingerprint
 from lib.linkpred.config import TrainConfig
-from lib.linkpred.model import ModelConfig
 from lib.linkpred.decoders import VARIANTS
 from lib.linkpred.evaluate import evaluate_model, evaluate_scorer
-from lib.linkpred.heuristics import HeuristicStack
+from lib.linkpred.heuristics import HEURISTICS, HeuristicStack, heuristic_scores
+from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import ProtocolSplit
 from lib.linkpred.sampling import NEGATIVE_SETS
 from lib.linkpred.train import Checkpointing, train_model
-from lib.metrics.link import STRATA, choose_on_validation
+from lib.metrics.link import STRATA, choose_on_validation, set_metrics
 
 # Training settings a variant fixes whatever the profile says. ncn_stack_uniform is ncn_stack trained for the uniform
 # negative set only: on the seed40 validation graphs (leak_free, seed 0) ncn_stack's validation AUC with uniform
@@ -146,8 +146,6 @@ def rescaled(variants) -> bool:
 def shortcut_scores(task, pairs) -> np.ndarray:
     """SHORTCUT's scores [P] of pairs [2, P] on a task: 1.0 where the pair has no common neighbour in the task's message
     passing, else 0.0."""
-    from lib.linkpred.heuristics import heuristic_scores
-
     return (heuristic_scores("common_neighbours", task.data.x, task.mp_edge_index, task.data.num_nodes, pairs) == 0
             ).astype(np.float64)
 
@@ -193,13 +191,11 @@ def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc"
 
     The best graph model is chosen by its mean *validation* AUC on that negative set (column val_auc, from
     validation_of) among the models that have one, so no test number picks it; "best on test" names the model with the
-    highest mean test AUC beside it. Rows without val_auc (older runs) fall back to the test AUC, and "chosen on" says
-    which was used. Where the rows hold SHORTCUT, its metrics and the best model's mean margin over it
+    highest mean test AUC beside it. Rows without val_auc (published runs that kept none) fall back to the test AUC,
+    and "chosen on" says which was used. Where the rows hold SHORTCUT, its metrics and the best model's mean margin over it
     ({metric}_margin_shortcut) are added; it is not part of the bar. A protocol × negative set without a defined AUC
     (its tasks hold no such negative) has no row. Where the rows hold per-stratum metrics (auc_cn, mrr_no_cn, ...),
     {metric}_{stratum}_margin is the best model's mean margin over the bar within that stratum of positives."""
-    from lib.linkpred.heuristics import HEURISTICS
-
     out = []
     for (p, n), g in rows.groupby(["protocol", "negatives"], sort=False):
         g = g[g["auc"].notna()]  # a negative set with no pairs in these tasks (e.g. no dist2 negative exists) has none
@@ -244,9 +240,6 @@ def structure_profile(tasks: list, hits_k: int = 50) -> dict:
     common neighbour, so there the shortcut's MRR is about the share of positives without one; a matched negative has
     one exactly when its positive has, so there the shortcut's AUC is 0.5. Where validation and test differ in
     pos_no_cn, validation measures another task than test. Reads the tasks' pairs, never a model."""
-    from lib.linkpred.heuristics import heuristic_scores
-    from lib.metrics.link import set_metrics
-
     def cn(t, pairs):
         return heuristic_scores("common_neighbours", t.data.x, t.mp_edge_index, t.data.num_nodes, pairs)
 

@@ -12,9 +12,11 @@ from tqdm.auto import tqdm
 from lib.common.params import require
 from lib.common.paths import resolve
 from lib.common.runinfo import load_json, read_json
+from lib.embed.dataset import GraphDataset, load_split
 from lib.linkpred import beyond as B
 from lib.linkpred.checkpoint import load_checkpoint
 from lib.linkpred.config import BeyondParams, GatParams, TrainConfig, stored_settings
+from lib.linkpred.data import usable_graphs
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import ProtocolSplit, make_protocol
 from lib.linkpred.sampling import TitlePairs
@@ -25,9 +27,6 @@ def load_stage3(cfg: BeyondParams) -> dict:
     "graphs" {graph id: usable graph}, "splits" {seed: {"train", "val", "test": graph ids}}, "seeds", "gat_config"
     (the seed GatModel checkpoint's config), "protocol_settings" (notebook 03's, so the test pairs are the same)}.
     A run_dir without notebook 03, or protocols / seeds it did not run, stop here naming the fix."""
-    from lib.embed.dataset import GraphDataset, load_split
-    from lib.linkpred.data import usable_graphs
-
     run_path = resolve(cfg.run_dir)
     metrics = read_json(run_path / "metrics.json")
     require("train_gat" in metrics and (run_path / "train_gat_rows.csv").is_file(), "run_dir", cfg.run_dir,

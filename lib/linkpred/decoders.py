@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from lib.linkpred.heuristics import adjacency, density_factor, pair_features, pair_structure
+
 DECODERS = ("dot", "hadamard_mlp", "ncn")
 
 # The decoder variants notebook 03b compares, by name: the GatModel settings each one sets (lib.linkpred.beyond trains
@@ -44,8 +46,6 @@ def common_neighbours_matrix(mp_edge_index: Tensor, num_nodes: int, pairs: Tenso
     product CN and AA are read from): torch has no sparse row gather with elementwise product on CPU, and the P × N
     matrix is never dense. a: the CSR adjacency of mp_edge_index when the caller already has it; cache: see
     pair_structure."""
-    from lib.linkpred.heuristics import pair_structure
-
     s = pair_structure(mp_edge_index, num_nodes, pairs, a, cache).common.tocoo()
     idx = torch.from_numpy(np.vstack([s.row, s.col]).astype(np.int64))
     return torch.sparse_coo_tensor(idx, torch.ones(idx.size(1)), (pairs.size(1), num_nodes),
@@ -141,7 +141,6 @@ class PairDecoder(nn.Module):
             if mp_edge_index is None:
                 raise ValueError(f"the {self.kind} decoder{' with features' if self.features else ''} needs the "
                                  f"message-passing edges: call decode(z, pairs, mp_edge_index, x)")
-        from lib.linkpred.heuristics import adjacency, density_factor, pair_features
 
         ref = self._ref()
         # In eval mode the pairs are a fixed validation or test set, scored again every epoch and by every variant:

@@ -23,8 +23,13 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 import torch
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 from torch import Tensor
 from torch_geometric.data import Data
+
+from lib.linkpred.sampling import derive_seed, sample_negatives, split_edges, training_exclusions
 
 HEURISTICS = ("cosine", "pref_attach", "common_neighbours", "adamic_adar")
 STACK_FEATURES = ("cosine", "log1p_cn", "log1p_aa", "log1p_pa")
@@ -195,8 +200,6 @@ def stack_training_pairs(graphs: list[Data], ratio: float, seed: int,
     """(features [P+Q, 4], labels [P+Q]) from training graphs: per graph a seeded `ratio` of its edges held out of
     message passing (positives) against as many sampled non-edges of the graph (negatives); counts rescaled to
     ref_degree when given."""
-    from lib.linkpred.sampling import derive_seed, sample_negatives, split_edges, training_exclusions
-
     feats, labels = [], []
     for g in graphs:
         mp, pos = split_edges(g.edge_index, g.num_nodes, ratio, derive_seed(seed, "stack", str(g.graph_id)))
@@ -218,10 +221,6 @@ class HeuristicStack:
         self.model, self.ref_degree = None, None
 
     def fit(self, graphs: list[Data]) -> "HeuristicStack":
-        from sklearn.linear_model import LogisticRegression
-        from sklearn.pipeline import make_pipeline
-        from sklearn.preprocessing import StandardScaler
-
         if not graphs:
             raise ValueError("heuristic_stack needs at least one training graph with edges to fit on")
         self.ref_degree = reference_degree(graphs, self.ratio) if self.rescale else None

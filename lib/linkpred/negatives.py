@@ -33,6 +33,8 @@ from torch import Tensor
 
 from lib.common.paths import atomic_write_bytes, move_aside
 from lib.common.runinfo import read_checkpoint
+from lib.linkpred.heuristics import adjacency
+from lib.linkpred.sampling import _member, derive_seed
 
 PER_POSITIVE_SETS = ("heart", "matched")
 _CHUNK = 512  # anchors per dense [anchors, nodes] block: bounds memory at 512 x N float64 per heuristic
@@ -91,8 +93,6 @@ def _anchor_split(k: int, both: bool) -> tuple[int, int]:
 
 def _valid(tp, gids: np.ndarray, forbidden: np.ndarray, anchors: np.ndarray, n: int) -> np.ndarray:
     """[A, N] bool: x != anchor and the title pair (anchor, x) is not in `forbidden` (sorted keys)."""
-    from lib.linkpred.sampling import _member
-
     u = np.repeat(anchors, n)
     x = np.tile(np.arange(n), len(anchors))
     ok = (u != x) & ~_member(tp.keys(gids, np.stack([u, x])), forbidden)
@@ -178,7 +178,7 @@ def matched_negatives(a: sp.csr_matrix, data, gids, tp, forbidden: np.ndarray, p
 # ---------------------------------------------------------------- metrics
 
 
-# Bump when heart_negatives or matched_negatives change what they return: cached sets of the old code are then ignored.
+# Part of every cache key: raise it when heart_negatives or matched_negatives change what they return.
 ALGORITHM_VERSION = 1
 
 
@@ -203,9 +203,6 @@ def per_positive_sets(task, gids: np.ndarray, n_titles: int, tp, forbidden: np.n
     With `cache_dir` the sets are kept in `<cache_dir>/<key>.pt` (per_positive_key): building them costs seconds per
     task (PageRank and ranks per anchor) and a protocol's tasks are built again by every notebook and every resumed run,
     while the key changes with any input, so a stale file is never read."""
-    from lib.linkpred.heuristics import adjacency
-    from lib.linkpred.sampling import derive_seed
-
     x = node_features(task.data)
     path = None
     if cache_dir is not None:

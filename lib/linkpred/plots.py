@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.lines import Line2D
 
 from lib.linkpred.config import MODEL_KINDS
 from lib.linkpred.sampling import PROTOCOLS
@@ -13,8 +15,6 @@ from lib.viz.figures import saved
 
 def plot_training(history: list[dict], title: str, path: str | Path | None = None):
     """The seed's figures 3–8 for one run: per-step AUC and A-AUC (left) and loss (right)."""
-    import matplotlib.pyplot as plt
-
     steps = np.arange(1, len(history) + 1)
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.1))
 
@@ -49,9 +49,6 @@ def plot_auc_vs_aauc(rows: list[dict], n_train: int, path: str | Path | None = N
                      supervision: str = "mp"):
     """Test AUC against test A-AUC for the embedding models (every protocol and seed; one negative set and
     supervision) beside the seed's points: colour = model, marker = protocol, two legends outside the axes."""
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
     fig, ax = plt.subplots(figsize=(7.4, 4.8))
     _seed_stars(ax)
     marks = dict(zip(PROTOCOLS, "os^vD"))

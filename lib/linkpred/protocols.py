@@ -10,7 +10,7 @@ Protocols — what every scorer of one seed sees, after the graphs were split in
                   edges, against round(2E · R_neg) non-edges of that graph. Training graphs untouched.
   "within_graph": `holdout_fraction` of a test graph's edges held out of *its own* message passing, against as many
                   non-edges of that graph. Training graphs untouched, so the same title pairs are usually ordinary
-                  edges of training graphs (the leak the audit counts). This was called "leak_free" before.
+                  edges of training graphs (the leak the audit counts).
   "leak_free":    as within_graph, and every held-out title pair of a test graph is removed from every training and
                   validation graph (message passing and supervision); the held-out pairs of validation graphs are
                   removed from the training graphs; test negatives are title pairs that are a link in no graph of
@@ -54,6 +54,8 @@ from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
 from lib.common.paths import CACHE
+from lib.linkpred.heuristics import heuristic_scores
+from lib.linkpred.negatives import per_positive_sets
 from lib.linkpred.sampling import (
     GRAPH_PROTOCOLS,
     PER_POSITIVE,
@@ -113,8 +115,6 @@ class EvalTask:
 
     def pos_has_cn(self) -> np.ndarray:
         """[P] bool: the positive has a common neighbour in the message passing (the strata of every table)."""
-        from lib.linkpred.heuristics import heuristic_scores
-
         return heuristic_scores("common_neighbours", self.data.x, self.mp_edge_index, self.data.num_nodes,
                                 self.pos) > 0
 
@@ -159,7 +159,7 @@ def graph_task(data: Data, protocol: str, seed: int, settings: ProtocolSettings 
                          f"(lib.linkpred.protocols.make_protocol)")
     tp = tp or TitlePairs([data])
     n, ei = data.num_nodes, data.edge_index
-    # within_graph was called "leak_free" before the dataset-wide protocols; the old name keeps its pairs identical
+    # within_graph seeds its pairs under the key "leak_free", so its published pairs stay identical
     s = derive_seed(seed, "eval", "leak_free" if protocol == "within_graph" else protocol, str(data.graph_id))
     if protocol == "seed":
         mp, pos = ei, ei
@@ -176,8 +176,6 @@ def graph_task(data: Data, protocol: str, seed: int, settings: ProtocolSettings 
 def _with_per_positive(task: EvalTask, gids: np.ndarray, tp: TitlePairs, forbidden: np.ndarray, seed: int, k: int,
                        anchor_ok: np.ndarray | None = None) -> EvalTask:
     """`task` with its "heart" and "matched" negatives (k per positive; k = 0 builds none), kept in NEGATIVE_CACHE."""
-    from lib.linkpred.negatives import per_positive_sets
-
     if k <= 0 or task.pos.size(1) == 0:
         return task
     for name, (neg, owner, miss) in per_positive_sets(task, gids, tp.n, tp, forbidden, seed, k, anchor_ok,

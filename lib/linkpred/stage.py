@@ -16,6 +16,7 @@ from lib.linkpred.heuristics import HEURISTICS
 from lib.linkpred.protocols import make_protocol
 from lib.linkpred.sampling import TRAIN_SET, TitlePairs, check_protocol
 from lib.linkpred.train import Checkpointing, train_model
+from lib.metrics.link import SEED_REPORTED
 
 
 def run_experiment(graphs: dict, roles: dict, params: GatParams, seed: int, in_channels: int,
@@ -98,8 +99,6 @@ def metrics_section(df, audit, verdict, results: dict, splits: dict, run_path: P
     seeds and splits, mean / std rows per (protocol, negatives, supervision, model), the audit and verdicts, and the
     selected checkpoints relative to run_path (the run folder can move) — "checkpoints" holds the seed's way
     (`seed_supervision` on the graphs' own edges) per model kind, "checkpoints_all" every trained model."""
-    from lib.metrics.link import SEED_REPORTED
-
     def rec(s, key, v):
         train_set, supervision, kind = key.split("/")
         return {"best_epoch": v["best_epoch"], "folder": f"checkpoints/seed{s}/{train_set}-{supervision}/{kind}",

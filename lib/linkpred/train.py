@@ -32,12 +32,15 @@ from lib.linkpred.checkpoint import _comparable, epoch_checkpoints, epoch_file_r
 from lib.linkpred.config import TrainConfig, TrainingDiverged, build_model, settings_from
 from lib.linkpred.data import usable_graphs
 from lib.linkpred.evaluate import evaluate_model
+from lib.linkpred.heuristics import HeuristicStack, adjacency, reference_degree
 from lib.linkpred.model import ModelConfig
+from lib.linkpred.negatives import matched_negatives
 from lib.linkpred.protocols import EvalTask, ProtocolSettings, graph_task
 from lib.linkpred.sampling import (
     NEGATIVE_SETS,
     TitlePairs,
     derive_seed,
+    dist2_negatives,
     sample_negatives,
     split_edges,
     training_exclusions,
@@ -91,7 +94,6 @@ def training_negatives(data: Data, mp: Tensor, pos: Tensor, cfg: TrainConfig, ep
                            derive_seed(cfg.seed, "train-neg", epoch, step))
     if n_dist2 == 0 and n_matched == 0:
         return uni
-    from lib.linkpred.sampling import dist2_negatives
 
     out = [uni]
     tp = TitlePairs([data])
@@ -102,9 +104,6 @@ def training_negatives(data: Data, mp: Tensor, pos: Tensor, cfg: TrainConfig, ep
         out.append(dist2_negatives(mp.cpu(), data, tp.gids(data), tp, forbidden, anchors.cpu(),
                                   derive_seed(cfg.seed, "train-hard", epoch, step))[0])
     if n_matched:
-        from lib.linkpred.heuristics import adjacency
-        from lib.linkpred.negatives import matched_negatives
-
         g = torch.Generator().manual_seed(derive_seed(cfg.seed, "train-matched-anchors", epoch, step))
         anchors = pos[:, torch.randperm(pos.size(1), generator=g)[:n_matched]].cpu()
         a = adjacency(mp.cpu(), data.num_nodes, cache=False)
@@ -152,13 +151,9 @@ def init_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], cfg:
     rescale = model_cfg.decoder_rescale
     if model_cfg.decoder_init == "stack":
         # the same stack (ratio, seed, rescale) that lib.linkpred.beyond reports as a baseline for these graphs
-        from lib.linkpred.heuristics import HeuristicStack
-
         model.decoder.init_from_stack(HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed, rescale=rescale)
                                       .fit(train_graphs))
     elif rescale:
-        from lib.linkpred.heuristics import reference_degree
-
         model.decoder.set_reference_degree(reference_degree(
             train_graphs, cfg.disjoint_ratio if cfg.supervision == "disjoint" else 0.0))
     return model

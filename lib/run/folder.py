@@ -136,7 +136,7 @@ def execute(nb: Path, out: Path, params: dict) -> dict:
     """Run one notebook with papermill into `out`; its status entry: status, wall seconds, kernel peak RSS, the CPU
     threads its kernel used, the recoveries its readers made (`recovered`, when any) and, for a failure, the
     exception's details (failure_details)."""
-    import papermill as pm  # slow to import: only when a notebook runs
+    import papermill as pm  # lazy: slow to load; only a notebook run uses it
 
     t0 = time.perf_counter()
     error = None

@@ -17,6 +17,10 @@ from lib.common.config import article, stage_params
 from lib.common.device import get_device
 from lib.common.params import ParamError, load_yaml, notebook_parameters
 from lib.common.paths import NOTEBOOKS, resolve
+from lib.crawl.campaign import check_campaign, read_roots
+from lib.distill.checkpoint import published_runs
+from lib.distill.config import DistillParams
+from lib.embed.encoder import EmbedError, check_model_dir
 
 TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (float, int), "str": (str,), "bool": (bool,),
                                       "list": (list,)}
@@ -62,7 +66,6 @@ def check_types(values: dict, declared: dict[str, dict], where: dict[str, str], 
 
 
 def _crawl(p: dict) -> None:  # beyond the config: the roots file must exist and hold titles
-    from lib.crawl.campaign import check_campaign, read_roots
 
     if p["source"] != "graphs" and p["roots_file"]:
         roots = read_roots(resolve(p["roots_file"]))
@@ -73,15 +76,12 @@ def _crawl(p: dict) -> None:  # beyond the config: the roots file must exist and
 
 
 def _distill(p: dict) -> None:  # beyond the config: a published grid to extend must be there, with this grid's settings
-    from lib.distill.checkpoint import published_runs
-    from lib.distill.config import DistillParams
 
     if p.get("reuse_runs"):
         published_runs(DistillParams.from_values(p), p["reuse_runs"])
 
 
 def _embed(p: dict) -> None:  # beyond the config: a model folder must be one (the kernel runs in notebooks/)
-    from lib.embed.encoder import EmbedError, check_model_dir
 
     if p["model_dir"]:
         try:

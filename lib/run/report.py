@@ -17,8 +17,13 @@ import shutil
 import sys
 from pathlib import Path
 
+import matplotlib
+import matplotlib.pyplot as plt
+
 from lib.common.paths import OUTPUTS, ROOT, atomic_write_text
 from lib.common.runinfo import load_json, read_json
+from lib.linkpred.sampling import PROTOCOLS
+from lib.metrics.link import SEED_REPORTED
 from lib.run import parameters_page
 from lib.run.facts import FRONTIER, REFERENCE_RUNS, n_train
 from lib.run.findings import fact_table, page_lines, readme_lines
@@ -139,13 +144,7 @@ def reference_runs(ref: Path = REFERENCE_RUNS) -> dict[str, dict]:
 
 def plot_size(runs: dict[str, dict], path: Path):
     """Test AUC and A-AUC of GatModel (seed protocol, uniform negatives) against training graphs, with the seed's."""
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from lib.linkpred.sampling import PROTOCOLS
-    from lib.metrics.link import SEED_REPORTED
 
     t = seed_rows(runs)
     t = t[t["protocol"].isin(["seed", "leak_free", "pair_split", "new_nodes"])] if len(t) else t

@@ -62,6 +62,7 @@ from lib.run.folder import (
     run_folder_lock,
 )
 from lib.run.preflight import all_defaults, check_run, check_writable
+from lib.run.summary import summarize
 
 BUSY = 75  # exit code of a run refused because another runner writes its folder (sysexits' EX_TEMPFAIL): try later
 INTERRUPTED = 130
@@ -349,7 +350,6 @@ def main(argv: list[str] | None = None) -> int:
     done = [name for name, _ in runs if name not in busy]
     if done:
         stem = Path(args.summary) if args.summary else Path(args.outputs) / "summary"
-        from lib.run.summary import summarize
 
         table = summarize(done, stem, outputs=Path(args.outputs))
         print(f"summary of {len(table)} run(s): {stem}.md/.csv/.html")

@@ -6,6 +6,7 @@ import os
 import warnings
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
@@ -29,8 +30,7 @@ def pca_topics(titles: list[str], vectors: np.ndarray, topic_of: dict[str, str],
                path: str | os.PathLike | None = None, model_name: str = "all-MiniLM-L6-v2"):
     """Title embeddings [N, D] projected on their first two principal components, coloured by topic; titles
     without a topic ("Uncategorized" or unknown) are drawn first, in grey, under the others."""
-    import matplotlib.pyplot as plt
-    from sklearn.decomposition import PCA
+    from sklearn.decomposition import PCA  # lazy: slow to load; only notebook 02's PCA figure uses it
 
     pca = PCA(n_components=2, random_state=seed)
     z = pca.fit_transform(vectors)
@@ -67,9 +67,7 @@ def protocol_bars(means: pd.DataFrame, models: list[str], sets: list[str], proto
     one for the strongest heuristic of that protocol (highest mean test AUC, named on its bar; every heuristic is in
     the notebook's table). means: rows {protocol, negatives, model, supervision, auc, auc_std} (mean and std over
     seeds); `models` may name heuristics (lib.linkpred.heuristics.HEURISTICS) and learned models."""
-    import matplotlib.pyplot as plt
-
-    from lib.linkpred.heuristics import HEURISTICS
+    from lib.linkpred.heuristics import HEURISTICS  # lazy: torch_geometric stays out of the importers of `saved`
 
     heuristics = [m for m in models if m in HEURISTICS]
     learned = [m for m in models if m not in HEURISTICS]
@@ -124,9 +122,7 @@ def beyond_bars(rows: pd.DataFrame, models: list[str], n_seeds: int, hatched=(),
     named on their bars, as lib.linkpred.beyond.gap_table picks them) and no_cn_shortcut — mean ± std over seeds.
     Every other model is in the notebook's tables. rows: one per seed {protocol, negatives, model, auc, mrr, val_auc};
     only `models` take part; `hatched` models (the heuristic stacks) are hatched."""
-    import matplotlib.pyplot as plt
-
-    from lib.linkpred.beyond import SHORTCUT, gap_table
+    from lib.linkpred.beyond import SHORTCUT, gap_table  # lazy: torch_geometric stays out of the importers of `saved`
 
     rows = rows[rows["model"].isin(models)]
     gaps = gap_table(rows) if len(rows) else pd.DataFrame()
@@ -184,8 +180,6 @@ def degree_distribution(graphs: list, stats: pd.DataFrame, path: str | os.PathLi
     colour per graph up to `each_up_to` graphs, else every graph in grey under the median over graphs; right: the
     share of degree-1 leaves per root (bars, in the left panel's colours) or, for more graphs, its histogram over
     roots. stats: lib.crawl.campaign.graph_stats rows with root, leaf_share."""
-    import matplotlib.pyplot as plt
-
     each = len(graphs) <= each_up_to
     colours = [(plt.cm.tab10 if len(graphs) <= 10 else plt.cm.tab20)(i % 20) for i in range(len(graphs))]
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.9), gridspec_kw={"width_ratios": [1.25, 1]})

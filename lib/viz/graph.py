@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+import networkx as nx
+
 from lib.common.graphio import Graph
 from lib.common.paths import atomic_write_text
 
@@ -94,8 +96,7 @@ def graph_to_html(
     browser: a live force simulation of 2,000 nodes takes minutes to settle on a small CPU, a precomputed one paints
     at once.
     """
-    import networkx as nx
-    from pyvis.network import Network
+    from pyvis.network import Network  # lazy: pyvis and jinja2 only for the HTML graph picture
 
     if view not in ("whole", "focus"):
         raise ValueError(f"view={view!r} is unknown; use 'whole' (every node) or 'focus' (predicted links and "
