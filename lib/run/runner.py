@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import traceback
 from pathlib import Path
@@ -345,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {os_error_line(e)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # the stopped cell's task, reported when collected
         print("interrupted: finished notebooks and checkpoints are kept; the same command resumes", file=sys.stderr)
         return INTERRUPTED
     done = [name for name, _ in runs if name not in busy]
