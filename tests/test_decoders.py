@@ -331,4 +331,3 @@ def test_the_decoder_registry_gives_every_decoder_a_variant_and_the_feature_widt
     assert m.decoder.mlp[0].in_features == DECODERS["ncn"].width(SMALL["gat_out"]) + len(STACK)
     with pytest.raises(ValueError, match="needs an MLP decoder"):
         ModelConfig(**SMALL, decoder="dot", decoder_features=True)
-
