@@ -5,6 +5,8 @@ import pytest
 from lib.linkpred import beyond as B
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.data import synthetic_graph
+from lib.linkpred.evaluate import evaluate_heuristic
+from lib.linkpred.heuristics import HEURISTICS
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import make_protocol
 
@@ -199,7 +201,10 @@ def test_run_all_scores_bar_shortcut_and_variants_on_the_same_split_and_keeps_st
     rows, coef, log = beyond_stage.run_all({(0, "leak_free"): sp}, ["dot"], model_cfg, cfgs, {"dot": None}, tmp_path,
                                 progress=False)
     df = pd.DataFrame(rows)
-    assert set(df["model"]) == {"heuristic_stack", B.SHORTCUT, "gat_dot"} and len(coef) == 1
+    assert set(df["model"]) == {"heuristic_stack", B.SHORTCUT, "gat_dot", *HEURISTICS} and len(coef) == 1
+    cn = df[df.model == "common_neighbours"].set_index("negatives")["auc"]
+    want = evaluate_heuristic("common_neighbours", sp.test, cfgs[0])["mean"]
+    assert cn.to_dict() == {n: m["auc"] for n, m in want.items() if m}  # the rows notebook 03 computes, here
     assert log == {"0/leak_free/dot": {"best_epoch": 1, "epochs_run": 1}}
     assert df[df.model == "gat_dot"]["val_auc"].notna().all() and df[df.model != "gat_dot"]["val_auc"].isna().all()
     rows03 = pd.DataFrame([{"seed": 0, "protocol": "leak_free", "negatives": "uniform", "model": "gat_model",
@@ -207,7 +212,14 @@ def test_run_all_scores_bar_shortcut_and_variants_on_the_same_split_and_keeps_st
                            {"seed": 0, "protocol": "leak_free", "negatives": "uniform", "model": "gat_model",
                             "supervision": "disjoint", "auc": 0.7},
                            {"seed": 1, "protocol": "leak_free", "negatives": "uniform", "model": "cosine",
-                            "supervision": "none", "auc": 0.8}])
+                            "supervision": "none", "auc": 0.8},
+                           {"seed": 0, "protocol": "leak_free", "negatives": "uniform", "model": "cosine",
+                            "supervision": "none", "auc": 0.9}])
     both = beyond_stage.with_stage3_rows(rows03, rows, ["leak_free"], [0])
     assert both["model"].iloc[0] == "gat_model (seed)" and both["auc"].iloc[0] == 0.6  # the seed's way, seed 0 only
-    assert len(both) == 1 + len(rows) and "supervision" not in both.columns
+    assert len(both) == 1 + len(rows) and "supervision" not in both.columns  # the heuristics: notebook 03b's own
+    rows, _, _ = beyond_stage.run_all({(0, "leak_free"): sp}, [], model_cfg, cfgs, {}, tmp_path, progress=False,
+                                      heuristics=["resource_allocation"])
+    assert set(pd.DataFrame(rows)["model"]) == {"heuristic_stack", B.SHORTCUT, "resource_allocation"}
+    with pytest.raises(ValueError, match="heuristic 'katz' is unknown"):
+        beyond_stage.run_all({(0, "leak_free"): sp}, [], model_cfg, cfgs, {}, tmp_path, heuristics=["katz"])

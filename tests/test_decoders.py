@@ -4,8 +4,17 @@ import pytest
 import torch
 
 from lib.linkpred.data import synthetic_graph
-from lib.linkpred.decoders import common_neighbour_sum, common_neighbours_matrix
-from lib.linkpred.heuristics import HeuristicStack, pair_features
+from lib.linkpred.decoders import DECODERS, MLP_DECODERS, VARIANTS, common_neighbour_sum, common_neighbours_matrix
+from lib.linkpred.heuristics import (
+    REGISTRY,
+    STACK,
+    Heuristic,
+    HeuristicStack,
+    heuristic_scores,
+    pair_features,
+    register,
+    stack_features,
+)
 from lib.linkpred.model import GatModel, ModelConfig, count_parameters
 
 SMALL = dict(in_channels=16, gat_hidden=8, gat_out=4, gat_levels=2, gat_heads=2, gat_dropout=0.1)
@@ -279,3 +288,46 @@ def test_cosine_is_float64_exact_and_its_cache_follows_the_tensor_and_its_change
     assert cosine_scores(x, pairs)[1] == -want[1]
     y = x.clone()  # another tensor with equal values gets its own entry, with the same scores
     np.testing.assert_array_equal(cosine_scores(y, pairs), cosine_scores(x, pairs))
+
+
+def test_resource_allocation_and_a_stack_that_reads_it():
+    ei = _ei([(0, 2), (1, 2), (0, 3), (1, 3), (3, 4)])  # N(0) ∩ N(1) = {2, 3}; deg 2 = 2, deg 3 = 3
+    x = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 1.0]])
+    pair = torch.tensor([[0, 0], [1, 4]])  # (0, 4): common neighbour 3
+    np.testing.assert_allclose(heuristic_scores("resource_allocation", x, ei, 5, pair), [1 / 2 + 1 / 3, 1 / 3])
+    # a count of first order in the mean degree: read at half the density, half of it
+    f = pair_features(x, ei, 5, pair, ref_degree=1.0, features=["resource_allocation"])
+    np.testing.assert_allclose(f[:, 0], np.log1p(np.array([1 / 2 + 1 / 3, 1 / 3]) / 2))
+    assert "resource_allocation" not in STACK  # the default stack is the four the published runs fitted
+    graphs = [synthetic_graph(150, 600, in_channels=16, seed=s, graph_id=f"g{s}") for s in range(3)]
+    st = HeuristicStack(seed=0, features=(*STACK, "resource_allocation")).fit(graphs)
+    assert list(st.coefficients) == [*stack_features(), "log1p_ra"]
+    g = synthetic_graph(150, 600, in_channels=16, seed=9)
+    assert st.scores(g.x, g.edge_index, g.num_nodes, g.edge_index[:, :10]).shape == (10,)
+    with pytest.raises(ValueError, match="heuristic 'katz' is unknown"):
+        HeuristicStack(features=["katz"])
+
+
+def test_a_registered_heuristic_is_scored_and_stacked_by_name():
+    h = Heuristic("degree_sum", "deg(u) + deg(v)", lambda v: v.structure.deg[v.pairs[0].numpy()]
+                  + v.structure.deg[v.pairs[1].numpy()], "log1p_ds", 1, np.log1p)
+    try:
+        register(h)
+        with pytest.raises(ValueError, match="registered already"):
+            register(h)
+        ei = _ei([(0, 2), (1, 2), (0, 3), (1, 3), (3, 4)])
+        x = torch.ones(5, 2)
+        assert heuristic_scores("degree_sum", x, ei, 5, torch.tensor([[0], [3]])).tolist() == [5.0]
+        assert pair_features(x, ei, 5, torch.tensor([[0], [3]]), features=["cosine", "degree_sum"]).shape == (1, 2)
+    finally:
+        REGISTRY.pop("degree_sum", None)
+
+
+def test_the_decoder_registry_gives_every_decoder_a_variant_and_the_feature_width_follows_the_stack():
+    assert set(MLP_DECODERS) == set(DECODERS) - {"dot"} and all(VARIANTS[d]["decoder"] == d for d in DECODERS)
+    assert ModelConfig.__dataclass_fields__["decoder"].metadata["choices"] == tuple(DECODERS)
+    m = GatModel(ModelConfig(**SMALL, decoder="ncn", decoder_features=True))
+    assert m.decoder.feat_linear.in_features == len(STACK)
+    assert m.decoder.mlp[0].in_features == DECODERS["ncn"].width(SMALL["gat_out"]) + len(STACK)
+    with pytest.raises(ValueError, match="needs an MLP decoder"):
+        ModelConfig(**SMALL, decoder="dot", decoder_features=True)

@@ -86,6 +86,7 @@ def test_heuristics_on_toy_graph_with_known_answer():
     aa = heuristic_scores("adamic_adar", x, ei, 4, pairs)
     np.testing.assert_allclose(aa, [1 / np.log(3), 1 / np.log(3), 1 / np.log(3)])
     np.testing.assert_allclose(heuristic_scores("cosine", x, ei, 4, pairs), [1 / np.sqrt(2), 1.0, 1 / np.sqrt(2)])
+    np.testing.assert_allclose(heuristic_scores("resource_allocation", x, ei, 4, pairs), [1 / 3, 1 / 3, 1 / 3])
 
 
 def test_bad_graphs_are_skipped_with_a_reason_or_a_clear_error():

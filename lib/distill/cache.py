@@ -36,11 +36,10 @@ from lib.common.device import Precision, resolve_precision
 from lib.common.hashing import config_digest, text_key
 from lib.common.paths import CACHE, atomic_write_bytes, atomic_write_text, move_aside
 from lib.common.runinfo import load_json, refuse_other_settings
-from lib.distill.losses import DistillError, kl_rows, qk_attention
+from lib.distill.losses import ATTENTION_DEFINITIONS, DistillError, kl_rows, qk_attention
 from lib.distill.models import Encoder
 from lib.embed.encoder import precision_identity
 
-ATTENTION_DEFINITIONS = ("eager", "qk")
 STORE_FORMAT = 1
 MAGIC = b"WGTGT01\n"
 

@@ -13,8 +13,7 @@ from lib.common.config import DeviceStageParams, param
 from lib.common.device import PRECISIONS
 from lib.common.params import require
 from lib.common.runinfo import load_json
-from lib.distill.cache import ATTENTION_DEFINITIONS
-from lib.distill.losses import EMBEDDING_LOSSES, DistillError, LossSpec
+from lib.distill.losses import ATTENTION_DEFINITIONS, EMBEDDING_LOSSES, DistillError, LossSpec
 from lib.linkpred.sampling import PROTOCOLS
 
 TASKS = ("polarity", "topic")

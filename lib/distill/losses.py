@@ -55,6 +55,10 @@ def kl_rows(p_teacher: torch.Tensor, logq_student: torch.Tensor, mask: torch.Ten
     return per_seq.mean()
 
 
+ATTENTION_DEFINITIONS = ("eager", "qk")
+"""The teacher attention a student is distilled on: the teacher's own ("eager") or softmax(qk) (qk_attention)."""
+
+
 def qk_attention(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor, heads: int) -> torch.Tensor:
     """softmax(q_r k_r^T / sqrt(d_r)) with pad columns masked: [B, T, D] x2 -> [B, R, T, T] (no position bias)."""
     return masked_log_softmax(relation_scores(q, k, heads), mask).exp()

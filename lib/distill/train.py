@@ -24,8 +24,16 @@ import torch
 import torch.nn as nn
 
 from lib.common.training import TrainingLoop, build_optimizer, optimizer_step
-from lib.distill.cache import ATTENTION_DEFINITIONS, TeacherCache, check_attention_definition
-from lib.distill.losses import VARIANT_SPECS, VARIANTS, DistillError, LossSpec, combined_loss, uniform_layer_map
+from lib.distill.cache import TeacherCache, check_attention_definition
+from lib.distill.losses import (
+    ATTENTION_DEFINITIONS,
+    VARIANT_SPECS,
+    VARIANTS,
+    DistillError,
+    LossSpec,
+    combined_loss,
+    uniform_layer_map,
+)
 from lib.distill.models import Encoder, check_tokenizers_aligned
 
 

@@ -36,7 +36,7 @@ from lib.linkpred.checkpoint import data_fingerprint
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.decoders import VARIANTS
 from lib.linkpred.evaluate import evaluate_model, evaluate_scorer
-from lib.linkpred.heuristics import HEURISTICS, HeuristicStack, heuristic_scores
+from lib.linkpred.heuristics import REGISTRY, HeuristicStack, heuristic_scores
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import ProtocolSplit
 from lib.linkpred.sampling import NEGATIVE_SETS
@@ -200,11 +200,11 @@ def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc"
     for (p, n), g in rows.groupby(["protocol", "negatives"], sort=False):
         g = g[g["auc"].notna()]  # a negative set with no pairs in these tasks (e.g. no dist2 negative exists) has none
         mean = g.groupby("model")[list(metrics)].mean()
-        graph_models = [m for m in mean.index if m not in HEURISTICS and m not in STACKS and m != SHORTCUT]
-        if not graph_models or not any(m in HEURISTICS for m in mean.index):
+        graph_models = [m for m in mean.index if m not in REGISTRY and m not in STACKS and m != SHORTCUT]
+        if not graph_models or not any(m in REGISTRY for m in mean.index):
             continue
         best, chosen_on, on_test = choose_on_validation(g, graph_models)
-        single = mean.loc[[m for m in mean.index if m in HEURISTICS], "auc"].idxmax()
+        single = mean.loc[[m for m in mean.index if m in REGISTRY], "auc"].idxmax()
         bars = [stack] + [m for m in STACKS if m != stack and m in mean.index] + [single]
         bar = max(bars, key=lambda m: mean.loc[m, "auc"])  # the first of equals: the stack before a single one
         per_seed = g.pivot_table(index="seed", columns="model", values=list(metrics))

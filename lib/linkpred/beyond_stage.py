@@ -1,6 +1,6 @@
 """Notebook 03b's set-up and experiment: what it reloads of notebook 03, its training configurations, and the
-seed × protocol loop that scores the heuristic stack, the shortcut and every variant (lib.linkpred.beyond) on the same
-pairs as notebook 03."""
+seed × protocol loop that scores the single heuristics, the heuristic stack, the shortcut and every variant
+(lib.linkpred.beyond) on the same pairs as notebook 03."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -17,6 +17,8 @@ from lib.linkpred import beyond as B
 from lib.linkpred.checkpoint import load_checkpoint
 from lib.linkpred.config import BeyondParams, GatParams, TrainConfig, stored_settings
 from lib.linkpred.data import usable_graphs
+from lib.linkpred.evaluate import evaluate_heuristic
+from lib.linkpred.heuristics import HEURISTICS, REGISTRY, check_heuristics
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import ProtocolSplit, make_protocol
 from lib.linkpred.sampling import TitlePairs
@@ -77,10 +79,13 @@ def describe(cfg: BeyondParams, n_graphs: int) -> str:
 
 
 def run_all(psplits: dict[tuple, ProtocolSplit], variants: list[str], model_cfg: ModelConfig,
-            cfgs: dict[int, TrainConfig], chosen: dict, ckpt_root: Path, progress: bool = True) -> tuple[list, list, dict]:
-    """Per (seed, protocol): the heuristic stack (and its rescaled form where a rescaled variant runs: that variant's
-    bar), the no-common-neighbour shortcut (not a bar: what one structural bit scores), and every variant trained
-    with its `chosen` sweep point (checkpoints under ckpt_root/seed<S>-<protocol>/<variant>).
+            cfgs: dict[int, TrainConfig], chosen: dict, ckpt_root: Path, progress: bool = True,
+            heuristics=HEURISTICS) -> tuple[list, list, dict]:
+    """Per (seed, protocol): each of the registered `heuristics` on its own (lib.linkpred.heuristics, so a heuristic
+    registered after notebook 03 ran is scored here without running it again), the heuristic stack (and its rescaled
+    form where a rescaled variant runs: that variant's bar), the no-common-neighbour shortcut (not a bar: what one
+    structural bit scores), and every variant trained with its `chosen` sweep point (checkpoints under
+    ckpt_root/seed<S>-<protocol>/<variant>).
     Returns (rows {seed, protocol, negatives, model, metrics...; variants also val_auc / val_mrr of their selected
     epoch}, the stack's coefficients per split, {"seed/protocol/variant": {best_epoch, epochs_run}})."""
     rows, stack_coef, train_log = [], [], {}
@@ -89,7 +94,10 @@ def run_all(psplits: dict[tuple, ProtocolSplit], variants: list[str], model_cfg:
         rows.extend({"seed": s, "protocol": p, "negatives": n, "model": model, **m, **extra.get(n, {})}
                     for n, m in means.items())
 
+    heuristics = check_heuristics(heuristics)
     for (s, p), sp in tqdm(psplits.items(), desc="seed × protocol", disable=not progress):
+        for h in heuristics:
+            add(s, p, h, {n: m for n, m in evaluate_heuristic(h, sp.test, cfgs[s])["mean"].items() if m})
         mean, coef = B.evaluate_stack(sp, cfgs[s])
         stack_coef.append({"seed": s, "protocol": p, **coef})
         add(s, p, "heuristic_stack", mean)
@@ -104,10 +112,10 @@ def run_all(psplits: dict[tuple, ProtocolSplit], variants: list[str], model_cfg:
 
 
 def with_stage3_rows(rows03: pd.DataFrame, rows: list, protocols: list[str], seeds: list[int]) -> pd.DataFrame:
-    """Notebook 03's rows of the same seeds and protocols (the seed's GatModel, renamed "gat_model (seed)", the
-    baselines and single heuristics) followed by notebook 03b's."""
-    sel = rows03[rows03["protocol"].isin(protocols) & rows03["seed"].isin(seeds)
-                 & rows03["supervision"].isin(["mp", "none"])].copy()
+    """Notebook 03's trained rows of the same seeds and protocols (the seed's GatModel, renamed "gat_model (seed)",
+    and the baselines, as the seed trains them) followed by notebook 03b's, which hold the single heuristics."""
+    sel = rows03[rows03["protocol"].isin(protocols) & rows03["seed"].isin(seeds) & rows03["supervision"].eq("mp")
+                 & ~rows03["model"].isin(REGISTRY)].copy()
     sel["model"] = sel["model"].replace({"gat_model": "gat_model (seed)"})
     return pd.concat([sel.drop(columns="supervision"), pd.DataFrame(rows)], ignore_index=True)
 

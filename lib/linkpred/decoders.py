@@ -1,12 +1,15 @@
-"""Pair decoders for GatModel beyond the seed's dot product.
+"""Pair decoders for GatModel beyond the seed's dot product, one registry (`DECODERS`) that GatModel, ModelConfig's
+choices and notebook 03b's variants (`VARIANTS`, one plain variant per decoder and the settings built on them) read:
 
   "dot":          logit_ij = z_i · z_j (the seed; no parameters).
   "hadamard_mlp": logit_ij = MLP(z_i ⊙ z_j).
   "ncn":          logit_ij = MLP([z_i ⊙ z_j ‖ Σ_{k ∈ N(i) ∩ N(j)} z_k]) — Neural Common Neighbour (Wang et al., ICLR
                   2024): a dot product cannot count common neighbours (Chamberlain et al., ICLR 2023), so their
                   embeddings are summed into the decoder's input. N(·) comes from the message-passing graph only.
-With `features=True` the MLP also reads the pair's heuristic features (cos(x_i, x_j), log(1+CN), log(1+AA),
-log(1+PA) on the message-passing graph), so a learned combination can use everything the heuristic stack uses.
+Adding a decoder is one `Decoder` entry here (its MLP input from z and the pair) plus its test.
+With `features=True` the MLP also reads the pair's heuristic features (the heuristic stack's, by default
+cos(x_i, x_j), log(1+CN), log(1+AA), log(1+PA) on the message-passing graph; lib.linkpred.heuristics.STACK), so a
+learned combination can use everything the heuristic stack uses.
 With `init="stack"` the feature part starts as the heuristic stack itself (its standardisation as fixed buffers, its
 logistic-regression weights in the linear term, the MLP's output layer at zero): before the first step the decoder
 scores exactly as the stack does, and training moves it from there instead of from random feature weights, which a
@@ -16,20 +19,62 @@ reference mean degree (lib.linkpred.heuristics, "Density rescaling"): the traini
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
+import scipy.sparse as sp
 import torch
 from torch import Tensor, nn
 
-from lib.linkpred.heuristics import adjacency, density_factor, pair_features, pair_structure
+from lib.linkpred.heuristics import STACK, adjacency, density_factor, pair_features, pair_structure
 
-DECODERS = ("dot", "hadamard_mlp", "ncn")
+
+@dataclass(frozen=True)
+class PairGraph:
+    """The message passing a decoder reads for a call's pairs: mp_edge_index [2, M], its CSR adjacency, the reference
+    mean degree counts are rescaled to (None: not rescaled), and whether the pairs' structure is cached."""
+
+    mp_edge_index: Tensor
+    adjacency: sp.csr_matrix
+    ref_degree: float | None
+    cache: bool
+
+
+@dataclass(frozen=True)
+class Decoder:
+    """One pair decoder of GatModel. width(F): the MLP's input width from embeddings z [N, F] (None: no module, the
+    dot product); pair_input(z, pairs [2, P], graph) -> [P, width(F)] the MLP's input (graph: PairGraph, or None when
+    reads_graph is False); about: one line for ModelConfig's help."""
+
+    name: str
+    about: str
+    width: Callable[[int], int] | None = None
+    pair_input: Callable[[Tensor, Tensor, PairGraph | None], Tensor] | None = None
+    reads_graph: bool = False
+
+
+def _hadamard(z: Tensor, pairs: Tensor, graph: PairGraph | None) -> Tensor:
+    return z[pairs[0]] * z[pairs[1]]
+
+
+def _ncn(z: Tensor, pairs: Tensor, graph: PairGraph) -> Tensor:
+    cn = common_neighbour_sum(z, graph.mp_edge_index, pairs, graph.adjacency, graph.cache)
+    return torch.cat([_hadamard(z, pairs, graph), cn * density_factor(graph.adjacency, graph.ref_degree)], -1)
+
+
+DECODERS: dict[str, Decoder] = {d.name: d for d in (
+    Decoder("dot", "the seed's z_i · z_j, no parameters"),
+    Decoder("hadamard_mlp", "MLP(z_i ⊙ z_j)", lambda f: f, _hadamard),
+    Decoder("ncn", "MLP([z_i ⊙ z_j ‖ Σ common-neighbour z_k])", lambda f: 2 * f, _ncn, reads_graph=True),
+)}
+MLP_DECODERS = tuple(n for n, d in DECODERS.items() if d.width is not None)
+"""The decoders with a module (an MLP), the ones decoder features, rescaling and stack initialisation apply to."""
 
 # The decoder variants notebook 03b compares, by name: the GatModel settings each one sets (lib.linkpred.beyond trains
-# them; BeyondParams checks a profile's names against these).
+# them; BeyondParams checks a profile's names against these). Every decoder is a variant of its own name.
 VARIANTS = {
-    "dot": {"decoder": "dot", "decoder_features": False},
-    "hadamard_mlp": {"decoder": "hadamard_mlp", "decoder_features": False},
-    "ncn": {"decoder": "ncn", "decoder_features": False},
+    **{n: {"decoder": n, "decoder_features": False} for n in DECODERS},
     "ncn_feat": {"decoder": "ncn", "decoder_features": True},
     "ncn_stack": {"decoder": "ncn", "decoder_features": True, "decoder_init": "stack"},
     "ncn_stack_uniform": {"decoder": "ncn", "decoder_features": True, "decoder_init": "stack"},
@@ -82,23 +127,25 @@ class PairDecoder(nn.Module):
     def __init__(self, kind: str, out_channels: int, hidden: int = 64, dropout: float = 0.0, features: bool = False,
                  init: str = "random", rescale: bool = False):
         super().__init__()
-        if kind not in DECODERS or kind == "dot":
-            raise ValueError(f"PairDecoder kind={kind!r}; use 'hadamard_mlp' or 'ncn' ('dot' needs no module)")
+        if kind not in MLP_DECODERS:
+            raise ValueError(f"PairDecoder kind={kind!r}; use one of {MLP_DECODERS} ('dot' needs no module)")
         if init == "stack" and not features:
             raise ValueError("PairDecoder init='stack' needs features=True")
         self.kind, self.features, self.init, self.rescale = kind, features, init, rescale
+        self.spec = DECODERS[kind]
         if rescale:  # only then, so the state_dict of the other decoders is what earlier checkpoints hold
             # reference mean degree of the rescaling; 0 = not set yet (set_reference_degree or init_from_stack)
             self.register_buffer("ref_degree", torch.zeros(()))
-        in_dim = out_channels * (2 if kind == "ncn" else 1) + (4 if features else 0)
+        n_feat = len(STACK)
+        in_dim = self.spec.width(out_channels) + (n_feat if features else 0)
         self.mlp = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Dropout(dropout),
                                  nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
         if features:
             # The features live on different scales (a cosine, log counts up to ~10): batch-normalised, and also fed
             # straight to the logit through a linear term, so the decoder contains the heuristic stack's logistic
             # regression as a special case and cannot have to learn it through the MLP alone.
-            self.feat_norm = Standardise(4) if init == "stack" else nn.BatchNorm1d(4)
-            self.feat_linear = nn.Linear(4, 1)
+            self.feat_norm = Standardise(n_feat) if init == "stack" else nn.BatchNorm1d(n_feat)
+            self.feat_linear = nn.Linear(n_feat, 1)
 
     def set_reference_degree(self, d: float) -> None:
         """The mean degree counts are rescaled to (rescale=True only)."""
@@ -136,25 +183,23 @@ class PairDecoder(nn.Module):
             self.mlp[-1].bias.zero_()
 
     def forward(self, z: Tensor, pairs: Tensor, mp_edge_index: Tensor | None = None, x: Tensor | None = None) -> Tensor:
-        parts = [z[pairs[0]] * z[pairs[1]]]
-        if self.kind == "ncn" or self.features:
-            if mp_edge_index is None:
-                raise ValueError(f"the {self.kind} decoder{' with features' if self.features else ''} needs the "
-                                 f"message-passing edges: call decode(z, pairs, mp_edge_index, x)")
-
-        ref = self._ref()
-        # In eval mode the pairs are a fixed validation or test set, scored again every epoch and by every variant:
-        # their structure is cached (lib.linkpred.heuristics.pair_structure). A training step's fresh pairs are not.
-        cache = not self.training
-        # once per call: the common neighbours and the features both read it (a plain hadamard_mlp reads neither)
-        a = adjacency(mp_edge_index, z.size(0), cache) if self.kind == "ncn" or self.features else None
-        if self.kind == "ncn":
-            parts.append(common_neighbour_sum(z, mp_edge_index, pairs, a, cache) * density_factor(a, ref))
+        reads_graph = self.spec.reads_graph or self.features
+        if reads_graph and mp_edge_index is None:
+            raise ValueError(f"the {self.kind} decoder{' with features' if self.features else ''} needs the "
+                             f"message-passing edges: call decode(z, pairs, mp_edge_index, x)")
+        ref, graph = self._ref(), None
+        if reads_graph:
+            # In eval mode the pairs are a fixed validation or test set, scored again every epoch and by every
+            # variant: their structure is cached (lib.linkpred.heuristics.pair_structure). A training step's fresh
+            # pairs are not. The adjacency is built once per call: the decoder's input and the features both read it.
+            cache = not self.training
+            graph = PairGraph(mp_edge_index, adjacency(mp_edge_index, z.size(0), cache), ref, cache)
+        h = self.spec.pair_input(z, pairs, graph)
         if self.features:
             if x is None:
                 raise ValueError("the decoder with features needs the node features x: call decode(z, pairs, mp, x)")
-            f = pair_features(x.cpu(), mp_edge_index.cpu(), z.size(0), pairs.cpu(), ref, a, cache)
+            f = pair_features(x.cpu(), mp_edge_index.cpu(), z.size(0), pairs.cpu(), graph.ref_degree,
+                              graph.adjacency, graph.cache)
             f = self.feat_norm(torch.as_tensor(f, dtype=torch.float32, device=z.device)).to(z.dtype)
-            parts.append(f)
-            return (self.mlp(torch.cat(parts, -1)) + self.feat_linear(f)).squeeze(-1)
-        return self.mlp(torch.cat(parts, -1)).squeeze(-1)
+            return (self.mlp(torch.cat([h, f], -1)) + self.feat_linear(f)).squeeze(-1)
+        return self.mlp(h).squeeze(-1)

@@ -1,24 +1,31 @@
 """Pair heuristics for link prediction and the heuristic stack — the bar a graph model has to clear.
 
-Single heuristics (no training): feature cosine, preferential attachment, common neighbours, Adamic–Adar, computed on a
-message-passing graph only. The stack (`heuristic_stack`) is a logistic regression on four of them — cos(x_u, x_v),
-log(1+CN), log(1+AA), log(1+PA) — standardised, fitted on the training graphs' own supervision pairs (a seeded share of
-each training graph's edges held out of its message passing against as many sampled non-edges) under the same
-protocol, and evaluated like every other scorer.
+Single heuristics (no training), computed on a message-passing graph only, are entries of one registry (`REGISTRY`):
+a name, a label, a scorer and the transform that makes it a stack feature. Registered: feature cosine, preferential
+attachment, common neighbours, Adamic–Adar, resource allocation. Adding one is one `register(Heuristic(...))` call here
+plus its test; notebook 03 scores the `HEURISTICS` selection, the stack reads the `STACK` selection unless told
+otherwise, and the stack's width, the decoders' feature width and every table follow from the selection.
+
+The stack (`heuristic_stack`) is a logistic regression on a selection of them — by default cos(x_u, x_v), log(1+CN),
+log(1+AA), log(1+PA) — standardised, fitted on the training graphs' own supervision pairs (a seeded share of each
+training graph's edges held out of its message passing against as many sampled non-edges) under the same protocol,
+and evaluated like every other scorer.
 
 Density rescaling (`ref_degree`): the counts CN, AA and PA grow with the square of a graph's mean degree when edges are
-kept at random, so a scorer fitted on sparse graphs reads a denser graph's counts as stronger evidence than they are.
+kept at random (a heuristic's `density_power`: 2 for them, 1 for resource allocation, 0 for the cosine), so a scorer fitted on sparse graphs reads a denser graph's counts as stronger evidence than they are.
 Under `leak_free` that shift is large — every pair linked in a test graph is stripped from the training and validation
 graphs, which keep ≈ 40% of their edges (seed40: 3,480 message-passing edges per training graph against 8,127 per test
 graph). With a reference mean degree d_ref (the fitted graphs'), the counts of a graph of mean degree d are multiplied by
-(d_ref / d)² before the log: what they would be expected to be at the reference density.
+(d_ref / d)^density_power before the log: what they would be expected to be at the reference density.
 """
 from __future__ import annotations
 
 import hashlib
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,10 +37,6 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from lib.linkpred.sampling import derive_seed, sample_negatives, split_edges, training_exclusions
-
-HEURISTICS = ("cosine", "pref_attach", "common_neighbours", "adamic_adar")
-STACK_FEATURES = ("cosine", "log1p_cn", "log1p_aa", "log1p_pa")
-
 
 class _LRU:
     """A small least-recently-used dict (functools.lru_cache cannot key on tensors)."""
@@ -87,12 +90,13 @@ class PairStructure:
     """The message-passing structure of P node pairs, from one sparse product (read-only).
 
     common: CSR [P, N], common[p, k] = 1 iff k ∈ N(u_p) ∩ N(v_p); cn, aa, pa: [P] common neighbours, Adamic–Adar,
-    preferential attachment."""
+    preferential attachment; deg: [N] the nodes' degrees."""
 
     common: sp.csr_matrix
     cn: np.ndarray
     aa: np.ndarray
     pa: np.ndarray
+    deg: np.ndarray
 
 
 def _build_structure(a: sp.csr_matrix, pairs: Tensor) -> PairStructure:
@@ -101,7 +105,7 @@ def _build_structure(a: sp.csr_matrix, pairs: Tensor) -> PairStructure:
     with np.errstate(divide="ignore"):
         w = np.where(deg > 1, 1.0 / np.log(np.maximum(deg, 2)), 0.0)  # a common neighbour has degree >= 2
     common = a[u].multiply(a[v]).tocsr()
-    return PairStructure(common, np.asarray(common.sum(1)).ravel(), common @ w, deg[u] * deg[v])
+    return PairStructure(common, np.asarray(common.sum(1)).ravel(), common @ w, deg[u] * deg[v], deg)
 
 
 def pair_structure(mp_edge_index: Tensor, num_nodes: int, pairs: Tensor, a: sp.csr_matrix | None = None,
@@ -148,43 +152,127 @@ def cosine_scores(x: Tensor, pairs: Tensor, cache: bool = True) -> np.ndarray:
     return out
 
 
-def heuristic_scores(name: str, x: Tensor, mp_edge_index: Tensor, num_nodes: int, pairs: Tensor,
-                     a: sp.csr_matrix | None = None, cache: bool = True) -> np.ndarray:
-    """Scores [P] of node pairs [2, P] by a graph/feature heuristic (no training).
-
-    cosine: cos(x_u, x_v); pref_attach: deg(u)·deg(v); common_neighbours: |N(u) ∩ N(v)|;
-    adamic_adar: Σ_{w ∈ N(u) ∩ N(v)} 1 / log deg(w).  Degrees and neighbourhoods come from mp_edge_index only.
-    Hand-written with scipy.sparse: PyG has no pair heuristics and networkx's are pure Python (too slow at 20k nodes).
-    """
-    if name == "cosine":
-        return cosine_scores(x, pairs, cache)
-    if name not in HEURISTICS:
-        raise ValueError(f"heuristic {name!r} is unknown; use one of {HEURISTICS}")
-    st = pair_structure(mp_edge_index, num_nodes, pairs, a, cache)
-    return {"pref_attach": st.pa, "common_neighbours": st.cn, "adamic_adar": st.aa}[name]
-
-
 def mean_degree(a: sp.csr_matrix) -> float:
     """Mean degree (stored entries per node) of a binary adjacency."""
     return a.nnz / max(a.shape[0], 1)
 
 
-def density_factor(a: sp.csr_matrix, ref_degree: float | None) -> float:
-    """(ref_degree / mean degree of a)², the factor that brings a graph's CN, AA and PA to the reference density
-    (1.0 without a reference or for a graph without edges)."""
+def density_factor(a: sp.csr_matrix, ref_degree: float | None, power: int = 2) -> float:
+    """(ref_degree / mean degree of a)^power, the factor that brings a graph's counts to the reference density (power 2:
+    CN, AA and PA; 1.0 without a reference or for a graph without edges)."""
     d = mean_degree(a)
-    return 1.0 if ref_degree is None or d == 0 else (ref_degree / d) ** 2
+    return 1.0 if ref_degree is None or d == 0 else (ref_degree / d) ** power
 
 
-def pair_features(x: Tensor, mp_edge_index: Tensor, num_nodes: int, pairs: Tensor,
-                  ref_degree: float | None = None, a: sp.csr_matrix | None = None, cache: bool = True) -> np.ndarray:
-    """[P, 4] float64: cos(x_u, x_v), log(1+CN), log(1+AA), log(1+PA) of pairs [2, P] on the message-passing graph;
-    with ref_degree the three counts are first rescaled to that mean degree (density_factor). a: the adjacency of
-    mp_edge_index when the caller already has it; cache: see pair_structure."""
-    a = adjacency(mp_edge_index, num_nodes, cache) if a is None else a
-    s = density_factor(a, ref_degree)
-    st = pair_structure(mp_edge_index, num_nodes, pairs, a, cache)
-    return np.stack([cosine_scores(x, pairs, cache)] + [np.log1p(s * c) for c in (st.cn, st.aa, st.pa)], axis=1)
+class PairView:
+    """What a heuristic scores: pairs [2, P] on the message-passing graph mp_edge_index [2, M] of num_nodes nodes with
+    features x [N, F]. Its adjacency and PairStructure are built on first use (and cached by content unless
+    cache=False, see pair_structure), so a scorer that reads neither, like the cosine, costs no sparse product."""
+
+    def __init__(self, x: Tensor, mp_edge_index: Tensor, num_nodes: int, pairs: Tensor,
+                 a: sp.csr_matrix | None = None, cache: bool = True):
+        self.x, self.mp_edge_index, self.num_nodes, self.pairs, self.cache = x, mp_edge_index, num_nodes, pairs, cache
+        if a is not None:
+            self.__dict__["adjacency"] = a
+
+    @cached_property
+    def adjacency(self) -> sp.csr_matrix:
+        return adjacency(self.mp_edge_index, self.num_nodes, self.cache)
+
+    @cached_property
+    def structure(self) -> PairStructure:
+        # the adjacency only where it is built already: a cached structure needs none
+        return pair_structure(self.mp_edge_index, self.num_nodes, self.pairs, self.__dict__.get("adjacency"),
+                              self.cache)
+
+
+@dataclass(frozen=True)
+class Heuristic:
+    """One pair heuristic: `score(view) -> [P]` float64 for a PairView's pairs, no training.
+
+    name: its model name in every table; label: how a figure or a sentence names it; feature: its column name in the
+    heuristic stack, whose value is `transform(scores)` after density rescaling (`density_power`: the power of the mean
+    degree its scores grow with when edges are kept at random; 0 = not rescaled)."""
+
+    name: str
+    label: str
+    score: Callable[[PairView], np.ndarray]
+    feature: str
+    density_power: int = 0
+    transform: Callable[[np.ndarray], np.ndarray] | None = None
+
+    def stack_feature(self, view: PairView, ref_degree: float | None) -> np.ndarray:
+        """The stack's feature [P] of the view's pairs, its scores rescaled to ref_degree (density_factor) first."""
+        s = self.score(view)
+        if self.density_power:
+            s = density_factor(view.adjacency, ref_degree, self.density_power) * s
+        return s if self.transform is None else self.transform(s)
+
+
+REGISTRY: dict[str, Heuristic] = {}
+
+
+def register(h: Heuristic) -> Heuristic:
+    """Add a heuristic to REGISTRY (its name must be new)."""
+    if h.name in REGISTRY:
+        raise ValueError(f"heuristic {h.name!r} is registered already; give the new one another name")
+    REGISTRY[h.name] = h
+    return h
+
+
+def _resource_allocation(v: PairView) -> np.ndarray:
+    # Zhou et al. 2009, the rule lib.linkpred.negatives samples "heart" negatives by, read per pair from the one
+    # common-neighbour product every count shares (a common neighbour has degree >= 2, so 1/deg is finite).
+    st = v.structure
+    return st.common @ np.divide(1.0, st.deg, out=np.zeros_like(st.deg, dtype=np.float64), where=st.deg > 0)
+
+
+register(Heuristic("cosine", "cos(x_u, x_v)", lambda v: cosine_scores(v.x, v.pairs, v.cache), "cosine"))
+register(Heuristic("pref_attach", "preferential attachment deg(u)·deg(v)", lambda v: v.structure.pa, "log1p_pa",
+                   2, np.log1p))
+register(Heuristic("common_neighbours", "common neighbours |N(u) ∩ N(v)|", lambda v: v.structure.cn, "log1p_cn",
+                   2, np.log1p))
+register(Heuristic("adamic_adar", "Adamic–Adar Σ_{w ∈ N(u) ∩ N(v)} 1 / log deg(w)", lambda v: v.structure.aa,
+                   "log1p_aa", 2, np.log1p))
+register(Heuristic("resource_allocation", "resource allocation Σ_{w ∈ N(u) ∩ N(v)} 1 / deg(w)", _resource_allocation,
+                   "log1p_ra", 1, np.log1p))
+
+HEURISTICS = ("cosine", "pref_attach", "common_neighbours", "adamic_adar")
+"""The heuristics notebook 03 scores on their own (the names of REGISTRY that its tables and findings show)."""
+STACK = ("cosine", "common_neighbours", "adamic_adar", "pref_attach")
+"""The heuristic stack's default features, in column order (HeuristicStack(features=...) takes any registered ones)."""
+
+
+def check_heuristics(names) -> tuple[str, ...]:
+    """names as a tuple; an unregistered name stops here naming the registered ones."""
+    names = tuple(names)
+    bad = [n for n in names if n not in REGISTRY]
+    if bad:
+        raise ValueError(f"heuristic {bad[0]!r} is unknown; use one of {tuple(REGISTRY)} (lib.linkpred.heuristics)")
+    return names
+
+
+def stack_features(names=STACK) -> tuple[str, ...]:
+    """The stack's column names of heuristics `names` (cosine, log1p_cn, ...)."""
+    return tuple(REGISTRY[n].feature for n in check_heuristics(names))
+
+
+def heuristic_scores(name: str, x: Tensor, mp_edge_index: Tensor, num_nodes: int, pairs: Tensor,
+                     a: sp.csr_matrix | None = None, cache: bool = True) -> np.ndarray:
+    """Scores [P] of node pairs [2, P] by the registered heuristic `name` (no training). Degrees and neighbourhoods
+    come from mp_edge_index only. Hand-written with scipy.sparse: PyG has no pair heuristics and networkx's are pure
+    Python (too slow at 20k nodes)."""
+    return REGISTRY[check_heuristics([name])[0]].score(PairView(x, mp_edge_index, num_nodes, pairs, a, cache))
+
+
+def pair_features(x: Tensor, mp_edge_index: Tensor, num_nodes: int, pairs: Tensor, ref_degree: float | None = None,
+                  a: sp.csr_matrix | None = None, cache: bool = True, features=STACK) -> np.ndarray:
+    """[P, len(features)] float64: the stack features of heuristics `features` (by default cos(x_u, x_v), log(1+CN),
+    log(1+AA), log(1+PA)) of pairs [2, P] on the message-passing graph; with ref_degree the counts are first rescaled
+    to that mean degree (density_factor). a: the adjacency of mp_edge_index when the caller already has it; cache: see
+    pair_structure."""
+    view = PairView(x, mp_edge_index, num_nodes, pairs, a, cache)
+    return np.stack([REGISTRY[n].stack_feature(view, ref_degree) for n in check_heuristics(features)], axis=1)
 
 
 def reference_degree(graphs: list[Data], held_out: float) -> float:
@@ -195,46 +283,47 @@ def reference_degree(graphs: list[Data], held_out: float) -> float:
     return float(np.mean([mean_degree(adjacency(g.edge_index, g.num_nodes)) for g in graphs])) * (1 - held_out)
 
 
-def stack_training_pairs(graphs: list[Data], ratio: float, seed: int,
-                         ref_degree: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(features [P+Q, 4], labels [P+Q]) from training graphs: per graph a seeded `ratio` of its edges held out of
-    message passing (positives) against as many sampled non-edges of the graph (negatives); counts rescaled to
-    ref_degree when given."""
+def stack_training_pairs(graphs: list[Data], ratio: float, seed: int, ref_degree: float | None = None,
+                         features=STACK) -> tuple[np.ndarray, np.ndarray]:
+    """(features [P+Q, len(features)], labels [P+Q]) from training graphs: per graph a seeded `ratio` of its edges held
+    out of message passing (positives) against as many sampled non-edges of the graph (negatives); the stack features
+    of heuristics `features`, counts rescaled to ref_degree when given."""
     feats, labels = [], []
     for g in graphs:
         mp, pos = split_edges(g.edge_index, g.num_nodes, ratio, derive_seed(seed, "stack", str(g.graph_id)))
         neg = sample_negatives(training_exclusions(g), g.num_nodes, pos.size(1),
                                derive_seed(seed, "stack-neg", str(g.graph_id)))
         pairs = torch.cat([pos, neg], 1)
-        feats.append(pair_features(g.x, mp, g.num_nodes, pairs, ref_degree))
+        feats.append(pair_features(g.x, mp, g.num_nodes, pairs, ref_degree, features=features))
         labels.append(np.r_[np.ones(pos.size(1)), np.zeros(neg.size(1))])
     return np.concatenate(feats), np.concatenate(labels)
 
 
 class HeuristicStack:
-    """Logistic regression on the four standardised STACK_FEATURES (sklearn), fitted on training graphs; with
-    rescale=True the counts are rescaled to the fitted graphs' mean degree (`ref_degree`, set by fit) in fitting and
-    scoring alike."""
+    """Logistic regression on the standardised stack features of registered heuristics `features` (sklearn; by
+    default STACK), fitted on training graphs; with rescale=True the counts are rescaled to the fitted graphs' mean
+    degree (`ref_degree`, set by fit) in fitting and scoring alike."""
 
-    def __init__(self, ratio: float = 0.3, seed: int = 0, rescale: bool = False):
-        self.ratio, self.seed, self.rescale = ratio, seed, rescale
+    def __init__(self, ratio: float = 0.3, seed: int = 0, rescale: bool = False, features=STACK):
+        self.ratio, self.seed, self.rescale, self.features = ratio, seed, rescale, check_heuristics(features)
         self.model, self.ref_degree = None, None
 
     def fit(self, graphs: list[Data]) -> "HeuristicStack":
         if not graphs:
             raise ValueError("heuristic_stack needs at least one training graph with edges to fit on")
         self.ref_degree = reference_degree(graphs, self.ratio) if self.rescale else None
-        X, y = stack_training_pairs(graphs, self.ratio, self.seed, self.ref_degree)
+        X, y = stack_training_pairs(graphs, self.ratio, self.seed, self.ref_degree, self.features)
         self.model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)).fit(X, y)
         return self
 
     @property
     def coefficients(self) -> dict:
         """Weight per standardised feature (how the stack combines its inputs)."""
-        return dict(zip(STACK_FEATURES, self.model[-1].coef_[0].round(4).tolist()))
+        return dict(zip(stack_features(self.features), self.model[-1].coef_[0].round(4).tolist()))
 
     def scores(self, x: Tensor, mp_edge_index: Tensor, num_nodes: int, pairs: Tensor) -> np.ndarray:
         """Decision values [P] (monotone in the fitted probability) of pairs [2, P]."""
         if self.model is None:
             raise RuntimeError("HeuristicStack.scores called before fit(training graphs)")
-        return self.model.decision_function(pair_features(x, mp_edge_index, num_nodes, pairs, self.ref_degree))
+        return self.model.decision_function(pair_features(x, mp_edge_index, num_nodes, pairs, self.ref_degree,
+                                                          features=self.features))

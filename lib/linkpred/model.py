@@ -24,7 +24,7 @@ from torch_geometric.utils import add_self_loops, remove_self_loops, softmax
 
 from lib.common.config import StageParams, param
 from lib.common.params import ParamError
-from lib.linkpred.decoders import DECODERS, PairDecoder
+from lib.linkpred.decoders import DECODERS, MLP_DECODERS, PairDecoder
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ class ModelConfig(GatModelParams):
     negative_slope: float = param(0.2, "GATConv's LeakyReLU slope (PyG default; the seed did not change it)")
     input_dropout_after_lin: bool = param(False, "seed §4.1 list: dropout on X then L_in; §4.1.1 formula: "
                                                  "Dropout(L_in(X))")
-    decoder: str = param("dot", '"dot" (seed, no parameters), "hadamard_mlp" or "ncn" (lib.linkpred.decoders)',
-                         choices=DECODERS)
+    decoder: str = param("dot", "; ".join(f'"{d.name}": {d.about}' for d in DECODERS.values())
+                         + " (lib.linkpred.decoders)", choices=tuple(DECODERS))
     decoder_hidden: int = param(64, "width of an MLP decoder", ge=1)
     decoder_dropout: float = param(0.0, "dropout inside an MLP decoder", ge=0, lt=1)
     decoder_features: bool = param(False, "MLP decoder also reads the pair's heuristic features (cos, CN, AA, PA)")
@@ -64,10 +64,11 @@ class ModelConfig(GatModelParams):
                                          "(lib.linkpred.heuristics)")
 
     def check(self) -> None:
-        rules = [("decoder_features", self.decoder_features and self.decoder == "dot",
-                  "decoder_features=True needs an MLP decoder ('hadamard_mlp' or 'ncn')"),
-                 ("decoder_rescale", self.decoder_rescale and self.decoder == "dot",
-                  "decoder_rescale=True needs an MLP decoder ('hadamard_mlp' or 'ncn')"),
+        mlp = self.decoder in MLP_DECODERS
+        rules = [("decoder_features", self.decoder_features and not mlp,
+                  f"decoder_features=True needs an MLP decoder (one of {MLP_DECODERS})"),
+                 ("decoder_rescale", self.decoder_rescale and not mlp,
+                  f"decoder_rescale=True needs an MLP decoder (one of {MLP_DECODERS})"),
                  ("decoder_init", self.decoder_init == "stack" and not self.decoder_features,
                   "decoder_init='stack' needs decoder_features=True (the stack reads them)")]
         for key, bad, why in rules:

@@ -12,7 +12,7 @@ from lib.linkpred.checkpoint import data_fingerprint
 from lib.linkpred.config import MODEL_KINDS, GatParams
 from lib.linkpred.data import graph_problem
 from lib.linkpred.evaluate import evaluate_heuristic, evaluate_model
-from lib.linkpred.heuristics import HEURISTICS
+from lib.linkpred.heuristics import HEURISTICS, REGISTRY
 from lib.linkpred.protocols import make_protocol
 from lib.linkpred.sampling import TRAIN_SET, TitlePairs, check_protocol
 from lib.linkpred.train import Checkpointing, train_model
@@ -40,10 +40,10 @@ def run_experiment(graphs: dict, roles: dict, params: GatParams, seed: int, in_c
     scorers = list(scorers)
     models = [k for k in scorers if k in MODEL_KINDS]
     heuristics = [h for h in scorers if h not in MODEL_KINDS]
-    unknown = [h for h in heuristics if h not in HEURISTICS]
+    unknown = [h for h in heuristics if h not in REGISTRY]
     if unknown:
         raise ValueError(f"scorer {unknown[0]!r} does not exist; use model kinds {MODEL_KINDS} or heuristics "
-                         f"{tuple(HEURISTICS)}")
+                         f"{tuple(REGISTRY)}")
     model_cfg, cfg = params.model_config(in_channels), params.train_config(seed)
     splits = splits or {}
     missing = [p for p in protocols if p not in splits]

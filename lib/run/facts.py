@@ -9,7 +9,7 @@ import pandas as pd
 from lib.common.paths import OUTPUTS
 from lib.linkpred.beyond import goal_met
 from lib.linkpred.config import MODEL_KINDS
-from lib.linkpred.heuristics import HEURISTICS
+from lib.linkpred.heuristics import REGISTRY
 
 REFERENCE_RUNS = OUTPUTS / "reference"
 """The folder of the committed reference runs, one sub-folder per run."""
@@ -46,9 +46,9 @@ def gat_model_rows(rows: pd.DataFrame, protocol: str | None = None, supervision:
 
 
 def is_heuristic(rows: pd.DataFrame) -> pd.Series:
-    """Which rows score with a heuristic: a scorer trained on nothing (lib.linkpred.heuristics, or a model outside
-    MODEL_KINDS with supervision 'none')."""
-    mask = rows["model"].isin(HEURISTICS)
+    """Which rows score with a heuristic: a scorer trained on nothing (lib.linkpred.heuristics.REGISTRY, or a model
+    outside MODEL_KINDS with supervision 'none')."""
+    mask = rows["model"].isin(REGISTRY)
     if "supervision" in rows:
         mask |= ~rows["model"].isin(MODEL_KINDS) & rows["supervision"].eq("none")
     return mask

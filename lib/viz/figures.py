@@ -66,11 +66,11 @@ def protocol_bars(means: pd.DataFrame, models: list[str], sets: list[str], proto
     """Notebook 03: test AUC per protocol, one panel per negative set: one bar per learned model · supervision and
     one for the strongest heuristic of that protocol (highest mean test AUC, named on its bar; every heuristic is in
     the notebook's table). means: rows {protocol, negatives, model, supervision, auc, auc_std} (mean and std over
-    seeds); `models` may name heuristics (lib.linkpred.heuristics.HEURISTICS) and learned models."""
-    from lib.linkpred.heuristics import HEURISTICS  # lazy: torch_geometric stays out of the importers of `saved`
+    seeds); `models` may name heuristics (lib.linkpred.heuristics.REGISTRY) and learned models."""
+    from lib.linkpred.heuristics import REGISTRY  # lazy: torch_geometric stays out of the importers of `saved`
 
-    heuristics = [m for m in models if m in HEURISTICS]
-    learned = [m for m in models if m not in HEURISTICS]
+    heuristics = [m for m in models if m in REGISTRY]
+    learned = [m for m in models if m not in REGISTRY]
     ncols = 2 if len(sets) > 1 else 1
     nrows = -(-len(sets) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(6.2 * ncols, 3.9 * nrows + 0.6), sharey=True, squeeze=False)
