@@ -17,5 +17,6 @@ def heart_set(ctx: NegativeContext) -> Draw:
 
 SET = NegativeSet("heart", "HeaRT", heart_set, ranking=OWN, per_positive=True, cached=True,
                   order=20, default=True,
-                  summary="K pairs of each positive's own, sharing an endpoint with it, drawn among the candidates "
-                          "ranked best by resource allocation, personalised PageRank and feature cosine together")
+                  summary="`negatives_per_positive` pairs of each positive's own, sharing an endpoint with it, drawn "
+                          "among the candidates ranked best by resource allocation, personalised PageRank and "
+                          "feature cosine together")

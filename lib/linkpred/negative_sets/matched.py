@@ -17,5 +17,6 @@ def matched_set(ctx: NegativeContext) -> Draw:
 
 SET = NegativeSet("matched", "distance-matched", matched_set, ranking=OWN, per_positive=True, cached=True,
                   order=30, default=True,
-                  summary="K pairs of each positive's own, sharing an endpoint with it, at the positive's own "
-                          "distance in the message passing, so \"has a common neighbour\" separates nothing")
+                  summary="`negatives_per_positive` pairs of each positive's own, sharing an endpoint with it, at "
+                          "the positive's own distance in the message passing, so \"has a common neighbour\" "
+                          "separates nothing (the shortcut scores AUC 0.5)")

@@ -38,5 +38,6 @@ def popular_negatives(ctx: NegativeContext) -> Draw:
 
 
 SET = NegativeSet("popular", "degree-biased", popular_negatives, ranking=OWN, per_positive=True, order=40,
-                  summary="K pairs of each positive's own, sharing an endpoint with it, whose other node is drawn in "
-                          "proportion to its degree in the message passing, so \"popular => link\" ranks them high")
+                  summary="`negatives_per_positive` pairs of each positive's own, sharing an endpoint with it, whose "
+                          "other node is drawn in proportion to its degree in the message passing, so \"popular => "
+                          "link\" ranks them high")

@@ -31,6 +31,13 @@ SELECT_METRICS = ("auc", "mrr", *(f"{m}_{n}" for n in NEGATIVE_SETS[1:] for m in
                   "auc_both", "mrr_both", "auc_all", "mrr_all")
 
 
+def set_title(name: str) -> str:
+    """A panel or column title of a negative set: its name (as the tables key it) and its label; a name the registry
+    does not hold (a published run's) stays as it is."""
+    label = REGISTRY[name].label if name in REGISTRY else name
+    return f"{name} negatives" if label == name else f"{name} negatives ({label})"
+
+
 def check_negatives(name: str) -> str:
     if name not in REGISTRY:
         raise ValueError(f"negative set {name!r} does not exist; use one of {NEGATIVE_SETS}")
