@@ -35,7 +35,7 @@ def _json(path: Path) -> dict:
 def stage3(run: Path, fig: Path) -> list[str]:
     from lib.linkpred.heuristics import HEURISTICS
     from lib.linkpred.plots import plot_auc_vs_aauc
-    from lib.linkpred.sampling import NEGATIVE_SETS
+    from lib.linkpred.negative_sets.registry import NEGATIVE_SETS
     from lib.viz.figures import protocol_bars
 
     if not (run / "train_gat_rows.csv").is_file():

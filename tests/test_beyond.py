@@ -111,13 +111,15 @@ def test_structure_profile_counts_common_neighbours_by_hand():
     from torch_geometric.data import Data
     from torch_geometric.utils import to_undirected
 
+    from lib.linkpred.negative_sets.base import Draw
     from lib.linkpred.protocols import EvalTask
 
     # path 0-1-2 plus 2-3; held out: (0, 2) has one common neighbour (1), (0, 3) none
     mp = to_undirected(torch.tensor([[0, 1, 2], [1, 2, 3]]), num_nodes=5)
     data = Data(x=torch.randn(5, 3), num_nodes=5)
     t = EvalTask("g", "leak_free", data, mp, pos=torch.tensor([[0, 0], [2, 3]]),
-                 neg=torch.tensor([[0, 4], [4, 1]]), neg_dist2=torch.tensor([[1], [3]]))
+                 negative_sets={"uniform": Draw(torch.tensor([[0, 4], [4, 1]])),
+                                "dist2": Draw(torch.tensor([[1], [3]]))})
     p = B.structure_profile([t])
     assert p["positives"] == 2 and p["tasks"] == 1
     assert p["pos_no_cn"] == 0.5 and p["pos_cn"] == 0.5
@@ -147,11 +149,12 @@ def test_shortcut_scores_one_exactly_for_pairs_without_a_common_neighbour():
     from torch_geometric.data import Data
     from torch_geometric.utils import to_undirected
 
+    from lib.linkpred.negative_sets.base import Draw
     from lib.linkpred.protocols import EvalTask
 
     mp = to_undirected(torch.tensor([[0, 1, 2], [1, 2, 3]]), num_nodes=5)
     t = EvalTask("g", "leak_free", Data(x=torch.randn(5, 3), num_nodes=5), mp, pos=torch.tensor([[0], [2]]),
-                 neg=torch.tensor([[0], [4]]), neg_dist2=torch.tensor([[1], [3]]))
+                 negative_sets={"uniform": Draw(torch.tensor([[0], [4]])), "dist2": Draw(torch.tensor([[1], [3]]))})
     assert B.shortcut_scores(t, torch.tensor([[0, 0, 1, 0], [2, 3, 3, 4]])).tolist() == [0.0, 1.0, 0.0, 1.0]
 
 

@@ -214,7 +214,7 @@ def test_matched_training_negatives_sit_at_a_positives_distance_and_mix_with_the
 
 
 def test_per_positive_sets_are_cached_by_content_and_rebuilt_when_an_input_changes(tmp_path, monkeypatch):
-    import lib.linkpred.negatives as N
+    import lib.linkpred.negative_sets.heart as H
     from lib.linkpred import protocols
 
     monkeypatch.setattr(protocols, "NEGATIVE_CACHE", tmp_path / "neg")
@@ -222,18 +222,18 @@ def test_per_positive_sets_are_cached_by_content_and_rebuilt_when_an_input_chang
     first = make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]},
                           "leak_free", 0, settings=ProtocolSettings(negatives_per_positive=4))
     files = sorted((tmp_path / "neg").glob("*.pt"))
-    assert len(files) == 2  # one validation task, one test task
+    assert len(files) == 4  # heart and matched of one validation task and one test task
     calls = []
-    real = N.heart_negatives
-    monkeypatch.setattr(N, "heart_negatives", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = H.heart_negatives
+    monkeypatch.setattr(H, "heart_negatives", lambda *a, **k: calls.append(1) or real(*a, **k))
     again = make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]},
                           "leak_free", 0, settings=ProtocolSettings(negatives_per_positive=4))
     assert calls == []  # read from the cache, nothing ranked again
     for t0, t1 in zip(first.test + first.val, again.test + again.val):
         for name in ("heart", "matched"):
-            assert torch.equal(t0.per_positive[name][0], t1.per_positive[name][0])
-            assert torch.equal(t0.per_positive[name][1], t1.per_positive[name][1])
-            assert t0.missing[name] == t1.missing[name]
+            assert torch.equal(t0.negatives(name), t1.negatives(name))
+            assert (t0.owners(name) == t1.owners(name)).all()
+            assert t0.missing(name) == t1.missing(name)
     make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]},
                   "leak_free", 1, settings=ProtocolSettings(negatives_per_positive=4))  # another seed: other sets
-    assert calls and len(list((tmp_path / "neg").glob("*.pt"))) > 2
+    assert calls and len(list((tmp_path / "neg").glob("*.pt"))) > 4

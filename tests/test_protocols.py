@@ -104,7 +104,7 @@ def test_leak_free_negatives_are_links_in_no_graph_of_the_dataset():
     for seed in range(5):
         sp = make_protocol(graphs, ROLES, "leak_free", seed=seed, settings=QUARTER)
         t = sp.test[0]
-        for pairs in (t.neg, t.neg_dist2):
+        for pairs in (t.negatives("uniform"), t.negatives("dist2")):
             assert pairs.size(1) > 0
             assert not _title_pairs(t.data, pairs) & every_link
             assert (pairs[0] != pairs[1]).all()
@@ -133,7 +133,7 @@ def test_pair_split_strips_every_held_out_pair_from_every_graph_alike():
     # negatives of validation and test are links in no graph, so never a held-out pair
     every_link = set().union(*(_title_pairs(g, g.edge_index) for g in graphs.values()))
     for t in sp.val + sp.test:
-        for pairs in (t.neg, t.neg_dist2):
+        for pairs in (t.negatives("uniform"), t.negatives("dist2")):
             assert not _title_pairs(t.data, pairs) & every_link
     seen = set()
     for hs in (0.0, 1.0):
@@ -151,7 +151,7 @@ def test_leak_free_validation_negatives_are_never_test_pairs():
         sp = make_protocol(graphs, ROLES, "leak_free", seed=seed, settings=QUARTER)
         test_held = set().union(*(_title_pairs(t.data, t.pos) for t in sp.test))
         for t in sp.val:
-            for pairs in (t.neg, t.neg_dist2):
+            for pairs in (t.negatives("uniform"), t.negatives("dist2")):
                 assert not _title_pairs(t.data, pairs) & test_held
 
 
@@ -167,9 +167,9 @@ def test_new_nodes_never_lets_a_held_out_title_into_training():
         assert not unseen & set(t.data.titles)
     every_link = set().union(*(_title_pairs(g, g.edge_index) for g in graphs.values()))
     for t in sp.test:
-        for pairs in (t.pos, t.neg, t.neg_dist2):
+        for pairs in (t.pos, t.negatives("uniform"), t.negatives("dist2")):
             assert all({t.data.titles[u], t.data.titles[v]} & unseen for u, v in pairs.t().tolist())
-        assert not _title_pairs(t.data, t.neg) & every_link
+        assert not _title_pairs(t.data, t.negatives("uniform")) & every_link
         assert not _title_pairs(t.data, t.pos) & _title_pairs(t.data, t.mp_edge_index)
     a = leak_audit(sp)
     assert a["test_pos_seen"] == 0 and a["test_neg_true_links"] == 0 and a["test_titles_seen_share"] < 1
@@ -186,9 +186,9 @@ def test_dist2_negatives_are_non_edges_at_distance_exactly_two_and_prefer_the_an
     t = graph_task(g, "within_graph", seed=1)
     nxg = nx.Graph(t.mp_edge_index.t().tolist())
     full = {frozenset(e) for e in g.edge_index.t().tolist()}
-    assert t.neg_dist2.size(1) + t.dist2_missing == t.pos.size(1)
+    assert t.negatives("dist2").size(1) + t.missing("dist2") == t.pos.size(1)
     n_same = 0
-    for u, w in t.neg_dist2.t().tolist():
+    for u, w in t.negatives("dist2").t().tolist():
         assert nx.shortest_path_length(nxg, u, w) == 2
         assert frozenset((u, w)) not in full
         c2 = {x for x in nx.single_source_shortest_path_length(nxg, u, cutoff=2) if
@@ -210,11 +210,14 @@ def test_every_protocol_is_deterministic_for_a_seed_and_changes_with_it():
         a, b, c = (make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3", "g4"]},
                                  protocol, seed=s) for s in (4, 4, 5))
         for x, y in zip(a.test + a.val, b.test + b.val):
-            for k in ("mp_edge_index", "pos", "neg", "neg_dist2"):
+            for k in ("mp_edge_index", "pos"):
                 assert torch.equal(getattr(x, k), getattr(y, k)), (protocol, k)
+            for n in x.negative_sets:
+                assert torch.equal(x.negatives(n), y.negatives(n)), (protocol, n)
         for x, y in zip(a.train, b.train):
             assert torch.equal(x.edge_index, y.edge_index) and x.titles == y.titles
-        assert any(not torch.equal(x.neg, y.neg) for x, y in zip(a.test, c.test)), protocol
+        assert any(not torch.equal(x.negatives("uniform"), y.negatives("uniform"))
+                   for x, y in zip(a.test, c.test)), protocol
 
 
 def test_heuristics_and_models_see_the_same_pairs():
@@ -228,7 +231,7 @@ def test_heuristics_and_models_see_the_same_pairs():
     nxg.add_nodes_from(range(t.data.num_nodes))
     from lib.metrics.link import link_metrics
     cn = lambda pairs: np.array([len(list(nx.common_neighbors(nxg, u, v))) for u, v in pairs.t().tolist()])
-    assert r1["mean"]["uniform"]["auc"] == pytest.approx(link_metrics(cn(t.pos), cn(t.neg))["auc"])
+    assert r1["mean"]["uniform"]["auc"] == pytest.approx(link_metrics(cn(t.pos), cn(t.negatives("uniform")))["auc"])
     assert set(HEURISTICS) >= {"common_neighbours"}
 
 

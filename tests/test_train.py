@@ -15,7 +15,8 @@ from lib.linkpred.data import graph_problem, synthetic_graph
 from lib.linkpred.heuristics import HEURISTICS, heuristic_scores
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import graph_task
-from lib.linkpred.sampling import NEGATIVE_SETS, sample_negatives, within_graph_split
+from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS
+from lib.linkpred.sampling import sample_negatives, within_graph_split
 from lib.linkpred.stage import run_experiment
 from lib.linkpred.train import Checkpointing, checkpoint_config, supervision_pairs, train_model
 from lib.metrics.link import choose_on_validation, gat_verdicts, link_metrics, summary_table
@@ -262,7 +263,7 @@ def test_experiment_learns_and_reports_every_protocol_and_negative_set(tmp_path)
     rows = {(r["model"], r["protocol"], r["supervision"], r["negatives"]): r for r in out["rows"]}
     protocols = ("seed", "within_graph", "leak_free", "pair_split", "new_nodes")
     # under "seed" the positives are message-passing edges (distance 1): a matched negative would be a link, so none
-    sets = {p: [n for n in NEGATIVE_SETS if (p, n) != ("seed", "matched")] for p in protocols}
+    sets = {p: [n for n in DEFAULT_NEGATIVE_SETS if (p, n) != ("seed", "matched")] for p in protocols}
     assert set(rows) == {(m, p, sv, n) for m in ("gat_model", "mlp") for p in protocols for sv in ("mp", "disjoint")
                          for n in sets[p]} | {(m, p, "none", n) for m in ("cosine", "common_neighbours")
                                               for p in protocols for n in sets[p]}
@@ -342,6 +343,7 @@ def test_notebook_03_parameters_are_what_the_model_trainer_and_protocols_read():
     # every setting the model, the trainer and the protocols share with the notebook arrives under its notebook name
     for target in (p.model_config(384), p.train_config(5), p.protocol_settings()):
         shared = {f for f in asdict(target) if f in GatParams.names() and f != "seed"}
-        assert shared and all(getattr(target, f) == getattr(p, f) for f in shared), type(target)
+        same = lambda a, b: tuple(a) == tuple(b) if isinstance(b, list) else a == b  # noqa: E731 (list -> tuple)
+        assert shared and all(same(getattr(target, f), getattr(p, f)) for f in shared), type(target)
     with pytest.raises(ParamError, match="protocols"):
         GatParams(protocols=["leaky"])

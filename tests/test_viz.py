@@ -91,7 +91,7 @@ def test_the_03b_figure_shows_the_chosen_model_beside_the_bar_and_the_shortcut(t
                          for m, a in score.items()])
     fig = beyond_bars(rows, [m for m in score if m != "mlp"], 2, hatched=("heuristic_stack",), path=tmp_path / "b.png")
     auc, mrr = fig.axes[0], fig.axes[2]  # rows: AUC, MRR; columns: uniform, dist2
-    assert [a.get_title() for a in fig.axes[:2]] == ["uniform negatives", "dist2 negatives"]
+    assert [a.get_title() for a in fig.axes[:2]] == ["uniform negatives", "dist2 negatives (distance 2)"]
     assert len(auc.patches) == 3 * 2 and len(mrr.patches) == 3 * 2  # chosen, bar, shortcut at two protocols
     # chosen on validation (gat_b), not the test-best gat_a; the bar is the stack, hatched; the rest is left out
     assert [t.get_text() for t in auc.texts] == ["gat_b", "gat_b", "heuristic_stack", "heuristic_stack"]

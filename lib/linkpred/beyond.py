@@ -39,7 +39,7 @@ from lib.linkpred.evaluate import evaluate_model, evaluate_scorer
 from lib.linkpred.heuristics import REGISTRY, HeuristicStack, heuristic_scores
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import ProtocolSplit
-from lib.linkpred.sampling import NEGATIVE_SETS
+from lib.linkpred.negative_sets.registry import NEGATIVE_SETS, held_sets
 from lib.linkpred.train import Checkpointing, train_model
 from lib.metrics.link import STRATA, choose_on_validation, set_metrics
 
@@ -243,13 +243,14 @@ def structure_profile(tasks: list, hits_k: int = 50) -> dict:
     def cn(t, pairs):
         return heuristic_scores("common_neighbours", t.data.x, t.mp_edge_index, t.data.num_nodes, pairs)
 
-    pos_cn, degree, neg_no_cn = [], [], {n: [] for n in NEGATIVE_SETS}
-    shortcut = {n: [] for n in NEGATIVE_SETS}
+    sets = held_sets(tasks)
+    pos_cn, degree, neg_no_cn = [], [], {n: [] for n in sets}
+    shortcut = {n: [] for n in sets}
     for t in tasks:
         degree.append(t.mp_edge_index.size(1) / t.data.num_nodes)
         p = cn(t, t.pos)
         pos_cn.append(p)
-        for n in NEGATIVE_SETS:
+        for n in sets:
             pairs = t.negatives(n)
             if pairs.size(1) == 0 or p.size == 0:
                 continue
@@ -260,7 +261,7 @@ def structure_profile(tasks: list, hits_k: int = 50) -> dict:
     mean = lambda c: float(np.mean(c)) if len(c) else float("nan")  # noqa: E731
     out = {"tasks": len(tasks), "mp_degree": mean(degree), "positives": int(pos_cn.size),
            "pos_no_cn": float((pos_cn == 0).mean()) if pos_cn.size else float("nan"), "pos_cn": mean(pos_cn)}
-    for n in NEGATIVE_SETS:
+    for n in sets:
         out[f"{n}_no_cn"] = float(np.concatenate(neg_no_cn[n]).mean()) if neg_no_cn[n] else float("nan")
         for m in ("auc", "mrr"):
             out[f"shortcut_{n}_{m}"] = mean([r[m] for r in shortcut[n] if r[m] is not None])
@@ -304,10 +305,13 @@ def gap_sentences(gaps: pd.DataFrame) -> list[str]:
 
 
 def structure_sentences(structure: pd.DataFrame, gaps: pd.DataFrame, rows: pd.DataFrame, protocols: list,
-                        sets=("dist2", "heart", "matched")) -> list[str]:
+                        sets=None) -> list[str]:
     """Per protocol: the share of validation and test positives without a common neighbour (and the mean degree),
-    then per negative set the shortcut's test AUC / MRR beside the validation and test numbers of the graph model
-    chosen for that set on validation. structure: `structure_profile` rows indexed by (protocol, role)."""
+    then per negative set (`sets`; None: every set but uniform that `structure` profiles) the shortcut's test AUC /
+    MRR beside the validation and test numbers of the graph model chosen for that set on validation. structure:
+    `structure_profile` rows indexed by (protocol, role)."""
+    if sets is None:
+        sets = [n for n in NEGATIVE_SETS[1:] if f"shortcut_{n}_auc" in structure]
     chosen = gaps.set_index(["protocol", "negatives"])["best graph model"] if len(gaps) else pd.Series(dtype=object)
     mean = rows.groupby(["protocol", "negatives", "model"])[["val_auc", "auc", "mrr"]].mean()
     out = []

@@ -76,6 +76,7 @@ def data_fingerprint(graphs: Iterable[Data], tasks: Iterable[EvalTask] = ()) -> 
         if getattr(g, "held_out_pairs", None) is not None:  # they change the training negatives
             h.update(b"held_out" + g.held_out_pairs.numpy().tobytes())
     for t in tasks:  # every negative set: an epoch may be selected on any of them
-        for part in (t.mp_edge_index, t.pos, t.neg, t.neg_dist2, *(p for pair in t.per_positive.values() for p in pair)):
+        for part in (t.mp_edge_index, t.pos, *(p for d in t.negative_sets.values() for p in (d.pairs, d.owner)
+                                                if p is not None)):
             h.update(part.numpy().tobytes())
     return h.hexdigest()[:16]

@@ -17,10 +17,10 @@ from lib.common.config import DeviceStageParams, param
 from lib.common.device import PRECISIONS, check_precision, get_device, resolve_precision
 from lib.common.params import ParamError
 from lib.linkpred.decoders import VARIANTS
+from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS, NEGATIVE_SETS, SELECT_METRICS
 from lib.linkpred.model import FeatureMLP, GatModel, GatModelParams, ModelConfig, PlainGAT
 from lib.linkpred.protocols import ProtocolSettings
 from lib.linkpred.sampling import PROTOCOLS
-from lib.metrics.link import SELECT_METRICS
 
 MODEL_KINDS = ("gat_model", "plain_gat", "mlp")
 SUPERVISIONS = ("mp", "disjoint")
@@ -162,14 +162,20 @@ class GatParams(GatModelParams, DeviceStageParams):
     t_cos: float = param(0.7, "A-AUC cosine threshold, seed §5.4.1", ge=-1, le=1)
     holdout_fraction: float = param(0.1, "held-out protocols: share of each test/validation graph's edges held out",
                                     gt=0, lt=1)
-    negatives_per_positive: int = param(20, '"heart" and "matched" negatives of each positive\'s own '
-                                            '(lib.linkpred.negatives; 0: none)', ge=0)
+    negatives_per_positive: int = param(20, "K, negatives of each positive's own of the per-positive sets (heart, "
+                                            "matched; lib.linkpred.negative_sets; 0: none)", ge=0)
+    negative_sets: list[str] = param(list(DEFAULT_NEGATIVE_SETS), "negative sets every evaluation task draws, each "
+                                     "reported on its own (lib.linkpred.negative_sets; uniform is required)",
+                                     choices=NEGATIVE_SETS)
     baseline_epochs: int = param(2, "epochs for the MLP and plain-GAT baselines (same loop as GatModel)", ge=1)
 
     def check(self) -> None:
         for key in ("protocols", "train_supervision"):
             if not getattr(self, key):
                 raise ParamError(f"parameter {key}=[] is invalid: list at least one", key=key)
+        if "uniform" not in self.negative_sets:
+            raise ParamError(f"parameter negative_sets={self.negative_sets!r} lacks 'uniform', which picks the epoch; "
+                             f"add it", key="negative_sets")
 
     @property
     def seeds(self) -> list[int]:

@@ -11,7 +11,8 @@ from lib.common.device import get_device
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.heuristics import heuristic_scores
 from lib.linkpred.protocols import EvalTask
-from lib.linkpred.sampling import NEGATIVE_SETS, check_negatives, derive_seed
+from lib.linkpred.negative_sets.registry import check_negatives, held_sets
+from lib.linkpred.sampling import derive_seed
 from lib.metrics.aauc import aauc, aauc_scored
 from lib.metrics.link import set_metrics
 
@@ -40,13 +41,14 @@ def _decodes_with_dot(model) -> bool:
 
 @torch.no_grad()
 def evaluate_model(model, tasks: list[EvalTask], cfg: TrainConfig, device=None, progress: bool = True,
-                   negative_sets=NEGATIVE_SETS, with_aauc: bool = True, strata: bool = True) -> dict:
+                   negative_sets=None, with_aauc: bool = True, strata: bool = True) -> dict:
     """Metrics of an embedding model (eval mode) on protocol tasks: {"mean": {negative set: {set_metrics' keys,
     aauc, aauc_self}}, "per_graph": rows}. A-AUC per graph (`aauc`: self-pairs excluded; `aauc_self`: the seed code's
     variant with every node's pair with itself) from the embeddings of the task's message-passing graph — scored by
-    z_i · z_j for the dot decoder, by the model's own decoder otherwise. strata: also the per-stratum metrics."""
+    z_i · z_j for the dot decoder, by the model's own decoder otherwise. strata: also the per-stratum metrics.
+    negative_sets: registry names; None: the sets the tasks hold (lib.linkpred.negative_sets.registry.held_sets)."""
     device = device or get_device(cfg.device)
-    negative_sets = [check_negatives(n) for n in negative_sets]
+    negative_sets = [check_negatives(n) for n in (held_sets(tasks) if negative_sets is None else negative_sets)]
     model.eval()
     rows = []
     for t in tqdm(tasks, desc="eval", disable=not progress, leave=False):
@@ -77,9 +79,10 @@ def evaluate_model(model, tasks: list[EvalTask], cfg: TrainConfig, device=None, 
     return {"mean": _by_negatives(rows, negative_sets), "per_graph": rows}
 
 
-def evaluate_scorer(score, tasks: list[EvalTask], cfg: TrainConfig, negative_sets=NEGATIVE_SETS) -> dict:
+def evaluate_scorer(score, tasks: list[EvalTask], cfg: TrainConfig, negative_sets=None) -> dict:
     """Metrics of any pair scorer score(task, pairs [2, P]) -> scores [P] on protocol tasks (same result shape as
     evaluate_model, without A-AUC)."""
+    negative_sets = held_sets(tasks) if negative_sets is None else negative_sets
     rows = []
     for t in tasks:
         pos = np.asarray(score(t, t.pos))
@@ -93,7 +96,7 @@ def evaluate_scorer(score, tasks: list[EvalTask], cfg: TrainConfig, negative_set
     return {"mean": _by_negatives(rows, negative_sets), "per_graph": rows}
 
 
-def evaluate_heuristic(name: str, tasks: list[EvalTask], cfg: TrainConfig, negative_sets=NEGATIVE_SETS) -> dict:
+def evaluate_heuristic(name: str, tasks: list[EvalTask], cfg: TrainConfig, negative_sets=None) -> dict:
     """Metrics of a heuristic scorer on the same tasks as evaluate_model (same shape of result, no A-AUC)."""
     return evaluate_scorer(lambda t, pairs: heuristic_scores(name, t.data.x, t.mp_edge_index, t.data.num_nodes, pairs),
                            tasks, cfg, negative_sets)

@@ -17,13 +17,10 @@ benchmark does) beside the AUC over every positive and negative of the task.
 Both draw K/2 negatives from each endpoint (all K from the one allowed anchor when `anchor_ok` forbids the other, as
 under new_nodes where the negative must hold an unseen title); a negative is never a link of any graph (`forbidden`,
 sorted title-pair keys) and never the anchor itself. A positive whose anchors have no candidate gets none and is
-counted as missing.
+counted as missing. Each set's registry entry (lib.linkpred.negative_sets) draws it for a task and caches it.
 """
 from __future__ import annotations
 
-import hashlib
-import io
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -31,12 +28,9 @@ import torch
 from scipy.stats import rankdata
 from torch import Tensor
 
-from lib.common.paths import atomic_write_bytes, move_aside
-from lib.common.runinfo import read_checkpoint
 from lib.linkpred.heuristics import adjacency
 from lib.linkpred.sampling import _member, derive_seed
 
-PER_POSITIVE_SETS = ("heart", "matched")
 _CHUNK = 512  # anchors per dense [anchors, nodes] block: bounds memory at 512 x N float64 per heuristic
 
 
@@ -99,7 +93,7 @@ def _valid(tp, gids: np.ndarray, forbidden: np.ndarray, anchors: np.ndarray, n: 
     return ok.reshape(len(anchors), n)
 
 
-def _per_positive(candidates, data, gids, tp, forbidden: np.ndarray, pos: Tensor, k: int, seed: int,
+def per_positive_draw(candidates, data, gids, tp, forbidden: np.ndarray, pos: Tensor, k: int, seed: int,
                   anchor_ok: np.ndarray | None) -> tuple[Tensor, Tensor, int]:
     """Shared driver. Each positive asks K/2 negatives of each allowed endpoint (all K of the only allowed one);
     candidates(anchors [B], owners [B], valid [B, N], counts [B]) gives each request its candidate nodes, from which
@@ -156,7 +150,7 @@ def heart_negatives(a: sp.csr_matrix, data, gids, tp, forbidden: np.ndarray, pos
         n_valid = valid.sum(1)
         return [order[j, :min(HEART_POOL * c, n_valid[j])] for j, c in enumerate(counts)]
 
-    return _per_positive(candidates, data, gids, tp, forbidden, pos, k, seed, anchor_ok)
+    return per_positive_draw(candidates, data, gids, tp, forbidden, pos, k, seed, anchor_ok)
 
 
 def matched_negatives(a: sp.csr_matrix, data, gids, tp, forbidden: np.ndarray, pos: Tensor, k: int, seed: int,
@@ -172,58 +166,4 @@ def matched_negatives(a: sp.csr_matrix, data, gids, tp, forbidden: np.ndarray, p
         own = bins[np.arange(len(anchors)), other]  # the positive's own bin (distance is symmetric)
         return [np.flatnonzero(valid[j] & (bins[j] == own[j])) for j in range(len(anchors))]
 
-    return _per_positive(candidates, data, gids, tp, forbidden, pos, k, seed, anchor_ok)
-
-
-# ---------------------------------------------------------------- metrics
-
-
-# Part of every cache key: raise it when heart_negatives or matched_negatives change what they return.
-ALGORITHM_VERSION = 1
-
-
-def per_positive_key(mp_edge_index: Tensor, x: np.ndarray, gids: np.ndarray, n_titles: int, forbidden: np.ndarray,
-                     pos: Tensor, k: int, seed: int, anchor_ok: np.ndarray | None) -> str:
-    """Content key of one task's per-positive negative sets: every input that decides them (the graph's message
-    passing and features, its titles' global ids, the forbidden pairs, the positives, K, the seed), nothing else."""
-
-    h = hashlib.sha256(f"v{ALGORITHM_VERSION} k{k} s{seed} n{n_titles}".encode())
-    for a in (mp_edge_index.numpy(), x, gids, forbidden, pos.numpy(),
-              anchor_ok if anchor_ok is not None else np.empty(0, bool)):
-        a = np.ascontiguousarray(a)
-        h.update(f"{a.dtype}{a.shape}".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()[:32]
-
-
-def per_positive_sets(task, gids: np.ndarray, n_titles: int, tp, forbidden: np.ndarray, seed: int, k: int,
-                      anchor_ok: np.ndarray | None = None, cache_dir=None) -> dict[str, tuple[Tensor, Tensor, int]]:
-    """{"heart", "matched": (negatives [2, M], owner [M], positives without any)} of one evaluation task.
-
-    With `cache_dir` the sets are kept in `<cache_dir>/<key>.pt` (per_positive_key): building them costs seconds per
-    task (PageRank and ranks per anchor) and a protocol's tasks are built again by every notebook and every resumed run,
-    while the key changes with any input, so a stale file is never read."""
-    x = node_features(task.data)
-    path = None
-    if cache_dir is not None:
-
-        key = per_positive_key(task.mp_edge_index, x, gids, n_titles, forbidden, task.pos, k, seed, anchor_ok)
-        path = Path(cache_dir) / f"{key}.pt"
-        got = read_checkpoint(path, what="cached negative sets", consequence="they are built again")
-        if got is not None:
-            try:
-                return {n: (got[n]["neg"], got[n]["owner"], int(got[n]["missing"])) for n in PER_POSITIVE_SETS}
-            except (KeyError, TypeError, ValueError) as e:  # readable, but not what this function writes
-                move_aside(path, "cached negative sets", f"no {e}", "they are built again")
-    a = adjacency(task.mp_edge_index, task.data.num_nodes)
-    out = {"heart": heart_negatives(a, task.data, gids, tp, forbidden, task.pos, k, derive_seed(seed, "heart"),
-                                    anchor_ok),
-           "matched": matched_negatives(a, task.data, gids, tp, forbidden, task.pos, k, derive_seed(seed, "matched"),
-                                        anchor_ok)}
-    if path is not None:
-
-        buf = io.BytesIO()
-        torch.save({n: {"neg": neg, "owner": owner, "missing": torch.tensor(miss)} for n, (neg, owner, miss) in
-                    out.items()}, buf)
-        atomic_write_bytes(path, buf.getvalue())
-    return out
+    return per_positive_draw(candidates, data, gids, tp, forbidden, pos, k, seed, anchor_ok)

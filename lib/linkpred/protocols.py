@@ -29,18 +29,9 @@ Protocols — what every scorer of one seed sees, after the graphs were split in
                   an unseen title and are a link in no graph. Validation graphs get unseen titles of their own the
                   same way, removed from the training graphs, so epoch selection measures the same task.
 
-Negative sets, each reported on its own (every one is a non-link under the protocol's rule: a link in no graph of the
-dataset, so never a positive of any role):
-  "uniform":  as above, shared by all positives of a task.
-  "dist2":    for each positive (u, v) one pair (u, w) with w at distance exactly 2 from u in the message-passing graph,
-              of u's topic where any such w has it; u is tried first, then v (under new_nodes only an unseen endpoint
-              may anchor, so the negative holds an unseen title too). Every such negative has a common neighbour, so
-              "no common neighbour => link" ranks a positive without one above all of them with no learning, which this
-              set exists to show.
-  "heart", "matched": `per_positive` negatives of each positive's own, sharing an endpoint with it (lib.linkpred.negatives):
-              ranked hard by resource allocation, personalised PageRank and feature cosine together (HeaRT), or at the
-              positive's own distance in the message passing. Scored per positive (MRR, Hits@k among its own
-              negatives) beside the AUC.
+Negative sets (`settings.negative_sets`; each one's sampler, ranking and description are its entry in
+lib.linkpred.negative_sets), each reported on its own: every one is a non-link under the protocol's rule (a link in no
+graph of the dataset, so never a positive of any role); under new_nodes only an unseen title may anchor a negative.
 """
 from __future__ import annotations
 
@@ -55,29 +46,31 @@ from torch_geometric.utils import to_undirected
 
 from lib.common.paths import CACHE
 from lib.linkpred.heuristics import heuristic_scores
-from lib.linkpred.negatives import per_positive_sets
+from lib.linkpred.negative_sets.base import Draw, NegativeContext
+from lib.linkpred.negative_sets.registry import (
+    DEFAULT_NEGATIVE_SETS,
+    check_negatives,
+    check_selection,
+    draw_negatives,
+)
 from lib.linkpred.sampling import (
     GRAPH_PROTOCOLS,
     PER_POSITIVE,
     TitlePairs,
     _member,
-    check_negatives,
     check_protocol,
     derive_seed,
-    dist2_negatives,
     holdout_count,
     local_pairs_with_keys,
-    sample_global_negatives,
-    sample_negatives,
+    split_edges,
     undirected,
     with_edges,
-    within_graph_split,
     without_nodes,
 )
 
 # ---------------------------------------------------------------- tasks
 
-# content-keyed per-positive negative sets (lib.linkpred.negatives.per_positive_sets); None builds them every time
+# content-keyed draws of the cached negative sets (lib.linkpred.negative_sets); None draws them every time
 NEGATIVE_CACHE: Path | None = CACHE / "negatives"
 
 
@@ -87,31 +80,30 @@ class EvalTask:
 
     data: the evaluation graph (x [N, F], titles, topics; edge_index = every edge it may know of);
     mp_edge_index [2, M]: edges for message passing and neighbourhood heuristics (both directions);
-    pos [2, P]: positives; neg [2, Q]: uniform negatives; neg_dist2 [2, H]: distance-2 negatives (set "dist2");
-    per_positive: set name -> (pairs [2, Q], owner [Q] = the positive each belongs to) for "heart" and "matched"."""
+    pos [2, P]: positives; negative_sets: registry name (lib.linkpred.negative_sets) -> Draw (pairs [2, Q], owner [Q]
+    or None, positives that got none), in registry order, for the sets the protocol drew."""
 
     graph_id: str
     protocol: str
     data: Data
     mp_edge_index: Tensor
     pos: Tensor
-    neg: Tensor
-    neg_dist2: Tensor
-    dist2_missing: int = 0
-    per_positive: dict = field(default_factory=dict)
-    missing: dict = field(default_factory=dict)  # per-positive set -> positives that got no negative
+    negative_sets: dict[str, Draw] = field(default_factory=dict)
 
     def negatives(self, which: str) -> Tensor:
-        which = check_negatives(which)
-        if which == "uniform":
-            return self.neg
-        if which == "dist2":
-            return self.neg_dist2
-        return self.per_positive[which][0] if which in self.per_positive else torch.empty(2, 0, dtype=torch.long)
+        """pairs [2, Q] of one negative set; [2, 0] for a registered set the task does not hold."""
+        draw = self.negative_sets.get(check_negatives(which))
+        return draw.pairs if draw is not None else torch.empty(2, 0, dtype=torch.long)
 
     def owners(self, which: str) -> np.ndarray | None:
         """owner [Q] of a per-positive set's negatives (index into pos); None for the shared sets."""
-        return self.per_positive[which][1].numpy() if which in self.per_positive else None
+        draw = self.negative_sets.get(which)
+        return draw.owner.numpy() if draw is not None and draw.owner is not None else None
+
+    def missing(self, which: str) -> int:
+        """Positives for which the set found no negative (0 for a set the task does not hold)."""
+        draw = self.negative_sets.get(which)
+        return draw.missing if draw is not None else 0
 
     def pos_has_cn(self) -> np.ndarray:
         """[P] bool: the positive has a common neighbour in the message passing (the strata of every table)."""
@@ -126,9 +118,11 @@ class ProtocolSettings:
     holdout_fraction: float = 0.1  # held-out protocols: share of a graph's (or the dataset's) links held out
     neg_rate: float = 0.3  # "seed": uniform negatives per positive edge (R_neg)
     new_node_fraction: float = 0.1  # new_nodes: share of the test graphs' titles never seen in training
-    negatives_per_positive: int = PER_POSITIVE  # "heart" and "matched" negatives of each positive's own (0: none)
+    negatives_per_positive: int = PER_POSITIVE  # K of the per-positive sets ("heart", "matched"; 0: none)
+    negative_sets: tuple[str, ...] = DEFAULT_NEGATIVE_SETS  # registry names of the sets every task draws
 
     def __post_init__(self):
+        object.__setattr__(self, "negative_sets", check_selection(self.negative_sets))
         for key in ("holdout_fraction", "new_node_fraction"):
             if not 0 < getattr(self, key) < 1:
                 raise ValueError(f"{key}={getattr(self, key)!r} must be in (0, 1), e.g. 0.1")
@@ -161,33 +155,25 @@ def graph_task(data: Data, protocol: str, seed: int, settings: ProtocolSettings 
     n, ei = data.num_nodes, data.edge_index
     # within_graph seeds its pairs under the key "leak_free", so its published pairs stay identical
     s = derive_seed(seed, "eval", "leak_free" if protocol == "within_graph" else protocol, str(data.graph_id))
-    if protocol == "seed":
-        mp, pos = ei, ei
-        neg = sample_negatives(ei, n, round(ei.size(1) * settings.neg_rate), s)
-    else:
-        mp, pos, neg = within_graph_split(ei, n, settings.holdout_fraction, s)
-    gids = tp.gids(data)
-    # The seed's salt string is part of the published test pairs: renaming it would draw other negatives.
-    dist2, miss = dist2_negatives(mp, data, gids, tp, tp.edge_keys(data), pos, derive_seed(s, "hard"))
-    task = EvalTask(str(data.graph_id), protocol, data, mp, pos, neg, dist2, miss)
-    return _with_per_positive(task, gids, tp, tp.edge_keys(data), s, settings.negatives_per_positive)
+    mp, pos = (ei, ei) if protocol == "seed" else split_edges(ei, n, settings.holdout_fraction, s)
+    task = EvalTask(str(data.graph_id), protocol, data, mp, pos)
+    return _with_negatives(task, tp.gids(data), tp, tp.edge_keys(data), s, settings)
 
 
-def _with_per_positive(task: EvalTask, gids: np.ndarray, tp: TitlePairs, forbidden: np.ndarray, seed: int, k: int,
-                       anchor_ok: np.ndarray | None = None) -> EvalTask:
-    """`task` with its "heart" and "matched" negatives (k per positive; k = 0 builds none), kept in NEGATIVE_CACHE."""
-    if k <= 0 or task.pos.size(1) == 0:
-        return task
-    for name, (neg, owner, miss) in per_positive_sets(task, gids, tp.n, tp, forbidden, seed, k, anchor_ok,
-                                                      NEGATIVE_CACHE).items():
-        task.per_positive[name] = (neg, owner)
-        task.missing[name] = miss
+def _with_negatives(task: EvalTask, gids: np.ndarray, tp: TitlePairs, forbidden: np.ndarray, seed: int,
+                    settings: ProtocolSettings, anchor_ok: np.ndarray | None = None) -> EvalTask:
+    """`task` with the negative sets `settings.negative_sets` drawn (lib.linkpred.negative_sets.registry's
+    draw_negatives), none of them in `forbidden`, each from its own stream of `seed`; cached sets are kept in
+    NEGATIVE_CACHE."""
+    ctx = NegativeContext(task.protocol, task.data, task.mp_edge_index, task.pos, gids, tp, forbidden, seed,
+                          settings.neg_rate, settings.negatives_per_positive, anchor_ok)
+    task.negative_sets = draw_negatives(ctx, settings.negative_sets, NEGATIVE_CACHE)
     return task
 
 
 def _heldout_task(data: Data, protocol: str, pos: Tensor, tp: TitlePairs, forbidden: np.ndarray, seed: int,
-                  unseen: np.ndarray | None = None, also_drop: np.ndarray | None = None,
-                  per_positive: int = PER_POSITIVE) -> EvalTask:
+                  settings: ProtocolSettings, unseen: np.ndarray | None = None,
+                  also_drop: np.ndarray | None = None) -> EvalTask:
     """Task of a graph whose positives pos [2, P] are held out of its message passing (with the sorted keys
     `also_drop`, when given); negatives avoid `forbidden`."""
     gids = tp.gids(data)
@@ -197,11 +183,8 @@ def _heldout_task(data: Data, protocol: str, pos: Tensor, tp: TitlePairs, forbid
     und = undirected(data.edge_index)
     keep = ~_member(tp.keys(gids, und), held)
     mp = to_undirected(und[:, torch.from_numpy(keep)], num_nodes=data.num_nodes)
-    anchors = np.flatnonzero(unseen) if unseen is not None else None
-    neg = sample_global_negatives(data, gids, tp, forbidden, pos.size(1), derive_seed(seed, "neg"), anchors)
-    dist2, miss = dist2_negatives(mp, data, gids, tp, forbidden, pos, derive_seed(seed, "hard"), unseen)  # salt: above
-    task = EvalTask(str(data.graph_id), protocol, data, mp, pos, neg, dist2, miss)
-    return _with_per_positive(task, gids, tp, forbidden, seed, per_positive, unseen)
+    return _with_negatives(EvalTask(str(data.graph_id), protocol, data, mp, pos), gids, tp, forbidden, seed, settings,
+                           unseen)
 
 
 def _pick(n: int, k: int, seed: int) -> np.ndarray:
@@ -245,7 +228,7 @@ def _leak_free(out: ProtocolSplit, b: _Build) -> None:
     docstring)."""
     graphs, train_g, val_ids, test_ids, seed, tp, global_links = (b.graphs, b.train, b.val_ids, b.test_ids, b.seed,
                                                                   b.tp, b.global_links)
-    holdout_fraction, per_positive = b.settings.holdout_fraction, b.settings.negatives_per_positive
+    holdout_fraction = b.settings.holdout_fraction
     test_pos = {}
     for gid in test_ids:
         und = undirected(graphs[gid].edge_index)
@@ -270,12 +253,12 @@ def _leak_free(out: ProtocolSplit, b: _Build) -> None:
         if val_graphs else np.empty(0, dtype=np.int64)
     drop = np.union1d(k_test, k_val)
     out.test = [_heldout_task(graphs[g], "leak_free", p, tp, global_links, derive_seed(seed, "test", str(g)),
-                              per_positive=per_positive) for g, p in test_pos.items()]
+                              b.settings) for g, p in test_pos.items()]
     # Validation negatives avoid every link of the dataset, test pairs included: a test pair is usually at distance
     # 2 in a validation graph (it was removed there), so dist2 negatives would pick it (7.7% of them on seed40) and
     # epoch selection would reward scoring the test links low.
     out.val = [_heldout_task(g, "leak_free", val_pos[g.graph_id], tp, global_links,
-                             derive_seed(seed, "val", str(g.graph_id)), per_positive=per_positive)
+                             derive_seed(seed, "val", str(g.graph_id)), b.settings)
                for g in val_graphs]
     out.train, out.removed = _without_pairs(train_g, drop, tp)
     out.removed.update(test_pairs_held_out=int(k_test.size), val_pairs_held_out=int(k_val.size))
@@ -285,7 +268,7 @@ def _pair_split(out: ProtocolSplit, b: _Build) -> None:
     """Fill `out` for pair_split: held-out title pairs drawn once for the dataset, removed from every graph."""
     graphs, train_g, val_ids, test_ids, seed, tp, global_links = (b.graphs, b.train, b.val_ids, b.test_ids, b.seed,
                                                                   b.tp, b.global_links)
-    holdout_fraction, per_positive = b.settings.holdout_fraction, b.settings.negatives_per_positive
+    holdout_fraction = b.settings.holdout_fraction
 
     def draw(ids: list, exclude: np.ndarray, purpose: str) -> np.ndarray:
         linked = np.unique(np.concatenate([tp.edge_keys(graphs[g]) for g in ids])) if ids else np.empty(0, np.int64)
@@ -311,7 +294,7 @@ def _pair_split(out: ProtocolSplit, b: _Build) -> None:
         if pos.size(1) == und.size(1):
             return "every one of its links is held out"
         return _heldout_task(g, "pair_split", pos, tp, global_links, derive_seed(seed, purpose, str(gid)),
-                             also_drop=drop, per_positive=per_positive)
+                             b.settings, also_drop=drop)
 
     for ids, keys, purpose, target in ((test_ids, k_test, "test", out.test), (val_ids, k_val, "val", out.val)):
         for gid in ids:
@@ -326,7 +309,7 @@ def _new_nodes(out: ProtocolSplit, b: _Build) -> None:
     """Fill `out` for new_nodes: unseen titles removed (as nodes) from every training and validation graph."""
     graphs, train_g, val_ids, test_ids, seed, tp, global_links = (b.graphs, b.train, b.val_ids, b.test_ids, b.seed,
                                                                   b.tp, b.global_links)
-    holdout_fraction, per_positive = b.settings.holdout_fraction, b.settings.negatives_per_positive
+    holdout_fraction = b.settings.holdout_fraction
     new_node_fraction = b.settings.new_node_fraction
 
     def unseen_titles(ids_graphs: list[Data], exclude: set, purpose: str) -> set:
@@ -347,7 +330,7 @@ def _new_nodes(out: ProtocolSplit, b: _Build) -> None:
         perm = torch.randperm(cand.size(1), generator=torch.Generator().manual_seed(
             derive_seed(seed, "holdout", purpose, str(g.graph_id))))
         return _heldout_task(g, "new_nodes", cand[:, perm[:p]], tp, forbidden,
-                             derive_seed(seed, purpose, str(g.graph_id)), unseen, per_positive=per_positive)
+                             derive_seed(seed, purpose, str(g.graph_id)), b.settings, unseen)
 
     for gid in test_ids:
         t = node_task(graphs[gid], u_test, global_links, "test")
@@ -384,8 +367,8 @@ def make_protocol(graphs: dict, roles: dict, protocol: str, seed: int, settings:
     """Build one protocol for one seed. graphs: graph_id -> Data (the whole dataset: negatives must be non-links in
     every one of them); roles: {"train", "val", "test": graph ids} (a seed's split; "val" may be absent).
     Deterministic for a seed. Training graphs left without 2 edges are skipped and listed. Validation tasks are built
-    as the test tasks are, every negative set included (`settings.negatives_per_positive` negatives of each positive's
-    own for "heart" and "matched"; 0 builds neither)."""
+    as the test tasks are, with every set of `settings.negative_sets` (`settings.negatives_per_positive` negatives of
+    each positive's own for the per-positive sets; 0 builds none of those)."""
     check_protocol(protocol)
     tp = tp or TitlePairs(graphs.values())
     if global_links is None:

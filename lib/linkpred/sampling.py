@@ -12,8 +12,6 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.utils import negative_sampling, subgraph, to_undirected
 
-from lib.metrics.link import NEGATIVE_SETS
-
 PROTOCOLS = ("seed", "within_graph", "leak_free", "pair_split", "new_nodes")
 GRAPH_PROTOCOLS = ("seed", "within_graph")  # leave the training graphs as they are
 PER_POSITIVE = 20  # negatives per positive of the "heart" and "matched" sets (lib.linkpred.negatives says why 20)
@@ -25,12 +23,6 @@ TRAIN_SET = {"seed": "graphs", "within_graph": "graphs", "leak_free": "leak_free
 def check_protocol(name: str) -> str:
     if name not in PROTOCOLS:
         raise ValueError(f"protocol {name!r} does not exist; use one of {PROTOCOLS}")
-    return name
-
-
-def check_negatives(name: str) -> str:
-    if name not in NEGATIVE_SETS:
-        raise ValueError(f"negative set {name!r} does not exist; use one of {NEGATIVE_SETS}")
     return name
 
 

@@ -36,8 +36,8 @@ from lib.linkpred.heuristics import HeuristicStack, adjacency, reference_degree
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.negatives import matched_negatives
 from lib.linkpred.protocols import EvalTask, ProtocolSettings, graph_task
+from lib.linkpred.negative_sets.registry import held_sets
 from lib.linkpred.sampling import (
-    NEGATIVE_SETS,
     TitlePairs,
     derive_seed,
     dist2_negatives,
@@ -114,16 +114,17 @@ def training_negatives(data: Data, mp: Tensor, pos: Tensor, cfg: TrainConfig, ep
 
 def validation_scores(model, tasks: list[EvalTask], cfg: TrainConfig, device) -> dict:
     """Validation metrics of one epoch: uniform negatives (auc, ap, hits@K, mrr); every other negative set the tasks
-    hold as auc_<set>, mrr_<set> (so a model can be chosen per negative set on validation); their means over uniform
-    and dist2 (auc_both, mrr_both) and over every set (auc_all, mrr_all)."""
+    hold (held_sets) as auc_<set>, mrr_<set> (so a model can be chosen per negative set on validation); their means
+    over uniform and dist2 (auc_both, mrr_both) and over every set (auc_all, mrr_all)."""
+    sets = held_sets(tasks)
     mean = evaluate_model(model, tasks, cfg, device=device, progress=False, with_aauc=False,
-                          negative_sets=NEGATIVE_SETS, strata=False)["mean"]
+                          negative_sets=sets, strata=False)["mean"]
     out = dict(mean["uniform"])
     for m in ("auc", "mrr"):
-        for n in NEGATIVE_SETS[1:]:
+        for n in sets[1:]:
             out[f"{m}_{n}"] = mean[n].get(m)
-        for key, sets in (("both", ("uniform", "dist2")), ("all", NEGATIVE_SETS)):
-            vals = [mean[n].get(m) for n in sets if mean[n].get(m) is not None]
+        for key, group in (("both", ("uniform", "dist2")), ("all", sets)):
+            vals = [v for n in group if (v := mean.get(n, {}).get(m)) is not None]
             out[f"{m}_{key}"] = float(np.mean(vals)) if vals else None
     return out
 

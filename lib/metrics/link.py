@@ -6,12 +6,7 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-# validation metric that picks the epoch: on uniform negatives; *_<set>: on that negative set; *_both: mean over the
-# uniform and dist2 sets; *_all: mean over every negative set the validation tasks hold
-NEGATIVE_SETS = ("uniform", "dist2", "heart", "matched")
-"""The negative sets every task may carry (lib.linkpred.negatives builds them), uniform first."""
-SELECT_METRICS = ("auc", "mrr", *(f"{m}_{n}" for n in NEGATIVE_SETS[1:] for m in ("auc", "mrr")),
-                  "auc_both", "mrr_both", "auc_all", "mrr_all")
+from lib.linkpred.negative_sets.registry import NEGATIVE_SETS
 STRATA = ("cn", "no_cn")  # positives with / without a common neighbour in the message passing
 
 
@@ -62,7 +57,8 @@ def set_metrics(pos: np.ndarray, neg: np.ndarray, owner: np.ndarray | None = Non
                 hits_k: int = 50) -> dict:
     """Metrics of one negative set of one task: AUC and AP over every positive [P] and negative [Q] score; MRR and
     Hits@{1,10} of each positive among its negatives (its own when owner [Q] maps every negative to its positive, as
-    for "heart" and "matched"; all of them otherwise), Hits@K (shared sets only, OGB's form, `link_metrics`); and,
+    for the per-positive sets of lib.linkpred.negative_sets; all of them otherwise), Hits@K (shared sets only, OGB's
+    form, `link_metrics`); and,
     with has_cn [P], the same AUC and MRR within each stratum of positives (STRATA: auc_cn, mrr_no_cn, ...; a
     per-positive set keeps the stratum's own negatives) plus pos_no_cn, the share of positives without a common
     neighbour. A stratum without positives (or negatives) gets None."""

@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt
 
 from lib.common.paths import OUTPUTS, ROOT, atomic_write_text
 from lib.common.runinfo import load_json, read_json
+from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS, REGISTRY
 from lib.linkpred.sampling import PROTOCOLS
 from lib.metrics.link import SEED_REPORTED
 from lib.run import parameters_page
@@ -180,12 +181,11 @@ GOAL_TEXT = ("Notebook 03b, mean over seeds: the graph model chosen on validatio
              "heuristic scorer by mean test AUC (the heuristic stack, the stack on rescaled counts where it ran, or the "
              "best single heuristic) — and the no-common-neighbour shortcut. The goal: ≥ +0.02 AUC and a higher MRR than "
              "the bar, and than the shortcut on every set but uniform.")
-STRUCTURE_TEXT = ("Notebook 03b, pairs and message passing only, mean over seeds. A `dist2` negative sits at distance 2 "
-                  "and so always has a common neighbour: the shortcut that scores 1 for no common neighbour ranks every "
-                  "positive without one above all of them with no learning. A `matched` negative sits at its positive's "
-                  "own distance, so there the shortcut scores AUC 0.5; `heart` negatives are the heuristics' own "
-                  "favourite candidates. Where validation and test differ in the share of positives without a common "
-                  "neighbour, validation measures another task than test.")
+STRUCTURE_TEXT = ("Notebook 03b, pairs and message passing only, mean over seeds; the shortcut scores 1 for a pair "
+                  "without a common neighbour. The negative sets: "
+                  + "; ".join(f"`{n}`, {REGISTRY[n].summary}" for n in DEFAULT_NEGATIVE_SETS[1:])
+                  + ". Where validation and test differ in the share of positives without a common neighbour, "
+                    "validation measures another task than test.")
 STRATA_TEXT = ("Notebook 03b, mean over seeds: the graph model chosen on validation minus the bar, computed separately "
                "over the test positives that have a common neighbour in the message passing and over those that have "
                "none (each against the same negatives). A model that only wins where a common neighbour exists has "

@@ -10,6 +10,7 @@ import pandas as pd
 from lib.distill.eval import paired_differences
 from lib.distill.lp import REFERENCE
 from lib.distill.stage import ABLATIONS
+from lib.linkpred.negative_sets.registry import NEGATIVE_SETS
 from lib.metrics.link import SEED_REPORTED
 from lib.run.facts import best_heuristic, gat_model_rows, goal_cells, links_of, n_train
 
@@ -116,7 +117,7 @@ def structure_table(runs: dict[str, dict]) -> pd.DataFrame:
             v, t = st.get((p, "val")), st.get((p, "test"))
             if not (v and t):
                 continue
-            for n in ("dist2", "heart", "matched"):
+            for n in (n for n in NEGATIVE_SETS[1:] if f"shortcut_{n}_auc" in t):
                 g = gaps.get((p, n))
                 if g is None:
                     continue

@@ -10,6 +10,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from lib.linkpred.negative_sets.registry import set_title
+
 
 def saved(fig, path: str | os.PathLike | None, dpi: int = 120, outer_legend: bool = False,
           rect: tuple = (0, 0, 1, 1)):
@@ -100,7 +102,7 @@ def protocol_bars(means: pd.DataFrame, models: list[str], sets: list[str], proto
                 ax.text(j + 0.42 - width / 2, 0.32, f"no {n}\nnegatives", ha="center", va="bottom", fontsize=7,
                         color="0.4")
         ax.axhline(0.5, color="grey", lw=0.8, ls=":")
-        ax.set(xticks=x + 0.42 - width / 2, xticklabels=protocols, title=f"{n} negatives")
+        ax.set(xticks=x + 0.42 - width / 2, xticklabels=protocols, title=set_title(n))
         ax.tick_params(axis="x", labelsize=8)
     for ax in axes[::ncols]:
         ax.set_ylabel("test AUC")
@@ -154,7 +156,7 @@ def beyond_bars(rows: pd.DataFrame, models: list[str], n_seeds: int, hatched=(),
                 ax.axhline(0.5, color="grey", lw=0.8, ls=":")
             ax.set_xticks(x, protocols, fontsize=8)
             if row == 0:
-                ax.set_title(f"{n} negatives")
+                ax.set_title(set_title(n))
             if col == 0:
                 ax.set_ylabel(f"test {metric.upper()}")
     if not sets:
