@@ -28,8 +28,7 @@ import torch
 from scipy.stats import rankdata
 from torch import Tensor
 
-from lib.linkpred.heuristics import adjacency
-from lib.linkpred.sampling import _member, derive_seed
+from lib.linkpred.sampling import _member
 
 _CHUNK = 512  # anchors per dense [anchors, nodes] block: bounds memory at 512 x N float64 per heuristic
 
