@@ -16,7 +16,7 @@ from lib.linkpred.heuristics import HEURISTICS, heuristic_scores
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import graph_task
 from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS
-from lib.linkpred.sampling import sample_negatives, within_graph_split
+from lib.linkpred.sampling import sample_negatives
 from lib.linkpred.stage import run_experiment
 from lib.linkpred.train import Checkpointing, checkpoint_config, supervision_pairs, train_model
 from lib.metrics.link import choose_on_validation, gat_verdicts, link_metrics, summary_table
@@ -51,9 +51,10 @@ def test_zero_negatives_are_an_empty_long_tensor_so_small_graphs_train():
     train_model("gat_model", replace(SMALL, in_channels=8), [g], [g], cfg, progress=False)
 
 
-def test_within_graph_split_keeps_held_out_edges_out_of_message_passing():
+def test_the_within_graph_protocol_keeps_held_out_edges_out_of_message_passing():
     g = synthetic_graph(150, 600, in_channels=8, seed=1)
-    mp, pos, neg = within_graph_split(g.edge_index, g.num_nodes, 0.1, seed=3)
+    task = graph_task(g, "within_graph", seed=3)
+    mp, pos, neg = task.mp_edge_index, task.pos, task.negatives("uniform")
     full, mp_set = _edge_set(g.edge_index), _edge_set(mp)
     n_und = g.edge_index.size(1) // 2
     assert pos.size(1) == round(0.1 * n_und) == neg.size(1)

@@ -174,16 +174,3 @@ def read_checkpoint(path: str | Path, device="cpu", what: str = "checkpoint",
             raise
         move_aside(path, what, unreadable_reason(e), consequence)
         return None
-
-
-def load_state(path: str | Path, config: dict, device="cpu") -> dict | None:
-    """The state saved at `path` when it was made with `config`; None when there is no file. A file made with other
-    settings is refused by refuse_other_settings."""
-
-    path = Path(path)
-    state = read_checkpoint(path, device)
-    if state is None:
-        return None
-    refuse_other_settings(f"checkpoint {path}", state["config"], config,
-                          "use another output folder, or delete the file to start over")
-    return state

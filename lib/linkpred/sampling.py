@@ -69,13 +69,6 @@ def split_edges(edge_index: Tensor, num_nodes: int, fraction: float, seed: int) 
     return to_undirected(und[:, perm[p:]], num_nodes=num_nodes), und[:, perm[:p]]
 
 
-def within_graph_split(edge_index: Tensor, num_nodes: int, fraction: float, seed: int) -> tuple[Tensor, Tensor, Tensor]:
-    """Hold `fraction` of one graph's undirected edges out (the "within_graph" rule): (mp_edge_index [2, 2(E-P)] both
-    directions, pos [2, P] with u < v, neg [2, P] non-edges of the *full* graph)."""
-    mp, pos = split_edges(edge_index, num_nodes, fraction, seed)
-    return mp, pos, sample_negatives(edge_index, num_nodes, pos.size(1), derive_seed(seed, "neg"))
-
-
 def with_edges(data: Data, edge_index: Tensor) -> Data:
     """A view of `data` with another edge set; features and titles are shared, not copied."""
     return Data(x=data.x, edge_index=edge_index, num_nodes=data.num_nodes, titles=data.titles,
