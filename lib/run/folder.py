@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import logging
 import os
 import threading
 import time
@@ -26,9 +25,6 @@ KERNEL = "wikigat"
 # transport of a local kernel) and, on Ctrl-C, the traceback of a reply sent after the runner closed its sockets. What a
 # notebook prints or warns is in its executed copy, whose RecoveryWarnings the runner prints.
 KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=CRITICAL"]
-# nbclient logs a dead kernel (also the one a Ctrl-C stops) on the "traitlets" logger; the notebook's status entry
-# records the failure, so the console keeps to the runner's own lines
-logging.getLogger("traitlets").setLevel(logging.CRITICAL)
 # Parameters that say how a run executes, not what it computes: a run complete with other values is not re-run.
 EXECUTION_KEYS = ("threads",)
 

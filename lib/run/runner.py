@@ -273,6 +273,9 @@ def plan_grid(args: argparse.Namespace) -> tuple[list[Path], list[Path], dict, l
 
 
 def main(argv: list[str] | None = None) -> int:
+    # nbclient logs a dead kernel (also the one a Ctrl-C stops) on the "traitlets" logger; the notebook's status entry
+    # records the failure, so the console keeps to the runner's own lines
+    logging.getLogger("traitlets").setLevel(logging.CRITICAL)
     ap = argparse.ArgumentParser(prog="python -m lib.run.runner", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", action="append", default=[], help="params/<size>.yaml; repeat for a grid")
