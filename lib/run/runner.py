@@ -272,10 +272,16 @@ def plan_grid(args: argparse.Namespace) -> tuple[list[Path], list[Path], dict, l
     return all_notebooks, notebooks, overrides, runs
 
 
+def not_a_dead_kernel_line(record: logging.LogRecord) -> bool:
+    """False for nbclient's "Kernel died while waiting for execute reply." (a logging filter)."""
+    return not record.getMessage().startswith("Kernel died")
+
+
 def main(argv: list[str] | None = None) -> int:
-    # nbclient logs a dead kernel (also the one a Ctrl-C stops) on the "traitlets" logger; the notebook's status entry
-    # records the failure, so the console keeps to the runner's own lines
+    # nbclient logs a dead kernel (also the one a Ctrl-C stops) on the "traitlets" logger, or on the "papermill" one
+    # papermill hands it; the notebook's status entry records the failure, so the console keeps to the runner's lines
     logging.getLogger("traitlets").setLevel(logging.CRITICAL)
+    logging.getLogger("papermill").addFilter(not_a_dead_kernel_line)
     ap = argparse.ArgumentParser(prog="python -m lib.run.runner", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", action="append", default=[], help="params/<size>.yaml; repeat for a grid")
