@@ -6,6 +6,8 @@
 - `is_static_folder(path)`: True for a model2vec folder (config.json with model_type "model2vec").
 - `StaticEncoder(path)`: loads such a folder; `encode(titles)` -> [n, dim] float32, the mean of the titles' SIF-weighted
   token vectors, L2-normalised (model2vec's StaticModel.encode, vectorised over a batch).
+- `bags(ids)` and `pool(table, rows, offsets, token_weights)`: that pooling, the one the encoder and the trainer
+  (lib.embed.static_train) share.
 
 lib.embed.encoder.load_model returns a StaticEncoder for such a folder, so stage 2 (`model_dir`) and every later stage
 take it like any sentence-transformers folder.
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy.sparse import csr_matrix
+import torch.nn.functional as F
 
 STATIC_CONFIG = "static.json"  # provenance of a distilled folder; part of the folder's content hash
 MAX_TOKENS = 256  # titles are cut to the first 256 tokens, as all-MiniLM-L6-v2's max_seq_length cuts them
@@ -141,14 +143,34 @@ class StaticEncoder:
         return out, n_cut
 
     def _pool(self, ids: list[list[int]]) -> np.ndarray:
-        """[len(ids), dim] float32: a sparse [titles, vocabulary] matrix of weight / length times the table."""
-        lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter((t for seq in ids for t in seq), dtype=np.int64, count=int(lens.sum()))
-        w = np.ones(len(flat), np.float32) if self.weights is None else self.weights[flat]
-        w = w / np.repeat(np.maximum(lens, 1), lens).astype(np.float32)
-        cols = flat if self.mapping is None else self.mapping[flat]
-        pool = csr_matrix((w, cols, np.concatenate([[0], np.cumsum(lens)])), shape=(len(ids), len(self.table)))
-        out = np.asarray(pool @ self.table, dtype=np.float32)
+        """[len(ids), dim] float32: `pool` of the titles' tokens, L2-normalised when the model normalises."""
+        flat, offsets = bags(ids)
+        rows = flat if self.mapping is None else self.mapping[flat]
+        w = None if self.weights is None else torch.from_numpy(self.weights[flat])
+        with torch.no_grad():
+            out = pool(torch.from_numpy(self.table), torch.from_numpy(rows), torch.from_numpy(offsets), w).numpy()
         if self.model.normalize:
             out /= np.linalg.norm(out, axis=1, keepdims=True) + 1e-32
         return out
+
+
+def bags(ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids per title as one flat array [T] int64 and each title's start in it, offsets [len(ids)] int64."""
+    lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    flat = np.fromiter((t for seq in ids for t in seq), dtype=np.int64, count=int(lens.sum()))
+    return flat, np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+
+
+def pool(table: torch.Tensor, rows: torch.Tensor, offsets: torch.Tensor,
+         token_weights: torch.Tensor | None = None) -> torch.Tensor:
+    """The static model's title embedding before normalisation, [n, d]: per title the mean over its tokens of
+    token_weight * table[row] (model2vec's pooling); a title without tokens is the zero vector.
+
+    table: [R, d]; rows: [T] int64, the table row of every token, title after title; offsets: [n] int64, where each
+    title starts in `rows`; token_weights: [T], every token's SIF weight (None: 1). StaticEncoder.encode and
+    lib.embed.static_train pool with this one function, so a trained table encodes as it was trained.
+    """
+    lens = torch.diff(offsets, append=offsets.new_tensor([len(rows)]))
+    w = torch.ones(len(rows), dtype=table.dtype) if token_weights is None else token_weights
+    w = w / lens.clamp(min=1).repeat_interleave(lens).to(table.dtype)
+    return F.embedding_bag(rows, table, offsets, mode="sum", per_sample_weights=w)
