@@ -1,15 +1,20 @@
 """Stage 2 with a static model: model2vec distillation from a real (tiny, random) BERT on all-MiniLM-L6-v2's tokenizer,
-loading through load_model, encoding, and the store identity."""
+loading through load_model, encoding, the store identity, and training the table towards a target encoder."""
 from __future__ import annotations
 
 import json
 import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
+import torch
 
 from lib.embed.encoder import EmbedError, default_model_dir, encode, load_model
-from lib.embed.static import StaticEncoder, StaticModelError, distil, is_static_folder
+from lib.common.runinfo import read_checkpoint
+from lib.distill.embedding import mixture_plan
+from lib.embed.static import StaticEncoder, StaticModelError, bags, distil, is_static_folder, pool
+from lib.embed.static_train import StaticTrainConfig, train_static
 from lib.embed.store import EmbeddingStore, StoreError, embed_titles, open_store
 
 TITLES = ["Water", "Climate change", "Zürich", "São Paulo", "C++", "World War II", "Byzantine Empire", "DNA"]
@@ -129,3 +134,68 @@ def test_the_frontier_distils_a_static_model_from_a_student_once(tiny_source, tm
     stamp = (made.folder / "static.json").stat().st_mtime_ns
     assert static_embedder(tmp_path, 8, source=student).folder == made.folder
     assert (made.folder / "static.json").stat().st_mtime_ns == stamp  # the same settings: not distilled again
+
+
+TRAIN_TEXTS = TITLES + ["Ancient Rome", "Photosynthesis", "Albert Einstein", "Mount Everest", "French Revolution",
+                        "Quantum mechanics", "Pacific Ocean", "William Shakespeare", "Solar System", "Industrial Revolution"]
+
+
+def _train(static8, out, steps=40, checkpoint=None, max_steps=None, **cfg):
+    """Train static8 (8-d) towards seeded random 12-d targets: the map 8 -> 12 is folded into the saved table."""
+    targets = np.random.default_rng(0).standard_normal((len(TRAIN_TEXTS), 12)).astype(np.float32)
+    cfg = StaticTrainConfig(**{"steps": steps, "batch_size": 6, "lr": 3e-2, "warmup_frac": 0.1, **cfg})
+    plan = mixture_plan({"t": len(TRAIN_TEXTS)}, {"t": 1}, cfg.steps, cfg.batch_size, cfg.seed)
+    return targets, train_static(static8, out, TRAIN_TEXTS, targets, plan, cfg, checkpoint, 5, max_steps)
+
+
+def test_training_lowers_the_loss_and_the_saved_folder_encodes_as_trained(static8, tmp_path):
+    targets, res = _train(static8, tmp_path / "trained", checkpoint=tmp_path / "ck.pt")
+    loss = res["losses"].loss
+    assert res["complete"] and list(res["losses"].columns) == ["step", "loss"] and len(loss) == 40
+    assert loss.head(5).mean() > 1.5 * loss.tail(5).mean()
+    trained = StaticEncoder(tmp_path / "trained")
+    made = json.loads((tmp_path / "trained" / "static.json").read_text())
+    assert trained.dim == made["dim"] == 12 and made["source"] == "tiny" and made["pca_dims"] == 8
+    assert made["trained"]["texts"] == len(TRAIN_TEXTS) and made["trained"]["lr"] == 3e-2
+    # the training-time student from the checkpoint's parts: pool the distilled table with the trained rows, then map
+    init = StaticEncoder(static8)
+    part = read_checkpoint(tmp_path / "ck.pt")["parts"]["student"]
+    flat, offsets = bags(init.token_ids(TRAIN_TEXTS)[0])
+    used = np.unique(flat)
+    table = torch.from_numpy(init.table.copy())
+    table[used] = part["rows"]
+    student = pool(table, torch.from_numpy(flat), torch.from_numpy(offsets), torch.from_numpy(init.weights[flat]))
+    student = torch.nn.functional.normalize(student @ part["map.weight"].T, dim=1).numpy()
+    np.testing.assert_allclose(trained.encode(TRAIN_TEXTS)[0], student, atol=1e-5)
+    unused = np.setdiff1d(np.arange(len(init.table)), used)
+    np.testing.assert_allclose(trained.table[unused], init.table[unused] @ part["map.weight"].numpy().T, atol=1e-5)
+    cos = (trained.encode(TRAIN_TEXTS)[0] * targets / np.linalg.norm(targets, axis=1, keepdims=True)).sum(1).mean()
+    assert cos == pytest.approx(1 - loss.tail(5).mean(), abs=0.1)
+
+
+def test_a_killed_run_resumes_to_the_uninterrupted_tables(static8, tmp_path):
+    _, whole = _train(static8, tmp_path / "whole", train_weights=True)
+    _, part = _train(static8, tmp_path / "resumed", checkpoint=tmp_path / "ck.pt", max_steps=12, train_weights=True)
+    assert not part["complete"] and part["steps"] == 12 and not (tmp_path / "resumed").exists()
+    _, rest = _train(static8, tmp_path / "resumed", checkpoint=tmp_path / "ck.pt", train_weights=True)
+    assert rest["complete"] and rest["steps"] == 30  # resumed from the checkpoint of step 10
+    pd.testing.assert_frame_equal(rest["losses"], whole["losses"])
+    a, b = StaticEncoder(tmp_path / "whole"), StaticEncoder(tmp_path / "resumed")
+    assert np.array_equal(a.table, b.table) and np.array_equal(a.weights, b.weights)
+    assert not np.array_equal(a.weights, StaticEncoder(static8).weights)  # train_weights trains them
+    with pytest.raises(ValueError, match="other settings .cfg.weight_decay."):  # a checkpoint of other settings is refused, naming the key
+        _train(static8, tmp_path / "other", checkpoint=tmp_path / "ck.pt", train_weights=True, weight_decay=0.1)
+
+
+def test_training_refuses_an_impossible_setting(static8, tmp_path):
+    with pytest.raises(StaticModelError, match=r"^StaticTrainConfig lr=0\.0 must be > 0; pass a value > 0$"):
+        StaticTrainConfig(lr=0.0).check()
+    with pytest.raises(StaticModelError, match=r"warmup_frac=1\.5 must be in \[0, 1\)"):
+        _train(static8, tmp_path / "out", warmup_frac=1.5)
+    cfg = StaticTrainConfig(steps=3, batch_size=2)
+    with pytest.raises(StaticModelError, match="the batch plan has 2 batches .* the config 3 of 2"):
+        train_static(static8, tmp_path / "out", TITLES, np.zeros((len(TITLES), 4), np.float32),
+                     [np.arange(2)] * 2, cfg)
+    with pytest.raises(StaticModelError, match="8 texts but targets of shape \\(7, 4\\)"):
+        train_static(static8, tmp_path / "out", TITLES, np.zeros((7, 4), np.float32), [np.arange(2)] * 3, cfg)
+    assert not (tmp_path / "out").exists()
