@@ -137,7 +137,7 @@ def test_the_frontier_distils_a_static_model_from_a_student_once(tiny_source, tm
 
 
 TRAIN_TEXTS = TITLES + ["Ancient Rome", "Photosynthesis", "Albert Einstein", "Mount Everest", "French Revolution",
-                        "Quantum mechanics", "Pacific Ocean", "William Shakespeare", "Solar System", "Industrial Revolution"]
+                        "Quantum mechanics", "Pacific Ocean", "William Shakespeare", "Solar System", "Printing press"]
 
 
 def _train(static8, out, steps=40, checkpoint=None, max_steps=None, **cfg):
@@ -183,7 +183,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_tables(static8, tmp_path):
     a, b = StaticEncoder(tmp_path / "whole"), StaticEncoder(tmp_path / "resumed")
     assert np.array_equal(a.table, b.table) and np.array_equal(a.weights, b.weights)
     assert not np.array_equal(a.weights, StaticEncoder(static8).weights)  # train_weights trains them
-    with pytest.raises(ValueError, match="other settings .cfg.weight_decay."):  # a checkpoint of other settings is refused, naming the key
+    with pytest.raises(ValueError, match="other settings .cfg.weight_decay."):  # refused, naming the key
         _train(static8, tmp_path / "other", checkpoint=tmp_path / "ck.pt", train_weights=True, weight_decay=0.1)
 
 
@@ -198,4 +198,7 @@ def test_training_refuses_an_impossible_setting(static8, tmp_path):
                      [np.arange(2)] * 2, cfg)
     with pytest.raises(StaticModelError, match="8 texts but targets of shape \\(7, 4\\)"):
         train_static(static8, tmp_path / "out", TITLES, np.zeros((7, 4), np.float32), [np.arange(2)] * 3, cfg)
+    with pytest.raises(StaticModelError, match="the batch plan draws indices 0..8 from 8 texts"):
+        train_static(static8, tmp_path / "out", TITLES, np.zeros((8, 4), np.float32), [np.arange(2), [7, 8], [0, 1]],
+                     cfg)
     assert not (tmp_path / "out").exists()
