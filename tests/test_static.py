@@ -202,3 +202,13 @@ def test_training_refuses_an_impossible_setting(static8, tmp_path):
         train_static(static8, tmp_path / "out", TITLES, np.zeros((8, 4), np.float32), [np.arange(2), [7, 8], [0, 1]],
                      cfg)
     assert not (tmp_path / "out").exists()
+
+
+def test_texts_the_plan_never_draws_are_not_trained_on(static8, tmp_path):
+    texts = ["Water", "Climate change", "Photosynthesis", "Zürich"]
+    targets = np.random.default_rng(1).standard_normal((4, 12)).astype(np.float32)
+    cfg = StaticTrainConfig(steps=6, batch_size=2, lr=1e-2)
+    train_static(static8, tmp_path / "drawn", texts, targets, [np.array([0, 3])] * 6, cfg)
+    train_static(static8, tmp_path / "two", [texts[0], texts[3]], targets[[0, 3]], [np.array([0, 1])] * 6, cfg)
+    assert json.loads((tmp_path / "drawn" / "static.json").read_text())["trained"]["texts"] == 2
+    assert np.array_equal(StaticEncoder(tmp_path / "drawn").table, StaticEncoder(tmp_path / "two").table)

@@ -76,15 +76,15 @@ def train_static(init_dir: str | os.PathLike, out_dir: str | os.PathLike, texts:
     """Train the static model in `init_dir` (a model2vec folder) so its embedding of texts[i] matches targets[i]
     [N, D_t] in cosine, and save it to `out_dir` (replaced atomically) once every step has run.
 
-    plan: index batches cfg.steps x [cfg.batch_size] into `texts`. Trained: the table rows of the tokens that occur in
-    `texts` (other rows keep their distilled values and reach the output through the map) and a bias-free map
-    nn.Linear(d, D_t), started at the least-squares fit of the distilled embeddings to the targets; with
-    cfg.train_weights also the SIF weights of those tokens. checkpoint: a file written atomically every
+    plan: index batches cfg.steps x [cfg.batch_size] into `texts`; the texts it draws are the training texts.
+    Trained: the table rows of the tokens that occur in them (other rows keep their distilled values and reach the
+    output through the map) and a bias-free map nn.Linear(d, D_t), started at the least-squares fit of the distilled
+    embeddings of the training texts to their targets; with cfg.train_weights also the SIF weights of those tokens. checkpoint: a file written atomically every
     `checkpoint_every` steps and after the last; a call with the same settings resumes from it and reproduces the
     uninterrupted run bit for bit; other settings are refused naming the keys. max_steps: stop after that many steps of
     this call, as a kill would (nothing is saved to out_dir). Training takes seconds, so there is no progress bar.
     Saved: table [V, D_t] float32 = the trained table @ map^T, the SIF weights, the tokenizer, and static.json (the
-    distillation's record plus "trained": the config and the number of texts, and "dim").
+    distillation's record plus "trained": the config and the number of training texts, and "dim").
     Returns {"losses": DataFrame [step, loss], "steps" (this call), "seconds" (over every call), "complete"}.
     """
     cfg.check()
@@ -99,14 +99,16 @@ def train_static(init_dir: str | os.PathLike, out_dir: str | os.PathLike, texts:
         raise StaticModelError(f"the batch plan draws indices {drawn.min()}..{drawn.max()} from {len(texts)} texts; "
                                f"build it over these texts")
     init = StaticEncoder(init_dir)
-    ids, _ = init.token_ids(texts)
+    keep = np.unique(drawn)  # the texts trained on: a source of weight 0 in the plan leaves no trace
+    local = [np.searchsorted(keep, b) for b in plan]
+    ids, _ = init.token_ids([texts[i] for i in keep])
     flat, starts = bags(ids)
     lens = np.diff(starts, append=len(flat))
     used_rows, row_of = np.unique(flat if init.mapping is None else init.mapping[flat], return_inverse=True)
     used_tokens, token_of = np.unique(flat, return_inverse=True)
     weights = np.ones(len(init.model.tokens), np.float32) if init.weights is None else init.weights
     student = _Student(init.table[used_rows], weights[used_tokens], targets.shape[1], cfg.train_weights)
-    tgt = torch.as_tensor(targets, dtype=torch.float32)
+    tgt = torch.as_tensor(targets[keep], dtype=torch.float32)
 
     def forward(idx: np.ndarray) -> torch.Tensor:
         n, s = lens[idx], starts[idx]
@@ -115,7 +117,7 @@ def train_static(init_dir: str | os.PathLike, out_dir: str | os.PathLike, texts:
         return student(torch.from_numpy(row_of[at]), torch.from_numpy(off), torch.from_numpy(token_of[at]))
 
     with torch.no_grad():
-        x = nn.functional.normalize(forward(np.arange(len(texts))), dim=1)
+        x = nn.functional.normalize(forward(np.arange(len(keep))), dim=1)
         # a truncated SVD: a table without PCA is singular (all-MiniLM-L6-v2's has 2 null directions), where the
         # exact fit's gain of ~1e7 along them turns every row update into a jump of the output
         fit = torch.linalg.lstsq(x.double(), nn.functional.normalize(tgt, dim=1).double(), rcond=1e-6,
@@ -123,18 +125,18 @@ def train_static(init_dir: str | os.PathLike, out_dir: str | os.PathLike, texts:
         student.map.weight.copy_(fit.T)
     params = [p for p in student.parameters() if p.requires_grad]
     opt, sched = build_optimizer(params, cfg.lr, cfg.steps, round(cfg.warmup_frac * cfg.steps), cfg.weight_decay)
-    config = {"init": _digest(init.table), "cfg": dataclasses.asdict(cfg), "texts": len(texts),
+    config = {"init": _digest(init.table), "cfg": dataclasses.asdict(cfg), "texts": len(keep),
               "plan": _digest(drawn), "targets": _digest(targets)}
     loop = TrainingLoop({"student": student, "optimizer": opt, "schedule": sched}, config, cfg.steps, checkpoint,
                         checkpoint_every)
 
     def step(i: int) -> dict:
-        terms = embedding_loss(forward(plan[i]), tgt[plan[i]], "cosine", proj=student.map)
+        terms = embedding_loss(forward(local[i]), tgt[local[i]], "cosine", proj=student.map)
         return {"step": i, **optimizer_step({"loss": terms["loss"]}, opt, sched, params)}
 
     done = loop.run(step, max_steps, progress=False)
     if loop.complete:
-        _save(init, Path(out_dir), student, used_rows, used_tokens, {**dataclasses.asdict(cfg), "texts": len(texts)})
+        _save(init, Path(out_dir), student, used_rows, used_tokens, {**dataclasses.asdict(cfg), "texts": len(keep)})
     return {"losses": pd.DataFrame(loop.rows, columns=["step", "loss"]), "steps": done, "seconds": loop.seconds,
             "complete": loop.complete}
 
