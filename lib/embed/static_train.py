@@ -3,8 +3,8 @@ are trained on transfer texts so that its title embeddings match a target encode
 never saw.
 
 - `StaticTrainConfig`: the hyper-parameters of one run, with `check()`.
-- `train_static(init_dir, out_dir, texts, targets, plan, cfg)`: trains the table rows of the tokens in `texts` (and,
-  if asked, their SIF weights) and a bias-free linear map from the table's width to the target's, on
+- `train_static(init_dir, out_dir, texts, targets, plan, cfg)`: trains the table rows of the tokens of the texts the
+  plan draws (and, if asked, their SIF weights) and a bias-free linear map from the table's width to the target's, on
   lib.common.training's loop (checkpoint, resume). The student embedding of a text is lib.embed.static.pool of its
   tokens (StaticEncoder's pooling) times the map; the objective is the mean 1 - cosine to the target
   (lib.distill.losses.embedding_loss). Pooling is linear in the table, so the map is folded into it
