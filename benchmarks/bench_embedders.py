@@ -59,7 +59,7 @@ def main() -> None:
 
     import torch
 
-    from lib.distill.frontier import titles_per_second
+    from lib.embedders.evaluate import titles_per_second
     from lib.embed.encoder import default_model_dir, load_model
     from lib.embed.static import distil
 
@@ -92,7 +92,7 @@ def main() -> None:
         for t in args.threads:
             for name, m in models.items():
                 with PeakRSS() as mem:
-                    rates[(name, t)] += titles_per_second(m, titles, t, reps=1)
+                    rates[(name, t)].append(titles_per_second(m, titles, t))
                 peak[name] = max(peak[name], mem.mib)
         print(f"  rep {rep + 1}/{args.reps}: " + ", ".join(f"{v[-1]:.0f}/s" for v in rates.values()))
     ref = next(iter(models))

@@ -1,5 +1,5 @@
 """Stage 5's embedding objective: the loss, the batch plan, a short training run (loss falls, seeded, resumable),
-the saved student under stage 2's loader, the layer-dropped assistant and the paired summary.
+the saved student under stage 2's loader, the layer-dropped assistant, pruning and rounding.
 
 Tiny BERT configs with a hand-written vocabulary, except the one test of the real all-MiniLM-L6-v2 layers.
 """
@@ -12,7 +12,7 @@ import torch
 from transformers import BertConfig, BertModel, BertTokenizer
 
 from lib.distill import embedding as E
-from lib.distill import embedding_eval as V
+from lib.distill.eval import encode
 from lib.distill.losses import DistillError
 from lib.distill.models import Encoder, save_sentence_transformer
 
@@ -30,6 +30,18 @@ def tiny(tmp_path, hidden=32, seed=0, dropout=0.1) -> Encoder:
                      intermediate_size=2 * hidden, max_position_embeddings=32, hidden_dropout_prob=dropout,
                      attention_probs_dropout_prob=dropout)
     return Encoder(BertModel(cfg, add_pooling_layer=False).eval(), tok, "bert", "tiny")
+
+
+def embed(enc: Encoder, texts: list[str], max_seq_len: int = 64) -> np.ndarray:
+    """Unit-length mean-pooled embeddings [N, D] of an in-memory encoder (eval mode)."""
+    enc.model.eval()
+    x = encode(enc, texts, max_seq_len)
+    return x / np.linalg.norm(x, axis=1, keepdims=True).clip(1e-12)
+
+
+def mean_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    return float((a * (b / np.linalg.norm(b, axis=1, keepdims=True))).sum(1).mean())
 
 
 def targets(n=len(TEXTS), width=32, seed=1) -> np.ndarray:
@@ -89,8 +101,8 @@ def _run(tmp_path, steps=30, seed=0, checkpoint=None, max_steps=None, width=32):
 
 def test_training_lowers_the_loss_and_is_deterministic_under_a_seed(tmp_path):
     enc, res = _run(tmp_path)
-    before = V.mean_cosine(V.embed(tiny(tmp_path), TEXTS, 16), targets())
-    after = V.mean_cosine(V.embed(enc, TEXTS, 16), targets())
+    before = mean_cosine(embed(tiny(tmp_path), TEXTS, 16), targets())
+    after = mean_cosine(embed(enc, TEXTS, 16), targets())
     loss = res["losses"].loss
     assert res["complete"] and loss.head(5).mean() > 1.5 * loss.tail(5).mean() and after > before + 0.2
     enc2, res2 = _run(tmp_path)
@@ -136,7 +148,7 @@ def test_saved_student_loads_with_stage_2s_loader_at_the_right_width(tmp_path):
     x, _ = encode(model, TEXTS)
     assert x.shape == (len(TEXTS), 24)
     assert np.allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-5)
-    assert np.allclose(x, V.embed(enc, TEXTS, 16), atol=1e-5)
+    assert np.allclose(x, embed(enc, TEXTS, 16), atol=1e-5)
 
 
 def test_assistant_student_keeps_the_chosen_layers_of_all_minilm():
@@ -147,7 +159,7 @@ def test_assistant_student_keeps_the_chosen_layers_of_all_minilm():
         a, b = part.model.encoder.layer[mine].state_dict(), full.model.encoder.layer[theirs].state_dict()
         assert all(torch.equal(a[k], b[k]) for k in a)
     titles = ["Paris", "Climate change", "Isaac Newton"]
-    assert V.mean_cosine(V.embed(full, titles), E.target_embeddings(titles, progress=False)) == pytest.approx(1.0,
+    assert mean_cosine(embed(full, titles), E.target_embeddings(titles, progress=False)) == pytest.approx(1.0,
                                                                                                             abs=1e-5)
     with pytest.raises(DistillError, match="layers=\\[6\\]"):
         E.assistant_student([6])
@@ -161,13 +173,13 @@ def test_pruning_the_feed_forward_keeps_the_strongest_neurons_and_saves_and_load
     w_in, w_out = layer.intermediate.dense.weight.clone(), layer.output.dense.weight.clone()
     score = w_in.norm(dim=1) * w_out.norm(dim=0)
     E.prune_feed_forward(enc.model, 32)  # every neuron kept: the same function
-    before = V.embed(enc, TEXTS, 16)
+    before = embed(enc, TEXTS, 16)
     E.prune_feed_forward(enc.model, 8)
     keep = score.topk(8).indices.sort().values
     assert torch.equal(layer.intermediate.dense.weight, w_in[keep]) and torch.equal(layer.output.dense.weight,
                                                                                     w_out[:, keep])
     assert enc.model.config.intermediate_size == 8
-    after = V.embed(enc, TEXTS, 16)
+    after = embed(enc, TEXTS, 16)
     assert after.shape == before.shape and not np.allclose(after, before)
     x, _ = encode(load_model(save_sentence_transformer(enc, tmp_path / "st", max_seq_len=16, normalize=True)), TEXTS)
     assert np.allclose(x, after, atol=1e-5)
@@ -177,56 +189,9 @@ def test_pruning_the_feed_forward_keeps_the_strongest_neurons_and_saves_and_load
 
 def test_rounding_the_weights_moves_the_embedding_only_slightly(tmp_path):
     enc = tiny(tmp_path, dropout=0.0)
-    before = V.embed(enc, TEXTS, 16)
+    before = embed(enc, TEXTS, 16)
     E.round_weights(enc.model, "bf16")
-    after = V.embed(enc, TEXTS, 16)
-    assert not np.array_equal(before, after) and V.mean_cosine(before, after) > 0.999
+    after = embed(enc, TEXTS, 16)
+    assert not np.array_equal(before, after) and mean_cosine(before, after) > 0.999
     with pytest.raises(DistillError, match="dtype='int8' is unknown"):
         E.round_weights(enc.model, "int8")
-
-
-def test_cosine_link_auc_and_the_paired_summary():
-    x = np.array([[1, 0], [1, 0.1], [0, 1], [0.1, 1]], dtype=np.float32)
-    links = {"pos": np.array([[0, 1], [2, 3]]), "neg": np.array([[0, 2], [1, 3]])}
-    assert V.cosine_link_auc(x, links) == 1.0
-    front = pd.DataFrame([{"encoder": e, "protocol": "leak_free", "seed": s, "gat_auc": v, "gat_mrr": 0.1,
-                           "cosine_auc": 0.8} for e, s, v in [("ref", 0, 0.70), ("ref", 1, 0.72), ("ref", 2, 0.74),
-                                                              ("st", 0, 0.71), ("st", 1, 0.72), ("st", 2, 0.76)]])
-    p = V.paired_to_reference(front, "ref").set_index("metric")
-    assert p.loc["gat_auc", "diff"] == pytest.approx(0.01) and p.loc["gat_auc", "seeds"] == 3
-    half = 4.302653 * np.std([0.01, 0.0, 0.02], ddof=1) / np.sqrt(3)
-    assert p.loc["gat_auc", "ci_low"] == pytest.approx(0.01 - half, abs=1e-5)
-    assert not p.loc["gat_auc", "within_margin"]  # the interval reaches below -0.01
-    assert p.loc["cosine_auc", "diff"] == 0.0
-
-
-def test_goal_sentence_needs_accuracy_speed_and_size():
-    front = pd.DataFrame([{"encoder": e, "protocol": "leak_free", "seed": s, "gat_auc": 0.70 + d + 0.01 * s,
-                           "gat_mrr": 0.1, "cosine_auc": 0.80 + d} for e, d in (("ref", 0.0), ("st", -0.002))
-                          for s in range(3)])
-    paired = V.paired_to_reference(front, "ref")
-    fast = pd.DataFrame({"ratio_1thread": [2.3], "ratio_2thread": [2.1]}, index=["st"])
-    slow = pd.DataFrame({"ratio_1thread": [2.3], "ratio_2thread": [1.9]}, index=["st"])
-    assert V.goal_sentences(paired, fast, {"st": 3})[0].endswith("goal met.")
-    assert V.goal_sentences(paired, slow, {"st": 3})[0].endswith("goal not met.")
-    assert V.goal_sentences(paired, fast, {"st": 4})[0].endswith("goal not met.")
-    worse = V.paired_to_reference(front.assign(cosine_auc=front.cosine_auc - 0.02 * (front.encoder == "st")), "ref")
-    assert V.goal_sentences(worse, fast, {"st": 3})[0].endswith("goal not met.")
-
-
-def test_students_against_their_control_need_two_standard_errors_and_the_thresholds():
-    rows = [{"embedder": "ctrl", "polarity_test": 0.60, "topic_test": 0.60, "fid_cosine": 0.50}]
-    rows += [{"embedder": f"s{i}", "polarity_test": 0.71 + d, "topic_test": 0.71 + d, "fid_cosine": 0.61 + d}
-             for i, d in enumerate((-0.01, 0.0, 0.01))]
-    t, said = V.versus_control(pd.DataFrame(rows), ["s0", "s1", "s2"], "ctrl", n_test=1000,
-                               thresholds={"polarity_test": 0.70, "topic_test": 0.69})
-    r = t.set_index("metric")
-    assert r.loc["polarity_test", "diff"] == pytest.approx(0.11)
-    assert r.loc["polarity_test", "se_seeds"] == pytest.approx(0.01 / np.sqrt(3))
-    assert r.loc["polarity_test", "se_binomial"] == pytest.approx(np.sqrt(0.71 * 0.29 / 1000 + 0.6 * 0.4 / 1000))
-    assert np.isnan(r.loc["fid_cosine", "se_binomial"]) and r.beaten.all() and said.endswith("goal (beat it by >= 2 "
-                                                                                             "SE on each, polarity >= "
-                                                                                             "0.70, topic >= 0.69) met.")
-    rows[0]["topic_test"] = 0.69  # a gain of 0.02 is below two binomial standard errors (about 0.041)
-    t, said = V.versus_control(pd.DataFrame(rows), ["s0", "s1", "s2"], "ctrl", n_test=1000)
-    assert not t.set_index("metric").loc["topic_test", "beaten"] and said.endswith("not met.")

@@ -256,9 +256,3 @@ def test_a_folder_that_is_not_a_model_is_refused_before_any_work(tmp_path, capsy
     assert dry(tmp_path, "--size", "tiny", "--notebooks", "01", "-p", f"model_dir={folder}") == 2
     err = capsys.readouterr().err
     assert f"model_dir '{folder}' is not a model folder: " in err and missing in err and err.count("\n") == 1
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "frontier.py"), "--student", f"s={folder}",
-                           "--out", str(tmp_path / "frontier")], cwd=ROOT, capture_output=True, text=True)
-    line = done.stderr.strip()
-    assert done.returncode == 1 and line.count("\n") == 0 and line.startswith(f"--student s: '{folder}' is not a model "
-                                                                               f"folder") and missing in line
-    assert not (tmp_path / "frontier").exists()

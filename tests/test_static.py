@@ -123,19 +123,6 @@ def test_distil_refuses_a_folder_without_a_model(tmp_path):
         distil(default_model_dir(), tmp_path / "out", pca_dims=0)
 
 
-def test_the_frontier_distils_a_static_model_from_a_student_once(tiny_source, tmp_path):
-    from lib.distill.frontier import Embedder, static_embedder
-
-    student = Embedder("tiny student", tiny_source, "student")
-    made = static_embedder(tmp_path, 8, source=student)
-    assert made.label == "static pca8 of tiny student" and made.kind == "static" and made.layers == 0
-    assert made.folder == tmp_path / f"m2v_pca8_{tiny_source.name}"
-    assert json.loads((made.folder / "static.json").read_text())["source"] == "tiny student"
-    stamp = (made.folder / "static.json").stat().st_mtime_ns
-    assert static_embedder(tmp_path, 8, source=student).folder == made.folder
-    assert (made.folder / "static.json").stat().st_mtime_ns == stamp  # the same settings: not distilled again
-
-
 TRAIN_TEXTS = TITLES + ["Ancient Rome", "Photosynthesis", "Albert Einstein", "Mount Everest", "French Revolution",
                         "Quantum mechanics", "Pacific Ocean", "William Shakespeare", "Solar System", "Printing press"]
 

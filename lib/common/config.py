@@ -191,7 +191,7 @@ def stage_params() -> dict[str, type[StageParams]]:
 
 
 STAGE_CONFIGS = ("lib.crawl.config", "lib.embed.config", "lib.linkpred.config", "lib.aauc.config", "lib.distill.config",
-                 "lib.kd.config")
+                 "lib.embedders.config", "lib.kd.config")
 """The modules that declare the stages' parameters (`StageParams` subclasses naming their notebook)."""
 
 

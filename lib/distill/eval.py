@@ -14,13 +14,13 @@ import pandas as pd
 import torch
 from matplotlib.ticker import NullFormatter
 from scipy.stats import spearmanr
-from scipy.stats import t as student_t
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from lib.distill.models import Encoder, make_student
 from lib.distill.train import predict_logits
+from lib.metrics.paired import mean_interval
 from lib.viz.figures import saved
 
 
@@ -271,13 +271,9 @@ def paired_differences(results: pd.DataFrame, reference: str = "no distillation"
         if not seeds:  # e.g. a student without the reference's ablation rows
             continue
         for m in metrics:
-            d = np.array([g.loc[s, m] - ref.loc[(student, init, s), m] for s in seeds], dtype=float)
-            n = len(d)
-            mean = float(d.mean()) if n else float("nan")
-            sd = float(d.std(ddof=1)) if n > 1 else float("nan")
-            half = float(student_t.ppf(0.975, n - 1) * sd / np.sqrt(n)) if n > 1 else float("nan")
+            d = [g.loc[s, m] - ref.loc[(student, init, s), m] for s in seeds]
             rows.append({"student": student, "init": init, "method": method, "versus": reference, "metric": m,
-                         "seeds": n, "diff": mean, "std": sd, "ci_low": mean - half, "ci_high": mean + half})
+                         **mean_interval(d)})
     return pd.DataFrame(rows)
 
 

@@ -1,13 +1,14 @@
 """Stage 5 -> stages 2-3: link prediction with a distilled student as the node embedder.
 
-The only place stage 5 calls stage 3 (`usable_graphs`, `split_graphs`, `run_experiment`); all of it sits in
-`link_prediction_eval`, which takes its GatModel, training and protocol settings from notebook 03's `GatParams`
+The only place stages 5 and 5b call stage 3 (`usable_graphs`, `split_graphs`, `run_experiment`); all of it sits in
+`graph_link_prediction` (any graph files; `link_prediction_eval` on a run folder's crawl), which takes its GatModel, training and protocol settings from notebook 03's `GatParams`
 (`lp_params`), so a setting added there reaches this study too.
 """
 from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -38,49 +39,61 @@ def link_prediction_available() -> bool:
 def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, int, Path | None]], epochs: int = 2,
                          protocols: tuple = ("leak_free",), n_test_graphs: int = 2, val_fraction: float = 0.1,
                          rows_file: str | os.PathLike | None = None, progress: bool = False) -> pd.DataFrame:
-    """Seed-report link prediction with each embedder as the stage-2 node embedder, one GatModel per (embedder, seed).
-
-    embedders: (label, seed, model folder) triples; folder None = all-MiniLM-L6-v2, else a saved student
-    (lib.distill.models.save_sentence_transformer). For each: embed the crawl's titles into the model's deduplicated
-    store (lib.embed.encoder), build a dataset in run_dir/distill/lp/<folder name>/ (lib.embed.dataset), train the stage-3 GatModel
-    with notebook 03's defaults (`lp_params`) for `epochs` on the run's graph split of that seed (notebook 02's split.json; a seeded
-    split when the run has none) and score the test graphs under `protocols` with uniform negatives; the `cosine`
-    heuristic is the feature-only reference. Resumable: finished (embedder, seed) pairs are kept in `rows_file`
-    (keyed by the model's content identity, so a retrained student is scored again) and GatModel epochs are
-    checkpointed in the dataset folder. Several processes may share one rows file: a pair is scored under a lock on
-    its dataset folder and appended under a lock on the file.
-    Returns rows {embedder, seed, dim, model, protocol, auc, ap, hits@50, mrr, aauc, model_id}.
-    """
+    """Seed-report link prediction with each embedder as the stage-2 node embedder on a run folder's crawl, one
+    GatModel per (embedder, seed) (`graph_link_prediction` on notebook 01's graphs, datasets in run_dir/distill/lp/),
+    on the run's graph split of that seed (notebook 02's split.json; a seeded split when the run has none)."""
     run_dir = Path(run_dir)
     if not link_prediction_available():
         raise DistillError("link prediction needs lib.embed.encoder and lib.linkpred.train (stages 2-3) in this checkout")
     if not (run_dir / "crawl" / "manifest.json").is_file():
         raise DistillError(f"run_dir={str(run_dir)!r} has no crawl; run notebook 01 on this run_dir first")
+    split = run_dir / "dataset" / "split.json"
+    return graph_link_prediction(crawl.ok_graph_files(run_dir / "crawl"), embedders, run_dir / "distill" / "lp",
+                                 lambda seed: lp_params(seed, epochs, protocols, n_test_graphs, val_fraction),
+                                 split_file=split if split.is_file() else None, rows_file=rows_file, progress=progress)
+
+
+def graph_link_prediction(files: list[Path], embedders: list[tuple[str, int, Path | None]], out_root: Path,
+                          params_of: Callable[[int], GatParams], split_file: Path | None = None,
+                          rows_file: str | os.PathLike | None = None, key: dict | None = None,
+                          progress: bool = False) -> pd.DataFrame:
+    """Seed-report link prediction on the graph `files` with each embedder as the stage-2 node embedder.
+
+    embedders: (label, seed, model folder) triples; folder None = all-MiniLM-L6-v2, else a saved sentence-transformers
+    or model2vec folder. For each: embed the graphs' titles into the model's deduplicated store (lib.embed.encoder),
+    build a dataset in out_root/<folder name>/ (lib.embed.dataset), train the stage-3 GatModel with `params_of(seed)`
+    (notebook 03's GatParams, e.g. `lp_params`) on that seed's graph split (`split_file`, notebook 02's split.json of
+    these graphs; else `split_graphs` seeded by the seed) and score the test graphs under its protocols with uniform
+    negatives; the `cosine` heuristic is the feature-only reference. Resumable: finished (embedder, seed) pairs are
+    kept in `rows_file` (keyed by the model's content identity and `key`, so a retrained student is scored again)
+    and GatModel epochs are checkpointed in the dataset folder. Several processes may share one rows file: a pair is
+    scored under a lock on its dataset folder and appended under a lock on the file.
+    Returns rows {embedder, seed, dim, model, protocol, auc, ap, hits@50, mrr, aauc, val_auc, model_id, **key}.
+    """
     for label, seed, mdir in embedders:
         if mdir is not None and not Path(mdir).is_dir():
-            raise DistillError(f"embedder {label!r} (seed {seed}): no saved model at {mdir}; run the distillation grid "
-                               f"with save_students=True (and the student in lp_students for its control)")
-    files = crawl.ok_graph_files(run_dir / "crawl")
+            raise DistillError(f"embedder {label!r} (seed {seed}): no saved model at {mdir}; save the model first")
     titles = [t for f in files for t in read_graph(f).titles]
     rows_file = Path(rows_file) if rows_file else None
     rows = []
     for label, seed, mdir in embedders:
         model = load_model(mdir)
-        key = dict(embedder=label, seed=seed, model_id=model_id_of(model), epochs=epochs,
-                   protocols="+".join(protocols))
-        out = run_dir / "distill" / "lp" / (Path(mdir).name if mdir is not None else REFERENCE)
+        params = params_of(seed)
+        pair = dict(embedder=label, seed=seed, model_id=model_id_of(model), epochs=params.gat_epochs,
+                    protocols="+".join(params.protocols), **(key or {}))
+        out = Path(out_root) / (Path(mdir).name if mdir is not None else REFERENCE)
         out.parent.mkdir(parents=True, exist_ok=True)
         # one process at a time per dataset folder; the rows are read under the lock, so a pair another process
         # scored meanwhile is taken from the rows file, not trained twice
         with locked(out):
             done = pd.read_csv(rows_file) if rows_file and rows_file.is_file() else pd.DataFrame()
-            old = rows_with(done, key)
+            old = rows_with(done, pair)
             # a pair counts as done only with a row for each model and protocol (a killed copy may leave fewer)
-            if len(old) and {(m, p) for m in LP_MODELS for p in protocols} <= set(zip(old["model"], old["protocol"])):
+            if len(old) and {(m, p) for m in LP_MODELS for p in params.protocols} <= set(zip(old["model"],
+                                                                                          old["protocol"])):
                 rows += old.to_dict("records")
                 continue
-            params = lp_params(seed, epochs, protocols, n_test_graphs, val_fraction)
-            rows += _score(files, titles, model, key, out, run_dir, params, progress, rows_file)
+            rows += _score(files, titles, model, pair, out, split_file, params, progress, rows_file)
     return pd.DataFrame(rows)
 
 
@@ -92,10 +105,10 @@ def lp_params(seed: int, epochs: int, protocols: tuple, n_test_graphs: int, val_
                      n_test_graphs=n_test_graphs, val_fraction=val_fraction, negatives_per_positive=0)
 
 
-def _score(files: list, titles: list[str], model, key: dict, out: Path, run_dir: Path, params: GatParams,
+def _score(files: list, titles: list[str], model, key: dict, out: Path, split_file: Path | None, params: GatParams,
            progress: bool, rows_file: Path | None) -> list[dict]:
-    """One (embedder, seed) pair of `link_prediction_eval`: embed, build the dataset in `out`, train and score with
-    `params` (lp_params)."""
+    """One (embedder, seed) pair of `graph_link_prediction`: embed, build the dataset in `out`, train and score with
+    `params`."""
     seed = params.seed
 
     store = open_store(model)
@@ -104,8 +117,8 @@ def _score(files: list, titles: list[str], model, key: dict, out: Path, run_dir:
     ds = dataset.GraphDataset(out)
     usable, _ = usable_graphs([ds[i] for i in range(len(ds))], ds.num_features)
     graphs = {g.graph_id: g for g in usable}
-    if (run_dir / "dataset" / "split.json").is_file():  # the run's one split (notebook 02), same graphs
-        sp = dataset.load_split(dataset.GraphDataset(run_dir / "dataset"), [seed])[seed]
+    if split_file is not None:  # the run's one split (notebook 02), same graphs
+        sp = dataset.load_split(dataset.GraphDataset(split_file.parent), [seed])[seed]
         tr, va, te = ([g for g in sp[k] if g in graphs] for k in ("train", "val", "test"))
     else:
         tr, va, te = split_graphs(sorted(graphs), 0, params.n_test_graphs, params.val_fraction, seed)

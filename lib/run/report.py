@@ -58,7 +58,7 @@ RBEGIN, REND = "<!-- tables:begin (python -m lib.run.report) -->", "<!-- tables:
 MAX_BYTES = 2_000_000
 # a stage's own result tables and parameters (notebook 05 writes distill/, 06 kd/), never their checkpoint folders
 KEEP = ("*.ipynb", "metrics.json", "params.json", "status.json", "params_*.json", "*.csv", "figures/*.png", "html/*.html",
-        "distill/*.csv", "distill/params_*.json", "kd/*.csv", "kd/params_*.json")
+        "distill/*.csv", "distill/params_*.json", "kd/*.csv", "kd/params_*.json", "embedders/*.csv", "embedders/*.json")
 
 
 def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE_RUNS) -> list[Path]:

@@ -278,8 +278,7 @@ def not_a_dead_kernel_line(record: logging.LogRecord) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # nbclient logs a dead kernel (also the one a Ctrl-C stops) on the "traitlets" logger, or on the "papermill" one
-    # papermill hands it; the notebook's status entry records the failure, so the console keeps to the runner's lines
+    # a dead kernel (also one a Ctrl-C stops) is logged on these; its status entry records it, the console stays short
     logging.getLogger("traitlets").setLevel(logging.CRITICAL)
     logging.getLogger("papermill").addFilter(not_a_dead_kernel_line)
     ap = argparse.ArgumentParser(prog="python -m lib.run.runner", description=__doc__,

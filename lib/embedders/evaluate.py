@@ -1,0 +1,175 @@
+"""How notebook 05b judges a node embedder, each rule stated once.
+
+- Validation (choices only): mean cosine to all-MiniLM-L6-v2's embedding per held-out title set, and the
+  feature-cosine AUC on the validation topics' title-mention links (`validation_row`).
+- Probes: `probe_row`, stage 5's polarity and topic linear probes and fidelity to its teacher (lib.distill.eval),
+  every encoder through stage 2's encoder at `PROBE_TOKENS` tokens per text.
+- Speed: `speed_table`, the median titles/s of stage 2's encoder over repetitions that alternate the encoders, so a
+  noisy shared machine slows all of them alike; `ratio` is against all-MiniLM-L6-v2 measured in the same rounds.
+- Paired differences: `paired_to_reference`, each encoder minus all-MiniLM-L6-v2 on the same source, protocol and
+  seed, with lib.metrics.paired's 95% t-interval.
+- The goal: `GOALS` and `goal_rows`, one rule: every interval named by a goal lies above -margin, the encoder runs
+  at most `max_layers` transformer layers, and its one-thread speed ratio is at least `speedup`.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.metrics import roc_auc_score
+from threadpoolctl import threadpool_limits
+
+from lib.distill.eval import evaluate_embedder
+from lib.embed.encoder import encode, load_model
+from lib.embedders.encoders import REFERENCE
+from lib.metrics.paired import mean_interval
+
+
+# ------------------------------------------------------------------------------------------------------ validation
+def unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=1, keepdims=True).clip(1e-12)
+
+
+def embed(folder: Path | None, titles: list[str]) -> np.ndarray:
+    """Stage 2's vectors [N, D] of `titles` by the encoder in `folder` (None: all-MiniLM-L6-v2), unit length."""
+    return unit(encode(load_model(folder), titles)[0])
+
+
+def cosine_link_auc(x: np.ndarray, links: dict) -> float:
+    """ROC AUC of the feature cosine on lib.embedders.data.validation_links' pairs; x [N, D] in links' title order."""
+    x = unit(x)
+    pairs = np.concatenate([links["pos"], links["neg"]])
+    score = (x[pairs[:, 0]] * x[pairs[:, 1]]).sum(1)
+    return float(roc_auc_score(np.r_[np.ones(len(links["pos"])), np.zeros(len(links["neg"]))], score))
+
+
+def validation_row(folder: Path | None, sets: dict[str, list[str]], targets: dict[str, np.ndarray],
+                   links: dict) -> dict:
+    """{cos_<set>, cos_p05_<set> for each title set, link_auc}: the encoder's mean (and 5th-percentile) cosine to
+    all-MiniLM-L6-v2 on each held-out set (targets[set] [N, 384]) and its feature-cosine AUC on the validation links."""
+    row = {}
+    for name, titles in sets.items():
+        cos = (embed(folder, titles) * unit(targets[name])).sum(1)
+        row[f"cos_{name}"] = float(cos.mean())
+        row[f"cos_p05_{name}"] = float(np.quantile(cos, 0.05))
+    row["link_auc"] = cosine_link_auc(embed(folder, links["titles"]), links)
+    return row
+
+
+# ---------------------------------------------------------------------------------------------------------- probes
+PROBE_TOKENS = 64  # stage 5's probe length: a student saved at 64 tokens and all-MiniLM-L6-v2 read the same text
+
+
+def probe_row(folder: Path | None, data: dict, teacher: dict, seed: int) -> dict:
+    """{polarity_val, polarity_test, topic_val, topic_test, fid_cosine, fid_spearman} of the encoder in `folder`
+    (lib.distill.eval.evaluate_embedder on lib.distill.data.build_datasets' tasks; teacher: the teacher's embeddings
+    {"fid_val", "fid_test"} of data["fidelity"])."""
+    model = load_model(folder)
+    model.max_seq_length = PROBE_TOKENS
+    return evaluate_embedder(lambda texts: encode(model, texts)[0], data, teacher, seed)
+
+
+# ----------------------------------------------------------------------------------------------------------- speed
+def titles_per_second(model, titles: list[str], threads: int) -> float:
+    """Titles/s of one pass of stage 2's encoder (lib.embed.encoder.encode: tokenising included) over `titles` with
+    `threads` torch and BLAS threads, after a warm-up batch; the thread count is restored afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with threadpool_limits(threads):
+            encode(model, titles[:64])
+            t0 = time.perf_counter()
+            encode(model, titles)
+            return len(titles) / (time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(before)
+
+
+def speed_table(folders: dict[str, Path | None], titles: list[str], repeats: int, threads: int = 1) -> pd.DataFrame:
+    """Rows [encoder, threads, titles_per_s, ratio, repeats, titles]: the median over `repeats` rounds, each round
+    timing every encoder once in turn; ratio = titles_per_s / all-MiniLM-L6-v2's (which must be among `folders`)."""
+    models = {k: load_model(v) for k, v in folders.items()}
+    runs: dict[str, list[float]] = {k: [] for k in folders}
+    for _ in range(repeats):
+        for k, m in models.items():
+            runs[k].append(titles_per_second(m, titles, threads))
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    return pd.DataFrame([{"encoder": k, "threads": threads, "titles_per_s": v, "ratio": v / med[REFERENCE],
+                          "repeats": repeats, "titles": len(titles)} for k, v in med.items()])
+
+
+# --------------------------------------------------------------------------------------------- paired and the goal
+def paired_to_reference(lp: pd.DataFrame, metrics=("auc", "mrr")) -> pd.DataFrame:
+    """Per (source, protocol, model, encoder) and metric: encoder minus all-MiniLM-L6-v2 paired by seed (mean, std,
+    95% interval). lp: rows [source, embedder, seed, model, protocol, <metrics>]."""
+    key = ["source", "protocol", "model"]
+    ref = lp[lp.embedder == REFERENCE].set_index([*key, "seed"])
+    rows = []
+    for (source, protocol, model, enc), g in lp[lp.embedder != REFERENCE].groupby([*key, "embedder"], sort=False):
+        g = g.set_index("seed")
+        seeds = [s for s in g.index if (source, protocol, model, s) in ref.index]
+        for m in metrics:
+            d = [g.loc[s, m] - ref.loc[(source, protocol, model, s), m] for s in seeds]
+            rows.append({"source": source, "protocol": protocol, "model": model, "encoder": enc, "metric": m,
+                         "encoder_mean": float(g.loc[seeds, m].mean()), **mean_interval(d)})
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class Goal:
+    """A goal: at most `max_layers` transformer layers, at least `speedup` x all-MiniLM-L6-v2's titles/s on one
+    thread, and for each (model, margin) of `margins` every paired AUC interval (each source and protocol) above
+    -margin."""
+    name: str
+    max_layers: int
+    speedup: float
+    margins: tuple[tuple[str, float], ...]
+
+    def text(self) -> str:
+        layers = "static" if self.max_layers == 0 else f"<= {self.max_layers} layers"
+        bars = ", ".join(f"{m} AUC interval above -{v:g}" for m, v in self.margins)
+        return f"{self.name}: {layers}, >= {self.speedup:g}x titles/s on one thread, {bars}"
+
+
+GOALS = (Goal("student", 3, 2.0, (("cosine", 0.01), ("gat_model", 0.02))),
+         Goal("static", 0, 30.0, (("cosine", 0.03),)))
+"""The study's goals: a small student and a static model that can replace all-MiniLM-L6-v2 on unseen titles."""
+
+
+def goal_of(layers: int) -> Goal:
+    return GOALS[1] if layers == 0 else GOALS[0]
+
+
+def goal_rows(paired: pd.DataFrame, speed: pd.DataFrame, layers: dict[str, int]) -> pd.DataFrame:
+    """One row per encoder: its goal, the lowest interval bound per model, its speed ratio, and whether each part
+    and the whole goal are met (columns encoder, goal, layers, ratio, worst_<model>, small, fast, close, met)."""
+    auc = paired[paired.metric == "auc"]
+    ratio = speed.set_index("encoder")["ratio"]
+    rows = []
+    for enc, n in layers.items():
+        goal = goal_of(n)
+        g = auc[auc.encoder == enc]
+        worst = {m: float(g[g.model == m].ci_low.min()) if len(g[g.model == m]) else float("nan")
+                 for m, _ in goal.margins}
+        close = all(np.isfinite(worst[m]) and worst[m] > -v for m, v in goal.margins)
+        r = float(ratio.get(enc, float("nan")))
+        row = {"encoder": enc, "goal": goal.name, "layers": n, "ratio": r,
+               **{f"worst_{m}": v for m, v in worst.items()}, "small": n <= goal.max_layers,
+               "fast": bool(r >= goal.speedup), "close": close}
+        row["met"] = bool(row["small"] and row["fast"] and close)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def goal_sentence(row: pd.Series, goal: Goal) -> str:
+    """The verdict on one encoder, printed from its goal row."""
+    worst = "; ".join(f"lowest {m} AUC bound {row[f'worst_{m}']:+.3f} (needs > -{v:g})" for m, v in goal.margins)
+    missing = [w for w, ok in (("too many layers", row.small), ("too slow", row.fast),
+                               ("an interval falls below its margin", row.close)) if not ok]
+    return (f"{row.encoder}: {row.ratio:.1f}x the titles/s; {worst}; goal ({goal.text()}) "
+            + ("met." if row.met else f"not met ({', '.join(missing)})."))

@@ -1,0 +1,206 @@
+"""Notebook 05b's steps: node embedders trained on transfer texts and scored as stage 3's node embedder on link
+sources whose titles none of them saw. Everything goes to <run_dir>/embedders/ and every step resumes: built encoder
+folders are kept (made.json), training checkpoints in work/, finished link-prediction pairs in lp_rows.csv."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from lib.common.paths import CACHE, append_csv_rows, atomic_write_text, rows_with
+from lib.crawl.campaign import draw_offline_roots, ok_graph_files, run_campaign
+from lib.crawl.sources import SnapshotSource
+from lib.distill import embedding as E
+from lib.distill.data import build_datasets
+from lib.distill.lp import graph_link_prediction, lp_params
+from lib.distill.eval import encode as encode_texts
+from lib.distill.models import ensure_teacher, load_encoder
+from lib.embed.encoder import default_model_dir, model_identity
+from lib.embedders import data as D
+from lib.embedders import encoders as R
+from lib.embedders import evaluate as V
+from lib.embedders.config import EmbeddersParams, shares
+from lib.viz.figures import saved
+
+TARGETS = CACHE / "embedders"
+
+
+def folder(run_path: Path) -> Path:
+    return run_path / "embedders"
+
+
+def write_csv(path: Path, df: pd.DataFrame) -> None:
+    atomic_write_text(path, df.to_csv(index=False))
+
+
+def prepare(cfg: EmbeddersParams) -> dict:
+    """The partition, the transfer texts by kind with their all-MiniLM-L6-v2 targets, the held-out title sets with
+    theirs, and the validation links."""
+    part = D.partition(cfg.embedder_val_topics, cfg.embedder_test_topics, cfg.embedder_in_domain_fraction,
+                       cfg.embedder_data_seed)
+    texts = D.transfer_texts(part, cfg.embedder_text_kinds, cfg.embedder_max_texts, cfg.embedder_data_seed)
+    rng = np.random.default_rng(cfg.embedder_data_seed)
+
+    def sample(titles: list[str], n: int = 1000) -> list[str]:
+        return sorted(titles[i] for i in rng.permutation(len(titles))[:n]) if len(titles) > n else list(titles)
+
+    sets = {"validation": sample(part.val), "in_domain": sample(part.in_domain),
+            **{f"test_{k}": sample(v) for k, v in part.test.items()}}
+    links = D.validation_links(part.val, cfg.embedder_data_seed)
+    return {"partition": part, "texts": texts, "sets": sets, "links": links,
+            "targets": {k: E.target_embeddings(v, cache_dir=TARGETS, progress=False) for k, v in texts.items()},
+            "set_targets": {k: E.target_embeddings(v, cache_dir=TARGETS, progress=False) for k, v in sets.items()},
+            "counts": D.text_counts(texts, part)}
+
+
+def recipe(cfg: EmbeddersParams, ctx: dict, mix: str, steps: int) -> R.Recipe:
+    kinds = list(ctx["texts"])
+    return R.Recipe(texts=[t for k in kinds for t in ctx["texts"][k]],
+                    targets=np.concatenate([ctx["targets"][k] for k in kinds]),
+                    sizes={k: len(ctx["texts"][k]) for k in kinds}, weights=shares(mix, kinds), steps=steps,
+                    static_steps=cfg.embedder_static_steps, batch_size=cfg.embedder_batch_size, lr=cfg.embedder_lr,
+                    static_lr=cfg.embedder_static_lr, seed=cfg.embedder_data_seed)
+
+
+def choose_mix(cfg: EmbeddersParams, ctx: dict, run_path: Path) -> tuple[str, pd.DataFrame]:
+    """(the chosen mix, one validation row per candidate): the first student of `embedder_encoders` trained
+    `embedder_choice_steps` on each candidate mix; the best mean cosine on the validation topics' titles wins (the
+    test sources are never read)."""
+    students = [s for s in map(R.parse, cfg.embedder_encoders) if s.kind == "student"]
+    if len(cfg.embedder_mixes) == 1 or not students:
+        return cfg.embedder_mixes[0], pd.DataFrame()
+    rows = []
+    for i, mix in enumerate(cfg.embedder_mixes):
+        built = R.build(students[0], recipe(cfg, ctx, mix, cfg.embedder_choice_steps),
+                        folder(run_path) / "choice" / f"mix{i}")
+        rows.append({"mix": mix, "student": students[0].label, "steps": cfg.embedder_choice_steps,
+                     **V.validation_row(built, {"validation": ctx["sets"]["validation"]},
+                                        {"validation": ctx["set_targets"]["validation"]}, ctx["links"])})
+    table = pd.DataFrame(rows)
+    write_csv(folder(run_path) / "mixes.csv", table)
+    return str(table.loc[table.cos_validation.idxmax(), "mix"]), table
+
+
+def build_encoders(cfg: EmbeddersParams, ctx: dict, mix: str, run_path: Path) -> dict[str, dict]:
+    """label -> {"folder": Path | None, "layers", "kind"}: all-MiniLM-L6-v2 and every encoder of `embedder_encoders`,
+    the trained ones on `mix`."""
+    rec = recipe(cfg, ctx, mix, cfg.embedder_steps)
+    out = {R.REFERENCE: {"folder": None, "layers": 6, "kind": "reference"}}
+    for spec in map(R.parse, cfg.embedder_encoders):
+        out[spec.label] = {"folder": R.build(spec, rec, folder(run_path)), "layers": spec.layers, "kind": spec.kind}
+    return out
+
+
+def validation_table(encoders: dict[str, dict], ctx: dict, run_path: Path) -> pd.DataFrame:
+    """One row per encoder: cosine to all-MiniLM-L6-v2 on each held-out title set and the validation link AUC."""
+    table = pd.DataFrame([{"encoder": k, **V.validation_row(e["folder"], ctx["sets"], ctx["set_targets"], ctx["links"])}
+                          for k, e in encoders.items()])
+    write_csv(folder(run_path) / "validation.csv", table)
+    return table
+
+
+def crawl_sources(cfg: EmbeddersParams, part: D.Partition, run_path: Path) -> dict[str, list[Path]]:
+    """source -> its graph files: `embedder_graphs` roots drawn per topic (lib.crawl.campaign.draw_offline_roots),
+    each crawled breadth-first (Algorithm 1) to `embedder_graph_nodes` nodes."""
+    out = {}
+    for source in cfg.embedder_sources:
+        snap = D.link_snapshot(source, part)
+        roots = draw_offline_roots(cfg.embedder_graphs, seed=cfg.embedder_data_seed, snapshot=snap)
+        crawl = folder(run_path) / "crawl" / source
+        run_campaign(roots, SnapshotSource(snap, source_id=f"{source}:{snap.digest()}"), crawl,
+                     cfg.embedder_graph_nodes, progress=False)
+        out[source] = ok_graph_files(crawl)
+    return out
+
+
+def link_prediction(cfg: EmbeddersParams, graphs: dict[str, list[Path]], encoders: dict[str, dict],
+                    run_path: Path, progress: bool = True) -> pd.DataFrame:
+    """Rows [source, embedder, seed, model, protocol, auc, mrr, ...]: every encoder as stage 3's node embedder on
+    every source, seeds 0 .. embedder_seeds-1 (lib.distill.lp.graph_link_prediction with notebook 03's settings)."""
+    rows = []
+    for source, files in graphs.items():
+        pairs = [(label, s, e["folder"]) for label, e in encoders.items() for s in range(cfg.embedder_seeds)]
+        rows.append(graph_link_prediction(
+            files, pairs, folder(run_path) / "lp" / source,
+            lambda seed: lp_params(seed, cfg.embedder_lp_epochs, tuple(cfg.embedder_protocols),
+                                   cfg.embedder_test_graphs, 0.1),
+            rows_file=folder(run_path) / "lp_rows.csv", key={"source": source}, progress=progress))
+    lp = pd.concat(rows, ignore_index=True)
+    write_csv(folder(run_path) / "lp.csv", lp)
+    return lp
+
+
+def probes(cfg: EmbeddersParams, encoders: dict[str, dict], run_path: Path) -> pd.DataFrame:
+    """One row per encoder on stage 5's probes (`embedder_probe_texts` texts per task; none when 0). Finished
+    encoders are kept in probe_rows.csv under their model identity, so a re-run probes only what is new."""
+    if not cfg.embedder_probe_texts:
+        return pd.DataFrame()
+    n = cfg.embedder_probe_texts
+    data = build_datasets(cfg.embedder_data_seed, 1, n, n // 2, max(n // 5, 50))  # no transfer text is used
+    teacher = load_encoder(ensure_teacher())
+    temb = {f"fid_{s}": encode_texts(teacher, data["fidelity"][s], V.PROBE_TOKENS) for s in ("val", "test")}
+    rows_file = folder(run_path) / "probe_rows.csv"
+    done = pd.read_csv(rows_file) if rows_file.is_file() else pd.DataFrame(columns=["model_id"])
+    rows = []
+    for label, e in encoders.items():
+        key = {"encoder": label, "model_id": model_identity(e["folder"] or default_model_dir()), "texts": n}
+        old = rows_with(done, key)
+        rows.append(old.iloc[0].to_dict() if len(old) else {**key, **V.probe_row(e["folder"], data, temb,
+                                                                                  cfg.embedder_data_seed)})
+        if not len(old):
+            append_csv_rows(rows_file, [rows[-1]])
+    return pd.DataFrame(rows)
+
+
+def speed(cfg: EmbeddersParams, encoders: dict[str, dict], part: D.Partition, run_path: Path) -> pd.DataFrame:
+    rng = np.random.default_rng(cfg.embedder_data_seed)
+    titles = part.test["wikispeedia"]
+    titles = [titles[i] for i in rng.permutation(len(titles))[:cfg.embedder_speed_titles]]
+    table = V.speed_table({k: e["folder"] for k, e in encoders.items()}, titles, cfg.embedder_speed_repeats)
+    write_csv(folder(run_path) / "speed.csv", table)
+    return table
+
+
+def results(lp: pd.DataFrame, speed_rows: pd.DataFrame, encoders: dict[str, dict], run_path: Path) -> dict:
+    """The paired table, the goal rows and their sentences; written beside the rows (paired.csv, goals.csv,
+    summary.json)."""
+    paired = V.paired_to_reference(lp)
+    goals = V.goal_rows(paired, speed_rows, {k: e["layers"] for k, e in encoders.items() if k != R.REFERENCE})
+    sentences = [V.goal_sentence(r, V.goal_of(int(r.layers))) for _, r in goals.iterrows()]
+    write_csv(folder(run_path) / "paired.csv", paired)
+    write_csv(folder(run_path) / "goals.csv", goals)
+    atomic_write_text(folder(run_path) / "summary.json", json.dumps({"goals": sentences}, indent=1) + "\n")
+    return {"paired": paired, "goals": goals, "sentences": sentences}
+
+
+def plot_frontier(paired: pd.DataFrame, speed_rows: pd.DataFrame, path: Path | None = None):
+    """AUC minus all-MiniLM-L6-v2 (95% interval, paired by seed) against titles/s ratio on one thread, one panel per
+    (model, source), one point per encoder and protocol; the goals' margins drawn as dashed lines."""
+    auc = paired[paired.metric == "auc"]
+    panels = list(auc.groupby(["model", "source"], sort=True).groups)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
+    ratio = speed_rows.set_index("encoder")["ratio"]
+    for ax, (model, source) in zip(axes[0], panels):
+        g = auc[(auc.model == model) & (auc.source == source)]
+        for (enc, protocol), r in g.groupby(["encoder", "protocol"]):
+            r = r.iloc[0]
+            x = float(ratio.get(enc, np.nan))
+            ax.errorbar([x], [r["diff"]], yerr=[[r["diff"] - r.ci_low], [r.ci_high - r["diff"]]], fmt="o", capsize=3,
+                        label=f"{enc} ({protocol})")
+        for goal in V.GOALS:
+            for m, v in goal.margins:
+                if m == model:
+                    ax.axhline(-v, ls="--", lw=0.8, color="grey")
+        ax.axhline(0, lw=0.8, color="black")
+        ax.set_xscale("log")
+        ax.set_title(f"{model} on {source}")
+        ax.set_xlabel("titles/s ÷ all-MiniLM-L6-v2's (1 thread)")
+        ax.set_ylabel("AUC − all-MiniLM-L6-v2's")
+    axes[0][-1].legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    if path is not None:
+        saved(fig, path)
+    return fig

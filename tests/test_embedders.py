@@ -1,0 +1,137 @@
+"""Notebook 05b's library: unseen-title data, the encoder registry, and the one rule for speed, pairing and the goal."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lib.common.params import ParamError
+from lib.embed.encoder import encode, load_model
+from lib.embedders import data as D
+from lib.embedders import encoders as R
+from lib.embedders import evaluate as V
+from lib.embedders.config import EmbeddersParams, shares
+
+
+@pytest.fixture(scope="module")
+def part():
+    return D.partition(["Biology and health sciences"], ["Geography", "Physical sciences"], 0.05, seed=0)
+
+
+def test_no_training_text_is_a_held_out_title_and_the_held_out_roles_do_not_overlap(part):
+    texts = D.transfer_texts(part, ["titles", "capitalised", "sentences"], 3000, seed=0)
+    trained = {D.normalised(t) for ts in texts.values() for t in ts}
+    assert trained and not trained & part.held_out
+    arts = part.train_articles
+    assert not set(arts.topic) & {"Biology and health sciences", "Physical sciences"}
+    speedia = {D.normalised(t) for t in part.test["wikispeedia"]}
+    assert len(speedia) > 4000 and not {D.normalised(t) for t in arts.title} & speedia
+    assert not set(part.val) & set(part.test["vital_heldout"]) and not set(part.in_domain) & set(arts.title)
+    assert all(len(v) <= 3000 for v in texts.values())
+
+
+def test_the_partition_and_the_texts_are_seeded(part):
+    again = D.partition(["Biology and health sciences"], ["Geography", "Physical sciences"], 0.05, seed=0)
+    other = D.partition(["Biology and health sciences"], ["Physical sciences"], 0.05, seed=1)
+    assert again.in_domain == part.in_domain and other.in_domain != part.in_domain
+    assert D.transfer_texts(part, ["titles"], 50, 3) == D.transfer_texts(again, ["titles"], 50, 3)
+
+
+def test_a_topic_both_chosen_on_and_tested_on_is_refused():
+    with pytest.raises(ParamError, match="either chosen on or tested on"):
+        D.partition(["Arts"], ["Arts"], 0.05, 0)
+    with pytest.raises(ParamError, match="embedder_val_topics"):
+        D.partition(["Sports"], ["Arts"], 0.05, 0)
+
+
+def test_capitalised_spans_skip_a_first_word_and_keep_names_with_inner_particles():
+    spans = D.capitalised_spans("The Battle of Hastings was fought by William the Conqueror in England.")
+    assert spans == ["The Battle of Hastings", "William the Conqueror", "England"]
+    assert D.capitalised_spans("Water boils.") == []
+
+
+def test_mention_share_counts_titles_spelled_inside_a_text():
+    assert D.mention_share(["Roman Empire", "Moon", "Mars"], ["the roman empire fell", "a moonlit night"]) == \
+        pytest.approx(1 / 3)
+
+
+def test_the_heldout_vital_source_links_only_its_own_titles(part):
+    snap = D.link_snapshot("vital_heldout", part)
+    keep = set(part.test["vital_heldout"])
+    assert set(snap.links) == keep and all(set(v) <= keep for v in snap.links.values())
+    assert sum(map(len, snap.links.values())) > 500
+
+
+def test_mixes_and_encoder_specs_are_checked_with_the_fix_named():
+    assert shares("titles:2,phrases:0", ["titles", "phrases"]) == {"titles": 2.0, "phrases": 0.0}
+    for bad in ("titles=1", "titles:0", "poems:1"):
+        with pytest.raises(ParamError, match="embedder_mixes"):
+            shares(bad, ["titles", "phrases"])
+    assert R.parse("student:0,2,5/1024").label == "student 0,2,5 ffn1024"
+    assert R.parse("student:0,2,5/1024").layers == 3 and R.parse("static-pca:256").layers == 0
+    for bad in ("teacher:1", "student:7", "static-pca:x", "static-pca:-1"):
+        with pytest.raises(ParamError, match="embedder_encoders"):
+            R.parse(bad)
+    with pytest.raises(ParamError, match="embedder_test_graphs"):
+        EmbeddersParams(embedder_graphs=3, embedder_test_graphs=2)
+
+
+def test_every_registered_kind_is_described_and_parses_its_own_example():
+    for row in R.describe():
+        example = row["spec"].split("e.g. ")[-1]
+        assert R.parse(example).kind == row["kind"]
+
+
+def test_a_control_is_built_once_and_loads_as_stage_2s_model_dir(tmp_path):
+    recipe = R.Recipe(texts=["a"], targets=np.zeros((1, 384), np.float32), sizes={"titles": 1},
+                      weights={"titles": 1.0}, steps=1, static_steps=1, batch_size=2, lr=1e-4, static_lr=1e-3, seed=0)
+    spec = R.parse("control:0,5")
+    folder = R.build(spec, recipe, tmp_path)
+    assert json.loads((folder / "made.json").read_text())["spec"] == "control:0,5"
+    stamp = (folder / "made.json").stat().st_mtime_ns
+    assert R.build(spec, recipe, tmp_path) == folder and (folder / "made.json").stat().st_mtime_ns == stamp
+    x, _ = encode(load_model(folder), ["Photosynthesis", "Isaac Newton"])
+    assert x.shape == (2, 384)
+
+
+def _lp_rows() -> pd.DataFrame:
+    rows = []
+    for source in ("wikispeedia", "vital_heldout"):
+        for seed in range(5):
+            for enc, offset in ((R.REFERENCE, 0.0), ("small", -0.005), ("bad", -0.05)):
+                for model in ("gat_model", "cosine"):
+                    rows.append({"source": source, "protocol": "leak_free", "model": model, "embedder": enc,
+                                 "seed": seed, "auc": 0.8 + 0.01 * seed + offset * (1 + 0.2 * (seed % 2)), "mrr": 0.3})
+    return pd.DataFrame(rows)
+
+
+def test_paired_differences_pair_by_source_protocol_model_and_seed():
+    paired = V.paired_to_reference(_lp_rows())
+    small = paired[(paired.encoder == "small") & (paired.metric == "auc")]
+    assert len(small) == 4 and (small.seeds == 5).all()
+    assert small["diff"].to_numpy() == pytest.approx(-0.005 * 1.08)
+    assert (small.ci_low < small["diff"]).all() and (small["diff"] < small.ci_high).all()
+
+
+def test_the_goal_rule_needs_every_part():
+    paired = V.paired_to_reference(_lp_rows())
+    speed = pd.DataFrame({"encoder": [R.REFERENCE, "small", "bad"], "ratio": [1.0, 2.5, 40.0]})
+    goals = V.goal_rows(paired, speed, {"small": 3, "bad": 0}).set_index("encoder")
+    assert goals.loc["small", "met"] and goals.loc["small", "goal"] == "student"
+    assert not goals.loc["bad", "met"] and goals.loc["bad", "fast"] and not goals.loc["bad", "close"]
+    slow = V.goal_rows(paired, speed.assign(ratio=[1.0, 1.5, 40.0]), {"small": 3}).iloc[0]
+    assert not slow.met and "too slow" in V.goal_sentence(slow, V.goal_of(3))
+    deep = V.goal_rows(paired, speed, {"small": 4}).iloc[0]
+    assert not deep.met and not deep.small
+
+
+def test_speed_is_a_ratio_to_the_reference_measured_in_the_same_rounds(tmp_path):
+    recipe = R.Recipe(texts=["a"], targets=np.zeros((1, 384), np.float32), sizes={"titles": 1},
+                      weights={"titles": 1.0}, steps=1, static_steps=1, batch_size=2, lr=1e-4, static_lr=1e-3, seed=0)
+    folder = R.build(R.parse("control:0"), recipe, tmp_path)
+    titles = [f"Title number {i}" for i in range(128)]
+    table = V.speed_table({R.REFERENCE: None, "one layer": folder}, titles, repeats=2).set_index("encoder")
+    assert table.loc[R.REFERENCE, "ratio"] == 1.0 and table.loc["one layer", "ratio"] > 1.5
+    assert (table.repeats == 2).all() and (table.titles == 128).all()
