@@ -15,8 +15,9 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel, BertTokenizer
 
+from lib.common import published
 from lib.distill.cache import TeacherCache
-from lib.distill.config import DistillParams, field_names, read_params_05
+from lib.distill.config import DistillParams, read_params_05
 from lib.distill.eval import curve_trends, difference_sentences, encode, paired_differences
 from lib.distill.losses import (
     VARIANTS,
@@ -323,12 +324,13 @@ def test_a_grid_with_embedding_methods_pairs_them_with_the_control_and_saves_the
 def test_a_checkpoint_folder_kept_before_the_embedding_term_resumes_with_it(tmp_path):
     import json
 
-    from lib.distill.checkpoint import ADDED_RUNS_ONLY, NOT_IN_ROWS, GridCheckpoint
+    from lib.common.published import RUN_ADDING
+    from lib.distill.checkpoint import NOT_IN_ROWS, GridCheckpoint
 
     cfg = _grid_cfg(embedding_methods=["at+vr+emb"])
     folder = tmp_path / "ck"
     folder.mkdir()
-    old = {k: v for k, v in cfg.record().items() if k not in NOT_IN_ROWS and k not in ADDED_RUNS_ONLY}
+    old = {k: v for k, v in cfg.record().items() if k not in NOT_IN_ROWS and k not in RUN_ADDING}
     (folder / "settings.json").write_text(json.dumps(old))
     GridCheckpoint(folder, cfg)  # its rows depend on none of the new parameters: resumed, settings completed
     assert json.loads((folder / "settings.json").read_text())["embedding_methods"] == ["at+vr+emb"]
@@ -591,17 +593,20 @@ def test_every_published_params_05_reads_into_the_config_under_the_field_names()
         assert (cfg.distill_seeds, cfg.distill_steps, cfg.distill_batch_size, cfg.distill_lr) == \
             (named["seeds"], named["steps"], named["batch_size"], named["lr"]), path
         assert (cfg.students, cfg.task_losses, cfg.run_dir) == (raw["students"], raw["task_losses"], raw["run_dir"])
-        assert set(field_names(raw)) <= set(DistillParams.names()), path
+        assert set(published.distill_params(raw)) <= set(DistillParams.names()), path
         assert cfg.embedding_methods == raw.get("embedding_methods", []), path  # made before L_EMB: none ran
 
 
-def test_a_record_under_either_name_gives_the_same_config_and_a_key_that_is_no_field_is_ignored():
+def test_a_record_under_either_name_gives_the_same_config_and_a_key_that_is_no_field_is_ignored(tmp_path):
+    import json
+
     new = DistillParams(distill_steps=30, distill_seeds=[1, 2]).record()
     old = {k.removeprefix("distill_"): v for k, v in new.items()} | {"a_setting_of_another_time": 1}
-    assert DistillParams.from_record(old) == DistillParams.from_record(new) == DistillParams.from_values(new)
-    assert field_names({"steps": 5, "distill_steps": 7, "seeds": [3]}) == {"distill_steps": 7, "distill_seeds": [3]}
+    for name, record in (("old", old), ("new", new), ("bad", {"steps": 0})):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"params": record}))
+    assert read_params_05(tmp_path / "old.json") == read_params_05(tmp_path / "new.json") == DistillParams.from_values(new)
     with pytest.raises(ValueError, match="distill_steps=0 is invalid"):
-        DistillParams.from_record({"steps": 0})
+        read_params_05(tmp_path / "bad.json")
 
 
 def test_a_checkpoint_folder_whose_settings_use_the_unprefixed_names_resumes_and_still_refuses_other_settings(

@@ -191,7 +191,7 @@ def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc"
 
     The best graph model is chosen by its mean *validation* AUC on that negative set (column val_auc, from
     validation_of) among the models that have one, so no test number picks it; "best on test" names the model with the
-    highest mean test AUC beside it. Rows without val_auc (published runs that kept none) fall back to the test AUC,
+    highest mean test AUC beside it. Where no graph model has a val_auc (a run that kept none), the test AUC chooses,
     and "chosen on" says which was used. Where the rows hold SHORTCUT, its metrics and the best model's mean margin over it
     ({metric}_margin_shortcut) are added; it is not part of the bar. A protocol × negative set without a defined AUC
     (its tasks hold no such negative) has no row. Where the rows hold per-stratum metrics (auc_cn, mrr_no_cn, ...),

@@ -147,8 +147,8 @@ def choose_on_validation(rows: pd.DataFrame, candidates: list, metric: str = "au
                          ) -> tuple[object, str, object]:
     """The one way a best model is picked: among `candidates` (values of column `key`) in `rows` (one protocol ×
     negative set, any number of seeds), the one with the highest mean validation `metric` (column val_<metric>, the
-    selected epoch's score on validation tasks built as the test tasks are). Rows without it (published runs that
-    kept no validation scores) fall back to the mean test `metric`. Returns (chosen, "validation" or "test", the
+    selected epoch's score on validation tasks built as the test tasks are). Where no candidate has one (a run that
+    kept no validation scores, a negative set it did not validate on), the mean test `metric` chooses. Returns (chosen, "validation" or "test", the
     best on test) — a reader sees when the two differ."""
     mean = rows.groupby(key)[metric].mean().reindex(candidates)
     on_test = mean.idxmax()

@@ -38,6 +38,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from lib.common import published
 from lib.common.hashing import config_digest
 from lib.common.params import (
     ParamError,
@@ -183,11 +184,10 @@ def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks
     old = load_json(run_dir / "params.json")["params"]
     nb_dir = (all_notebooks or notebooks)[0].parent
     others = [nb_dir / n for n in made if n not in {nb.name for nb in notebooks}]
-    # a parameter added after the folder was made counts as unchanged at its notebook default
     default = all_defaults([nb for nb in others if nb.is_file()])
     for k in ("run_dir", *EXECUTION_KEYS):
         default.pop(k, None)
-    refuse_other_settings(f"--rerun: {run_dir}", {k: old.get(k, v) for k, v in default.items()},
+    refuse_other_settings(f"--rerun: {run_dir}", published.params_with_defaults(old, default),
                           {k: merged.get(k, v) for k, v in default.items()},
                           "notebooks that are not re-run use them; pass the same params files, or run it whole with "
                           "--force")

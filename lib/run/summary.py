@@ -53,8 +53,8 @@ def gat_auc_table(runs: dict[str, dict]) -> pd.DataFrame:
 
 
 def best_vs_heuristic(runs: dict[str, dict], metric: str = "auc") -> pd.DataFrame:
-    """Per run and (protocol, negatives) group: the trained model chosen on validation (choose_on_validation; runs
-    without validation scores fall back to test, said in `chosen_on`) and the heuristic with the highest `metric`.
+    """Per run and (protocol, negatives) group: the trained model chosen on validation (choose_on_validation; where
+    no candidate has a validation score, on test, said in `chosen_on`) and the heuristic with the highest `metric`.
 
     Heuristics are trained on nothing, so their `supervision` ("none") is not a grouping key here: every trained
     model of a group, whatever its supervision, is compared with the best heuristic of that group."""
