@@ -277,11 +277,8 @@ def not_a_dead_kernel_line(record: logging.LogRecord) -> bool:
     return not record.getMessage().startswith("Kernel died")
 
 
-def main(argv: list[str] | None = None) -> int:
-    # nbclient logs a dead kernel (also the one a Ctrl-C stops) on the "traitlets" logger, or on the "papermill" one
-    # papermill hands it; the notebook's status entry records the failure, so the console keeps to the runner's lines
-    logging.getLogger("traitlets").setLevel(logging.CRITICAL)
-    logging.getLogger("papermill").addFilter(not_a_dead_kernel_line)
+def parser() -> argparse.ArgumentParser:
+    """The runner's command line."""
     ap = argparse.ArgumentParser(prog="python -m lib.run.runner", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", action="append", default=[], help="params/<size>.yaml; repeat for a grid")
@@ -298,7 +295,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--outputs", default=str(OUTPUTS), help="folder that holds the run folders (default outputs/)")
     ap.add_argument("--dry-run", action="store_true", help="validate every run and print the plan; run nothing")
     ap.add_argument("--notebook-dir", default=None, help=argparse.SUPPRESS)  # tests run tiny notebooks
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    # nbclient logs a dead kernel (also the one a Ctrl-C stops) on the "traitlets" logger, or on the "papermill" one
+    # papermill hands it; the notebook's status entry records the failure, so the console keeps to the runner's lines
+    logging.getLogger("traitlets").setLevel(logging.CRITICAL)
+    logging.getLogger("papermill").addFilter(not_a_dead_kernel_line)
+    args = parser().parse_args(argv)
 
     try:
         all_notebooks, notebooks, overrides, runs = plan_grid(args)
