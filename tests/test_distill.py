@@ -41,7 +41,7 @@ from lib.distill.models import (
     save_sentence_transformer,
 )
 from lib.distill.stage import run_grid, student_folder
-from lib.distill.train import DistillConfig, distill, train_student
+from lib.distill.train import DistillConfig, RunHooks, distill, train_student
 from lib.distill.verdicts import budget_verdicts, choose_init
 
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "big", "red", "##s", "ball", "."]
@@ -214,26 +214,27 @@ def test_a_killed_run_resumes_from_its_step_checkpoint_and_matches_the_uninterru
     teacher = tiny_encoder(tok, layers=2, seed=1)
     cfg = DistillConfig(steps=6, batch_size=3, max_seq_len=16, lr=1e-3, relation_heads=4, seed=3)
     probe = lambda enc: {"norm": float(sum(p.detach().norm() for p in enc.model.parameters()))}  # noqa: E731
-    kw = dict(progress=False, evaluate=probe, eval_every=2, checkpoint_every=2)
+    hooks = RunHooks(checkpoint=tmp_path / "run.pt", evaluate=probe, eval_every=2, checkpoint_every=2)
     ref_student = tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2, dropout=0.3)  # dropout: the RNG must resume
-    ref = train_student(teacher, ref_student, CORPUS, cfg, checkpoint=tmp_path / "ref.pt", **kw)
+    ref = train_student(teacher, ref_student, CORPUS, cfg, progress=False,
+                        hooks=replace(hooks, checkpoint=tmp_path / "ref.pt"))
     assert ref["complete"] and ref["curve"].step.tolist() == [0, 2, 4, 6] and ref["seconds"] > 0
 
     first = train_student(teacher, tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2, dropout=0.3), CORPUS, cfg,
-                            checkpoint=tmp_path / "run.pt", max_steps=3, **kw)  # "killed" after step 3
+                          progress=False, hooks=replace(hooks, max_steps=3))  # "killed" after step 3
     assert not first["complete"] and first["steps"] == 3
     student = tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=7, dropout=0.3)  # other weights: all from the file
-    res = train_student(teacher, student, CORPUS, cfg, checkpoint=tmp_path / "run.pt", **kw)
+    res = train_student(teacher, student, CORPUS, cfg, progress=False, hooks=hooks)
     assert res["steps"] == 4  # resumed after step 2, the last checkpoint
     pd.testing.assert_frame_equal(res["losses"], ref["losses"])
     pd.testing.assert_frame_equal(res["curve"], ref["curve"])
     for (k, a), b in zip(ref_student.model.state_dict().items(), student.model.state_dict().values()):
         assert torch.equal(a, b), k
-    again = train_student(teacher, student, CORPUS, cfg, checkpoint=tmp_path / "run.pt", **kw)
+    again = train_student(teacher, student, CORPUS, cfg, progress=False, hooks=hooks)
     assert again["steps"] == 0 and again["complete"]
     with pytest.raises(ValueError, match=r"other settings \(cfg\.lr\)"):
-        train_student(teacher, student, CORPUS, DistillConfig(**{**vars(cfg), "lr": 2e-3}),
-                        checkpoint=tmp_path / "run.pt", **kw)
+        train_student(teacher, student, CORPUS, DistillConfig(**{**vars(cfg), "lr": 2e-3}), progress=False,
+                      hooks=hooks)
 
 
 def test_adamw_is_fused_unless_asked_not_to(tmp_path):
@@ -242,7 +243,7 @@ def test_adamw_is_fused_unless_asked_not_to(tmp_path):
     for fused in (True, False):
         cfg = DistillConfig(steps=2, batch_size=2, max_seq_len=16, relation_heads=4, fused=fused)
         ck = tmp_path / f"fused_{fused}.pt"
-        train_student(teacher, student, CORPUS, cfg, progress=False, checkpoint=ck)
+        train_student(teacher, student, CORPUS, cfg, progress=False, hooks=RunHooks(checkpoint=ck))
         assert torch.load(ck, weights_only=True)["parts"]["optimizer"]["param_groups"][0]["fused"] is (fused or None)
 
 
@@ -272,16 +273,17 @@ def _grid_cfg(**kw) -> DistillParams:
 
 
 def test_the_embedding_term_is_zero_at_its_target_and_trains_a_student_towards_another_width(tmp_path):
-    from lib.distill.losses import LossSpec, combined_loss
+    from lib.distill.losses import LossSpec, StepTargets, StudentOutputs, combined_loss
 
     spec = LossSpec.parse("at+vr+emb", w_emb=2.0, emb_loss="mse")
     assert (spec.at, spec.vr, spec.emb, spec.needs_embedding) == (1.0, 1.0, 2.0, True)
     assert spec.label() == "1·AT + 1·VR + 2·EMB(mse)" and not LossSpec.parse("at+vr").needs_embedding
     x = torch.randn(3, 8)
-    t = combined_loss({}, {}, torch.ones(3, 4), [], 1, LossSpec.parse("emb"), pooled=x, emb_targets=2 * x)
+    t = combined_loss(StudentOutputs({}, torch.ones(3, 4), pooled=x), StepTargets({}, embedding=2 * x), [], 1,
+                      LossSpec.parse("emb"))
     assert t["L_EMB"].item() == pytest.approx(0.0, abs=1e-6)  # unit vectors: a scaled copy is the target
     with pytest.raises(DistillError, match="L_EMB needs"):
-        combined_loss({}, {}, torch.ones(3, 4), [], 1, LossSpec.parse("emb"), pooled=x)
+        combined_loss(StudentOutputs({}, torch.ones(3, 4), pooled=x), StepTargets({}), [], 1, LossSpec.parse("emb"))
     with pytest.raises(DistillError, match="embedding loss 'l1' is unknown"):
         LossSpec.parse("emb", emb_loss="l1")
 

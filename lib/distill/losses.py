@@ -238,21 +238,39 @@ VARIANT_SPECS = {"minilm": LossSpec(at=1, vr=1), "no_value_relation": LossSpec(a
 VARIANTS = tuple(VARIANT_SPECS)
 
 
-def combined_loss(targets: dict, qkv: dict, mask: torch.Tensor, pairs: list[tuple[int, int]], heads: int,
-                  spec: LossSpec, proj: nn.Module | None = None, student_logits: torch.Tensor | None = None,
-                  teacher_logits: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                  pooled: torch.Tensor | None = None, emb_targets: torch.Tensor | None = None,
+@dataclass(frozen=True)
+class StudentOutputs:
+    """The student's forward pass of one step: qkv (student layer, role) -> [B, T, D']; mask [B, T]; pooled [B, D']
+    its mean-pooled embeddings and logits [B, C] of its task head, None where the step needs none."""
+    qkv: dict
+    mask: torch.Tensor
+    pooled: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class StepTargets:
+    """What the student of one step is matched to: layers: teacher layer -> {"att": [B, R, T, T], "v": [B, T, D]};
+    teacher_logits [B, C] and labels [B] of a task; embedding [B, D_e] the target encoder's embeddings; None where the
+    step needs none."""
+    layers: dict
+    teacher_logits: torch.Tensor | None = None
+    labels: torch.Tensor | None = None
+    embedding: torch.Tensor | None = None
+
+
+def combined_loss(student: StudentOutputs, targets: StepTargets, pairs: list[tuple[int, int]], heads: int,
+                  spec: LossSpec, proj: nn.Module | None = None,
                   emb_proj: nn.Module | None = None) -> dict[str, torch.Tensor]:
     """Loss terms of one step: {L_AT, L_VR, L_VMSE, L_EMB, L_OUT (those switched on, unweighted), loss (weighted sum)}.
 
-    targets: teacher layer -> {"att": [B, R, T, T], "v": [B, T, D]}; qkv: (student layer, role) -> [B, T, D'];
-    mask [B, T]; pairs: (teacher layer, student layer) averaged over; logits [B, C], labels [B]; pooled [B, D'] the
-    student's mean-pooled embeddings, emb_targets [B, D_e] the target encoder's, emb_proj Linear(D', D_e) where the
-    widths differ.
+    pairs: (teacher layer, student layer) averaged over; proj Linear(D', D) of value MSE; emb_proj Linear(D', D_e)
+    where the embedding widths differ.
     """
+    qkv, mask, pooled = student.qkv, student.mask, student.pooled
     at, vr, vm = [], [], []
     for t, s in pairs if spec.needs_attention else []:
-        tg = targets[t]
+        tg = targets.layers[t]
         if spec.at > 0:
             at.append(attention_transfer_loss(tg["att"], qkv[(s, "q")], qkv[(s, "k")], mask, heads))
         if spec.vr > 0:
@@ -264,15 +282,16 @@ def combined_loss(targets: dict, qkv: dict, mask: torch.Tensor, pairs: list[tupl
         if xs:
             terms[name], weights[name] = torch.stack(xs).mean(), w
     if spec.emb > 0:
-        if pooled is None or emb_targets is None:
+        if pooled is None or targets.embedding is None:
             raise DistillError("L_EMB needs the student's pooled embeddings and the target encoder's; pass "
                                "embedding targets for the corpus")
-        terms["L_EMB"] = embedding_loss(pooled, emb_targets, spec.emb_loss, 0.0, emb_proj)["loss"]
+        terms["L_EMB"] = embedding_loss(pooled, targets.embedding, spec.emb_loss, 0.0, emb_proj)["loss"]
         weights["L_EMB"] = spec.emb
     if spec.out > 0:
-        if student_logits is None:
+        if student.logits is None:
             raise DistillError("L_OUT needs student logits; give the run a task (texts with labels)")
-        terms["L_OUT"] = kd_output_loss(student_logits, teacher_logits, labels, spec.temperature, spec.alpha)
+        terms["L_OUT"] = kd_output_loss(student.logits, targets.teacher_logits, targets.labels, spec.temperature,
+                                        spec.alpha)
         weights["L_OUT"] = spec.out
     if not terms:
         raise DistillError(f"loss combination {spec.label()} has no term switched on; give at least one weight > 0")
@@ -285,4 +304,4 @@ def distill_losses(targets: dict, qkv: dict, mask: torch.Tensor, pairs: list[tup
     """Task-agnostic loss terms of one step for a named MiniLM `variant` (see VARIANT_SPECS)."""
     if variant not in VARIANT_SPECS:
         raise DistillError(f"variant={variant!r} is unknown; use one of {VARIANTS}")
-    return combined_loss(targets, qkv, mask, pairs, heads, VARIANT_SPECS[variant], proj)
+    return combined_loss(StudentOutputs(qkv, mask), StepTargets(targets), pairs, heads, VARIANT_SPECS[variant], proj)
