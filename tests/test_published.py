@@ -20,6 +20,13 @@ def test_a_negative_set_name_of_a_published_table_is_the_current_one():
     assert [published.negative_set(n) for n in ("hard", "dist2", "uniform")] == ["dist2", "dist2", "uniform"]
 
 
+def test_heuristic_rows_without_supervision_are_scorers_trained_on_nothing():
+    old = [{"protocol": "seed", "model": "gat_model", "auc": 0.9}, {"protocol": "seed", "model": "adamic_adar", "auc": 0.95}]
+    assert published.link_rows(old) == [old[0], {**old[1], "supervision": "none"}]
+    new = [{"model": "gat_model", "supervision": "mp"}, {"model": "resource_allocation", "supervision": "none"}]
+    assert published.link_rows(new) == new
+
+
 def test_distill_params_read_the_unprefixed_names_and_no_embedding_runs_where_the_record_has_none():
     old = {"seeds": [0, 1], "steps": 40, "batch_size": 8, "max_seq_len": 32, "lr": 3e-4, "warmup_frac": 0.01,
            "weight_decay": 0.01, "students": [3]}

@@ -8,6 +8,9 @@ Each translation has a test that reads an older record and checks the current on
   called `dist2`, in keys ("shortcut_hard_auc", "test_neg_hard_pairs") and values ("negatives": "hard") -> `dist2`.
   Only the sections of stages 3 and 3b ("train_gat", "beyond") name negative sets.
 - `negative_set(name)`: one negative-set name of a published table (train_gat_rows.csv) -> its current name.
+- `link_rows(rows)`: stage 3's result rows made before notebook 03 had two supervisions, without a `supervision`
+  key -> the heuristics among them (the four of that time) with supervision 'none', as a scorer trained on nothing
+  is written now (lib.run.facts.is_heuristic reads that).
 - `distill_params(record)`: a params_05.json record that names the `distill_` parameters of notebook 05 without
   their prefix (`seeds`, `steps`, `batch_size`, ...) -> the field names; a field name present wins over its
   unprefixed twin. A record without `embedding_methods` ran none of those runs (they did not exist yet): [].
@@ -22,7 +25,7 @@ Each translation has a test that reads an older record and checks the current on
   -> that parameter at its notebook default (the value the notebook ran with).
 
 Not a translation: stage 3's published runs without validation scores (seed180, seed315) are read as they are, since
-lib.metrics.link.choose_on_validation chooses on the test metric wherever no candidate has a validation score.
+lib.metrics.selection.choose_on_validation chooses on the test metric wherever no candidate has a validation score.
 """
 from __future__ import annotations
 
@@ -32,6 +35,9 @@ DIST2 = "dist2"
 _HARD = re.compile(r"(?<![a-z0-9])hard(?![a-z0-9])")
 NEGATIVE_SET_SECTIONS = ("train_gat", "beyond")
 """The metrics.json sections that name negative sets (stages 3 and 3b)."""
+
+HEURISTICS_WITHOUT_SUPERVISION = ("cosine", "pref_attach", "common_neighbours", "adamic_adar")
+"""Notebook 03's heuristics when its rows had no `supervision`."""
 
 DISTILL_PREFIXED = ("seeds", "steps", "batch_size", "max_seq_len", "lr", "warmup_frac", "weight_decay")
 """Notebook 05's parameters that params_05.json records spell without their `distill_` prefix."""
@@ -59,6 +65,12 @@ def metrics(record: dict) -> dict:
         return negative_set(obj)
 
     return {k: fix(v) if k in NEGATIVE_SET_SECTIONS else v for k, v in record.items()}
+
+
+def link_rows(rows: list[dict]) -> list[dict]:
+    """Stage 3's result rows with supervision 'none' on a heuristic's row that has no `supervision`; others unchanged."""
+    return [{**r, "supervision": "none"} if "supervision" not in r and r.get("model") in HEURISTICS_WITHOUT_SUPERVISION
+            else r for r in rows]
 
 
 def _distill_names(values: dict) -> dict:

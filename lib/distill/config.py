@@ -7,11 +7,11 @@ from typing import ClassVar
 
 from lib.common import published
 from lib.common.config import DeviceStageParams, param
-from lib.common.device import PRECISIONS
+from lib.common.compute import PRECISIONS
 from lib.common.params import require
 from lib.common.runinfo import load_json
-from lib.distill.losses import ATTENTION_DEFINITIONS, EMBEDDING_LOSSES, DistillError, LossSpec
-from lib.linkpred.sampling import PROTOCOLS
+from lib.distill.loss_spec import ATTENTION_DEFINITIONS, EMBEDDING_LOSSES, DistillError, LossSpec
+from lib.linkpred.names import PROTOCOLS
 
 TASKS = ("polarity", "topic")
 CONTROL = "ce"

@@ -22,7 +22,7 @@ from lib.distill.cache import TeacherCache, TeacherTargetStore
 from lib.distill.checkpoint import GridCheckpoint
 from lib.distill.config import CONTROL, DistillParams
 from lib.distill.eval import encode, evaluate, fidelity_of, head_accuracy, task_accuracy
-from lib.distill.losses import VARIANT_SPECS, LossSpec
+from lib.distill.loss_spec import VARIANT_SPECS, LossSpec
 from lib.distill.models import Encoder, encoder_identity, make_student, save_sentence_transformer
 from lib.distill.train import (
     DistillConfig,

@@ -25,12 +25,8 @@ import torch.nn as nn
 
 from lib.common.training import TrainingLoop, build_optimizer, optimizer_step
 from lib.distill.cache import TeacherCache, check_attention_definition
+from lib.distill.loss_spec import ATTENTION_DEFINITIONS, VARIANT_SPECS, VARIANTS, DistillError, LossSpec
 from lib.distill.losses import (
-    ATTENTION_DEFINITIONS,
-    VARIANT_SPECS,
-    VARIANTS,
-    DistillError,
-    LossSpec,
     StepTargets,
     StudentOutputs,
     combined_loss,

@@ -24,7 +24,8 @@ from tqdm.auto import tqdm
 from lib.common import published
 from lib.common.hashing import config_digest, text_key
 from lib.common.paths import atomic_write_bytes, atomic_write_text, move_aside
-from lib.common.runinfo import load_json, read_checkpoint, refuse_other_settings, unreadable_reason
+from lib.common.runinfo import load_json, refuse_other_settings, unreadable_reason
+from lib.common.tensorfiles import read_checkpoint
 from lib.distill.data import load_vital_articles, split_ids, split_sentences
 from lib.distill.eval import encode, linear_probe
 from lib.distill.losses import DistillError

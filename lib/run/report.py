@@ -24,7 +24,7 @@ from lib.common import published
 from lib.common.paths import OUTPUTS, ROOT, atomic_write_text
 from lib.common.runinfo import load_json, read_json
 from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS, REGISTRY
-from lib.linkpred.sampling import PROTOCOLS
+from lib.linkpred.names import PROTOCOLS
 from lib.metrics.link import SEED_REPORTED
 from lib.run import parameters_page
 from lib.run.facts import FRONTIER, REFERENCE_RUNS, n_train
