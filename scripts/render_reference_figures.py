@@ -23,6 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from lib.common import published  # noqa: E402
 from lib.common.paths import OUTPUTS  # noqa: E402
 
 REFERENCE_RUNS = OUTPUTS / "reference"
@@ -41,6 +42,7 @@ def stage3(run: Path, fig: Path) -> list[str]:
     if not (run / "train_gat_rows.csv").is_file():
         return []
     df = pd.read_csv(run / "train_gat_rows.csv")
+    df["negatives"] = df["negatives"].map(published.negative_set)
     p = _json(run / "params_03_train_gat.json")["params"]
     tg = _json(run / "metrics.json")["train_gat"]
     keys = ["protocol", "negatives", "model", "supervision"]
@@ -48,7 +50,7 @@ def stage3(run: Path, fig: Path) -> list[str]:
     means["auc_std"] = df.groupby(keys, sort=False)["auc"].std().reset_index(drop=True)
     means = means[means["auc"].notna()]
     show = [m for m in ("gat_model", "plain_gat", "mlp") if m in set(df["model"])] + list(HEURISTICS)
-    present = list(dict.fromkeys(means["negatives"]))  # a run may name the dist2 set "hard"
+    present = list(dict.fromkeys(means["negatives"]))
     sets = [n for n in NEGATIVE_SETS if n in present] + [n for n in present if n not in NEGATIVE_SETS]
     protocol_bars(means, show, sets, p["protocols"], len(tg["seeds"]), fig / "03_protocols.png")
     rows = df.astype(object).where(df.notna(), None).to_dict("records")

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     from lib.distill.eval import encode, evaluate
     from lib.distill.models import assistant_path, ensure_teacher, load_encoder, make_student
     from lib.distill.stage import METHOD_VARIANT, _teacher_source, shared_settings
-    from lib.distill.train import DistillConfig, train_student
+    from lib.distill.train import DistillConfig, RunHooks, train_student
 
     folder = resolve(args.published) / "distill"
     cfg = read_params_05(folder / "params_05.json")
@@ -60,9 +60,9 @@ def main(argv: list[str] | None = None) -> int:
                            init_from=assistant if init == "assistant" else None, device=dev)
     train_cfg = DistillConfig(variant=METHOD_VARIANT[method], steps=cfg.distill_steps, lr=cfg.distill_lr, seed=seed,
                               **shared_settings(cfg))
-    res = train_student(_teacher_source(teacher, cfg, None), student, data["transfer"], train_cfg,
-                        eval_every=cfg.eval_every, max_steps=args.steps,
-                        evaluate=lambda enc: evaluate(enc, data, temb, cfg.distill_max_seq_len, seed))
+    hooks = RunHooks(eval_every=cfg.eval_every, max_steps=args.steps,
+                     evaluate=lambda enc: evaluate(enc, data, temb, cfg.distill_max_seq_len, seed))
+    res = train_student(_teacher_source(teacher, cfg, None), student, data["transfer"], train_cfg, hooks=hooks)
     now = res["curve"].set_index("step")
     steps = now.index.intersection(published.index)
     diff = (now.loc[steps] - published.loc[steps, now.columns]).abs()

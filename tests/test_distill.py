@@ -15,8 +15,9 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel, BertTokenizer
 
+from lib.common import published
 from lib.distill.cache import TeacherCache
-from lib.distill.config import DistillParams, field_names, read_params_05
+from lib.distill.config import DistillParams, read_params_05
 from lib.distill.eval import curve_trends, difference_sentences, encode, paired_differences
 from lib.distill.losses import (
     VARIANTS,
@@ -40,7 +41,7 @@ from lib.distill.models import (
     save_sentence_transformer,
 )
 from lib.distill.stage import run_grid, student_folder
-from lib.distill.train import DistillConfig, distill, train_student
+from lib.distill.train import DistillConfig, RunHooks, distill, train_student
 from lib.distill.verdicts import budget_verdicts, choose_init
 
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "big", "red", "##s", "ball", "."]
@@ -213,26 +214,27 @@ def test_a_killed_run_resumes_from_its_step_checkpoint_and_matches_the_uninterru
     teacher = tiny_encoder(tok, layers=2, seed=1)
     cfg = DistillConfig(steps=6, batch_size=3, max_seq_len=16, lr=1e-3, relation_heads=4, seed=3)
     probe = lambda enc: {"norm": float(sum(p.detach().norm() for p in enc.model.parameters()))}  # noqa: E731
-    kw = dict(progress=False, evaluate=probe, eval_every=2, checkpoint_every=2)
+    hooks = RunHooks(checkpoint=tmp_path / "run.pt", evaluate=probe, eval_every=2, checkpoint_every=2)
     ref_student = tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2, dropout=0.3)  # dropout: the RNG must resume
-    ref = train_student(teacher, ref_student, CORPUS, cfg, checkpoint=tmp_path / "ref.pt", **kw)
+    ref = train_student(teacher, ref_student, CORPUS, cfg, progress=False,
+                        hooks=replace(hooks, checkpoint=tmp_path / "ref.pt"))
     assert ref["complete"] and ref["curve"].step.tolist() == [0, 2, 4, 6] and ref["seconds"] > 0
 
     first = train_student(teacher, tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2, dropout=0.3), CORPUS, cfg,
-                            checkpoint=tmp_path / "run.pt", max_steps=3, **kw)  # "killed" after step 3
+                          progress=False, hooks=replace(hooks, max_steps=3))  # "killed" after step 3
     assert not first["complete"] and first["steps"] == 3
     student = tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=7, dropout=0.3)  # other weights: all from the file
-    res = train_student(teacher, student, CORPUS, cfg, checkpoint=tmp_path / "run.pt", **kw)
+    res = train_student(teacher, student, CORPUS, cfg, progress=False, hooks=hooks)
     assert res["steps"] == 4  # resumed after step 2, the last checkpoint
     pd.testing.assert_frame_equal(res["losses"], ref["losses"])
     pd.testing.assert_frame_equal(res["curve"], ref["curve"])
     for (k, a), b in zip(ref_student.model.state_dict().items(), student.model.state_dict().values()):
         assert torch.equal(a, b), k
-    again = train_student(teacher, student, CORPUS, cfg, checkpoint=tmp_path / "run.pt", **kw)
+    again = train_student(teacher, student, CORPUS, cfg, progress=False, hooks=hooks)
     assert again["steps"] == 0 and again["complete"]
     with pytest.raises(ValueError, match=r"other settings \(cfg\.lr\)"):
-        train_student(teacher, student, CORPUS, DistillConfig(**{**vars(cfg), "lr": 2e-3}),
-                        checkpoint=tmp_path / "run.pt", **kw)
+        train_student(teacher, student, CORPUS, DistillConfig(**{**vars(cfg), "lr": 2e-3}), progress=False,
+                      hooks=hooks)
 
 
 def test_adamw_is_fused_unless_asked_not_to(tmp_path):
@@ -241,7 +243,7 @@ def test_adamw_is_fused_unless_asked_not_to(tmp_path):
     for fused in (True, False):
         cfg = DistillConfig(steps=2, batch_size=2, max_seq_len=16, relation_heads=4, fused=fused)
         ck = tmp_path / f"fused_{fused}.pt"
-        train_student(teacher, student, CORPUS, cfg, progress=False, checkpoint=ck)
+        train_student(teacher, student, CORPUS, cfg, progress=False, hooks=RunHooks(checkpoint=ck))
         assert torch.load(ck, weights_only=True)["parts"]["optimizer"]["param_groups"][0]["fused"] is (fused or None)
 
 
@@ -271,16 +273,17 @@ def _grid_cfg(**kw) -> DistillParams:
 
 
 def test_the_embedding_term_is_zero_at_its_target_and_trains_a_student_towards_another_width(tmp_path):
-    from lib.distill.losses import LossSpec, combined_loss
+    from lib.distill.losses import LossSpec, StepTargets, StudentOutputs, combined_loss
 
     spec = LossSpec.parse("at+vr+emb", w_emb=2.0, emb_loss="mse")
     assert (spec.at, spec.vr, spec.emb, spec.needs_embedding) == (1.0, 1.0, 2.0, True)
     assert spec.label() == "1·AT + 1·VR + 2·EMB(mse)" and not LossSpec.parse("at+vr").needs_embedding
     x = torch.randn(3, 8)
-    t = combined_loss({}, {}, torch.ones(3, 4), [], 1, LossSpec.parse("emb"), pooled=x, emb_targets=2 * x)
+    t = combined_loss(StudentOutputs({}, torch.ones(3, 4), pooled=x), StepTargets({}, embedding=2 * x), [], 1,
+                      LossSpec.parse("emb"))
     assert t["L_EMB"].item() == pytest.approx(0.0, abs=1e-6)  # unit vectors: a scaled copy is the target
     with pytest.raises(DistillError, match="L_EMB needs"):
-        combined_loss({}, {}, torch.ones(3, 4), [], 1, LossSpec.parse("emb"), pooled=x)
+        combined_loss(StudentOutputs({}, torch.ones(3, 4), pooled=x), StepTargets({}), [], 1, LossSpec.parse("emb"))
     with pytest.raises(DistillError, match="embedding loss 'l1' is unknown"):
         LossSpec.parse("emb", emb_loss="l1")
 
@@ -323,12 +326,13 @@ def test_a_grid_with_embedding_methods_pairs_them_with_the_control_and_saves_the
 def test_a_checkpoint_folder_kept_before_the_embedding_term_resumes_with_it(tmp_path):
     import json
 
-    from lib.distill.checkpoint import ADDED_RUNS_ONLY, NOT_IN_ROWS, GridCheckpoint
+    from lib.common.published import RUN_ADDING
+    from lib.distill.checkpoint import NOT_IN_ROWS, GridCheckpoint
 
     cfg = _grid_cfg(embedding_methods=["at+vr+emb"])
     folder = tmp_path / "ck"
     folder.mkdir()
-    old = {k: v for k, v in cfg.record().items() if k not in NOT_IN_ROWS and k not in ADDED_RUNS_ONLY}
+    old = {k: v for k, v in cfg.record().items() if k not in NOT_IN_ROWS and k not in RUN_ADDING}
     (folder / "settings.json").write_text(json.dumps(old))
     GridCheckpoint(folder, cfg)  # its rows depend on none of the new parameters: resumed, settings completed
     assert json.loads((folder / "settings.json").read_text())["embedding_methods"] == ["at+vr+emb"]
@@ -591,17 +595,20 @@ def test_every_published_params_05_reads_into_the_config_under_the_field_names()
         assert (cfg.distill_seeds, cfg.distill_steps, cfg.distill_batch_size, cfg.distill_lr) == \
             (named["seeds"], named["steps"], named["batch_size"], named["lr"]), path
         assert (cfg.students, cfg.task_losses, cfg.run_dir) == (raw["students"], raw["task_losses"], raw["run_dir"])
-        assert set(field_names(raw)) <= set(DistillParams.names()), path
+        assert set(published.distill_params(raw)) <= set(DistillParams.names()), path
         assert cfg.embedding_methods == raw.get("embedding_methods", []), path  # made before L_EMB: none ran
 
 
-def test_a_record_under_either_name_gives_the_same_config_and_a_key_that_is_no_field_is_ignored():
+def test_a_record_under_either_name_gives_the_same_config_and_a_key_that_is_no_field_is_ignored(tmp_path):
+    import json
+
     new = DistillParams(distill_steps=30, distill_seeds=[1, 2]).record()
     old = {k.removeprefix("distill_"): v for k, v in new.items()} | {"a_setting_of_another_time": 1}
-    assert DistillParams.from_record(old) == DistillParams.from_record(new) == DistillParams.from_values(new)
-    assert field_names({"steps": 5, "distill_steps": 7, "seeds": [3]}) == {"distill_steps": 7, "distill_seeds": [3]}
+    for name, record in (("old", old), ("new", new), ("bad", {"steps": 0})):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"params": record}))
+    assert read_params_05(tmp_path / "old.json") == read_params_05(tmp_path / "new.json") == DistillParams.from_values(new)
     with pytest.raises(ValueError, match="distill_steps=0 is invalid"):
-        DistillParams.from_record({"steps": 0})
+        read_params_05(tmp_path / "bad.json")
 
 
 def test_a_checkpoint_folder_whose_settings_use_the_unprefixed_names_resumes_and_still_refuses_other_settings(

@@ -12,6 +12,8 @@ from lib.distill.eval import task_accuracy
 from lib.distill.losses import (
     DistillError,
     LossSpec,
+    StepTargets,
+    StudentOutputs,
     attention_transfer_loss,
     combined_loss,
     distill_losses,
@@ -65,7 +67,7 @@ def test_combined_loss_is_the_weighted_sum_of_its_terms():
     qkv = {(0, "q"): q, (0, "k"): k, (0, "v"): v}
     zs, zt, y = torch.randn(1, 3), torch.randn(1, 3), torch.tensor([1])
     spec = LossSpec.parse("at+vr+out", w_at=2.0, w_vr=0.5, w_out=3.0, temperature=2.0, alpha=0.4)
-    got = combined_loss(targets, qkv, mask, [(5, 0)], 2, spec, None, zs, zt, y)
+    got = combined_loss(StudentOutputs(qkv, mask, logits=zs), StepTargets(targets, zt, y), [(5, 0)], 2, spec)
     at = attention_transfer_loss(targets[5]["att"], q, k, mask, 2)
     vr = value_relation_loss(tv, v, mask, 2)
     out = kd_output_loss(zs, zt, y, 2.0, 0.4)

@@ -21,11 +21,12 @@ HISTORY = re.compile(r"\bcalled\s+\S.*\bbefore\b|\bpredate|\bno longer\b|\bforme
                      r"records?|checkpoints?|folders?|versions?|files?)\b|\bfrom before\b|\bbefore \S+ existed\b|"
                      r"\bbefore the term\b|\bwas called\b|\bpreviously\b|\blegacy\b|\bearlier (?:formats?|versions?)\b",
                      re.IGNORECASE)
-# Where the history check reads comments, docstrings, string literals and notebook cells. lib/distill and lib/linkpred
-# join once their remaining history wording has moved to the module that reads published runs.
+# Where the history check reads comments, docstrings, string literals and notebook cells.
 HISTORY_CHECKED = ["lib/aauc", "lib/common", "lib/crawl", "lib/distill", "lib/embed", "lib/kd", "lib/linkpred", "lib/metrics",
                    "lib/run", "lib/viz",
                    "notebooks", "docs"]
+# The one module that reads runs published in an older format: it names the older forms it translates.
+HISTORY_EXEMPT = "lib/common/published.py"
 
 
 def _without_code(text: str) -> str:
@@ -150,7 +151,7 @@ def history_files() -> list[Path]:
     for folder in HISTORY_CHECKED:
         d = ROOT / folder
         out += sorted(d.rglob("*.py")) + sorted(d.glob("*.ipynb")) + sorted(d.glob("*.md"))
-    return out
+    return [p for p in out if p != ROOT / HISTORY_EXEMPT]
 
 
 def test_code_notebooks_and_docs_say_what_things_are_now():

@@ -120,10 +120,6 @@ MANY_PARAMETERS = {  # function -> why it may take more; `self` and `cls` not co
     "lib.kd.train.BiLSTMStudent.__init__": "an architecture's hyper-parameters, each a keyword with the thesis default",
     "lib.kd.train.BertStudent.__init__": "an architecture's hyper-parameters, each a keyword with the thesis default",
     "lib.distill.models.make_student": "a student's architecture, each a keyword with the paper's default",
-    "lib.distill.losses.combined_loss": "a pure loss: every tensor it combines is an input",
-    "lib.distill.train.train_student": "stage 5's loop with its optional hooks, each a keyword defaulting to off",
-    "lib.distill.stage._task_specific_run": "one grid cell of stage 5: the grid's coordinates of that cell",
-    "lib.distill.stage._agnostic_run": "one grid cell of stage 5: the grid's coordinates of that cell",
 }
 
 

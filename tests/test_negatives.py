@@ -20,7 +20,8 @@ from lib.linkpred.negatives import (
     resource_allocation,
 )
 from lib.linkpred.protocols import ProtocolSettings, make_protocol
-from lib.linkpred.sampling import PROTOCOLS, TitlePairs, _member, split_edges
+from lib.linkpred.names import PROTOCOLS
+from lib.linkpred.sampling import TitlePairs, _member, split_edges
 from lib.metrics.link import link_metrics, ranking_metrics, ranks
 
 

@@ -141,7 +141,8 @@ def test_ctrl_c_ends_with_one_line_saying_the_same_command_resumes(project, caps
 
 
 def test_unreadable_files_are_named_and_a_cut_checkpoint_is_moved_aside(tmp_path):
-    from lib.common.runinfo import read_checkpoint, read_json
+    from lib.common.runinfo import read_json
+    from lib.common.tensorfiles import read_checkpoint
     from lib.crawl.sources import PageCache
 
     (tmp_path / "store.json").write_text('{"format": 1, "mod')

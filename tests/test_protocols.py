@@ -12,7 +12,8 @@ from lib.linkpred.data import synthetic_graph
 from lib.linkpred.evaluate import evaluate_heuristic
 from lib.linkpred.heuristics import HEURISTICS
 from lib.linkpred.protocols import ProtocolSettings, graph_task, make_protocol
-from lib.linkpred.sampling import PROTOCOLS, TitlePairs, dist2_negatives, sample_global_negatives, sample_negatives
+from lib.linkpred.names import PROTOCOLS
+from lib.linkpred.sampling import TitlePairs, dist2_negatives, sample_global_negatives, sample_negatives
 
 
 ROLES = {"train": ["A", "C"], "val": ["V"], "test": ["B"]}  # of the graphs most tests build

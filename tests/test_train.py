@@ -19,7 +19,8 @@ from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS
 from lib.linkpred.sampling import sample_negatives
 from lib.linkpred.stage import run_experiment
 from lib.linkpred.train import Checkpointing, checkpoint_config, supervision_pairs, train_model
-from lib.metrics.link import choose_on_validation, gat_verdicts, link_metrics, summary_table
+from lib.metrics.link import gat_verdicts, link_metrics, summary_table
+from lib.metrics.selection import choose_on_validation
 
 SMALL = ModelConfig(in_channels=32, gat_hidden=16, gat_out=8, gat_levels=2, gat_heads=2, gat_dropout=0.1)
 

@@ -19,35 +19,20 @@ from pathlib import Path
 
 import torch
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+from lib.common.compute import PRECISIONS  # noqa: F401  lib.embed.config reads it from here
+from lib.common.compute import THREAD_VARS, check_device_name, check_precision, default_threads
+
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def get_device(name: str = "cpu") -> torch.device:
     """The torch.device for `name`; "cuda" without a visible GPU is an error, not a quiet CPU run."""
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"device={name!r} is not a device name; use 'cpu' or 'cuda'")
+    check_device_name(name)
     if name.startswith("cuda"):
         if not torch.cuda.is_available():
             raise RuntimeError(f"device={name!r} requested but no CUDA GPU is visible; use params/cpu.yaml")
         return torch.device(name)
-    if name != "cpu":
-        raise ValueError(f"device={name!r} is not supported; use 'cpu' or 'cuda'")
     return torch.device("cpu")
-
-
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-def default_threads() -> int:
-    """OMP_NUM_THREADS when it is set to a positive integer, otherwise the number of cores this process may use."""
-    env = os.environ.get("OMP_NUM_THREADS", "").strip()
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def set_threads(threads: int = 0) -> int:
@@ -113,11 +98,6 @@ class Precision:
     def to_dict(self) -> dict:
         return {"requested": self.requested, "resolved": self.name, "dtype": str(self.dtype or torch.float32),
                 "reason": self.reason}
-
-
-def check_precision(name: str) -> None:
-    if name not in PRECISIONS:
-        raise ValueError(f"precision={name!r} is unknown; use one of {PRECISIONS}")
 
 
 def resolve_precision(name: str, device: torch.device | str = "cpu") -> Precision:

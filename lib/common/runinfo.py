@@ -1,7 +1,6 @@
 """What every run folder records: resolved parameters, git commit and package versions."""
 from __future__ import annotations
 
-import io
 import json
 import math
 import pickle
@@ -11,10 +10,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-import torch
-
-from lib.common.device import resolve_precision
-from lib.common.paths import ROOT, atomic_write_bytes, atomic_write_text, move_aside
+from lib.common.paths import ROOT, atomic_write_text
 
 PACKAGES = (
     "torch", "torch-geometric", "sentence-transformers", "transformers", "wikipedia-api", "networkx", "pyvis",
@@ -54,6 +50,8 @@ def run_info(params: dict) -> dict:
         "packages": package_versions(),
     }
     if "precision" in params:
+        # a notebook has torch loaded already; of the runner's profiles only cuda.yaml names a precision
+        from lib.common.device import resolve_precision  # lazy: torch (about 1 s), only where a precision is named
         info["precision"] = resolve_precision(params["precision"], params.get("device", "cpu")).to_dict()
     return info
 
@@ -116,13 +114,6 @@ def flatten(d: dict, prefix: str = "") -> dict:
     return out
 
 
-def save_state(path: str | Path, state: dict) -> Path:
-    """torch.save `state` (which carries its "config") to `path` atomically: a kill leaves the previous file whole."""
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    return atomic_write_bytes(path, buf.getvalue())
-
-
 def refuse_other_settings(what: str, old: dict, new: dict, fix: str) -> None:
     """The one resume check of the project: `what` (a checkpoint, a run folder's rows, a crawl) was made with the
     settings `old`; resuming it under `new` would mix two runs, so any difference is refused with one error that names
@@ -156,21 +147,3 @@ def unreadable_reason(e: BaseException) -> str:
     if isinstance(e, (OSError, EOFError)):
         return "cut short or overwritten"
     return (str(e).strip().splitlines() or [type(e).__name__])[0].split(". ")[0][:120]
-
-
-def read_checkpoint(path: str | Path, device="cpu", what: str = "checkpoint",
-                    consequence: str = "resuming from the one before or starting over") -> dict | None:
-    """torch.load(path, weights_only=True) of a file the project wrote (a checkpoint, a cached tensor set); None when
-    there is no file, or when it cannot be read (cut short by a kill or a full disk, overwritten): such a file is moved
-    aside to `<name>.corrupt` with a RecoveryWarning naming it, `what` it is and the `consequence`, so the caller
-    rebuilds or resumes from an earlier state instead of failing on it again. Nothing is ever unpickled as code."""
-    path = Path(path)
-    if not path.is_file():
-        return None
-    try:
-        return torch.load(path, map_location=device, weights_only=True)
-    except UNREADABLE as e:
-        if isinstance(e, (PermissionError, FileNotFoundError, IsADirectoryError)):
-            raise
-        move_aside(path, what, unreadable_reason(e), consequence)
-        return None

@@ -59,7 +59,8 @@ import torch
 from tqdm.auto import tqdm
 
 from lib.common.paths import move_aside
-from lib.common.runinfo import read_checkpoint, refuse_other_settings, save_state
+from lib.common.runinfo import refuse_other_settings
+from lib.common.tensorfiles import read_checkpoint, save_state
 
 LAYOUT = "training-loop/1"
 KEYS = ("layout", "config", "step", "seconds", "stopped", "parts", "rng", "rows", "extra")

@@ -36,7 +36,8 @@ from lib.common.device import Precision, resolve_precision
 from lib.common.hashing import config_digest, text_key
 from lib.common.paths import CACHE, atomic_write_bytes, atomic_write_text, move_aside
 from lib.common.runinfo import load_json, refuse_other_settings
-from lib.distill.losses import ATTENTION_DEFINITIONS, DistillError, kl_rows, qk_attention
+from lib.distill.loss_spec import ATTENTION_DEFINITIONS, DistillError
+from lib.distill.losses import kl_rows, qk_attention
 from lib.distill.models import Encoder
 from lib.embed.encoder import precision_identity
 

@@ -9,23 +9,20 @@ from pathlib import Path
 
 import pandas as pd
 
+from lib.common import published
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
 from lib.common.paths import atomic_write_text, resolve
 from lib.common.runinfo import jsonable, load_json, refuse_other_settings
-from lib.distill.config import DistillParams, field_names, read_params_05
+from lib.distill.config import DistillParams, read_params_05
 
 NOT_IN_ROWS = ("run_dir", "save_students", "speed_sentences", "lp_students", "lp_epochs", "lp_protocols",
                "checkpoint_every")
 """Parameters of notebook 05 that change no finished row of the grid (where it runs, what is saved or evaluated after
 the grid, how often a run keeps its step checkpoint)."""
-ADDED_RUNS_ONLY = ("embedding_methods", "embedding_target", "embedding_loss", "w_emb")
-"""Parameters added after grids were first kept that only add runs (the L_EMB combinations): a settings.json without
-them is read as holding today's values, since none of its rows depends on them, and is rewritten with them."""
-
-
 GRID_SHAPE = ("students", "student_inits", "ablation_students", "ablation_inits", "ablation_seeds", "ta_students",
-              "tasks", "task_students", "task_losses", "reuse_runs", *ADDED_RUNS_ONLY)
+              "tasks", "task_students", "task_losses", "reuse_runs", "embedding_methods", "embedding_target",
+              "embedding_loss", "w_emb")
 """Parameters that only choose which runs a grid holds; `distill_seeds` too, but for its first seed, which draws the
 data every run of the grid shares (lib.distill.data.build_datasets)."""
 ADOPTED_STAGES = ("reference", "task-agnostic")
@@ -64,15 +61,15 @@ class GridCheckpoint:
     made with, settings.json); a killed grid re-run with the same settings skips what is there, and one re-run with
     other settings is refused (lib.common.runinfo.refuse_other_settings) instead of mixing two grids. The code is not
     in the settings (a resumed run must not redo hours after a cosmetic edit): delete the folder after changing what
-    a run computes. folder=None keeps nothing. A settings.json that names the `distill_` parameters without their
-    prefix (as the published records do) is read under the field names (lib.distill.config.field_names)."""
+    a run computes. folder=None keeps nothing. The settings.json and rows.jsonl are read through
+    lib.common.published (grid_settings, rows_match_digest)."""
 
     def __init__(self, folder: Path | None, cfg: DistillParams):
 
 
         self.folder, self.rows, self.cfg = (Path(folder) if folder else None), {}, cfg
         record = jsonable(cfg.record())
-        self.digest = config_digest(record)  # how rows written before settings.json name their settings
+        self.digest = config_digest(record)
         settings = {k: v for k, v in record.items() if k not in NOT_IN_ROWS}
         if self.folder is None:
             return
@@ -80,12 +77,11 @@ class GridCheckpoint:
                f"over")
         rows, saved = _read_rows(self.folder / "rows.jsonl"), self.folder / "settings.json"
         if saved.is_file():
-            old = field_names(load_json(saved))
-            missing = {k: settings[k] for k in ADDED_RUNS_ONLY if k not in old and k in settings}
-            refuse_other_settings(f"the finished runs in {self.folder}", {**old, **missing}, settings, fix)
-            if missing:
+            old, completed = published.grid_settings(load_json(saved), settings)
+            refuse_other_settings(f"the finished runs in {self.folder}", old, settings, fix)
+            if completed:
                 atomic_write_text(saved, json.dumps(settings, indent=1) + "\n")
-        elif any(r.get("_digest") != self.digest for r in rows):
+        elif not published.rows_match_digest(rows, self.digest):
             raise ValueError(f"the finished runs in {self.folder} were made with other settings (which ones was not "
                              f"recorded then); {fix}")
         else:
@@ -179,7 +175,7 @@ def _file_name(run: str) -> str:
 
 def _by_model(rows: list[dict]) -> dict[str, dict]:
     """Finished rows by run name, without the digest that only the file needs."""
-    return {r["model"]: {k: v for k, v in r.items() if k != "_digest"} for r in rows}
+    return {r["model"]: {k: v for k, v in r.items() if k != published.ROW_DIGEST} for r in rows}
 
 
 def _read_rows(path: Path) -> list[dict]:
@@ -201,4 +197,4 @@ def _read_rows(path: Path) -> list[dict]:
 def checkpoint_rows(folder: str | Path) -> pd.DataFrame:
     """The finished rows of a (possibly unfinished) grid's checkpoint folder, for a look before the grid ends."""
     rows = _read_rows(Path(folder) / "rows.jsonl")
-    return pd.DataFrame([{k: v for k, v in r.items() if k not in ("_digest", "_logits")} for r in rows])
+    return pd.DataFrame([{k: v for k, v in r.items() if k not in (published.ROW_DIGEST, "_logits")} for r in rows])

@@ -1,20 +1,17 @@
-"""Notebook 05's parameters (MiniLM attention distillation), one typed declaration; see lib.common.config.
-
-The published params_05.json records under outputs/reference/ name the `distill_` parameters without their prefix
-(`seeds`, `steps`, `batch_size`, ...); `from_record` and `read_params_05` read both forms.
-"""
+"""Notebook 05's parameters (MiniLM attention distillation), one typed declaration; see lib.common.config."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from lib.common import published
 from lib.common.config import DeviceStageParams, param
-from lib.common.device import PRECISIONS
+from lib.common.compute import PRECISIONS
 from lib.common.params import require
 from lib.common.runinfo import load_json
-from lib.distill.losses import ATTENTION_DEFINITIONS, EMBEDDING_LOSSES, DistillError, LossSpec
-from lib.linkpred.sampling import PROTOCOLS
+from lib.distill.loss_spec import ATTENTION_DEFINITIONS, EMBEDDING_LOSSES, DistillError, LossSpec
+from lib.linkpred.names import PROTOCOLS
 
 TASKS = ("polarity", "topic")
 CONTROL = "ce"
@@ -164,22 +161,8 @@ class DistillParams(DeviceStageParams):
         return LossSpec.parse(combo, self.w_at, self.w_vr, self.w_out, 1.0, self.kd_temperature, self.kd_alpha,
                               self.w_emb, self.embedding_loss)
 
-    @classmethod
-    def from_record(cls, values: dict) -> DistillParams:
-        """The config of a params_05.json record: `distill_` parameters under either name, keys that are no field of
-        this class ignored, defaults for the fields it does not hold, except `embedding_methods`: a record without it
-        ran none."""
-        return cls.from_values({"embedding_methods": [], **field_names(values)})
-
-
-def field_names(values: dict) -> dict:
-    """`values` with the published records' unprefixed names (`seeds`, `steps`, ...) under their field names
-    (`distill_seeds`, `distill_steps`, ...); a field name present wins over its unprefixed twin."""
-    unprefixed = {n.removeprefix("distill_"): n for n in DistillParams.names() if n.startswith("distill_")}
-    return {unprefixed.get(k, k): v for k, v in values.items() if k not in unprefixed or unprefixed[k] not in values}
-
 
 def read_params_05(path: str | Path) -> DistillParams:
-    """The config a run folder's params_05.json records (written by notebook 05, either name form)."""
-
-    return DistillParams.from_record(load_json(path)["params"])
+    """The config a run folder's params_05.json records (written by notebook 05; read through
+    lib.common.published.distill_params): keys that are no field ignored, defaults for the fields it does not hold."""
+    return DistillParams.from_values(published.distill_params(load_json(path)["params"]))

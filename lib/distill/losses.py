@@ -2,8 +2,8 @@
 embedding term L_EMB (the student's pooled sentence embedding against a target encoder's).
 
 Queries, keys and values of one layer, [B, T, D], are split into R relation heads of size D / R, so a teacher and a
-student with different hidden sizes or head counts compare head by head. `LossSpec` names which terms a run uses and
-with which weight; `combined_loss` adds them up. Nothing here loads a model or touches a file.
+student with different hidden sizes or head counts compare head by head. `LossSpec` (lib.distill.loss_spec) names
+which terms a run uses and with which weight; `combined_loss` adds them up. Nothing here loads a model or touches a file.
 """
 from __future__ import annotations
 
@@ -14,9 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-class DistillError(ValueError):
-    """Bad input to stage 5 (models, tokenizers, corpus, relation heads, losses); the message names the input and the fix."""
+from lib.distill.loss_spec import EMBEDDING_LOSSES, VARIANT_SPECS, VARIANTS, DistillError, LossSpec, check_soft_targets
 
 
 def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
@@ -53,10 +51,6 @@ def kl_rows(p_teacher: torch.Tensor, logq_student: torch.Tensor, mask: torch.Ten
     kl = (torch.xlogy(p, p) - p * logq_student.masked_fill(~col, 0.0)).sum(-1)  # [B, R, T]
     per_seq = (kl * row).sum((1, 2)) / (kl.shape[1] * mask.sum(-1).clamp(min=1))
     return per_seq.mean()
-
-
-ATTENTION_DEFINITIONS = ("eager", "qk")
-"""The teacher attention a student is distilled on: the teacher's own ("eager") or softmax(qk) (qk_attention)."""
 
 
 def qk_attention(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor, heads: int) -> torch.Tensor:
@@ -103,10 +97,7 @@ def kd_output_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor | 
     logits [B, C], labels [B]. alpha=1 is pure soft-label KD, alpha=0 pure hard-label CE. The T^2 factor keeps the
     soft part's gradient scale independent of T (Hinton et al. 2015).
     """
-    if temperature <= 0:
-        raise DistillError(f"temperature={temperature} must be > 0")
-    if not 0 <= alpha <= 1:
-        raise DistillError(f"alpha={alpha} must lie in [0, 1] (weight of the soft-target part of L_OUT)")
+    check_soft_targets(temperature, alpha)
     loss = student_logits.new_zeros(())
     if alpha > 0:
         if teacher_logits is None:
@@ -121,7 +112,6 @@ def kd_output_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor | 
     return loss
 
 
-EMBEDDING_LOSSES = ("cosine", "mse", "cosine+mse")
 
 
 def embedding_loss(student: torch.Tensor, target: torch.Tensor, loss: str = "cosine", w_rel: float = 0.0,
@@ -163,96 +153,39 @@ def uniform_layer_map(teacher_layers: int, student_layers: int) -> list[tuple[in
     return [(round((m + 1) * teacher_layers / student_layers) - 1, m) for m in range(student_layers)]
 
 
-# ------------------------------------------------------------------------------------------------ loss combinations
-TERMS = ("at", "vr", "vmse", "emb", "out", "ce")
+@dataclass(frozen=True)
+class StudentOutputs:
+    """The student's forward pass of one step: qkv (student layer, role) -> [B, T, D']; mask [B, T]; pooled [B, D']
+    its mean-pooled embeddings and logits [B, C] of its task head, None where the step needs none."""
+    qkv: dict
+    mask: torch.Tensor
+    pooled: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
-class LossSpec:
-    """Weights of the loss terms of one run; a weight of 0 switches the term off.
-
-    at: L_AT, vr: L_VR, vmse: value MSE (Table 6), emb: L_EMB (`embedding_loss` of kind `emb_loss` between the
-    student's mean-pooled embedding and a target encoder's), out: L_OUT = alpha T^2 KL(teacher || student at T) +
-    (1 - alpha) CE.
-    The undistilled control is `LossSpec.parse("ce")`: L_OUT with alpha = 0, i.e. the task loss alone.
-    """
-    at: float = 0.0
-    vr: float = 0.0
-    vmse: float = 0.0
-    out: float = 0.0
-    temperature: float = 1.0
-    alpha: float = 0.5
-    emb: float = 0.0
-    emb_loss: str = "cosine"
-
-    @classmethod
-    def parse(cls, combo: str, w_at: float = 1.0, w_vr: float = 1.0, w_out: float = 1.0, w_vmse: float = 1.0,
-              temperature: float = 1.0, alpha: float = 0.5, w_emb: float = 1.0,
-              emb_loss: str = "cosine") -> "LossSpec":
-        """'at+vr+out' -> LossSpec(at=w_at, vr=w_vr, out=w_out, ...); 'ce' = hard-label task loss only; 'at+vr+emb'
-        adds L_EMB of kind `emb_loss`."""
-        terms = [t.strip().lower() for t in str(combo).split("+") if t.strip()]
-        bad = [t for t in terms if t not in TERMS]
-        if not terms or bad or len(set(terms)) != len(terms) or ("ce" in terms and "out" in terms):
-            raise DistillError(f"loss combination {combo!r} is not valid; join distinct terms of {TERMS} with '+', "
-                               "e.g. 'at+vr', 'at+vr+out' or 'ce' (the control); 'ce' and 'out' exclude each other")
-        for name, w in (("w_at", w_at), ("w_vr", w_vr), ("w_out", w_out), ("w_vmse", w_vmse), ("w_emb", w_emb)):
-            if w < 0:
-                raise DistillError(f"{name}={w} must be >= 0")
-        if emb_loss not in EMBEDDING_LOSSES:
-            raise DistillError(f"embedding loss {emb_loss!r} is unknown; use one of {EMBEDDING_LOSSES}")
-        spec = cls(at=w_at * ("at" in terms), vr=w_vr * ("vr" in terms), vmse=w_vmse * ("vmse" in terms),
-                   out=w_out * ("out" in terms or "ce" in terms), temperature=temperature,
-                   alpha=0.0 if "ce" in terms else alpha, emb=w_emb * ("emb" in terms), emb_loss=emb_loss)
-        kd_output_loss(torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, dtype=torch.long), temperature, spec.alpha)
-        return spec
-
-    @property
-    def needs_task(self) -> bool:
-        return self.out > 0
-
-    @property
-    def needs_teacher_logits(self) -> bool:
-        return self.out > 0 and self.alpha > 0
-
-    @property
-    def needs_attention(self) -> bool:
-        return self.at > 0 or self.vr > 0 or self.vmse > 0
-
-    @property
-    def needs_embedding(self) -> bool:
-        return self.emb > 0
-
-    def label(self) -> str:
-        """The combination as a table cell, e.g. '1·AT + 1·VR + 1·OUT(T=2, α=0.5)' or '1·CE'."""
-        parts = [f"{w:g}·{n}" for n, w in (("AT", self.at), ("VR", self.vr), ("VMSE", self.vmse)) if w > 0]
-        if self.emb > 0:
-            parts.append(f"{self.emb:g}·EMB({self.emb_loss})")
-        if self.out > 0:
-            parts.append(f"{self.out:g}·CE" if self.alpha == 0 else f"{self.out:g}·OUT(T={self.temperature:g}, α={self.alpha:g})")
-        return " + ".join(parts) or "none"
+class StepTargets:
+    """What the student of one step is matched to: layers: teacher layer -> {"att": [B, R, T, T], "v": [B, T, D]};
+    teacher_logits [B, C] and labels [B] of a task; embedding [B, D_e] the target encoder's embeddings; None where the
+    step needs none."""
+    layers: dict
+    teacher_logits: torch.Tensor | None = None
+    labels: torch.Tensor | None = None
+    embedding: torch.Tensor | None = None
 
 
-VARIANT_SPECS = {"minilm": LossSpec(at=1, vr=1), "no_value_relation": LossSpec(at=1), "value_mse": LossSpec(at=1, vmse=1),
-                 "layer_to_layer": LossSpec(at=1, vr=1)}
-VARIANTS = tuple(VARIANT_SPECS)
-
-
-def combined_loss(targets: dict, qkv: dict, mask: torch.Tensor, pairs: list[tuple[int, int]], heads: int,
-                  spec: LossSpec, proj: nn.Module | None = None, student_logits: torch.Tensor | None = None,
-                  teacher_logits: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                  pooled: torch.Tensor | None = None, emb_targets: torch.Tensor | None = None,
+def combined_loss(student: StudentOutputs, targets: StepTargets, pairs: list[tuple[int, int]], heads: int,
+                  spec: LossSpec, proj: nn.Module | None = None,
                   emb_proj: nn.Module | None = None) -> dict[str, torch.Tensor]:
     """Loss terms of one step: {L_AT, L_VR, L_VMSE, L_EMB, L_OUT (those switched on, unweighted), loss (weighted sum)}.
 
-    targets: teacher layer -> {"att": [B, R, T, T], "v": [B, T, D]}; qkv: (student layer, role) -> [B, T, D'];
-    mask [B, T]; pairs: (teacher layer, student layer) averaged over; logits [B, C], labels [B]; pooled [B, D'] the
-    student's mean-pooled embeddings, emb_targets [B, D_e] the target encoder's, emb_proj Linear(D', D_e) where the
-    widths differ.
+    pairs: (teacher layer, student layer) averaged over; proj Linear(D', D) of value MSE; emb_proj Linear(D', D_e)
+    where the embedding widths differ.
     """
+    qkv, mask, pooled = student.qkv, student.mask, student.pooled
     at, vr, vm = [], [], []
     for t, s in pairs if spec.needs_attention else []:
-        tg = targets[t]
+        tg = targets.layers[t]
         if spec.at > 0:
             at.append(attention_transfer_loss(tg["att"], qkv[(s, "q")], qkv[(s, "k")], mask, heads))
         if spec.vr > 0:
@@ -264,15 +197,16 @@ def combined_loss(targets: dict, qkv: dict, mask: torch.Tensor, pairs: list[tupl
         if xs:
             terms[name], weights[name] = torch.stack(xs).mean(), w
     if spec.emb > 0:
-        if pooled is None or emb_targets is None:
+        if pooled is None or targets.embedding is None:
             raise DistillError("L_EMB needs the student's pooled embeddings and the target encoder's; pass "
                                "embedding targets for the corpus")
-        terms["L_EMB"] = embedding_loss(pooled, emb_targets, spec.emb_loss, 0.0, emb_proj)["loss"]
+        terms["L_EMB"] = embedding_loss(pooled, targets.embedding, spec.emb_loss, 0.0, emb_proj)["loss"]
         weights["L_EMB"] = spec.emb
     if spec.out > 0:
-        if student_logits is None:
+        if student.logits is None:
             raise DistillError("L_OUT needs student logits; give the run a task (texts with labels)")
-        terms["L_OUT"] = kd_output_loss(student_logits, teacher_logits, labels, spec.temperature, spec.alpha)
+        terms["L_OUT"] = kd_output_loss(student.logits, targets.teacher_logits, targets.labels, spec.temperature,
+                                        spec.alpha)
         weights["L_OUT"] = spec.out
     if not terms:
         raise DistillError(f"loss combination {spec.label()} has no term switched on; give at least one weight > 0")
@@ -285,4 +219,4 @@ def distill_losses(targets: dict, qkv: dict, mask: torch.Tensor, pairs: list[tup
     """Task-agnostic loss terms of one step for a named MiniLM `variant` (see VARIANT_SPECS)."""
     if variant not in VARIANT_SPECS:
         raise DistillError(f"variant={variant!r} is unknown; use one of {VARIANTS}")
-    return combined_loss(targets, qkv, mask, pairs, heads, VARIANT_SPECS[variant], proj)
+    return combined_loss(StudentOutputs(qkv, mask), StepTargets(targets), pairs, heads, VARIANT_SPECS[variant], proj)

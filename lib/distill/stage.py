@@ -22,11 +22,12 @@ from lib.distill.cache import TeacherCache, TeacherTargetStore
 from lib.distill.checkpoint import GridCheckpoint
 from lib.distill.config import CONTROL, DistillParams
 from lib.distill.eval import encode, evaluate, fidelity_of, head_accuracy, task_accuracy
-from lib.distill.losses import VARIANT_SPECS, LossSpec
+from lib.distill.loss_spec import VARIANT_SPECS, LossSpec
 from lib.distill.models import Encoder, encoder_identity, make_student, save_sentence_transformer
 from lib.distill.train import (
     DistillConfig,
     FinetuneConfig,
+    RunHooks,
     TaskTargets,
     distill,
     finetune_teacher,
@@ -77,6 +78,25 @@ class _Run:
         """DistillConfig settings of the task-specific runs' L_OUT."""
         c = self.cfg
         return dict(w_at=c.w_at, w_vr=c.w_vr, w_out=c.w_out, temperature=c.kd_temperature, alpha=c.kd_alpha)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the grid: its seed, its student's init ('random', 'assistant') and layer count, and what it trains
+    (task-specific: the loss combination of `task`, 'at+vr+out' or the control 'ce'; task-agnostic: the method,
+    'MiniLM', 'AT+VR+EMB', 'no distillation', ...)."""
+    seed: int
+    init: str
+    layers: int
+    method: str
+    task: str = ""
+
+
+def _student(g: _Run, cell: Cell) -> Encoder:
+    """The untrained student of `cell`, seeded by its seed, on the teacher's device."""
+    c = g.cfg
+    return make_student(g.teacher.tokenizer, cell.layers, c.student_hidden, c.student_heads, seed=cell.seed,
+                        init_from=g.assistant if cell.init == "assistant" else None, device=g.teacher.model.device)
 
 
 def shared_settings(c: DistillParams) -> dict:
@@ -162,17 +182,15 @@ def _task_specific(g: _Run, task_targets: dict) -> None:
                 for m in c.task_students:
                     for combo in c.task_losses:
                         name = f"{m}x{c.student_hidden} {task} {combo} {init} s{seed}"
-                        _add(g, pending, name, partial(_task_specific_run, g, name, tcache, task_targets[task], seed,
-                                                       init, task, m, combo))
+                        _add(g, pending, name, partial(_task_specific_run, g, name, tcache, task_targets[task],
+                                                       Cell(seed, init, m, combo, task)))
     _settle(g, pending)
 
 
-def _task_specific_run(g: _Run, name: str, tcache, tt: TaskTargets, seed: int, init: str, task: str, m: int,
-                       combo: str, done) -> dict:
-    c, teacher = g.cfg, g.teacher
+def _task_specific_run(g: _Run, name: str, tcache, tt: TaskTargets, cell: Cell, done) -> dict:
+    c, seed, init, task, m, combo = g.cfg, cell.seed, cell.init, cell.task, cell.layers, cell.method
     spec = c.loss_spec(combo)
-    st = make_student(teacher.tokenizer, m, c.student_hidden, c.student_heads, seed=seed,
-                      init_from=g.assistant if init == "assistant" else None, device=teacher.model.device)
+    st = _student(g, cell)
     train_cfg = DistillConfig(steps=c.task_steps, lr=c.task_lr, seed=seed, losses=combo, **g.base, **g.kd)
     g.hist[name] = distill(tcache, st, tt.texts, train_cfg, progress=g.progress, task=tt)
     g.passes[id(tcache)] = tcache
@@ -218,7 +236,7 @@ def _task_agnostic(g: _Run) -> dict[str, pd.DataFrame]:
                 folder = Path(g.save_dir) / student_folder(m, c.student_hidden, seed, meth, init) if (
                     g.save_dir is not None
                     and (meth in saved or (meth == "no distillation" and m in c.lp_students))) else None
-                make = partial(_agnostic_run, g, name, tcache, trained, curves, seed, init, m, meth, folder)
+                make = partial(_agnostic_run, g, name, tcache, trained, curves, Cell(seed, init, m, meth), folder)
                 # a finished row whose saved model is missing is trained again: every run is seeded, so it reproduces
                 # the same student
                 redo = partial(lambda f: f is not None and not (f / "config.json").is_file(), folder)
@@ -231,11 +249,10 @@ def _task_agnostic(g: _Run) -> dict[str, pd.DataFrame]:
     return curves
 
 
-def _agnostic_run(g: _Run, name: str, tcache, trained: dict, curves: dict, seed: int, init: str, m: int, meth: str,
-                  folder: Path | None, done) -> dict:
-    c, teacher, assistant = g.cfg, g.teacher, g.assistant
-    st = make_student(teacher.tokenizer, m, c.student_hidden, c.student_heads, seed=seed,
-                      init_from=assistant if init == "assistant" else None, device=teacher.model.device)
+def _agnostic_run(g: _Run, name: str, tcache, trained: dict, curves: dict, cell: Cell, folder: Path | None,
+                  done) -> dict:
+    c, assistant, seed, init, m, meth = g.cfg, g.assistant, cell.seed, cell.init, cell.layers, cell.method
+    st = _student(g, cell)
     combo = {embedding_method(x): x for x in c.embedding_methods}.get(meth)
     spec = VARIANT_SPECS[METHOD_VARIANT[meth]] if meth in METHOD_VARIANT else (
         c.embedding_spec(combo) if combo else LossSpec())
@@ -253,10 +270,10 @@ def _agnostic_run(g: _Run, name: str, tcache, trained: dict, curves: dict, seed:
         else:
             train_cfg = DistillConfig(variant=METHOD_VARIANT[meth], steps=c.distill_steps, lr=c.distill_lr,
                                       seed=seed, **g.base)
-        res = train_student(src, st, g.data["transfer"], train_cfg, progress=g.progress,
-                            checkpoint=g.ck.steps_file(name) if c.checkpoint_every else None,
-                            checkpoint_every=c.checkpoint_every, eval_every=c.eval_every,
-                            evaluate=lambda enc: evaluate(enc, g.data, g.temb, c.distill_max_seq_len, seed),
+        hooks = RunHooks(checkpoint=g.ck.steps_file(name) if c.checkpoint_every else None,
+                         checkpoint_every=c.checkpoint_every, eval_every=c.eval_every,
+                         evaluate=lambda enc: evaluate(enc, g.data, g.temb, c.distill_max_seq_len, seed))
+        res = train_student(src, st, g.data["transfer"], train_cfg, progress=g.progress, hooks=hooks,
                             embedding=g.emb_targets if combo else None)
         g.hist[name] = res["losses"]
         if len(res["curve"]):

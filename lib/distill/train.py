@@ -1,12 +1,12 @@
 """Stage 5 training: one loop for the task-agnostic stage (L_AT, L_VR, value MSE on a transfer corpus) and the
 task-specific stage (any combination with L_OUT on labelled task texts), and the fine-tuning of the task teacher.
 
-`train_student(source, student, corpus, cfg, task=None, ...)` is the one loop: `source` gives teacher targets (a
+`train_student(source, student, corpus, cfg, task=None, hooks=RunHooks(...))` is the one loop: `source` gives teacher targets (a
 TeacherCache in memory or a TeacherTargetStore on disk); `task` adds labels and the fine-tuned teacher's logits, and a
 linear head on the student's mean-pooled output, for L_OUT. A run whose combination has no attention term (the control
 'ce', or 'out') never asks the teacher for attention, so it costs no teacher pass. It runs on lib.common.training's
-loop (checkpoints every `checkpoint_every` steps, resume, the learning curve kept with the checkpoint), evaluates the
-student every `eval_every` steps for a learning curve, and runs data-parallel when lib.run.distributed hands it its
+loop (checkpoints every `hooks.checkpoint_every` steps, resume, the learning curve kept with the checkpoint), evaluates
+the student every `hooks.eval_every` steps for a learning curve, and runs data-parallel when lib.run.distributed hands it its
 ranks. `distill(...)` is its per-step loss table, for the callers that want only that.
 """
 from __future__ import annotations
@@ -25,12 +25,10 @@ import torch.nn as nn
 
 from lib.common.training import TrainingLoop, build_optimizer, optimizer_step
 from lib.distill.cache import TeacherCache, check_attention_definition
+from lib.distill.loss_spec import ATTENTION_DEFINITIONS, VARIANT_SPECS, VARIANTS, DistillError, LossSpec
 from lib.distill.losses import (
-    ATTENTION_DEFINITIONS,
-    VARIANT_SPECS,
-    VARIANTS,
-    DistillError,
-    LossSpec,
+    StepTargets,
+    StudentOutputs,
     combined_loss,
     uniform_layer_map,
 )
@@ -135,8 +133,9 @@ class StudentStep(nn.Module):
         else:
             _, _, qkv = self.enc.run(sbatch)
         mask = sbatch["attention_mask"].to(self.enc.model.device)
-        return combined_loss(targets, qkv, mask, self.pairs, self.heads, self.spec, self.proj, logits, teacher_logits,
-                             labels, pooled, emb_targets, getattr(self, "emb_proj", None))
+        return combined_loss(StudentOutputs(qkv, mask, pooled, logits),
+                             StepTargets(targets, teacher_logits, labels, emb_targets), self.pairs, self.heads,
+                             self.spec, self.proj, getattr(self, "emb_proj", None))
 
 
 def step_inputs(source, student: Encoder, corpus: list[str], idx: np.ndarray, cfg: DistillConfig, spec: LossSpec,
@@ -202,6 +201,20 @@ def prepare_run(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig
             "step": StudentStep(student, proj, head, pairs, cfg.relation_heads, spec, emb_proj)}
 
 
+@dataclass(frozen=True)
+class RunHooks:
+    """What `train_student` does beside training, each off by default. checkpoint: a file written atomically by rank 0
+    every `checkpoint_every` steps and after the last one; a call with the same settings resumes from it and
+    reproduces the uninterrupted run (the RNG state is in it, for dropout), other settings are refused naming the keys.
+    evaluate(student) -> {metric: float}, run in eval mode after 0, eval_every, 2·eval_every, ... steps and after the
+    last (rank 0). max_steps: stop after that many steps of this call, as a kill would."""
+    checkpoint: str | Path | None = None
+    checkpoint_every: int = 0
+    evaluate: Callable[[Encoder], dict] | None = None
+    eval_every: int = 0
+    max_steps: int | None = None
+
+
 class OneProcess:
     """The ranks of a single-process run (lib.run.distributed hands `train_student` its own for data parallelism)."""
     rank, world = 0, 1
@@ -217,9 +230,8 @@ class OneProcess:
 
 
 def train_student(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig, task: TaskTargets | None = None,
-                  progress: bool = True, ranks=None, checkpoint: str | Path | None = None, checkpoint_every: int = 0,
-                  evaluate: Callable[[Encoder], dict] | None = None, eval_every: int = 0,
-                  max_steps: int | None = None, embedding: np.ndarray | None = None) -> dict:
+                  progress: bool = True, ranks=None, hooks: RunHooks = RunHooks(),
+                  embedding: np.ndarray | None = None) -> dict:
     """Train `student` on `corpus` with the loss combination `cfg.spec()`.
 
     teacher: an Encoder, a TeacherCache or a TeacherTargetStore (anything with `.teacher` and `.targets`).
@@ -227,11 +239,7 @@ def train_student(teacher, student: Encoder, corpus: list[str], cfg: DistillConf
     `student.head` (Linear(D', C)). embedding: a target encoder's embeddings [N, D_e] aligned with `corpus`, needed
     by L_EMB (a Linear(D', D_e) is trained beside the student where the widths differ). Students tokenize with their own tokenizer; `check_tokenizers_aligned` must hold.
     ranks: lib.run.distributed's ranks (rank r takes its share of each step's batch, DDP averages the gradients);
-    default one process. checkpoint: a file written atomically by rank 0 every `checkpoint_every` steps and after the
-    last one; a call with the same settings resumes from it and reproduces the uninterrupted run (the RNG state is in
-    it, for dropout), other settings are refused naming the keys. evaluate(student) -> {metric: float}, run in eval
-    mode after 0, eval_every, 2·eval_every, ... steps and after the last (rank 0). max_steps: stop after that many
-    steps of this call, as a kill would.
+    default one process. hooks: checkpoints, evaluations and a stop after some steps (RunHooks).
     Returns {"losses": DataFrame [step, L_*, loss], "curve": DataFrame [step, metrics...], "steps" (this call),
     "seconds" (training wall time over every call, evaluation excluded), "complete", "global_batch", "world"}.
     """
@@ -251,11 +259,12 @@ def train_student(teacher, student: Encoder, corpus: list[str], cfg: DistillConf
     run = ranks.wrap(step_mod)
     opt, sched = build_optimizer(params, cfg.lr, cfg.steps, max(1, round(cfg.warmup_frac * cfg.steps)),
                                  cfg.weight_decay, fused=cfg.fused)
+    evaluate, eval_every = hooks.evaluate, hooks.eval_every
     config = {"student": student.name, "cfg": dataclasses.asdict(cfg), "corpus": len(corpus), "eval_every": eval_every}
     if spec.needs_embedding:
         config["embedding"] = hashlib.sha256(np.ascontiguousarray(embedding, dtype=np.float32).tobytes()).hexdigest()[:16]
-    loop = TrainingLoop({"model": step_mod, "optimizer": opt, "schedule": sched}, config, cfg.steps, checkpoint,
-                        checkpoint_every, extra={"curve": []}, writer=ranks.rank == 0)
+    loop = TrainingLoop({"model": step_mod, "optimizer": opt, "schedule": sched}, config, cfg.steps, hooks.checkpoint,
+                        hooks.checkpoint_every, extra={"curve": []}, writer=ranks.rank == 0)
 
     def score(loop: TrainingLoop) -> None:
         curve = loop.extra["curve"]
@@ -272,7 +281,7 @@ def train_student(teacher, student: Encoder, corpus: list[str], cfg: DistillConf
 
     if eval_every and loop.step == 0:
         score(loop)
-    done = loop.run(step, max_steps, period=eval_every, end_of_period=score, progress=progress,
+    done = loop.run(step, hooks.max_steps, period=eval_every, end_of_period=score, progress=progress,
                     desc=f"{student.name} {spec.label()}")
     if step_mod.head is not None:
         student.head = step_mod.head.eval()

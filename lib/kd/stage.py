@@ -21,9 +21,11 @@ import torch
 import torch.nn as nn
 from tqdm.auto import tqdm
 
+from lib.common import published
 from lib.common.hashing import config_digest, text_key
 from lib.common.paths import atomic_write_bytes, atomic_write_text, move_aside
-from lib.common.runinfo import load_json, read_checkpoint, refuse_other_settings, unreadable_reason
+from lib.common.runinfo import load_json, refuse_other_settings, unreadable_reason
+from lib.common.tensorfiles import read_checkpoint
 from lib.distill.data import load_vital_articles, split_ids, split_sentences
 from lib.distill.eval import encode, linear_probe
 from lib.distill.losses import DistillError
@@ -312,14 +314,11 @@ def encoder_representations(enc: Encoder, texts: list[str], max_seq_len: int) ->
 
 def minilm_folders(minilm_dir: str | Path | None, seed: int = 0) -> dict[str, Path]:
     """Stage-5 students saved by notebook 05 (`student_{L}x{H}_{init}_s{seed}`, `control_{L}x{H}_{init}_s{seed}`;
-    a `student_{L}x{H}_s{seed}` folder names no init) -> label -> folder. Labels name the init only where a shape has
-    several."""
+    names read by lib.common.published.student_folder) -> label -> folder. Labels name the init only where a shape
+    has several."""
     if not minilm_dir or not Path(minilm_dir).is_dir():
         return {}
-    found = []
-    for f in sorted(Path(minilm_dir).glob(f"*_s{seed}")):
-        parts = f.name.split("_")
-        found.append((parts[0], parts[1], parts[2] if len(parts) == 4 else "", f))
+    found = [(*published.student_folder(f.name), f) for f in sorted(Path(minilm_dir).glob(f"*_s{seed}"))]
     inits = {}
     for _, shape, init, _ in found:
         inits.setdefault(shape, set()).add(init)

@@ -41,7 +41,8 @@ from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import ProtocolSplit
 from lib.linkpred.negative_sets.registry import NEGATIVE_SETS, held_sets
 from lib.linkpred.train import Checkpointing, train_model
-from lib.metrics.link import STRATA, choose_on_validation, set_metrics
+from lib.metrics.link import STRATA, set_metrics
+from lib.metrics.selection import GOAL_AUC_MARGIN, choose_on_validation, goal_met
 
 # Training settings a variant fixes whatever the profile says. ncn_stack_uniform is ncn_stack trained for the uniform
 # negative set only: on the seed40 validation graphs (leak_free, seed 0) ncn_stack's validation AUC with uniform
@@ -64,24 +65,6 @@ SWEEP_KEYS = ("dropout", "num_levels", "lr")
 # the GatModel setting each architecture key of a sweep point sets (the sweep's columns keep the short names)
 SWEEP_MODEL_FIELDS = {"dropout": "gat_dropout", "num_levels": "gat_levels"}
 VAL_KEYS = tuple(f"{m}{s}" for s in ["", *(f"_{n}" for n in NEGATIVE_SETS[1:]), "_both", "_all"] for m in ("auc", "mrr"))
-GOAL_AUC_MARGIN = 0.02  # issue "Beyond the seed": >= +0.02 AUC over the stronger heuristic scorer, and a higher MRR
-
-
-def meets_goal(auc_margin: float, mrr_margin: float) -> bool:
-    """The goal of notebook 03b for one protocol x negative set: margins of the best graph model over the bar."""
-    return auc_margin >= GOAL_AUC_MARGIN and mrr_margin > 0
-
-
-def goal_met(gap: dict) -> bool:
-    """A `gap_table` row's verdict: the margins over the bar meet the goal and, on every set but uniform (where a
-    positive's missing common neighbour says little), so do the margins over SHORTCUT when the rows hold it — a model
-    that only matches "no common neighbour => link" has not shown it learnt anything."""
-    ok = meets_goal(gap["auc_margin"], gap["mrr_margin"])
-    if gap["negatives"] != "uniform" and pd.notna(gap.get("auc_margin_shortcut", float("nan"))):
-        ok = ok and meets_goal(gap["auc_margin_shortcut"], gap["mrr_margin_shortcut"])
-    return ok
-
-
 def check_variants(names) -> list[str]:
     bad = [n for n in names if n not in VARIANTS]
     if bad:
@@ -191,7 +174,7 @@ def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc"
 
     The best graph model is chosen by its mean *validation* AUC on that negative set (column val_auc, from
     validation_of) among the models that have one, so no test number picks it; "best on test" names the model with the
-    highest mean test AUC beside it. Rows without val_auc (published runs that kept none) fall back to the test AUC,
+    highest mean test AUC beside it. Where no graph model has a val_auc (a run that kept none), the test AUC chooses,
     and "chosen on" says which was used. Where the rows hold SHORTCUT, its metrics and the best model's mean margin over it
     ({metric}_margin_shortcut) are added; it is not part of the bar. A protocol × negative set without a defined AUC
     (its tasks hold no such negative) has no row. Where the rows hold per-stratum metrics (auc_cn, mrr_no_cn, ...),

@@ -12,7 +12,7 @@ import torch
 from torch_geometric.data import Data
 
 from lib.common.paths import atomic_write_bytes
-from lib.common.runinfo import read_checkpoint
+from lib.common.tensorfiles import read_checkpoint
 from lib.linkpred.config import build_model, stored_settings
 from lib.linkpred.protocols import EvalTask
 
@@ -32,7 +32,7 @@ class CheckpointLost(FileNotFoundError):
 
 def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[torch.nn.Module, dict]:
     """(model with the checkpoint's weights, the checkpoint dict). A file that cannot be read is moved aside
-    (lib.common.runinfo.read_checkpoint) and CheckpointLost says how notebook 03 rebuilds it."""
+    (lib.common.tensorfiles.read_checkpoint) and CheckpointLost says how notebook 03 rebuilds it."""
     ck = read_checkpoint(path, device, "checkpoint", "notebook 03 writes it again from the weights kept in last.pt")
     if ck is None:
         raise CheckpointLost(f"checkpoint {path} is missing or was damaged (moved aside); run notebook 03 on its run "
@@ -45,7 +45,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[torch.nn.Mod
 
 def epoch_file_readable(path: Path) -> bool:
     """Whether the epoch checkpoint `path` (what notebooks 03b and 04 load) can be read; a damaged one is moved aside
-    (lib.common.runinfo.read_checkpoint), so train_model writes it again from the weights its last.pt keeps."""
+    (lib.common.tensorfiles.read_checkpoint), so train_model writes it again from the weights its last.pt keeps."""
     return read_checkpoint(path, "cpu", "best-epoch checkpoint",
                            "it is written again from the weights kept in last.pt") is not None
 

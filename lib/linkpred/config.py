@@ -14,15 +14,15 @@ from typing import Any, ClassVar, TypeVar
 import torch
 
 from lib.common.config import DeviceStageParams, param
-from lib.common.device import PRECISIONS, check_precision, get_device, resolve_precision
+from lib.common.compute import PRECISIONS, check_precision
+from lib.common.device import get_device, resolve_precision
 from lib.common.params import ParamError
 from lib.linkpred.decoders import VARIANTS
 from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS, NEGATIVE_SETS, SELECT_METRICS
 from lib.linkpred.model import FeatureMLP, GatModel, GatModelParams, ModelConfig, PlainGAT
+from lib.linkpred.names import MODEL_KINDS, PROTOCOLS
 from lib.linkpred.protocols import ProtocolSettings
-from lib.linkpred.sampling import PROTOCOLS
 
-MODEL_KINDS = ("gat_model", "plain_gat", "mlp")
 SUPERVISIONS = ("mp", "disjoint")
 
 

@@ -7,8 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 
-from lib.linkpred.config import MODEL_KINDS
-from lib.linkpred.sampling import PROTOCOLS
+from lib.linkpred.names import MODEL_KINDS, PROTOCOLS
 from lib.metrics.link import SEED_REPORTED
 from lib.viz.figures import saved
 

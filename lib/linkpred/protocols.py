@@ -53,12 +53,11 @@ from lib.linkpred.negative_sets.registry import (
     check_selection,
     draw_negatives,
 )
+from lib.linkpred.names import GRAPH_PROTOCOLS, check_protocol
 from lib.linkpred.sampling import (
-    GRAPH_PROTOCOLS,
     PER_POSITIVE,
     TitlePairs,
     _member,
-    check_protocol,
     derive_seed,
     holdout_count,
     local_pairs_with_keys,

@@ -12,18 +12,10 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.utils import negative_sampling, subgraph, to_undirected
 
-PROTOCOLS = ("seed", "within_graph", "leak_free", "pair_split", "new_nodes")
-GRAPH_PROTOCOLS = ("seed", "within_graph")  # leave the training graphs as they are
 PER_POSITIVE = 20  # negatives per positive of the "heart" and "matched" sets (lib.linkpred.negatives says why 20)
 # Protocols whose training graphs are identical share one trained model per (seed, supervision, kind).
 TRAIN_SET = {"seed": "graphs", "within_graph": "graphs", "leak_free": "leak_free", "pair_split": "pair_split",
              "new_nodes": "new_nodes"}
-
-
-def check_protocol(name: str) -> str:
-    if name not in PROTOCOLS:
-        raise ValueError(f"protocol {name!r} does not exist; use one of {PROTOCOLS}")
-    return name
 
 
 def derive_seed(*parts) -> int:

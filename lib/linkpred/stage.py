@@ -9,12 +9,13 @@ import numpy as np
 
 from lib.linkpred.audit import leak_audit
 from lib.linkpred.checkpoint import data_fingerprint
-from lib.linkpred.config import MODEL_KINDS, GatParams
+from lib.linkpred.config import GatParams
 from lib.linkpred.data import graph_problem
 from lib.linkpred.evaluate import evaluate_heuristic, evaluate_model
 from lib.linkpred.heuristics import HEURISTICS, REGISTRY
+from lib.linkpred.names import MODEL_KINDS, check_protocol
 from lib.linkpred.protocols import make_protocol
-from lib.linkpred.sampling import TRAIN_SET, TitlePairs, check_protocol
+from lib.linkpred.sampling import TRAIN_SET, TitlePairs
 from lib.linkpred.train import Checkpointing, train_model
 from lib.metrics.link import SEED_REPORTED
 
@@ -26,7 +27,7 @@ def run_experiment(graphs: dict, roles: dict, params: GatParams, seed: int, in_c
     seed under each of `params.protocols` and every negative set, each model kind with each of
     `params.train_supervision`; every setting is `params`' (GatParams.model_config / train_config /
     protocol_settings). A trained model's rows also carry val_auc / val_mrr: its selected epoch's validation score on
-    that negative set (what lib.metrics.link.choose_on_validation picks a best model by).
+    that negative set (what lib.metrics.selection.choose_on_validation picks a best model by).
 
     graphs: graph_id -> Data (the whole dataset); roles: {"train", "val", "test": graph ids} of this seed; in_channels:
     the node features' width. Protocols that leave the training graphs untouched ("seed", "within_graph") share one

@@ -98,7 +98,7 @@ def training_negatives(data: Data, mp: Tensor, pos: Tensor, cfg: TrainConfig, ep
     out = [uni]
     tp = TitlePairs([data])
     forbidden = tp.edge_keys(data, excluded)
-    if n_dist2:  # the salts keep their first spelling: they are part of every published run's training pairs
+    if n_dist2:  # the salts are part of every published run's training pairs: another spelling draws other pairs
         g = torch.Generator().manual_seed(derive_seed(cfg.seed, "train-hard-anchors", epoch, step))
         anchors = pos[:, torch.randperm(pos.size(1), generator=g)[:n_dist2]]
         out.append(dist2_negatives(mp.cpu(), data, tp.gids(data), tp, forbidden, anchors.cpu(),

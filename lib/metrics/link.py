@@ -7,6 +7,7 @@ import pandas as pd
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from lib.linkpred.negative_sets.registry import NEGATIVE_SETS
+from lib.metrics.selection import choose_on_validation
 STRATA = ("cn", "no_cn")  # positives with / without a common neighbour in the message passing
 
 
@@ -141,20 +142,6 @@ SEED_REPORTED = [
     {"train_graphs": 180, "test_graphs": 20, "auc": 0.922, "aauc": 0.628},
     {"train_graphs": 315, "test_graphs": 35, "auc": 0.927, "aauc": 0.578},
 ]
-
-
-def choose_on_validation(rows: pd.DataFrame, candidates: list, metric: str = "auc", key: str = "model"
-                         ) -> tuple[object, str, object]:
-    """The one way a best model is picked: among `candidates` (values of column `key`) in `rows` (one protocol ×
-    negative set, any number of seeds), the one with the highest mean validation `metric` (column val_<metric>, the
-    selected epoch's score on validation tasks built as the test tasks are). Rows without it (published runs that
-    kept no validation scores) fall back to the mean test `metric`. Returns (chosen, "validation" or "test", the
-    best on test) — a reader sees when the two differ."""
-    mean = rows.groupby(key)[metric].mean().reindex(candidates)
-    on_test = mean.idxmax()
-    col = f"val_{metric}"
-    val = rows.groupby(key)[col].mean().reindex(candidates).dropna() if col in rows else pd.Series(dtype=float)
-    return (val.idxmax(), "validation", on_test) if len(val) else (on_test, "test", on_test)
 
 
 def gat_verdicts(rows: pd.DataFrame, heuristics) -> tuple[pd.DataFrame, list[str]]:

@@ -52,7 +52,7 @@ from lib.distill.cache import TeacherCache, TeacherTargetStore
 from lib.distill.config import DistillParams
 from lib.distill.data import build_datasets
 from lib.distill.models import encoder_identity, ensure_teacher, load_encoder, make_student, save_sentence_transformer
-from lib.distill.train import DistillConfig, train_student
+from lib.distill.train import DistillConfig, RunHooks, train_student
 from lib.embed.config import EmbedParams
 from lib.embed.dataset import GraphDataset, load_split
 from lib.embed.encoder import clean_titles, load_model, model_id_of
@@ -123,9 +123,9 @@ def distill(teacher, student, corpus: list[str], cfg, d: Dist, task=None, out_di
     rank's own shard. Returns {"rows": [{step, L_AT, L_VR, ..., loss}] (global means), "steps", "seconds",
     "global_batch", "world"}; the trained head, if any, is left in `student.head`.
     """
-    res = train_student(teacher, student, corpus, cfg, task, progress=False, ranks=_Ranks(d),
-                        checkpoint=Path(out_dir) / "last.pt" if out_dir else None, checkpoint_every=ckpt_every,
-                        max_steps=max_steps)
+    hooks = RunHooks(checkpoint=Path(out_dir) / "last.pt" if out_dir else None, checkpoint_every=ckpt_every,
+                     max_steps=max_steps)
+    res = train_student(teacher, student, corpus, cfg, task, progress=False, ranks=_Ranks(d), hooks=hooks)
     return {"rows": res["losses"].to_dict("records"), "steps": res["steps"], "seconds": res["seconds"],
             "global_batch": res["global_batch"], "world": res["world"]}
 

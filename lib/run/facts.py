@@ -7,9 +7,8 @@ from __future__ import annotations
 import pandas as pd
 
 from lib.common.paths import OUTPUTS
-from lib.linkpred.beyond import goal_met
-from lib.linkpred.config import MODEL_KINDS
-from lib.linkpred.heuristics import REGISTRY
+from lib.linkpred.names import MODEL_KINDS
+from lib.metrics.selection import goal_met
 
 REFERENCE_RUNS = OUTPUTS / "reference"
 """The folder of the committed reference runs, one sub-folder per run."""
@@ -46,12 +45,12 @@ def gat_model_rows(rows: pd.DataFrame, protocol: str | None = None, supervision:
 
 
 def is_heuristic(rows: pd.DataFrame) -> pd.Series:
-    """Which rows score with a heuristic: a scorer trained on nothing (lib.linkpred.heuristics.REGISTRY, or a model
-    outside MODEL_KINDS with supervision 'none')."""
-    mask = rows["model"].isin(REGISTRY)
-    if "supervision" in rows:
-        mask |= ~rows["model"].isin(MODEL_KINDS) & rows["supervision"].eq("none")
-    return mask
+    """Which rows score with a heuristic: a scorer trained on nothing, that is a model outside MODEL_KINDS with
+    supervision 'none' (how notebook 03 writes every scorer of lib.linkpred.heuristics.REGISTRY); none without a
+    supervision column."""
+    if "supervision" not in rows:
+        return pd.Series(False, index=rows.index)
+    return ~rows["model"].isin(MODEL_KINDS) & rows["supervision"].eq("none")
 
 
 def best_heuristic(rows: pd.DataFrame, metric: str = "auc") -> pd.Series | None:
@@ -62,7 +61,7 @@ def best_heuristic(rows: pd.DataFrame, metric: str = "auc") -> pd.Series | None:
 
 
 def goal_cells(m: dict) -> dict[tuple[str, str], bool]:
-    """{(protocol, negatives): whether notebook 03b's model meets its goal there (lib.linkpred.beyond.goal_met)} of a
+    """{(protocol, negatives): whether notebook 03b's model meets its goal there (lib.metrics.selection.goal_met)} of a
     run's metrics; empty when notebook 03b did not run."""
     return {(g["protocol"], g["negatives"]): goal_met(g) for g in (m.get("beyond") or {}).get("gaps") or []}
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import psutil
 
-from lib.common.device import THREAD_VARS, default_threads
+from lib.common.compute import THREAD_VARS, default_threads
 from lib.common.paths import move_aside, os_error_line
 from lib.common.runinfo import read_json, refuse_other_settings
 

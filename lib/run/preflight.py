@@ -14,13 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lib.common.config import article, stage_params
-from lib.common.device import get_device
+from lib.common.compute import check_device_name
 from lib.common.params import ParamError, load_yaml, notebook_parameters
 from lib.common.paths import NOTEBOOKS, resolve
 from lib.crawl.campaign import check_campaign, read_roots
 from lib.distill.checkpoint import published_runs
 from lib.distill.config import DistillParams
-from lib.embed.encoder import EmbedError, check_model_dir
 
 TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (float, int), "str": (str,), "bool": (bool,),
                                       "list": (list,)}
@@ -84,6 +83,7 @@ def _distill(p: dict) -> None:  # beyond the config: a published grid to extend 
 def _embed(p: dict) -> None:  # beyond the config: a model folder must be one (the kernel runs in notebooks/)
 
     if p["model_dir"]:
+        from lib.embed.encoder import EmbedError, check_model_dir  # lazy: torch (about 1 s), only for a named folder
         try:
             check_model_dir(NOTEBOOKS / Path(p["model_dir"]).expanduser())
         except EmbedError as e:
@@ -111,7 +111,10 @@ def check_writable(folder: Path, what: str, fix: str = "pass --outputs a folder 
 
 def check_device(p: dict) -> None:
     try:
-        get_device(p["device"])
+        check_device_name(p["device"])
+        if p["device"].startswith("cuda"):
+            from lib.common.device import get_device  # lazy: torch (about 1 s), only to see a GPU for a cuda device
+            get_device(p["device"])
     except (ValueError, RuntimeError) as e:
         raise ParamError(str(e), key="device") from None
 

@@ -20,10 +20,11 @@ from pathlib import Path
 import matplotlib
 import matplotlib.pyplot as plt
 
+from lib.common import published
 from lib.common.paths import OUTPUTS, ROOT, atomic_write_text
 from lib.common.runinfo import load_json, read_json
 from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS, REGISTRY
-from lib.linkpred.sampling import PROTOCOLS
+from lib.linkpred.names import PROTOCOLS
 from lib.metrics.link import SEED_REPORTED
 from lib.run import parameters_page
 from lib.run.facts import FRONTIER, REFERENCE_RUNS, n_train
@@ -115,28 +116,10 @@ def _relative_papermill_paths(nb_path: Path) -> None:
     atomic_write_text(nb_path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
 
 
-_DIST2 = re.compile(r"(?<![a-z0-9])hard(?![a-z0-9])")
-
-
-def current_names(metrics: dict) -> dict:
-    """The one read-time mapping of a published metrics.json to today's names: stage 3's distance-2 negative set is
-    `dist2` in keys ("shortcut_dist2_auc", "test_neg_dist2_pairs") and values ("negatives": "dist2"); runs made before
-    it had that name spell it `hard`."""
-
-    def fix(obj):
-        if isinstance(obj, dict):
-            return {_DIST2.sub("dist2", k) if isinstance(k, str) else k: fix(v) for k, v in obj.items()}
-        if isinstance(obj, list):
-            return [fix(v) for v in obj]
-        return "dist2" if obj == "hard" else obj
-
-    return {k: fix(v) if k in ("train_gat", "beyond") else v for k, v in metrics.items()}
-
-
 def reference_runs(ref: Path = REFERENCE_RUNS) -> dict[str, dict]:
     """{run name: metrics dict} of every reference run folder with a metrics.json, the seed-experiment runs first by
     number of training graphs, then the others (e.g. distillation) by name."""
-    runs = {p.parent.name: current_names(load_json(p)) for p in ref.glob("*/metrics.json")}
+    runs = {p.parent.name: published.metrics(load_json(p)) for p in ref.glob("*/metrics.json")}
     for name, m in runs.items():  # the link source, for the tables and findings that show each source side by side
         crawl = read_json(ref / name / "params_01_crawl.json").get("params") or {}
         m.setdefault("link_source", crawl.get("source", "embedded"))

@@ -38,6 +38,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from lib.common import published
 from lib.common.hashing import config_digest
 from lib.common.params import (
     ParamError,
@@ -183,11 +184,10 @@ def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks
     old = load_json(run_dir / "params.json")["params"]
     nb_dir = (all_notebooks or notebooks)[0].parent
     others = [nb_dir / n for n in made if n not in {nb.name for nb in notebooks}]
-    # a parameter added after the folder was made counts as unchanged at its notebook default
     default = all_defaults([nb for nb in others if nb.is_file()])
     for k in ("run_dir", *EXECUTION_KEYS):
         default.pop(k, None)
-    refuse_other_settings(f"--rerun: {run_dir}", {k: old.get(k, v) for k, v in default.items()},
+    refuse_other_settings(f"--rerun: {run_dir}", published.params_with_defaults(old, default),
                           {k: merged.get(k, v) for k, v in default.items()},
                           "notebooks that are not re-run use them; pass the same params files, or run it whole with "
                           "--force")
@@ -277,10 +277,8 @@ def not_a_dead_kernel_line(record: logging.LogRecord) -> bool:
     return not record.getMessage().startswith("Kernel died")
 
 
-def main(argv: list[str] | None = None) -> int:
-    # a dead kernel (also one a Ctrl-C stops) is logged on these; its status entry records it, the console stays short
-    logging.getLogger("traitlets").setLevel(logging.CRITICAL)
-    logging.getLogger("papermill").addFilter(not_a_dead_kernel_line)
+def parser() -> argparse.ArgumentParser:
+    """The runner's command line."""
     ap = argparse.ArgumentParser(prog="python -m lib.run.runner", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", action="append", default=[], help="params/<size>.yaml; repeat for a grid")
@@ -297,7 +295,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--outputs", default=str(OUTPUTS), help="folder that holds the run folders (default outputs/)")
     ap.add_argument("--dry-run", action="store_true", help="validate every run and print the plan; run nothing")
     ap.add_argument("--notebook-dir", default=None, help=argparse.SUPPRESS)  # tests run tiny notebooks
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    # nbclient logs a dead kernel (also the one a Ctrl-C stops) on the "traitlets" logger, or on the "papermill" one
+    # papermill hands it; the notebook's status entry records the failure, so the console keeps to the runner's lines
+    logging.getLogger("traitlets").setLevel(logging.CRITICAL)
+    logging.getLogger("papermill").addFilter(not_a_dead_kernel_line)
+    args = parser().parse_args(argv)
 
     try:
         all_notebooks, notebooks, overrides, runs = plan_grid(args)

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from lib.common import published
 from lib.common.paths import OUTPUTS, atomic_write_text
 from lib.common.runinfo import flatten, read_json
-from lib.metrics.link import choose_on_validation
+from lib.metrics.selection import choose_on_validation
 from lib.run.facts import best_heuristic, gat_model_rows, is_heuristic
 
 GROUP_KEYS = ("protocol", "negatives", "supervision")  # link-prediction row keys, in display order
@@ -27,8 +28,7 @@ COLUMN_DIGITS = {"seconds": 1, "peak_rss_mb": 0}  # resource columns; every othe
 def link_rows(metrics: dict) -> pd.DataFrame:
     """metrics.json["train_gat"]["mean"] as a table (one row per protocol group and model); empty when absent."""
     rows = (metrics.get("train_gat") or {}).get("mean") or []
-    rows = [r for r in rows if isinstance(r, dict) and "model" in r]
-    return pd.DataFrame(rows)
+    return pd.DataFrame(published.link_rows([r for r in rows if isinstance(r, dict) and "model" in r]))
 
 
 def _groups(df: pd.DataFrame) -> list[str]:
@@ -53,8 +53,8 @@ def gat_auc_table(runs: dict[str, dict]) -> pd.DataFrame:
 
 
 def best_vs_heuristic(runs: dict[str, dict], metric: str = "auc") -> pd.DataFrame:
-    """Per run and (protocol, negatives) group: the trained model chosen on validation (choose_on_validation; runs
-    without validation scores fall back to test, said in `chosen_on`) and the heuristic with the highest `metric`.
+    """Per run and (protocol, negatives) group: the trained model chosen on validation (choose_on_validation; where
+    no candidate has a validation score, on test, said in `chosen_on`) and the heuristic with the highest `metric`.
 
     Heuristics are trained on nothing, so their `supervision` ("none") is not a grouping key here: every trained
     model of a group, whatever its supervision, is compared with the best heuristic of that group."""

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from lib.common.paths import atomic_write_bytes, move_aside
-from lib.common.runinfo import read_checkpoint
+from lib.common.tensorfiles import read_checkpoint
 import lib.linkpred.negative_sets as package
 from lib.linkpred.negative_sets.base import Draw, NegativeContext, NegativeSet
 from lib.linkpred.negatives import node_features

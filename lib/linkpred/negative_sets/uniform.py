@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from lib.linkpred.negative_sets.base import Draw, NegativeContext, NegativeSet
-from lib.linkpred.sampling import GRAPH_PROTOCOLS, derive_seed, sample_global_negatives, sample_negatives
+from lib.linkpred.names import GRAPH_PROTOCOLS
+from lib.linkpred.sampling import derive_seed, sample_global_negatives, sample_negatives
 
 
 def uniform_negatives(ctx: NegativeContext) -> Draw:

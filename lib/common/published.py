@@ -1,0 +1,111 @@
+"""Reading runs published in an older format: every translation of an older record into the current names and shape.
+
+The readers of run folders (the reference runs under outputs/reference/, a grid's checkpoint folder, a run folder
+re-run in part) pass what they read through these functions, so the rest of the code knows only the current names.
+Each translation has a test that reads an older record and checks the current one (tests/test_published.py).
+
+- `metrics(record)`: a metrics.json whose stage-3 distance-2 negative set is spelt `hard`, its name before it was
+  called `dist2`, in keys ("shortcut_hard_auc", "test_neg_hard_pairs") and values ("negatives": "hard") -> `dist2`.
+  Only the sections of stages 3 and 3b ("train_gat", "beyond") name negative sets.
+- `negative_set(name)`: one negative-set name of a published table (train_gat_rows.csv) -> its current name.
+- `link_rows(rows)`: stage 3's result rows made before notebook 03 had two supervisions, without a `supervision`
+  key -> the heuristics among them (the four of that time) with supervision 'none', as a scorer trained on nothing
+  is written now (lib.run.facts.is_heuristic reads that).
+- `distill_params(record)`: a params_05.json record that names the `distill_` parameters of notebook 05 without
+  their prefix (`seeds`, `steps`, `batch_size`, ...) -> the field names; a field name present wins over its
+  unprefixed twin. A record without `embedding_methods` ran none of those runs (they did not exist yet): [].
+- `grid_settings(saved, current)`: a distillation grid's settings.json kept before the L_EMB parameters existed ->
+  those parameters at the current values (they only add runs, so no finished row depends on them), with the
+  `distill_` names of `distill_params`.
+- `rows_match_digest(rows, digest)`: a grid folder kept before settings.json existed names its settings by a digest
+  in each row of rows.jsonl (`_digest`) -> whether they are the current ones.
+- `student_folder(name)`: a saved stage-5 student folder named without its init (`student_{L}x{H}_s{seed}`) ->
+  (kind, shape, init ""), the parts of `student_{L}x{H}_{init}_s{seed}`.
+- `params_with_defaults(recorded, defaults)`: a run folder's params.json made before a notebook gained a parameter
+  -> that parameter at its notebook default (the value the notebook ran with).
+
+Not a translation: stage 3's published runs without validation scores (seed180, seed315) are read as they are, since
+lib.metrics.selection.choose_on_validation chooses on the test metric wherever no candidate has a validation score.
+"""
+from __future__ import annotations
+
+import re
+
+DIST2 = "dist2"
+_HARD = re.compile(r"(?<![a-z0-9])hard(?![a-z0-9])")
+NEGATIVE_SET_SECTIONS = ("train_gat", "beyond")
+"""The metrics.json sections that name negative sets (stages 3 and 3b)."""
+
+HEURISTICS_WITHOUT_SUPERVISION = ("cosine", "pref_attach", "common_neighbours", "adamic_adar")
+"""Notebook 03's heuristics when its rows had no `supervision`."""
+
+DISTILL_PREFIXED = ("seeds", "steps", "batch_size", "max_seq_len", "lr", "warmup_frac", "weight_decay")
+"""Notebook 05's parameters that params_05.json records spell without their `distill_` prefix."""
+RUN_ADDING = ("embedding_methods", "embedding_target", "embedding_loss", "w_emb")
+"""Notebook 05's L_EMB parameters: they only add runs to a grid, so a settings.json without them holds no row that
+depends on them."""
+ROW_DIGEST = "_digest"
+"""The key of a rows.jsonl row that names its grid's settings by their digest (lib.common.hashing.config_digest)."""
+
+
+def negative_set(name):
+    """A negative-set name as the current code spells it (`hard` -> `dist2`); any other value unchanged."""
+    return DIST2 if name == "hard" else name
+
+
+def metrics(record: dict) -> dict:
+    """A metrics.json record with stage 3's distance-2 negative set named `dist2` in the keys and values of its
+    negative-set sections; the other sections unchanged."""
+
+    def fix(obj):
+        if isinstance(obj, dict):
+            return {_HARD.sub(DIST2, k) if isinstance(k, str) else k: fix(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [fix(v) for v in obj]
+        return negative_set(obj)
+
+    return {k: fix(v) if k in NEGATIVE_SET_SECTIONS else v for k, v in record.items()}
+
+
+def link_rows(rows: list[dict]) -> list[dict]:
+    """Stage 3's result rows with supervision 'none' on a heuristic's row that has no `supervision`; others unchanged."""
+    return [{**r, "supervision": "none"} if "supervision" not in r and r.get("model") in HEURISTICS_WITHOUT_SUPERVISION
+            else r for r in rows]
+
+
+def _distill_names(values: dict) -> dict:
+    unprefixed = {n: f"distill_{n}" for n in DISTILL_PREFIXED}
+    return {unprefixed.get(k, k): v for k, v in values.items() if k not in unprefixed or unprefixed[k] not in values}
+
+
+def distill_params(record: dict) -> dict:
+    """A params_05.json record's values under notebook 05's field names (lib.distill.config.DistillParams), with
+    `embedding_methods` [] where the record has none."""
+    return {"embedding_methods": [], **_distill_names(record)}
+
+
+def grid_settings(saved: dict, current: dict) -> tuple[dict, bool]:
+    """(a grid's settings.json `saved` under the field names with the L_EMB parameters it lacks at their `current`
+    values, whether it lacked any): the settings to compare with `current` and, when it lacked some, to write back."""
+    settings = _distill_names(saved)
+    missing = {k: current[k] for k in RUN_ADDING if k not in settings and k in current}
+    return {**settings, **missing}, bool(missing)
+
+
+def rows_match_digest(rows: list[dict], digest: str) -> bool:
+    """Whether every row of a grid folder without settings.json was made with the settings whose digest is
+    `digest` (true for no rows)."""
+    return all(r.get(ROW_DIGEST) == digest for r in rows)
+
+
+def student_folder(name: str) -> tuple[str, str, str]:
+    """(kind "student" or "control", shape "3x384", init) of a saved stage-5 student folder name
+    `{kind}_{L}x{H}_{init}_s{seed}`; init "" for a name without it (`{kind}_{L}x{H}_s{seed}`)."""
+    parts = name.split("_")
+    return parts[0], parts[1], parts[2] if len(parts) == 4 else ""
+
+
+def params_with_defaults(recorded: dict, defaults: dict) -> dict:
+    """For every parameter of `defaults` ({name: notebook default}): its value in a run folder's params.json
+    `recorded`, or its notebook default where the record has none."""
+    return {k: recorded.get(k, v) for k, v in defaults.items()}
