@@ -13,6 +13,7 @@ from lib.embedders import data as D
 from lib.embedders import encoders as R
 from lib.embedders import evaluate as V
 from lib.embedders.config import EmbeddersParams, shares
+from lib.embedders.goals import goal_of
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +123,7 @@ def test_the_goal_rule_needs_every_part():
     assert goals.loc["small", "met"] and goals.loc["small", "goal"] == "student"
     assert not goals.loc["bad", "met"] and goals.loc["bad", "fast"] and not goals.loc["bad", "close"]
     slow = V.goal_rows(paired, speed.assign(ratio=[1.0, 1.5, 40.0]), {"small": 3}).iloc[0]
-    assert not slow.met and "too slow" in V.goal_sentence(slow, V.goal_of(3))
+    assert not slow.met and "too slow" in V.goal_sentence(slow, goal_of(3))
     deep = V.goal_rows(paired, speed, {"small": 4}).iloc[0]
     assert not deep.met and not deep.small
 

@@ -28,7 +28,7 @@ def _points(side):
 
 def test_each_records_numbers_match_the_committed_runs(facts):
     assert list(facts) == ["Reproduction", "AaucTrend", "Leakage", "Beyond", "HarderNegatives", "Distillation",
-                           "Ablations", "NodeEmbedder", "KdDifferences"]
+                           "Ablations", "TransductiveFrontier", "KdDifferences"]
     repro = dict(facts["Reproduction"].sides)
     assert list(repro) == [PROXY, WIKI]  # the embedded proxy first
     assert _points(repro[PROXY]) == [("seed40", 40, 0.7515), ("seed180", 180, 0.8725), ("seed315", 315, 0.8797)]
@@ -56,7 +56,7 @@ def test_each_records_numbers_match_the_committed_runs(facts):
     assert (topic["diff"], topic["seeds"]) == (pytest.approx(0.114, abs=5e-4), 3)
     a = facts["Ablations"]
     assert (a.run, a.above, a.below, len(a.differences)) == ("distill_ablations", 0, 3, 9)
-    n = facts["NodeEmbedder"]
+    n = facts["TransductiveFrontier"]
     assert n.met == () and n.no_loss == ("3-layer student, FFN 1024",) and len(n.shown) == 8
     assert (n.best.name, n.best.speedup, n.best.diff, n.best.low, n.best.high, n.best.seeds) == (
         "3-layer student, FFN 1024", 2.26156, 0.00752, -0.0051, 0.02014, 10)
@@ -79,11 +79,7 @@ def test_readme_renderer_gives_two_lines_at_most_with_every_number_linked(facts)
         "[0.751][seed40] / [0.873][seed180] / [0.880][seed315] on title mentions; [0.729][wikispeedia_seed40] / "
         "[0.942][wikispeedia_seed180] / [0.960][wikispeedia_seed315] on Wikispeedia; the seed report (its live crawl): "
         "0.900 / 0.922 / 0.927.")
-    assert facts["NodeEmbedder"].readme() == (
-        "**A smaller node embedder.** No encoder meets the goal (≤ 3 layers or static, both AUC intervals inside "
-        "±0.01, ≥ 2× titles/s); the best choice, 3-layer student, FFN 1024, gives [2.26×][frontier] all-MiniLM-L6-v2's "
-        "titles/s at one thread for GatModel test AUC +0.008 [-0.005, +0.020] (leak_free, 10 seeds): no loss beyond "
-        "0.01, but an interval reaches past ±0.01.")
+    assert facts["TransductiveFrontier"].readme() is None  # the README names the numbers on unseen titles
 
 
 def test_page_renderer_gives_every_row_and_links_each_run(facts):
@@ -93,7 +89,7 @@ def test_page_renderer_gives_every_row_and_links_each_run(facts):
         "**Classic KD.** A student distilled from the fine-tuned teacher's logits minus the same student trained with "
         "cross-entropy alone, test accuracy: bilstm -0.003 polarity, +0.057 topic; bert +0.021 polarity, -0.087 topic "
         "([kd_cpu](outputs/reference/kd_cpu/)).")
-    page = facts["NodeEmbedder"].page()  # eight encoders, and the goal's "≥ 2×"
+    page = facts["TransductiveFrontier"].page()  # eight encoders, and the goal's "≥ 2×"
     assert page.count("×") == 8 + 1 and "static pca256 of 3-layer student, FFN 1024 59.76× +0.028 [+0.006, +0.050]" in page
 
 
@@ -212,19 +208,55 @@ def _frontier(folder, goal_lines):
     return [e for e, *_ in enc]
 
 
-def test_the_node_embedder_finding_names_the_fastest_encoder_that_meets_the_goal(tmp_path):
-    assert D.node_embedder({}, tmp_path) is None and frontier_table(tmp_path / FRONTIER).empty
+def test_the_transductive_frontier_names_the_fastest_encoder_that_meets_the_goal(tmp_path):
+    assert D.transductive_frontier({}, tmp_path) is None and frontier_table(tmp_path / FRONTIER).empty
     names = _frontier(tmp_path / FRONTIER, [
         "student 3L: AUC ... -> meets the goal", "student 2L: AUC ... -> meets the goal",
         "static a: AUC ... -> meets the goal read as non-inferiority only (no interval below -0.01, one above +0.01)"])
-    n = D.node_embedder({}, tmp_path)
+    n = D.transductive_frontier({}, tmp_path)
     assert [e.name for e in n.shown] == ["student 3L", "student 2L", "static a"]  # students and the chosen static
     assert n.met == ("student 3L", "student 2L") and n.no_loss == ("static a",) and n.best.name == "student 2L"
-    assert n.readme() == ("**A smaller node embedder.** student 2L meets the goal (≤ 3 layers or static, both AUC "
-                          "intervals inside ±0.01, ≥ 2× titles/s): [2.80×][frontier] all-MiniLM-L6-v2's titles/s at "
-                          "one thread for GatModel test AUC -0.004 [-0.009, +0.001] (leak_free, 10 seeds).")
+    assert n.readme() is None and n.page().startswith("**On titles the students were trained on (transductive).**")
     assert n.page().endswith("met by: student 3L, student 2L; read as no loss beyond 0.01 (intervals above −0.01): "
                              "static a ([frontier](outputs/reference/frontier/)).")
     table = frontier_table(tmp_path / FRONTIER)
     assert table.encoder.tolist() == names and table.kind.iloc[0] == "reference"
     assert table["GatModel Δ leak_free [95%]"].tolist()[:2] == ["", "-0.004 [-0.009, +0.001]"]
+
+
+def _embedders_run(ref):
+    """A committed notebook-05b run: a student that meets its goal, a faster one that does not, a static model."""
+    run = ref / "emb"
+    (run / "embedders").mkdir(parents=True)
+    encoders = {"all-MiniLM-L6-v2": ("reference", 6), "student a": ("student", 3), "student b": ("student", 2),
+                "static s": ("static-trained", 0)}
+    (run / "metrics.json").write_text(json.dumps({"node_embedders": {
+        "encoders": {k: {"kind": v[0], "layers": v[1]} for k, v in encoders.items()},
+        "sentences": ["student a: goal met."]}}))
+    pd.DataFrame([{"encoder": "student a", "layers": 3, "ratio": 2.2, "worst_cosine": -0.004, "worst_gat_model": -0.01,
+                   "met": True},
+                  {"encoder": "student b", "layers": 2, "ratio": 2.9, "worst_cosine": -0.02, "worst_gat_model": -0.01,
+                   "met": False},
+                  {"encoder": "static s", "layers": 0, "ratio": 80.0, "worst_cosine": -0.05, "met": False}]).to_csv(
+        run / "embedders" / "goals.csv", index=False)
+    pd.DataFrame([{"source": s, "protocol": "leak_free", "seed": seed} for s in ("wikispeedia", "vital_heldout")
+                  for seed in range(5)]).to_csv(run / "embedders" / "lp.csv", index=False)
+    pd.DataFrame([{"role": "held out", "what": "wikispeedia", "count": 300, "mentioned_inside": 0.2},
+                  {"role": "held out", "what": "vital_heldout", "count": 100, "mentioned_inside": 0.4}]).to_csv(
+        run / "embedders" / "texts.csv", index=False)
+    return {"emb": json.loads((run / "metrics.json").read_text())}
+
+
+def test_the_unseen_title_finding_names_the_best_student_and_static_model_with_their_bounds(tmp_path):
+    from lib.run.embedder_findings import node_embedders
+
+    assert node_embedders({}, tmp_path) is None
+    n = node_embedders(_embedders_run(tmp_path), tmp_path)
+    assert (n.run, n.seeds, n.protocols, n.mentioned) == ("emb", 5, ("leak_free",), pytest.approx(0.25))
+    assert n.best(static=False).name == "student a" and n.best(static=True).name == "static s"
+    assert n.readme() == (
+        "**A smaller node embedder, on titles it never saw** (two held-out link sources, 5 seeds): student a at "
+        "[2.2×][emb] the titles/s, lowest 95% bounds cosine -0.004 (goal > −0.01), GatModel -0.010 (goal > −0.02): "
+        "goal met; static s at [80.0×][emb] the titles/s, lowest 95% bounds cosine -0.050 (goal > −0.03): goal not "
+        "met.")
+    assert n.page().count("goal met") == 1 and "25% of them occur inside one" in n.page()

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from lib.embed.encoder import EmbedError, default_model_dir, encode, load_model
-from lib.common.runinfo import read_checkpoint
+from lib.common.tensorfiles import read_checkpoint
 from lib.distill.embedding import mixture_plan
 from lib.embed.static import StaticEncoder, StaticModelError, bags, distil, is_static_folder, pool
 from lib.embed.static_train import StaticTrainConfig, train_static

@@ -8,14 +8,13 @@
   noisy shared machine slows all of them alike; `ratio` is against all-MiniLM-L6-v2 measured in the same rounds.
 - Paired differences: `paired_to_reference`, each encoder minus all-MiniLM-L6-v2 on the same source, protocol and
   seed, with lib.metrics.paired's 95% t-interval.
-- The goal: `GOALS` and `goal_rows`, one rule: every interval named by a goal lies above -margin, the encoder runs
+- The goal: `GOALS` (lib.embedders.goals) and `goal_rows`, one rule: every interval named by a goal lies above -margin, the encoder runs
   at most `max_layers` transformer layers, and its one-thread speed ratio is at least `speedup`.
 """
 from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,7 @@ from threadpoolctl import threadpool_limits
 from lib.distill.eval import evaluate_embedder
 from lib.embed.encoder import encode, load_model
 from lib.embedders.encoders import REFERENCE
+from lib.embedders.goals import Goal, goal_of
 from lib.metrics.paired import mean_interval
 
 
@@ -118,31 +118,6 @@ def paired_to_reference(lp: pd.DataFrame, metrics=("auc", "mrr")) -> pd.DataFram
             rows.append({"source": source, "protocol": protocol, "model": model, "encoder": enc, "metric": m,
                          "encoder_mean": float(g.loc[seeds, m].mean()), **mean_interval(d)})
     return pd.DataFrame(rows)
-
-
-@dataclass(frozen=True)
-class Goal:
-    """A goal: at most `max_layers` transformer layers, at least `speedup` x all-MiniLM-L6-v2's titles/s on one
-    thread, and for each (model, margin) of `margins` every paired AUC interval (each source and protocol) above
-    -margin."""
-    name: str
-    max_layers: int
-    speedup: float
-    margins: tuple[tuple[str, float], ...]
-
-    def text(self) -> str:
-        layers = "static" if self.max_layers == 0 else f"<= {self.max_layers} layers"
-        bars = ", ".join(f"{m} AUC interval above -{v:g}" for m, v in self.margins)
-        return f"{self.name}: {layers}, >= {self.speedup:g}x titles/s on one thread, {bars}"
-
-
-GOALS = (Goal("student", 3, 2.0, (("cosine", 0.01), ("gat_model", 0.02))),
-         Goal("static", 0, 30.0, (("cosine", 0.03),)))
-"""The study's goals: a small student and a static model that can replace all-MiniLM-L6-v2 on unseen titles."""
-
-
-def goal_of(layers: int) -> Goal:
-    return GOALS[1] if layers == 0 else GOALS[0]
 
 
 def goal_rows(paired: pd.DataFrame, speed: pd.DataFrame, layers: dict[str, int]) -> pd.DataFrame:

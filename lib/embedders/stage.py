@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
 import numpy as np
 import pandas as pd
 
@@ -23,6 +24,7 @@ from lib.embedders import data as D
 from lib.embedders import encoders as R
 from lib.embedders import evaluate as V
 from lib.embedders.config import EmbeddersParams, shares
+from lib.embedders.goals import GOALS, goal_of
 from lib.viz.figures import saved
 
 TARGETS = CACHE / "embedders"
@@ -169,7 +171,7 @@ def results(lp: pd.DataFrame, speed_rows: pd.DataFrame, encoders: dict[str, dict
     summary.json)."""
     paired = V.paired_to_reference(lp)
     goals = V.goal_rows(paired, speed_rows, {k: e["layers"] for k, e in encoders.items() if k != R.REFERENCE})
-    sentences = [V.goal_sentence(r, V.goal_of(int(r.layers))) for _, r in goals.iterrows()]
+    sentences = [V.goal_sentence(r, goal_of(int(r.layers))) for _, r in goals.iterrows()]
     write_csv(folder(run_path) / "paired.csv", paired)
     write_csv(folder(run_path) / "goals.csv", goals)
     atomic_write_text(folder(run_path) / "summary.json", json.dumps({"goals": sentences}, indent=1) + "\n")
@@ -183,24 +185,31 @@ def plot_frontier(paired: pd.DataFrame, speed_rows: pd.DataFrame, path: Path | N
     panels = list(auc.groupby(["model", "source"], sort=True).groups)
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
     ratio = speed_rows.set_index("encoder")["ratio"]
+    top = max(float(ratio.max()), 2.0) * 1.6
+    ticks = [t for t in (1, 2, 5, 10, 30, 100, 300, 1000) if t <= top]
+    protocols = sorted(auc.protocol.unique())
     for ax, (model, source) in zip(axes[0], panels):
         g = auc[(auc.model == model) & (auc.source == source)]
-        for (enc, protocol), r in g.groupby(["encoder", "protocol"]):
+        for i, ((enc, protocol), r) in enumerate(g.groupby(["encoder", "protocol"], sort=False)):
             r = r.iloc[0]
-            x = float(ratio.get(enc, np.nan))
+            x = float(ratio.get(enc, np.nan)) * 1.04 ** protocols.index(protocol)  # protocols side by side
             ax.errorbar([x], [r["diff"]], yerr=[[r["diff"] - r.ci_low], [r.ci_high - r["diff"]]], fmt="o", capsize=3,
+                        color=f"C{list(g.encoder.unique()).index(enc)}", mfc="white" if protocols.index(protocol) else None,
                         label=f"{enc} ({protocol})")
-        for goal in V.GOALS:
+        for goal in GOALS:
+            ax.axvline(goal.speedup, ls=":", lw=0.8, color="grey")
             for m, v in goal.margins:
                 if m == model:
                     ax.axhline(-v, ls="--", lw=0.8, color="grey")
         ax.axhline(0, lw=0.8, color="black")
         ax.set_xscale("log")
+        ax.set_xlim(0.8, top)
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(f"{model} on {source}")
         ax.set_xlabel("titles/s ÷ all-MiniLM-L6-v2's (1 thread)")
         ax.set_ylabel("AUC − all-MiniLM-L6-v2's")
-    axes[0][-1].legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
-    if path is not None:
-        saved(fig, path)
-    return fig
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=min(len(labels), 4))
+    return saved(fig, path, rect=(0, 0.08 + 0.03 * (len(labels) // 4), 1, 1))

@@ -27,6 +27,7 @@ from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS, REGISTRY
 from lib.linkpred.names import PROTOCOLS
 from lib.metrics.link import SEED_REPORTED
 from lib.run import parameters_page
+from lib.run.embedder_findings import NODE_EMBEDDERS, embedders_run, embedders_table
 from lib.run.facts import FRONTIER, REFERENCE_RUNS, n_train
 from lib.run.findings import fact_table, page_lines, readme_lines
 from lib.run.tables import (
@@ -183,11 +184,15 @@ DIFF_TEXT = ("Notebook 05's task-agnostic stage: MiniLM minus its undistilled co
              "t-interval over the paired seeds (no interval with one seed). The paper puts MiniLM above every ablation.")
 LP_TEXT = ("Each embedder as the node embedder of the seed's GatModel (2 epochs), test graphs of the run's split per "
            "seed, uniform negatives; `cosine` scores the features alone.")
-FRONTIER_TEXT = ("`scripts/frontier.py` on the wikispeedia_seed40 crawl: every encoder stage 2 can load as the node "
-                 "embedder of the seed's GatModel (2 epochs, mp supervision, uniform negatives), per seed of the run's "
-                 "split, beside all-MiniLM-L6-v2 on the same seed; stage 5's probes; titles per second through stage "
-                 "2's encoder, relative to all-MiniLM-L6-v2 in the same repetitions. How each student was made and "
-                 "chosen: [distill_embedding](../outputs/reference/distill_embedding/).")
+EMBEDDERS_TEXT = ("Notebook 05b: every encoder as the node embedder of the seed's GatModel (mp supervision, uniform "
+                  "negatives) and as the feature-cosine heuristic on two link sources none of whose titles was a "
+                  "training text (Wikispeedia; the held-out vital-article topics), leak_free, minus all-MiniLM-L6-v2 "
+                  "on the same seed with its 95% interval; `cos`: mean cosine to all-MiniLM-L6-v2's embedding of the "
+                  "same title; titles/s on one thread relative to all-MiniLM-L6-v2's in the same repetitions.")
+FRONTIER_TEXT = ("Transductive, for comparison only: students distilled on Wikispeedia's titles among others, scored on "
+                 "the wikispeedia_seed40 crawl made of those titles, per seed of the run's split, beside "
+                 "all-MiniLM-L6-v2 on the same seed; stage 5's probes; titles per second relative to all-MiniLM-L6-v2. "
+                 "How each student was made: [distill_embedding](../outputs/reference/distill_embedding/).")
 KD_TEXT = ("Each student distilled from the fine-tuned teacher's logits beside the same student trained on the labelled "
            "texts with CE for as many steps (`control`); test accuracy and agreement with the teacher's predictions, mean "
            "± std over seeds; `probing gain` is the mean probe accuracy above the majority class over eight probing "
@@ -233,11 +238,18 @@ def render(runs: dict[str, dict], ref: Path = REFERENCE_RUNS, base: str = "../")
             parts += [f"### {question}", "", text, "", _md(table), ""]
         if i == 0:
             parts += [f"![AUC and A-AUC against training-set size]({base}outputs/reference/{FIGURE})", ""]
+    unseen, run = embedders_table(runs, ref), embedders_run(runs)
+    if len(unseen):
+        parts += [f"### How small can the node embedder be, on titles it never saw ([{run}]({base}outputs/reference/"
+                  f"{run}/))?", "", EMBEDDERS_TEXT, "", _md(unseen), "",
+                  f"![AUC minus all-MiniLM-L6-v2's against titles per second]({base}outputs/reference/{run}/figures/"
+                  f"05b_embedders_frontier.png)", ""]
+        parts += [f"- {g}" for g in runs[run][NODE_EMBEDDERS]["sentences"]] + [""]
     front = frontier_table(ref / FRONTIER)
     if len(front):
         summary = load_json(ref / FRONTIER / "summary.json") if (ref / FRONTIER / "summary.json").is_file() else {}
-        parts += [f"### How small can the node embedder be ([{FRONTIER}]({base}outputs/reference/{FRONTIER}/))?", "",
-                  FRONTIER_TEXT, "", _md(front), "",
+        parts += [f"### The same on titles the students were trained on ([{FRONTIER}]({base}outputs/reference/"
+                  f"{FRONTIER}/))", "", FRONTIER_TEXT, "", _md(front), "",
                   f"![titles per second against GatModel and feature-cosine AUC]({base}outputs/reference/{FRONTIER}/"
                   f"frontier.png)", ""]
         parts += [f"- {g}" for g in summary.get("goal", [])] + [""]
