@@ -81,7 +81,7 @@ def test_mixes_and_encoder_specs_are_checked_with_the_fix_named():
 
 def test_every_registered_kind_is_described_and_parses_its_own_example():
     for row in R.describe():
-        example = row["spec"].split("e.g. ")[-1]
+        example = row["spec"].split("e.g. ")[-1].split(" ")[0]
         assert R.parse(example).kind == row["kind"]
 
 
@@ -136,3 +136,16 @@ def test_speed_is_a_ratio_to_the_reference_measured_in_the_same_rounds(tmp_path)
     table = V.speed_table({R.REFERENCE: None, "one layer": folder}, titles, repeats=2).set_index("encoder")
     assert table.loc[R.REFERENCE, "ratio"] == 1.0 and table.loc["one layer", "ratio"] > 1.5
     assert (table.repeats == 2).all() and (table.titles == 128).all()
+
+
+def test_a_rounded_copy_embeds_like_all_minilm_to_three_decimals(tmp_path):
+    recipe = R.Recipe(texts=["a"], targets=np.zeros((1, 384), np.float32), sizes={"titles": 1},
+                      weights={"titles": 1.0}, steps=1, static_steps=1, batch_size=2, lr=1e-4, static_lr=1e-3, seed=0)
+    spec = R.parse("rounded:bf16")
+    assert (spec.label, spec.layers) == ("all-MiniLM-L6-v2 bf16", 6)
+    titles = ["Photosynthesis", "Isaac Newton", "Pacific Ocean"]
+    x = V.embed(R.build(spec, recipe, tmp_path), titles)
+    y = V.embed(None, titles)
+    assert not np.array_equal(x, y) and (x * y).sum(1).min() > 0.999
+    with pytest.raises(ParamError, match="rounded:bf16"):
+        R.parse("rounded:int4")

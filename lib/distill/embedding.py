@@ -2,16 +2,15 @@
 sentence encoder's (all-MiniLM-L6-v2, stage 2's node embedder), so it can replace that encoder as stage 3's node
 embedder at a fraction of its cost.
 
-- Data: `transfer_sources` (vital-article titles, Wikispeedia titles, vital lead sentences and RT plot lines, with a
-  seeded validation set of titles that never enters training) and `mixture_plan` (index batches drawing each source
-  at a chosen share).
+- Data: `mixture_plan` (index batches drawing each source of texts at a chosen share; lib.embedders.data draws
+  the texts).
 - Targets: `target_embeddings` (stage 2's own encoder, cached on disk by the target's identity and the texts).
-- Students: `assistant_student` (chosen layers of all-MiniLM-L6-v2, its tokenizer and embeddings) and
-  `random_student` (the same architecture from a seed).
+- Students: `assistant_student` (chosen layers of all-MiniLM-L6-v2, its tokenizer and embeddings, optionally a
+  narrower feed-forward block) and `round_weights` (every weight rounded to bf16 or fp16: the noise floor).
 - Objective and loop: `embedding_loss` (lib.distill.losses: cosine, MSE, in-batch similarity relations; notebook 05's
   L_EMB is the same function) and `train_embedding_student` (on lib.common.training's loop).
 
-Validation, speed and the result tables are in lib.distill.embedding_eval.
+Notebook 05b (lib.embedders) trains such students as node embedders and judges them on unseen titles.
 """
 from __future__ import annotations
 
@@ -27,58 +26,18 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn as nn
-from transformers import AutoConfig, AutoModel, AutoTokenizer
+from transformers import AutoModel, AutoTokenizer
 
 from lib.common.device import DTYPES
 from lib.common.paths import atomic_write_bytes, move_aside
 from lib.common.runinfo import unreadable_reason
 from lib.common.training import TrainingLoop, build_optimizer, optimizer_step
-from lib.crawl.wikispeedia import wikispeedia_snapshot
-from lib.distill.data import load_rotten_tomatoes, load_vital_articles, split_sentences
 from lib.distill.losses import EMBEDDING_LOSSES as LOSSES
 from lib.distill.losses import DistillError, embedding_loss
-from lib.distill.models import Encoder, assistant_path, make_student
+from lib.distill.models import Encoder, assistant_path
 from lib.embed.encoder import encode, load_model, model_id_of
 
-SOURCES = ("vital_titles", "wikispeedia_titles", "sentences")
-
-
 # ------------------------------------------------------------------------------------------------------------ data
-def transfer_sources(seed: int = 0, val_fraction: float = 0.1, max_sentences: int = 20000,
-                     max_chars: int = 200) -> dict:
-    """Texts for the embedding objective, by source: {source: {"train": [str], "val": [str]}}.
-
-    Titles: the 10,033 vital-article titles (the stage 1 `embedded` source) and the 4,604 Wikispeedia titles
-    (data/wikispeedia/articles.tsv, cleaned as stage 1 reads them). A seeded `val_fraction` of the *union* of titles is
-    held out, so a title shared by both sources is never in one's training set and the other's validation set.
-    Sentences: lead sentences of the vital articles whose title is a training title, plus Rotten Tomatoes plot lines
-    (lib.distill.data), of at most `max_chars` characters (so a student cut at 64 wordpieces sees what the target
-    saw), at most `max_sentences` (seeded sample); they have no validation part.
-    """
-    if not 0 < val_fraction < 1:
-        raise DistillError(f"val_fraction={val_fraction} must lie in (0, 1), e.g. 0.1")
-    arts = load_vital_articles()
-    vital = sorted(set(arts.title))
-    speedia = sorted(wikispeedia_snapshot().links)
-    union = sorted(set(vital) | set(speedia))
-    rng = np.random.default_rng(seed)
-    val = set(np.asarray(union, dtype=object)[rng.permutation(len(union))[:round(val_fraction * len(union))]])
-    out = {name: {"train": [t for t in titles if t not in val], "val": [t for t in titles if t in val]}
-           for name, titles in (("vital_titles", vital), ("wikispeedia_titles", speedia))}
-    rt = load_rotten_tomatoes()
-    pool = [s for t, e in zip(arts.title, arts.extract) if t not in val for s in split_sentences(e)]
-    pool += [s for t in rt[rt.category == "plot"].text for s in split_sentences(t)]
-    pool = sorted({p for p in pool if len(p) <= max_chars})
-    keep = np.sort(rng.permutation(len(pool))[:max_sentences])
-    out["sentences"] = {"train": [pool[i] for i in keep], "val": []}
-    return out
-
-
-def source_counts(sources: dict) -> pd.DataFrame:
-    """Rows [source, train, val]: how many texts each source gives."""
-    return pd.DataFrame([{"source": k, "train": len(v["train"]), "val": len(v["val"])} for k, v in sources.items()])
-
-
 def mixture_plan(sizes: dict[str, int], weights: dict[str, float], steps: int, batch_size: int,
                  seed: int) -> list[np.ndarray]:
     """Index batches steps x [batch_size] into the concatenation of the sources (in `sizes`' order).
@@ -177,19 +136,6 @@ def prune_feed_forward(model: nn.Module, width: int) -> nn.Module:
         layer.intermediate.dense, layer.output.dense = new_in, new_out
     model.config.intermediate_size = width
     return model
-
-
-def random_student(layers: int, seed: int, model_dir: str | os.PathLike | None = None, dropout: float = 0.1,
-                   device: str | torch.device = "cpu") -> Encoder:
-    """The architecture of `assistant_student` (the assistant's tokenizer, widths and feed-forward size) with every
-    weight drawn from a seed (BERT's initialisation)."""
-    src = Path(model_dir) if model_dir else assistant_path()
-    c = AutoConfig.from_pretrained(src)
-    enc = make_student(AutoTokenizer.from_pretrained(src), layers, c.hidden_size, c.num_attention_heads, seed,
-                       max_positions=c.max_position_embeddings, dropout=dropout, device=device,
-                       intermediate=c.intermediate_size)
-    enc.name = f"random_L{layers}"
-    return enc
 
 
 ROUNDINGS = tuple(k for k, v in DTYPES.items() if v is not None)

@@ -165,6 +165,23 @@ register(EncoderKind("control", "a control is `control:<layers of 0..5>[/<feed-f
                      uses_recipe=False))
 
 
+def _build_rounded(argument: str, recipe: Recipe, folder: Path, work: Path) -> None:
+    enc = E.assistant_student(list(range(6)))
+    E.round_weights(enc.model, argument)
+    save_sentence_transformer(enc, folder, max_seq_len=MAX_SEQ_LEN, normalize=True)
+
+
+def _rounding(argument: str) -> int:
+    if argument not in E.ROUNDINGS:
+        raise ValueError(argument)
+    return 6
+
+
+register(EncoderKind("rounded", f"a rounded copy is `rounded:<one of {', '.join(E.ROUNDINGS)}>`, e.g. rounded:bf16 "
+                     "(all-MiniLM-L6-v2 with every weight rounded: how far seeds alone move the scores)",
+                     _build_rounded, _rounding, lambda a: f"{REFERENCE} {a}", uses_recipe=False))
+
+
 # ------------------------------------------------------------------------------------------------------ static
 def pca_width(argument: str) -> int:
     """`256` -> 256 (PCA to 256 dims); `0` -> 0 (no PCA: all-MiniLM-L6-v2's 384)."""

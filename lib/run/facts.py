@@ -13,7 +13,7 @@ from lib.metrics.selection import goal_met
 REFERENCE_RUNS = OUTPUTS / "reference"
 """The folder of the committed reference runs, one sub-folder per run."""
 FRONTIER = "frontier"
-"""The folder under REFERENCE_RUNS that scripts/frontier.py publishes."""
+"""The folder under REFERENCE_RUNS of the node-embedder frontier on titles the students were trained on."""
 LINKS = {"embedded": "title mentions (proxy)", "wikispeedia": "Wikispeedia hyperlinks", "snapshot": "own link list",
          "live": "live Wikipedia", "graphs": "imported graphs"}
 """What a run's links are, by its notebook-01 `source`: the README shows each finding on every link source."""

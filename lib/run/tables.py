@@ -310,7 +310,7 @@ def once(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def frontier_rows(folder) -> pd.DataFrame | None:
-    """The node-embedder frontier scripts/frontier.py published in `folder` (frontier.csv, paired.csv, summary.json),
+    """The transductive node-embedder frontier published in `folder` (frontier.csv, paired.csv, summary.json),
     one row per encoder: embedder, kind ('reference' for all-MiniLM-L6-v2), layers, dim, seeds, speedup_1t, the
     GatModel and feature-cosine test AUC per protocol, polarity, topic, fidelity, the GatModel AUC difference to
     all-MiniLM-L6-v2 under leak_free with its 95% interval and seeds (gat_leak_free_diff / _low / _high,
