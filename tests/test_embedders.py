@@ -93,6 +93,8 @@ def test_a_control_is_built_once_and_loads_as_stage_2s_model_dir(tmp_path):
     assert json.loads((folder / "made.json").read_text())["spec"] == "control:0,5"
     stamp = (folder / "made.json").stat().st_mtime_ns
     assert R.build(spec, recipe, tmp_path) == folder and (folder / "made.json").stat().st_mtime_ns == stamp
+    builds = pd.read_csv(tmp_path / "builds.csv")
+    assert builds[["encoder", "spec", "steps"]].values.tolist() == [["control 0,5", "control:0,5", 0]]
     x, _ = encode(load_model(folder), ["Photosynthesis", "Isaac Newton"])
     assert x.shape == (2, 384)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ import numpy as np
 
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
-from lib.common.paths import atomic_write_text
+from lib.common.paths import append_csv_rows, atomic_write_text
 from lib.distill import embedding as E
 from lib.distill.models import save_sentence_transformer
 from lib.embed.encoder import default_model_dir
@@ -112,7 +113,8 @@ def parse(spec: str) -> Spec:
 
 
 def build(spec: Spec, recipe: Recipe, root: Path) -> Path:
-    """The encoder's folder root/models/<slug>, built unless it exists with the same settings (made.json)."""
+    """The encoder's folder root/models/<slug>, built unless it exists with the same settings (made.json); each build's
+    wall time and training steps are appended to root/builds.csv."""
     folder = root / "models" / spec.slug
     made = {"spec": f"{spec.kind}:{spec.argument}", **(recipe.identity() if spec.entry.uses_recipe else {})}
     record = folder / "made.json"
@@ -120,7 +122,13 @@ def build(spec: Spec, recipe: Recipe, root: Path) -> Path:
         return folder
     if folder.exists():
         shutil.rmtree(folder)
+    t0 = time.perf_counter()
     spec.entry.build(spec.argument, recipe, folder, root / "work")
+    # beside the folder, not in it: the folder's content is the encoder's identity
+    append_csv_rows(root / "builds.csv", [{"encoder": spec.label, "spec": made["spec"],
+                                           "seconds": round(time.perf_counter() - t0, 1),
+                                           "steps": recipe.steps if spec.kind == "student" else
+                                           recipe.static_steps if spec.entry.uses_recipe else 0}])
     atomic_write_text(record, json.dumps(made, indent=1) + "\n")
     return folder
 
