@@ -30,12 +30,12 @@ class EmbeddersParams(DeviceStageParams):
                                                "validation titles", gt=0, lt=1)
     embedder_text_kinds: list[str] = param(list(TEXT_KINDS), "kinds of transfer texts drawn from the training "
                                            "articles", choices=TEXT_KINDS)
-    embedder_max_texts: int = param(1500, "transfer texts per kind at most (a seeded sample)", ge=10)
+    embedder_max_texts: int = param(1000, "transfer texts per kind at most (a seeded sample)", ge=10)
     embedder_mixes: list[str] = param(["titles:1,capitalised:1,phrases:1,sentences:0",
                                        "titles:1,capitalised:1,phrases:1,sentences:1"],
                                       "candidate shares of the text kinds in a batch, chosen on validation titles")
-    embedder_choice_steps: int = param(15, "training steps of each candidate mix", ge=1)
-    embedder_steps: int = param(30, "training steps of every trained student", ge=1)
+    embedder_choice_steps: int = param(10, "training steps of each candidate mix", ge=1)
+    embedder_steps: int = param(20, "training steps of every trained student", ge=1)
     embedder_static_steps: int = param(60, "training steps of every trained static model", ge=1)
     embedder_batch_size: int = param(32, "texts per student step (a static step takes 4x as many)", ge=2)
     embedder_lr: float = param(2e-4, "students' peak learning rate (AdamW, 5% warm-up, linear decay)", gt=0)

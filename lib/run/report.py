@@ -267,12 +267,16 @@ def render_findings(runs: dict[str, dict], ref: Path = REFERENCE_RUNS) -> str:
     return "\n".join([FBEGIN, *readme_lines(fact_table(runs, ref), runs), FEND])
 
 
-def run_tables(name: str, metrics: dict) -> str:
+def run_tables(name: str, metrics: dict, ref: Path = REFERENCE_RUNS) -> str:
     """The generated Tables block of one reference run's README."""
     parts = [RBEGIN, ""]
     for question, text, table in _sections({name: metrics}, full=True):
         if len(table):
             parts += [f"**{question}** {text}", "", _md(table.drop(columns="run", errors="ignore")), ""]
+    unseen = embedders_table({name: metrics}, ref)
+    if len(unseen):
+        parts += [f"**How small can the node embedder be, on titles it never saw?** {EMBEDDERS_TEXT}", "", _md(unseen),
+                  "", *[f"- {g}" for g in metrics[NODE_EMBEDDERS]["sentences"]], ""]
     return "\n".join(parts + [REND])
 
 
