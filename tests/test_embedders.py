@@ -151,3 +151,10 @@ def test_a_rounded_copy_embeds_like_all_minilm_to_three_decimals(tmp_path):
     assert not np.array_equal(x, y) and (x * y).sum(1).min() > 0.999
     with pytest.raises(ParamError, match="rounded:bf16"):
         R.parse("rounded:int4")
+
+
+def test_an_encoder_of_another_width_has_no_cosine_to_the_target_but_a_link_auc():
+    titles = ["Photosynthesis", "Isaac Newton", "Pacific Ocean", "Mount Everest"]
+    links = {"titles": titles, "pos": np.array([[0, 1]]), "neg": np.array([[0, 2], [1, 3]])}
+    row = V.validation_row(None, {"a": titles}, {"a": np.ones((4, 256), np.float32)}, links)
+    assert np.isnan(row["cos_a"]) and np.isnan(row["cos_p05_a"]) and 0 <= row["link_auc"] <= 1

@@ -51,10 +51,13 @@ def cosine_link_auc(x: np.ndarray, links: dict) -> float:
 def validation_row(folder: Path | None, sets: dict[str, list[str]], targets: dict[str, np.ndarray],
                    links: dict) -> dict:
     """{cos_<set>, cos_p05_<set> for each title set, link_auc}: the encoder's mean (and 5th-percentile) cosine to
-    all-MiniLM-L6-v2 on each held-out set (targets[set] [N, 384]) and its feature-cosine AUC on the validation links."""
+    all-MiniLM-L6-v2 on each held-out set (targets[set] [N, 384]; NaN for an encoder of another width) and its
+    feature-cosine AUC on the validation links."""
     row = {}
     for name, titles in sets.items():
-        cos = (embed(folder, titles) * unit(targets[name])).sum(1)
+        x = embed(folder, titles)
+        # an encoder of another width (a PCA-narrowed static table) has no cosine to the target: NaN, not a guess
+        cos = (x * unit(targets[name])).sum(1) if x.shape[1] == targets[name].shape[1] else np.full(len(x), np.nan)
         row[f"cos_{name}"] = float(cos.mean())
         row[f"cos_p05_{name}"] = float(np.quantile(cos, 0.05))
     row["link_auc"] = cosine_link_auc(embed(folder, links["titles"]), links)

@@ -114,7 +114,7 @@ def embedders_table(runs: dict[str, dict], ref: Path) -> pd.DataFrame:
     rows = []
     for name in val.index:
         row = {"encoder": name, "kind": kinds.get(name, ""), "× titles/s": f"{speed.loc[name, 'ratio']:.1f}",
-               **{f"cos {s}": f"{val.loc[name, c]:.3f}" for s, c in (("validation", "cos_validation"),
+               **{f"cos {s}": "–" if pd.isna(val.loc[name, c]) else f"{val.loc[name, c]:.3f}" for s, c in (("validation", "cos_validation"),
                                                                      ("wikispeedia", "cos_test_wikispeedia"),
                                                                      ("vital_heldout", "cos_test_vital_heldout"))}}
         for (source, model), g in auc[auc.encoder == name].groupby(["source", "model"]):
