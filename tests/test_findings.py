@@ -255,8 +255,7 @@ def test_the_unseen_title_finding_names_the_best_student_and_static_model_with_t
     assert (n.run, n.seeds, n.protocols, n.mentioned) == ("emb", 5, ("leak_free",), pytest.approx(0.25))
     assert n.best(static=False).name == "student a" and n.best(static=True).name == "static s"
     assert n.readme() == (
-        "**A smaller node embedder, on titles it never saw** (two held-out link sources, 5 seeds): student a at "
-        "[2.2×][emb] the titles/s, lowest 95% bounds cosine -0.004 (goal > −0.01), GatModel -0.010 (goal > −0.02): "
-        "goal met; static s at [80.0×][emb] the titles/s, lowest 95% bounds cosine -0.050 (goal > −0.03): goal not "
-        "met.")
+        "**A smaller node embedder, on unseen titles** (lowest 95% bounds over 2 sources, 5 seeds): student a [2.2×][emb] "
+        "titles/s, cosine -0.004 (goal > −0.01), GatModel -0.010 (goal > −0.02): goal met; static s [80.0×][emb] "
+        "titles/s, cosine -0.050 (goal > −0.03): goal not met.")
     assert n.page().count("goal met") == 1 and "25% of them occur inside one" in n.page()

@@ -59,13 +59,12 @@ class NodeEmbedders:
         return max(met, key=lambda e: e.ratio) if met else max(pool, key=Unseen.slack, default=None)
 
     def _one(self, e: Unseen) -> str:
-        return (f"{e.name} at [{e.ratio:.1f}×][{self.run}] the titles/s, lowest 95% bounds {e.bounds()}: goal "
-                f"{'met' if e.met else 'not met'}")
+        return f"{e.name} [{e.ratio:.1f}×][{self.run}] titles/s, {e.bounds()}: goal {'met' if e.met else 'not met'}"
 
     def readme(self) -> str:
         parts = [self._one(e) for e in (self.best(False), self.best(True)) if e is not None]
-        return (f"**A smaller node embedder, on titles it never saw** (two held-out link sources, {self.seeds} seeds): "
-                + "; ".join(parts) + ".")
+        return (f"**A smaller node embedder, on unseen titles** (lowest 95% bounds over 2 sources, {self.seeds} "
+                f"seeds): " + "; ".join(parts) + ".")
 
     def page(self) -> str:
         cells = [f"{e.name} ({e.layers} layers, {e.ratio:.1f}×): {e.bounds()}, goal {'met' if e.met else 'not met'}"
