@@ -28,7 +28,7 @@ def _points(side):
 
 def test_each_records_numbers_match_the_committed_runs(facts):
     assert list(facts) == ["Reproduction", "AaucTrend", "Leakage", "Beyond", "HarderNegatives", "Distillation",
-                           "Ablations", "TransductiveFrontier", "KdDifferences"]
+                           "Ablations", "NodeEmbedders", "TransductiveFrontier", "KdDifferences"]
     repro = dict(facts["Reproduction"].sides)
     assert list(repro) == [PROXY, WIKI]  # the embedded proxy first
     assert _points(repro[PROXY]) == [("seed40", 40, 0.7515), ("seed180", 180, 0.8725), ("seed315", 315, 0.8797)]
@@ -56,6 +56,14 @@ def test_each_records_numbers_match_the_committed_runs(facts):
     assert (topic["diff"], topic["seeds"]) == (pytest.approx(0.114, abs=5e-4), 3)
     a = facts["Ablations"]
     assert (a.run, a.above, a.below, len(a.differences)) == ("distill_ablations", 0, 3, 9)
+    unseen = facts["NodeEmbedders"]
+    assert (unseen.run, unseen.seeds, unseen.protocols) == ("embedders", 5, ("leak_free", "new_nodes"))
+    assert not any(e.met for e in unseen.encoders) and len(unseen.encoders) == 6
+    best = unseen.best(static=False)
+    assert (best.name, best.ratio, dict(best.worst)) == ("student 0,2,5 ffn1024", pytest.approx(2.2574, abs=1e-4),
+                                                         pytest.approx({"cosine": -0.0692, "gat_model": -0.2107},
+                                                                       abs=1e-4))
+    assert unseen.best(static=True).name == "static trained nopca"
     n = facts["TransductiveFrontier"]
     assert n.met == () and n.no_loss == ("3-layer student, FFN 1024",) and len(n.shown) == 8
     assert (n.best.name, n.best.speedup, n.best.diff, n.best.low, n.best.high, n.best.seeds) == (

@@ -64,8 +64,8 @@ KEEP = ("*.ipynb", "metrics.json", "params.json", "status.json", "params_*.json"
 
 
 def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE_RUNS) -> list[Path]:
-    """Copy a run folder's small result files (executed notebooks, metrics, parameters, status, tables, PNG figures,
-    pictures under 2 MB) to outputs/reference/<run>/; never checkpoints, datasets, caches or crawled graphs.
+    """Copy a run folder's small result files (executed notebooks without their progress-bar widget state, metrics,
+    parameters, status, tables, PNG figures, pictures; each under 2 MB) to outputs/reference/<run>/; never checkpoints, datasets, caches or crawled graphs.
 
     Where the run's status.json lists its notebooks (lib.run.runner), only those executed notebooks are copied, and only
     the figures and pictures whose name starts with one of their numbers ("03b_…") or with none: a run folder another
@@ -96,20 +96,27 @@ def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE_RUNS) -> li
         (dst / "README.md").write_text(notes)
     for pattern in KEEP:
         for f in sorted(src.glob(pattern)):
-            if f.is_file() and f.stat().st_size <= MAX_BYTES and owned(f):
-                (dst / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(f, dst / f.relative_to(src))
-                if f.suffix == ".ipynb":
-                    _relative_papermill_paths(dst / f.relative_to(src))
-                copied.append(dst / f.relative_to(src))
+            if not (f.is_file() and owned(f)):
+                continue
+            out = dst / f.relative_to(src)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, out)
+            if f.suffix == ".ipynb":
+                _relative_papermill_paths(out)
+            if out.stat().st_size > MAX_BYTES:
+                out.unlink()
+                continue
+            copied.append(out)
     return copied
 
 
 def _relative_papermill_paths(nb_path: Path) -> None:
     """Papermill records the absolute paths of the machine that ran a notebook; a published copy keeps them from the
-    project folder on (`notebooks/…`, `outputs/…`), which is all a reader's clone can use."""
+    project folder on (`notebooks/…`, `outputs/…`), which is all a reader's clone can use. The saved state of its
+    progress-bar widgets goes too: it only redraws bars, and a long run's bars outweigh its results."""
 
     nb = load_json(nb_path)
+    nb.get("metadata", {}).pop("widgets", None)
     pm = nb.get("metadata", {}).get("papermill", {})
     for key in ("input_path", "output_path"):
         if isinstance(pm.get(key), str):
