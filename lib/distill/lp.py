@@ -61,7 +61,8 @@ def graph_link_prediction(files: list[Path], embedders: list[tuple[str, int, Pat
 
     embedders: (label, seed, model folder) triples; folder None = all-MiniLM-L6-v2, else a saved sentence-transformers
     or model2vec folder. For each: embed the graphs' titles into the model's deduplicated store (lib.embed.encoder),
-    build a dataset in out_root/<folder name>/ (lib.embed.dataset), train the stage-3 GatModel with `params_of(seed)`
+    build a dataset in out_root/<model identity>/ (lib.embed.dataset; a retrained encoder saved in the same folder is
+    another model, with its own dataset and checkpoints), train the stage-3 GatModel with `params_of(seed)`
     (notebook 03's GatParams, e.g. `lp_params`) on that seed's graph split (`split_file`, notebook 02's split.json of
     these graphs; else `split_graphs` seeded by the seed) and score the test graphs under its protocols with uniform
     negatives; the `cosine` heuristic is the feature-only reference. Resumable: finished (embedder, seed) pairs are
@@ -81,7 +82,7 @@ def graph_link_prediction(files: list[Path], embedders: list[tuple[str, int, Pat
         params = params_of(seed)
         pair = dict(embedder=label, seed=seed, model_id=model_id_of(model), epochs=params.gat_epochs,
                     protocols="+".join(params.protocols), **(key or {}))
-        out = Path(out_root) / (Path(mdir).name if mdir is not None else REFERENCE)
+        out = Path(out_root) / pair["model_id"]
         out.parent.mkdir(parents=True, exist_ok=True)
         # one process at a time per dataset folder; the rows are read under the lock, so a pair another process
         # scored meanwhile is taken from the rows file, not trained twice
