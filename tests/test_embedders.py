@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -12,7 +13,8 @@ from lib.embed.encoder import encode, load_model
 from lib.embedders import data as D
 from lib.embedders import encoders as R
 from lib.embedders import evaluate as V
-from lib.embedders.config import EmbeddersParams, shares
+from lib.distill.data import load_vital_articles
+from lib.embedders.config import VITAL_TOPICS, EmbeddersParams, shares
 from lib.embedders.goals import goal_of
 
 
@@ -40,9 +42,12 @@ def test_the_partition_and_the_texts_are_seeded(part):
     assert D.transfer_texts(part, ["titles"], 50, 3) == D.transfer_texts(again, ["titles"], 50, 3)
 
 
-def test_a_topic_both_chosen_on_and_tested_on_is_refused():
+def test_a_topic_both_chosen_on_and_tested_on_is_refused_by_the_config_and_the_partition():
     with pytest.raises(ParamError, match="either chosen on or tested on"):
         D.partition(["Arts"], ["Arts"], 0.05, 0)
+    with pytest.raises(ParamError, match="either chosen on or tested on"):
+        EmbeddersParams(embedder_val_topics=["Arts"], embedder_test_topics=["Arts", "History"])
+    assert sorted(VITAL_TOPICS) == sorted(set(load_vital_articles().topic))  # the config's choices are the data's
     with pytest.raises(ParamError, match="embedder_val_topics"):
         D.partition(["Sports"], ["Arts"], 0.05, 0)
 
@@ -158,3 +163,28 @@ def test_an_encoder_of_another_width_has_no_cosine_to_the_target_but_a_link_auc(
     links = {"titles": titles, "pos": np.array([[0, 1]]), "neg": np.array([[0, 2], [1, 3]])}
     row = V.validation_row(None, {"a": titles}, {"a": np.ones((4, 256), np.float32)}, links)
     assert np.isnan(row["cos_a"]) and np.isnan(row["cos_p05_a"]) and 0 <= row["link_auc"] <= 1
+
+
+def test_a_retrained_encoder_in_the_same_folder_gets_its_own_dataset_and_checkpoints(tmp_path, monkeypatch):
+    """The dataset and GatModel checkpoints of a pair live under the model's identity, not its folder's name, so
+    an encoder rebuilt in place (other steps, other layers) never meets the checkpoints of the one before it."""
+    from lib.distill import lp as lp_mod
+
+    outs = []
+
+    def score(files, titles, model, key, out, split_file, params, progress, rows_file):
+        outs.append(out)
+        return [{**key, "model": m, "protocol": p, "auc": 0.5} for m in lp_mod.LP_MODELS for p in params.protocols]
+
+    monkeypatch.setattr(lp_mod, "_score", score)
+    recipe = R.Recipe(texts=["a"], targets=np.zeros((1, 384), np.float32), sizes={"titles": 1},
+                      weights={"titles": 1.0}, steps=1, static_steps=1, batch_size=2, lr=1e-4, static_lr=1e-3, seed=0)
+    folder = tmp_path / "encoder"
+    for spec in ("control:0", "control:5"):
+        built = R.build(R.parse(spec), recipe, tmp_path / spec.replace(":", "_"))
+        if folder.exists():
+            shutil.rmtree(folder)
+        shutil.copytree(built, folder)
+        lp_mod.graph_link_prediction([], [("encoder", 0, folder)], tmp_path / "lp", lambda s: lp_mod.lp_params(
+            s, 1, ("leak_free",), 1, 0.1))
+    assert len(outs) == 2 and outs[0] != outs[1] and all(o.parent == tmp_path / "lp" for o in outs)

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from lib.common.config import DeviceStageParams, param
 from lib.common.params import ParamError
-from lib.embedders.data import LINK_SOURCES, TEXT_KINDS
+from lib.embedders.data import LINK_SOURCES, TEXT_KINDS, check_topics
 from lib.embedders.encoders import parse
 
 VITAL_TOPICS = ("Arts", "Biology and health sciences", "Everyday life", "Geography", "History", "Mathematics", "People",
@@ -57,6 +57,7 @@ class EmbeddersParams(DeviceStageParams):
     embedder_speed_repeats: int = param(3, "alternating repetitions per speed measurement (median kept)", ge=1)
 
     def check(self) -> None:
+        check_topics(self.embedder_val_topics, self.embedder_test_topics)
         specs = [parse(s) for s in self.embedder_encoders]
         if not any(s.kind == "student" for s in specs) and len(self.embedder_mixes) > 1:
             raise ParamError("embedder_mixes offers a choice but embedder_encoders has no student to choose it with; "

@@ -59,6 +59,13 @@ class Partition:
         return {normalised(t) for ts in (self.val, self.in_domain, *self.test.values()) for t in ts}
 
 
+def check_topics(val_topics: list[str], test_topics: list[str]) -> None:
+    """ParamError when a topic is both chosen on and tested on."""
+    if set(val_topics) & set(test_topics):
+        raise ParamError(f"embedder_val_topics and embedder_test_topics share {sorted(set(val_topics) & set(test_topics))}"
+                         "; a topic is either chosen on or tested on", key="embedder_val_topics")
+
+
 def partition(val_topics: list[str], test_topics: list[str], in_domain_fraction: float, seed: int) -> Partition:
     """The seeded split of the vital articles and Wikispeedia into training documents and held-out titles."""
     arts = load_vital_articles()
@@ -67,9 +74,7 @@ def partition(val_topics: list[str], test_topics: list[str], in_domain_fraction:
         unknown = [t for t in chosen if t not in topics]
         if unknown or not chosen:
             raise ParamError(f"embedder_{key}={chosen!r} must name vital-article topics among {topics}", key=f"embedder_{key}")
-    if set(val_topics) & set(test_topics):
-        raise ParamError(f"embedder_val_topics and embedder_test_topics share {sorted(set(val_topics) & set(test_topics))}"
-                         "; a topic is either chosen on or tested on", key="embedder_val_topics")
+    check_topics(val_topics, test_topics)
     speedia = sorted(wikispeedia_snapshot().links)
     speedia_norm = {normalised(t) for t in speedia}
     in_speedia = arts.title.map(lambda t: normalised(t) in speedia_norm)
