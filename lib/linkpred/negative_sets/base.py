@@ -9,7 +9,8 @@ import numpy as np
 from torch import Tensor
 from torch_geometric.data import Data
 
-from lib.linkpred.sampling import TitlePairs
+from lib.linkpred.heuristics import adjacency
+from lib.linkpred.sampling import TitlePairs, derive_seed
 
 SHARED, OWN = "shared", "own"  # how a set's negatives are ranked against the positives (NegativeSet.ranking)
 
@@ -73,3 +74,11 @@ class NegativeSet:
     def audit_key(self) -> str:
         """Prefix of the set's audit columns (<audit_key>_pairs, <audit_key>_true_links)."""
         return "test_neg" if self.name == "uniform" else f"test_neg_{self.name}"
+
+
+def own_negatives(ctx: NegativeContext, sampler: Callable, name: str) -> Draw:
+    """The Draw of a sampler of lib.linkpred.negatives that gives each positive its own negatives (heart_negatives,
+    matched_negatives: same arguments, the message-passing adjacency first, seeded by the set's name)."""
+    a = adjacency(ctx.mp_edge_index, ctx.data.num_nodes)
+    return Draw(*sampler(a, ctx.data, ctx.gids, ctx.tp, ctx.forbidden, ctx.pos, ctx.per_positive,
+                         derive_seed(ctx.seed, name), ctx.anchor_ok))

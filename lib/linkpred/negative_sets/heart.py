@@ -1,18 +1,13 @@
 """"heart": K negatives of each positive's own, ranked hard by three heuristics together (HeaRT)."""
 from __future__ import annotations
 
-from lib.linkpred.heuristics import adjacency
-from lib.linkpred.negative_sets.base import OWN, Draw, NegativeContext, NegativeSet
+from lib.linkpred.negative_sets.base import OWN, Draw, NegativeContext, NegativeSet, own_negatives
 from lib.linkpred.negatives import heart_negatives
-from lib.linkpred.sampling import derive_seed
 
 
 def heart_set(ctx: NegativeContext) -> Draw:
     """lib.linkpred.negatives.heart_negatives of the task's positives."""
-    a = adjacency(ctx.mp_edge_index, ctx.data.num_nodes)
-    pairs, owner, missing = heart_negatives(a, ctx.data, ctx.gids, ctx.tp, ctx.forbidden, ctx.pos, ctx.per_positive,
-                                            derive_seed(ctx.seed, "heart"), ctx.anchor_ok)
-    return Draw(pairs, owner, missing)
+    return own_negatives(ctx, heart_negatives, "heart")
 
 
 SET = NegativeSet("heart", "HeaRT", heart_set, ranking=OWN, per_positive=True, cached=True,
