@@ -86,6 +86,8 @@ def test_mixes_and_encoder_specs_are_checked_with_the_fix_named():
 
 def test_every_registered_kind_is_described_and_parses_its_own_example():
     for row in R.describe():
+        if row["kind"] == "folder":  # its argument is a folder on the user's disk: the control test below parses one
+            continue
         example = row["spec"].split("e.g. ")[-1].split(" ")[0]
         assert R.parse(example).kind == row["kind"]
 
@@ -102,6 +104,31 @@ def test_a_control_is_built_once_and_loads_as_stage_2s_model_dir(tmp_path):
     assert builds[["encoder", "spec", "steps"]].values.tolist() == [["control 0,5", "control:0,5", 0]]
     x, _ = encode(load_model(folder), ["Photosynthesis", "Isaac Newton"])
     assert x.shape == (2, 384)
+    own = R.parse(f"folder:{folder}")  # the same folder as one of your own: scored where it is, never built
+    assert (own.layers, own.label, R.build(own, recipe, tmp_path / "elsewhere")) == (2, "folder control_05", folder)
+    assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.parametrize("make, missing", [
+    (None, "is not a folder"),
+    (lambda d: None, "has no config.json and no modules.json"),
+    (lambda d: (d / "config.json").write_text('{"hidden_size": 8}'), "config.json names no model_type"),
+    (lambda d: (d / "config.json").write_text('{"model_type": "bert"}'), "holds no weights"),
+    (lambda d: [(d / "config.json").write_text('{"model_type": "bert"}'), (d / "model.safetensors").write_bytes(b"")],
+     "no config.json in it names num_hidden_layers"),
+])
+def test_a_folder_encoder_that_is_not_a_model_is_refused_naming_what_it_lacks(tmp_path, make, missing):
+    folder = tmp_path / "not_a_model"
+    if make is not None:
+        folder.mkdir()
+        make(folder)
+    with pytest.raises(ParamError) as e:
+        R.parse(f"folder:{folder}")
+    assert str(e.value).startswith(f"embedder_encoders has 'folder:{folder}': the folder '{folder}' ")
+    assert missing in str(e.value) and "\n" not in str(e.value)
+    (tmp_path / "m2v").mkdir()
+    (tmp_path / "m2v" / "config.json").write_text('{"model_type": "model2vec"}')
+    assert R.parse(f"folder:{tmp_path / 'm2v'}").layers == 0  # a static table: judged by the static goal
 
 
 def _lp_rows() -> pd.DataFrame:

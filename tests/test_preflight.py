@@ -257,3 +257,13 @@ def test_a_folder_that_is_not_a_model_is_refused_before_any_work(tmp_path, capsy
     assert dry(tmp_path, "--size", "tiny", "--notebooks", "01", "-p", f"model_dir={folder}") == 2
     err = capsys.readouterr().err
     assert f"model_dir '{folder}' is not a model folder: " in err and missing in err and err.count("\n") == 1
+
+
+def test_notebook_05bs_folder_encoder_that_is_not_a_model_is_refused_whichever_notebooks_run(tmp_path, capsys):
+    folder = tmp_path / "not_a_model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"hidden_size": 8}')
+    assert dry(tmp_path, "--size", "tiny", "--notebooks", "01", "-p", f"embedder_encoders=['folder:{folder}']") == 2
+    err = capsys.readouterr().err
+    assert f"the folder '{folder}' is not a model folder: its config.json names no model_type" in err
+    assert err.count("\n") == 1 and not (tmp_path / "out").exists()

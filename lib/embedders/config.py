@@ -21,7 +21,8 @@ class EmbeddersParams(DeviceStageParams):
 
     embedder_encoders: list[str] = param(["student:0,2,5/1024", "control:0,2,5/1024"],
                                          "encoders scored beside all-MiniLM-L6-v2, each kind:argument of the "
-                                         "registry (lib.embedders.encoders); the first student also chooses the mix")
+                                         "registry (lib.embedders.encoders; folder:<path> scores a model folder of your "
+                                         "own); the first student also chooses the mix")
     embedder_val_topics: list[str] = param(["Biology and health sciences"], "vital-article topics held out for "
                                            "choices (validation titles and links)", choices=VITAL_TOPICS)
     embedder_test_topics: list[str] = param(["Geography", "Physical sciences"], "vital-article topics held out as the "

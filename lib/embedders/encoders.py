@@ -3,9 +3,10 @@
 An encoder is named by a spec `kind:argument` (notebook 05b's `embedder_encoders`), e.g. `student:0,2,5/1024` (layers
 0, 2 and 5 of all-MiniLM-L6-v2 with 1,024 of its 1,536 feed-forward neurons, trained on the transfer texts),
 `control:0,2,5` (the same layers untrained), `static-pca:256` (model2vec's PCA distillation) or `static-trained:256`
-(that table trained on the transfer texts). all-MiniLM-L6-v2 itself, the reference, is always scored. An entry builds
-the encoder's folder (a sentence-transformers or model2vec folder stage 2 loads as `model_dir`) from a `Recipe` and
-says how many transformer layers it runs. Adding a kind is one `register(EncoderKind(...))` here plus its test; the
+(that table trained on the transfer texts) or `folder:<path>` (a sentence-transformers or model2vec folder of your own,
+scored as it is). all-MiniLM-L6-v2 itself, the reference, is always scored. An entry builds the encoder's folder (a
+sentence-transformers or model2vec folder stage 2 loads as `model_dir`) from a `Recipe`, or names the folder it already
+is, and says how many transformer layers it runs. Adding a kind is one `register(EncoderKind(...))` here plus its test; the
 notebook, its tables and its figure read the registry.
 """
 from __future__ import annotations
@@ -21,10 +22,11 @@ import numpy as np
 
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
-from lib.common.paths import append_csv_rows, atomic_write_text
+from lib.common.paths import NOTEBOOKS, append_csv_rows, atomic_write_text
+from lib.common.runinfo import load_json
 from lib.distill import embedding as E
 from lib.distill.models import save_sentence_transformer
-from lib.embed.encoder import default_model_dir
+from lib.embed.encoder import EmbedError, check_model_dir, default_model_dir
 from lib.embed.static import distil
 from lib.embed.static_train import StaticTrainConfig, train_static
 
@@ -59,13 +61,15 @@ class Recipe:
 class EncoderKind:
     """One registry entry. build(argument, recipe, folder, work) writes the encoder into `folder` (work: a folder
     for its checkpoints and intermediate models); layers(argument): transformer layers it runs (0: static);
-    uses_recipe: whether the folder depends on the recipe (trained) or only on the argument."""
+    uses_recipe: whether the folder depends on the recipe (trained) or only on the argument; located(argument): the
+    folder of an encoder that is not built (build is then never called)."""
     name: str
     describe: str
     build: Callable[[str, Recipe, Path, Path], None]
     layers: Callable[[str], int]
     label: Callable[[str], str]
     uses_recipe: bool
+    located: Callable[[str], Path] | None = None
 
 
 ENCODERS: dict[str, EncoderKind] = {}
@@ -107,6 +111,8 @@ def parse(spec: str) -> Spec:
                          "as kind:argument", key="embedder_encoders")
     try:
         ENCODERS[kind].layers(argument)
+    except EmbedError as e:  # what the folder lacks says more than the kind's description
+        raise ParamError(f"embedder_encoders has {spec!r}: {e}", key="embedder_encoders") from None
     except (ValueError, IndexError):
         raise ParamError(f"embedder_encoders has {spec!r}: {ENCODERS[kind].describe}", key="embedder_encoders") from None
     return Spec(kind, argument)
@@ -114,7 +120,9 @@ def parse(spec: str) -> Spec:
 
 def build(spec: Spec, recipe: Recipe, root: Path) -> Path:
     """The encoder's folder root/models/<slug>, built unless it exists with the same settings (made.json); each build's
-    wall time and training steps are appended to root/builds.csv."""
+    wall time and training steps are appended to root/builds.csv. An encoder that is a folder already is that folder."""
+    if spec.entry.located is not None:
+        return spec.entry.located(spec.argument)
     folder = root / "models" / spec.slug
     made = {"spec": f"{spec.kind}:{spec.argument}", **(recipe.identity() if spec.entry.uses_recipe else {})}
     record = folder / "made.json"
@@ -225,6 +233,38 @@ register(EncoderKind("static-pca", "a static model is `static-pca:<PCA width, 0 
 register(EncoderKind("static-trained", "a trained static model is `static-trained:<PCA width of its start, 0 for "
                      "none>`, e.g. static-trained:0", _build_static_trained, lambda a: 0 * pca_width(a),
                      lambda a: _static_label("static trained", a), uses_recipe=True))
+
+
+# ------------------------------------------------------------------------------------------------- your own
+def located_folder(argument: str) -> Path:
+    """The folder `argument` names; a relative path is read from notebooks/, where the notebooks run (as model_dir)."""
+    return NOTEBOOKS / Path(argument).expanduser()
+
+
+def folder_layers(argument: str) -> int:
+    """Transformer layers of the model folder `argument` from its files, without loading it (0: a model2vec table);
+    EmbedError naming the folder and what it lacks when it is not a model folder."""
+    path = located_folder(argument)
+    check_model_dir(path, what="the folder")
+    configs = [load_json(c) for c in sorted(path.rglob("config.json"), key=lambda c: len(c.parts))]
+    if any(c.get("model_type") == "model2vec" for c in configs if isinstance(c, dict)):
+        return 0
+    layers = [c["num_hidden_layers"] for c in configs if isinstance(c, dict) and "num_hidden_layers" in c]
+    if not layers:
+        raise EmbedError(f"the folder {argument!r} is not a model folder this study can place: no config.json in it "
+                         "names num_hidden_layers; pass a sentence-transformers folder of a transformer encoder or a "
+                         "model2vec folder")
+    return int(layers[0])
+
+
+def _no_build(argument: str, recipe: Recipe, folder: Path, work: Path) -> None:
+    raise AssertionError("a folder encoder is located, never built")
+
+
+register(EncoderKind("folder", "your own encoder is `folder:<path of a sentence-transformers or model2vec folder>`, "
+                     "scored as it is (its titles are unseen only if its training data held none of them)",
+                     _no_build, folder_layers, lambda a: f"folder {Path(a).name}", uses_recipe=False,
+                     located=located_folder))
 
 
 def describe() -> list[dict]:
