@@ -92,7 +92,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.shapes[0] != REFERENCE_SHAPE:
         ap.error(f"--shapes must start with {REFERENCE_SHAPE}, the reference every ratio divides by")
-    device = get_device(args.device)
+    try:
+        device = get_device(args.device)
+    except RuntimeError as e:  # no GPU visible: one line, not a traceback
+        ap.error(str(e))
     files = Path(args.model_files) if args.model_files else default_model_dir()
     titles = sorted(wikispeedia_snapshot().links) * args.repeat_titles
     print(f"{len(titles)} titles | {device} | torch {torch.__version__} | threads {args.threads}"
