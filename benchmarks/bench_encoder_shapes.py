@@ -15,8 +15,9 @@ it runs where the 88 MB of weights cannot travel. `--check-weights` also times t
 beside its random copy: equal rates show that the copy stands for it. Titles: Wikispeedia's 4,604 article titles,
 `--repeat-titles` times over (a GPU encodes them in milliseconds). Shapes are `layers/ffn`: `6/1536` is
 all-MiniLM-L6-v2's and the reference of every ratio; `3/1024` is notebook 05b's FFN-1024 student.
-Rounds alternate the shapes so a noisy machine slows them alike; medians are reported, with peak memory (GPU:
-allocated by torch during one encode call; CPU: resident growth).
+Rounds alternate the shapes so a noisy machine slows them alike; medians are reported: titles/s of the whole call,
+titles/s of the model alone (the call less the time of tokenising the same titles, which can bound a GPU), and peak
+memory (GPU: allocated by torch during one encode call; CPU: resident growth).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -35,7 +37,7 @@ from transformers import BertConfig, BertModel, BertTokenizerFast
 from bench_embed import PeakRSS  # same folder: the peak-RSS sampler
 from lib.common.device import get_device
 from lib.crawl.wikispeedia import wikispeedia_snapshot
-from lib.embed.encoder import default_model_dir, load_model
+from lib.embed.encoder import default_model_dir, load_model, tokenize
 from lib.embedders.evaluate import titles_per_second
 
 REFERENCE_SHAPE = "6/1536"
@@ -61,17 +63,25 @@ def shape_folder(shape: str, files: Path, out: Path, seed: int) -> Path:
     return folder
 
 
-def timed(model, titles: list[str], device: torch.device, threads: int, batch: int) -> tuple[float, float]:
-    """(titles/s, peak MiB) of one encode call: GPU memory torch allocated, or resident growth on the CPU."""
+def timed(model, titles: list[str], device: torch.device, threads: int, batch: int) -> tuple[float, float, float]:
+    """(titles/s, titles/s of the model alone, peak MiB) of one encode call. The model's share is the call's time
+    less that of tokenising the same titles (lib.embed.encoder.tokenize, timed right after): on a GPU the tokenizer
+    and the host can bound the call, and this says how much of it the shape decides. Peak: GPU memory torch
+    allocated, or resident growth on the CPU."""
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
         rate = titles_per_second(model, titles, threads, batch)
-        return rate, (torch.cuda.max_memory_allocated() - base) / 2**20
-    with PeakRSS() as mem:
-        rate = titles_per_second(model, titles, threads, batch)
-    return rate, mem.mib
+        mib = (torch.cuda.max_memory_allocated() - base) / 2**20
+    else:
+        with PeakRSS() as mem:
+            rate = titles_per_second(model, titles, threads, batch)
+        mib = mem.mib
+    t0 = time.perf_counter()
+    tokenize(model, titles)
+    model_seconds = len(titles) / rate - (time.perf_counter() - t0)
+    return rate, len(titles) / max(model_seconds, 1e-9), mib
 
 
 def main() -> None:
@@ -111,26 +121,31 @@ def main() -> None:
             loaded = {name: load_model(f, device=args.device, precision=precision) for name, f in folders.items()}
             for batch in args.batch:
                 rates = {n: [] for n in loaded}
+                model_rates = {n: [] for n in loaded}
                 peaks = {n: 0.0 for n in loaded}
                 for name, m in loaded.items():  # warm-up: kernels chosen, allocator grown
                     titles_per_second(m, titles[:2048], args.threads, batch)
                 for r in range(args.reps):
                     for name, m in loaded.items():
-                        rate, mib = timed(m, titles, device, args.threads, batch)
+                        rate, model_rate, mib = timed(m, titles, device, args.threads, batch)
                         rates[name].append(rate)
+                        model_rates[name].append(model_rate)
                         peaks[name] = max(peaks[name], mib)
                     print(f"  {precision} batch {batch} round {r + 1}/{args.reps}: "
                           + ", ".join(f"{n} {v[-1]:.0f}/s" for n, v in rates.items()))
                 ref = statistics.median(rates[REFERENCE_SHAPE])
+                model_ref = statistics.median(model_rates[REFERENCE_SHAPE])
                 for name in loaded:
-                    med = statistics.median(rates[name])
+                    med, model_med = statistics.median(rates[name]), statistics.median(model_rates[name])
                     results["rows"].append({"encoder": name, "precision": precision, "batch": batch,
-                                            "titles_per_s": med, "ratio": med / ref, "peak_mib": peaks[name],
-                                            "rounds": rates[name]})
-    print(f"\n{'encoder':26s} {'precision':>9s} {'batch':>5s} {'titles/s':>10s} {'x 6/1536':>8s} {'peak MiB':>9s}")
+                                            "titles_per_s": med, "ratio": med / ref, "model_titles_per_s": model_med,
+                                            "model_ratio": model_med / model_ref, "peak_mib": peaks[name],
+                                            "rounds": rates[name], "model_rounds": model_rates[name]})
+    print(f"\n{'encoder':26s} {'precision':>9s} {'batch':>5s} {'titles/s':>10s} {'x 6/1536':>8s} "
+          f"{'model /s':>10s} {'x 6/1536':>8s} {'peak MiB':>9s}")
     for row in results["rows"]:
         print(f"{row['encoder']:26s} {row['precision']:>9s} {row['batch']:5d} {row['titles_per_s']:10.0f} "
-              f"{row['ratio']:8.2f} {row['peak_mib']:9.1f}")
+              f"{row['ratio']:8.2f} {row['model_titles_per_s']:10.0f} {row['model_ratio']:8.2f} {row['peak_mib']:9.1f}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
 
