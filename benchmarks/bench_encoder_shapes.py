@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer, models
 from transformers import BertConfig, BertModel, BertTokenizerFast
@@ -65,8 +66,9 @@ def shape_folder(shape: str, files: Path, out: Path, seed: int) -> Path:
 
 def timed(model, titles: list[str], device: torch.device, threads: int, batch: int) -> tuple[float, float, float]:
     """(titles/s, titles/s of the model alone, peak MiB) of one encode call. The model's share is the call's time
-    less that of tokenising the same titles (lib.embed.encoder.tokenize, timed right after): on a GPU the tokenizer
-    and the host can bound the call, and this says how much of it the shape decides. Peak: GPU memory torch
+    less that of tokenising the same titles (lib.embed.encoder.tokenize, timed right after), nan where that leaves
+    under a tenth of the call: on a GPU the tokenizer and the host can bound the call, and this says how much of it
+    the shape decides. Peak: GPU memory torch
     allocated, or resident growth on the CPU."""
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -80,8 +82,10 @@ def timed(model, titles: list[str], device: torch.device, threads: int, batch: i
         mib = mem.mib
     t0 = time.perf_counter()
     tokenize(model, titles)
-    model_seconds = len(titles) / rate - (time.perf_counter() - t0)
-    return rate, len(titles) / max(model_seconds, 1e-9), mib
+    call, tokenizing = len(titles) / rate, time.perf_counter() - t0
+    model_seconds = call - tokenizing
+    # under a tenth of the call, the difference is the tokenizer's own noise: no model rate to give
+    return rate, len(titles) / model_seconds if model_seconds > 0.1 * call else float("nan"), mib
 
 
 def main() -> None:
@@ -136,7 +140,8 @@ def main() -> None:
                 ref = statistics.median(rates[REFERENCE_SHAPE])
                 model_ref = statistics.median(model_rates[REFERENCE_SHAPE])
                 for name in loaded:
-                    med, model_med = statistics.median(rates[name]), statistics.median(model_rates[name])
+                    med = statistics.median(rates[name])
+                    model_med = float(np.median(model_rates[name]))  # nan when any round had no model rate
                     results["rows"].append({"encoder": name, "precision": precision, "batch": batch,
                                             "titles_per_s": med, "ratio": med / ref, "model_titles_per_s": model_med,
                                             "model_ratio": model_med / model_ref, "peak_mib": peaks[name],
