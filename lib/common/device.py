@@ -19,7 +19,6 @@ from pathlib import Path
 
 import torch
 
-from lib.common.compute import PRECISIONS  # noqa: F401  lib.embed.config reads it from here
 from lib.common.compute import THREAD_VARS, check_device_name, check_precision, default_threads
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}

@@ -32,8 +32,9 @@ from lib.common.device import DTYPES
 from lib.common.paths import atomic_write_bytes, move_aside
 from lib.common.runinfo import unreadable_reason
 from lib.common.training import TrainingLoop, build_optimizer, optimizer_step
-from lib.distill.losses import EMBEDDING_LOSSES as LOSSES
-from lib.distill.losses import DistillError, embedding_loss
+from lib.distill.loss_spec import EMBEDDING_LOSSES as LOSSES
+from lib.distill.loss_spec import DistillError
+from lib.distill.losses import embedding_loss
 from lib.distill.models import Encoder, assistant_path
 from lib.embed.encoder import encode, load_model, model_id_of
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from lib.common.config import DEVICE_WHY, RUN_DIR_WHY, THREADS_WHY, StageParams, param
-from lib.common.device import PRECISIONS
+from lib.common.compute import PRECISIONS
 
 
 @dataclass(frozen=True)
