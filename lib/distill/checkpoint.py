@@ -12,7 +12,7 @@ import pandas as pd
 from lib.common import published
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
-from lib.common.paths import atomic_write_text, resolve
+from lib.common.paths import atomic_write_text, read_rows, resolve
 from lib.common.runinfo import jsonable, load_json, refuse_other_settings
 from lib.distill.config import DistillParams, read_params_05
 
@@ -147,8 +147,10 @@ class GridCheckpoint:
         r = self.rows.get(name)
         if r is not None and self.folder is not None:
             for kind, into in (("losses", hist), ("curves", curves)):
-                if into is not None and self._csv(name, kind).is_file():
-                    into[name] = pd.read_csv(self._csv(name, kind))
+                kept = pd.DataFrame() if into is None else read_rows(self._csv(name, kind), f"{kind} of the run {name}",
+                                                                     "the figures leave them out")
+                if len(kept):
+                    into[name] = kept
         return r
 
     def put(self, row: dict, hist: dict, curves: dict | None = None) -> dict:
