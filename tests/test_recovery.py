@@ -229,6 +229,63 @@ def test_a_rows_file_without_a_column_its_reader_needs_is_moved_aside(tmp_path):
     assert read_rows(path, "finished rows", "again", columns=["row_id"]).empty  # no file: nothing to say
 
 
+def test_a_damaged_encoder_record_of_notebook_05b_is_moved_aside_and_the_encoder_built_again(tmp_path):
+    from lib.embedders import encoders as R
+
+    recipe = R.Recipe(texts=["a"], targets=np.zeros((1, 384), np.float32), sizes={"titles": 1},
+                      weights={"titles": 1.0}, steps=1, static_steps=1, batch_size=2, lr=1e-4, static_lr=1e-3, seed=0)
+    spec = R.parse("control:0")
+    folder = R.build(spec, recipe, tmp_path)
+    record = folder / "made.json"
+    made = record.read_bytes()
+    damaged = {made[:len(made) // 2]: r"not valid JSON: .+ at line \d+",
+               b"": r"not valid JSON: Expecting value at line 1",
+               b"\xff\xfe\x00 garbage": r"not UTF-8 text", b"[1, 2]": r"it holds a JSON list, not an object"}
+    for data, reason in damaged.items():
+        record.write_bytes(data)
+        with pytest.warns(RecoveryWarning, match=moved_aside(record, "encoder record", reason,
+                                                             "its folder is deleted and the encoder built again")):
+            assert R.build(spec, recipe, tmp_path) == folder
+        assert record.read_bytes() == made
+    assert len(pd.read_csv(tmp_path / "builds.csv")) == 1 + len(damaged)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        R.build(spec, recipe, tmp_path)  # a whole record: kept, nothing said
+    assert len(pd.read_csv(tmp_path / "builds.csv")) == 1 + len(damaged)
+
+
+def test_a_damaged_dataset_index_is_moved_aside_and_every_graph_built_again(tmp_path):
+    from lib.common.graphio import write_graph
+    from lib.embed.dataset import GraphDataset, build_dataset
+    from tests.test_dataset import _graph, _store_for
+
+    graphs = [_graph(k) for k in range(2)]
+    files = [tmp_path / "graphs" / f"g{k}.json" for k in range(2)]
+    for f, g in zip(files, graphs):
+        write_graph(f, g)
+    store = _store_for(graphs, tmp_path / "store")
+    first = build_dataset(files, store, tmp_path / "ds", progress=False)
+    index = tmp_path / "ds" / "index.json"
+    index.write_bytes(index.read_bytes()[:40])
+    with pytest.warns(RecoveryWarning, match=moved_aside(index, "dataset index", r"not valid JSON: .+",
+                                                         "every graph of the dataset is built again")):
+        assert build_dataset(files, store, tmp_path / "ds", progress=False) == first
+    assert index.with_name("index.json.corrupt").is_file() and GraphDataset(tmp_path / "ds").ids == ["g0", "g1"]
+
+
+def test_a_damaged_cache_of_title_mention_links_is_moved_aside_and_computed_again(tmp_path):
+    from lib.crawl.sources import embedded_snapshot
+
+    links = embedded_snapshot(tmp_path).links
+    (cached,) = tmp_path.glob("embedded_links_*.json")
+    cached.write_text("[]")
+    with pytest.warns(RecoveryWarning, match=moved_aside(cached, "cached title-mention links",
+                                                         "it holds a JSON list, not an object",
+                                                         "they are computed again")):
+        assert embedded_snapshot(tmp_path).links == links
+    assert cached.with_name(cached.name + ".corrupt").read_text() == "[]" and json.loads(cached.read_text()) == links
+
+
 def test_a_damaged_link_prediction_rows_file_is_moved_aside_and_its_pairs_scored_again(tmp_path, monkeypatch):
     from lib.distill import lp as lp_mod
 
