@@ -374,6 +374,23 @@ def test_a_damaged_loss_history_of_a_finished_distillation_run_is_moved_aside_an
     pd.testing.assert_frame_equal(curves["S1"], losses)
 
 
+def test_unreadable_lines_of_a_grids_finished_rows_are_moved_aside_and_its_readable_rows_kept(tmp_path):
+    from lib.distill.checkpoint import GridCheckpoint
+    from tests.test_distill import _grid_cfg
+
+    cfg = _grid_cfg()
+    ck = GridCheckpoint(tmp_path, cfg)
+    for name in ("S1", "S2"):
+        ck.put({"model": name, "seed": 0}, {})
+    path = tmp_path / "rows.jsonl"
+    first, second = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(first + b"\xff\xfe{garbage\n" + b'["model"]\n' + second)
+    with pytest.warns(RecoveryWarning, match=moved_aside(path, "finished-run rows", "2 of its 4 lines hold no row",
+                                                         "the runs of those lines are trained again")):
+        assert set(GridCheckpoint(tmp_path, cfg).rows) == {"S1", "S2"}
+    assert path.read_bytes() == first + second and path.with_name("rows.jsonl.corrupt").is_file()
+
+
 @pytest.mark.slow
 def test_a_damaged_probe_rows_file_of_notebook_05b_is_moved_aside_and_its_encoders_probed_again(tmp_path):
     from lib.embedders import encoders as R
