@@ -1,13 +1,17 @@
 """A damaged file never blocks a run for good: every reader of a file the project wrote names it, moves it aside and
 rebuilds or resumes; nothing is unpickled as code."""
+import json
 import pickle
+import re
 import sqlite3
 import warnings
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 
-from lib.common.paths import RecoveryWarning
+from lib.common.paths import RecoveryWarning, append_csv_rows, read_rows
 from lib.crawl.pages import Page
 from lib.crawl.sources import PageCache
 from lib.linkpred.checkpoint import CheckpointLost, data_fingerprint, epoch_checkpoints, load_checkpoint
@@ -188,3 +192,221 @@ def test_notebook_02_refuses_a_folder_that_is_not_a_model_naming_what_is_missing
     (tmp_path / "config.json").write_text('{"hidden_size": 384}')
     with pytest.raises(EmbedError, match=r"its config.json names no model_type"):
         load_model(tmp_path)
+
+
+DAMAGED_CSV = {  # what a rows file can hold after a full disk, a bad copy or an edit, and the reason the warning gives
+    "a cut quote": (b'encoder,seed,auc\ncontrol,0,0.5\n"cont', r"not a CSV table: EOF inside string starting at row 2"),
+    "nothing": (b"", r"it is empty"),
+    "binary garbage": (b"\x89PNG\r\n\x1a\n\x00\xff\xfe" * 8, r"not UTF-8 text"),
+}
+
+
+def moved_aside(path, what: str, reason: str, consequence: str) -> str:
+    """The RecoveryWarning text of move_aside for `path`, as a pattern."""
+    return (rf"{what} {re.escape(str(path))} could not be read \({reason}\); moved aside to "
+            rf"{re.escape(path.name)}\.corrupt, {consequence}")
+
+
+@pytest.mark.parametrize("damage", DAMAGED_CSV)
+def test_appending_to_a_damaged_rows_file_moves_it_aside_and_keeps_the_new_rows(tmp_path, damage):
+    data, reason = DAMAGED_CSV[damage]
+    path = tmp_path / "rows.csv"
+    path.write_bytes(data)
+    with pytest.warns(RecoveryWarning, match=moved_aside(path, "rows file", reason,
+                                                         "a new one is started with the rows added now")):
+        append_csv_rows(path, [{"encoder": "control", "seed": 1, "auc": 0.6}])
+    assert path.with_name("rows.csv.corrupt").read_bytes() == data
+    append_csv_rows(path, [{"encoder": "control", "seed": 2, "auc": 0.7}])
+    assert pd.read_csv(path).values.tolist() == [["control", 1, 0.6], ["control", 2, 0.7]]
+
+
+def test_a_rows_file_without_a_column_its_reader_needs_is_moved_aside(tmp_path):
+    path = tmp_path / "rows.csv"
+    path.write_text("garbagegarbage\n")  # pandas reads it: one column, no rows
+    with pytest.warns(RecoveryWarning, match=moved_aside(path, "finished rows", "it has no row_id column", "again")):
+        rows = read_rows(path, "finished rows", "again", columns=["row_id"])
+    assert rows.empty and list(rows.columns) == ["row_id"] and not path.exists()
+    assert read_rows(path, "finished rows", "again", columns=["row_id"]).empty  # no file: nothing to say
+
+
+def test_a_damaged_encoder_record_of_notebook_05b_is_moved_aside_and_the_encoder_built_again(tmp_path):
+    from lib.embedders import encoders as R
+
+    recipe = R.Recipe(texts=["a"], targets=np.zeros((1, 384), np.float32), sizes={"titles": 1},
+                      weights={"titles": 1.0}, steps=1, static_steps=1, batch_size=2, lr=1e-4, static_lr=1e-3, seed=0)
+    spec = R.parse("control:0")
+    folder = R.build(spec, recipe, tmp_path)
+    record = folder / "made.json"
+    made = record.read_bytes()
+    damaged = {made[:len(made) // 2]: r"not valid JSON: .+ at line \d+",
+               b"": r"not valid JSON: Expecting value at line 1",
+               b"\xff\xfe\x00 garbage": r"not UTF-8 text", b"[1, 2]": r"it holds a JSON list, not an object"}
+    for data, reason in damaged.items():
+        record.write_bytes(data)
+        with pytest.warns(RecoveryWarning, match=moved_aside(record, "encoder record", reason,
+                                                             "its folder is deleted and the encoder built again")):
+            assert R.build(spec, recipe, tmp_path) == folder
+        assert record.read_bytes() == made
+    assert len(pd.read_csv(tmp_path / "builds.csv")) == 1 + len(damaged)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        R.build(spec, recipe, tmp_path)  # a whole record: kept, nothing said
+    assert len(pd.read_csv(tmp_path / "builds.csv")) == 1 + len(damaged)
+
+
+def test_a_damaged_dataset_index_is_moved_aside_and_every_graph_built_again(tmp_path):
+    from lib.common.graphio import write_graph
+    from lib.embed.dataset import GraphDataset, build_dataset
+    from tests.test_dataset import _graph, _store_for
+
+    graphs = [_graph(k) for k in range(2)]
+    files = [tmp_path / "graphs" / f"g{k}.json" for k in range(2)]
+    for f, g in zip(files, graphs):
+        write_graph(f, g)
+    store = _store_for(graphs, tmp_path / "store")
+    first = build_dataset(files, store, tmp_path / "ds", progress=False)
+    index = tmp_path / "ds" / "index.json"
+    index.write_bytes(index.read_bytes()[:40])
+    with pytest.warns(RecoveryWarning, match=moved_aside(index, "dataset index", r"not valid JSON: .+",
+                                                         "every graph of the dataset is built again")):
+        assert build_dataset(files, store, tmp_path / "ds", progress=False) == first
+    assert index.with_name("index.json.corrupt").is_file() and GraphDataset(tmp_path / "ds").ids == ["g0", "g1"]
+
+
+def test_a_damaged_cache_of_title_mention_links_is_moved_aside_and_computed_again(tmp_path):
+    from lib.crawl.sources import embedded_snapshot
+
+    links = embedded_snapshot(tmp_path).links
+    (cached,) = tmp_path.glob("embedded_links_*.json")
+    cached.write_text("[]")
+    with pytest.warns(RecoveryWarning, match=moved_aside(cached, "cached title-mention links",
+                                                         "it holds a JSON list, not an object",
+                                                         "they are computed again")):
+        assert embedded_snapshot(tmp_path).links == links
+    assert cached.with_name(cached.name + ".corrupt").read_text() == "[]" and json.loads(cached.read_text()) == links
+
+
+def test_a_damaged_link_prediction_rows_file_is_moved_aside_and_its_pairs_scored_again(tmp_path, monkeypatch):
+    from lib.distill import lp as lp_mod
+
+    scored = []
+
+    def score(files, titles, model, key, out, split_file, params, progress, rows_file):  # stage 3 is not under test
+        scored.append(key["seed"])
+        new = [{**key, "model": m, "protocol": p, "auc": 0.5 + key["seed"] / 10} for m in lp_mod.LP_MODELS
+               for p in params.protocols]
+        append_csv_rows(rows_file, new, replace=key)
+        return new
+
+    monkeypatch.setattr(lp_mod, "_score", score)
+    rows_file = tmp_path / "lp_rows.csv"
+
+    def run() -> pd.DataFrame:
+        return lp_mod.graph_link_prediction([], [("reference", 0, None), ("reference", 1, None)], tmp_path / "lp",
+                                            lambda s: lp_mod.lp_params(s, 1, ("leak_free",), 1, 0.1),
+                                            rows_file=rows_file, key={"source": "wikispeedia"})
+
+    first = run()
+    assert scored == [0, 1] and len(run()) == 4 and scored == [0, 1]  # the second run resumes every pair
+    data = rows_file.read_bytes()[:-40] + b',"cut'
+    rows_file.write_bytes(data)
+    with pytest.warns(RecoveryWarning, match=moved_aside(rows_file, "link-prediction rows", r"not a CSV table: .+",
+                                                         r"their \(embedder, seed\) pairs are scored again")):
+        again = run()
+    assert scored == [0, 1, 0, 1] and rows_file.with_name("lp_rows.csv.corrupt").read_bytes() == data
+    pd.testing.assert_frame_equal(again, first)
+    pd.testing.assert_frame_equal(read_rows(rows_file, "rows", "-"), first)
+
+
+def test_a_damaged_rows_file_of_notebook_06_is_moved_aside_and_its_students_trained_again(tmp_path, monkeypatch):
+    from lib.kd import stage as kd_stage
+    from tests.test_kd_stage import TEXTS, _cfg, _teacher, fake_tagger
+
+    enc = _teacher(tmp_path, monkeypatch)
+    rng = np.random.default_rng(0)
+    data = {"polarity": {s: pd.DataFrame({"text": [TEXTS[i] for i in rng.permutation(8)] + TEXTS[:2],
+                                          "label": [0, 1] * 5}) for s in ("train", "val", "test")}}
+    rows, _ = kd_stage.run_students(_cfg(), enc, data, tmp_path / "kd", TEXTS[:6], progress=False, tagger=fake_tagger)
+    path = tmp_path / "kd" / "rows.csv"
+    path.write_bytes(b"\xff\xfe" + path.read_bytes()[2:])
+    with pytest.warns(RecoveryWarning, match=moved_aside(path, "finished student rows", "not UTF-8 text",
+                                                         "their students are trained again")):
+        again, _ = kd_stage.run_students(_cfg(), enc, data, tmp_path / "kd", TEXTS[:6], progress=False,
+                                         tagger=fake_tagger)
+    assert path.with_name("rows.csv.corrupt").is_file()
+    pd.testing.assert_frame_equal(again.drop(columns="train_s"), rows.drop(columns="train_s"))
+    pd.testing.assert_frame_equal(pd.read_csv(path).drop(columns="train_s"), rows.drop(columns="train_s"))
+
+
+def test_notebook_03b_moves_a_damaged_stage_3_rows_file_aside_and_names_notebook_03(tmp_path):
+    from lib.common.params import ParamError
+    from lib.linkpred.beyond_stage import load_stage3
+    from lib.linkpred.config import BeyondParams
+
+    (tmp_path / "metrics.json").write_text(json.dumps({"train_gat": {}}))
+    path = tmp_path / "train_gat_rows.csv"
+    path.write_bytes(b"")
+    with pytest.warns(RecoveryWarning, match=moved_aside(path, "notebook 03's rows", "it is empty",
+                                                         "run notebook 03 on this run_dir again to write them")), \
+            pytest.raises(ParamError, match=r"run notebook 03 \(train_gat\) on this run_dir first"):
+        load_stage3(BeyondParams(run_dir=str(tmp_path)))
+    assert path.with_name("train_gat_rows.csv.corrupt").is_file()
+
+
+def test_a_damaged_loss_history_of_a_finished_distillation_run_is_moved_aside_and_left_out(tmp_path):
+    from lib.distill.checkpoint import GridCheckpoint
+    from tests.test_distill import _grid_cfg
+
+    cfg = _grid_cfg()
+    losses = pd.DataFrame({"step": [0, 1], "loss": [2.0, 1.5]})
+    GridCheckpoint(tmp_path, cfg).put({"model": "S1", "seed": 0}, {"S1": losses}, {"S1": losses})
+    hist, curves = {}, {}
+    assert GridCheckpoint(tmp_path, cfg).get("S1", hist, curves) == {"model": "S1", "seed": 0}
+    pd.testing.assert_frame_equal(hist["S1"], losses)
+    path = tmp_path / "losses" / "S1.csv"
+    path.write_bytes(b"step,loss\n0,2.0\n1,1.5,7\n")
+    hist, curves = {}, {}
+    with pytest.warns(RecoveryWarning, match=moved_aside(path, "losses of the run S1",
+                                                         r"not a CSV table: Expected 2 fields in line 3, saw 3",
+                                                         "the figures leave them out")):
+        assert GridCheckpoint(tmp_path, cfg).get("S1", hist, curves) == {"model": "S1", "seed": 0}
+    assert "S1" not in hist and path.with_name("S1.csv.corrupt").is_file()
+    pd.testing.assert_frame_equal(curves["S1"], losses)
+
+
+def test_unreadable_lines_of_a_grids_finished_rows_are_moved_aside_and_its_readable_rows_kept(tmp_path):
+    from lib.distill.checkpoint import GridCheckpoint
+    from tests.test_distill import _grid_cfg
+
+    cfg = _grid_cfg()
+    ck = GridCheckpoint(tmp_path, cfg)
+    for name in ("S1", "S2"):
+        ck.put({"model": name, "seed": 0}, {})
+    path = tmp_path / "rows.jsonl"
+    first, second = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(first + b"\xff\xfe{garbage\n" + b'["model"]\n' + second)
+    with pytest.warns(RecoveryWarning, match=moved_aside(path, "finished-run rows", "2 of its 4 lines hold no row",
+                                                         "the runs of those lines are trained again")):
+        assert set(GridCheckpoint(tmp_path, cfg).rows) == {"S1", "S2"}
+    assert path.read_bytes() == first + second and path.with_name("rows.jsonl.corrupt").is_file()
+
+
+@pytest.mark.slow
+def test_a_damaged_probe_rows_file_of_notebook_05b_is_moved_aside_and_its_encoders_probed_again(tmp_path):
+    from lib.embedders import encoders as R
+    from lib.embedders import stage as S
+    from lib.embedders.config import EmbeddersParams
+
+    recipe = R.Recipe(texts=["a"], targets=np.zeros((1, 384), np.float32), sizes={"titles": 1},
+                      weights={"titles": 1.0}, steps=1, static_steps=1, batch_size=2, lr=1e-4, static_lr=1e-3, seed=0)
+    encoders = {"control 0": {"folder": R.build(R.parse("control:0"), recipe, tmp_path), "layers": 1,
+                              "kind": "control"}}
+    path = tmp_path / "embedders" / "probe_rows.csv"
+    path.parent.mkdir()
+    path.write_bytes(b'encoder,model_id,texts\ncontrol 0,"bert-L1')
+    with pytest.warns(RecoveryWarning, match=moved_aside(path, "probe rows", "not a CSV table: EOF inside string.*",
+                                                         "its encoders are probed again")):
+        rows = S.probes(EmbeddersParams(embedder_probe_texts=50), encoders, tmp_path)
+    assert rows.encoder.tolist() == ["control 0"] and rows.fid_cosine.notna().all()
+    assert path.with_name("probe_rows.csv.corrupt").is_file()
+    pd.testing.assert_frame_equal(pd.read_csv(path), rows)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from lib.embed.encoder import EmbedError, default_model_dir, encode, load_model
+from lib.common.paths import RecoveryWarning
 from lib.common.tensorfiles import read_checkpoint
 from lib.distill.embedding import mixture_plan
 from lib.embed.static import StaticEncoder, StaticModelError, bags, distil, is_static_folder, pool
@@ -172,6 +173,20 @@ def test_a_killed_run_resumes_to_the_uninterrupted_tables(static8, tmp_path):
     assert not np.array_equal(a.weights, StaticEncoder(static8).weights)  # train_weights trains them
     with pytest.raises(ValueError, match="other settings .cfg.weight_decay."):  # refused, naming the key
         _train(static8, tmp_path / "other", checkpoint=tmp_path / "ck.pt", train_weights=True, weight_decay=0.1)
+
+
+def test_a_damaged_record_of_the_initial_model_is_moved_aside_and_the_trained_one_names_its_folder(static8, tmp_path):
+    init = tmp_path / "pca8_copy"
+    shutil.copytree(static8, init)
+    (init / "static.json").write_text('{"source": "tiny", "pca_di')
+    with pytest.warns(RecoveryWarning, match=r"static model record .*pca8_copy/static\.json could not be read \(not "
+                                             r"valid JSON: Unterminated string .*\); moved aside to "
+                                             r"static\.json\.corrupt, the trained model records only the initial "
+                                             r"model's folder name"):
+        _train(init, tmp_path / "trained", steps=6)
+    made = json.loads((tmp_path / "trained" / "static.json").read_text())
+    assert made["source"] == "pca8_copy" and made["trained"]["steps"] == 6 and made["dim"] == 12
+    assert (init / "static.json.corrupt").is_file() and not (init / "static.json").exists()
 
 
 def test_training_refuses_an_impossible_setting(static8, tmp_path):

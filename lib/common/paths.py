@@ -115,13 +115,39 @@ def rows_with(df, key: dict):
     return df[(df[list(key)].astype(str) == [str(v) for v in key.values()]).all(axis=1)]
 
 
+def read_rows(path: str | os.PathLike, what: str, consequence: str, columns: list[str] | None = None) -> pd.DataFrame:
+    """The rows of a CSV the project wrote and reads back to resume; an empty frame (with `columns`) when there is no
+    file, or when pandas cannot parse it or it lacks one of `columns` (cut short, overwritten, edited): such a file is
+    moved aside to `<name>.corrupt` with a RecoveryWarning naming it, `what` it is and the `consequence`, so its rows
+    are computed again instead of failing on it at every run. Where several processes share the file, call it under
+    locked(path)."""
+    path = Path(path)
+    empty = pd.DataFrame(columns=columns)
+    if not path.is_file():
+        return empty
+    try:
+        rows = pd.read_csv(path)
+        missing = [c for c in columns or () if c not in rows.columns]
+        if not missing:
+            return rows
+        reason = f"it has no {', '.join(missing)} column"
+    except pd.errors.EmptyDataError:
+        reason = "it is empty"
+    except UnicodeDecodeError:
+        reason = "not UTF-8 text"
+    except pd.errors.ParserError as e:
+        reason = "not a CSV table: " + str(e).strip().splitlines()[0].split("C error: ")[-1]
+    move_aside(path, what, reason, consequence)
+    return empty
+
+
 def append_csv_rows(path: str | os.PathLike, rows: list[dict], replace: dict | None = None) -> Path:
     """Add `rows` to the CSV `path` atomically under `locked(path)`, reading it again first, so several processes
     appending to one results file keep each other's rows. replace: drop the rows `rows_with` this key first (an
     incomplete set a killed process left)."""
     path = Path(path)
     with locked(path):
-        old = pd.read_csv(path) if path.is_file() else pd.DataFrame()
+        old = read_rows(path, "rows file", "a new one is started with the rows added now")
         if replace:
             old = old.drop(rows_with(old, replace).index)
         return atomic_write_text(path, pd.concat([old, pd.DataFrame(rows)], ignore_index=True).to_csv(index=False))

@@ -10,7 +10,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from lib.common.paths import ROOT, atomic_write_text
+from lib.common.paths import ROOT, atomic_write_text, move_aside
 
 PACKAGES = (
     "torch", "torch-geometric", "sentence-transformers", "transformers", "wikipedia-api", "networkx", "pyvis",
@@ -91,6 +91,27 @@ def read_json(path: str | Path) -> dict:
     """The JSON object in `path` (a run folder's metrics.json, status.json, ...); {} when there is no such file."""
     path = Path(path)
     return load_json(path) if path.is_file() else {}
+
+
+def read_record(path: str | Path, what: str, consequence: str) -> dict | None:
+    """The JSON object in `path`, a record the project wrote and reads back to decide whether to rebuild or resume;
+    None when there is no file, or when it holds no JSON object (cut short, overwritten, edited): such a file is moved
+    aside to `<name>.corrupt` with a RecoveryWarning naming it, `what` it is and the `consequence`, so the caller
+    rebuilds instead of failing on it at every run."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(record, dict):
+            return record
+        reason = f"it holds a JSON {type(record).__name__}, not an object"
+    except UnicodeDecodeError:
+        reason = "not UTF-8 text"
+    except json.JSONDecodeError as e:
+        reason = f"not valid JSON: {e.msg} at line {e.lineno}"
+    move_aside(path, what, reason, consequence)
+    return None
 
 
 def update_metrics(run_dir: str | Path, stage: str, values: dict) -> Path:

@@ -19,7 +19,7 @@ from lib.common.graphio import read_graph
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
 from lib.common.paths import CACHE, WriteError, atomic_write_text, move_aside, os_error_line, package_file
-from lib.common.runinfo import load_json
+from lib.common.runinfo import read_record
 from lib.crawl.live import LiveSource
 from lib.crawl.pages import (
     DISAMBIGUATION,
@@ -174,9 +174,8 @@ def embedded_snapshot(cache_dir: str | Path | None = CACHE) -> Snapshot:
     topics = {t: v.get("topic") for t, v in data.items() if v.get("topic")}
     digest = hashlib.sha256(raw).hexdigest()[:16]
     cached = Path(cache_dir) / f"embedded_links_{digest}_v1.json" if cache_dir else None
-    if cached is not None and cached.is_file():
-        links = load_json(cached)
-    else:
+    links = read_record(cached, "cached title-mention links", "they are computed again") if cached else None
+    if links is None:
         links = title_mention_links(extracts)
         if cached is not None:
             atomic_write_text(cached, json.dumps(links, ensure_ascii=False))

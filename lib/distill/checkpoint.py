@@ -12,7 +12,7 @@ import pandas as pd
 from lib.common import published
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
-from lib.common.paths import atomic_write_text, resolve
+from lib.common.paths import atomic_write_text, move_aside, read_rows, resolve
 from lib.common.runinfo import jsonable, load_json, refuse_other_settings
 from lib.distill.config import DistillParams, read_params_05
 
@@ -147,8 +147,10 @@ class GridCheckpoint:
         r = self.rows.get(name)
         if r is not None and self.folder is not None:
             for kind, into in (("losses", hist), ("curves", curves)):
-                if into is not None and self._csv(name, kind).is_file():
-                    into[name] = pd.read_csv(self._csv(name, kind))
+                kept = pd.DataFrame() if into is None else read_rows(self._csv(name, kind), f"{kind} of the run {name}",
+                                                                     "the figures leave them out")
+                if len(kept):
+                    into[name] = kept
         return r
 
     def put(self, row: dict, hist: dict, curves: dict | None = None) -> dict:
@@ -180,8 +182,10 @@ def _by_model(rows: list[dict]) -> dict[str, dict]:
 
 def _read_rows(path: Path) -> list[dict]:
     """The rows of rows.jsonl; a last line torn by a kill (no newline yet) is cut off the file, so that run is done
-    again and the next row starts on a line of its own. Read under the file's lock, so a line another process is
-    writing at that moment is not taken for a torn one."""
+    again and the next row starts on a line of its own. A file with other lines that hold no row (overwritten,
+    edited) is moved aside and written again with the rows it holds, so only the runs of the lost lines are done
+    again. Read under the file's lock, so a line another process is writing at that moment is not taken for a torn
+    one."""
 
     if not path.is_file():
         return []
@@ -191,7 +195,22 @@ def _read_rows(path: Path) -> list[dict]:
         if data and not data.endswith(b"\n"):
             data = data[:data.rfind(b"\n") + 1]
             f.truncate(len(data))
-    return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+        lines = [line for line in data.splitlines() if line.strip()]
+        rows = [row for row in map(_row, lines) if row is not None]
+        if len(rows) < len(lines):
+            move_aside(path, "finished-run rows", f"{len(lines) - len(rows)} of its {len(lines)} lines hold no row",
+                       "the runs of those lines are trained again")
+            atomic_write_text(path, "".join(json.dumps(row, default=float) + "\n" for row in rows))
+    return rows
+
+
+def _row(line: bytes) -> dict | None:
+    """One line of rows.jsonl as its row; None when it holds none."""
+    try:
+        row = json.loads(line)
+    except ValueError:  # not JSON, or not UTF-8
+        return None
+    return row if isinstance(row, dict) and "model" in row else None
 
 
 def checkpoint_rows(folder: str | Path) -> pd.DataFrame:

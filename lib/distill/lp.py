@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from lib.common.graphio import read_graph
-from lib.common.paths import append_csv_rows, locked, rows_with
+from lib.common.paths import append_csv_rows, locked, read_rows, rows_with
 from lib.crawl import campaign as crawl
 from lib.distill.losses import DistillError
 from lib.embed import dataset
@@ -87,7 +87,7 @@ def graph_link_prediction(files: list[Path], embedders: list[tuple[str, int, Pat
         # one process at a time per dataset folder; the rows are read under the lock, so a pair another process
         # scored meanwhile is taken from the rows file, not trained twice
         with locked(out):
-            done = pd.read_csv(rows_file) if rows_file and rows_file.is_file() else pd.DataFrame()
+            done = _done_rows(rows_file)
             old = rows_with(done, pair)
             # a pair counts as done only with a row for each model and protocol (a killed copy may leave fewer)
             if len(old) and {(m, p) for m in LP_MODELS for p in params.protocols} <= set(zip(old["model"],
@@ -96,6 +96,15 @@ def graph_link_prediction(files: list[Path], embedders: list[tuple[str, int, Pat
                 continue
             rows += _score(files, titles, model, pair, out, split_file, params, progress, rows_file)
     return pd.DataFrame(rows)
+
+
+def _done_rows(rows_file: Path | None) -> pd.DataFrame:
+    """The finished rows kept in `rows_file`, read under its lock (a damaged file is moved aside, its pairs scored
+    again)."""
+    if rows_file is None:
+        return pd.DataFrame()
+    with locked(rows_file):
+        return read_rows(rows_file, "link-prediction rows", "their (embedder, seed) pairs are scored again")
 
 
 def lp_params(seed: int, epochs: int, protocols: tuple, n_test_graphs: int, val_fraction: float) -> GatParams:

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from lib.common.graphio import read_graph, sha256_bytes, sha256_file
 from lib.common.paths import atomic_write_bytes, atomic_write_text, move_aside
-from lib.common.runinfo import UNREADABLE, load_json, unreadable_reason
+from lib.common.runinfo import UNREADABLE, load_json, read_record, unreadable_reason
 from lib.embed.store import EmbeddingStore, embed_titles, open_store
 
 DATASET_FORMAT = 1
@@ -90,10 +90,9 @@ def build_dataset(graph_files: Iterable[str | os.PathLike], store: EmbeddingStor
     gdir.mkdir(parents=True, exist_ok=True)
     old = {}
     index_path = out_dir / "index.json"
-    if index_path.is_file():
-        prev = load_json(index_path)
-        if prev.get("model_id") == store.model_id and prev.get("precision") == precision:
-            old = {e["graph_id"]: e for e in prev.get("graphs", [])}
+    prev = read_record(index_path, "dataset index", "every graph of the dataset is built again") or {}
+    if prev.get("model_id") == store.model_id and prev.get("precision") == precision:
+        old = {e["graph_id"]: e for e in prev.get("graphs", [])}
     entries = []
     for f in tqdm(files, desc="dataset", unit="graph", disable=not progress):
         src_sha = sha256_file(f)

@@ -27,6 +27,7 @@ import pandas as pd
 import torch
 import torch.nn as nn
 
+from lib.common.runinfo import read_record
 from lib.common.training import TrainingLoop, build_optimizer, optimizer_step
 from lib.distill.losses import embedding_loss
 from lib.embed.static import STATIC_CONFIG, StaticEncoder, StaticModelError, bags, pool
@@ -159,8 +160,8 @@ def _save(init: StaticEncoder, out_dir: Path, student: _Student, used_rows: np.n
         weights = np.ones(len(model.tokens), np.float32) if init.weights is None else init.weights.copy()
         weights[used_tokens] = student.weights.numpy()
         model.weights = weights
-    record = json.loads((init.path / STATIC_CONFIG).read_text(encoding="utf-8")) \
-        if (init.path / STATIC_CONFIG).is_file() else {"source": init.path.name}
+    record = read_record(init.path / STATIC_CONFIG, "static model record",
+                         "the trained model records only the initial model's folder name") or {"source": init.path.name}
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     model.save_pretrained(tmp)

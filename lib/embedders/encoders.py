@@ -23,7 +23,7 @@ import numpy as np
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
 from lib.common.paths import NOTEBOOKS, append_csv_rows, atomic_write_text
-from lib.common.runinfo import load_json
+from lib.common.runinfo import load_json, read_record
 from lib.distill import embedding as E
 from lib.distill.models import save_sentence_transformer
 from lib.embed.encoder import EmbedError, check_model_dir, default_model_dir
@@ -126,7 +126,8 @@ def build(spec: Spec, recipe: Recipe, root: Path) -> Path:
     folder = root / "models" / spec.slug
     made = {"spec": f"{spec.kind}:{spec.argument}", **(recipe.identity() if spec.entry.uses_recipe else {})}
     record = folder / "made.json"
-    if record.is_file() and json.loads(record.read_text()) == json.loads(json.dumps(made)):
+    kept = read_record(record, "encoder record", "its folder is deleted and the encoder built again")
+    if kept == json.loads(json.dumps(made)):
         return folder
     if folder.exists():
         shutil.rmtree(folder)

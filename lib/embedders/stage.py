@@ -11,7 +11,7 @@ from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
 import numpy as np
 import pandas as pd
 
-from lib.common.paths import CACHE, append_csv_rows, atomic_write_text, rows_with
+from lib.common.paths import CACHE, append_csv_rows, atomic_write_text, read_rows, rows_with
 from lib.crawl.campaign import draw_offline_roots, ok_graph_files, run_campaign
 from lib.crawl.sources import SnapshotSource
 from lib.distill import embedding as E
@@ -145,7 +145,7 @@ def probes(cfg: EmbeddersParams, encoders: dict[str, dict], run_path: Path) -> p
     teacher = load_encoder(ensure_teacher())
     temb = {f"fid_{s}": encode_texts(teacher, data["fidelity"][s], V.PROBE_TOKENS) for s in ("val", "test")}
     rows_file = folder(run_path) / "probe_rows.csv"
-    done = pd.read_csv(rows_file) if rows_file.is_file() else pd.DataFrame(columns=["model_id"])
+    done = read_rows(rows_file, "probe rows", "its encoders are probed again", columns=["model_id"])
     rows = []
     for label, e in encoders.items():
         key = {"encoder": label, "model_id": model_identity(e["folder"] or default_model_dir()), "texts": n}

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from lib.common import published
 from lib.common.hashing import config_digest, text_key
-from lib.common.paths import atomic_write_bytes, atomic_write_text, move_aside
+from lib.common.paths import atomic_write_bytes, atomic_write_text, move_aside, read_rows
 from lib.common.runinfo import load_json, refuse_other_settings, unreadable_reason
 from lib.common.tensorfiles import read_checkpoint
 from lib.distill.data import load_vital_articles, split_ids, split_sentences
@@ -225,7 +225,7 @@ def run_students(cfg: KdParams, teacher: Encoder, data: dict, folder: str | Path
     folder = Path(folder)
     rows_path, reps_dir = folder / "rows.csv", folder / "reps"
     check_resume(folder, cfg, probe_texts)
-    done = pd.read_csv(rows_path) if rows_path.is_file() else pd.DataFrame(columns=["row_id"])
+    done = read_rows(rows_path, "finished student rows", "their students are trained again", columns=["row_id"])
     rows = done.to_dict("records")
     info = {"teacher": [], "teacher_passes": 0, "transfer": {}, "augmented": {}}
     t0 = time.perf_counter()

@@ -10,7 +10,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from lib.common.params import require
-from lib.common.paths import resolve
+from lib.common.paths import read_rows, resolve
 from lib.common.runinfo import load_json, read_json
 from lib.embed.dataset import GraphDataset, load_split
 from lib.linkpred import beyond as B
@@ -31,11 +31,12 @@ def load_stage3(cfg: BeyondParams) -> dict:
     A run_dir without notebook 03, or protocols / seeds it did not run, stop here naming the fix."""
     run_path = resolve(cfg.run_dir)
     metrics = read_json(run_path / "metrics.json")
-    require("train_gat" in metrics and (run_path / "train_gat_rows.csv").is_file(), "run_dir", cfg.run_dir,
+    rows = read_rows(run_path / "train_gat_rows.csv", "notebook 03's rows",
+                     "run notebook 03 on this run_dir again to write them", columns=["protocol", "seed"])
+    require("train_gat" in metrics and not rows.empty, "run_dir", cfg.run_dir,
             "run notebook 03 (train_gat) on this run_dir first")
     p03_file = run_path / "params_03_train_gat.json"
     p03 = GatParams.from_values(load_json(p03_file)["params"] if p03_file.is_file() else {})
-    rows = pd.read_csv(run_path / "train_gat_rows.csv")
     missing = sorted(set(cfg.beyond_protocols) - set(rows["protocol"]))
     require(not missing, "beyond_protocols", cfg.beyond_protocols,
             f"notebook 03 did not run {missing}; add them to its protocols")
