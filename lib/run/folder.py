@@ -14,8 +14,8 @@ import nbformat
 import psutil
 
 from lib.common.compute import THREAD_VARS, default_threads
-from lib.common.paths import move_aside, os_error_line
-from lib.common.runinfo import read_json, refuse_other_settings
+from lib.common.paths import RecoveryWarning, os_error_line
+from lib.common.runinfo import read_json, read_record, refuse_other_settings
 
 PEAK_RSS_MEASURES = ("largest VmHWM (the peak resident set size Linux keeps per process) among the runner's child "
                      "processes, i.e. the Jupyter kernel and what it starts, read from /proc every 0.25 s; growth in "
@@ -162,20 +162,21 @@ class RunFolderBusy(RunFolderError):
     """Another runner holds the run folder's lock."""
 
 
-def read_record(path: Path, move: bool = False) -> tuple[dict, str | None]:
+def read_run_record(path: Path, move: bool = False) -> tuple[dict, str | None]:
     """(the run record at `path` (status.json, params.json), what was done to it): {} when absent. A damaged record
     counts as absent, so its notebooks run again and resume from their checkpoints; with move=True (under the run's
-    lock) it is moved aside to `<name>.corrupt` and the second item says so."""
-    try:
-        return read_json(path), None
-    except ValueError:
-        if not move:
+    lock) it goes through lib.common.runinfo.read_record, which moves it aside to `<name>.corrupt`, and the second
+    item is that warning's line, for the runner to print."""
+    if not move:
+        try:
+            record = read_json(path)
+        except ValueError:
             return {}, None
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the runner prints the line below instead
-            aside = move_aside(path, "run record", "not valid JSON", "")
-        return {}, f"run record {path} could not be read (not valid JSON); moved aside to {aside.name}, its " \
-                   f"notebooks run again and resume from their checkpoints"
+        return (record if isinstance(record, dict) else {}), None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RecoveryWarning)
+        record = read_record(path, "run record", "its notebooks run again and resume from their checkpoints")
+    return record or {}, next((str(w.message) for w in caught if w.category is RecoveryWarning), None)
 
 
 def comparable_params(params: dict, defaults: dict | None = None) -> dict:
@@ -215,7 +216,7 @@ def refuse_other_params(run_dir: Path, merged: dict, defaults: dict | None = Non
     """A run folder belongs to one parameter set: a folder whose params.json holds other values (the notebooks'
     `defaults` filling what a file leaves out) is refused, naming them, before anything is written (--force starts it
     over with the new values)."""
-    made = read_record(run_dir / "params.json")[0].get("params")
+    made = read_run_record(run_dir / "params.json")[0].get("params")
     if made is None:
         return
     try:

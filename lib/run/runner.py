@@ -59,7 +59,7 @@ from lib.run.folder import (
     comparable_params,
     describe_failure,
     execute,
-    read_record,
+    read_run_record,
     refuse_other_params,
     run_folder_lock,
 )
@@ -112,10 +112,10 @@ def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[P
     with run_folder_lock(outputs, run_name):  # the lock lives beside the folder: a refusal below touches nothing
         if not force:  # under the lock: another run may have finished meanwhile
             refuse_other_params(run_dir, merged, defaults)
-        made_record, moved = read_record(run_dir / "params.json", move=True)
+        made_record, moved = read_run_record(run_dir / "params.json", move=True)
         made = made_record.get("params")
         same = made is not None and comparable_params(made, defaults) == comparable_params(merged, defaults)
-        status, moved_status = read_record(run_dir / "status.json", move=True) if same else ({}, None)
+        status, moved_status = read_run_record(run_dir / "status.json", move=True) if same else ({}, None)
         for line in filter(None, (moved, moved_status)):
             log(f"[{run_name}] recovered: {line}")
         entries = dict(status.get("notebooks") or {})
@@ -172,7 +172,7 @@ def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks
     ("params_changed") with the git commit it ran at. A folder that is incomplete, lacks a notebook, or whose other
     notebooks would see other parameters is refused with the fix named (ValueError)."""
     run_dir = outputs / run_name
-    status = read_record(run_dir / "status.json")[0]
+    status = read_run_record(run_dir / "status.json")[0]
     made = list(status.get("notebooks") or {})
     if not status.get("complete") or not (run_dir / "params.json").is_file():
         raise ValueError(f"--rerun needs a complete run folder; {run_dir} is not (run it without --rerun first)")
@@ -220,7 +220,7 @@ def describe_plan(run_name: str, files: list[Path], overrides: dict, notebooks: 
     merged["run_dir"] = _run_dir_param(run_dir)
     if not force:
         refuse_other_params(run_dir, merged, all_defaults(all_notebooks or notebooks))
-    entries = read_record(run_dir / "status.json")[0].get("notebooks") or {}
+    entries = read_run_record(run_dir / "status.json")[0].get("notebooks") or {}
     skip = not force and (run_dir / "params.json").is_file() and all(
         (entries.get(nb.name) or {}).get("status") == "ok" and (run_dir / nb.name).is_file() for nb in notebooks)
     lines = [f"[{run_name}] {'skip (already complete with the same parameters)' if skip else 'run'} -> {run_dir}",
