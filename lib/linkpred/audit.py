@@ -6,7 +6,7 @@ import numpy as np
 
 from lib.linkpred.negative_sets.registry import REGISTRY, held_sets
 from lib.linkpred.protocols import ProtocolSplit
-from lib.linkpred.sampling import _member
+from lib.linkpred.sampling import is_member
 
 
 def audit_columns(what: str, sets=None) -> list[str]:
@@ -39,14 +39,14 @@ def leak_audit(split: ProtocolSplit) -> dict:
     negatives, missing = {}, {}
     for name in held_sets(split.test):
         k, key = keys(lambda t: t.negatives(name)), REGISTRY[name].audit_key
-        negatives.update({f"{key}_pairs": int(k.size), f"{key}_true_links": int(_member(k, split.global_links).sum())})
+        negatives.update({f"{key}_pairs": int(k.size), f"{key}_true_links": int(is_member(k, split.global_links).sum())})
         if REGISTRY[name].can_miss:
             missing[f"{name}_missing"] = int(sum(t.missing(name) for t in split.test))
     test_titles = {tp.index[title] for task in split.test for title in task.data.titles}
     pos_titles = set(np.unique(tp.titles_of(pos)).tolist()) if pos.size else set()
     return {
         "protocol": split.protocol, "seed": split.seed,
-        "test_pos_pairs": int(pos.size), "test_pos_seen": int(_member(pos, seen).sum()), **negatives,
+        "test_pos_pairs": int(pos.size), "test_pos_seen": int(is_member(pos, seen).sum()), **negatives,
         "test_titles_seen_share": round(len(test_titles & seen_titles) / max(1, len(test_titles)), 4),
         "test_pos_titles_seen_share": round(len(pos_titles & seen_titles) / max(1, len(pos_titles)), 4),
         **missing, "train_graphs": len(split.train), "skipped": len(split.skipped), **split.removed,

@@ -59,7 +59,7 @@ def epoch_checkpoints(ckpt_dir: Path) -> dict[int, Path]:
     return dict(sorted(out.items()))
 
 
-def _comparable(config: dict) -> dict:
+def resumable_config(config: dict) -> dict:
     """A checkpoint's config minus what may change on resume (the number of epochs)."""
     return {**config, "train": {k: v for k, v in config["train"].items() if k != "epochs"}}
 

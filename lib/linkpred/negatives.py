@@ -28,7 +28,7 @@ import torch
 from scipy.stats import rankdata
 from torch import Tensor
 
-from lib.linkpred.sampling import _member
+from lib.linkpred.sampling import is_member
 
 _CHUNK = 512  # anchors per dense [anchors, nodes] block: bounds memory at 512 x N float64 per heuristic
 
@@ -88,7 +88,7 @@ def _valid(tp, gids: np.ndarray, forbidden: np.ndarray, anchors: np.ndarray, n: 
     """[A, N] bool: x != anchor and the title pair (anchor, x) is not in `forbidden` (sorted keys)."""
     u = np.repeat(anchors, n)
     x = np.tile(np.arange(n), len(anchors))
-    ok = (u != x) & ~_member(tp.keys(gids, np.stack([u, x])), forbidden)
+    ok = (u != x) & ~is_member(tp.keys(gids, np.stack([u, x])), forbidden)
     return ok.reshape(len(anchors), n)
 
 

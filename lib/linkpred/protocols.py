@@ -57,7 +57,7 @@ from lib.linkpred.names import GRAPH_PROTOCOLS, check_protocol
 from lib.linkpred.sampling import (
     PER_POSITIVE,
     TitlePairs,
-    _member,
+    is_member,
     derive_seed,
     holdout_count,
     local_pairs_with_keys,
@@ -180,7 +180,7 @@ def _heldout_task(data: Data, protocol: str, pos: Tensor, tp: TitlePairs, forbid
     if also_drop is not None:
         held = np.union1d(held, also_drop)
     und = undirected(data.edge_index)
-    keep = ~_member(tp.keys(gids, und), held)
+    keep = ~is_member(tp.keys(gids, und), held)
     mp = to_undirected(und[:, torch.from_numpy(keep)], num_nodes=data.num_nodes)
     return _with_negatives(EvalTask(str(data.graph_id), protocol, data, mp, pos), gids, tp, forbidden, seed, settings,
                            unseen)
@@ -195,7 +195,7 @@ def _without_pairs(train_g: list[Data], drop: np.ndarray, tp: "TitlePairs") -> t
     out, removed, excluded = [], 0, 0
     for g in train_g:
         und = undirected(g.edge_index)
-        keep = ~_member(tp.keys(tp.gids(g), und), drop)
+        keep = ~is_member(tp.keys(tp.gids(g), und), drop)
         removed += int((~keep).sum())
         h = with_edges(g, to_undirected(und[:, torch.from_numpy(keep)], num_nodes=g.num_nodes))
         # The held-out pairs must not come back as training *negatives* either: the graphs share most titles, so a
@@ -239,7 +239,7 @@ def _leak_free(out: ProtocolSplit, b: _Build) -> None:
     for gid in val_ids:
         g = graphs[gid]
         und = undirected(g.edge_index)
-        und = und[:, torch.from_numpy(~_member(tp.keys(tp.gids(g), und), k_test))]
+        und = und[:, torch.from_numpy(~is_member(tp.keys(tp.gids(g), und), k_test))]
         g = with_edges(g, to_undirected(und, num_nodes=g.num_nodes))
         if und.size(1) < 2:
             out.skipped.append({"graph_id": str(gid), "role": "val", "reason": "fewer than 2 edges left"})
@@ -285,9 +285,9 @@ def _pair_split(out: ProtocolSplit, b: _Build) -> None:
         g = graphs[gid]
         und = undirected(g.edge_index)
         if purpose == "val":  # a validation graph, as every graph outside the test set, never holds a test pair
-            und = und[:, torch.from_numpy(~_member(tp.keys(tp.gids(g), und), k_test))]
+            und = und[:, torch.from_numpy(~is_member(tp.keys(tp.gids(g), und), k_test))]
             g = with_edges(g, to_undirected(und, num_nodes=g.num_nodes))
-        pos = und[:, torch.from_numpy(_member(tp.keys(tp.gids(g), und), keys))]
+        pos = und[:, torch.from_numpy(is_member(tp.keys(tp.gids(g), und), keys))]
         if pos.size(1) == 0:
             return f"none of its links is a {purpose} pair"
         if pos.size(1) == und.size(1):

@@ -103,7 +103,7 @@ def without_nodes(data: Data, drop: np.ndarray) -> Data:
 # ---------------------------------------------------------------- title pairs
 
 
-def _member(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+def is_member(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
     """keys [K] -> bool [K]: which occur in `sorted_keys` (ascending, unique). Binary search: O(K log S), no S-sized
     temporaries, which matters when S is every link of 389 graphs."""
     if sorted_keys.size == 0:
@@ -167,7 +167,7 @@ def sample_global_negatives(data: Data, gids: np.ndarray, tp: TitlePairs, forbid
         u, v = rng.choice(pool, m), rng.integers(0, n, m)
         ok = u != v
         k = tp.keys(gids, np.stack([u, v]))
-        ok &= ~_member(k, forbidden)
+        ok &= ~is_member(k, forbidden)
         for a, b, key in zip(u[ok], v[ok], k[ok]):
             if key not in seen and len(got_u) < num:
                 seen.add(int(key))
@@ -199,7 +199,7 @@ def dist2_negatives(mp_edge_index: Tensor, data: Data, gids: np.ndarray, tp: Tit
             two = np.unique(a[nb].indices) if nb.size else np.empty(0, dtype=np.int64)
             c = np.setdiff1d(two, np.append(nb, u), assume_unique=False)
             if c.size:
-                c = c[~_member(tp.keys(gids, np.stack([np.full(c.size, u), c])), forbidden)]
+                c = c[~is_member(tp.keys(gids, np.stack([np.full(c.size, u), c])), forbidden)]
             if c.size and topics[u] is not None:
                 same = c[np.fromiter((topics[w] == topics[u] for w in c), dtype=bool, count=c.size)]
                 c = same if same.size else c

@@ -28,7 +28,7 @@ from torch_geometric.data import Data
 
 from lib.common.device import get_device, resolve_precision
 from lib.common.training import TrainingLoop, build_optimizer
-from lib.linkpred.checkpoint import _comparable, epoch_checkpoints, epoch_file_readable, save_checkpoint
+from lib.linkpred.checkpoint import resumable_config, epoch_checkpoints, epoch_file_readable, save_checkpoint
 from lib.linkpred.config import TrainConfig, TrainingDiverged, build_model, settings_from
 from lib.linkpred.data import usable_graphs
 from lib.linkpred.evaluate import evaluate_model
@@ -337,7 +337,7 @@ def train_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], val
     k = cfg.steps_per_graph
     items = [(i * k + r, g) for i, g in enumerate(train_graphs) for r in range(k)]
     n_steps = -(-len(items) // G)
-    loop = TrainingLoop({"model": model, "optimizer": opt, "scaler": scaler}, _comparable(config),
+    loop = TrainingLoop({"model": model, "optimizer": opt, "scaler": scaler}, resumable_config(config),
                         cfg.epochs * n_steps, checkpoint=folder / LAST if folder else None, checkpoint_every=ckpt.every,
                         extra={"val": [], "best": None, "last_epoch_file": None}, writer=ranks.rank == 0)
     t_start = time.perf_counter()

@@ -61,7 +61,7 @@ from lib.linkpred.checkpoint import data_fingerprint
 from lib.linkpred.config import GatParams
 from lib.linkpred.data import synthetic_graph, usable_graphs
 from lib.linkpred.train import Checkpointing, train_model
-from lib.run.ranks import TIMEOUT_S, Dist, _mean_over_ranks, _wrap, peak_memory_mb, setup, teardown
+from lib.run.ranks import TIMEOUT_S, Dist, mean_over_ranks, wrap_for_ranks, peak_memory_mb, setup, teardown
 
 # ---------------------------------------------------------------- stage 3: GatModel
 
@@ -100,7 +100,7 @@ class _Ranks:
         self.d.barrier()
 
     def mean(self, values: dict[str, float]) -> dict[str, float]:
-        return _mean_over_ranks(values, self.d)
+        return mean_over_ranks(values, self.d)
 
     def broadcast(self, obj):
         if not self.d.group:
@@ -110,7 +110,7 @@ class _Ranks:
         return box[0]
 
     def wrap(self, module):
-        return _wrap(module, self.d, find_unused=self.find_unused)
+        return wrap_for_ranks(module, self.d, find_unused=self.find_unused)
 
 
 def distill(teacher, student, corpus: list[str], cfg, d: Dist, task=None, out_dir: str | Path | None = None,

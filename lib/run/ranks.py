@@ -57,14 +57,14 @@ def teardown() -> None:
         dist.destroy_process_group()
 
 
-def _wrap(module: torch.nn.Module, d: Dist, find_unused: bool = False):
+def wrap_for_ranks(module: torch.nn.Module, d: Dist, find_unused: bool = False):
     if not d.group:
         return module
     return DDP(module, device_ids=[d.device.index] if d.device.type == "cuda" else None,
                find_unused_parameters=find_unused)
 
 
-def _mean_over_ranks(values: dict[str, float], d: Dist) -> dict[str, float]:
+def mean_over_ranks(values: dict[str, float], d: Dist) -> dict[str, float]:
     """Per-rank contributions already weighted by W / G -> their global mean (sum over ranks / W)."""
     if not d.group:
         return values
