@@ -392,7 +392,7 @@ def test_unreadable_lines_of_a_grids_finished_rows_are_moved_aside_and_its_reada
 
 
 @pytest.mark.slow
-def test_a_damaged_probe_rows_file_of_notebook_05b_is_moved_aside_and_its_encoders_probed_again(tmp_path):
+def test_a_damaged_probe_rows_file_of_notebook_05b_is_moved_aside_and_its_encoders_probed_again(tmp_path, monkeypatch):
     from lib.embedders import encoders as R
     from lib.embedders import stage as S
     from lib.embedders.config import EmbeddersParams
@@ -410,3 +410,5 @@ def test_a_damaged_probe_rows_file_of_notebook_05b_is_moved_aside_and_its_encode
     assert rows.encoder.tolist() == ["control 0"] and rows.fid_cosine.notna().all()
     assert path.with_name("probe_rows.csv.corrupt").is_file()
     pd.testing.assert_frame_equal(pd.read_csv(path), rows)
+    monkeypatch.setattr(S, "ensure_teacher", lambda: pytest.fail("every encoder was probed: no teacher to load"))
+    pd.testing.assert_frame_equal(S.probes(EmbeddersParams(embedder_probe_texts=50), encoders, tmp_path), rows)

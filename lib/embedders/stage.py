@@ -141,19 +141,23 @@ def probes(cfg: EmbeddersParams, encoders: dict[str, dict], run_path: Path) -> p
     if not cfg.embedder_probe_texts:
         return pd.DataFrame()
     n = cfg.embedder_probe_texts
+    rows_file = folder(run_path) / "probe_rows.csv"
+    done = read_rows(rows_file, "probe rows", "its encoders are probed again", columns=["model_id"])
+    keys = {label: {"encoder": label, "model_id": model_identity(e["folder"] or default_model_dir()), "texts": n}
+            for label, e in encoders.items()}
+    kept = {label: rows_with(done, key) for label, key in keys.items()}
+    if all(len(old) for old in kept.values()):  # every encoder probed already: no teacher to load
+        return pd.DataFrame([old.iloc[0].to_dict() for old in kept.values()])
     data = build_datasets(cfg.embedder_data_seed, 1, n, n // 2, max(n // 5, 50))  # no transfer text is used
     teacher = load_encoder(ensure_teacher())
     temb = {f"fid_{s}": encode_texts(teacher, data["fidelity"][s], V.PROBE_TOKENS) for s in ("val", "test")}
-    rows_file = folder(run_path) / "probe_rows.csv"
-    done = read_rows(rows_file, "probe rows", "its encoders are probed again", columns=["model_id"])
     rows = []
     for label, e in encoders.items():
-        key = {"encoder": label, "model_id": model_identity(e["folder"] or default_model_dir()), "texts": n}
-        old = rows_with(done, key)
-        rows.append(old.iloc[0].to_dict() if len(old) else {**key, **V.probe_row(e["folder"], data, temb,
-                                                                                  cfg.embedder_data_seed)})
-        if not len(old):
-            append_csv_rows(rows_file, [rows[-1]])
+        if len(kept[label]):
+            rows.append(kept[label].iloc[0].to_dict())
+            continue
+        rows.append({**keys[label], **V.probe_row(e["folder"], data, temb, cfg.embedder_data_seed)})
+        append_csv_rows(rows_file, [rows[-1]])
     return pd.DataFrame(rows)
 
 
