@@ -49,6 +49,17 @@ def test_a_bad_value_is_refused_by_dry_run_and_run_before_anything_is_written(tm
     assert not (tmp_path / "out").exists()
 
 
+def test_a_published_grid_with_a_damaged_table_is_refused_before_any_work(tmp_path, capsys):
+    grid = tmp_path / "published" / "distill"
+    grid.mkdir(parents=True)
+    (grid / "params_05.json").write_text("{}")
+    (grid / "results.csv").write_bytes(b'model,stage\n"S1,task')  # cut inside a quote
+    assert dry(tmp_path, "--size", "tiny", "--notebooks", "01", "-p", f"reuse_runs={grid.parent}") == 2
+    err = capsys.readouterr().err
+    assert f"reuse_runs='{grid.parent}': {grid / 'results.csv'} is not a readable CSV table (" in err
+    assert "restore it" in err and err.count("\n") == 1 and not (tmp_path / "out").exists()
+
+
 def test_a_bad_value_names_the_params_file_it_came_from(tmp_path, capsys):
     (tmp_path / "bad.yaml").write_text("gat_epochs: two\n")
     assert dry(tmp_path, "--params", str(PARAMS / "tiny.yaml"), str(tmp_path / "bad.yaml")) == 2
