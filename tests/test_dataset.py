@@ -33,14 +33,20 @@ def _store_for(graphs: list[Graph], path) -> EmbeddingStore:
     return st
 
 
-@pytest.fixture
-def built(tmp_path):
-    graphs = [_graph(k) for k in range(20)]
-    files = [tmp_path / "graphs" / f"g{k:02d}.json" for k in range(20)]
+def built_dataset(root, n: int):
+    """n small graphs written under root/graphs, their store and the dataset root/ds built from them: (graphs,
+    files, store, what build_dataset returned)."""
+    graphs = [_graph(k) for k in range(n)]
+    files = [root / "graphs" / f"g{k:02d}.json" for k in range(n)]
     for f, g in zip(files, graphs):
         write_graph(f, g)
-    st = _store_for(graphs, tmp_path / "store")
-    build_dataset(files, st, tmp_path / "ds", progress=False)
+    st = _store_for(graphs, root / "store")
+    return graphs, files, st, build_dataset(files, st, root / "ds", progress=False)
+
+
+@pytest.fixture
+def built(tmp_path):
+    graphs, files, st, _ = built_dataset(tmp_path, 20)
     return tmp_path, graphs, files, st
 
 

@@ -154,19 +154,13 @@ def test_damaged_target_embeddings_are_named_and_computed_again(tmp_path):
 
 
 def test_a_cut_dataset_file_is_named_moved_aside_and_rebuilt_by_notebook_02s_builder(tmp_path):
-    from lib.common.graphio import write_graph
     from lib.embed.dataset import DatasetError, GraphDataset, build_dataset
-    from tests.test_dataset import _graph, _store_for
+    from tests.test_dataset import built_dataset
 
-    graphs = [_graph(k) for k in range(3)]
-    files = [tmp_path / "graphs" / f"g{k}.json" for k in range(3)]
-    for f, g in zip(files, graphs):
-        write_graph(f, g)
-    store = _store_for(graphs, tmp_path / "store")
-    build_dataset(files, store, tmp_path / "ds", progress=False)
+    graphs, files, store, _ = built_dataset(tmp_path, 3)
     first = GraphDataset(tmp_path / "ds")[1].x.clone()
-    cut(tmp_path / "ds" / "graphs" / "g1.pt")
-    with pytest.warns(RecoveryWarning), pytest.raises(DatasetError, match=r"g1\.pt could not be read \(moved aside\); "
+    cut(tmp_path / "ds" / "graphs" / "g01.pt")
+    with pytest.warns(RecoveryWarning), pytest.raises(DatasetError, match=r"g01\.pt could not be read \(moved aside\); "
                                                                           r"run notebook 02"):
         GraphDataset(tmp_path / "ds")[1]
     build_dataset(files, store, tmp_path / "ds", progress=False)
@@ -255,22 +249,16 @@ def test_a_damaged_encoder_record_of_notebook_05b_is_moved_aside_and_the_encoder
 
 
 def test_a_damaged_dataset_index_is_moved_aside_and_every_graph_built_again(tmp_path):
-    from lib.common.graphio import write_graph
     from lib.embed.dataset import GraphDataset, build_dataset
-    from tests.test_dataset import _graph, _store_for
+    from tests.test_dataset import built_dataset
 
-    graphs = [_graph(k) for k in range(2)]
-    files = [tmp_path / "graphs" / f"g{k}.json" for k in range(2)]
-    for f, g in zip(files, graphs):
-        write_graph(f, g)
-    store = _store_for(graphs, tmp_path / "store")
-    first = build_dataset(files, store, tmp_path / "ds", progress=False)
+    graphs, files, store, first = built_dataset(tmp_path, 2)
     index = tmp_path / "ds" / "index.json"
     index.write_bytes(index.read_bytes()[:40])
     with pytest.warns(RecoveryWarning, match=moved_aside(index, "dataset index", r"not valid JSON: .+",
                                                          "every graph of the dataset is built again")):
         assert build_dataset(files, store, tmp_path / "ds", progress=False) == first
-    assert index.with_name("index.json.corrupt").is_file() and GraphDataset(tmp_path / "ds").ids == ["g0", "g1"]
+    assert index.with_name("index.json.corrupt").is_file() and GraphDataset(tmp_path / "ds").ids == ["g00", "g01"]
 
 
 def test_a_damaged_cache_of_title_mention_links_is_moved_aside_and_computed_again(tmp_path):
