@@ -129,6 +129,11 @@ def test_a_folder_encoder_that_is_not_a_model_is_refused_naming_what_it_lacks(tm
     (tmp_path / "m2v").mkdir()
     (tmp_path / "m2v" / "config.json").write_text('{"model_type": "model2vec"}')
     assert R.parse(f"folder:{tmp_path / 'm2v'}").layers == 0  # a static table: judged by the static goal
+    (tmp_path / "elsewhere" / "m2v").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "m2v" / "config.json").write_text('{"model_type": "model2vec"}')
+    with pytest.raises(ParamError, match=r"embedder_encoders names \['folder m2v'\] more than once"):
+        EmbeddersParams(embedder_encoders=[f"folder:{tmp_path / 'm2v'}", f"folder:{tmp_path / 'elsewhere' / 'm2v'}"],
+                        embedder_mixes=["titles:1"]).check()
 
 
 def _lp_rows() -> pd.DataFrame:

@@ -60,6 +60,10 @@ class EmbeddersParams(DeviceStageParams):
     def check(self) -> None:
         check_topics(self.embedder_val_topics, self.embedder_test_topics)
         specs = [parse(s) for s in self.embedder_encoders]
+        labels = [s.label for s in specs]
+        if twice := sorted({x for x in labels if labels.count(x) > 1}):
+            raise ParamError(f"embedder_encoders names {twice} more than once (their rows would mix); keep one of "
+                             "each, or rename a folder of your own", key="embedder_encoders")
         if not any(s.kind == "student" for s in specs) and len(self.embedder_mixes) > 1:
             raise ParamError("embedder_mixes offers a choice but embedder_encoders has no student to choose it with; "
                              "add a student:<layers> or keep one mix", key="embedder_mixes")
