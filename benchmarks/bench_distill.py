@@ -26,7 +26,7 @@ from lib.common.device import resolve_precision  # noqa: E402
 from lib.distill.cache import TeacherCache, target_divergence
 from lib.distill.data import build_datasets
 from lib.distill.eval import speed_table
-from lib.distill.models import assistant_path, ensure_teacher, load_encoder, make_student
+from lib.distill.models import StudentShape, assistant_path, ensure_teacher, load_encoder, make_student
 from lib.distill.train import DistillConfig, distill  # noqa: E402
 
 
@@ -40,11 +40,11 @@ def fused_vs_plain(teacher, corpus: list[str], args) -> None:
     texts = corpus[:n * 32]
     cache = TeacherCache(teacher, texts, 64)
     base = dict(steps=n, batch_size=32, max_seq_len=64, seed=args.seed)
-    distill(cache, make_student(teacher.tokenizer, 3, 384, 12, seed=args.seed), texts,
+    distill(cache, make_student(teacher.tokenizer, StudentShape(3), seed=args.seed), texts,
               DistillConfig(**base), progress=False)  # fills the cache: every later run reads targets only
     rates = {True: [], False: []}
     for fused in (True, False, True, False):
-        st = make_student(teacher.tokenizer, 3, 384, 12, seed=args.seed)
+        st = make_student(teacher.tokenizer, StudentShape(3), seed=args.seed)
         t0 = time.perf_counter()
         distill(cache, st, texts, DistillConfig(**base, fused=fused), progress=False)
         rates[fused].append(n / (time.perf_counter() - t0))
@@ -105,7 +105,7 @@ def main(argv=None) -> int:
           f"{args.batch_size // 2}, max_seq_len {args.max_seq_len}):")
     ref = None
     for m in (6, 4, 3):
-        st = make_student(teacher.tokenizer, m, 384, 12, seed=args.seed)
+        st = make_student(teacher.tokenizer, StudentShape(m), seed=args.seed)
         cfg = DistillConfig(steps=args.steps, batch_size=args.batch_size // 2, max_seq_len=args.max_seq_len, seed=args.seed)
         t0 = time.perf_counter()
         distill(teacher, st, texts, cfg, progress=False)

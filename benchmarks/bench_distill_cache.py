@@ -17,7 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from lib.distill.cache import TeacherCache, TeacherTargetStore
 from lib.distill.data import build_datasets
-from lib.distill.models import encoder_identity, ensure_teacher, load_encoder, make_student
+from lib.distill.models import StudentShape, encoder_identity, ensure_teacher, load_encoder, make_student
 from lib.distill.train import DistillConfig, batch_plan, distill  # noqa: E402
 
 VARIANTS = ("minilm", "no_value_relation", "value_mse")  # the runs of one seed that share its teacher targets
@@ -30,7 +30,7 @@ def grid(source_for_seed, teacher, texts, args) -> tuple[int, float]:
         src = source_for_seed(seed)
         sources[id(src)] = src
         for variant in VARIANTS:
-            st = make_student(teacher.tokenizer, 3, 384, 12, seed=seed)
+            st = make_student(teacher.tokenizer, StudentShape(3), seed=seed)
             cfg = DistillConfig(variant=variant, steps=args.steps, batch_size=args.batch_size,
                                   max_seq_len=args.max_seq_len, seed=seed)
             distill(src, st, texts, cfg, progress=False)

@@ -47,7 +47,7 @@ def _mb(model_or_cfg) -> float:
 def _distill(d, steps: int, batch: int):
     from transformers.utils import logging as hf_logging
 
-    from lib.distill.models import assistant_path, load_encoder, make_student
+    from lib.distill.models import StudentShape, assistant_path, load_encoder, make_student
     from lib.distill.train import DistillConfig
 
     hf_logging.disable_progress_bar()
@@ -55,7 +55,7 @@ def _distill(d, steps: int, batch: int):
     words = "the a river city music science history of in and war king art water planet language school".split()
     corpus = [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(12 + i % 9)) for i in range(batch * (steps + 1))]
     cfg = DistillConfig(steps=steps, batch_size=batch, max_seq_len=32, relation_heads=12)
-    student = make_student(teacher.tokenizer, 3, 384, 12, seed=0)
+    student = make_student(teacher.tokenizer, StudentShape(3), seed=0)
     res = distill(teacher, student, corpus, cfg, d)  # the teacher pass of each rank's shard is inside the steps
     return {"seconds": res["seconds"], "steps": res["steps"], "samples": batch * res["steps"],
             "peak_mb": peak_memory_mb(d.device), "grad_mb": _mb(student.model)}

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from lib.distill.config import read_params_05
     from lib.distill.data import build_datasets
     from lib.distill.eval import encode, evaluate
-    from lib.distill.models import assistant_path, ensure_teacher, load_encoder, make_student
+    from lib.distill.models import StudentShape, assistant_path, ensure_teacher, load_encoder, make_student
     from lib.distill.stage import METHOD_VARIANT, _teacher_source, shared_settings
     from lib.distill.train import DistillConfig, RunHooks, train_student
 
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     data = build_datasets(cfg.distill_seeds[0], cfg.transfer_sentences, cfg.task_train, cfg.task_eval,
                           cfg.fidelity_sentences)
     temb = {f"fid_{s}": encode(teacher, data["fidelity"][s], cfg.distill_max_seq_len) for s in ("val", "test")}
-    student = make_student(teacher.tokenizer, layers, cfg.student_hidden, cfg.student_heads, seed=seed,
+    student = make_student(teacher.tokenizer, StudentShape(layers, cfg.student_hidden, cfg.student_heads), seed=seed,
                            init_from=assistant if init == "assistant" else None, device=dev)
     train_cfg = DistillConfig(variant=METHOD_VARIANT[method], steps=cfg.distill_steps, lr=cfg.distill_lr, seed=seed,
                               **shared_settings(cfg))

@@ -35,6 +35,7 @@ from lib.distill.losses import (
 from lib.distill.lp import link_prediction_eval, lp_table, lp_verdicts
 from lib.distill.models import (
     Encoder,
+    StudentShape,
     check_tokenizers_aligned,
     ensure_teacher,
     make_student,
@@ -443,7 +444,7 @@ def test_teacher_cache_is_shared_and_matches_direct_run(tmp_path):
 def test_student_initialised_from_assistant_layers(tmp_path):
     tok = make_tokenizer(tmp_path)
     assistant = tiny_encoder(tok, layers=4, hidden=32, heads=4, seed=5)
-    s = make_student(tok, layers=2, hidden=32, heads=4, init_from=assistant, max_positions=64)
+    s = make_student(tok, StudentShape(layers=2, hidden=32, heads=4, max_positions=64), init_from=assistant)
     a_sd = assistant.model.encoder.layer[3].state_dict()
     assert all(torch.equal(v, a_sd[k]) for k, v in s.model.encoder.layer[1].state_dict().items())
     assert torch.equal(s.model.embeddings.word_embeddings.weight, assistant.model.embeddings.word_embeddings.weight)

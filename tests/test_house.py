@@ -133,7 +133,6 @@ MANY_PARAMETERS = {  # function -> why it may take more; `self` and `cls` not co
     "lib.kd.augment.augment": "Tang et al.'s augmentation hyper-parameters, each a keyword with the paper's default",
     "lib.kd.train.BiLSTMStudent.__init__": "an architecture's hyper-parameters, each a keyword with the thesis default",
     "lib.kd.train.BertStudent.__init__": "an architecture's hyper-parameters, each a keyword with the thesis default",
-    "lib.distill.models.make_student": "a student's architecture, each a keyword with the paper's default",
 }
 
 

@@ -18,7 +18,7 @@ from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from lib.distill.models import Encoder, make_student
+from lib.distill.models import Encoder, StudentShape, make_student
 from lib.distill.train import predict_logits
 from lib.metrics.paired import mean_interval
 from lib.viz.figures import saved
@@ -156,7 +156,7 @@ def speed_table(teacher: Encoder, assistant: Encoder, texts: list[str], max_seq_
     """
     rows = []
     models = [("teacher (mpnet)", teacher), ("assistant (MiniLM-L6)", assistant)]
-    models += [(f"student {m}x{h}", make_student(teacher.tokenizer, m, h, 12, seed=0, device=teacher.model.device))
+    models += [(f"student {m}x{h}", make_student(teacher.tokenizer, StudentShape(m, h), device=teacher.model.device))
                for m, h in shapes if (m, h) != (12, 768)]
     for name, enc in models:
         c = enc.param_counts()

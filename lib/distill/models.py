@@ -183,22 +183,34 @@ def load_encoder(model_dir: str | os.PathLike, name: str | None = None, device: 
     return Encoder(model, AutoTokenizer.from_pretrained(model_dir), kind, name or model_dir.name, str(model_dir))
 
 
-def make_student(teacher_tokenizer, layers: int, hidden: int = 384, heads: int = 12, seed: int = 0,
-                 init_from: Encoder | None = None, max_positions: int = 512, dropout: float = 0.1,
-                 device: str | torch.device = "cpu", intermediate: int | None = None) -> Encoder:
-    """A BERT-architecture student M x d'_h using the teacher's tokenizer and vocabulary (random init as in the paper).
+@dataclass(frozen=True)
+class StudentShape:
+    """A BERT student's architecture: M layers x d'_h hidden with `heads` heads; intermediate: feed-forward width
+    (None: the assistant's when one initialises the student, else 4 x hidden)."""
+    layers: int
+    hidden: int = 384
+    heads: int = 12
+    intermediate: int | None = None
+    max_positions: int = 512
+    dropout: float = 0.1
+
+
+def make_student(teacher_tokenizer, shape: StudentShape, seed: int = 0, init_from: Encoder | None = None,
+                 device: str | torch.device = "cpu") -> Encoder:
+    """A BERT-architecture student of `shape` using the teacher's tokenizer and vocabulary (random init as in the
+    paper).
 
     init_from: copy embeddings (rows re-indexed by wordpiece string, so ids follow the teacher's vocabulary) and
-    `layers` of the assistant's layers chosen uniformly (assistant layer round((m+1) * L_a / M) - 1 for m < M).
-    intermediate: feed-forward width (default: the assistant's, else 4 x hidden).
+    `shape.layers` of the assistant's layers chosen uniformly (assistant layer round((m+1) * L_a / M) - 1 for m < M).
     """
+    layers, hidden, heads = shape.layers, shape.hidden, shape.heads
     if layers < 1 or hidden % heads:
         raise DistillError(f"student {layers} x {hidden} with {heads} heads is impossible; hidden must be a multiple of heads")
-    ffn = intermediate or (init_from.model.config.intermediate_size if init_from is not None else 4 * hidden)
+    ffn = shape.intermediate or (init_from.model.config.intermediate_size if init_from is not None else 4 * hidden)
     cfg = BertConfig(vocab_size=len(teacher_tokenizer), hidden_size=hidden, num_hidden_layers=layers,
-                     num_attention_heads=heads, intermediate_size=ffn, max_position_embeddings=max_positions,
-                     pad_token_id=teacher_tokenizer.pad_token_id, hidden_dropout_prob=dropout,
-                     attention_probs_dropout_prob=dropout, attn_implementation="eager")
+                     num_attention_heads=heads, intermediate_size=ffn, max_position_embeddings=shape.max_positions,
+                     pad_token_id=teacher_tokenizer.pad_token_id, hidden_dropout_prob=shape.dropout,
+                     attention_probs_dropout_prob=shape.dropout, attn_implementation="eager")
     torch.manual_seed(seed)
     model = BertModel(cfg, add_pooling_layer=False)
     if init_from is not None:

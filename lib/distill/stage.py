@@ -23,7 +23,7 @@ from lib.distill.checkpoint import GridCheckpoint
 from lib.distill.config import CONTROL, DistillParams
 from lib.distill.eval import encode, evaluate, fidelity_of, head_accuracy, task_accuracy
 from lib.distill.loss_spec import VARIANT_SPECS, LossSpec
-from lib.distill.models import Encoder, encoder_identity, make_student, save_sentence_transformer
+from lib.distill.models import Encoder, StudentShape, encoder_identity, make_student, save_sentence_transformer
 from lib.distill.train import (
     DistillConfig,
     FinetuneConfig,
@@ -95,7 +95,8 @@ class Cell:
 def _student(g: _Run, cell: Cell) -> Encoder:
     """The untrained student of `cell`, seeded by its seed, on the teacher's device."""
     c = g.cfg
-    return make_student(g.teacher.tokenizer, cell.layers, c.student_hidden, c.student_heads, seed=cell.seed,
+    shape = StudentShape(cell.layers, c.student_hidden, c.student_heads)
+    return make_student(g.teacher.tokenizer, shape, seed=cell.seed,
                         init_from=g.assistant if cell.init == "assistant" else None, device=g.teacher.model.device)
 
 

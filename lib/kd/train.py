@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from lib.common.training import TrainingLoop, build_optimizer, optimizer_step
 from lib.distill.losses import DistillError
-from lib.distill.models import Encoder, make_student
+from lib.distill.models import Encoder, StudentShape, make_student
 from lib.distill.train import batch_plan
 
 NO_LABEL = -1
@@ -196,8 +196,8 @@ class BertStudent(Student):
                  intermediate: int = 750, teacher_embeddings: torch.Tensor | None = None, dropout: float = 0.1,
                  max_positions: int = 512, seed: int = 0):
         super().__init__()
-        enc = make_student(tokenizer, layers, hidden, heads, seed=seed, max_positions=max_positions, dropout=dropout,
-                           intermediate=intermediate)
+        shape = StudentShape(layers, hidden, heads, intermediate, max_positions, dropout)
+        enc = make_student(tokenizer, shape, seed=seed)
         if teacher_embeddings is not None:
             enc.model.embeddings.word_embeddings = WordpieceEmbedding(teacher_embeddings, hidden)
         self.encoder, self.model, self.tokenizer, self.n_classes = enc, enc.model, tokenizer, n_classes

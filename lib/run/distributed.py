@@ -51,7 +51,8 @@ from lib.crawl import campaign as crawl
 from lib.distill.cache import TeacherCache, TeacherTargetStore
 from lib.distill.config import DistillParams
 from lib.distill.data import build_datasets
-from lib.distill.models import encoder_identity, ensure_teacher, load_encoder, make_student, save_sentence_transformer
+from lib.distill.models import (StudentShape, encoder_identity, ensure_teacher, load_encoder, make_student,
+                                save_sentence_transformer)
 from lib.distill.train import DistillConfig, RunHooks, train_student
 from lib.embed.config import EmbedParams
 from lib.embed.dataset import GraphDataset, load_split
@@ -189,7 +190,8 @@ def _distill_job(cfg: DistillParams, a, d: Dist) -> dict:
     teacher = load_encoder(ensure_teacher(), "teacher", d.device)
     data = build_datasets(seed, cfg.transfer_sentences, cfg.task_train, cfg.task_eval, cfg.fidelity_sentences)
     m = a.student or max(cfg.students)
-    student = make_student(teacher.tokenizer, m, cfg.student_hidden, cfg.student_heads, seed=seed, device=d.device)
+    student = make_student(teacher.tokenizer, StudentShape(m, cfg.student_hidden, cfg.student_heads), seed=seed,
+                           device=d.device)
     source = (TeacherTargetStore(teacher, encoder_identity(teacher), L, cfg.teacher_attention)
               if cfg.cache_teacher_targets else TeacherCache(teacher, None, L, definition=cfg.teacher_attention))
     train_cfg = DistillConfig(steps=cfg.distill_steps, batch_size=a.global_batch or cfg.distill_batch_size,
