@@ -82,6 +82,10 @@ def test_mixes_and_encoder_specs_are_checked_with_the_fix_named():
             R.parse(bad)
     with pytest.raises(ParamError, match="embedder_test_graphs"):
         EmbeddersParams(embedder_graphs=3, embedder_test_graphs=2)
+    two = ["titles:1", "phrases:1"]
+    with pytest.raises(ParamError, match="embedder_mixes offers a choice but embedder_encoders has no student"):
+        EmbeddersParams(embedder_encoders=["static-trained:0"], embedder_mixes=two)  # trained on a mix nobody chose
+    EmbeddersParams(embedder_encoders=["control:0,5"], embedder_mixes=two)  # nothing trained: no mix is used
 
 
 def test_every_registered_kind_is_described_and_parses_its_own_example():

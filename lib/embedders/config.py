@@ -64,7 +64,8 @@ class EmbeddersParams(DeviceStageParams):
         if twice := sorted({x for x in labels if labels.count(x) > 1}):
             raise ParamError(f"embedder_encoders names {twice} more than once (their rows would mix); keep one of "
                              "each, or rename a folder of your own", key="embedder_encoders")
-        if not any(s.kind == "student" for s in specs) and len(self.embedder_mixes) > 1:
+        trained = [s for s in specs if s.entry.uses_recipe]  # without one, the mix is never used
+        if trained and not any(s.kind == "student" for s in specs) and len(self.embedder_mixes) > 1:
             raise ParamError("embedder_mixes offers a choice but embedder_encoders has no student to choose it with; "
                              "add a student:<layers> or keep one mix", key="embedder_mixes")
         if self.embedder_test_graphs >= self.embedder_graphs - 1:
