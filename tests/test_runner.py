@@ -4,6 +4,7 @@ import json
 import nbformat as nbf
 import pytest
 
+from lib.embed.encoder import default_model_dir
 from lib.run.runner import main
 
 
@@ -223,7 +224,7 @@ def _runner_examples() -> list[str]:
         texts += re.findall(r"`([^`\n]*python -m lib\.run\.runner[^`\n]*)`", re.sub(r"```.*?```", "", md, flags=re.S))
     found = []
     for text in texts:
-        for line in text.splitlines():
+        for line in text.replace("\\\n", " ").splitlines():  # a command continued with \ is one line
             if "python -m lib.run.runner" in line:
                 found.append(line.split("python -m lib.run.runner", 1)[1].split("#", 1)[0].strip())
     return found
@@ -234,7 +235,9 @@ def test_every_runner_example_in_help_and_readme_parses(tmp_path):
 
     examples = _runner_examples()
     assert len(examples) >= 12, examples  # help has 5, the README and docs more: the extraction itself must work
+    own = str(default_model_dir())  # the README's folder of your own, a placeholder the reader fills in
     for ex in examples:  # into an empty outputs folder: a demo run made earlier would refuse other parameters
+        ex = ex.replace("/path/to/your/model", own)
         assert main([*shlex.split(ex), "--dry-run", "--outputs", str(tmp_path)]) == 0, (
             f"example does not parse: python -m lib.run.runner {ex}")
 
