@@ -68,8 +68,7 @@ def timed(model, titles: list[str], device: torch.device, threads: int, batch: i
     """(titles/s, titles/s of the model alone, peak MiB) of one encode call. The model's share is the call's time
     less that of tokenising the same titles (lib.embed.encoder.tokenize, timed right after), nan where that leaves
     under a tenth of the call: on a GPU the tokenizer and the host can bound the call, and this says how much of it
-    the shape decides. Peak: GPU memory torch
-    allocated, or resident growth on the CPU."""
+    the shape decides. Peak: GPU memory torch allocated, or resident growth on the CPU."""
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()

@@ -115,6 +115,21 @@ def rows_with(df, key: dict):
     return df[(df[list(key)].astype(str) == [str(v) for v in key.values()]).all(axis=1)]
 
 
+def csv_rows(path: str | os.PathLike, columns: list[str] | None = None) -> tuple[pd.DataFrame | None, str]:
+    """(the rows of the CSV `path`, "") or (None, why they cannot be read: pandas cannot parse it, or it lacks one of
+    `columns`); `path` must exist."""
+    try:
+        rows = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return None, "it is empty"
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    except pd.errors.ParserError as e:
+        return None, "not a CSV table: " + str(e).strip().splitlines()[0].split("C error: ")[-1]
+    missing = [c for c in columns or () if c not in rows.columns]
+    return (None, f"it has no {', '.join(missing)} column") if missing else (rows, "")
+
+
 def read_rows(path: str | os.PathLike, what: str, consequence: str, columns: list[str] | None = None) -> pd.DataFrame:
     """The rows of a CSV the project wrote and reads back to resume; an empty frame (with `columns`) when there is no
     file, or when pandas cannot parse it or it lacks one of `columns` (cut short, overwritten, edited): such a file is
@@ -122,23 +137,13 @@ def read_rows(path: str | os.PathLike, what: str, consequence: str, columns: lis
     are computed again instead of failing on it at every run. Where several processes share the file, call it under
     locked(path)."""
     path = Path(path)
-    empty = pd.DataFrame(columns=columns)
     if not path.is_file():
-        return empty
-    try:
-        rows = pd.read_csv(path)
-        missing = [c for c in columns or () if c not in rows.columns]
-        if not missing:
-            return rows
-        reason = f"it has no {', '.join(missing)} column"
-    except pd.errors.EmptyDataError:
-        reason = "it is empty"
-    except UnicodeDecodeError:
-        reason = "not UTF-8 text"
-    except pd.errors.ParserError as e:
-        reason = "not a CSV table: " + str(e).strip().splitlines()[0].split("C error: ")[-1]
-    move_aside(path, what, reason, consequence)
-    return empty
+        return pd.DataFrame(columns=columns)
+    rows, reason = csv_rows(path, columns)
+    if rows is None:
+        move_aside(path, what, reason, consequence)
+        return pd.DataFrame(columns=columns)
+    return rows
 
 
 def append_csv_rows(path: str | os.PathLike, rows: list[dict], replace: dict | None = None) -> Path:

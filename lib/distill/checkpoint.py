@@ -12,7 +12,7 @@ import pandas as pd
 from lib.common import published
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
-from lib.common.paths import atomic_write_text, move_aside, read_rows, resolve
+from lib.common.paths import atomic_write_text, csv_rows, move_aside, read_rows, resolve
 from lib.common.runinfo import jsonable, load_json, refuse_other_settings
 from lib.distill.config import DistillParams, read_params_05
 
@@ -32,21 +32,17 @@ def published_runs(cfg: DistillParams, published: str) -> Path:
     """The distill/ folder of the published run folder `published` (relative to the project root or absolute), whose
     finished runs `cfg`'s grid may take: it must hold notebook 05's params_05.json and results.csv, made with every
     setting a run depends on (run_settings) equal to `cfg`'s. Otherwise one ParamError naming reuse_runs, the missing
-    files, a table pandas cannot read or the differing settings, and the fix. The runner calls it before it creates the run folder
-    (lib.run.preflight), the grid again when it takes the runs."""
+    files, a table pandas cannot read or the differing settings, and the fix. The runner calls it before it creates
+    the run folder (lib.run.preflight), the grid again when it takes the runs."""
     src, fix = resolve(published) / "distill", "or set reuse_runs=''"
     missing = [str(p) for p in (src / "params_05.json", src / "results.csv") if not p.is_file()]
     if missing:
         raise ParamError(f"reuse_runs={published!r}: {', '.join(missing)} not found; name a run folder that notebook "
                          f"05 finished (e.g. outputs/reference/distill_long) {fix}", key="reuse_runs")
     for table in (src / "results.csv", src / "curves.csv"):
-        try:
-            if table.is_file():
-                pd.read_csv(table)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-            raise ParamError(f"reuse_runs={published!r}: {table} is not a readable CSV table "
-                             f"({str(e).splitlines()[0] or type(e).__name__}); restore it (git checkout -- <it> for a "
-                             f"committed run) {fix}", key="reuse_runs") from None
+        if table.is_file() and (why := csv_rows(table)[1]):
+            raise ParamError(f"reuse_runs={published!r}: {table} is not a readable CSV table ({why}); restore it "
+                             f"(git checkout -- <it> for a committed run) {fix}", key="reuse_runs")
     try:
         theirs = run_settings(read_params_05(src / "params_05.json"))
         refuse_other_settings(f"reuse_runs={published!r}: its runs", theirs, run_settings(cfg),
