@@ -31,17 +31,17 @@ class Unseen:
     worst: tuple[tuple[str, float], ...]  # (scorer, lowest bound)
     met: bool
 
-    def slack(self) -> float:
-        """How far the worst interval bound stays above its goal margin (negative: below it)."""
-        margins = dict(goal_of(self.layers).margins)
-        return min(low + margins[m] for m, low in self.worst)
-
     def binding(self) -> tuple[str, float, float]:
         """The scorer whose lowest bound stays least above (or falls furthest below) its goal margin: (scorer, lowest
         bound, margin)."""
         margins = dict(goal_of(self.layers).margins)
         m, low = min(self.worst, key=lambda w: w[1] + margins[w[0]])
         return m, low, margins[m]
+
+    def slack(self) -> float:
+        """How far the binding scorer's lowest bound stays above its goal margin (negative: below it)."""
+        _, low, margin = self.binding()
+        return low + margin
 
     def bounds(self) -> str:
         margins = dict(goal_of(self.layers).margins)
