@@ -14,7 +14,8 @@ memory is its own), first at `--ref-nodes` (the demo's 2,000, the reference) and
   dataset  lib.embed.dataset.build_dataset (float32 features);
   train    lib.linkpred.train.train_model("gat_model", seed architecture, TrainConfig(epochs=1) with the seed's settings,
            per-step A-AUC and eval logging included), one optimiser step per graph; no validation graphs;
-  train_nolog  the same with log_aauc=False, log_eval=False: what the per-step logging costs.
+  train_nolog  the same with log_aauc=False, log_eval=False: what the per-step logging costs;
+  train_thin   the same with notebook 03's thinned logging (--log-every, --log-aauc-nodes): what it costs.
 
 Extrapolation to the campaign: crawl and dataset scale with graphs (x 389 / measured); embed scales with distinct
 titles (389 x 20,000 x (1 - shared share), shared share 0.92 as measured on the seed's live campaign, i.e.
@@ -39,7 +40,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-STAGES = ("crawl", "embed", "dataset", "train", "train_nolog")
+STAGES = ("crawl", "embed", "dataset", "train", "train_nolog", "train_thin")
 SEED_SHARED_SHARE = 0.92  # distinct-title share shared between graphs on the seed's live campaign
 SEED_RUNS_TRAIN_GRAPHS = (40, 180, 315)  # seed40, seed180, seed315
 
@@ -116,7 +117,7 @@ def stage_dataset(a, work: Path) -> dict:
     return {"setup_s": setup, "seconds": seconds, "units": len(files), "base_mb": base, "bytes": size}
 
 
-def stage_train(a, work: Path, log: bool = True) -> dict:
+def stage_train(a, work: Path, log: bool = True, thin: bool = False) -> dict:
     from lib.embed.dataset import GraphDataset
     from lib.linkpred.config import GatParams
     from lib.linkpred.train import train_model
@@ -129,10 +130,13 @@ def stage_train(a, work: Path, log: bool = True) -> dict:
     setup, base = time.perf_counter() - t0, rss_mb()
     t0 = time.perf_counter()
     cfg = replace(p.train_config(0), log_aauc=log, log_eval=log)
+    if thin:
+        cfg = replace(cfg, log_every=a.log_every, log_aauc_nodes=a.log_aauc_nodes)
     _, res = train_model("gat_model", model_cfg, graphs, [], cfg, progress=False)
     seconds = time.perf_counter() - t0
     return {"setup_s": setup, "seconds": seconds, "units": len(res.history), "base_mb": base, "bytes": 0,
-            "step_s": [round(h["seconds"], 2) for h in res.history]}
+            "step_s": [round(h["seconds"], 2) for h in res.history],
+            "logged": sum(h.get("auc_eval") is not None for h in res.history)}
 
 
 def child(a) -> int:
@@ -141,7 +145,8 @@ def child(a) -> int:
     torch.set_num_threads(a.threads)
     work = Path(a.workdir)
     stages = {"crawl": stage_crawl, "embed": stage_embed, "dataset": stage_dataset, "train": stage_train,
-              "train_nolog": lambda a, w: stage_train(a, w, log=False)}
+              "train_nolog": lambda a, w: stage_train(a, w, log=False),
+              "train_thin": lambda a, w: stage_train(a, w, thin=True)}
     out = stages[a.stage](a, work)
     out["peak_mb"] = peak_mb()
     print("RESULT " + json.dumps(out))
@@ -150,7 +155,8 @@ def child(a) -> int:
 
 def run_stage(a, stage: str, size: int, work: Path) -> dict:
     cmd = [sys.executable, __file__, "--stage", stage, "--size", str(size), "--workdir", str(work),
-           "--graphs", str(a.graphs), "--articles", str(a.articles), "--threads", str(a.threads)]
+           "--graphs", str(a.graphs), "--articles", str(a.articles), "--threads", str(a.threads),
+           "--log-every", str(a.log_every), "--log-aauc-nodes", str(a.log_aauc_nodes)]
     p = subprocess.run(cmd, capture_output=True, text=True)
     line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
     if p.returncode or line is None:
@@ -175,6 +181,8 @@ def main() -> int:
     ap.add_argument("--campaign-graphs", type=int, default=389, help="graphs of the campaign extrapolated to")
     ap.add_argument("--epochs", type=int, default=2, help="training epochs of the campaign (seed §5.1)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per stage")
+    ap.add_argument("--log-every", type=int, default=10, help="train_thin: notebook 03's log_every")
+    ap.add_argument("--log-aauc-nodes", type=int, default=1000, help="train_thin: notebook 03's log_aauc_nodes")
     ap.add_argument("--keep", default="", help="keep the work folders here (default: a temporary folder)")
     ap.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)
     ap.add_argument("--size", type=int, help=argparse.SUPPRESS)
@@ -211,6 +219,8 @@ def main() -> int:
         ("dataset", "graph", a.campaign_graphs, f"{a.campaign_graphs} graphs"),
         ("train", "step", a.campaign_graphs * a.epochs, f"{a.campaign_graphs} graphs x {a.epochs} epochs, 1 seed"),
         ("train_nolog", "step", a.campaign_graphs * a.epochs, "the same, without per-step A-AUC / eval logging"),
+        ("train_thin", "step", a.campaign_graphs * a.epochs,
+         f"the same, logging every {a.log_every} steps, A-AUC of <= {a.log_aauc_nodes:,} nodes"),
     ]:
         b, r = big[stage], ref[stage]
         t_unit = per_unit(big, stage)
@@ -236,7 +246,7 @@ def main() -> int:
     total = 0.0
     for stage, unit, r, b, t_unit, t_ref, t_campaign, what, mem, disk in rows:
         ratio = t_unit / t_ref
-        total += t_campaign if stage != "train_nolog" else 0
+        total += t_campaign if stage not in ("train_nolog", "train_thin") else 0
         print(f"{stage:<11} {unit:<6} {t_ref:>14.4g} {t_unit:>15.4g} {ratio:>6.1f} {r['peak_mb']:>10.0f} MB "
               f"{b['peak_mb']:>9.0f} MB {b['base_mb']:>4.0f} MB | {fmt_time(t_campaign):>13} {mem:>10.0f} MB "
               f"{fmt_bytes(disk):>13}  {what}")
@@ -247,6 +257,13 @@ def main() -> int:
           f"{fmt_time(t_step * seed_steps)} per seed, {fmt_time(3 * t_step * seed_steps)} for 3 seeds "
           f"(training steps only; evaluation of the test graphs not included). Step times at {a.nodes:,} nodes: "
           f"{big['train']['step_s']} s.")
+    # the thinned run logs every log_every-th step of an epoch: fewer measured steps than log_every log only the
+    # first, so its cost is taken per logged step and spread over log_every steps
+    bare, thin = per_unit(big, "train_nolog"), big["train_thin"]
+    per_logged = (thin["seconds"] - bare * thin["units"]) / max(thin["logged"], 1)
+    print(f"logging cost at {a.nodes:,} nodes against a step without logging ({bare:.3g} s): every step (the seed) "
+          f"{(t_step - bare) / bare:+.0%}; one logged step with A-AUC of <= {a.log_aauc_nodes:,} nodes "
+          f"{per_logged:.3g} s, so every {a.log_every} steps {per_logged / a.log_every / bare:+.0%} per step.")
     print("ratio: seconds per unit at the seed's size / at the reference size, measured in this run (per graph for "
           "crawl, dataset and train; per title for embed, where ~1 means the cost does not depend on graph size).")
     print(f"total benchmark time {time.perf_counter() - t_start:.0f} s")

@@ -60,8 +60,9 @@ def epoch_checkpoints(ckpt_dir: Path) -> dict[int, Path]:
 
 
 def resumable_config(config: dict) -> dict:
-    """A checkpoint's config minus what may change on resume (the number of epochs)."""
-    return {**config, "train": {k: v for k, v in config["train"].items() if k != "epochs"}}
+    """A checkpoint's config minus what may change on resume: the number of epochs and what is logged, which changes
+    no weight."""
+    return {**config, "train": {k: v for k, v in config["train"].items() if k != "epochs" and not k.startswith("log_")}}
 
 
 def data_fingerprint(graphs: Iterable[Data], tasks: Iterable[EvalTask] = ()) -> str:

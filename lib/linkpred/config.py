@@ -54,8 +54,10 @@ class TrainConfig:
     precision: str = "fp32"  # compute precision of training steps: "fp32", "bf16", "fp16" or "auto" (lib.common.device)
     device: str = "cpu"
     seed: int = 0
-    log_aauc: bool = True  # A-AUC at every training step (as the seed's figures 3, 5, 7)
+    log_aauc: bool = True  # A-AUC of training steps (as the seed's figures 3, 5, 7)
     log_eval: bool = True  # also score the step's pairs in eval mode (no dropout) after the update
+    log_every: int = 1  # A-AUC and the eval-mode pass on every N-th step of an epoch (1: every step, as the seed)
+    log_aauc_nodes: int = 0  # A-AUC while training samples at most this many nodes (0: round(r_cos · N), the seed)
 
     def __post_init__(self):
         checks = [("epochs", self.epochs >= 1, "use at least 1 epoch"), ("lr", self.lr > 0, "use a positive rate"),
@@ -75,7 +77,11 @@ class TrainConfig:
                    "use 1 (the seed) or more"),
                   ("dist2_negative_share", 0 <= self.dist2_negative_share <= 1, "use a share in [0, 1]"),
                   ("matched_negative_share", 0 <= self.matched_negative_share <= 1 - self.dist2_negative_share,
-                   "use a share in [0, 1 - dist2_negative_share]")]
+                   "use a share in [0, 1 - dist2_negative_share]"),
+                  ("log_every", isinstance(self.log_every, int) and self.log_every >= 1,
+                   "use 1 (every step, the seed) or more"),
+                  ("log_aauc_nodes", isinstance(self.log_aauc_nodes, int) and self.log_aauc_nodes >= 0,
+                   "use 0 (the seed's r_cos sample) or a node count")]
         for key, ok, fix in checks:
             if not ok:
                 raise ValueError(f"parameter {key}={getattr(self, key)!r} is invalid: {fix}")
@@ -168,6 +174,10 @@ class GatParams(GatModelParams, DeviceStageParams):
                                      "reported on its own (lib.linkpred.negative_sets; uniform is required)",
                                      choices=NEGATIVE_SETS)
     baseline_epochs: int = param(2, "epochs for the MLP and plain-GAT baselines (same loop as GatModel)", ge=1)
+    log_every: int = param(1, "training curves: A-AUC and the eval-mode pass on every N-th step of an epoch (1: every "
+                              "step, as the seed's figures; at 20,000 nodes they cost more than the step)", ge=1)
+    log_aauc_nodes: int = param(0, "training curves: A-AUC samples at most this many nodes (0: round(r_cos · N), the "
+                                   "seed's)", ge=0)
 
     def check(self) -> None:
         for key in ("protocols", "train_supervision"):

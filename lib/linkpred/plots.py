@@ -13,18 +13,21 @@ from lib.viz.figures import saved
 
 
 def plot_training(history: list[dict], title: str, path: str | Path | None = None):
-    """The seed's figures 3–8 for one run: per-step AUC and A-AUC (left) and loss (right)."""
+    """The seed's figures 3–8 for one run: per-step AUC and A-AUC (left) and loss (right); a score logged on every
+    N-th step only (log_every) is drawn through the steps that have it."""
     steps = np.arange(1, len(history) + 1)
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.1))
 
-    def series(key):
-        return [np.nan if h.get(key) is None else h[key] for h in history]
+    def series(key) -> tuple[list, list]:
+        """(steps, values) of the steps that logged `key`."""
+        kept = [(i, h[key]) for i, h in zip(steps, history) if h.get(key) is not None]
+        return [i for i, _ in kept], [v for _, v in kept]
 
-    a.plot(steps, series("auc"), color="C0", ls=":", label="AUC, training mode")
-    a.plot(steps, series("aauc"), color="C1", ls=":", label="A-AUC, training mode")
+    a.plot(*series("auc"), color="C0", ls=":", label="AUC, training mode")
+    a.plot(*series("aauc"), color="C1", ls=":", label="A-AUC, training mode")
     if any(h.get("auc_eval") is not None for h in history):
-        a.plot(steps, series("auc_eval"), color="C0", label="AUC, eval mode after the step")
-        a.plot(steps, series("aauc_eval"), color="C1", label="A-AUC, eval mode after the step")
+        a.plot(*series("auc_eval"), color="C0", label="AUC, eval mode after the step")
+        a.plot(*series("aauc_eval"), color="C1", label="A-AUC, eval mode after the step")
     a.set(xlabel="training step (one graph)", ylabel="score on the step's graph", title="AUC and A-AUC per step")
     a.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
     b.plot(steps, [h["loss"] for h in history], color="C3")

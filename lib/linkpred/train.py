@@ -271,21 +271,34 @@ def _train_step(ctx: _StepContext, batch: list, epoch: int, s: int, last_good: P
     scaler.step(opt)
     scaler.update()
     if len(batch) == 1 and ranks.world == 1:
-        rec = _example_record(run.model, out, batch[0][1], cfg, epoch, batch[0][0], device, prec)
+        rec = _example_record(run.model, out, batch[0][1], cfg, epoch, batch[0][0], device, prec,
+                              logged=s % cfg.log_every == 0)
     else:
         rec = {"epoch": epoch, "step": s, "graphs": len(batch), **ranks.mean({"loss": local})}
     rec["seconds"] = time.perf_counter() - t0
     return rec
 
 
+def log_aauc_rate(cfg: TrainConfig, num_nodes: int) -> float:
+    """The node sampling rate of a training step's A-AUC: the seed's r_cos, lowered so that at most
+    `cfg.log_aauc_nodes` nodes are sampled when that cap is set (its pairs, and so its cost, grow with the square)."""
+    if not cfg.log_aauc_nodes or num_nodes * cfg.r_cos <= cfg.log_aauc_nodes:
+        return cfg.r_cos
+    return cfg.log_aauc_nodes / num_nodes
+
+
 def _example_record(model: torch.nn.Module, out: dict, data: Data, cfg: TrainConfig, epoch: int, step: int, device,
-                    prec) -> dict:
-    """The log of a one-graph step: loss and AUC of its training-mode scores, optionally A-AUC and eval-mode AUC."""
+                    prec, logged: bool = True) -> dict:
+    """The log of a one-graph step: loss and AUC of its training-mode scores; where `logged` (every
+    `cfg.log_every`-th step), optionally A-AUC (of at most `cfg.log_aauc_nodes` sampled nodes) and eval-mode AUC."""
     logits, labels, z = out["logits"].detach(), out["labels"], out["z"]
     rec = {"epoch": epoch, "step": step, "graph_id": str(data.graph_id), "loss": float(out["loss"].detach()),
            "auc": float(roc_auc_score(labels.cpu().numpy(), logits.cpu().numpy()))}
+    if not logged:
+        return rec
+    r_cos = log_aauc_rate(cfg, data.num_nodes)
     if cfg.log_aauc:
-        r = aauc(z.detach().float().cpu(), data.x, cfg.r_cos, cfg.t_cos, derive_seed(cfg.seed, "aauc", epoch, step))
+        r = aauc(z.detach().float().cpu(), data.x, r_cos, cfg.t_cos, derive_seed(cfg.seed, "aauc", epoch, step))
         rec["aauc"] = r.value if r.defined else None
     if cfg.log_eval:  # dropout 0.75 makes training-mode scores noisy; eval mode shows what was learnt
         model.eval()
@@ -294,7 +307,7 @@ def _example_record(model: torch.nn.Module, out: dict, data: Data, cfg: TrainCon
             le = model.decode(ze, torch.cat([out["pos"], out["neg"]], 1), out["mp"], out["x"]).float()
         rec["auc_eval"] = float(roc_auc_score(labels.cpu().numpy(), le.cpu().numpy()))
         if cfg.log_aauc:
-            r = aauc(ze.cpu(), data.x, cfg.r_cos, cfg.t_cos, derive_seed(cfg.seed, "aauc", epoch, step))
+            r = aauc(ze.cpu(), data.x, r_cos, cfg.t_cos, derive_seed(cfg.seed, "aauc", epoch, step))
             rec["aauc_eval"] = r.value if r.defined else None
     return rec
 
