@@ -40,15 +40,31 @@ class RecoveryWarning(UserWarning):
     """A damaged file was moved aside and what it held is rebuilt or resumed; the runner prints these."""
 
 
-def move_aside(path: Path, what: str, reason: str, consequence: str) -> Path:
-    """Move an unreadable file (cut short by a kill or a full disk, overwritten) to `<name>.corrupt`, replacing an
-    older one, and warn (RecoveryWarning) naming both and what happens next; returns the new path. Every reader of a
-    file the project wrote does this instead of failing on the same file at every run."""
+def aside_path(path: str | os.PathLike) -> Path:
+    """Where move_aside puts `path`: `<name>.corrupt`, or the first free `<name>.corrupt.<n>` when an older one is
+    there, so a second damage does not erase the evidence of the first."""
     path = Path(path)
-    aside = path.with_name(path.name + ".corrupt")
-    os.replace(path, aside)
-    warnings.warn(f"{what} {path} could not be read ({reason}); moved aside to {aside.name}, {consequence}",
-                  RecoveryWarning, stacklevel=3)
+    aside, n = path.with_name(path.name + ".corrupt"), 0
+    while aside.exists() or aside.is_symlink():
+        n += 1
+        aside = path.with_name(f"{path.name}.corrupt.{n}")
+    return aside
+
+
+def move_aside(path: Path, what: str, reason: str, consequence: str, copy: bool = False) -> Path:
+    """Move an unreadable file (cut short by a kill or a full disk, overwritten) to `<name>.corrupt` (`.corrupt.1`,
+    `.corrupt.2`, ... when older ones are there; aside_path) and warn (RecoveryWarning) naming both and what happens
+    next; returns the new path. copy: copy it there instead, for a file the caller then mends in place (one other
+    processes hold open). Every reader of a file the project wrote does this instead of failing on the same file at
+    every run."""
+    path = Path(path)
+    aside = aside_path(path)
+    if copy:
+        atomic_write_bytes(aside, path.read_bytes())
+    else:
+        os.replace(path, aside)
+    warnings.warn(f"{what} {path} could not be read ({reason}); {'copied' if copy else 'moved'} aside to {aside.name}, "
+                  f"{consequence}", RecoveryWarning, stacklevel=3)
     return aside
 
 
