@@ -88,24 +88,33 @@ def os_error_line(e: OSError, path: str | os.PathLike | None = None) -> str:
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write `data` to `path` via a temp file in the same folder + rename, so a kill never leaves half a file."""
+    """Write `data` to `path` via a temp file in the same folder + rename, so a kill never leaves half a file. A failed
+    write is a WriteError naming `path` (never the temp file, which the user has never seen) and the fix."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
-        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; results should be as readable as any other file
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; results should be as readable as any other
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as e:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
-        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT) and not e.filename:
-            raise WriteError(e.errno, os_error_line(e, path), str(path)) from None  # a write names no file by itself
+        if isinstance(e, OSError) and not isinstance(e, WriteError) and _names_temp_file(e, path):
+            raise WriteError(e.errno, os_error_line(OSError(e.errno, e.strerror or str(e)), path), str(path)) from None
         raise
     return path
+
+
+def _names_temp_file(e: OSError, path: Path) -> bool:
+    """Whether `e` names no file (a write, an fsync) or one of atomic_write_bytes' temp files for `path` (mkstemp
+    names the candidate it could not create, rename the temp file)."""
+    name = Path(e.filename).name if e.filename else ""
+    return not name or (name.startswith(f".{path.name}.") and name.endswith(".tmp"))
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
