@@ -126,7 +126,7 @@ def test_missing_model_package_names_install_command(monkeypatch):
 
 
 def test_model_dir_must_be_a_model_folder(tmp_path):
-    with pytest.raises(EmbedError, match="is not a folder"):
+    with pytest.raises(EmbedError, match="does not exist; check the path"):
         load_model(tmp_path / "nope")
     with pytest.raises(EmbedError, match="no config.json"):
         load_model(tmp_path)

@@ -114,7 +114,7 @@ def test_a_control_is_built_once_and_loads_as_stage_2s_model_dir(tmp_path):
 
 
 @pytest.mark.parametrize("make, missing", [
-    (None, "is not a folder"),
+    (None, "does not exist"),
     (lambda d: None, "has no config.json and no modules.json"),
     (lambda d: (d / "config.json").write_text('{"hidden_size": 8}'), "config.json names no model_type"),
     (lambda d: (d / "config.json").write_text('{"model_type": "bert"}'), "holds no weights"),

@@ -189,7 +189,7 @@ def test_notebook_02_refuses_a_folder_that_is_not_a_model_naming_what_is_missing
 
 
 DAMAGED_CSV = {  # what a rows file can hold after a full disk, a bad copy or an edit, and the reason the warning gives
-    "a cut quote": (b'encoder,seed,auc\ncontrol,0,0.5\n"cont', r"not a CSV table: EOF inside string starting at row 2"),
+    "a cut header": (b"encoder,se", r"its header line is cut short"),
     "nothing": (b"", r"it is empty"),
     "binary garbage": (b"\x89PNG\r\n\x1a\n\x00\xff\xfe" * 8, r"not UTF-8 text"),
 }
@@ -296,9 +296,9 @@ def test_a_damaged_link_prediction_rows_file_is_moved_aside_and_its_pairs_scored
 
     first = run()
     assert scored == [0, 1] and len(run()) == 4 and scored == [0, 1]  # the second run resumes every pair
-    data = rows_file.read_bytes()[:-40] + b',"cut'
+    data = b"\xff\xfe" + rows_file.read_bytes()[2:]
     rows_file.write_bytes(data)
-    with pytest.warns(RecoveryWarning, match=moved_aside(rows_file, "link-prediction rows", r"not a CSV table: .+",
+    with pytest.warns(RecoveryWarning, match=moved_aside(rows_file, "link-prediction rows", r"not UTF-8 text",
                                                          r"their \(embedder, seed\) pairs are scored again")):
         again = run()
     assert scored == [0, 1, 0, 1] and rows_file.with_name("lp_rows.csv.corrupt").read_bytes() == data
@@ -352,10 +352,9 @@ def test_a_damaged_loss_history_of_a_finished_distillation_run_is_moved_aside_an
     assert GridCheckpoint(tmp_path, cfg).get("S1", hist, curves) == {"model": "S1", "seed": 0}
     pd.testing.assert_frame_equal(hist["S1"], losses)
     path = tmp_path / "losses" / "S1.csv"
-    path.write_bytes(b"step,loss\n0,2.0\n1,1.5,7\n")
+    path.write_bytes(b"step,loss\n\xff\xfe0,2.0\n")
     hist, curves = {}, {}
-    with pytest.warns(RecoveryWarning, match=moved_aside(path, "losses of the run S1",
-                                                         r"not a CSV table: Expected 2 fields in line 3, saw 3",
+    with pytest.warns(RecoveryWarning, match=moved_aside(path, "losses of the run S1", r"not UTF-8 text",
                                                          "the figures leave them out")):
         assert GridCheckpoint(tmp_path, cfg).get("S1", hist, curves) == {"model": "S1", "seed": 0}
     assert "S1" not in hist and path.with_name("S1.csv.corrupt").is_file()
@@ -392,7 +391,9 @@ def test_a_damaged_probe_rows_file_of_notebook_05b_is_moved_aside_and_its_encode
     path = tmp_path / "embedders" / "probe_rows.csv"
     path.parent.mkdir()
     path.write_bytes(b'encoder,model_id,texts\ncontrol 0,"bert-L1')
-    with pytest.warns(RecoveryWarning, match=moved_aside(path, "probe rows", "not a CSV table: EOF inside string.*",
+    with pytest.warns(RecoveryWarning, match=moved_aside(path, "probe rows", "1 row is not whole, cut short or "
+                                                         "overwritten: line 2 with encoder=control 0, model_id=bert-L1",
+                                                         "its 0 whole rows are written back and the cut one dropped: "
                                                          "its encoders are probed again")):
         rows = S.probes(EmbeddersParams(embedder_probe_texts=50), encoders, tmp_path)
     assert rows.encoder.tolist() == ["control 0"] and rows.fid_cosine.notna().all()

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
 import fcntl
+import io
 import os
 import tempfile
 import warnings
 from importlib import metadata
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -40,15 +43,31 @@ class RecoveryWarning(UserWarning):
     """A damaged file was moved aside and what it held is rebuilt or resumed; the runner prints these."""
 
 
-def move_aside(path: Path, what: str, reason: str, consequence: str) -> Path:
-    """Move an unreadable file (cut short by a kill or a full disk, overwritten) to `<name>.corrupt`, replacing an
-    older one, and warn (RecoveryWarning) naming both and what happens next; returns the new path. Every reader of a
-    file the project wrote does this instead of failing on the same file at every run."""
+def aside_path(path: str | os.PathLike) -> Path:
+    """Where move_aside puts `path`: `<name>.corrupt`, or the first free `<name>.corrupt.<n>` when an older one is
+    there, so a second damage does not erase the evidence of the first."""
     path = Path(path)
-    aside = path.with_name(path.name + ".corrupt")
-    os.replace(path, aside)
-    warnings.warn(f"{what} {path} could not be read ({reason}); moved aside to {aside.name}, {consequence}",
-                  RecoveryWarning, stacklevel=3)
+    aside, n = path.with_name(path.name + ".corrupt"), 0
+    while aside.exists() or aside.is_symlink():
+        n += 1
+        aside = path.with_name(f"{path.name}.corrupt.{n}")
+    return aside
+
+
+def move_aside(path: Path, what: str, reason: str, consequence: str, copy: bool = False) -> Path:
+    """Move an unreadable file (cut short by a kill or a full disk, overwritten) to `<name>.corrupt` (`.corrupt.1`,
+    `.corrupt.2`, ... when older ones are there; aside_path) and warn (RecoveryWarning) naming both and what happens
+    next; returns the new path. copy: copy it there instead, for a file the caller then mends in place (one other
+    processes hold open). Every reader of a file the project wrote does this instead of failing on the same file at
+    every run."""
+    path = Path(path)
+    aside = aside_path(path)
+    if copy:
+        atomic_write_bytes(aside, path.read_bytes())
+    else:
+        os.replace(path, aside)
+    warnings.warn(f"{what} {path} could not be read ({reason}); {'copied' if copy else 'moved'} aside to {aside.name}, "
+                  f"{consequence}", RecoveryWarning, stacklevel=3)
     return aside
 
 
@@ -72,24 +91,33 @@ def os_error_line(e: OSError, path: str | os.PathLike | None = None) -> str:
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write `data` to `path` via a temp file in the same folder + rename, so a kill never leaves half a file."""
+    """Write `data` to `path` via a temp file in the same folder + rename, so a kill never leaves half a file. A failed
+    write is a WriteError naming `path` (never the temp file, which the user has never seen) and the fix."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
-        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; results should be as readable as any other file
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; results should be as readable as any other
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as e:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
-        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT) and not e.filename:
-            raise WriteError(e.errno, os_error_line(e, path), str(path)) from None  # a write names no file by itself
+        if isinstance(e, OSError) and not isinstance(e, WriteError) and _names_temp_file(e, path):
+            raise WriteError(e.errno, os_error_line(OSError(e.errno, e.strerror or str(e)), path), str(path)) from None
         raise
     return path
+
+
+def _names_temp_file(e: OSError, path: Path) -> bool:
+    """Whether `e` names no file (a write, an fsync) or one of atomic_write_bytes' temp files for `path` (mkstemp
+    names the candidate it could not create, rename the temp file)."""
+    name = Path(e.filename).name if e.filename else ""
+    return not name or (name.startswith(f".{path.name}.") and name.endswith(".tmp"))
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -115,44 +143,118 @@ def rows_with(df, key: dict):
     return df[(df[list(key)].astype(str) == [str(v) for v in key.values()]).all(axis=1)]
 
 
-def csv_rows(path: str | os.PathLike, columns: list[str] | None = None) -> tuple[pd.DataFrame | None, str]:
-    """(the rows of the CSV `path`, "") or (None, why they cannot be read: pandas cannot parse it, or it lacks one of
-    `columns`); `path` must exist."""
+class CsvRead(NamedTuple):
+    """What whole_rows found in a CSV file."""
+
+    rows: pd.DataFrame | None  # its whole rows; None when it cannot be read as a table at all
+    why: str  # why not ("" when it can)
+    cut: list[str]  # the rows that are not whole, each as "line N with column=value, ..." (its first values)
+    whole: bytes  # the header and the whole rows as the file holds them (what read_rows writes back)
+
+
+def whole_rows(path: str | os.PathLike, columns: list[str] | None = None) -> CsvRead:
+    """The whole rows of the CSV `path` (which must exist). A row is whole when it has as many fields as the header
+    and ends with a line break: a kill or a full disk cuts the last line of a file short, and pandas would pad such a
+    row with empty values and take it for a finished one. Parsed with the csv module (quoted line breaks allowed)
+    because pandas keeps no trace of which rows it padded. `why` says why there is no table: empty, not UTF-8, a
+    header line without its end, a field pandas cannot parse, or a missing one of `columns`."""
+    data = Path(path).read_bytes()
     try:
-        rows = pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        return None, "it is empty"
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
-        return None, "not UTF-8 text"
+        return CsvRead(None, "not UTF-8 text", [], b"")
+    if not text.strip():
+        return CsvRead(None, "it is empty", [], b"")
+    lines = io.StringIO(text, newline="").readlines()
+    reader, records, start = csv.reader(lines), [], 0
+    limit = csv.field_size_limit(max(csv.field_size_limit(), len(text)))  # as long a field as pandas reads
+    try:
+        for fields in reader:
+            if fields:  # pandas skips blank lines too
+                records.append((start + 1, fields, "".join(lines[start:reader.line_num])))
+            start = reader.line_num
+    except csv.Error as e:
+        return CsvRead(None, f"not a CSV table: {e} (line {reader.line_num})", [], b"")
+    finally:
+        csv.field_size_limit(limit)
+    ended = text.endswith(("\n", "\r"))
+    if len(records) == 1 and not ended:
+        return CsvRead(None, "its header line is cut short", [], b"")
+    (_, header, head), body = records[0], records[1:]
+    torn = {n for i, (n, fields, _) in enumerate(body)
+            if len(fields) != len(header) or (i == len(body) - 1 and not ended)}
+    cut = [f"line {n}" + "".join(f"{', ' if i else ' with '}{k}={' '.join(v.split())[:40]}"
+                                 for i, (k, v) in enumerate((k, v) for k, v in zip(header[:3], fields) if v))
+           for n, fields, _ in body if n in torn]
+    whole = (head + "".join(t for n, _, t in body if n not in torn)).encode()
+    try:
+        rows = pd.read_csv(io.BytesIO(whole))
+    except pd.errors.EmptyDataError:
+        return CsvRead(None, "it is empty", cut, b"")
     except pd.errors.ParserError as e:
-        return None, "not a CSV table: " + str(e).strip().splitlines()[0].split("C error: ")[-1]
+        return CsvRead(None, "not a CSV table: " + str(e).strip().splitlines()[0].split("C error: ")[-1], cut, b"")
     missing = [c for c in columns or () if c not in rows.columns]
-    return (None, f"it has no {', '.join(missing)} column") if missing else (rows, "")
+    if missing:
+        return CsvRead(None, f"it has no {', '.join(missing)} column", cut, b"")
+    return CsvRead(rows, "", cut, whole)
 
 
-def read_rows(path: str | os.PathLike, what: str, consequence: str, columns: list[str] | None = None) -> pd.DataFrame:
-    """The rows of a CSV the project wrote and reads back to resume; an empty frame (with `columns`) when there is no
-    file, or when pandas cannot parse it or it lacks one of `columns` (cut short, overwritten, edited): such a file is
-    moved aside to `<name>.corrupt` with a RecoveryWarning naming it, `what` it is and the `consequence`, so its rows
-    are computed again instead of failing on it at every run. Where several processes share the file, call it under
+def csv_rows(path: str | os.PathLike, columns: list[str] | None = None) -> tuple[pd.DataFrame | None, str]:
+    """(the rows of the CSV `path`, "") or (None, why they cannot be read: whole_rows' reasons, or a row that is not
+    whole); `path` must exist. For a table that must be read whole (a published one); read_rows keeps the whole rows
+    of a file it resumes from."""
+    found = whole_rows(path, columns)
+    return (None, found.why or cut_rows_reason(found.cut)) if found.rows is None or found.cut else (found.rows, "")
+
+
+def cut_rows_reason(cut: list[str]) -> str:
+    """The rows whole_rows found not whole, for a message: how many and the first three with their line and values."""
+    more = f"; and {len(cut) - 3} more" if len(cut) > 3 else ""
+    return (f"{len(cut)} row{'s are' if len(cut) > 1 else ' is'} not whole, cut short or overwritten: "
+            f"{'; '.join(cut[:3])}{more}")
+
+
+def read_rows(path: str | os.PathLike, what: str, consequence: str, columns: list[str] | None = None,
+              lost: str | None = None, write_back: bool = True) -> pd.DataFrame:
+    """The whole rows of a CSV the project wrote and reads back to resume (whole_rows); an empty frame (with
+    `columns`) when there is no file. A file that cannot be read as a table, or lacks one of `columns`, is moved
+    aside to `<name>.corrupt` with a RecoveryWarning naming it, `what` it is and the `consequence`; one with rows
+    that are not whole (a kill or a full disk cut its last line, an edit) is moved aside too, its whole rows written
+    back, and the warning names the dropped rows and what comes of them (`lost`, default `consequence`): the caller
+    computes them again instead of taking a half row for a finished one. write_back=False, for a table the caller
+    cannot complete (another notebook's): its whole rows stay in the moved file and the frame is empty, so that no
+    later run takes the rest for the whole table. Where several processes share the file, call it under
     locked(path)."""
     path = Path(path)
     if not path.is_file():
         return pd.DataFrame(columns=columns)
-    rows, reason = csv_rows(path, columns)
-    if rows is None:
-        move_aside(path, what, reason, consequence)
+    found = whole_rows(path, columns)
+    if found.rows is None:
+        move_aside(path, what, found.why, consequence)
         return pd.DataFrame(columns=columns)
-    return rows
+    if not found.cut:
+        return found.rows
+    n, dropped = len(found.rows), "the cut one" if len(found.cut) == 1 else f"the {len(found.cut)} cut ones"
+    whole = f"its {n} whole row{'s' if n != 1 else ''}"
+    if not write_back:
+        move_aside(path, what, cut_rows_reason(found.cut), f"{whole} with it (without {dropped} they would pass for "
+                                                           f"the whole table): {lost or consequence}")
+        return pd.DataFrame(columns=columns)
+    move_aside(path, what, cut_rows_reason(found.cut),
+               f"{whole} {'are' if n != 1 else 'is'} written back and {dropped} dropped: {lost or consequence}")
+    atomic_write_bytes(path, found.whole)
+    return found.rows
 
 
-def append_csv_rows(path: str | os.PathLike, rows: list[dict], replace: dict | None = None) -> Path:
-    """Add `rows` to the CSV `path` atomically under `locked(path)`, reading it again first, so several processes
-    appending to one results file keep each other's rows. replace: drop the rows `rows_with` this key first (an
-    incomplete set a killed process left)."""
+def append_csv_rows(path: str | os.PathLike, rows: list[dict], replace: dict | None = None, what: str = "rows file",
+                    lost: str = "the rows added now follow the whole ones") -> Path:
+    """Add `rows` to the CSV `path` atomically under `locked(path)`, reading it again first (read_rows: a damaged
+    file, `what` it is, is moved aside, and rows that are not whole are dropped, with `lost` as what comes of them), so
+    several processes appending to one results file keep each other's rows. replace: drop the rows `rows_with` this
+    key first (an incomplete set a killed process left)."""
     path = Path(path)
     with locked(path):
-        old = read_rows(path, "rows file", "a new one is started with the rows added now")
+        old = read_rows(path, what, "a new one is started with the rows added now", lost=lost)
         if replace:
             old = old.drop(rows_with(old, replace).index)
         return atomic_write_text(path, pd.concat([old, pd.DataFrame(rows)], ignore_index=True).to_csv(index=False))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -185,11 +186,11 @@ def _by_model(rows: list[dict]) -> dict[str, dict]:
 
 
 def _read_rows(path: Path) -> list[dict]:
-    """The rows of rows.jsonl; a last line torn by a kill (no newline yet) is cut off the file, so that run is done
-    again and the next row starts on a line of its own. A file with other lines that hold no row (overwritten,
-    edited) is moved aside and written again with the rows it holds, so only the runs of the lost lines are done
-    again. Read under the file's lock, so a line another process is writing at that moment is not taken for a torn
-    one."""
+    """The rows of rows.jsonl; a last line torn by a kill (no newline yet) is cut off the file (a copy of it kept
+    aside, RecoveryWarning), so that run is done again and the next row starts on a line of its own. A file with other
+    lines that hold no row (overwritten, edited) is moved aside and written again with the rows it holds, so only the
+    runs of the lost lines are done again. Read under the file's lock, so a line another process is writing at that
+    moment is not taken for a torn one."""
 
     if not path.is_file():
         return []
@@ -197,7 +198,12 @@ def _read_rows(path: Path) -> list[dict]:
         fcntl.flock(f, fcntl.LOCK_EX)
         data = f.read()
         if data and not data.endswith(b"\n"):
-            data = data[:data.rfind(b"\n") + 1]
+            whole = data[:data.rfind(b"\n") + 1]
+            run = re.search(rb'"model": "([^"]*)"', data[len(whole):])
+            run = f"the run {run.group(1).decode(errors='replace')}" if run else "the run of that line"
+            move_aside(path, "finished-run rows", f"its line {len(whole.splitlines()) + 1} is cut short",
+                       f"it is cut off the file and {run} is trained again", copy=True)
+            data = whole
             f.truncate(len(data))
         lines = [line for line in data.splitlines() if line.strip()]
         rows = [row for row in map(_row, lines) if row is not None]

@@ -89,6 +89,8 @@ def check_model_dir(path: str | os.PathLike, what: str = "model_dir") -> None:
     path = Path(path)
     fix = ("pass a folder saved with SentenceTransformer.save(folder) or a model2vec folder (empty model_dir: "
            "all-MiniLM-L6-v2)")
+    if not path.exists():
+        raise EmbedError(f"{what} {str(path)!r} does not exist; check the path, or {fix}")
     if not path.is_dir():
         raise EmbedError(f"{what} {str(path)!r} is not a folder; {fix}")
     cfg, modules = path / "config.json", path / "modules.json"

@@ -137,7 +137,8 @@ def build(spec: Spec, recipe: Recipe, root: Path) -> Path:
     append_csv_rows(root / "builds.csv", [{"encoder": spec.label, "spec": made["spec"],
                                            "seconds": round(time.perf_counter() - t0, 1),
                                            "steps": recipe.steps if spec.kind == "student" else
-                                           recipe.static_steps if spec.entry.uses_recipe else 0}])
+                                           recipe.static_steps if spec.entry.uses_recipe else 0}],
+                    what="build times", lost="their encoders are kept, their times are not measured again")
     atomic_write_text(record, json.dumps(made, indent=1) + "\n")
     return folder
 

@@ -32,7 +32,8 @@ def load_stage3(cfg: BeyondParams) -> dict:
     run_path = resolve(cfg.run_dir)
     metrics = read_json(run_path / "metrics.json")
     rows = read_rows(run_path / "train_gat_rows.csv", "notebook 03's rows",
-                     "run notebook 03 on this run_dir again to write them", columns=["protocol", "seed"])
+                     "run notebook 03 on this run_dir again to write them", columns=["protocol", "seed"],
+                     write_back=False)
     require("train_gat" in metrics and not rows.empty, "run_dir", cfg.run_dir,
             "run notebook 03 (train_gat) on this run_dir first")
     p03_file = run_path / "params_03_train_gat.json"

@@ -43,11 +43,12 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[torch.nn.Mod
     return model.to(device), ck
 
 
-def epoch_file_readable(path: Path) -> bool:
+def epoch_file_readable(path: Path, what: str = "best-epoch checkpoint",
+                        consequence: str = "it is written again from the weights kept in last.pt") -> bool:
     """Whether the epoch checkpoint `path` (what notebooks 03b and 04 load) can be read; a damaged one is moved aside
-    (lib.common.tensorfiles.read_checkpoint), so train_model writes it again from the weights its last.pt keeps."""
-    return read_checkpoint(path, "cpu", "best-epoch checkpoint",
-                           "it is written again from the weights kept in last.pt") is not None
+    (lib.common.tensorfiles.read_checkpoint) with a warning naming `what` it is and the `consequence`: by default
+    train_model writes it again from the weights its last.pt keeps."""
+    return read_checkpoint(path, "cpu", what, consequence) is not None
 
 
 def epoch_checkpoints(ckpt_dir: Path) -> dict[int, Path]:

@@ -376,6 +376,11 @@ def train_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], val
              progress=progress and ranks.rank == 0, desc=f"{kind} ({cfg.epochs} epochs)")
     val_log = loop.extra["val"]
     best_epoch = _best_epoch(val_log, cfg.select_metric) if val_log else 0
+    if folder and val_log and ranks.rank == 0:
+        at_epoch_end = loop.step % n_steps == 0 and loop.step // n_steps == val_log[-1]["epoch"]
+        _check_epoch_files(folder, best_epoch, val_log[-1]["epoch"] if at_epoch_end else None,
+                           lambda epoch: save_checkpoint(folder / f"epoch_{epoch}.pt", model, opt, config, epoch,
+                                                         loop.rows, val_log))
     if val_log and best_epoch != val_log[-1]["epoch"]:
         model.load_state_dict(loop.extra["best"][1])
     if folder and val_log and ranks.rank == 0 and not epoch_file_readable(folder / f"epoch_{best_epoch}.pt"):
@@ -384,6 +389,23 @@ def train_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], val
     return model, TrainResult(kind, loop.rows, val_log, best_epoch, str(ckpts.get(best_epoch)) if ckpts else None,
                               skipped, loop.resumed_from // n_steps, loop.done, time.perf_counter() - t_start, G,
                               ranks.world)
+
+
+def _check_epoch_files(folder: Path, best_epoch: int, last_epoch: int | None, write_last) -> None:
+    """Read every epoch checkpoint `folder` keeps but the selected one (train_model checks that one itself), when a run
+    resumes or finishes: a damaged one would otherwise stay unnoticed until someone loads it. It is moved aside
+    (RecoveryWarning); `write_last(epoch)` writes the last epoch's again (last_epoch: the epoch whose end the model is
+    at now, None when it is at none); the weights of the others are kept nowhere else, which the warning says."""
+    for epoch, path in epoch_checkpoints(folder).items():
+        if epoch == best_epoch:
+            continue
+        if epoch == last_epoch:
+            if not epoch_file_readable(path, "epoch checkpoint"):
+                write_last(epoch)
+        else:
+            epoch_file_readable(path, "epoch checkpoint",
+                                f"it cannot be written again: its weights are kept nowhere else (later notebooks "
+                                f"load only the selected epoch, {best_epoch})")
 
 
 def _best_epoch(val_log: list[dict], metric: str) -> int:
