@@ -7,6 +7,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
+from safetensors.numpy import save_file
 
 from lib.common.params import ParamError
 from lib.embed.encoder import encode, load_model
@@ -16,6 +17,7 @@ from lib.embedders import evaluate as V
 from lib.distill.data import load_vital_articles
 from lib.embedders.config import VITAL_TOPICS, EmbeddersParams, shares
 from lib.embedders.goals import goal_of
+from tests.test_model_folders import static_folder
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +120,8 @@ def test_a_control_is_built_once_and_loads_as_stage_2s_model_dir(tmp_path):
     (lambda d: None, "has no config.json and no modules.json"),
     (lambda d: (d / "config.json").write_text('{"hidden_size": 8}'), "config.json names no model_type"),
     (lambda d: (d / "config.json").write_text('{"model_type": "bert"}'), "holds no weights"),
-    (lambda d: [(d / "config.json").write_text('{"model_type": "bert"}'), (d / "model.safetensors").write_bytes(b"")],
+    (lambda d: [(d / "config.json").write_text('{"model_type": "bert"}'), (d / "vocab.txt").write_text("[UNK]\n"),
+                save_file({"w": np.zeros(1, np.float32)}, str(d / "model.safetensors"))],
      "no config.json in it names num_hidden_layers"),
 ])
 def test_a_folder_encoder_that_is_not_a_model_is_refused_naming_what_it_lacks(tmp_path, make, missing):
@@ -130,11 +133,9 @@ def test_a_folder_encoder_that_is_not_a_model_is_refused_naming_what_it_lacks(tm
         R.parse(f"folder:{folder}")
     assert str(e.value).startswith(f"embedder_encoders has 'folder:{folder}': the folder '{folder}' ")
     assert missing in str(e.value) and "\n" not in str(e.value)
-    (tmp_path / "m2v").mkdir()
-    (tmp_path / "m2v" / "config.json").write_text('{"model_type": "model2vec"}')
+    static_folder(tmp_path / "m2v")
     assert R.parse(f"folder:{tmp_path / 'm2v'}").layers == 0  # a static table: judged by the static goal
-    (tmp_path / "elsewhere" / "m2v").mkdir(parents=True)
-    (tmp_path / "elsewhere" / "m2v" / "config.json").write_text('{"model_type": "model2vec"}')
+    static_folder(tmp_path / "elsewhere" / "m2v")
     with pytest.raises(ParamError, match=r"embedder_encoders names \['folder m2v'\] more than once"):
         EmbeddersParams(embedder_encoders=[f"folder:{tmp_path / 'm2v'}", f"folder:{tmp_path / 'elsewhere' / 'm2v'}"],
                         embedder_mixes=["titles:1"]).check()

@@ -113,7 +113,8 @@ def test_a_static_folder_without_its_table_names_the_folder(static8, tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(static8, broken)
     (broken / "model.safetensors").unlink()
-    with pytest.raises(StaticModelError, match=r"broken.*is not a model2vec folder \(missing model.safetensors\)"):
+    with pytest.raises(EmbedError, match=r"broken' is not a model folder: it has no model.safetensors \(a model2vec "
+                                         r"folder holds config.json, model.safetensors and tokenizer.json\)"):
         load_model(broken)
 
 

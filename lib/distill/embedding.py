@@ -99,7 +99,7 @@ def assistant_student(layers: list[int], model_dir: str | os.PathLike | None = N
     dropout: replace the hidden and attention dropout (None keeps the model's). ffn: keep this many feed-forward
     neurons per layer (`prune_feed_forward`; None keeps all 1,536)."""
     src = Path(model_dir) if model_dir else assistant_path()
-    model = AutoModel.from_pretrained(src)
+    model = AutoModel.from_pretrained(src, use_safetensors=True)
     n = model.config.num_hidden_layers
     if model.config.model_type != "bert" or not layers or any(not 0 <= i < n for i in layers):
         raise DistillError(f"layers={layers} cannot be taken from {src.name} ({model.config.model_type}, {n} layers); "

@@ -175,7 +175,7 @@ def load_encoder(model_dir: str | os.PathLike, name: str | None = None, device: 
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise DistillError(f"model folder {model_dir} has no config.json; pass a sentence-transformers folder")
-    model = AutoModel.from_pretrained(model_dir, attn_implementation="eager").to(device)
+    model = AutoModel.from_pretrained(model_dir, attn_implementation="eager", use_safetensors=True).to(device)
     model.eval()
     kind = model.config.model_type
     if kind not in ("mpnet", "bert"):

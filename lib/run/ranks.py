@@ -16,6 +16,7 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from lib.common.device import get_device
+from lib.common.runinfo import UNREADABLE, unreadable_reason
 
 TIMEOUT_S = 600  # collectives of a stuck or dead rank fail after this, instead of hanging the job
 
@@ -100,9 +101,21 @@ def _local_worker(rank: int, world: int, port: int, job, args: tuple, device: st
 
 def run_local(job, args: tuple = (), world: int = 2, device: str = "cpu", timeout_s: float = 120) -> list:
     """job(Dist, *args) on `world` processes of this machine (torch.multiprocessing.spawn, a free port), for tests and
-    benchmarks; returns each rank's result (anything torch.save can write). A rank's exception is raised here, naming
-    that rank, after the others were stopped. `job` must be importable (a module-level function)."""
+    benchmarks; returns each rank's result: tensors and plain values (numbers, strings, lists and dicts of them), read
+    back with torch.load(weights_only=True), so a result holding any other object, which unpickling would run as code,
+    is refused. A rank's exception is raised here, naming that rank, after the others were stopped. `job` must be
+    importable (a module-level function)."""
 
     with tempfile.TemporaryDirectory() as out:
         mp.spawn(_local_worker, args=(world, free_port(), job, args, device, timeout_s, out), nprocs=world, join=True)
-        return [torch.load(Path(out) / f"rank{r}.pt", weights_only=False) for r in range(world)]
+        return [rank_result(Path(out) / f"rank{r}.pt", r, job) for r in range(world)]
+
+
+def rank_result(path: Path, rank: int, job) -> object:
+    """What `job` returned on `rank`, saved by its process to `path`: tensors and plain values only (weights_only)."""
+    try:
+        return torch.load(path, weights_only=True)
+    except UNREADABLE as e:
+        raise RuntimeError(f"the result of {getattr(job, '__name__', job)} on rank {rank} cannot be read back: "
+                           f"{unreadable_reason(e)}; return tensors and plain values (numbers, strings, lists and "
+                           f"dicts of them) from the job") from None
