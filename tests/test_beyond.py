@@ -1,4 +1,5 @@
 """Notebook 03b's orchestration: the sweep reads validation graphs only, and the gap table's margins by hand."""
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -9,6 +10,8 @@ from lib.linkpred.evaluate import evaluate_heuristic
 from lib.linkpred.heuristics import HEURISTICS
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import make_protocol
+from lib.metrics.paired import verdict
+from lib.metrics.selection import goal_verdict
 
 SMALL = ModelConfig(in_channels=16, gat_hidden=8, gat_out=4, gat_levels=1, gat_heads=1, gat_dropout=0.1)
 
@@ -173,19 +176,43 @@ def test_gap_table_leaves_out_a_negative_set_the_tasks_do_not_hold():
     assert g["best graph model"].iloc[0] == "gat_dot" and g["bar"].iloc[0] == "heuristic_stack"
 
 
-def test_goal_needs_the_shortcut_beaten_too_except_on_uniform_negatives():
+def _interval(name: str, mean: float, half: float) -> dict:
+    return {name: mean, f"{name}_low": mean - half, f"{name}_high": mean + half}
+
+
+def test_goal_needs_the_shortcut_beaten_too_except_on_uniform_negatives_each_part_judged_on_its_interval():
     row = {"protocol": "leak_free", "negatives": "matched", "best graph model": "gat_ncn_stack_matched",
-           "chosen on": "validation", "best on test": "gat_ncn_stack_matched", "bar": "cosine", "auc_margin": 0.05,
-           "auc_margin_std": 0.01, "mrr_margin": 0.02, "mrr_margin_std": 0.01, "auc_margin_shortcut": 0.3,
-           "mrr_margin_shortcut": 0.4, "auc_cn_margin": 0.06, "auc_no_cn_margin": -0.01}
-    assert B.goal_met(row)
-    assert not B.goal_met({**row, "auc_margin_shortcut": 0.01})  # the bar beaten, the one-bit rule not
-    assert not B.goal_met({**row, "mrr_margin": -0.001})
-    assert B.goal_met({**row, "negatives": "uniform", "auc_margin_shortcut": -0.5})
-    assert B.goal_met({k: v for k, v in row.items() if "shortcut" not in k})  # rows without the shortcut
-    (line,) = B.gap_sentences(pd.DataFrame([{**row, "auc_margin_shortcut": 0.01}]))
-    assert "does not meet the goal" in line and "and the shortcut" in line
-    assert "cn +0.060, no_cn -0.010" in line
+           "chosen on": "validation", "best on test": "gat_ncn_stack_matched", "bar": "cosine", "seeds": 3,
+           **_interval("auc_margin", 0.05, 0.01), **_interval("mrr_margin", 0.02, 0.01),
+           **_interval("auc_margin_shortcut", 0.3, 0.1), **_interval("mrr_margin_shortcut", 0.4, 0.1),
+           **_interval("auc_cn_margin", 0.06, 0.02), **_interval("auc_no_cn_margin", -0.01, 0.02)}
+    assert goal_verdict(row) == "met"
+    assert goal_verdict({**row, **_interval("auc_margin_shortcut", 0.01, 0.005)}) == "missed"  # the bar beaten only
+    assert goal_verdict({**row, **_interval("mrr_margin", -0.01, 0.005)}) == "missed"
+    assert goal_verdict({**row, **_interval("auc_margin", 0.025, 0.01)}) == "undecided"  # the interval holds +0.02
+    assert goal_verdict({**row, **_interval("auc_margin", 0.05, float("nan"))}) == "undecided"  # one seed
+    assert goal_verdict({**row, "negatives": "uniform", **_interval("auc_margin_shortcut", -0.5, 0.01)}) == "met"
+    assert goal_verdict({k: v for k, v in row.items() if "shortcut" not in k}) == "met"  # rows without the shortcut
+    assert goal_verdict({k: v for k, v in row.items() if not k.endswith(("_low", "_high"))}) == "undecided"
+    (line,) = B.gap_sentences(pd.DataFrame([{**row, **_interval("auc_margin_shortcut", 0.01, 0.005)}]))
+    assert "3 seeds: goal missed" in line and "AUC over no_cn_shortcut missed: +0.010 [+0.005, +0.015] < +0.020" in line
+    assert "AUC over cosine met: +0.050 [+0.040, +0.060] > +0.020" in line
+    assert "cn +0.060 [+0.040, +0.080], no_cn -0.010 [-0.030, +0.010]" in line
+
+
+def test_the_gap_table_judges_each_cell_on_the_paired_per_seed_margins():
+    rows = []
+    for s, (model_auc, stack_auc) in enumerate([(0.90, 0.85), (0.92, 0.86), (0.91, 0.88)]):
+        for model, auc, mrr in (("gat_dot", model_auc, 0.5), ("heuristic_stack", stack_auc, 0.3),
+                                ("cosine", 0.7, 0.2)):
+            rows.append({"protocol": "leak_free", "negatives": "uniform", "seed": s, "model": model, "auc": auc,
+                         "mrr": mrr + 0.01 * s, "val_auc": auc if model == "gat_dot" else np.nan})
+    (g,) = B.gap_table(pd.DataFrame(rows)).to_dict("records")
+    d = np.array([0.05, 0.06, 0.03])  # per-seed AUC margins over the stack
+    half = 4.302653 * d.std(ddof=1) / np.sqrt(3)  # t(0.975, 2)
+    assert g["seeds"] == 3 and g["auc_margin"] == pytest.approx(d.mean())
+    assert (g["auc_margin_low"], g["auc_margin_high"]) == pytest.approx((d.mean() - half, d.mean() + half))
+    assert g["goal"] == verdict(g["auc_margin_low"], g["auc_margin_high"], 0.02) == "undecided"
 
 
 def test_run_all_scores_bar_shortcut_and_variants_on_the_same_split_and_keeps_stage3_rows(tmp_path):

@@ -20,7 +20,7 @@ from sklearn.preprocessing import StandardScaler
 
 from lib.distill.models import Encoder, StudentShape, make_student
 from lib.distill.train import predict_logits
-from lib.metrics.paired import mean_interval
+from lib.metrics.paired import mean_interval, verdict
 from lib.viz.figures import saved
 
 
@@ -278,11 +278,10 @@ def paired_differences(results: pd.DataFrame, reference: str = "no distillation"
 
 
 def _interval_word(r) -> str:
+    """Where the interval lies against 0, by the project's one rule (lib.metrics.paired.verdict)."""
     if r.seeds < 2:
         return "one seed, no interval"
-    if r.ci_low > 0:
-        return "above 0"
-    return "below 0" if r.ci_high < 0 else "includes 0"
+    return {"met": "above 0", "missed": "below 0", "undecided": "includes 0"}[verdict(r.ci_low, r.ci_high, 0.0)]
 
 
 def difference_sentences(diffs: pd.DataFrame, subject: str = "{method}", versus: str = "{versus}") -> list[str]:

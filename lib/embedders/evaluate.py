@@ -27,7 +27,7 @@ from lib.distill.eval import evaluate_embedder
 from lib.embed.encoder import encode, load_model
 from lib.embedders.encoders import REFERENCE
 from lib.embedders.goals import Goal, goal_of
-from lib.metrics.paired import mean_interval
+from lib.metrics.paired import all_of, mean_interval, verdicts
 
 
 # ------------------------------------------------------------------------------------------------------ validation
@@ -135,7 +135,8 @@ def goal_rows(paired: pd.DataFrame, speed: pd.DataFrame, layers: dict[str, int])
         g = auc[auc.encoder == enc]
         worst = {m: float(g[g.model == m].ci_low.min()) if len(g[g.model == m]) else float("nan")
                  for m, _ in goal.margins}
-        close = all(np.isfinite(worst[m]) and worst[m] > -v for m, v in goal.margins)
+        # every (source, protocol) interval of every model above its goal's margin, by the project's one rule
+        close = all(len(g[g.model == m]) and all_of(verdicts(g[g.model == m], -v)) == "met" for m, v in goal.margins)
         r = float(ratio.get(enc, float("nan")))
         row = {"encoder": enc, "goal": goal.name, "layers": n, "ratio": r,
                **{f"worst_{m}": v for m, v in worst.items()}, "small": n <= goal.max_layers,

@@ -42,7 +42,8 @@ from lib.linkpred.protocols import ProtocolSplit
 from lib.linkpred.negative_sets.registry import NEGATIVE_SETS, held_sets
 from lib.linkpred.train import Checkpointing, train_model
 from lib.metrics.link import STRATA, set_metrics
-from lib.metrics.selection import GOAL_AUC_MARGIN, choose_on_validation, goal_met
+from lib.metrics.paired import interval_text, judged_text, mean_interval
+from lib.metrics.selection import GOAL_AUC_MARGIN, GOAL_MRR_MARGIN, choose_on_validation, goal_parts, goal_verdict
 
 # Training settings a variant fixes whatever the profile says. ncn_stack_uniform is ncn_stack trained for the uniform
 # negative set only: on the seed40 validation graphs (leak_free, seed 0) ncn_stack's validation AUC with uniform
@@ -166,9 +167,17 @@ def validation_of(res: dict, negatives: str) -> dict:
     return {f"val_{m}": best.get(f"{m}{suffix}") for m in ("auc", "mrr")}
 
 
+def margin_columns(name: str, diffs: pd.Series) -> dict:
+    """{name, name_std, name_low, name_high}: the mean of per-seed differences `diffs` [seeds] (NaN ones, a seed
+    without that stratum, left out), their std and 95% interval (lib.metrics.paired.mean_interval)."""
+    r = mean_interval(diffs.dropna())
+    return {name: r["diff"], f"{name}_std": r["std"], f"{name}_low": r["ci_low"], f"{name}_high": r["ci_high"]}
+
+
 def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc", "mrr")) -> pd.DataFrame:
     """Per protocol × negative set: the best graph model, the heuristic stack, the best single heuristic, and the best
-    model's margin (mean ± std of per-seed differences) over the *strongest* heuristic scorer by mean test AUC ("bar")
+    model's margin (mean, std and 95% interval of per-seed differences; margin_columns) over the *strongest* heuristic
+    scorer by mean test AUC ("bar")
     — the stack is fitted on uniform negatives, so on the other sets a single heuristic can beat it; where the rows hold a
     rescaled stack (STACKS), it competes for the bar too.
 
@@ -178,7 +187,8 @@ def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc"
     and "chosen on" says which was used. Where the rows hold SHORTCUT, its metrics and the best model's mean margin over it
     ({metric}_margin_shortcut) are added; it is not part of the bar. A protocol × negative set without a defined AUC
     (its tasks hold no such negative) has no row. Where the rows hold per-stratum metrics (auc_cn, mrr_no_cn, ...),
-    {metric}_{stratum}_margin is the best model's mean margin over the bar within that stratum of positives."""
+    {metric}_{stratum}_margin is the best model's mean margin over the bar within that stratum of positives. "goal" is
+    the cell's verdict under the project's one rule (lib.metrics.selection.goal_verdict): met, missed or undecided."""
     out = []
     for (p, n), g in rows.groupby(["protocol", "negatives"], sort=False):
         g = g[g["auc"].notna()]  # a negative set with no pairs in these tasks (e.g. no dist2 negative exists) has none
@@ -197,19 +207,19 @@ def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc"
             for label, who in (("best model", best), *((b, b) for b in bars[:-1]), ("best single " + single, single)):
                 v = per_seed[m][who]
                 rec[f"{best_label(m)} {label}"] = f"{v.mean():.3f} ± {v.std(ddof=1) if len(v) > 1 else 0:.3f}"
-            d = per_seed[m][best] - per_seed[m][bar]
-            rec[f"{m}_margin"] = float(d.mean())
-            rec[f"{m}_margin_std"] = float(d.std(ddof=1)) if len(d) > 1 else 0.0
+            rec |= margin_columns(f"{m}_margin", per_seed[m][best] - per_seed[m][bar])
             if SHORTCUT in mean.index:
                 v = per_seed[m][SHORTCUT]
                 rec[f"{best_label(m)} {SHORTCUT}"] = f"{v.mean():.3f} ± {v.std(ddof=1) if len(v) > 1 else 0:.3f}"
-                rec[f"{m}_margin_shortcut"] = float((per_seed[m][best] - v).mean())
+                rec |= margin_columns(f"{m}_margin_shortcut", per_seed[m][best] - v)
             for st in STRATA:  # where the best model wins: positives with / without a common neighbour
                 col = f"{m}_{st}"
                 if col in g and g[col].notna().any():
                     ps = g.pivot_table(index="seed", columns="model", values=col)
                     if best in ps and bar in ps:
-                        rec[f"{col}_margin"] = float((ps[best] - ps[bar]).mean())
+                        rec |= margin_columns(f"{col}_margin", ps[best] - ps[bar])
+        rec["seeds"] = int(per_seed.index.size)
+        rec["goal"] = goal_verdict(rec)
         out.append(rec)
     return pd.DataFrame(out)
 
@@ -266,21 +276,24 @@ def seconds_per_1000(fn, pairs: int, repeat: int = 3) -> float:
 
 
 def gap_sentences(gaps: pd.DataFrame) -> list[str]:
-    """One sentence per protocol × negative set of `gap_table`: the best graph model (chosen on validation), its AUC
-    and MRR margins over the bar and over SHORTCUT, the goal's verdict (`goal_met`), and within each stratum of
-    positives (with / without a common neighbour) its AUC margin over the bar — printed by notebook 03b from the
-    numbers."""
+    """One sentence per protocol × negative set of `gap_table`: the best graph model (chosen on validation), the goal's
+    verdict under the project's one rule (lib.metrics.paired) and each of its parts with its 95% interval — the AUC and
+    MRR margins over the bar and, on the harder sets, over SHORTCUT — and within each stratum of positives (with /
+    without a common neighbour) the AUC margin over the bar with its interval; printed by notebook 03b."""
     out = []
     for r in gaps.to_dict("records"):
+        parts = goal_parts(r)
+        shown = [("auc", f"AUC over {r['bar']}", "auc_margin", GOAL_AUC_MARGIN),
+                 ("mrr", "MRR", "mrr_margin", GOAL_MRR_MARGIN),
+                 ("auc_shortcut", f"AUC over {SHORTCUT}", "auc_margin_shortcut", GOAL_AUC_MARGIN),
+                 ("mrr_shortcut", "MRR", "mrr_margin_shortcut", GOAL_MRR_MARGIN)]
+        cells = [f"{label} {judged_text(r[col], r.get(f'{col}_low'), r.get(f'{col}_high'), margin)}"
+                 for part, label, col, margin in shown if part in parts]
         txt = (f"{r['protocol']} / {r['negatives']}: best graph model {r['best graph model']} (chosen on "
-               f"{r['chosen on']} AUC; best on test: {r['best on test']}): AUC margin over the strongest heuristic "
-               f"scorer ({r['bar']}) {r['auc_margin']:+.3f} ± {r['auc_margin_std']:.3f}, MRR margin "
-               f"{r['mrr_margin']:+.3f} ± {r['mrr_margin_std']:.3f}")
-        if "auc_margin_shortcut" in r and pd.notna(r.get("auc_margin_shortcut")):
-            txt += f"; over {SHORTCUT} AUC {r['auc_margin_shortcut']:+.3f}, MRR {r['mrr_margin_shortcut']:+.3f}"
-        txt += (f": {'meets' if goal_met(r) else 'does not meet'} the goal (>= +{GOAL_AUC_MARGIN} AUC and a higher MRR "
-                f"than the bar{'' if r['negatives'] == 'uniform' else ' and the shortcut'})")
-        strata = [f"{st} {r[f'auc_{st}_margin']:+.3f}" for st in STRATA if pd.notna(r.get(f"auc_{st}_margin"))]
+               f"{r['chosen on']} AUC; best on test: {r['best on test']}), {r.get('seeds', '?')} seeds: goal "
+               f"{goal_verdict(r)} ({'; '.join(cells)})")
+        strata = [f"{st} {interval_text(r[c], r.get(f'{c}_low'), r.get(f'{c}_high'))}"
+                  for st in STRATA if pd.notna(r.get(c := f"auc_{st}_margin"))]
         if strata:
             txt += f"; AUC margin over the bar by stratum of positives: {', '.join(strata)}"
         out.append(txt + ".")

@@ -1,8 +1,21 @@
-"""The one paired-interval routine: differences paired by seed, their mean and 95% t-interval."""
+"""The one judging rule of the project, and the paired interval it reads.
+
+A claim "A beats B by at least m" is judged on the differences A − B paired by seed: their 95% t-interval of the mean
+is **met** when it lies above m (its lower bound > m), **missed** when it lies below m (its upper bound < m) and
+**undecided** when it holds m; with fewer than two seeds there is no interval and every claim is undecided. A claim
+made of several parts (a goal with an AUC and an MRR margin) is met when every part is met, missed when one part is
+missed, and undecided otherwise. Every verdict the notebooks, the results page and the README print comes from
+`verdict` and is printed with its interval (`judged_text`).
+"""
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pandas as pd
 from scipy.stats import t as student_t
+
+VERDICTS = ("met", "undecided", "missed")
 
 
 def mean_interval(diffs) -> dict:
@@ -14,3 +27,47 @@ def mean_interval(diffs) -> dict:
     sd = float(d.std(ddof=1)) if n > 1 else float("nan")
     half = float(student_t.ppf(0.975, n - 1) * sd / np.sqrt(n)) if n > 1 else float("nan")
     return {"seeds": n, "diff": mean, "std": sd, "ci_low": mean - half, "ci_high": mean + half}
+
+
+def verdict(ci_low: float, ci_high: float, margin: float = 0.0) -> str:
+    """The rule: "met" when the interval [ci_low, ci_high] lies above `margin`, "missed" when below it, "undecided"
+    when it holds it or is undefined (NaN: fewer than two seeds)."""
+    if ci_low is None or ci_high is None or math.isnan(ci_low) or math.isnan(ci_high):
+        return "undecided"
+    if ci_low > margin:
+        return "met"
+    return "missed" if ci_high < margin else "undecided"
+
+
+def judge(diffs, margin: float = 0.0) -> dict:
+    """`mean_interval(diffs)` with the claim's `margin` and its `verdict`."""
+    r = mean_interval(diffs)
+    return {**r, "margin": margin, "verdict": verdict(r["ci_low"], r["ci_high"], margin)}
+
+
+def verdicts(rows: pd.DataFrame, margin: float = 0.0) -> pd.Series:
+    """`verdict` of each row of a table of intervals (columns ci_low, ci_high), against `margin`."""
+    return pd.Series([verdict(lo, hi, margin) for lo, hi in zip(rows["ci_low"], rows["ci_high"])], index=rows.index,
+                     dtype=object)
+
+
+def all_of(verdicts) -> str:
+    """The verdict of a claim made of parts: met when every part is met, missed when one is missed, else undecided."""
+    verdicts = list(verdicts)
+    if "missed" in verdicts:
+        return "missed"
+    return "met" if verdicts and all(v == "met" for v in verdicts) else "undecided"
+
+
+def interval_text(diff: float, ci_low: float, ci_high: float) -> str:
+    """'+0.043 [+0.031, +0.055]', or '+0.043 (no interval)' with fewer than two seeds."""
+    if ci_low is None or ci_high is None or math.isnan(ci_low) or math.isnan(ci_high):
+        return f"{diff:+.3f} (no interval)"
+    return f"{diff:+.3f} [{ci_low:+.3f}, {ci_high:+.3f}]"
+
+
+def judged_text(diff: float, ci_low: float, ci_high: float, margin: float = 0.0) -> str:
+    """A verdict beside its interval and margin: 'met: +0.043 [+0.031, +0.055] > +0.020'."""
+    v = verdict(ci_low, ci_high, margin)
+    sign = {"met": ">", "missed": "<", "undecided": "holds"}[v]
+    return f"{v}: {interval_text(diff, ci_low, ci_high)} {sign} {margin:+.3f}"

@@ -1,8 +1,10 @@
 """Choosing and judging a model from result rows, pure functions of pandas tables: the one way a best model is picked
-(on validation), and notebook 03b's goal."""
+(on validation), and notebook 03b's goal judged by the project's one rule (lib.metrics.paired)."""
 from __future__ import annotations
 
 import pandas as pd
+
+from lib.metrics.paired import all_of, verdict
 
 
 def choose_on_validation(rows: pd.DataFrame, candidates: list, metric: str = "auc", key: str = "model"
@@ -19,19 +21,29 @@ def choose_on_validation(rows: pd.DataFrame, candidates: list, metric: str = "au
     return (val.idxmax(), "validation", on_test) if len(val) else (on_test, "test", on_test)
 
 
-GOAL_AUC_MARGIN = 0.02  # issue "Beyond the seed": >= +0.02 AUC over the stronger heuristic scorer, and a higher MRR
+GOAL_AUC_MARGIN = 0.02  # notebook 03b's goal: >= +0.02 AUC over the stronger heuristic scorer, and a higher MRR
+GOAL_MRR_MARGIN = 0.0
 
 
-def meets_goal(auc_margin: float, mrr_margin: float) -> bool:
-    """The goal of notebook 03b for one protocol x negative set: margins of the best graph model over the bar."""
-    return auc_margin >= GOAL_AUC_MARGIN and mrr_margin > 0
-
-
-def goal_met(gap: dict) -> bool:
-    """A lib.linkpred.beyond.gap_table row's verdict: the margins over the bar meet the goal and, on every set but uniform (where a
-    positive's missing common neighbour says little), so do the margins over the shortcut (`auc_margin_shortcut`) when the rows hold it — a model
-    that only matches "no common neighbour => link" has not shown it learnt anything."""
-    ok = meets_goal(gap["auc_margin"], gap["mrr_margin"])
+def goal_parts(gap: dict) -> dict[str, str]:
+    """The verdicts (lib.metrics.paired.verdict) of the parts of notebook 03b's goal in one gap_table row
+    (lib.linkpred.beyond): the best graph model's paired AUC margin over the bar above GOAL_AUC_MARGIN and its MRR margin above 0 and,
+    on every set but uniform (where a positive's missing common neighbour says little), the same over the shortcut
+    when the row holds it — a model that only matches "no common neighbour => link" has not shown it learnt anything.
+    A part whose row keeps no interval (a run of one seed, or written before intervals were kept) is undecided."""
+    parts = {"auc": ("auc_margin", GOAL_AUC_MARGIN), "mrr": ("mrr_margin", GOAL_MRR_MARGIN)}
     if gap["negatives"] != "uniform" and pd.notna(gap.get("auc_margin_shortcut", float("nan"))):
-        ok = ok and meets_goal(gap["auc_margin_shortcut"], gap["mrr_margin_shortcut"])
-    return ok
+        parts |= {"auc_shortcut": ("auc_margin_shortcut", GOAL_AUC_MARGIN),
+                  "mrr_shortcut": ("mrr_margin_shortcut", GOAL_MRR_MARGIN)}
+    return {name: verdict(_number(gap.get(f"{col}_low")), _number(gap.get(f"{col}_high")), margin)
+            for name, (col, margin) in parts.items()}
+
+
+def goal_verdict(gap: dict) -> str:
+    """Notebook 03b's goal in one protocol x negative set: "met", "missed" or "undecided" (lib.metrics.paired.all_of
+    over goal_parts)."""
+    return all_of(goal_parts(gap).values())
+
+
+def _number(value) -> float:
+    return float("nan") if value is None or pd.isna(value) else float(value)

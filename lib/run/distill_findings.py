@@ -13,6 +13,7 @@ import pandas as pd
 from lib.distill.config import read_params_05
 from lib.distill.eval import paired_differences
 from lib.distill.stage import ABLATIONS
+from lib.metrics.paired import verdicts
 from lib.run.facts import FRONTIER, lp_minus_control
 from lib.run.markup import page_link, page_links, slash
 from lib.run.tables import PROBES, diff_cell, frontier_rows, minilm_minus
@@ -134,7 +135,7 @@ class Ablations:
 
     def readme(self) -> str:
         d = self.differences
-        clear = d[(d["ci_low"] > 0) | (d["ci_high"] < 0)]
+        clear = d[verdicts(d) != "undecided"]
         cells = [f"{versus} " + ", ".join(f"{PROBES[r.metric].split()[0]} {diff_cell(r)}" for _, r in g.iterrows())
                  for versus, g in clear.groupby("versus", sort=False)]
         where = ", ".join(f"{s} {i} init" for s, i in d[["student", "init"]].drop_duplicates().itertuples(index=False))
@@ -164,7 +165,8 @@ def ablations(runs: dict[str, dict], ref: Path) -> Ablations | None:
     if best is None:
         return None
     run, diffs = best
-    return Ablations(run, diffs, int((diffs["ci_low"] > 0).sum()), int((diffs["ci_high"] < 0).sum()))
+    judged = verdicts(diffs)
+    return Ablations(run, diffs, int((judged == "met").sum()), int((judged == "missed").sum()))
 
 
 @dataclass(frozen=True)

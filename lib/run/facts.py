@@ -8,7 +8,7 @@ import pandas as pd
 
 from lib.common.paths import OUTPUTS
 from lib.linkpred.names import MODEL_KINDS
-from lib.metrics.selection import goal_met
+from lib.metrics.selection import goal_verdict
 
 REFERENCE_RUNS = OUTPUTS / "reference"
 """The folder of the committed reference runs, one sub-folder per run."""
@@ -60,10 +60,10 @@ def best_heuristic(rows: pd.DataFrame, metric: str = "auc") -> pd.Series | None:
     return None if h.empty else h.loc[h[metric].idxmax()]
 
 
-def goal_cells(m: dict) -> dict[tuple[str, str], bool]:
-    """{(protocol, negatives): whether notebook 03b's model meets its goal there (lib.metrics.selection.goal_met)} of a
-    run's metrics; empty when notebook 03b did not run."""
-    return {(g["protocol"], g["negatives"]): goal_met(g) for g in (m.get("beyond") or {}).get("gaps") or []}
+def goal_cells(m: dict) -> dict[tuple[str, str], str]:
+    """{(protocol, negatives): notebook 03b's goal there, "met", "missed" or "undecided" (lib.metrics.selection.
+    goal_verdict)} of a run's metrics; empty when notebook 03b did not run."""
+    return {(g["protocol"], g["negatives"]): goal_verdict(g) for g in (m.get("beyond") or {}).get("gaps") or []}
 
 
 def lp_minus_control(lp: pd.DataFrame) -> pd.DataFrame:

@@ -12,6 +12,7 @@ from lib.distill.lp import REFERENCE
 from lib.distill.stage import ABLATIONS
 from lib.linkpred.negative_sets.registry import NEGATIVE_SETS
 from lib.metrics.link import SEED_REPORTED
+from lib.metrics.paired import interval_text
 from lib.run.facts import best_heuristic, gat_model_rows, goal_cells, links_of, n_train
 
 
@@ -67,6 +68,11 @@ def _removed_share(m: dict, protocol: str) -> str:
     return f"≈ {share:.0%}"
 
 
+def margin(gap: dict, column: str) -> str:
+    """A gap row's mean margin `column` with its 95% interval (lib.metrics.paired.interval_text)."""
+    return interval_text(gap[column], gap.get(f"{column}_low"), gap.get(f"{column}_high"))
+
+
 def heuristic_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Per run, protocol and negative set: GatModel (mp supervision) beside the best single heuristic (mean AUC) and,
     where notebook 03b ran, the best graph model and the heuristic stack."""
@@ -91,11 +97,11 @@ def heuristic_table(runs: dict[str, dict]) -> pd.DataFrame:
                          "best graph model (03b)": f"{b['best graph model']} {b['AUC best model']}" if b else "",
                          "heuristic stack (03b)": b.get("AUC heuristic_stack", ""),
                          "03b margin AUC / MRR over the bar": (
-                             f"{b['auc_margin']:+.3f} ± {b['auc_margin_std']:.3f} / {b['mrr_margin']:+.3f} "
-                             f"({b['bar']}): goal {'met' if goal[(p, n)] else 'not met'}"
+                             f"{margin(b, 'auc_margin')} / {margin(b, 'mrr_margin')} ({b['bar']}): goal "
+                             f"{goal[(p, n)]}"
                          ) if b else "",
                          "03b margin AUC / MRR over no_cn_shortcut": (
-                             f"{b['auc_margin_shortcut']:+.3f} / {b['mrr_margin_shortcut']:+.3f}"
+                             f"{margin(b, 'auc_margin_shortcut')} / {margin(b, 'mrr_margin_shortcut')}"
                          ) if "auc_margin_shortcut" in b else ""})
     return pd.DataFrame(rows)
 
@@ -254,7 +260,7 @@ def overlap_table(runs: dict[str, dict]) -> pd.DataFrame:
 def goal_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Notebook 03b's goal per run, protocol and negative set, compactly: the graph model chosen on validation, its
     test AUC / MRR, the bar's (the strongest heuristic scorer by mean test AUC), the no-common-neighbour shortcut's,
-    the model's mean margin over the bar, and whether the goal is met (lib.run.facts.goal_cells)."""
+    the model's mean margin over the bar with its 95% interval, and the goal's verdict (lib.run.facts.goal_cells)."""
     rows = []
     for name, m in runs.items():
         goal = goal_cells(m)
@@ -265,15 +271,15 @@ def goal_table(runs: dict[str, dict]) -> pd.DataFrame:
             rows.append({"run": name, "links": links_of(m), "protocol": g["protocol"], "negatives": g["negatives"],
                          "model chosen on validation": g["best graph model"], "its AUC / MRR": pair("best model"),
                          "bar": g["bar"], "bar AUC / MRR": pair(bar), "shortcut AUC / MRR": pair("no_cn_shortcut"),
-                         "margin AUC / MRR": f"{g['auc_margin']:+.3f} / {g['mrr_margin']:+.3f}",
-                         "goal": "met" if goal[(g["protocol"], g["negatives"])] else "not met"})
+                         "margin AUC / MRR": f"{margin(g, 'auc_margin')} / {margin(g, 'mrr_margin')}",
+                         "goal": goal[(g["protocol"], g["negatives"])]})
     return pd.DataFrame(rows)
 
 
 def strata_table(runs: dict[str, dict]) -> pd.DataFrame:
-    """Notebook 03b's goal split by stratum of positives: the chosen model's mean AUC / MRR margin over the bar among
-    the positives with a common neighbour in the message passing and among those without one, beside the share of test
-    positives without one (where a set holds both strata)."""
+    """Notebook 03b's goal split by stratum of positives: the chosen model's mean AUC (95% interval) / MRR margin over
+    the bar among the positives with a common neighbour in the message passing and among those without one, beside the
+    share of test positives without one (where a set holds both strata)."""
     rows = []
     for name, m in runs.items():
         b = m.get("beyond") or {}
@@ -281,7 +287,7 @@ def strata_table(runs: dict[str, dict]) -> pd.DataFrame:
         for g in b.get("gaps") or []:
             if g.get("auc_cn_margin") is None and g.get("auc_no_cn_margin") is None:
                 continue
-            cell = lambda st: (f"{g[f'auc_{st}_margin']:+.3f} / {g[f'mrr_{st}_margin']:+.3f}"
+            cell = lambda st: (f"{margin(g, f'auc_{st}_margin')} / {g[f'mrr_{st}_margin']:+.3f}"
                                if pd.notna(g.get(f"auc_{st}_margin")) and pd.notna(g.get(f"mrr_{st}_margin")) else "")
             no_cn = share.get((g["protocol"], g["negatives"]))
             rows.append({"run": name, "links": links_of(m), "protocol": g["protocol"], "negatives": g["negatives"],
