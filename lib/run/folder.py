@@ -203,8 +203,11 @@ def run_folder_lock(outputs: Path, run_name: str):
                                  f"command then skips or resumes), or stop that process and re-run") from None
         f.seek(0)
         f.truncate()
-        f.write(f"pid {os.getpid()} (python -m lib.run.runner, since {time.strftime('%Y-%m-%d %H:%M:%S')})\n")
-        f.flush()
+        try:
+            f.write(f"pid {os.getpid()} (python -m lib.run.runner, since {time.strftime('%Y-%m-%d %H:%M:%S')})\n")
+            f.flush()
+        except OSError as e:  # a full disk: a write names no file by itself
+            raise OSError(e.errno, e.strerror, str(path)) from None
         try:
             yield
         finally:
