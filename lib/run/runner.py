@@ -153,8 +153,8 @@ def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[P
             status["notebooks"][nb.name] = entry
             atomic_write_text(run_dir / "status.json", json.dumps(status, indent=1))
             if entry["status"] == "failed":
-                log(f"[{run_name}] {nb.name} FAILED after {entry['seconds']} s: {describe_failure(entry)}\n"
-                    f"    executed notebook: {out}")
+                executed = f"\n    executed notebook: {out}" if out.is_file() else ""
+                log(f"[{run_name}] {nb.name} FAILED after {entry['seconds']} s: {describe_failure(entry)}{executed}")
                 return False
             mem = f", kernel peak RSS {entry['peak_rss_mb']:.0f} MB" if entry["peak_rss_mb"] is not None else ""
             log(f"[{run_name}] {nb.name} ok in {entry['seconds']} s{mem}")
