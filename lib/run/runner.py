@@ -64,7 +64,7 @@ from lib.run.folder import (
     run_folder_lock,
 )
 from lib.run.preflight import all_defaults, check_run, check_writable
-from lib.run.summary import summarize
+from lib.run.summary import summarize_outputs
 
 BUSY = 75  # exit code of a run refused because another runner writes its folder (sysexits' EX_TEMPFAIL): try later
 INTERRUPTED = 130
@@ -291,7 +291,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--force", action="store_true", help="re-run even if complete with the same parameters")
     ap.add_argument("--rerun", action="store_true",
                     help="re-execute only --notebooks into a run folder complete with the same parameters, keeping the rest")
-    ap.add_argument("--summary", help="path stem of the summary table (default outputs/summary)")
+    ap.add_argument("--summary", help="path stem of the summary of every run folder of --outputs (default "
+                                       "outputs/summary)")
     ap.add_argument("--outputs", default=str(OUTPUTS), help="folder that holds the run folders (default outputs/)")
     ap.add_argument("--dry-run", action="store_true", help="validate every run and print the plan; run nothing")
     ap.add_argument("--notebook-dir", default=None, help=argparse.SUPPRESS)  # tests run tiny notebooks
@@ -364,15 +365,19 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: finished notebooks and checkpoints are kept; the same command resumes", file=sys.stderr)
         return INTERRUPTED
     done = [name for name, _ in runs if name not in busy]
+    summary_failed = False
     if done:
         stem = Path(args.summary) if args.summary else Path(args.outputs) / "summary"
-
-        table = summarize(done, stem, outputs=Path(args.outputs))
-        print(f"summary of {len(table)} run(s): {stem}.md/.csv/.html")
+        try:
+            table = summarize_outputs(stem, Path(args.outputs), also=done)
+            print(f"summary of {len(table)} run(s): {stem}.md/.csv/.html")
+        except OSError as e:  # a full disk: the runs' own files are written; the same command writes the summary
+            print(f"error: summary not written: {os_error_line(e)}", file=sys.stderr)
+            summary_failed = True
     print(f"{len(done) - len(failed)} of {len(runs)} run(s) complete" + (f"; failed: {', '.join(failed)}" if failed
                                                                           else "")
           + (f"; being written by another runner: {', '.join(busy)}" if busy else ""))
-    return 1 if failed else BUSY if busy else 0
+    return 1 if failed or summary_failed else BUSY if busy else 0
 
 
 if __name__ == "__main__":
