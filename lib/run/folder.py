@@ -250,12 +250,23 @@ def run_folder_lock(outputs: Path, run_name: str):
             f.truncate()
 
 
+def holds_no_results(run_dir: Path) -> bool:
+    """True when the runner's status.json in `run_dir` records no notebook that finished ok (every one failed or was
+    stopped): nothing in the folder was computed to the end with its parameters. A folder without a readable
+    status.json may hold results, so it does not count."""
+    status = read_run_record(run_dir / "status.json")[0]
+    entries = status.get("notebooks")
+    return "params_hash" in status and isinstance(entries, dict) and not any(
+        isinstance(e, dict) and e.get("status") == "ok" for e in entries.values())
+
+
 def refuse_other_params(run_dir: Path, merged: dict, defaults: dict | None = None) -> None:
     """A run folder belongs to one parameter set: a folder whose params.json holds other values (the notebooks'
     `defaults` filling what a file leaves out) is refused, naming them, before anything is written (--force starts it
-    over with the new values)."""
+    over with the new values). A folder in which no notebook finished (holds_no_results: say the first one failed on
+    a bad input value) is not: it starts over with the new values, as with --force."""
     made = read_run_record(run_dir / "params.json")[0].get("params")
-    if made is None:
+    if made is None or holds_no_results(run_dir):
         return
     try:
         refuse_other_settings(str(run_dir), comparable_params(made, defaults), comparable_params(merged, defaults),
