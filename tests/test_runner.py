@@ -351,6 +351,7 @@ def test_ctrl_c_prints_only_the_resume_line(tmp_path):
     import time
 
     from lib.common.paths import ROOT
+    from lib.run.folder import partial_path
 
     nbs = tmp_path / "nbs"
     nbs.mkdir()
@@ -360,10 +361,12 @@ def test_ctrl_c_prints_only_the_resume_line(tmp_path):
                               stderr=subprocess.PIPE, text=True, start_new_session=True,
                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
-    while time.time() < deadline and not (tmp_path / "out" / "c" / "01_first.ipynb").is_file():
-        time.sleep(0.5)  # papermill writes the executed copy as the first cell starts
+    while time.time() < deadline and not partial_path(tmp_path / "out" / "c" / "01_first.ipynb").is_file():
+        time.sleep(0.5)  # papermill writes the executed copy (to its partial path) as the first cell starts
     time.sleep(3)
     os.killpg(runner.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the runner and its kernel
     out, err = runner.communicate(timeout=120)
     assert runner.returncode == 130
     assert err.strip() == "interrupted: finished notebooks and checkpoints are kept; the same command resumes"
+    executed = tmp_path / "out" / "c" / "01_first.ipynb"  # the copy up to the stop, whole
+    assert nbf.read(executed, as_version=4).cells and not partial_path(executed).exists()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from lib.common.paths import NOTEBOOKS, resolve
+from lib.common.paths import NOTEBOOKS, PARAMS, resolve
 
 
 class ParamError(ValueError):
@@ -25,7 +25,9 @@ def load_yaml(path: str | Path) -> dict:
     """One flat params file."""
     p = resolve(path)
     if not p.is_file():
-        raise ParamError(f"params file {path} does not exist; pick one of {sorted(x.name for x in p.parent.glob('*.yaml'))}")
+        profiles = ", ".join(sorted(x.name for x in PARAMS.glob("*.yaml")))
+        raise ParamError(f"params file {path} does not exist; name an existing YAML file of `key: value` lines, or one "
+                         f"of the profiles in params/: {profiles}")
     try:
         obj = yaml.safe_load(p.read_text(encoding="utf-8-sig")) or {}
     except UnicodeDecodeError as e:

@@ -79,14 +79,18 @@ class WriteError(OSError):
 
 
 def os_error_line(e: OSError, path: str | os.PathLike | None = None) -> str:
-    """One sentence for a failed write: what happened, the path (`path` when the error names none) and the fix."""
+    """One sentence for a failed write: what happened, the path (`path` when the error names none) and the fix: for
+    a path in the cache folder, WIKIGAT_CACHE; for any other, --outputs."""
     where = e.filename or path or "a file"
+    in_cache = (isinstance(where, (str, bytes, os.PathLike)) and where != "a file"
+                and Path(os.fsdecode(where)).absolute().is_relative_to(CACHE.absolute()))
+    knob = "set WIKIGAT_CACHE to" if in_cache else "pass --outputs"  # the cache moves with WIKIGAT_CACHE only
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return (f"no space left on the device of {where}; free space there (or pass --outputs a folder on another "
-                f"disk) and run the same command again: it resumes")
+        return (f"no space left on the device of {where}; free space there (or {knob} a folder on another disk) and "
+                f"run the same command again: it resumes")
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         why = "is on a read-only file system" if e.errno == errno.EROFS else "cannot be written by this user"
-        return f"{where} {why}; pass --outputs a folder you can write, or make it writable"
+        return f"{where} {why}; {knob} a folder you can write, or make it writable"
     return f"{where}: {e.strerror or e}"
 
 

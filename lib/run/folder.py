@@ -14,7 +14,7 @@ import nbformat
 import psutil
 
 from lib.common.compute import THREAD_VARS, default_threads
-from lib.common.paths import RecoveryWarning, os_error_line
+from lib.common.paths import RecoveryWarning, atomic_write_text, os_error_line
 from lib.common.runinfo import read_json, read_record, refuse_other_settings
 
 PEAK_RSS_MEASURES = ("largest VmHWM (the peak resident set size Linux keeps per process) among the runner's child "
@@ -132,21 +132,56 @@ def recoveries(executed: Path) -> list[str]:
     return out
 
 
+def partial_path(out: Path) -> Path:
+    """Where papermill writes the executed copy of `out` while it runs (it saves after cells, not atomically)."""
+    return out.with_name(f".{out.stem}.partial{out.suffix}")
+
+
+def publish_executed(partial: Path, out: Path) -> bool:
+    """Move the executed copy papermill wrote at `partial` to `out` atomically, recording `out` as its papermill
+    output path; True when there was a readable one. A copy cut short by a failed write (a full disk) is deleted, and
+    so is an `out` left by an earlier execution, which no status entry describes any more: `out` is never half a
+    notebook."""
+    try:
+        executed = nbformat.read(partial, as_version=4)
+    except (OSError, ValueError):  # absent, or cut short: nbformat raises a ValueError subclass for bad JSON
+        executed = None
+    try:
+        if executed is None:
+            out.unlink(missing_ok=True)
+            return False
+        executed.metadata.get("papermill", {})["output_path"] = str(out)
+        atomic_write_text(out, nbformat.writes(executed))
+        return True
+    finally:
+        partial.unlink(missing_ok=True)
+
+
 def execute(nb: Path, out: Path, params: dict) -> dict:
-    """Run one notebook with papermill into `out`; its status entry: status, wall seconds, kernel peak RSS, the CPU
-    threads its kernel used, the recoveries its readers made (`recovered`, when any) and, for a failure, the
-    exception's details (failure_details)."""
+    """Run one notebook with papermill into `out` (written whole or not at all: papermill writes to partial_path(out),
+    then publish_executed moves it); its status entry: status, wall seconds, kernel peak RSS, the CPU threads its
+    kernel used, the recoveries its readers made (`recovered`, when any) and, for a failure, the exception's details
+    (failure_details)."""
     import papermill as pm  # lazy: slow to load; only a notebook run uses it
 
     t0 = time.perf_counter()
     error = None
+    partial = partial_path(out)
+    partial.unlink(missing_ok=True)  # a copy a killed runner left is not this execution's
     with KernelPeak() as peak, kernel_threads(params.get("threads", 0)) as threads:
         try:
-            pm.execute_notebook(str(nb), str(out), parameters=params, kernel_name=KERNEL, cwd=str(nb.parent),
+            pm.execute_notebook(str(nb), str(partial), parameters=params, kernel_name=KERNEL, cwd=str(nb.parent),
                                 progress_bar=False, log_output=False, extra_arguments=KERNEL_ARGUMENTS)
         except Exception as e:  # papermill raises PapermillExecutionError with the failing cell
             error = failure_details(e)
-            if isinstance(e, OSError):  # writing the executed copy: a full disk names no file by itself
+            if isinstance(e, OSError):  # writing the executed copy: a full disk names no file, the partial is no name
+                named = e.filename and e.filename != str(partial)
+                error["error_message"] = os_error_line(e if named else OSError(e.errno, e.strerror), out)
+        finally:
+            try:
+                publish_executed(partial, out)
+            except OSError as e:  # no room for the executed copy either: the failure says so, naming the file
+                error = error or {"error_name": type(e).__name__}
                 error["error_message"] = os_error_line(e, out)
     recovered = recoveries(out)
     return {"status": "failed" if error else "ok", "seconds": round(time.perf_counter() - t0, 1),
@@ -203,8 +238,11 @@ def run_folder_lock(outputs: Path, run_name: str):
                                  f"command then skips or resumes), or stop that process and re-run") from None
         f.seek(0)
         f.truncate()
-        f.write(f"pid {os.getpid()} (python -m lib.run.runner, since {time.strftime('%Y-%m-%d %H:%M:%S')})\n")
-        f.flush()
+        try:
+            f.write(f"pid {os.getpid()} (python -m lib.run.runner, since {time.strftime('%Y-%m-%d %H:%M:%S')})\n")
+            f.flush()
+        except OSError as e:  # a full disk: a write names no file by itself
+            raise OSError(e.errno, e.strerror, str(path)) from None
         try:
             yield
         finally:
@@ -212,12 +250,23 @@ def run_folder_lock(outputs: Path, run_name: str):
             f.truncate()
 
 
+def holds_no_results(run_dir: Path) -> bool:
+    """True when the runner's status.json in `run_dir` records no notebook that finished ok (every one failed or was
+    stopped): nothing in the folder was computed to the end with its parameters. A folder without a readable
+    status.json may hold results, so it does not count."""
+    status = read_run_record(run_dir / "status.json")[0]
+    entries = status.get("notebooks")
+    return "params_hash" in status and isinstance(entries, dict) and not any(
+        isinstance(e, dict) and e.get("status") == "ok" for e in entries.values())
+
+
 def refuse_other_params(run_dir: Path, merged: dict, defaults: dict | None = None) -> None:
     """A run folder belongs to one parameter set: a folder whose params.json holds other values (the notebooks'
     `defaults` filling what a file leaves out) is refused, naming them, before anything is written (--force starts it
-    over with the new values)."""
+    over with the new values). A folder in which no notebook finished (holds_no_results: say the first one failed on
+    a bad input value) is not: it starts over with the new values, as with --force."""
     made = read_run_record(run_dir / "params.json")[0].get("params")
-    if made is None:
+    if made is None or holds_no_results(run_dir):
         return
     try:
         refuse_other_settings(str(run_dir), comparable_params(made, defaults), comparable_params(merged, defaults),

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from lib.common.config import article, stage_params
 from lib.common.compute import check_device_name
-from lib.common.params import ParamError, load_yaml, notebook_parameters
+from lib.common.params import ParamError, load_yaml, notebook_number, notebook_parameters
 from lib.common.paths import NOTEBOOKS, resolve
 from lib.crawl.campaign import check_campaign, read_roots
+from lib.crawl.sources import OFFLINE_SOURCES
 from lib.distill.checkpoint import published_runs
 from lib.distill.config import DistillParams
 
@@ -64,9 +65,35 @@ def check_types(values: dict, declared: dict[str, dict], where: dict[str, str], 
                          f"{notebook} declares it {name} (default {example}); give {article(name)} {name}")
 
 
-def _crawl(p: dict) -> None:  # beyond the config: the roots file must exist and hold titles
+def input_file(p: dict, key: str, what: str, folder: bool = False) -> Path:
+    """The file (or, with folder=True, the folder) that parameter `key` names, resolved as the notebook resolves it;
+    one ParamError naming the key, the path and `what` to pass when it is not there."""
+    path = resolve(p[key])
+    read_as = "" if str(path) == p[key] else f" (read as {path})"
+    if not path.exists():
+        raise ParamError(f"{key}={p[key]!r} does not exist{read_as}; pass {what}", key=key)
+    if path.is_dir() != folder:
+        raise ParamError(f"{key}={p[key]!r} is a {'folder' if path.is_dir() else 'file'}{read_as}; pass {what}",
+                         key=key)
+    return path
 
+
+def _crawl(p: dict) -> None:  # beyond the config: the files it names must be there, a roots file must hold titles
+
+    if p["source"] == "snapshot" and p["snapshot_path"]:
+        input_file(p, "snapshot_path", "a TSV link list (source TAB target) or a graph JSON file (a folder of graph "
+                                       "files is source='graphs')")
+    if p["source"] == "graphs" and p["snapshot_path"]:
+        what = "a folder of graph JSON files (one file is source='snapshot')"
+        if not any(input_file(p, "snapshot_path", what, folder=True).glob("*.json")):
+            raise ParamError(f"snapshot_path={p['snapshot_path']!r} holds no .json graph files; pass {what}",
+                             key="snapshot_path")
+    if p["source"] == "snapshot" and p["topics_file"]:
+        input_file(p, "topics_file", "a TSV of title TAB topic lines, or leave topics_file empty")
+    if p["source"] in OFFLINE_SOURCES and p["overlap_roots_file"]:
+        input_file(p, "overlap_roots_file", "a file of one title per line (see params/roots_*.txt)")
     if p["source"] != "graphs" and p["roots_file"]:
+        input_file(p, "roots_file", "a file of one title per line (see params/roots_*.txt)")
         roots = read_roots(resolve(p["roots_file"]))
         if not roots:
             raise ParamError(f"roots_file={p['roots_file']!r} holds no title (blank lines and # comments only); write "
@@ -93,6 +120,35 @@ def _embed(p: dict) -> None:  # beyond the config: a model folder must be one (t
 # What a stage checks beyond its config, imported when its notebook is planned: files its values name.
 STAGE_CHECKS: dict[str, Callable[[dict], None]] = {"01_crawl.ipynb": _crawl, "02_embed.ipynb": _embed,
                                                   "05_attention_distillation.ipynb": _distill}
+
+
+# What a notebook reads from its run folder that an earlier notebook writes there: notebook -> (file, its writer).
+RUN_FOLDER_INPUTS: dict[str, tuple[str, str]] = {
+    "02_embed.ipynb": ("crawl/manifest.json", "01_crawl.ipynb"),
+    "03_train_gat.ipynb": ("dataset/index.json", "02_embed.ipynb"),
+    "03b_beyond_seed.ipynb": ("train_gat_rows.csv", "03_train_gat.ipynb"),
+    "04_aauc_analysis.ipynb": ("train_gat_rows.csv", "03_train_gat.ipynb"),
+}
+
+
+def check_upstream(run_dir: Path, notebooks: list[Path]) -> None:
+    """Every notebook of `notebooks` (those selected, in order) finds what it reads from the run folder: written
+    there already, or by a selected notebook before it. Otherwise one ParamError naming the notebook, the file and
+    the notebooks to run first (those whose outputs are missing too, back to one whose inputs are there)."""
+    selected = {nb.name for nb in notebooks}
+    for nb in notebooks:
+        first, name = [], nb.name
+        while name in RUN_FOLDER_INPUTS:
+            file, writer = RUN_FOLDER_INPUTS[name]
+            if writer in selected or (run_dir / file).is_file():
+                break
+            first.insert(0, notebook_number(writer))
+            name = writer
+        if first:
+            file, writer = RUN_FOLDER_INPUTS[nb.name]
+            to_run = f"notebook{'s' * (len(first) > 1)} {' '.join(first)}"
+            raise ParamError(f"{nb.name} reads {file} from the run folder, which notebook {notebook_number(writer)} "
+                             f"writes and {run_dir} does not hold; run {to_run} first, or drop --notebooks")
 
 
 def check_writable(folder: Path, what: str, fix: str = "pass --outputs a folder you can write") -> None:

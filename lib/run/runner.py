@@ -9,25 +9,28 @@
                                                                   # re-run 03b into the complete run seed40, nothing else
 
 Before anything is created or changed, every value of every notebook of every planned run is checked (its declared
-type, then its stage's bounds, choices and device; lib.run.preflight), and `--dry-run` runs the same checks: an error
-names the key, the value, the params file or `-p` it came from and what is accepted (exit 2). A run folder belongs to
-one parameter set and one writer: a folder made with other parameters is refused naming them (`--force` starts it
-over), and a folder another runner is writing is refused naming its pid (the lock, under `<outputs>/.locks/`, is taken
-over when its holder died; such a refusal exits 75 and writes nothing, not even the summary). So a refused run leaves
-the folder byte-identical. The outputs, run, lock and cache folders must be writable before anything starts; a full
-disk or a folder made unwritable meanwhile is one line naming the path and the fix.
+type, then its stage's bounds, choices and device, the input files it names; lib.run.preflight), and so is that each
+selected notebook finds what it reads from the run folder; `--dry-run` runs the same checks: an error names the key,
+the value, the params file or `-p` it came from and what is accepted, or the notebooks to run first (exit 2). A run
+folder belongs to one parameter set and one writer: a folder made with other parameters is refused naming them
+(`--force` starts it over; a folder in which no notebook finished takes the new values), and a folder another runner
+is writing is refused naming its pid (the lock, under `<outputs>/.locks/`, is taken over when its holder died; such a
+refusal exits 75 and writes nothing, not even the summary). So a refused run leaves the folder byte-identical. The
+outputs, run, lock and cache folders must be writable before anything starts; a full disk or a folder made unwritable
+meanwhile is one line naming the path and the fix.
 
-Each run folder gets the executed notebooks, params.json (resolved parameters, git commit, package versions) and
-status.json (per notebook: status, wall seconds, peak RSS of the kernel process, and for a failure the exception's
-name, message and cell). A profile's keys are checked against every numbered notebook, whichever notebooks run. A run
-whose selected notebooks all finished with the same parameters is skipped; an interrupted one resumes at its first
-unfinished notebook (Ctrl-C says so in one line); a damaged file that a notebook moved aside and rebuilt is printed as
-"<notebook> recovered: ..." and listed in its status entry (a damaged status.json or params.json is moved aside and
-its notebooks run again, resuming from their checkpoints); a failed run is reported at the end, the rest of the grid
-still runs, and the exit code is non-zero. `--force` re-executes the selected notebooks and keeps the other notebooks' entries. `--rerun`
-re-executes only the selected notebooks into a complete run folder, allowing their own parameters to differ (e.g.
-after a notebook gained a section), keeping the other notebooks' entries and files; each re-run entry records the git
-commit it ran at, and the folder's checkpoints are reused as usual.
+Each run folder gets the executed notebooks (each written whole, or not at all), params.json (resolved parameters, git
+commit, package versions) and status.json (per notebook: status, wall seconds, peak RSS of the kernel process, and for
+a failure the exception's name, message and cell). A profile's keys are checked against every numbered notebook,
+whichever notebooks run. A run whose selected notebooks all finished with the same parameters is skipped; an
+interrupted one resumes at its first unfinished notebook (Ctrl-C says so in one line); a damaged file that a notebook
+moved aside and rebuilt is printed as "<notebook> recovered: ..." and listed in its status entry (a damaged
+status.json or params.json is moved aside and its notebooks run again, resuming from their checkpoints); a failed run
+is reported at the end, the rest of the grid still runs, and the exit code is non-zero. `--force` re-executes the
+selected notebooks and keeps the other notebooks' entries. `--rerun` re-executes only the selected notebooks into a
+complete run folder, allowing their own parameters to differ (e.g. after a notebook gained a section), keeping the
+other notebooks' entries and files; each re-run entry records the git commit it ran at, and the folder's checkpoints
+are reused as usual. The summary (`<outputs>/summary.{md,csv,html}`) lists every run folder of the outputs folder.
 """
 from __future__ import annotations
 
@@ -63,8 +66,8 @@ from lib.run.folder import (
     refuse_other_params,
     run_folder_lock,
 )
-from lib.run.preflight import all_defaults, check_run, check_writable
-from lib.run.summary import summarize
+from lib.run.preflight import all_defaults, check_run, check_upstream, check_writable
+from lib.run.summary import summarize_outputs
 
 BUSY = 75  # exit code of a run refused because another runner writes its folder (sysexits' EX_TEMPFAIL): try later
 INTERRUPTED = 130
@@ -115,6 +118,8 @@ def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[P
         made_record, moved = read_run_record(run_dir / "params.json", move=True)
         made = made_record.get("params")
         same = made is not None and comparable_params(made, defaults) == comparable_params(merged, defaults)
+        if made is not None and not same and not force:  # refuse_other_params let it in: nothing finished there
+            log(f"[{run_name}] no notebook finished with the folder's earlier parameters; it starts over with these")
         status, moved_status = read_run_record(run_dir / "status.json", move=True) if same else ({}, None)
         for line in filter(None, (moved, moved_status)):
             log(f"[{run_name}] recovered: {line}")
@@ -153,8 +158,8 @@ def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[P
             status["notebooks"][nb.name] = entry
             atomic_write_text(run_dir / "status.json", json.dumps(status, indent=1))
             if entry["status"] == "failed":
-                log(f"[{run_name}] {nb.name} FAILED after {entry['seconds']} s: {describe_failure(entry)}\n"
-                    f"    executed notebook: {out}")
+                executed = f"\n    executed notebook: {out}" if out.is_file() else ""
+                log(f"[{run_name}] {nb.name} FAILED after {entry['seconds']} s: {describe_failure(entry)}{executed}")
                 return False
             mem = f", kernel peak RSS {entry['peak_rss_mb']:.0f} MB" if entry["peak_rss_mb"] is not None else ""
             log(f"[{run_name}] {nb.name} ok in {entry['seconds']} s{mem}")
@@ -265,6 +270,8 @@ def plan_grid(args: argparse.Namespace) -> tuple[list[Path], list[Path], dict, l
         check_run(merged, files, overrides, all_notebooks)
         if not args.force and not args.rerun:
             refuse_other_params(Path(args.outputs) / name, merged, all_defaults(all_notebooks))
+        if not args.rerun:  # --rerun takes a complete folder only (rerun_notebooks), which holds every input
+            check_upstream(Path(args.outputs) / name, notebooks)
     for name, _ in runs:
         check_writable(Path(args.outputs) / name, "run folder")
     check_writable(Path(args.outputs) / ".locks", "lock folder")
@@ -291,7 +298,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--force", action="store_true", help="re-run even if complete with the same parameters")
     ap.add_argument("--rerun", action="store_true",
                     help="re-execute only --notebooks into a run folder complete with the same parameters, keeping the rest")
-    ap.add_argument("--summary", help="path stem of the summary table (default outputs/summary)")
+    ap.add_argument("--summary", help="path stem of the summary of every run folder of --outputs (default "
+                                       "outputs/summary)")
     ap.add_argument("--outputs", default=str(OUTPUTS), help="folder that holds the run folders (default outputs/)")
     ap.add_argument("--dry-run", action="store_true", help="validate every run and print the plan; run nothing")
     ap.add_argument("--notebook-dir", default=None, help=argparse.SUPPRESS)  # tests run tiny notebooks
@@ -364,15 +372,19 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: finished notebooks and checkpoints are kept; the same command resumes", file=sys.stderr)
         return INTERRUPTED
     done = [name for name, _ in runs if name not in busy]
+    summary_failed = False
     if done:
         stem = Path(args.summary) if args.summary else Path(args.outputs) / "summary"
-
-        table = summarize(done, stem, outputs=Path(args.outputs))
-        print(f"summary of {len(table)} run(s): {stem}.md/.csv/.html")
+        try:
+            table = summarize_outputs(stem, Path(args.outputs), also=done)
+            print(f"summary of {len(table)} run(s): {stem}.md/.csv/.html")
+        except OSError as e:  # a full disk: the runs' own files are written; the same command writes the summary
+            print(f"error: summary not written: {os_error_line(e)}", file=sys.stderr)
+            summary_failed = True
     print(f"{len(done) - len(failed)} of {len(runs)} run(s) complete" + (f"; failed: {', '.join(failed)}" if failed
                                                                           else "")
           + (f"; being written by another runner: {', '.join(busy)}" if busy else ""))
-    return 1 if failed else BUSY if busy else 0
+    return 1 if failed or summary_failed else BUSY if busy else 0
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from lib.common import published
-from lib.common.paths import OUTPUTS, atomic_write_text
+from lib.common.paths import OUTPUTS, atomic_write_text, locked
 from lib.common.runinfo import flatten, read_json
 from lib.metrics.selection import choose_on_validation
 from lib.run.facts import best_heuristic, gat_model_rows, is_heuristic
@@ -150,17 +150,32 @@ def render_html(sections: list[tuple[str, pd.DataFrame]], csv_name: str) -> str:
     return "\n".join(parts) + "\n"
 
 
+def run_folders(outputs: Path = OUTPUTS) -> list[str]:
+    """The names of the run folders in `outputs` (those holding a status.json), sorted."""
+    outputs = Path(outputs)
+    return sorted(d.name for d in outputs.iterdir() if (d / "status.json").is_file()) if outputs.is_dir() else []
+
+
+def record_or_empty(path: Path) -> dict:
+    """A run's JSON record for the summary; {} when absent or unreadable (that run's own runner moves it aside)."""
+    try:
+        record = read_json(path)
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 def summarize(run_names: list[str], out_stem: Path | None = None, outputs: Path = OUTPUTS) -> pd.DataFrame:
     """Compare runs: `<stem>.md` and `<stem>.html` show the main numbers (GatModel AUC / A-AUC per
     protocol, best model vs best heuristic, distillation, time and memory per notebook) rounded to 3 decimals;
     `<stem>.csv` holds every scalar of every run's metrics.json and status.json, unrounded. Missing runs, sections
-    and metrics stay empty. Returns the full table (one row per run)."""
+    and metrics stay empty. Each file is written atomically. Returns the full table (one row per run)."""
 
     rows, runs, statuses = [], {}, {}
     for name in run_names:
         run_dir = outputs / name
-        statuses[name] = status = read_json(run_dir / "status.json")
-        runs[name] = metrics = read_json(run_dir / "metrics.json")
+        statuses[name] = status = record_or_empty(run_dir / "status.json")
+        runs[name] = metrics = record_or_empty(run_dir / "metrics.json")
         row = {"run": name, "complete": bool(status.get("complete"))}
         for nb, s in (status.get("notebooks") or {}).items():
             row.update({f"notebooks.{nb}.{k}": s.get(k) for k in ("status", "seconds", "peak_rss_mb")})
@@ -175,3 +190,11 @@ def summarize(run_names: list[str], out_stem: Path | None = None, outputs: Path 
     atomic_write_text(out_stem.with_suffix(".md"), render_markdown(sections, csv_name))
     atomic_write_text(out_stem.with_suffix(".html"), render_html(sections, csv_name))
     return table
+
+
+def summarize_outputs(out_stem: Path, outputs: Path = OUTPUTS, also: list[str] = ()) -> pd.DataFrame:
+    """The summary of every run folder of `outputs` (run_folders) and of the runs `also` names (a run refused before
+    its folder was made shows as not run), written under a lock on `out_stem`, so runners sharing an outputs folder
+    each write the whole list and none drops another's runs."""
+    with locked(out_stem):
+        return summarize(sorted({*run_folders(outputs), *also}), out_stem, outputs)
