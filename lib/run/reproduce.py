@@ -1,0 +1,177 @@
+"""Does today's code still give a published run's numbers? Re-run its recorded command, or a named cheap prefix of it,
+at HEAD in a scratch folder and print each metric's drift against the committed rows.
+
+    python -m lib.run.reproduce reproduce_demo                      # the prefix `make test` checks (about two minutes)
+    python -m lib.run.reproduce wikispeedia_seed40 --prefix one-seed --notebooks 01 02 03
+    python -m lib.run.reproduce seed40 --tolerance 0.01 --outputs /scratch/repro
+
+The command is the run's own: its params.json records every resolved parameter, and each is passed to the runner as
+`-p` (so a profile file edited since does not change it); a recorded parameter that no notebook declares today is
+named and left out. A prefix changes a few parameters (`one-seed`: `n_seeds=1`) and compares only the rows it makes.
+The rows compared are the run's result tables (TABLES), matched on their key columns; per table and metric the check
+prints how many rows match exactly and the largest absolute drift, and exits 1 when a drift exceeds `--tolerance`
+(default TOLERANCE) or a committed row was not made again. Timing columns are never compared.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lib.common import published
+from lib.common.params import numbered_notebooks
+from lib.common.paths import shown
+from lib.common.runinfo import git_commit, load_json
+from lib.run import runner
+from lib.run.facts import REFERENCE_RUNS
+from lib.run.preflight import all_defaults
+
+TOLERANCE = 1e-6
+"""Largest absolute drift of a metric that still counts as the same number: float noise of one machine's kernels,
+far below the third decimal any finding prints."""
+
+PREFIXES = {"whole": {}, "one-seed": {"n_seeds": 1}}
+"""Named prefixes of a run's command: the parameters each changes (lib.run.reproduce)."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A result table of a run folder: its file and the columns that name a row."""
+    file: str
+    keys: tuple[str, ...]
+
+
+TABLES = (Table("train_gat_rows.csv", ("seed", "model", "protocol", "supervision", "negatives")),
+          Table("beyond_rows.csv", ("seed", "model", "protocol", "negatives")),
+          Table("aauc_size_trend.csv", ("seed", "train_graphs", "protocol")))
+UNCOMPARED = ("seconds", "time")  # a column whose name holds one of these is a timing, never the same twice
+
+
+class ReproduceError(ValueError):
+    """A published run that cannot be re-run as recorded: one line naming it and the fix."""
+
+
+def recorded_command(run_dir: Path, prefix: str = "whole") -> tuple[list[str], dict, list[str]]:
+    """(params files, -p overrides, parameters left out) of the run in `run_dir` as its params.json records it, with
+    the parameters of `prefix` (PREFIXES) changed."""
+    if prefix not in PREFIXES:
+        raise ReproduceError(f"prefix {prefix!r} is unknown; use one of {', '.join(PREFIXES)}")
+    record = run_dir / "params.json"
+    if not record.is_file():
+        raise ReproduceError(f"{shown(run_dir)} has no params.json; name a published run folder (one of "
+                             f"{', '.join(sorted(p.parent.name for p in REFERENCE_RUNS.glob('*/params.json')))})")
+    params = dict(load_json(record)["params"])
+    files = [f for f in params.pop("_files", []) or [] if Path(f).is_file()]
+    params.pop("run_dir", None)
+    declared = all_defaults(numbered_notebooks())
+    left_out = sorted(k for k in params if k not in declared)
+    overrides = {k: v for k, v in params.items() if k in declared} | PREFIXES[prefix]
+    return files, overrides, left_out
+
+
+def recorded_notebooks(run_dir: Path) -> list[str]:
+    """The numbers of the notebooks that finished in the run (its status.json), in run order."""
+    status = load_json(run_dir / "status.json") if (run_dir / "status.json").is_file() else {}
+    done = [nb for nb, s in (status.get("notebooks") or {}).items() if s.get("status") == "ok"]
+    return [nb.split("_")[0] for nb in sorted(done)]
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """A result table as the current code names its rows (lib.common.published)."""
+    rows = pd.read_csv(path)
+    if "negatives" in rows:
+        rows["negatives"] = rows["negatives"].map(published.negative_set)
+    return rows
+
+
+def drift(reference: pd.DataFrame, made: pd.DataFrame, table: Table, tolerance: float = TOLERANCE) -> pd.DataFrame:
+    """Per metric of `table`: rows of `reference` compared, rows made again (missing ones are not), rows equal to the
+    last bit, the largest |made − reference| and whether it is within `tolerance`. Only the seeds `made` holds are
+    compared (a prefix of fewer seeds); NaN equals NaN. Columns table, metric, rows, missing, exact, max_drift, ok."""
+    keys = [k for k in table.keys if k in reference and k in made]
+    reference = reference[reference["seed"].isin(made["seed"].unique())] if "seed" in keys else reference
+    metrics = [c for c in reference.columns if c not in keys and c in made
+               and pd.api.types.is_numeric_dtype(reference[c]) and not any(u in c for u in UNCOMPARED)]
+    pair = reference.astype({k: str for k in keys}).merge(made.astype({k: str for k in keys}), on=keys, how="left",
+                                                          suffixes=("", "_made"), indicator=True)
+    missing = int((pair["_merge"] == "left_only").sum())
+    out = []
+    for m in metrics:
+        a, b = pair[m].to_numpy(float), pair[f"{m}_made"].to_numpy(float)
+        both_nan = np.isnan(a) & np.isnan(b)
+        diff = np.where(both_nan, 0.0, np.abs(a - b))
+        diff = diff[pair["_merge"].to_numpy() == "both"]
+        worst = float(np.nanmax(np.where(np.isnan(diff), np.inf, diff))) if diff.size else 0.0
+        out.append({"table": table.file, "metric": m, "rows": len(reference), "missing": missing,
+                    "exact": int((diff == 0).sum()), "max_drift": worst,
+                    "ok": bool(missing == 0 and worst <= tolerance)})
+    return pd.DataFrame(out, columns=["table", "metric", "rows", "missing", "exact", "max_drift", "ok"])
+
+
+def compare(reference_dir: Path, made_dir: Path, tolerance: float = TOLERANCE) -> pd.DataFrame:
+    """`drift` of every result table (TABLES) the published run holds."""
+    parts = []
+    for t in TABLES:
+        if (reference_dir / t.file).is_file():
+            if not (made_dir / t.file).is_file():
+                raise ReproduceError(f"the re-run made no {t.file}; its notebook failed: see {shown(made_dir)}")
+            parts.append(drift(read_table(reference_dir / t.file), read_table(made_dir / t.file), t, tolerance))
+    if not parts:
+        raise ReproduceError(f"{shown(reference_dir)} holds none of {', '.join(t.file for t in TABLES)}; nothing to "
+                             f"compare")
+    return pd.concat(parts, ignore_index=True)
+
+
+def reproduce(run: str, prefix: str = "whole", notebooks: list[str] | None = None, outputs: Path | None = None,
+              tolerance: float = TOLERANCE, reference: Path = REFERENCE_RUNS, log=print) -> pd.DataFrame:
+    """Re-run the published run `run` (a folder of `reference`) as recorded, or its `prefix`, into `outputs` (a
+    temporary folder by default) and return its drift table (`compare`)."""
+    run_dir = reference / run
+    files, overrides, left_out = recorded_command(run_dir, prefix)
+    notebooks = notebooks or recorded_notebooks(run_dir)
+    record = load_json(run_dir / "params.json")
+    log(f"{run}: recorded at {str(record.get('git_commit', 'unknown'))[:12]}, re-run at {git_commit()[:12]} "
+        f"(prefix {prefix}, notebooks {' '.join(notebooks)})")
+    if left_out:
+        log(f"recorded parameters that no notebook declares today, left out: {', '.join(left_out)}")
+    with tempfile.TemporaryDirectory(prefix="reproduce_") as tmp:
+        scratch = Path(outputs) if outputs else Path(tmp)
+        argv = ["--outputs", str(scratch), "--run-name", run, "--notebooks", *notebooks,
+                *(["--params", *files] if files else []),
+                *(x for k, v in overrides.items() for x in ("-p", f"{k}={json.dumps(v)}"))]
+        if runner.main(argv) != 0:
+            raise ReproduceError(f"the re-run of {run} failed; its notebooks and status.json are in "
+                                 f"{shown(scratch / run)} (pass --outputs to keep them)")
+        return compare(run_dir, scratch / run, tolerance)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lib.run.reproduce", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run", help="a published run: a folder name under outputs/reference/")
+    ap.add_argument("--prefix", default="whole", help=f"one of {', '.join(PREFIXES)} (default: whole)")
+    ap.add_argument("--notebooks", nargs="*", help="notebook numbers to re-run (default: those the run finished)")
+    ap.add_argument("--outputs", help="keep the re-run here (default: a temporary folder)")
+    ap.add_argument("--tolerance", type=float, default=TOLERANCE, help=f"largest drift allowed (default {TOLERANCE})")
+    args = ap.parse_args(argv)
+    try:
+        table = reproduce(args.run, args.prefix, args.notebooks, Path(args.outputs) if args.outputs else None,
+                          args.tolerance)
+    except ReproduceError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    bad = table[~table["ok"]]
+    print(f"{len(table) - len(bad)} of {len(table)} metrics within {args.tolerance:g}"
+          + (f"; beyond it: {', '.join(bad['table'] + ':' + bad['metric'])}" if len(bad) else ""))
+    return 1 if len(bad) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
