@@ -141,9 +141,10 @@ def embed_shard(titles: list, model, store_path: str | Path, d: Dist, batch_size
     encoded twice; chunks get their names under the store's file lock, so none is written twice.
     Returns lib.embed.store.embed_titles' stats of this rank plus {"rank", "missing"}."""
     store = EmbeddingStore(store_path, model_id_of(model))
-    todo = store.missing(clean_titles(titles))
+    todo = store.missing(clean_titles(titles, page_titles=True))
     d.barrier()
-    stats = embed_titles(todo[d.rank::d.world], model, store, batch_size, chunk_size, progress=False)
+    stats = embed_titles(todo[d.rank::d.world], model, store, batch_size, chunk_size, progress=False,
+                         wait_for_others=False)  # the ranks' shares are disjoint: none waits for another
     d.barrier()
     return {**stats, "rank": d.rank, "missing": len(todo)}
 
