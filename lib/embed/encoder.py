@@ -237,12 +237,20 @@ def tokenize(model, titles: list[str]) -> tuple[list[list[int]], np.ndarray, int
 
 
 def encode_sorted(model, ids: list[list[int]], lens: np.ndarray, order: np.ndarray, batch_size: int,
-                   bar=None) -> np.ndarray:
+                  bar=None, fixed_shape: bool = False) -> np.ndarray:
     """Vectors [len(order), dim] float32 for titles `order` (already sorted by token length).
 
     Batches hold titles of *equal* token length, so there is no padding and no attention mask: every token
     is real, mean pooling is a plain mean and SDPA takes its unmasked kernel. That is exactly the masked
     computation of SentenceTransformer.encode, minus the work on padding.
+
+    fixed_shape: every forward pass has the shape [batch_size, L]: a short batch (the last of a length) is filled
+    up with copies of its first title, whose outputs are dropped. Matrix-multiply kernels pick their blocking and
+    threading by shape, so a title encoded in a batch of 7 and in one of 256 differs in the last float bits (up to
+    ~2e-7), while at one shape each row's result depends on that row alone. So a title's vector then depends on the
+    title, the model, batch_size and the device (and its thread count), not on which titles share the call: the
+    embedding store holds the same bytes whether it was filled in one call or in several. The cost is at most one
+    batch per token length and chunk, which is why the store's batches are small on a CPU (EmbedParams).
     """
     bert = model[0].auto_model
     normalize = len(model) > 2
@@ -258,11 +266,14 @@ def encode_sorted(model, ids: list[list[int]], lens: np.ndarray, order: np.ndarr
             L = int(slens[s])
             for b in range(s, e, batch_size):
                 b2 = min(b + batch_size, e)
-                x = torch.from_numpy(flat[offs[b:b2, None] + np.arange(L)]).to(dev)
+                rows = offs[b:b2]
+                if fixed_shape:
+                    rows = np.concatenate([rows, np.repeat(offs[b], batch_size - (b2 - b))])
+                x = torch.from_numpy(flat[rows[:, None] + np.arange(L)]).to(dev)
                 h = bert(input_ids=x).last_hidden_state.mean(dim=1)
                 if normalize:
                     h = torch.nn.functional.normalize(h, p=2, dim=1)
-                out[b:b2] = h.float().cpu().numpy()
+                out[b:b2] = h[: b2 - b].float().cpu().numpy()
                 if bar is not None:
                     bar.update(b2 - b)
     return out

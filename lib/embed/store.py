@@ -196,12 +196,14 @@ class EmbeddingStore:
         self._load_chunk(self.chunk_dir / name, verify=False)
 
 
-def embed_titles(titles: Iterable, model, store: EmbeddingStore, batch_size: int = 256, chunk_size: int = 8192,
+def embed_titles(titles: Iterable, model, store: EmbeddingStore, batch_size: int = 32, chunk_size: int = 8192,
                  backend: str = "fast", progress: bool = True, wait_for_others: bool = True) -> dict:
     """Make sure every title has a vector in `store`; encode only the ones it lacks.
 
     Titles are tokenized once, sorted by token length and encoded in chunks of `chunk_size`; each chunk is written
-    to the store atomically before the next starts, so a killed run resumes where it stopped.
+    to the store atomically before the next starts, so a killed run resumes where it stopped. A title's vector does
+    not depend on which other titles are encoded with it (lib.embed.encoder.encode_sorted), so a store filled in one
+    call holds the same bytes as one filled in several.
 
     Filling takes the store's fill lock (lib.common.paths.locked): a run that finds another one filling the same
     store says so, waits, then reads the chunks written meanwhile and encodes only what is still missing, so two runs
@@ -258,7 +260,7 @@ def fill_store(todo: list[str], model, store: EmbeddingStore, stats: dict, batch
         for c in range(0, len(order), chunk_size):
             part = order[c: c + chunk_size]
             if fast:
-                vecs = encode_sorted(model, ids, lens, part, batch_size, bar)
+                vecs = encode_sorted(model, ids, lens, part, batch_size, bar, fixed_shape=True)
             else:
                 vecs, cut = encode(model, [todo[i] for i in part], batch_size, backend="plain")
                 stats["truncated"] += cut if static else 0

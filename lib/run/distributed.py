@@ -134,7 +134,7 @@ def distill(teacher, student, corpus: list[str], cfg, d: Dist, task=None, out_di
 # ---------------------------------------------------------------- stage 2: embedding
 
 
-def embed_shard(titles: list, model, store_path: str | Path, d: Dist, batch_size: int = 256,
+def embed_shard(titles: list, model, store_path: str | Path, d: Dist, batch_size: int = 32,
                 chunk_size: int = 8192) -> dict:
     """Fill the dedup embedding store at `store_path` from several ranks: every rank lists the store's missing
     titles from the same state (a barrier before anyone writes) and encodes every W-th of them, so no title is
