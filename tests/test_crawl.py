@@ -9,7 +9,14 @@ from lib.common.params import ParamError
 from lib.crawl.bfs import bfs_crawl
 from lib.crawl.campaign import graph_stats, read_roots, run_campaign
 from lib.crawl.pages import Page, RootSkipped, Snapshot, SnapshotError
-from lib.crawl.sources import CachedSource, PageCache, SnapshotSource, read_snapshot, title_mention_links
+from lib.crawl.sources import (
+    CachedSource,
+    PageCache,
+    SkippedLinesWarning,
+    SnapshotSource,
+    read_snapshot,
+    title_mention_links,
+)
 
 
 def src(links, redirects=None, disamb=None, topics=None):
@@ -113,16 +120,24 @@ def test_read_snapshot_tsv_plain_urlencoded_redirect_disambiguation(tmp_path):
 
 
 @pytest.mark.parametrize("body,msg", [
-    ("A\tB\nonly-one-column\n", ":2: expected"),
-    ("A\tB\tweird\n", ":1: unknown kind"),
-    ("\tB\n", ":1: empty title"),
+    ("A\tB\tweird\n", "line 1: unknown kind"),
+    ("\tB\n", "line 1: source: the title is empty"),
 ])
 def test_malformed_snapshot_line_names_file_and_line(tmp_path, body, msg):
+    """A file left without a link by its malformed lines is refused naming the first (one among good lines is
+    skipped with a warning: tests/test_intake.py)."""
     p = tmp_path / "bad.tsv"
     p.write_text(body, encoding="utf-8")
     with pytest.raises(SnapshotError, match=msg) as e:
-        read_snapshot(p)
-    assert "bad.tsv" in str(e.value)
+        read_snapshot(p, progress=False)
+    assert "bad.tsv holds no links" in str(e.value)
+
+
+def test_a_line_with_one_column_among_links_is_skipped_naming_it(tmp_path):
+    p = tmp_path / "bad.tsv"
+    p.write_text("A\tB\nonly-one-column\n", encoding="utf-8")
+    with pytest.warns(SkippedLinesWarning, match="bad.tsv: skipped 1 of 2 lines that are not links .line 2: expected"):
+        assert read_snapshot(p, progress=False).links == {"A": ["B"]}
 
 
 def test_snapshot_non_utf8_and_missing_file(tmp_path):

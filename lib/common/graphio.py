@@ -6,7 +6,9 @@ Format (node 0 is the root)::
      "edges": [{"source": 0, "target": 1}, ...],
      "metadata": {...}}
 
-The seed's own files have no "metadata" and no "topic"; `read_graph` accepts them unchanged.
+The seed's own files have no "metadata" and no "topic"; `read_graph` accepts them unchanged. A graph file is the
+user's own input, so a label that cannot be a title (lib.common.titles.check_title: empty, a control character, over
+255 bytes) refuses the file, naming it and the node; labels are read with surrounding whitespace stripped and in NFC.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from pathlib import Path
 import networkx as nx
 
 from lib.common.paths import atomic_write_bytes
+from lib.common.titles import TitleError, check_title
 
 
 class GraphFormatError(ValueError):
@@ -94,7 +97,8 @@ def write_graph(path: str | Path, graph: Graph) -> str:
 
 
 def read_graph(path: str | Path) -> Graph:
-    """Read a project graph file or one of the seed's own files (ids remapped to 0..N-1 in file order)."""
+    """Read a project graph file or one of the seed's own files (ids remapped to 0..N-1 in file order); a label that
+    is not a title is a GraphFormatError naming the file and the node."""
     path = Path(path)
     try:
         obj = json.loads(path.read_bytes().decode("utf-8"))
@@ -112,8 +116,12 @@ def read_graph(path: str | Path) -> Graph:
             raise GraphFormatError(f'graph file {path}: node #{k} needs "id" and "label", got {n!r:.80}')
         if n["id"] in index:
             raise GraphFormatError(f"graph file {path}: node id {n['id']!r} appears twice")
+        try:
+            title = check_title(str(n["label"]))
+        except TitleError as e:
+            raise GraphFormatError(f"graph file {path}: node #{k} (id {n['id']!r}): {e}") from None
         index[n["id"]] = len(titles)
-        titles.append(str(n["label"]))
+        titles.append(title)
         topics.append(n.get("topic"))
     edges: list[tuple[int, int]] = []
     seen: set[tuple[int, int]] = set()

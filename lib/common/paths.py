@@ -129,13 +129,19 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 @contextlib.contextmanager
-def locked(path: str | os.PathLike):
+def locked(path: str | os.PathLike, waiting: str = ""):
     """Hold an exclusive lock on `path` + '.lock' (created if absent) for the block: processes writing the same file
-    take turns."""
+    take turns. `waiting`: printed when another process holds the lock, before waiting for it (a long wait should
+    not look like a hang)."""
     lock = Path(str(path) + ".lock")
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting:
+                print(waiting, flush=True)
+            fcntl.flock(fh, fcntl.LOCK_EX)
         yield
 
 

@@ -38,6 +38,7 @@ from wikipediaapi import (
 )
 
 from lib.common.params import require
+from lib.common.titles import TitleError, check_title
 from lib.crawl.pages import DISAMBIGUATION, MISSING, OK, CrawlError, Page
 
 USER_AGENT = "wikigat-crawler/0.1 (research; contact: {contact})"
@@ -143,7 +144,11 @@ class LiveSource:
 
     def page(self, title: str) -> Page:
         """The canonical title, status and main-namespace links (redirects resolved, no self-link) of `title`."""
-        if not title.strip() or "|" in title:
+        try:
+            title = check_title(title)
+        except TitleError:
+            return Page(title, MISSING)  # no page has it: not worth a request
+        if "|" in title:
             return Page(title, MISSING)  # "|" would split the titles= parameter into several pages
         params = {"action": "query", "titles": title, "prop": "links|pageprops", "ppprop": "disambiguation",
                   "plnamespace": 0, "pllimit": PLLIMIT}
@@ -166,7 +171,16 @@ class LiveSource:
             if "continue" not in data:
                 break
             params = {**params, **data["continue"]}
-        return Page(canonical, OK, tuple(t for t in self._resolve_all(raw_links) if t != canonical))
+        links = tuple(self._checked(t, canonical) for t in self._resolve_all(raw_links) if t != canonical)
+        return Page(canonical, OK, links)
+
+    def _checked(self, link: str, page: str) -> str:
+        """`link` through lib.common.titles.check_title; a title MediaWiki could not have is a broken answer."""
+        try:
+            return check_title(link)
+        except TitleError as e:
+            raise CrawlError(f"{self.api_url} answered a link of page {page!r} that is not a title: {e}; check that "
+                             f"api_url is a MediaWiki API") from None
 
     def _resolve_all(self, titles: list[str]) -> tuple[str, ...]:
         """Canonical titles of `titles` (normalised, redirects followed), duplicates removed, order kept; targets

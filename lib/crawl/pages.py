@@ -7,16 +7,19 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from lib.common.titles import check_title
+
 OK, MISSING, DISAMBIGUATION = "ok", "missing", "disambiguation"
 
 
 def clean_title(raw: str) -> str:
     """A title as a link list writes it -> the page's title: URL-decoded when it holds `%`, `_` read as a space,
-    outer blanks and a UTF-8 byte-order mark (left by some editors at the start of a file) removed."""
-    t = raw.strip().lstrip("\ufeff").strip()
+    a UTF-8 byte-order mark (left by some editors at the start of a file) removed, then lib.common.titles.check_title
+    (outer blanks stripped, NFC; TitleError for an empty title, a control character or over 255 bytes)."""
+    t = raw.strip().lstrip("\ufeff")
     if "%" in t:
         t = urllib.parse.unquote(t)
-    return t.replace("_", " ").strip()
+    return check_title(t.replace("_", " "))
 
 
 class CrawlError(RuntimeError):
@@ -57,12 +60,14 @@ class Snapshot:
     redirects:      redirect title -> target title.
     disambiguation: titles of disambiguation pages (they exist and may have links).
     topics:         title -> topic label, where known.
+    skipped_lines:  lines of the link list it was read from that were not links (lib.crawl.sources.read_snapshot).
     """
 
     links: dict[str, list[str]]
     redirects: dict[str, str] = field(default_factory=dict)
     disambiguation: set[str] = field(default_factory=set)
     topics: dict[str, str] = field(default_factory=dict)
+    skipped_lines: int = 0
 
     def resolve(self, title: str) -> str:
         """Follow redirects (bounded, so a redirect loop cannot hang the crawl)."""

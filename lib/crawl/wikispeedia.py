@@ -11,6 +11,7 @@ import hashlib
 from pathlib import Path
 
 from lib.common.paths import ROOT
+from lib.common.titles import TitleError
 from lib.crawl.pages import Snapshot, SnapshotError, clean_title
 
 WIKISPEEDIA_DIR = ROOT / "data" / "wikispeedia"
@@ -23,8 +24,9 @@ SOURCE_ID = "wikispeedia:" + SHA256["links.tsv"][:16]
 """The page-cache key of the source: the links file's checksum, so another copy of the data is another source."""
 
 
-def verified_rows(folder: Path, name: str, n_cols: int) -> list[list[str]]:
-    """The rows of one shipped TSV after its header line, once its sha256 matches the published one."""
+def verified_rows(folder: Path, name: str, n_cols: int, title_cols: int = 0) -> list[list[str]]:
+    """The rows of one shipped TSV after its header line, once its sha256 matches the published one; the first
+    `title_cols` columns read as titles (lib.crawl.pages.clean_title), a refused one naming the file and row."""
     path = Path(folder) / name
     if not path.is_file():
         raise SnapshotError(f"{path} is missing; restore it with `git checkout -- {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}`")
@@ -36,6 +38,11 @@ def verified_rows(folder: Path, name: str, n_cols: int) -> list[list[str]]:
     bad = next((i for i, r in enumerate(rows) if len(r) != n_cols), None)
     if bad is not None:
         raise SnapshotError(f"{path}: row {bad + 2} has {len(rows[bad])} columns, expected {n_cols}")
+    for i, r in enumerate(rows):
+        try:
+            r[:title_cols] = map(clean_title, r[:title_cols])
+        except TitleError as e:
+            raise SnapshotError(f"{path}: row {i + 2}: {e}") from None
     return rows
 
 
@@ -43,12 +50,12 @@ def wikispeedia_snapshot(folder: str | Path = WIKISPEEDIA_DIR) -> Snapshot:
     """Every article (with no outgoing link where it has none: a real page, not a missing one), its hyperlinks in
     file order and its topic."""
     folder = Path(folder)
-    links: dict[str, list[str]] = {clean_title(a): [] for (a,) in verified_rows(folder, "articles.tsv", 1)}
-    for src, dst in verified_rows(folder, "links.tsv", 2):
-        links[clean_title(src)].append(clean_title(dst))
+    links: dict[str, list[str]] = {a: [] for (a,) in verified_rows(folder, "articles.tsv", 1, title_cols=1)}
+    for src, dst in verified_rows(folder, "links.tsv", 2, title_cols=2):
+        links[src].append(dst)
     topics: dict[str, str] = {}
-    for article, category in verified_rows(folder, "categories.tsv", 2):
+    for article, category in verified_rows(folder, "categories.tsv", 2, title_cols=1):
         parts = category.split(".")
         if len(parts) > 1:
-            topics.setdefault(clean_title(article), parts[1].replace("_", " "))
+            topics.setdefault(article, parts[1].replace("_", " "))
     return Snapshot(links=links, topics=topics)

@@ -117,7 +117,7 @@ def build_dataset(graph_files: Iterable[str | os.PathLike], store: EmbeddingStor
 
 
 def import_seed_graphs(json_files: Iterable[str | os.PathLike], out_dir: str | os.PathLike, model,
-                       store: EmbeddingStore | None = None, batch_size: int = 256, precision: str = "float32",
+                       store: EmbeddingStore | None = None, batch_size: int = 32, precision: str = "float32",
                        progress: bool = True) -> tuple[list[dict], dict]:
     """The seed's own graph files ({"nodes": [{id, label}], "edges": [{source, target}]}) as a tensor dataset.
 

@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from lib.common.device import Precision, get_device, resolve_precision
 from lib.common.runinfo import load_json
+from lib.common.titles import TitleError, check_title
 from lib.embed.model_folder import ModelFolderError, check_model_folder
 from lib.embed.static import StaticEncoder, is_static_folder
 
@@ -160,8 +161,11 @@ def model_id_of(model) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------ titles
-def clean_titles(titles: Iterable) -> list[str]:
-    """Titles as str; bytes must be UTF-8. Empty/whitespace-only and non-text titles are errors naming the index."""
+def clean_titles(titles: Iterable, page_titles: bool = False) -> list[str]:
+    """Texts as str; bytes must be UTF-8. Empty/whitespace-only and non-text titles are errors naming the index.
+    page_titles: the texts are page titles (what the embedding store keys), so each goes through
+    lib.common.titles.check_title (stripped, NFC; a control character or over 255 bytes is an error naming the
+    index); without it, any text is encoded as given (encode() also embeds sentences)."""
     out: list[str] = []
     for k, t in enumerate(titles):
         if isinstance(t, (bytes, bytearray)):
@@ -180,6 +184,11 @@ def clean_titles(titles: Iterable) -> list[str]:
                                  f"graph file as UTF-8") from None
         if not t.strip():
             raise EmbedError(f"title #{k} is empty or whitespace only; remove that node from the graph file")
+        if page_titles:
+            try:
+                t = check_title(t)
+            except TitleError as e:
+                raise EmbedError(f"title #{k}: {e}") from None
         out.append(t)
     return out
 
@@ -207,12 +216,20 @@ def tokenize(model, titles: list[str]) -> tuple[list[list[int]], np.ndarray, int
 
 
 def encode_sorted(model, ids: list[list[int]], lens: np.ndarray, order: np.ndarray, batch_size: int,
-                   bar=None) -> np.ndarray:
+                  bar=None, fixed_shape: bool = False) -> np.ndarray:
     """Vectors [len(order), dim] float32 for titles `order` (already sorted by token length).
 
     Batches hold titles of *equal* token length, so there is no padding and no attention mask: every token
     is real, mean pooling is a plain mean and SDPA takes its unmasked kernel. That is exactly the masked
     computation of SentenceTransformer.encode, minus the work on padding.
+
+    fixed_shape: every forward pass has the shape [batch_size, L]: a short batch (the last of a length) is filled
+    up with copies of its first title, whose outputs are dropped. Matrix-multiply kernels pick their blocking and
+    threading by shape, so a title encoded in a batch of 7 and in one of 256 differs in the last float bits (up to
+    ~2e-7), while at one shape each row's result depends on that row alone. So a title's vector then depends on the
+    title, the model, batch_size and the device (and its thread count), not on which titles share the call: the
+    embedding store holds the same bytes whether it was filled in one call or in several. The cost is at most one
+    batch per token length and chunk, which is why the store's batches are small on a CPU (EmbedParams).
     """
     bert = model[0].auto_model
     normalize = len(model) > 2
@@ -228,11 +245,14 @@ def encode_sorted(model, ids: list[list[int]], lens: np.ndarray, order: np.ndarr
             L = int(slens[s])
             for b in range(s, e, batch_size):
                 b2 = min(b + batch_size, e)
-                x = torch.from_numpy(flat[offs[b:b2, None] + np.arange(L)]).to(dev)
+                rows = offs[b:b2]
+                if fixed_shape:
+                    rows = np.concatenate([rows, np.repeat(offs[b], batch_size - (b2 - b))])
+                x = torch.from_numpy(flat[rows[:, None] + np.arange(L)]).to(dev)
                 h = bert(input_ids=x).last_hidden_state.mean(dim=1)
                 if normalize:
                     h = torch.nn.functional.normalize(h, p=2, dim=1)
-                out[b:b2] = h.float().cpu().numpy()
+                out[b:b2] = h[: b2 - b].float().cpu().numpy()
                 if bar is not None:
                     bar.update(b2 - b)
     return out

@@ -2,7 +2,8 @@
 graphs and runs (the seed's 389 graphs of 20,000 nodes share 92% of their titles).
 
 - `EmbeddingStore(path, model_id)`: append-only chunk files, one atomic write per chunk, each chunk checksummed.
-- `embed_titles(titles, model, store, batch_size)`: encodes only the titles the store lacks.
+- `embed_titles(titles, model, store, batch_size)`: encodes only the titles the store lacks; runs filling one store
+  take turns (its fill lock) and each adopts what the other wrote, so a title is encoded once.
 
 Store format (why chunk files and not one growing matrix + an SQLite index): a chunk file is self-describing
 (its titles, shape, model identity and a sha256 over everything after the checksum), so the title -> row index is
@@ -16,11 +17,10 @@ encoded again by the next `embed_titles`::
 """
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import json
 import os
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
 
@@ -28,7 +28,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from lib.common import chunks
-from lib.common.paths import CACHE, atomic_write_bytes, atomic_write_text, move_aside
+from lib.common.paths import CACHE, atomic_write_bytes, atomic_write_text, locked, move_aside, shown
 from lib.common.runinfo import load_json
 from lib.embed.encoder import (
     EmbedError,
@@ -162,15 +162,18 @@ class EmbeddingStore:
     def titles(self) -> list[str]:
         return list(self._index)
 
-    # -- writing
-    @contextmanager
-    def _lock(self):
-        with open(self.path / ".lock", "a+") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+    def refresh(self) -> int:
+        """Read the chunks other processes wrote since this store was opened or last refreshed; returns how many."""
+        known = set(self._names)
+        new = [f for f in sorted(self.chunk_dir.glob("c*.bin")) if f.name not in known]
+        for f in new:
             try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+                self._load_chunk(f, verify=True)
+            except FileNotFoundError:  # another process moved it aside meanwhile
+                continue
+        return len(new)
+
+    # -- writing
 
     def append(self, titles: list[str], vectors: np.ndarray) -> None:
         """Add one chunk (atomic: after a kill it is either wholly there or absent). vectors: [n, dim] float32."""
@@ -186,19 +189,26 @@ class EmbeddingStore:
             return
         keep = [i for i, _ in new]
         titles, vectors = [t for _, t in new], vectors[keep]
-        with self._lock():
+        with locked(self.path / "chunks"):  # two writers never pick the same chunk name
             existing = [int(p.stem[1:]) for p in self.chunk_dir.glob("c*.bin")]
             name = f"c{(max(existing) + 1) if existing else 0:08d}.bin"
             atomic_write_bytes(self.chunk_dir / name, _chunk_bytes(titles, vectors, self.model_id))
         self._load_chunk(self.chunk_dir / name, verify=False)
 
 
-def embed_titles(titles: Iterable, model, store: EmbeddingStore, batch_size: int = 256, chunk_size: int = 8192,
-                 backend: str = "fast", progress: bool = True) -> dict:
+def embed_titles(titles: Iterable, model, store: EmbeddingStore, batch_size: int = 32, chunk_size: int = 8192,
+                 backend: str = "fast", progress: bool = True, wait_for_others: bool = True) -> dict:
     """Make sure every title has a vector in `store`; encode only the ones it lacks.
 
     Titles are tokenized once, sorted by token length and encoded in chunks of `chunk_size`; each chunk is written
-    to the store atomically before the next starts, so a killed run resumes where it stopped.
+    to the store atomically before the next starts, so a killed run resumes where it stopped. A title's vector does
+    not depend on which other titles are encoded with it (lib.embed.encoder.encode_sorted), so a store filled in one
+    call holds the same bytes as one filled in several.
+
+    Filling takes the store's fill lock (lib.common.paths.locked): a run that finds another one filling the same
+    store says so, waits, then reads the chunks written meanwhile and encodes only what is still missing, so two runs
+    with the same settings encode each title once. `wait_for_others=False` is for ranks of one job that split the
+    missing titles among themselves (lib.run.distributed.embed_shard).
 
     Returns {"total", "unique", "already_stored", "newly_encoded", "truncated", "seconds", "titles_per_s",
     "model_id", "chunks_written"}. `truncated` counts newly encoded titles longer than the model's max_seq_length
@@ -214,36 +224,50 @@ def embed_titles(titles: Iterable, model, store: EmbeddingStore, batch_size: int
         raise StoreError(f"embedding store {store.path} belongs to model {store.model_id!r} but the model is {mid!r}; "
                          f"open default_store_path(model_id) for this model")
     t0 = time.perf_counter()
-    titles = clean_titles(titles)
+    titles = clean_titles(titles, page_titles=True)
     unique = list(dict.fromkeys(titles))
     todo = store.missing(unique)
-    stats = {"total": len(titles), "unique": len(unique), "already_stored": len(unique) - len(todo),
-             "newly_encoded": 0, "truncated": 0, "seconds": 0.0, "titles_per_s": None, "model_id": mid,
-             "chunks_written": 0}
-    if todo:
-        static = is_static(model)  # a table lookup: no tokenizing ahead, no length order
-        if static:
-            order, fast = np.arange(len(todo)), False
-        else:
-            ids, lens, stats["truncated"] = tokenize(model, todo)
-            order = np.argsort(lens, kind="stable")
-            fast = backend == "fast" and fast_path_ok(model)
-        with tqdm(total=len(todo), desc="embed", unit="title", disable=not progress) as bar:
-            for c in range(0, len(order), chunk_size):
-                part = order[c: c + chunk_size]
-                if fast:
-                    vecs = encode_sorted(model, ids, lens, part, batch_size, bar)
-                else:
-                    vecs, cut = encode(model, [todo[i] for i in part], batch_size, backend="plain")
-                    stats["truncated"] += cut if static else 0
-                    bar.update(len(part))
-                store.append([todo[i] for i in part], vecs)
-                stats["newly_encoded"] += len(part)
-                stats["chunks_written"] += 1
+    fill = (locked(store.path / "fill", waiting=f"waiting for another run filling the embedding store "
+                                                f"{shown(store.path)}; the titles it encodes are then read from it, "
+                                                f"not encoded again")
+            if todo and wait_for_others else contextlib.nullcontext())
+    with fill:
+        if todo and wait_for_others:
+            store.refresh()
+            todo = store.missing(todo)
+        stats = {"total": len(titles), "unique": len(unique), "already_stored": len(unique) - len(todo),
+                 "newly_encoded": 0, "truncated": 0, "seconds": 0.0, "titles_per_s": None, "model_id": mid,
+                 "chunks_written": 0}
+        if todo:
+            fill_store(todo, model, store, stats, batch_size, chunk_size, backend, progress)
     stats["seconds"] = round(time.perf_counter() - t0, 3)
     if stats["newly_encoded"]:
         stats["titles_per_s"] = round(stats["newly_encoded"] / max(stats["seconds"], 1e-9), 1)
     return stats
+
+
+def fill_store(todo: list[str], model, store: EmbeddingStore, stats: dict, batch_size: int, chunk_size: int,
+               backend: str, progress: bool) -> None:
+    """Encode the titles `todo` (none in `store`) chunk by chunk into `store`, counting into embed_titles' `stats`."""
+    static = is_static(model)  # a table lookup: no tokenizing ahead, no length order
+    if static:
+        order, fast = np.arange(len(todo)), False
+    else:
+        ids, lens, stats["truncated"] = tokenize(model, todo)
+        order = np.argsort(lens, kind="stable")
+        fast = backend == "fast" and fast_path_ok(model)
+    with tqdm(total=len(todo), desc="embed", unit="title", disable=not progress) as bar:
+        for c in range(0, len(order), chunk_size):
+            part = order[c: c + chunk_size]
+            if fast:
+                vecs = encode_sorted(model, ids, lens, part, batch_size, bar, fixed_shape=True)
+            else:
+                vecs, cut = encode(model, [todo[i] for i in part], batch_size, backend="plain")
+                stats["truncated"] += cut if static else 0
+                bar.update(len(part))
+            store.append([todo[i] for i in part], vecs)
+            stats["newly_encoded"] += len(part)
+            stats["chunks_written"] += 1
 
 
 def open_store(model, path: str | os.PathLike | None = None, verify: bool = True) -> EmbeddingStore:

@@ -134,16 +134,17 @@ def distill(teacher, student, corpus: list[str], cfg, d: Dist, task=None, out_di
 # ---------------------------------------------------------------- stage 2: embedding
 
 
-def embed_shard(titles: list, model, store_path: str | Path, d: Dist, batch_size: int = 256,
+def embed_shard(titles: list, model, store_path: str | Path, d: Dist, batch_size: int = 32,
                 chunk_size: int = 8192) -> dict:
     """Fill the dedup embedding store at `store_path` from several ranks: every rank lists the store's missing
     titles from the same state (a barrier before anyone writes) and encodes every W-th of them, so no title is
     encoded twice; chunks get their names under the store's file lock, so none is written twice.
     Returns lib.embed.store.embed_titles' stats of this rank plus {"rank", "missing"}."""
     store = EmbeddingStore(store_path, model_id_of(model))
-    todo = store.missing(clean_titles(titles))
+    todo = store.missing(clean_titles(titles, page_titles=True))
     d.barrier()
-    stats = embed_titles(todo[d.rank::d.world], model, store, batch_size, chunk_size, progress=False)
+    stats = embed_titles(todo[d.rank::d.world], model, store, batch_size, chunk_size, progress=False,
+                         wait_for_others=False)  # the ranks' shares are disjoint: none waits for another
     d.barrier()
     return {**stats, "rank": d.rank, "missing": len(todo)}
 
