@@ -93,8 +93,9 @@ def _project(x: Tensor, weight: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 class _GatLayer(torch.autograd.Function):
-    """out [N, C] = 1/K sum_k A_k h_k for h = x W^T [N, K*C] (the matmul in `dtype`, everything after in float32) and
-    A_k[i, j] = softmax over i's in-edges of LeakyReLU(a[j, k] + a[i, K + k]), a = h M^T [N, 2K] (M: att_weight).
+    """out [N, C] = 1/K sum_k A_k h_k + bias for h = x W^T [N, K*C] (the matmul in `dtype`, everything after in
+    float32) and A_k[i, j] = softmax over i's in-edges of LeakyReLU(a[j, k] + a[i, K + k]), a = h M^T [N, 2K]
+    (M: att_weight).
 
     Hand-written because autograd through gather -> multiply -> scatter materialises [E, K, C] tensors, and
     torch.sparse.mm's own backward sends its gradient for the sparse values through a dense [N, N] matrix.  Saved for
@@ -104,8 +105,8 @@ class _GatLayer(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, att_weight: Tensor, edges: PreparedEdges, negative_slope: float,
-                dtype: torch.dtype) -> Tensor:
+    def forward(ctx, x: Tensor, weight: Tensor, att_weight: Tensor, bias: Tensor, edges: PreparedEdges,
+                negative_slope: float, dtype: torch.dtype) -> Tensor:
         n, k = x.size(0), edges.heads
         src, dst = edges.edge_index[0], edges.edge_index[1]
         x = x.to(dtype)
@@ -115,13 +116,14 @@ class _GatLayer(torch.autograd.Function):
             logit = a[:, :k].index_select(0, src) + a[:, k:].index_select(0, dst)  # [E', K]
             alpha = softmax(F.leaky_relu(logit, negative_slope), ptr=edges.ptr)
             out = _spmm(_csr(edges.crow_heads, edges.col_heads, alpha.view(-1) / k, (n, n * k)), h.view(n * k, -1))
-        ctx.save_for_backward(x, weight, att_weight, logit, alpha)
+            out.add_(bias.float())
+        ctx.save_for_backward(x, weight, att_weight, bias, logit, alpha)
         ctx.edges, ctx.negative_slope, ctx.dtype = edges, negative_slope, dtype
         return out
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
-        x, weight, att_weight, logit, alpha = ctx.saved_tensors
+        x, weight, att_weight, bias, logit, alpha = ctx.saved_tensors
         edges = ctx.edges
         n, k = x.size(0), edges.heads
         src, dst = edges.edge_index[0], edges.edge_index[1]
@@ -144,14 +146,15 @@ class _GatLayer(torch.autograd.Function):
             grad_h = grad_h.addmm_(grad_a, att_weight.float()).to(ctx.dtype)
             grad_x = grad_h @ weight.to(ctx.dtype) if ctx.needs_input_grad[0] else None
             grad_w = (grad_h.t() @ x).to(weight.dtype)
-        return grad_x, grad_w, grad_att, None, None, None
+        return grad_x, grad_w, grad_att, g.sum(0).to(bias.dtype), None, None, None
 
 
-def gat_layer(x: Tensor, weight: Tensor, att_weight: Tensor, edges: PreparedEdges, negative_slope: float) -> Tensor:
+def gat_layer(x: Tensor, weight: Tensor, att_weight: Tensor, bias: Tensor, edges: PreparedEdges,
+              negative_slope: float) -> Tensor:
     """_GatLayer with autocast's dtype for the matmuls with W where autocast is on: x [N, C_in] -> [N, C] float32."""
     device = x.device.type
     dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else weight.dtype
-    return _GatLayer.apply(x, weight, att_weight, edges, negative_slope, dtype)
+    return _GatLayer.apply(x, weight, att_weight, bias, edges, negative_slope, dtype)
 
 
 class FusedGATConv(nn.Module):
@@ -184,7 +187,7 @@ class FusedGATConv(nn.Module):
         return torch.cat([eye * self.att_src, eye * self.att_dst]).reshape(2 * self.heads, -1)
 
     def forward(self, x: Tensor, edges: PreparedEdges) -> Tensor:
-        return gat_layer(x, self.lin.weight, self.attention_weight(), edges, self.negative_slope) + self.bias
+        return gat_layer(x, self.lin.weight, self.attention_weight(), self.bias, edges, self.negative_slope)
 
 
 class _ByteMaskDropout(torch.autograd.Function):
