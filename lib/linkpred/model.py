@@ -101,7 +101,7 @@ class DeepGATLevel(nn.Module):
     def forward(self, x: Tensor, edge_index: Tensor, edges: PreparedEdges | None = None) -> Tensor:
         att = self.gat(x, edge_index) if edges is None else self.gat(x, edges)
         x1 = self.norm1(x + self.dropout(att))
-        ff = self.dropout(self.lin2(F.relu(self.lin1(x1))))
+        ff = self.dropout(self.lin2(F.relu(self.lin1(x1), inplace=True)))
         return self.norm2(x1 + ff)
 
 
