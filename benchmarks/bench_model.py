@@ -1,6 +1,6 @@
 """Seconds per GatModel training step on a seed-sized graph: fused implementation vs straightforward PyG GATConv.
 
-    python benchmarks/bench_model.py [--nodes 20000 --edges 38700 --repeats 5 --threads 2 --device cpu]
+    python benchmarks/bench_model.py [--nodes 20000 --edges 38700 --repeats 5 --threads 2 --device cpu] [--profile]
 
 Graph: 20,000 nodes and 38,700 undirected edges (the seed's mean), 384-dim features.  A step = encode, decode the
 graph's edges and round(0.3 · 2E) sampled non-edges, BCE-with-logits, backward, AdamW — as in lib.linkpred.train.
@@ -9,6 +9,8 @@ Peak memory: each implementation also runs alone in a child process and reports 
 `--device cuda` its peak allocated GPU memory (torch.cuda.max_memory_allocated); GPU steps are timed after a
 synchronize, so a step's time includes its kernels.
 Checks first that both have the same parameter count and the same outputs for the same weights.
+`--profile`: where a step's time goes instead — torch.profiler's operators of one warm step (forward, backward, AdamW)
+of each implementation, by self CPU time, with their input shapes.
 
 Low precision (`--precision`, default auto; lib.common.device): the fused step under autocast (bf16, or fp16 with a
 GradScaler) against the PyG float32 reference in the same run (target <= 0.25x), its peak memory, and the eval AUC
@@ -28,6 +30,7 @@ import time
 
 import torch
 import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
 
 from lib.common.device import get_device, resolve_precision
 from lib.linkpred.data import synthetic_graph
@@ -134,6 +137,19 @@ def child(impl: str, nodes: int, edges: int, steps: int, precision: str = "fp32"
                       "step_growth_mib": (peak - before) / 1024, **gpu}))
 
 
+def print_profiles(steps: dict, rows: int = 30) -> None:
+    """torch.profiler's table of one step of each of `steps` (name -> step function, already warm): the `rows`
+    operators with the most self CPU time, split by input shape."""
+    for name, step in steps.items():
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+        with profile(activities=activities, record_shapes=True) as prof:
+            step()
+        print(f"\n== {name}: one step, by self CPU time ==")
+        print(prof.key_averages(group_by_input_shape=True).table(sort_by="self_cpu_time_total", row_limit=rows,
+                                                                 max_name_column_width=40,
+                                                                 max_shapes_column_width=70))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=20_000)
@@ -142,6 +158,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--precision", default="auto", help="low precision of the fused step: auto, bf16, fp16 (lib.common.device)")
     ap.add_argument("--auc-steps", type=int, default=40, help="training steps before the AUC comparison")
+    ap.add_argument("--profile", action="store_true", help="print where one step's time goes instead of timing")
     ap.add_argument("--child", default=None)
     ap.add_argument("--child-precision", default="fp32")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (lib.common.device: cuda without a GPU is an error)")
@@ -177,6 +194,8 @@ def main() -> None:
         steps[f"fused-{low}"] = make_step(lowm, x, ei, neg, low)
     for s in steps.values():
         s()  # warm-up
+    if a.profile:
+        return print_profiles(steps)
     times = {k: [] for k in steps}
     cpu = {k: [] for k in steps}
     for _ in range(a.repeats):

@@ -7,24 +7,24 @@ DeepGATBlock:  L levels of  X1 = LayerNorm(X + Dropout(GAT(X, E)));  X = LayerNo
 Two interchangeable implementations of the attention layer share parameter names and shapes (so one state_dict
 loads into both and they give the same outputs for the same weights):
   impl="pyg":   torch_geometric.nn.GATConv in every level (it removes and re-adds self-loops at every level);
-  impl="fused": FusedGATConv — same maths, but self-loops are added and edges sorted once per forward pass for
-                all L levels, the softmax runs on the sorted CSR pointer, and neighbour aggregation with the head
-                average is a sparse CSR matrix product with a hand-written backward (no [E, K, C] temporaries).
+  impl="fused": lib.linkpred.fused_gat.FusedGATConv — same maths, but self-loops are added and edges sorted once
+                per forward pass for all L levels, the attention logits of all heads are one thin matmul, and the
+                softmax and the neighbour aggregation over all heads are one autograd function around one sparse CSR
+                product (no [E, K, C] temporaries); its dropouts keep one-byte masks (MaskDropout: same outputs).
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import GATConv
-from torch_geometric.utils import add_self_loops, remove_self_loops, softmax
 
 from lib.common.config import StageParams, param
 from lib.common.params import ParamError
 from lib.linkpred.decoders import DECODERS, MLP_DECODERS, PairDecoder
+from lib.linkpred.fused_gat import FusedGATConv, MaskDropout, PreparedEdges, prepare_edges
 
 
 @dataclass(frozen=True)
@@ -76,141 +76,10 @@ class ModelConfig(GatModelParams):
                 raise ParamError(f"model parameter {why}", key=key)
 
 
-class FusedGATConv(nn.Module):
-    """GATConv(in, out, heads=K, concat=False) for edges that already contain self-loops and are sorted by target.
-
-    Parameters have GATConv's names and shapes: lin.weight [K*C, C_in], att_src / att_dst [1, K, C], bias [C].
-    forward(x [N, C_in], edge_index [2, E] sorted by target, ptr [N+1]) -> [N, C].
-    """
-
-    def __init__(self, in_channels: int, out_channels: int, heads: int, negative_slope: float = 0.2):
-        super().__init__()
-        self.heads, self.out_channels, self.negative_slope = heads, out_channels, negative_slope
-        self.lin = nn.Linear(in_channels, heads * out_channels, bias=False)
-        self.att_src = nn.Parameter(torch.empty(1, heads, out_channels))
-        self.att_dst = nn.Parameter(torch.empty(1, heads, out_channels))
-        self.bias = nn.Parameter(torch.empty(out_channels))
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        # Same initialisation as GATConv (glorot for lin and attention vectors, zero bias).
-        nn.init.xavier_uniform_(self.lin.weight)
-        nn.init.xavier_uniform_(self.att_src)
-        nn.init.xavier_uniform_(self.att_dst)
-        nn.init.zeros_(self.bias)
-
-    def forward(self, x: Tensor, edges: "PreparedEdges") -> Tensor:
-        n, k, c = x.size(0), self.heads, self.out_channels
-        src, dst = edges.edge_index[0], edges.edge_index[1]
-        h = self.lin(x).view(n, k, c)
-        a_src = (h * self.att_src).sum(-1)  # [N, K]
-        a_dst = (h * self.att_dst).sum(-1)
-        alpha = F.leaky_relu(a_src.index_select(0, src) + a_dst.index_select(0, dst), self.negative_slope)
-        alpha = softmax(alpha, dst, ptr=edges.ptr, num_nodes=n)  # [E, K]
-        return attention_aggregate(h, alpha, edges) + self.bias
-
-
-def _csr(ptr: Tensor, col: Tensor, values: Tensor, n: int) -> Tensor:
-    """[n, n] sparse CSR matrix; torch's one-time "CSR support is beta" warning is silenced (the layout is what
-    FusedGATConv is built on, and tests compare it with GATConv)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(ptr, col, values, (n, n), check_invariants=False)
-
-
-class _AttentionAggregate(torch.autograd.Function):
-    """out[i] = mean_k sum_{j->i} alpha[e, k] h[j, k]  for h [N, K, C], alpha [E, K] -> [N, C] float32.
-
-    Hand-written because autograd through gather -> multiply -> scatter materialises several [E, K, C] tensors;
-    here the forward and the gradient for h are sparse CSR matrix products and the gradient for alpha a sampled
-    dense-dense product (torch.sparse.sampled_addmm) — no [E, K, C] temporaries at all.  torch.sparse.mm's own
-    backward is not usable: its gradient for the sparse values goes through a dense [N, N] matrix.
-
-    Under autocast the sparse kernels have no bf16/fp16 implementation ("addmm_out_sparse_csr_impl_mkl not
-    implemented for 'BFloat16'"), so the subclasses below run this in float32 the documented way
-    (torch.amp.custom_fwd(cast_inputs=float32) / custom_bwd) while the dense layers around it stay in low precision.
-    """
-
-    @staticmethod
-    def forward(ctx, h: Tensor, alpha: Tensor, edges: "PreparedEdges") -> Tensor:
-        h32, a32 = h.float(), alpha.float()
-        n, k, _ = h32.shape
-        src = edges.edge_index[0]
-        out = None
-        for i in range(k):
-            a = _csr(edges.ptr, src, a32[:, i].contiguous(), n)
-            o = a @ h32[:, i, :]
-            out = o if out is None else out + o
-        ctx.save_for_backward(h32, a32)
-        ctx.edges = edges
-        return out / k
-
-    @staticmethod
-    def backward(ctx, grad_out: Tensor):
-        h, alpha = ctx.saved_tensors
-        edges = ctx.edges
-        n, k, _ = h.shape
-        src, dst = edges.edge_index[0], edges.edge_index[1]
-        g = grad_out.float() / k
-        grad_h = grad_alpha = None
-        if ctx.needs_input_grad[0]:
-            # A_k^T as CSR: the same edges ordered by source.
-            cols = dst.index_select(0, edges.perm_src)
-            grad_h = torch.stack([
-                _csr(edges.ptr_src, cols, alpha[:, i].index_select(0, edges.perm_src), n) @ g
-                for i in range(k)], dim=1)
-        if ctx.needs_input_grad[1]:
-            # grad_alpha[e, k] = g[dst_e] · h[src_e, k]: a sampled dense-dense product on the edges' CSR pattern.
-            pattern = _csr(edges.ptr, src, torch.ones_like(alpha[:, 0]), n)
-            grad_alpha = torch.stack([torch.sparse.sampled_addmm(pattern, g, h[:, i, :].t(), beta=0.0).values()
-                                      for i in range(k)], dim=1)
-        return grad_h, grad_alpha, None
-
-
-def _float32_under_autocast(device_type: str) -> type:
-    """_AttentionAggregate in float32 inside `device_type` autocast regions (custom_fwd needs the type up front)."""
-
-    class Aggregate(_AttentionAggregate):
-        forward = staticmethod(torch.amp.custom_fwd(_AttentionAggregate.forward, device_type=device_type,
-                                                    cast_inputs=torch.float32))
-        backward = staticmethod(torch.amp.custom_bwd(_AttentionAggregate.backward, device_type=device_type))
-
-    Aggregate.__name__ = Aggregate.__qualname__ = f"_AttentionAggregate_{device_type}"
-    return Aggregate
-
-
-_AGGREGATE = {t: _float32_under_autocast(t) for t in ("cpu", "cuda")}
-
-
-def attention_aggregate(h: Tensor, alpha: Tensor, edges: "PreparedEdges") -> Tensor:
-    """_AttentionAggregate on h's device type, float32 inside autocast: h [N, K, C], alpha [E, K] -> [N, C]."""
-    return _AGGREGATE.get(h.device.type, _AttentionAggregate).apply(h, alpha, edges)
-
-
-@dataclass(frozen=True)
-class PreparedEdges:
-    """Edges with self-loops, sorted by target (CSR by target: ptr) plus the permutation that sorts them by source
-    (CSR by source: perm_src, ptr_src) — computed once per forward pass and shared by all L levels."""
-
-    edge_index: Tensor  # [2, E'] long, E' = E + N
-    ptr: Tensor  # [N + 1]
-    perm_src: Tensor  # [E']
-    ptr_src: Tensor  # [N + 1]
-
-
-def _ptr(sorted_index: Tensor, num_nodes: int) -> Tensor:
-    ptr = torch.zeros(num_nodes + 1, dtype=torch.long, device=sorted_index.device)
-    ptr[1:] = torch.cumsum(torch.bincount(sorted_index, minlength=num_nodes), 0)
-    return ptr
-
-
-def prepare_edges(edge_index: Tensor, num_nodes: int) -> PreparedEdges:
-    """Self-loops added once (as GATConv does at every level) and both CSR orderings, for FusedGATConv."""
-    ei, _ = remove_self_loops(edge_index)
-    ei, _ = add_self_loops(ei, num_nodes=num_nodes)
-    ei = ei[:, torch.argsort(ei[1] * num_nodes + ei[0])]  # CSR by target
-    perm_src = torch.sort(ei[0], stable=True).indices  # CSR by source; column order within a row is free
-    return PreparedEdges(ei, _ptr(ei[1], num_nodes), perm_src, _ptr(ei[0].index_select(0, perm_src), num_nodes))
+def dropout_layer(cfg: ModelConfig) -> nn.Dropout:
+    """GatModel's dropout: MaskDropout in the fused implementation (same outputs; backward keeps one byte per element
+    instead of a float32 or bf16 one), nn.Dropout in the PyG reference."""
+    return (MaskDropout if cfg.gat_impl == "fused" else nn.Dropout)(cfg.gat_dropout)
 
 
 class DeepGATLevel(nn.Module):
@@ -227,12 +96,12 @@ class DeepGATLevel(nn.Module):
         self.lin1 = nn.Linear(h, h)
         self.lin2 = nn.Linear(h, h)
         self.norm2 = nn.LayerNorm(h)
-        self.dropout = nn.Dropout(cfg.gat_dropout)
+        self.dropout = dropout_layer(cfg)
 
     def forward(self, x: Tensor, edge_index: Tensor, edges: PreparedEdges | None = None) -> Tensor:
         att = self.gat(x, edge_index) if edges is None else self.gat(x, edges)
         x1 = self.norm1(x + self.dropout(att))
-        ff = self.dropout(self.lin2(F.relu(self.lin1(x1))))
+        ff = self.dropout(self.lin2(F.relu(self.lin1(x1), inplace=True)))
         return self.norm2(x1 + ff)
 
 
@@ -242,11 +111,12 @@ class DeepGATBlock(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.impl = cfg.gat_impl
+        self.heads = cfg.gat_heads
         self.levels = nn.ModuleList(DeepGATLevel(cfg) for _ in range(cfg.gat_levels))
-        self.dropout = nn.Dropout(cfg.gat_dropout)
+        self.dropout = dropout_layer(cfg)
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        edges = prepare_edges(edge_index, x.size(0)) if self.impl == "fused" else None
+        edges = prepare_edges(edge_index, x.size(0), self.heads) if self.impl == "fused" else None
         for level in self.levels:
             x = level(x, edge_index, edges)
         return self.dropout(x)
@@ -264,7 +134,7 @@ class GatModel(nn.Module):
         super().__init__()
         cfg = cfg or ModelConfig(**overrides)
         self.cfg = cfg
-        self.in_dropout = nn.Dropout(cfg.gat_dropout)
+        self.in_dropout = dropout_layer(cfg)
         self.lin_in = nn.Linear(cfg.in_channels, cfg.gat_hidden)
         self.block = DeepGATBlock(cfg)
         self.lin_out = nn.Linear(cfg.gat_hidden, cfg.gat_out)

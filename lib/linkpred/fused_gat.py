@@ -1,0 +1,218 @@
+"""The fused GAT layer of GatModel: PyG GATConv(in, out, heads=K, concat=False) in fewer, larger operations.
+
+Per forward pass (prepare_edges): self-loops are added once for all L levels and the edges sorted by target, with
+both sparse patterns the layer needs for all K heads at once.  Per level (FusedGATConv):
+
+  h = x W^T [N, K*C];  a = h M^T [N, 2K]  (the attention logits of all heads: one thin matmul)
+  out[i] = 1/K sum_k sum_{j->i} softmax_i(LeakyReLU(a_src[j, k] + a_dst[i, k])) h[j, k]  + bias
+
+The aggregation over heads is ONE sparse CSR product with an [N, N*K] matrix whose column j*K+k holds head k of node
+j, so h [N, K*C] is read as [N*K, C] without a copy; its backward is one sparse product with the transpose and one
+sampled dense-dense product (torch.sparse.sampled_addmm), and the softmax's backward is recomputed on the [E, K]
+attention weights — no [E, K, C] message tensor exists at any point.
+
+MaskDropout keeps a one-byte mask for backward where nn.Dropout keeps a float noise tensor.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.utils import add_self_loops, remove_self_loops, softmax
+
+
+@dataclass(frozen=True)
+class PreparedEdges:
+    """Edges with self-loops sorted by target, and two CSR patterns over the heads (E' = E + N edges, K heads):
+
+    crow_heads / col_heads: [N, N*K], row i, column j*K+k for each edge j->i and head k — its values in
+        alpha.view(-1) order ([E', K] row-major), so an [E', K] tensor is its values without a copy;
+    crow_t / col_t / perm_t: the transpose [N*K, N], row j*K+k holding edge j->i at column i; value q is element
+        perm_t[q] of alpha.view(-1).
+    """
+
+    edge_index: Tensor  # [2, E'] long, sorted by target then source
+    ptr: Tensor  # [N + 1]: edges into node i are ptr[i]:ptr[i+1]
+    heads: int
+    crow_heads: Tensor  # [N + 1]
+    col_heads: Tensor  # [E' * K]
+    crow_t: Tensor  # [N * K + 1]
+    col_t: Tensor  # [E' * K]
+    perm_t: Tensor  # [E' * K]
+
+
+def _ptr(sorted_index: Tensor, num_nodes: int) -> Tensor:
+    ptr = torch.zeros(num_nodes + 1, dtype=torch.long, device=sorted_index.device)
+    ptr[1:] = torch.cumsum(torch.bincount(sorted_index, minlength=num_nodes), 0)
+    return ptr
+
+
+def prepare_edges(edge_index: Tensor, num_nodes: int, heads: int) -> PreparedEdges:
+    """Self-loops added once (as GATConv does at every level) and the CSR patterns of PreparedEdges."""
+    ei, _ = remove_self_loops(edge_index)
+    ei, _ = add_self_loops(ei, num_nodes=num_nodes)
+    ei = ei[:, torch.argsort(ei[1] * num_nodes + ei[0])]
+    src, dst = ei[0], ei[1]
+    ptr = _ptr(dst, num_nodes)
+    head = torch.arange(heads, device=ei.device)
+    col_heads = (src.unsqueeze(1) * heads + head).reshape(-1)
+    # The transpose: edges grouped by source (stable, so targets stay ascending within a row), each group once per head.
+    by_src = torch.sort(src, stable=True).indices
+    ptr_src = _ptr(src.index_select(0, by_src), num_nodes)
+    row_len = ptr_src.diff().repeat_interleave(heads)  # [N*K]
+    crow_t = torch.zeros(num_nodes * heads + 1, dtype=torch.long, device=ei.device)
+    crow_t[1:] = torch.cumsum(row_len, 0)
+    row = torch.repeat_interleave(torch.arange(num_nodes * heads, device=ei.device), row_len)  # [E'*K]
+    edge = by_src.index_select(0, ptr_src.index_select(0, row // heads) + torch.arange(row.numel(), device=ei.device)
+                               - crow_t.index_select(0, row))
+    return PreparedEdges(ei, ptr, heads, ptr * heads, col_heads, crow_t, dst.index_select(0, edge),
+                         edge * heads + row % heads)
+
+
+def _csr(crow: Tensor, col: Tensor, values: Tensor, size: tuple[int, int]) -> Tensor:
+    """A sparse CSR matrix on a prepared pattern; torch's one-time "CSR support is beta" warning is silenced (the
+    layout is what the layer is built on, and tests compare it with GATConv)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(crow, col, values, size, check_invariants=False)
+
+
+def _spmm(sparse: Tensor, dense: Tensor) -> Tensor:
+    """sparse [R, M] CSR @ dense [M, C] -> [R, C], written straight into a new tensor: `sparse @ dense` fills a zero
+    tensor and copies it into the result first (addmm ignores its input when beta is 0)."""
+    out = torch.empty(sparse.size(0), dense.size(1), dtype=dense.dtype, device=dense.device)
+    return out.addmm_(sparse, dense, beta=0.0)
+
+
+def _project(x: Tensor, weight: Tensor, dtype: torch.dtype) -> Tensor:
+    """h = x W^T as autocast's linear computes it (in `dtype`), returned in float32: [N, C_in] -> [N, K*C]."""
+    return F.linear(x.to(dtype), weight.to(dtype)).float()
+
+
+class _GatLayer(torch.autograd.Function):
+    """out [N, C] = 1/K sum_k A_k h_k + bias for h = x W^T [N, K*C] (the matmul in `dtype`, everything after in
+    float32) and A_k[i, j] = softmax over i's in-edges of LeakyReLU(a[j, k] + a[i, K + k]), a = h M^T [N, 2K]
+    (M: att_weight).
+
+    Hand-written because autograd through gather -> multiply -> scatter materialises [E, K, C] tensors, and
+    torch.sparse.mm's own backward sends its gradient for the sparse values through a dense [N, N] matrix.  Saved for
+    backward: x and the [E', K] logits and weights; backward recomputes h (one matmul) instead of keeping [N, K*C].
+    The sparse kernels have no bf16/fp16 implementation ("addmm_out_sparse_csr_impl_mkl not implemented for
+    'BFloat16'"), so under autocast only the matmuls with W run in the low precision, as autocast would run them.
+    """
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, att_weight: Tensor, bias: Tensor, edges: PreparedEdges,
+                negative_slope: float, dtype: torch.dtype) -> Tensor:
+        n, k = x.size(0), edges.heads
+        src, dst = edges.edge_index[0], edges.edge_index[1]
+        x = x.to(dtype)
+        with torch.autocast(x.device.type, enabled=False):
+            h = _project(x, weight, dtype)
+            a = F.linear(h, att_weight.float())  # [N, 2K]
+            logit = a[:, :k].index_select(0, src) + a[:, k:].index_select(0, dst)  # [E', K]
+            alpha = softmax(F.leaky_relu(logit, negative_slope), ptr=edges.ptr)
+            out = _spmm(_csr(edges.crow_heads, edges.col_heads, alpha.view(-1) / k, (n, n * k)), h.view(n * k, -1))
+            out.add_(bias.float())
+        ctx.save_for_backward(x, weight, att_weight, bias, logit, alpha)
+        ctx.edges, ctx.negative_slope, ctx.dtype = edges, negative_slope, dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        x, weight, att_weight, bias, logit, alpha = ctx.saved_tensors
+        edges = ctx.edges
+        n, k = x.size(0), edges.heads
+        src, dst = edges.edge_index[0], edges.edge_index[1]
+        with torch.autocast(x.device.type, enabled=False):
+            h = _project(x, weight, ctx.dtype)
+            g = grad_out.float().contiguous()
+            values = (alpha.view(-1) / k).index_select(0, edges.perm_t)
+            grad_h = _spmm(_csr(edges.crow_t, edges.col_t, values, (n * k, n)), g).view(n, -1)  # [N, K*C]
+            # d out / d alpha[e, k] = g[i] . h[j, k] / K for edge e = j->i: sampled on the pattern of the forward.
+            pattern = _csr(edges.crow_heads, edges.col_heads, torch.ones_like(alpha.view(-1)), (n, n * k))
+            grad_alpha = torch.sparse.sampled_addmm(pattern, g, h.view(n * k, -1).t(), beta=0.0).values()
+            grad_alpha = grad_alpha.view(-1, k) / k
+            # softmax: d logit = alpha (d alpha - sum over the node's in-edges of alpha d alpha); then LeakyReLU.
+            weighted = torch.segment_reduce(alpha * grad_alpha, "sum", offsets=edges.ptr)  # [N, K]
+            grad_e = alpha * (grad_alpha - weighted.index_select(0, dst))
+            grad_e = torch.where(logit > 0, grad_e, grad_e * ctx.negative_slope)
+            grad_src = torch.zeros(n, k, dtype=grad_e.dtype, device=grad_e.device).index_add_(0, src, grad_e)
+            grad_a = torch.cat([grad_src, torch.segment_reduce(grad_e, "sum", offsets=edges.ptr)], 1)  # [N, 2K]
+            grad_att = (grad_a.t() @ h).to(att_weight.dtype)
+            grad_h = grad_h.addmm_(grad_a, att_weight.float()).to(ctx.dtype)
+            grad_x = grad_h @ weight.to(ctx.dtype) if ctx.needs_input_grad[0] else None
+            grad_w = (grad_h.t() @ x).to(weight.dtype)
+        return grad_x, grad_w, grad_att, g.sum(0).to(bias.dtype), None, None, None
+
+
+def gat_layer(x: Tensor, weight: Tensor, att_weight: Tensor, bias: Tensor, edges: PreparedEdges,
+              negative_slope: float) -> Tensor:
+    """_GatLayer with autocast's dtype for the matmuls with W where autocast is on: x [N, C_in] -> [N, C] float32."""
+    device = x.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else weight.dtype
+    return _GatLayer.apply(x, weight, att_weight, bias, edges, negative_slope, dtype)
+
+
+class FusedGATConv(nn.Module):
+    """GATConv(in, out, heads=K, concat=False) for edges prepared by prepare_edges (self-loops, sorted by target).
+
+    Parameters have GATConv's names and shapes: lin.weight [K*C, C_in], att_src / att_dst [1, K, C], bias [C].
+    forward(x [N, C_in], edges: PreparedEdges) -> [N, C].
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, heads: int, negative_slope: float = 0.2):
+        super().__init__()
+        self.heads, self.out_channels, self.negative_slope = heads, out_channels, negative_slope
+        self.lin = nn.Linear(in_channels, heads * out_channels, bias=False)
+        self.att_src = nn.Parameter(torch.empty(1, heads, out_channels))
+        self.att_dst = nn.Parameter(torch.empty(1, heads, out_channels))
+        self.bias = nn.Parameter(torch.empty(out_channels))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # Same initialisation as GATConv (glorot for lin and attention vectors, zero bias).
+        nn.init.xavier_uniform_(self.lin.weight)
+        nn.init.xavier_uniform_(self.att_src)
+        nn.init.xavier_uniform_(self.att_dst)
+        nn.init.zeros_(self.bias)
+
+    def attention_weight(self) -> Tensor:
+        """[2K, K*C]: a = h M^T gives [N, 2K], a_src for all heads then a_dst (h [N, K*C] = x W^T) — GATConv's
+        (h * att).sum(-1) over [N, K, C] as one thin matmul."""
+        eye = torch.eye(self.heads, dtype=self.att_src.dtype, device=self.att_src.device).unsqueeze(-1)
+        return torch.cat([eye * self.att_src, eye * self.att_dst]).reshape(2 * self.heads, -1)
+
+    def forward(self, x: Tensor, edges: PreparedEdges) -> Tensor:
+        return gat_layer(x, self.lin.weight, self.attention_weight(), self.bias, edges, self.negative_slope)
+
+
+class _ByteMaskDropout(torch.autograd.Function):
+    """x * noise with noise = bernoulli(1 - p) / (1 - p), computed as F.dropout computes it (the same random numbers,
+    outputs and gradients bit for bit), but saving the bernoulli draw as one byte per element instead of the noise in
+    x's dtype.  Not torch.native_dropout: its bool mask is slow to multiply by on the CPU."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, p: float) -> Tensor:
+        mask = torch.empty_like(x, dtype=torch.uint8).bernoulli_(1 - p)
+        ctx.save_for_backward(mask)
+        ctx.p = p
+        return x * mask.to(x.dtype).div_(1 - p)
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        (mask,) = ctx.saved_tensors
+        return grad_out * mask.to(grad_out.dtype).div_(1 - ctx.p), None
+
+
+class MaskDropout(nn.Dropout):
+    """nn.Dropout with the same random numbers, outputs and gradients whose backward keeps a one-byte mask instead of
+    a noise tensor of the input's size and dtype."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0:
+            return x
+        return _ByteMaskDropout.apply(x, self.p)
