@@ -274,14 +274,16 @@ def test_a_damaged_cache_of_title_mention_links_is_moved_aside_and_computed_agai
     assert cached.with_name(cached.name + ".corrupt").read_text() == "[]" and json.loads(cached.read_text()) == links
 
 
-def test_a_damaged_link_prediction_rows_file_is_moved_aside_and_its_pairs_scored_again(tmp_path, monkeypatch):
+def fake_link_prediction(tmp_path, monkeypatch, **extra):
+    """(run, scored, rows_file): stage 5's link prediction of two (embedder, seed) pairs into rows_file, each pair
+    scored by a stand-in for stage 3 that appends its seed to `scored` and writes rows with `extra` columns."""
     from lib.distill import lp as lp_mod
 
     scored = []
 
     def score(files, titles, model, key, out, split_file, params, progress, rows_file):  # stage 3 is not under test
         scored.append(key["seed"])
-        new = [{**key, "model": m, "protocol": p, "auc": 0.5 + key["seed"] / 10} for m in lp_mod.LP_MODELS
+        new = [{**key, "model": m, "protocol": p, "auc": 0.5 + key["seed"] / 10, **extra} for m in lp_mod.LP_MODELS
                for p in params.protocols]
         append_csv_rows(rows_file, new, replace=key)
         return new
@@ -294,6 +296,11 @@ def test_a_damaged_link_prediction_rows_file_is_moved_aside_and_its_pairs_scored
                                             lambda s: lp_mod.lp_params(s, 1, ("leak_free",), 1, 0.1),
                                             rows_file=rows_file, key={"source": "wikispeedia"})
 
+    return run, scored, rows_file
+
+
+def test_a_damaged_link_prediction_rows_file_is_moved_aside_and_its_pairs_scored_again(tmp_path, monkeypatch):
+    run, scored, rows_file = fake_link_prediction(tmp_path, monkeypatch)
     first = run()
     assert scored == [0, 1] and len(run()) == 4 and scored == [0, 1]  # the second run resumes every pair
     data = b"\xff\xfe" + rows_file.read_bytes()[2:]

@@ -15,7 +15,7 @@ from lib.embed.encoder import EmbedError, check_model_dir
 from lib.linkpred.checkpoint import data_fingerprint, epoch_checkpoints, load_checkpoint
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.train import Checkpointing, train_model
-from tests.test_recovery import cut, moved_aside
+from tests.test_recovery import cut, fake_link_prediction, moved_aside
 from tests.test_train import SMALL, _graphs
 
 
@@ -46,25 +46,7 @@ LP_DAMAGE = {  # damage, the cut row's line, its seed (the pair scored again)
 @pytest.mark.parametrize("damage", LP_DAMAGE)
 def test_a_cut_link_prediction_row_is_named_dropped_and_its_pair_scored_again_to_the_same_rows(tmp_path, monkeypatch,
                                                                                                 damage):
-    from lib.distill import lp as lp_mod
-
-    scored = []
-
-    def score(files, titles, model, key, out, split_file, params, progress, rows_file):  # stage 3 is not under test
-        scored.append(key["seed"])
-        new = [{**key, "model": m, "protocol": p, "auc": 0.5 + key["seed"] / 10, "mrr": 0.25}
-               for m in lp_mod.LP_MODELS for p in params.protocols]
-        append_csv_rows(rows_file, new, replace=key)
-        return new
-
-    monkeypatch.setattr(lp_mod, "_score", score)
-    rows_file = tmp_path / "lp_rows.csv"
-
-    def run() -> pd.DataFrame:
-        return lp_mod.graph_link_prediction([], [("reference", 0, None), ("reference", 1, None)], tmp_path / "lp",
-                                            lambda s: lp_mod.lp_params(s, 1, ("leak_free",), 1, 0.1),
-                                            rows_file=rows_file, key={"source": "wikispeedia"})
-
+    run, scored, rows_file = fake_link_prediction(tmp_path, monkeypatch, mrr=0.25)
     first = run()
     make, line, seed = LP_DAMAGE[damage]
     data = make(rows_file.read_bytes())
