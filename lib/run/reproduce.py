@@ -10,12 +10,15 @@ The command is the run's own: its params.json records every resolved parameter, 
 named and left out. A prefix changes a few parameters (`one-seed`: `n_seeds=1`) and compares only the rows it makes.
 The rows compared are the run's result tables (TABLES), matched on their key columns; per table and metric the check
 prints how many rows match exactly and the largest absolute drift, and exits 1 when a drift exceeds `--tolerance`
-(default TOLERANCE) or a committed row was not made again. Timing columns are never compared.
+(default TOLERANCE) or a committed row was not made again. Timing columns are never compared. The re-run fills a
+cache of its own (`--warm-cache` uses the shared one).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -129,9 +132,12 @@ def compare(reference_dir: Path, made_dir: Path, tolerance: float = TOLERANCE) -
 
 
 def reproduce(run: str, prefix: str = "whole", notebooks: list[str] | None = None, outputs: Path | None = None,
-              tolerance: float = TOLERANCE, reference: Path = REFERENCE_RUNS, log=print) -> pd.DataFrame:
+              tolerance: float = TOLERANCE, reference: Path = REFERENCE_RUNS, warm_cache: bool = False,
+              log=print) -> pd.DataFrame:
     """Re-run the published run `run` (a folder of `reference`) as recorded, or its `prefix`, into `outputs` (a
-    temporary folder by default) and return its drift table (`compare`)."""
+    temporary folder by default) and return its drift table (`compare`). The re-run starts from an empty cache in
+    that folder unless `warm_cache`: vectors an older code stored differ in their last bits, and a trained model
+    carries such a difference into its third decimal."""
     run_dir = reference / run
     files, overrides, left_out = recorded_command(run_dir, prefix)
     notebooks = notebooks or recorded_notebooks(run_dir)
@@ -145,10 +151,28 @@ def reproduce(run: str, prefix: str = "whole", notebooks: list[str] | None = Non
         argv = ["--outputs", str(scratch), "--run-name", run, "--notebooks", *notebooks,
                 *(["--params", *files] if files else []),
                 *(x for k, v in overrides.items() for x in ("-p", f"{k}={json.dumps(v)}"))]
-        if runner.main(argv) != 0:
+        with cache_folder(None if warm_cache else scratch / "cache"):
+            ok = runner.main(argv) == 0
+        if not ok:
             raise ReproduceError(f"the re-run of {run} failed; its notebooks and status.json are in "
                                  f"{shown(scratch / run)} (pass --outputs to keep them)")
         return compare(run_dir, scratch / run, tolerance)
+
+
+@contextlib.contextmanager
+def cache_folder(folder: Path | None):
+    """Run the block's notebooks with WIKIGAT_CACHE at `folder` (their kernels read it when they start); None leaves
+    it as it is."""
+    before = os.environ.get("WIKIGAT_CACHE")
+    if folder is not None:
+        os.environ["WIKIGAT_CACHE"] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("WIKIGAT_CACHE", None)
+        else:
+            os.environ["WIKIGAT_CACHE"] = before
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,10 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--notebooks", nargs="*", help="notebook numbers to re-run (default: those the run finished)")
     ap.add_argument("--outputs", help="keep the re-run here (default: a temporary folder)")
     ap.add_argument("--tolerance", type=float, default=TOLERANCE, help=f"largest drift allowed (default {TOLERANCE})")
+    ap.add_argument("--warm-cache", action="store_true",
+                    help="use the shared cache (faster; vectors stored by older code may differ in the last bits)")
     args = ap.parse_args(argv)
     try:
         table = reproduce(args.run, args.prefix, args.notebooks, Path(args.outputs) if args.outputs else None,
-                          args.tolerance)
+                          args.tolerance, warm_cache=args.warm_cache)
     except ReproduceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
