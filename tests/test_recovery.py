@@ -368,15 +368,22 @@ def test_a_damaged_loss_history_of_a_finished_distillation_run_is_moved_aside_an
     pd.testing.assert_frame_equal(curves["S1"], losses)
 
 
-def test_unreadable_lines_of_a_grids_finished_rows_are_moved_aside_and_its_readable_rows_kept(tmp_path):
+def grid_with_two_finished_runs(folder):
+    """(grid settings, rows.jsonl path) of a distillation grid folder in which runs S1 and S2 finished."""
     from lib.distill.checkpoint import GridCheckpoint
     from tests.test_distill import _grid_cfg
 
     cfg = _grid_cfg()
-    ck = GridCheckpoint(tmp_path, cfg)
+    ck = GridCheckpoint(folder, cfg)
     for name in ("S1", "S2"):
         ck.put({"model": name, "seed": 0}, {})
-    path = tmp_path / "rows.jsonl"
+    return cfg, folder / "rows.jsonl"
+
+
+def test_unreadable_lines_of_a_grids_finished_rows_are_moved_aside_and_its_readable_rows_kept(tmp_path):
+    from lib.distill.checkpoint import GridCheckpoint
+
+    cfg, path = grid_with_two_finished_runs(tmp_path)
     first, second = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(first + b"\xff\xfe{garbage\n" + b'["model"]\n' + second)
     with pytest.warns(RecoveryWarning, match=moved_aside(path, "finished-run rows", "2 of its 4 lines hold no row",

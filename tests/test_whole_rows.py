@@ -15,7 +15,7 @@ from lib.embed.encoder import EmbedError, check_model_dir
 from lib.linkpred.checkpoint import data_fingerprint, epoch_checkpoints, load_checkpoint
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.train import Checkpointing, train_model
-from tests.test_recovery import cut, fake_link_prediction, moved_aside
+from tests.test_recovery import cut, fake_link_prediction, grid_with_two_finished_runs, moved_aside
 from tests.test_train import SMALL, _graphs
 
 
@@ -139,13 +139,8 @@ def test_a_second_damage_keeps_the_evidence_of_the_first(tmp_path):
 
 def test_a_torn_last_line_of_a_grids_finished_rows_is_named_and_kept_aside(tmp_path):
     from lib.distill.checkpoint import GridCheckpoint
-    from tests.test_distill import _grid_cfg
 
-    cfg = _grid_cfg()
-    ck = GridCheckpoint(tmp_path, cfg)
-    for name in ("S1", "S2"):
-        ck.put({"model": name, "seed": 0}, {})
-    path = tmp_path / "rows.jsonl"
+    cfg, path = grid_with_two_finished_runs(tmp_path)
     whole = path.read_bytes()
     first = whole.splitlines(keepends=True)[0]
     path.write_bytes(whole + first[:-8])  # a kill tore the line of the next run
