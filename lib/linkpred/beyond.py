@@ -43,7 +43,7 @@ from lib.linkpred.negative_sets.registry import NEGATIVE_SETS, held_sets
 from lib.linkpred.train import Checkpointing, train_model
 from lib.metrics.link import STRATA, set_metrics
 from lib.metrics.paired import interval_text, judged_text, mean_interval
-from lib.metrics.selection import GOAL_AUC_MARGIN, GOAL_MRR_MARGIN, choose_on_validation, goal_parts, goal_verdict
+from lib.metrics.selection import GOAL_PARTS, choose_on_validation, goal_parts, goal_verdict
 
 # Training settings a variant fixes whatever the profile says. ncn_stack_uniform is ncn_stack trained for the uniform
 # negative set only: on the seed40 validation graphs (leak_free, seed 0) ncn_stack's validation AUC with uniform
@@ -282,13 +282,10 @@ def gap_sentences(gaps: pd.DataFrame) -> list[str]:
     without a common neighbour) the AUC margin over the bar with its interval; printed by notebook 03b."""
     out = []
     for r in gaps.to_dict("records"):
-        parts = goal_parts(r)
-        shown = [("auc", f"AUC over {r['bar']}", "auc_margin", GOAL_AUC_MARGIN),
-                 ("mrr", "MRR", "mrr_margin", GOAL_MRR_MARGIN),
-                 ("auc_shortcut", f"AUC over {SHORTCUT}", "auc_margin_shortcut", GOAL_AUC_MARGIN),
-                 ("mrr_shortcut", "MRR", "mrr_margin_shortcut", GOAL_MRR_MARGIN)]
-        cells = [f"{label} {judged_text(r[col], r.get(f'{col}_low'), r.get(f'{col}_high'), margin)}"
-                 for part, label, col, margin in shown if part in parts]
+        labels = {"auc": f"AUC over {r['bar']}", "mrr": "MRR", "auc_shortcut": f"AUC over {SHORTCUT}",
+                  "mrr_shortcut": "MRR"}
+        cells = [f"{labels[part]} {judged_text(r[col], r.get(f'{col}_low'), r.get(f'{col}_high'), margin)}"
+                 for part in goal_parts(r) for col, margin in [GOAL_PARTS[part]]]
         txt = (f"{r['protocol']} / {r['negatives']}: best graph model {r['best graph model']} (chosen on "
                f"{r['chosen on']} AUC; best on test: {r['best on test']}), {r.get('seeds', '?')} seeds: goal "
                f"{goal_verdict(r)} ({'; '.join(cells)})")

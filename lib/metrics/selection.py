@@ -25,18 +25,22 @@ GOAL_AUC_MARGIN = 0.02  # notebook 03b's goal: >= +0.02 AUC over the stronger he
 GOAL_MRR_MARGIN = 0.0
 
 
+GOAL_PARTS = {"auc": ("auc_margin", GOAL_AUC_MARGIN), "mrr": ("mrr_margin", GOAL_MRR_MARGIN),
+              "auc_shortcut": ("auc_margin_shortcut", GOAL_AUC_MARGIN),
+              "mrr_shortcut": ("mrr_margin_shortcut", GOAL_MRR_MARGIN)}
+"""The parts of notebook 03b's goal: name -> (gap_table margin column, the margin its interval must lie above)."""
+
+
 def goal_parts(gap: dict) -> dict[str, str]:
-    """The verdicts (lib.metrics.paired.verdict) of the parts of notebook 03b's goal in one gap_table row
-    (lib.linkpred.beyond): the best graph model's paired AUC margin over the bar above GOAL_AUC_MARGIN and its MRR margin above 0 and,
-    on every set but uniform (where a positive's missing common neighbour says little), the same over the shortcut
-    when the row holds it — a model that only matches "no common neighbour => link" has not shown it learnt anything.
-    A part whose row keeps no interval (a run of one seed, or written before intervals were kept) is undecided."""
-    parts = {"auc": ("auc_margin", GOAL_AUC_MARGIN), "mrr": ("mrr_margin", GOAL_MRR_MARGIN)}
-    if gap["negatives"] != "uniform" and pd.notna(gap.get("auc_margin_shortcut", float("nan"))):
-        parts |= {"auc_shortcut": ("auc_margin_shortcut", GOAL_AUC_MARGIN),
-                  "mrr_shortcut": ("mrr_margin_shortcut", GOAL_MRR_MARGIN)}
+    """The verdicts (lib.metrics.paired.verdict) of the parts of notebook 03b's goal (GOAL_PARTS) in one gap_table row
+    (lib.linkpred.beyond): the best graph model's paired AUC margin over the bar above GOAL_AUC_MARGIN and its MRR
+    margin above 0 and, on every set but uniform (where a positive's missing common neighbour says little), the same
+    over the shortcut when the row holds it — a model that only matches "no common neighbour => link" has not shown it
+    learnt anything. A part whose row keeps no interval (a run of one seed, or written before intervals were kept) is
+    undecided."""
+    shortcut = gap["negatives"] != "uniform" and pd.notna(gap.get("auc_margin_shortcut", float("nan")))
     return {name: verdict(_number(gap.get(f"{col}_low")), _number(gap.get(f"{col}_high")), margin)
-            for name, (col, margin) in parts.items()}
+            for name, (col, margin) in GOAL_PARTS.items() if shortcut or not name.endswith("_shortcut")}
 
 
 def goal_verdict(gap: dict) -> str:

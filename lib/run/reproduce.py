@@ -30,7 +30,7 @@ import pandas as pd
 from lib.common import published
 from lib.common.params import numbered_notebooks
 from lib.common.paths import shown
-from lib.common.runinfo import git_commit, load_json
+from lib.common.runinfo import git_commit, load_json, read_json
 from lib.run import runner
 from lib.run.facts import REFERENCE_RUNS
 from lib.run.preflight import all_defaults
@@ -80,7 +80,7 @@ def recorded_command(run_dir: Path, prefix: str = "whole") -> tuple[list[str], d
 
 def recorded_notebooks(run_dir: Path) -> list[str]:
     """The numbers of the notebooks that finished in the run (its status.json), in run order."""
-    status = load_json(run_dir / "status.json") if (run_dir / "status.json").is_file() else {}
+    status = read_json(run_dir / "status.json")
     done = [nb for nb, s in (status.get("notebooks") or {}).items() if s.get("status") == "ok"]
     return [nb.split("_")[0] for nb in sorted(done)]
 
