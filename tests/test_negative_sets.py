@@ -38,7 +38,7 @@ def test_a_selection_draws_exactly_its_sets_and_refuses_unknown_ones():
             assert torch.equal(t.negatives(n), u.negatives(n))
         assert t.negatives("heart").size(1) == 0
     assert leak_audit(only)["test_neg_heart_pairs"] == 0  # a default set is always a column
-    with pytest.raises(ValueError, match="negative set 'easy' does not exist"):
+    with pytest.raises(ValueError, match="negative set 'easy' is unknown"):
         ProtocolSettings(negative_sets=("uniform", "easy"))
     with pytest.raises(ValueError, match="lacks 'uniform'"):
         check_selection(["dist2"])

@@ -23,6 +23,7 @@ import numpy as np
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
 from lib.common.paths import NOTEBOOKS, append_csv_rows, atomic_write_text
+from lib.common.registry import Registry
 from lib.common.runinfo import load_json, read_record
 from lib.distill import embedding as E
 from lib.distill.models import save_sentence_transformer
@@ -72,12 +73,8 @@ class EncoderKind:
     located: Callable[[str], Path] | None = None
 
 
-ENCODERS: dict[str, EncoderKind] = {}
-
-
-def register(kind: EncoderKind) -> EncoderKind:
-    ENCODERS[kind.name] = kind
-    return kind
+ENCODERS: Registry[EncoderKind] = Registry("encoder kind", "lib.embedders.encoders")
+register = ENCODERS.add
 
 
 @dataclass(frozen=True)

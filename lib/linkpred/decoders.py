@@ -27,6 +27,7 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor, nn
 
+from lib.common.registry import Registry
 from lib.linkpred.heuristics import STACK, adjacency, density_factor, pair_features, pair_structure
 
 
@@ -63,11 +64,10 @@ def _ncn(z: Tensor, pairs: Tensor, graph: PairGraph) -> Tensor:
     return torch.cat([_hadamard(z, pairs, graph), cn * density_factor(graph.adjacency, graph.ref_degree)], -1)
 
 
-DECODERS: dict[str, Decoder] = {d.name: d for d in (
-    Decoder("dot", "the seed's z_i · z_j, no parameters"),
-    Decoder("hadamard_mlp", "MLP(z_i ⊙ z_j)", lambda f: f, _hadamard),
-    Decoder("ncn", "MLP([z_i ⊙ z_j ‖ Σ common-neighbour z_k])", lambda f: 2 * f, _ncn, reads_graph=True),
-)}
+DECODERS: Registry[Decoder] = Registry("decoder", "lib.linkpred.decoders")
+DECODERS.add(Decoder("dot", "the seed's z_i · z_j, no parameters"))
+DECODERS.add(Decoder("hadamard_mlp", "MLP(z_i ⊙ z_j)", lambda f: f, _hadamard))
+DECODERS.add(Decoder("ncn", "MLP([z_i ⊙ z_j ‖ Σ common-neighbour z_k])", lambda f: 2 * f, _ncn, reads_graph=True))
 MLP_DECODERS = tuple(n for n, d in DECODERS.items() if d.width is not None)
 """The decoders with a module (an MLP), the ones decoder features, rescaling and stack initialisation apply to."""
 

@@ -36,6 +36,7 @@ from sklearn.preprocessing import StandardScaler
 from torch import Tensor
 from torch_geometric.data import Data
 
+from lib.common.registry import Registry
 from lib.linkpred.sampling import derive_seed, sample_negatives, split_edges, training_exclusions
 
 class _LRU:
@@ -209,15 +210,9 @@ class Heuristic:
         return s if self.transform is None else self.transform(s)
 
 
-REGISTRY: dict[str, Heuristic] = {}
-
-
-def register(h: Heuristic) -> Heuristic:
-    """Add a heuristic to REGISTRY (its name must be new)."""
-    if h.name in REGISTRY:
-        raise ValueError(f"heuristic {h.name!r} is registered already; give the new one another name")
-    REGISTRY[h.name] = h
-    return h
+REGISTRY: Registry[Heuristic] = Registry("heuristic", "lib.linkpred.heuristics")
+register = REGISTRY.add
+"""Add a heuristic to REGISTRY (its name must be new)."""
 
 
 def _resource_allocation(v: PairView) -> np.ndarray:
@@ -245,11 +240,7 @@ STACK = ("cosine", "common_neighbours", "adamic_adar", "pref_attach")
 
 def check_heuristics(names) -> tuple[str, ...]:
     """names as a tuple; an unregistered name stops here naming the registered ones."""
-    names = tuple(names)
-    bad = [n for n in names if n not in REGISTRY]
-    if bad:
-        raise ValueError(f"heuristic {bad[0]!r} is unknown; use one of {tuple(REGISTRY)} (lib.linkpred.heuristics)")
-    return names
+    return tuple(REGISTRY.check(n) for n in names)
 
 
 def stack_features(names=STACK) -> tuple[str, ...]:

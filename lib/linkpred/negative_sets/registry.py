@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from lib.common.paths import atomic_write_bytes, move_aside
+from lib.common.registry import Registry
 from lib.common.tensorfiles import read_checkpoint
 import lib.linkpred.negative_sets as package
 from lib.linkpred.negative_sets.base import Draw, NegativeContext, NegativeSet
@@ -20,7 +21,9 @@ from lib.linkpred.negatives import node_features
 
 _ENTRIES = [importlib.import_module(f"{package.__name__}.{m.name}").SET for m in pkgutil.iter_modules(package.__path__)
             if m.name not in ("base", "registry")]
-REGISTRY: dict[str, NegativeSet] = {s.name: s for s in sorted(_ENTRIES, key=lambda s: (s.order, s.name))}
+REGISTRY: Registry[NegativeSet] = Registry("negative set", "a module of lib.linkpred.negative_sets")
+for _entry in sorted(_ENTRIES, key=lambda s: (s.order, s.name)):
+    REGISTRY.add(_entry)
 NEGATIVE_SETS = tuple(REGISTRY)
 """Every registered negative set, in table order (uniform first)."""
 DEFAULT_NEGATIVE_SETS = tuple(n for n, s in REGISTRY.items() if s.default)
@@ -39,9 +42,7 @@ def set_title(name: str) -> str:
 
 
 def check_negatives(name: str) -> str:
-    if name not in REGISTRY:
-        raise ValueError(f"negative set {name!r} does not exist; use one of {NEGATIVE_SETS}")
-    return name
+    return REGISTRY.check(name)
 
 
 def check_selection(names) -> tuple[str, ...]:
