@@ -7,8 +7,7 @@ import pandas as pd
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from lib.linkpred.negative_sets.registry import NEGATIVE_SETS
-from lib.metrics.selection import choose_on_validation
-STRATA = ("cn", "no_cn")  # positives with / without a common neighbour in the message passing
+from lib.metrics.selection import STRATA, choose_on_validation
 
 
 # ---------------------------------------------------------------- metrics

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lib.metrics.paired import all_of, verdict
+from lib.metrics.paired import all_of, interval_text, judged_text, verdict
 
 
 def choose_on_validation(rows: pd.DataFrame, candidates: list, metric: str = "auc", key: str = "model"
@@ -20,6 +20,8 @@ def choose_on_validation(rows: pd.DataFrame, candidates: list, metric: str = "au
     val = rows.groupby(key)[col].mean().reindex(candidates).dropna() if col in rows else pd.Series(dtype=float)
     return (val.idxmax(), "validation", on_test) if len(val) else (on_test, "test", on_test)
 
+
+STRATA = ("cn", "no_cn")  # positives with / without a common neighbour in the message passing
 
 GOAL_AUC_MARGIN = 0.02  # notebook 03b's goal: >= +0.02 AUC over the stronger heuristic scorer, and a higher MRR
 GOAL_MRR_MARGIN = 0.0
@@ -47,6 +49,34 @@ def goal_verdict(gap: dict) -> str:
     """Notebook 03b's goal in one protocol x negative set: "met", "missed" or "undecided" (lib.metrics.paired.all_of
     over goal_parts)."""
     return all_of(goal_parts(gap).values())
+
+
+PART_TITLES = {"auc": "AUC over the bar", "mrr": "MRR over the bar", "auc_shortcut": "AUC over the shortcut",
+               "mrr_shortcut": "MRR over the shortcut"}
+
+
+def verdict_table(gaps: pd.DataFrame) -> pd.DataFrame:
+    """Notebook 03b's verdicts as one table, a row per protocol × negative set of a gap_table (lib.linkpred.beyond):
+    seeds, the model chosen on validation, the bar, the goal's verdict, each part of the goal as 'verdict: margin
+    [95% interval] > required margin' (PART_TITLES; "—" where a part does not apply) and the AUC margin over the bar
+    within each stratum of positives (STRATA: with / without a common neighbour) with its interval: where the chosen
+    model's gain comes from. The same table for a published run and for a user's own links (python -m lib.run.verdicts)."""
+    out = []
+    for r in gaps.to_dict("records"):
+        parts = goal_parts(r)
+        row = {"protocol": r["protocol"], "negatives": r["negatives"], "seeds": r.get("seeds"),
+               "chosen model": r["best graph model"], "bar": r["bar"], "goal": goal_verdict(r)}
+        for part, title in PART_TITLES.items():
+            col, margin = GOAL_PARTS[part]
+            row[title] = (judged_text(_number(r.get(col)), _number(r.get(f"{col}_low")), _number(r.get(f"{col}_high")),
+                                      margin) if part in parts else "—")
+        for st in STRATA:
+            col = f"auc_{st}_margin"
+            row[f"AUC margin, {st} positives"] = (
+                interval_text(_number(r.get(col)), _number(r.get(f"{col}_low")), _number(r.get(f"{col}_high")))
+                if pd.notna(r.get(col)) else "—")
+        out.append(row)
+    return pd.DataFrame(out)
 
 
 def _number(value) -> float:

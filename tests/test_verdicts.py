@@ -1,0 +1,48 @@
+import numpy as np
+import pandas as pd
+
+from lib.run import verdicts as V
+
+
+def beyond_rows(margin_auc: float, spread: float, seeds: int = 4) -> pd.DataFrame:
+    """notebook 03b rows of one protocol × negative set: a graph model `margin_auc` above the stack on AUC (per-seed
+    noise `spread`), MRR above it by 0.05, and the common-neighbour strata of the AUC."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for s in range(seeds):
+        noise = spread * rng.standard_normal()
+        for model, auc in (("gat_ncn_stack", 0.80 + margin_auc + noise), ("heuristic_stack", 0.80),
+                           ("common_neighbours", 0.75)):
+            rows.append({"seed": s, "protocol": "leak_free", "negatives": "uniform", "model": model, "auc": auc,
+                         "mrr": auc - 0.3 + (0.05 if model == "gat_ncn_stack" else 0.0),
+                         "val_auc": auc if model == "gat_ncn_stack" else np.nan,
+                         "auc_cn": auc - 0.1, "auc_no_cn": auc + 0.05})
+    return pd.DataFrame(rows)
+
+
+def test_a_run_folders_verdict_table_judges_each_cell_by_its_interval(tmp_path):
+    beyond_rows(0.10, 0.01).to_csv(tmp_path / "beyond_rows.csv", index=False)
+    table = V.run_verdicts(tmp_path)
+    row = table.iloc[0]
+    assert (row["chosen model"], row["bar"], row["goal"], row["seeds"]) == ("gat_ncn_stack", "heuristic_stack", "met", 4)
+    assert row["AUC over the bar"].startswith("met: +0.1") and row["AUC over the bar"].endswith("> +0.020")
+    assert row["AUC over the shortcut"] == "—"  # uniform negatives: the shortcut is no part of the goal
+    assert row["AUC margin, cn positives"].startswith("+0.1") and "[" in row["AUC margin, cn positives"]
+    assert V.summary(table) == "goal met in 1, missed in 0, undecided in 0 of 1 protocol × negative-set cells (4 seeds)"
+
+    beyond_rows(0.02, 0.05).to_csv(tmp_path / "beyond_rows.csv", index=False)  # a margin at the bar, within the noise
+    assert V.run_verdicts(tmp_path).iloc[0]["goal"] == "undecided"
+    beyond_rows(-0.05, 0.005).to_csv(tmp_path / "beyond_rows.csv", index=False)
+    assert V.run_verdicts(tmp_path).iloc[0]["goal"] == "missed"
+
+
+def test_a_folder_without_notebook_03b_gets_one_line_naming_it(tmp_path, capsys):
+    assert V.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "beyond_rows.csv does not exist" in err and "--notebooks 01 02 03 03b" in err
+
+
+def test_the_command_prints_a_published_runs_table_and_its_count(capsys):
+    assert V.main(["outputs/reference/wikispeedia_seed40", "--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "| protocol" in out and "goal met in" in out and "of 12 protocol × negative-set cells" in out
