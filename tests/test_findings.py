@@ -28,7 +28,7 @@ def _points(side):
 
 
 def test_each_records_numbers_match_the_committed_runs(facts):
-    assert list(facts) == ["Reproduction", "AaucTrend", "Leakage", "Beyond", "HarderNegatives", "Distillation",
+    assert list(facts) == ["Reproduction", "AaucTrend", "Leakage", "Beyond", "GainStrata", "HarderNegatives", "Distillation",
                            "Ablations", "NodeEmbedders", "TransductiveFrontier", "KdDifferences"]
     repro = dict(facts["Reproduction"].sides)
     assert list(repro) == [PROXY, WIKI]  # the embedded proxy first
@@ -48,6 +48,9 @@ def test_each_records_numbers_match_the_committed_runs(facts):
     assert goal[PROXY].seeds == goal[WIKI].seeds == 3
     assert [p for p, *_ in goal[PROXY].uniform_margins] == ["leak_free", "pair_split", "new_nodes"]
     assert goal[PROXY].uniform_margins[0][1] == pytest.approx(-0.0166, abs=1e-4)
+    # the chosen model's AUC margin over the bar by stratum of positives: cells above / below 0 under the one rule
+    assert goal[PROXY].strata == (("cn", 10, 1), ("no_cn", 10, 0)) and goal[WIKI].strata == (("cn", 8, 0), ("no_cn", 12, 0))
+    assert dict(facts["GainStrata"].sides)[WIKI] == goal[WIKI]
     harder = dict(facts["HarderNegatives"].sides)[PROXY]
     assert harder.protocols == 3 and [n for n, *_ in harder.sets] == ["dist2", "heart", "matched"]
     assert harder.sets[0][1:] == pytest.approx((0.2149, 0.1628), abs=1e-4)

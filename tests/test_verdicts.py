@@ -2,6 +2,7 @@ import numpy as np
 import pandas as pd
 
 from lib.run import verdicts as V
+from lib.run.link_findings import GainStrata, GoalCount, stratum_counts
 
 
 def beyond_rows(margin_auc: float, spread: float, seeds: int = 4) -> pd.DataFrame:
@@ -46,3 +47,14 @@ def test_the_command_prints_a_published_runs_table_and_its_count(capsys):
     assert V.main(["outputs/reference/wikispeedia_seed40", "--markdown"]) == 0
     out = capsys.readouterr().out
     assert "| protocol" in out and "goal met in" in out and "of 12 protocol × negative-set cells" in out
+
+
+def test_the_beyond_finding_counts_cells_by_stratum_under_the_one_rule():
+    gaps = [{"auc_cn_margin_low": 0.01, "auc_cn_margin_high": 0.05}, {"auc_cn_margin_low": -0.02,
+                                                                     "auc_cn_margin_high": 0.03},
+            {"auc_cn_margin_low": -0.09, "auc_cn_margin_high": -0.01}, {}]
+    assert stratum_counts(gaps, "cn") == (1, 1)  # one above 0, one below, one straddling, one without an interval
+    count = GoalCount("run", 1, 0, 4, 10, (), (("cn", 1, 1), ("no_cn", 4, 0)))
+    text = GainStrata((("Wikispeedia hyperlinks", count),)).readme()
+    assert text.endswith("[Wikispeedia][run] with a common neighbour 1 above / 1 below, without one 4 / 0.")
+    assert "(4 cells, [run](outputs/reference/run/))" in GainStrata((("Wikispeedia hyperlinks", count),)).page()

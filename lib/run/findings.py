@@ -11,11 +11,11 @@ from pathlib import Path
 from lib.run.distill_findings import ablations, distillation, knowledge_distillation, transductive_frontier
 from lib.run.embedder_findings import node_embedders
 from lib.run.facts import FRONTIER, REFERENCE_RUNS
-from lib.run.link_findings import aauc_trend, beyond, harder_negatives, leakage, reproduction
+from lib.run.link_findings import aauc_trend, beyond, gain_strata, harder_negatives, leakage, reproduction
 
 WIDTH = 196
 """Characters per README line a finding is wrapped to."""
-FINDINGS = (reproduction, aauc_trend, leakage, beyond, harder_negatives, distillation, ablations, node_embedders,
+FINDINGS = (reproduction, aauc_trend, leakage, beyond, gain_strata, harder_negatives, distillation, ablations, node_embedders,
             transductive_frontier, knowledge_distillation)
 """The findings in reading order: README and results page show them in this order."""
 

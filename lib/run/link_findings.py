@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 
 from lib.metrics.link import SEED_REPORTED
-from lib.metrics.paired import interval_text
+from lib.metrics.paired import interval_text, verdict
+from lib.metrics.selection import STRATA
 from lib.run.facts import best_heuristic, goal_cells, links_of
 from lib.run.markup import SHORT, page_link, page_links, page_sides, readme_number, readme_sides, slash
 from lib.run.tables import seed_rows
@@ -161,6 +162,13 @@ class GoalCount:
     cells: int
     seeds: int
     uniform_margins: tuple[tuple[str, float, float, float], ...]  # (protocol, AUC margin over the bar, 95% interval)
+    strata: tuple[tuple[str, int, int], ...] = ()  # (stratum, cells whose AUC margin over the bar lies above / below 0)
+
+    def strata_text(self) -> str:
+        """'with a common neighbour 3 above / 1 below, without one 12 / 0' (cells)."""
+        names = {"cn": "with a common neighbour", "no_cn": "without one"}
+        return ", ".join(f"{names.get(st, st)} {up}{' above' * (i == 0)} / {down}{' below' * (i == 0)}"
+                         for i, (st, up, down) in enumerate(self.strata))
 
     @property
     def undecided(self) -> int:
@@ -201,12 +209,45 @@ def beyond(runs: dict[str, dict], ref: Path) -> Beyond | None:
                 uniform = tuple((x["protocol"], float(x["auc_margin"]), float(x.get("auc_margin_low", "nan")),
                                  float(x.get("auc_margin_high", "nan"))) for x in gaps if x["negatives"] == "uniform")
                 verdicts = list(cells.values())
+                strata = tuple((st, *stratum_counts(gaps, st)) for st in STRATA
+                               if any(pd.notna(x.get(f"auc_{st}_margin_low")) for x in gaps))
                 return GoalCount(run, verdicts.count("met"), verdicts.count("missed"), len(verdicts),
-                                 int(gaps[0].get("seeds") or 0), uniform)
+                                 int(gaps[0].get("seeds") or 0), uniform, strata)
         return None
 
     sides = per_source(runs, part)
     return Beyond(sides) if sides else None
+
+
+@dataclass(frozen=True)
+class GainStrata:
+    """Where notebook 03b's chosen model gains over the bar, per link source: cells whose AUC margin over the bar on
+    test positives with / without a common neighbour lies above / below 0 (GoalCount.strata)."""
+    sides: tuple[tuple[str, GoalCount], ...]
+    TITLE = ("**Where the gain is.** Cells where notebook 03b's chosen model's AUC margin over the bar on test positives "
+             "has its 95% interval above / below 0: ")
+
+    def readme(self) -> str:
+        return self.TITLE + "; ".join(f"[{SHORT.get(links, links)}][{c.run}] {c.strata_text()}"
+                                      for links, c in self.sides) + "."
+
+    def page(self) -> str:
+        return self.TITLE + "; ".join(f"{SHORT.get(links, links)} {c.strata_text()} ({c.cells} cells, "
+                                      f"{page_link(c.run)})" for links, c in self.sides) + "."
+
+
+def gain_strata(runs: dict[str, dict], ref: Path) -> GainStrata | None:
+    found = beyond(runs, ref)
+    sides = tuple((links, c) for links, c in found.sides if c.strata) if found else ()
+    return GainStrata(sides) if sides else None
+
+
+def stratum_counts(gaps: list[dict], stratum: str) -> tuple[int, int]:
+    """Cells of notebook 03b's gap rows whose AUC margin over the bar within `stratum` of test positives is judged
+    above 0 / below 0 by the project's one rule (lib.metrics.paired.verdict); the rest are undecided."""
+    v = [verdict(float(x.get(f"auc_{stratum}_margin_low", "nan")), float(x.get(f"auc_{stratum}_margin_high", "nan")))
+         for x in gaps]
+    return v.count("met"), v.count("missed")
 
 
 @dataclass(frozen=True)
