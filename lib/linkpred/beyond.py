@@ -17,6 +17,9 @@ settings a small sweep chooses on validation graphs (never on test graphs):
   "ncn_stack_rescaled", "ncn_stack_uniform_rescaled": the two above with every count input (common-neighbour sum, CN,
                   AA, PA) rescaled to the training graphs' mean degree (lib.linkpred.heuristics, "Density rescaling"), started
                   from the stack fitted on rescaled features.
+  "counts", "mplp" and their "_stack", "_stack_uniform", "_stack_matched" variants: as ncn and its stack variants,
+                  with the structural-count decoders (exact distance-pair and 3-walk counts; MPLP's signature estimates)
+                  in place of the common-neighbour sum (not in a profile: a run names them in beyond_variants).
 
 The bar is `heuristic_stack` (lib.linkpred.heuristics.HeuristicStack), fitted on the same protocol's training graphs; where a
 rescaled variant runs, `heuristic_stack_rescaled` (the stack on rescaled features) is reported too and counts as a bar,
@@ -50,13 +53,14 @@ from lib.metrics.selection import GOAL_PARTS, choose_on_validation, goal_parts, 
 # negatives fell from 0.942 to 0.892 to 0.807 as the distance-2 share of its training negatives rose from 0 to 0.2 to
 # 0.5, while its AUC on distance-2 negatives (dist2) rose from 0.51 to 0.91 to 0.94: one training mix does not serve both negative sets here.
 VARIANT_TRAINING = {v: {"dist2_negative_share": 0.0, "select_metric": "mrr"}
-                    for v in ("ncn_stack_uniform", "ncn_stack_uniform_rescaled")}
+                    for v in ("ncn_stack_uniform", "ncn_stack_uniform_rescaled", "counts_stack_uniform",
+                              "mplp_stack_uniform")}
 # ncn_stack_matched: on the seed40 validation graphs (leak_free, seed 0, dropout 0.25, up to 8 epochs) ncn_stack trained
 # with half its negatives matched instead of at distance 2 rose from 0.773 to 0.887 validation AUC (MRR 0.558 to 0.621)
 # on matched negatives and fell from 0.824 to 0.702 on heart ones; a quarter of each scored 0.849 / 0.819. So the
 # matched set gets a model of its own, as the uniform one does.
-VARIANT_TRAINING["ncn_stack_matched"] = {"dist2_negative_share": 0.0, "matched_negative_share": 0.5,
-                                         "select_metric": "mrr_matched"}
+VARIANT_TRAINING.update({v: {"dist2_negative_share": 0.0, "matched_negative_share": 0.5, "select_metric": "mrr_matched"}
+                         for v in ("ncn_stack_matched", "counts_stack_matched", "mplp_stack_matched")})
 STACKS = ("heuristic_stack", "heuristic_stack_rescaled")
 # A diagnostic scorer, not one of the issue's heuristics: 1 for a pair without a common neighbour in the message
 # passing, 0 otherwise. Every dist2 negative has one (distance 2), so on dist2 this needs no learning to rank each

@@ -6,6 +6,12 @@ choices and notebook 03b's variants (`VARIANTS`, one plain variant per decoder a
   "ncn":          logit_ij = MLP([z_i ⊙ z_j ‖ Σ_{k ∈ N(i) ∩ N(j)} z_k]) — Neural Common Neighbour (Wang et al., ICLR
                   2024): a dot product cannot count common neighbours (Chamberlain et al., ICLR 2023), so their
                   embeddings are summed into the decoder's input. N(·) comes from the message-passing graph only.
+  "counts":       logit_ij = MLP([z_i ⊙ z_j ‖ log(1 + c)]) with c the pair's exact structural counts COUNT_FEATURES:
+                  CN, BUDDY's distance pairs #(1, 2), #(2, 1), #(2, 2) and walks of length 3
+                  (lib.linkpred.structural_counts), so the decoder sees the pair's neighbourhood beyond one hop.
+  "mplp":         logit_ij = MLP([z_i ⊙ z_j ‖ signature estimates]) — MPLP (Dong et al., 2024): walk counts of
+                  length 2 to 4 and the degrees, estimated from fixed random node signatures propagated two hops
+                  (lib.linkpred.signature_counts), on the model's device.
 Adding a decoder is one `Decoder` entry here (its MLP input from z and the pair) plus its test.
 With `features=True` the MLP also reads the pair's heuristic features (the heuristic stack's, by default
 cos(x_i, x_j), log(1+CN), log(1+AA), log(1+PA) on the message-passing graph; lib.linkpred.heuristics.STACK), so a
@@ -29,6 +35,7 @@ from torch import Tensor, nn
 
 from lib.common.registry import Registry
 from lib.linkpred.heuristics import STACK, adjacency, density_factor, pair_features, pair_structure
+from lib.linkpred.signature_counts import ESTIMATES, SignatureCounts
 
 
 @dataclass(frozen=True)
@@ -46,13 +53,16 @@ class PairGraph:
 class Decoder:
     """One pair decoder of GatModel. width(F): the MLP's input width from embeddings z [N, F] (None: no module, the
     dot product); pair_input(z, pairs [2, P], graph) -> [P, width(F)] the MLP's input (graph: PairGraph, or None when
-    reads_graph is False); about: one line for ModelConfig's help."""
+    reads_graph is False); about: one line for ModelConfig's help. module: a factory of the decoder's own nn.Module
+    (fixed signatures, say), built with each PairDecoder and saved in its state dict; pair_input then takes it as a
+    fourth argument."""
 
     name: str
     about: str
     width: Callable[[int], int] | None = None
-    pair_input: Callable[[Tensor, Tensor, PairGraph | None], Tensor] | None = None
+    pair_input: Callable[..., Tensor] | None = None
     reads_graph: bool = False
+    module: Callable[[], nn.Module] | None = None
 
 
 def _hadamard(z: Tensor, pairs: Tensor, graph: PairGraph | None) -> Tensor:
@@ -64,10 +74,29 @@ def _ncn(z: Tensor, pairs: Tensor, graph: PairGraph) -> Tensor:
     return torch.cat([_hadamard(z, pairs, graph), cn * density_factor(graph.adjacency, graph.ref_degree)], -1)
 
 
+COUNT_FEATURES = ("common_neighbours", "dist_1_2", "dist_2_1", "dist_2_2", "walks_3")
+"""The heuristics (lib.linkpred.heuristics.REGISTRY) whose stack features the counts decoder reads."""
+
+
+def _counts(z: Tensor, pairs: Tensor, graph: PairGraph) -> Tensor:
+    f = pair_features(None, graph.mp_edge_index.cpu(), z.size(0), pairs.cpu(), graph.ref_degree, graph.adjacency,
+                      graph.cache, COUNT_FEATURES)
+    return torch.cat([_hadamard(z, pairs, graph), torch.as_tensor(f, dtype=z.dtype, device=z.device)], -1)
+
+
+def _mplp(z: Tensor, pairs: Tensor, graph: PairGraph, counts: SignatureCounts) -> Tensor:
+    est = counts(pairs, graph.adjacency, z.device, density_factor(graph.adjacency, graph.ref_degree, 1))
+    return torch.cat([_hadamard(z, pairs, graph), est.to(z.dtype)], -1)
+
+
 DECODERS: Registry[Decoder] = Registry("decoder", "lib.linkpred.decoders")
 DECODERS.add(Decoder("dot", "the seed's z_i · z_j, no parameters"))
 DECODERS.add(Decoder("hadamard_mlp", "MLP(z_i ⊙ z_j)", lambda f: f, _hadamard))
 DECODERS.add(Decoder("ncn", "MLP([z_i ⊙ z_j ‖ Σ common-neighbour z_k])", lambda f: 2 * f, _ncn, reads_graph=True))
+DECODERS.add(Decoder("counts", "MLP([z_i ⊙ z_j ‖ log(1 + exact distance-pair and 3-walk counts)])",
+                     lambda f: f + len(COUNT_FEATURES), _counts, reads_graph=True))
+DECODERS.add(Decoder("mplp", "MLP([z_i ⊙ z_j ‖ walk counts estimated from random node signatures])",
+                     lambda f: f + len(ESTIMATES), _mplp, reads_graph=True, module=SignatureCounts))
 MLP_DECODERS = tuple(n for n, d in DECODERS.items() if d.width is not None)
 """The decoders with a module (an MLP), the ones decoder features, rescaling and stack initialisation apply to."""
 
@@ -81,6 +110,9 @@ VARIANTS = {
     "ncn_stack_matched": {"decoder": "ncn", "decoder_features": True, "decoder_init": "stack"},
 }
 VARIANTS.update({f"{v}_rescaled": {**VARIANTS[v], "decoder_rescale": True} for v in ("ncn_stack", "ncn_stack_uniform")})
+# The structural-count decoders as ncn_stack and its two negative-set models (lib.linkpred.beyond's VARIANT_TRAINING)
+VARIANTS.update({f"{d}_stack{mix}": {"decoder": d, "decoder_features": True, "decoder_init": "stack"}
+                 for d in ("counts", "mplp") for mix in ("", "_uniform", "_matched")})
 
 
 
@@ -140,6 +172,8 @@ class PairDecoder(nn.Module):
         in_dim = self.spec.width(out_channels) + (n_feat if features else 0)
         self.mlp = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Dropout(dropout),
                                  nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        if self.spec.module is not None:  # only then, as ref_degree: every other decoder's state_dict keeps its keys
+            self.pair_module = self.spec.module()
         if features:
             # The features live on different scales (a cosine, log counts up to ~10): batch-normalised, and also fed
             # straight to the logit through a linear term, so the decoder contains the heuristic stack's logistic
@@ -194,7 +228,7 @@ class PairDecoder(nn.Module):
             # pairs are not. The adjacency is built once per call: the decoder's input and the features both read it.
             cache = not self.training
             graph = PairGraph(mp_edge_index, adjacency(mp_edge_index, z.size(0), cache), ref, cache)
-        h = self.spec.pair_input(z, pairs, graph)
+        h = self.spec.pair_input(z, pairs, graph, *([self.pair_module] if self.spec.module is not None else []))
         if self.features:
             if x is None:
                 raise ValueError("the decoder with features needs the node features x: call decode(z, pairs, mp, x)")

@@ -2,9 +2,11 @@
 
 Single heuristics (no training), computed on a message-passing graph only, are entries of one registry (`REGISTRY`):
 a name, a label, a scorer and the transform that makes it a stack feature. Registered: feature cosine, preferential
-attachment, common neighbours, Adamic–Adar, resource allocation. Adding one is one `register(Heuristic(...))` call here
-plus its test; notebook 03 scores the `HEURISTICS` selection, the stack reads the `STACK` selection unless told
-otherwise, and the stack's width, the decoders' feature width and every table follow from the selection.
+attachment, common neighbours, Adamic–Adar, resource allocation, and the exact structural counts of
+lib.linkpred.structural_counts (distance pairs #(1, 2), #(2, 1), #(2, 2) and walks of length 3). Adding one is one
+`register(Heuristic(...))` call here plus its test; notebook 03 scores the `HEURISTICS` selection, the stack reads
+the `STACK` selection unless told otherwise, and the stack's width, the decoders' feature width and every table follow
+from the selection.
 
 The stack (`heuristic_stack`) is a logistic regression on a selection of them — by default cos(x_u, x_v), log(1+CN),
 log(1+AA), log(1+PA) — standardised, fitted on the training graphs' own supervision pairs (a seeded share of each
@@ -38,6 +40,7 @@ from torch_geometric.data import Data
 
 from lib.common.registry import Registry
 from lib.linkpred.sampling import derive_seed, sample_negatives, split_edges, training_exclusions
+from lib.linkpred.structural_counts import PairCounts, pair_counts, two_hop
 
 class _LRU:
     """A small least-recently-used dict (functools.lru_cache cannot key on tensors)."""
@@ -58,6 +61,7 @@ class _LRU:
 # Evaluation scores the same (graph, pair set) many times: every epoch's validation, every heuristic, decoder variant
 # and seed of notebook 03b. Keyed by content, so a changed graph or pair set can never hit a stale entry.
 _ADJACENCY, _STRUCTURE = _LRU(64), _LRU(256)
+_TWO_HOP, _COUNTS = _LRU(16), _LRU(256)
 
 
 def _digest(*parts) -> bytes:
@@ -118,6 +122,19 @@ def pair_structure(mp_edge_index: Tensor, num_nodes: int, pairs: Tensor, a: sp.c
         return _build_structure(adjacency(mp_edge_index, num_nodes, cache) if a is None else a, pairs)
 
     return _STRUCTURE.get(_digest(mp_edge_index, num_nodes, pairs), make) if cache else make()
+
+
+def structural_counts(mp_edge_index: Tensor, num_nodes: int, pairs: Tensor, a: sp.csr_matrix | None = None,
+                      cache: bool = True) -> PairCounts:
+    """Exact distance-pair and 3-walk counts (lib.linkpred.structural_counts.PairCounts) of pairs [2, P] on the
+    message-passing graph mp_edge_index [2, M]; the graph's two-hop structure and the pairs' counts are cached by
+    content as pair_structure's are (cache=False: neither)."""
+    def make():
+        adj = adjacency(mp_edge_index, num_nodes, cache) if a is None else a
+        hop = _TWO_HOP.get(_digest(mp_edge_index, num_nodes), lambda: two_hop(adj)) if cache else two_hop(adj)
+        return pair_counts(adj, hop, pairs[0].cpu().numpy(), pairs[1].cpu().numpy())
+
+    return _COUNTS.get(_digest(mp_edge_index, num_nodes, pairs), make) if cache else make()
 
 
 _COSINE = _LRU(256)
@@ -186,6 +203,11 @@ class PairView:
         return pair_structure(self.mp_edge_index, self.num_nodes, self.pairs, self.__dict__.get("adjacency"),
                               self.cache)
 
+    @cached_property
+    def counts(self) -> PairCounts:
+        return structural_counts(self.mp_edge_index, self.num_nodes, self.pairs, self.__dict__.get("adjacency"),
+                                 self.cache)
+
 
 @dataclass(frozen=True)
 class Heuristic:
@@ -231,6 +253,16 @@ register(Heuristic("adamic_adar", "Adamic–Adar Σ_{w ∈ N(u) ∩ N(v)} 1 / lo
                    "log1p_aa", 2, np.log1p))
 register(Heuristic("resource_allocation", "resource allocation Σ_{w ∈ N(u) ∩ N(v)} 1 / deg(w)", _resource_allocation,
                    "log1p_ra", 1, np.log1p))
+# BUDDY's distance-pair counts #(d_u, d_v) beyond #(1, 1) = CN, and walks of length 3 (lib.linkpred.structural_counts);
+# a count over paths of k edges grows with the k-th power of the mean degree.
+register(Heuristic("dist_1_2", "#(1, 2): nodes at distance 1 from u and 2 from v", lambda v: v.counts.d12,
+                   "log1p_d12", 3, np.log1p))
+register(Heuristic("dist_2_1", "#(2, 1): nodes at distance 2 from u and 1 from v", lambda v: v.counts.d21,
+                   "log1p_d21", 3, np.log1p))
+register(Heuristic("dist_2_2", "#(2, 2): nodes at distance 2 from u and from v", lambda v: v.counts.d22,
+                   "log1p_d22", 4, np.log1p))
+register(Heuristic("walks_3", "walks of length 3 between u and v, (A³)_uv", lambda v: v.counts.walks3,
+                   "log1p_w3", 3, np.log1p))
 
 HEURISTICS = ("cosine", "pref_attach", "common_neighbours", "adamic_adar")
 """The heuristics notebook 03 scores on their own (the names of REGISTRY that its tables and findings show)."""
