@@ -240,7 +240,7 @@ def test_bad_protocol_inputs_fail_clearly():
     graphs = _overlapping()
     with pytest.raises(ValueError, match="protocol 'leaky' does not exist"):
         make_protocol(graphs, {"train": ["A"], "val": [], "test": ["B"]}, "leaky", seed=0)
-    with pytest.raises(ValueError, match="negative set 'easy' does not exist"):
+    with pytest.raises(ValueError, match="negative set 'easy' is unknown"):
         graph_task(graphs["B"], "seed", 0).negatives("easy")
     with pytest.raises(ValueError, match="holdout_fraction"):
         make_protocol(graphs, {"train": ["A"], "val": [], "test": ["B"]},

@@ -13,7 +13,12 @@ encoded, and a corrupt chunk is moved aside on open with a warning (`store.corru
 encoded again by the next `embed_titles`::
 
     <store>/store.json             {"format": 1, "model_id": ...}
-    <store>/chunks/c00000000.bin   one chunk: header {count, dim, dtype, model_id, titles}, payload float32 [count, dim]
+    <store>/chunks/c00000000.bin   one chunk: header {count, dim, dtype, model_id, encoding, titles}, payload float32 [count, dim]
+
+A chunk records how its vectors were computed (`encoding`, lib.embed.store.encoding_of: the fast path's fixed batch
+shape, or the plain or static path, with the batch size), because a title's last float bits depend on it. A fill
+with another encoding first sets the store's other chunks aside (`<chunk>.other-encoding`, a RecoveryWarning names
+them), so a store never mixes vectors of two encodings and a run's embeddings do not depend on the cache it found.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ import contextlib
 import json
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Iterable
 
@@ -28,7 +34,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from lib.common import chunks
-from lib.common.paths import CACHE, atomic_write_bytes, atomic_write_text, locked, move_aside, shown
+from lib.common.paths import CACHE, RecoveryWarning, atomic_write_bytes, atomic_write_text, locked, move_aside, shown
 from lib.common.runinfo import load_json
 from lib.embed.encoder import (
     EmbedError,
@@ -56,9 +62,9 @@ def default_store_path(model_id: str) -> Path:
     return CACHE / "embeddings" / model_id
 
 
-def _chunk_bytes(titles: list[str], vectors: np.ndarray, model_id: str) -> bytes:
+def _chunk_bytes(titles: list[str], vectors: np.ndarray, model_id: str, encoding: str | None) -> bytes:
     header = {"count": len(titles), "dim": int(vectors.shape[1]), "dtype": "float32", "model_id": model_id,
-              "titles": titles}
+              "encoding": encoding, "titles": titles}
     return chunks.pack(MAGIC, header, np.ascontiguousarray(vectors, dtype="<f4").tobytes())
 
 
@@ -92,6 +98,7 @@ class EmbeddingStore:
         self._chunks: list[np.memmap] = []
         self._starts: list[int] = []
         self._names: list[str] = []
+        self._encodings: list[str | None] = []  # per chunk: its header's encoding (None: written before it was kept)
         self._rows = 0
         self.corrupt: list[Path] = []  # chunks moved aside on open (lib.common.chunks)
         for f in sorted(self.chunk_dir.glob("c*.bin")):
@@ -121,6 +128,7 @@ class EmbeddingStore:
         self._chunks.append(mm)
         self._starts.append(start)
         self._names.append(f.name)
+        self._encodings.append(header.get("encoding"))
         self._rows += n
 
     def __len__(self) -> int:
@@ -173,10 +181,35 @@ class EmbeddingStore:
                 continue
         return len(new)
 
+    def set_aside_other_encodings(self, encoding: str) -> list[Path]:
+        """Move every chunk whose vectors were computed another way than `encoding` to `<chunk>.other-encoding`
+        (RecoveryWarning), then read the store again: its titles count as missing and are encoded again. Returns the
+        moved files."""
+        other = [n for n, e in zip(self._names, self._encodings) if e != encoding]
+        if not other:
+            return []
+        moved = []
+        with locked(self.path / "chunks"):
+            for name in other:
+                f = self.chunk_dir / name
+                if f.is_file():
+                    os.replace(f, f.with_name(f"{name}.other-encoding"))
+                    moved.append(f.with_name(f"{name}.other-encoding"))
+        found = sorted({e or "not recorded (an older store)" for e in self._encodings if e != encoding})
+        warnings.warn(f"embedding store {shown(self.path)}: {len(moved)} chunk(s) hold vectors encoded as "
+                      f"{', '.join(found)}, not {encoding}; set aside as *.other-encoding, their titles are encoded "
+                      f"again (delete those files once no run needs them)", RecoveryWarning, stacklevel=2)
+        self._index, self._chunks, self._starts, self._names, self._encodings = {}, [], [], [], []
+        self._rows, self.dim = 0, None
+        for f in sorted(self.chunk_dir.glob("c*.bin")):
+            self._load_chunk(f, verify=False)
+        return moved
+
     # -- writing
 
-    def append(self, titles: list[str], vectors: np.ndarray) -> None:
-        """Add one chunk (atomic: after a kill it is either wholly there or absent). vectors: [n, dim] float32."""
+    def append(self, titles: list[str], vectors: np.ndarray, encoding: str | None = None) -> None:
+        """Add one chunk (atomic: after a kill it is either wholly there or absent). vectors: [n, dim] float32;
+        encoding: how they were computed (encoding_of)."""
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[0] != len(titles):
             raise StoreError(f"append needs vectors [n={len(titles)}, dim], got shape {tuple(vectors.shape)}")
@@ -192,7 +225,7 @@ class EmbeddingStore:
         with locked(self.path / "chunks"):  # two writers never pick the same chunk name
             existing = [int(p.stem[1:]) for p in self.chunk_dir.glob("c*.bin")]
             name = f"c{(max(existing) + 1) if existing else 0:08d}.bin"
-            atomic_write_bytes(self.chunk_dir / name, _chunk_bytes(titles, vectors, self.model_id))
+            atomic_write_bytes(self.chunk_dir / name, _chunk_bytes(titles, vectors, self.model_id, encoding))
         self._load_chunk(self.chunk_dir / name, verify=False)
 
 
@@ -224,6 +257,8 @@ def embed_titles(titles: Iterable, model, store: EmbeddingStore, batch_size: int
         raise StoreError(f"embedding store {store.path} belongs to model {store.model_id!r} but the model is {mid!r}; "
                          f"open default_store_path(model_id) for this model")
     t0 = time.perf_counter()
+    encoding = encoding_of(model, backend, batch_size)
+    store.set_aside_other_encodings(encoding)
     titles = clean_titles(titles, page_titles=True)
     unique = list(dict.fromkeys(titles))
     todo = store.missing(unique)
@@ -239,15 +274,25 @@ def embed_titles(titles: Iterable, model, store: EmbeddingStore, batch_size: int
                  "newly_encoded": 0, "truncated": 0, "seconds": 0.0, "titles_per_s": None, "model_id": mid,
                  "chunks_written": 0}
         if todo:
-            fill_store(todo, model, store, stats, batch_size, chunk_size, backend, progress)
+            fill_store(todo, model, store, stats, batch_size, chunk_size, backend, progress, encoding)
     stats["seconds"] = round(time.perf_counter() - t0, 3)
     if stats["newly_encoded"]:
         stats["titles_per_s"] = round(stats["newly_encoded"] / max(stats["seconds"], 1e-9), 1)
     return stats
 
 
+def encoding_of(model, backend: str, batch_size: int) -> str:
+    """How embed_titles computes `model`'s vectors, as a store's chunks record it: "fixed-shape batches of 32" (the
+    fast path, lib.embed.encoder.encode_sorted), "plain batches of 32" (sentence-transformers' own encode, whose
+    last bits depend on a batch's other titles) or "static lookup" (a model2vec table: no batches)."""
+    if is_static(model):
+        return "static lookup"
+    fast = backend == "fast" and fast_path_ok(model)
+    return f"{'fixed-shape' if fast else 'plain'} batches of {batch_size}"
+
+
 def fill_store(todo: list[str], model, store: EmbeddingStore, stats: dict, batch_size: int, chunk_size: int,
-               backend: str, progress: bool) -> None:
+               backend: str, progress: bool, encoding: str | None = None) -> None:
     """Encode the titles `todo` (none in `store`) chunk by chunk into `store`, counting into embed_titles' `stats`."""
     static = is_static(model)  # a table lookup: no tokenizing ahead, no length order
     if static:
@@ -265,7 +310,7 @@ def fill_store(todo: list[str], model, store: EmbeddingStore, stats: dict, batch
                 vecs, cut = encode(model, [todo[i] for i in part], batch_size, backend="plain")
                 stats["truncated"] += cut if static else 0
                 bar.update(len(part))
-            store.append([todo[i] for i in part], vecs)
+            store.append([todo[i] for i in part], vecs, encoding)
             stats["newly_encoded"] += len(part)
             stats["chunks_written"] += 1
 

@@ -57,7 +57,7 @@ from lib.distill.train import DistillConfig, RunHooks, train_student
 from lib.embed.config import EmbedParams
 from lib.embed.dataset import GraphDataset, load_split
 from lib.embed.encoder import clean_titles, load_model, model_id_of
-from lib.embed.store import EmbeddingStore, default_store_path, embed_titles
+from lib.embed.store import EmbeddingStore, default_store_path, embed_titles, encoding_of
 from lib.linkpred.checkpoint import data_fingerprint
 from lib.linkpred.config import GatParams
 from lib.linkpred.data import synthetic_graph, usable_graphs
@@ -140,6 +140,10 @@ def embed_shard(titles: list, model, store_path: str | Path, d: Dist, batch_size
     titles from the same state (a barrier before anyone writes) and encodes every W-th of them, so no title is
     encoded twice; chunks get their names under the store's file lock, so none is written twice.
     Returns lib.embed.store.embed_titles' stats of this rank plus {"rank", "missing"}."""
+    store = EmbeddingStore(store_path, model_id_of(model))
+    if d.rank == 0:  # one rank sets aside chunks of another encoding; every rank then lists from the same state
+        store.set_aside_other_encodings(encoding_of(model, "fast", batch_size))
+    d.barrier()
     store = EmbeddingStore(store_path, model_id_of(model))
     todo = store.missing(clean_titles(titles, page_titles=True))
     d.barrier()
