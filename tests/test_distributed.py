@@ -90,11 +90,12 @@ def _listing(folder, d):
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
     from lib.embed.encoder import load_model
-    from lib.embed.store import open_store
+    from lib.embed.store import embed_titles, open_store
 
     tmp = tmp_path_factory.mktemp("ranks")
     model = load_model()
-    open_store(model, tmp / "store").append(["Water"], model.encode(["Water"]))  # stored before: nobody encodes it
+    # stored before, as the ranks encode (batches of 8): nobody encodes it again
+    embed_titles(["Water"], model, open_store(model, tmp / "store"), batch_size=8, progress=False)
     t0 = time.perf_counter()
     res = run_local(_suite, (str(tmp),), timeout_s=60)
     print(f"2-rank jobs: {time.perf_counter() - t0:.1f} s")

@@ -166,9 +166,10 @@ def test_dedup_second_run_encodes_nothing(model, tmp_path):
     s1 = embed_titles(titles, model, st, batch_size=8, chunk_size=6, progress=False)
     assert (s1["total"], s1["unique"], s1["already_stored"], s1["newly_encoded"]) == (27, 20, 0, 20)
     assert s1["chunks_written"] == 4 and s1["truncated"] == 0
-    s2 = embed_titles(titles, model, EmbeddingStore(tmp_path / "s", model.wikigat_model_id), progress=False)
+    s2 = embed_titles(titles, model, EmbeddingStore(tmp_path / "s", model.wikigat_model_id), batch_size=8,
+                      progress=False)
     assert (s2["already_stored"], s2["newly_encoded"], s2["chunks_written"]) == (20, 0, 0)
-    s3 = embed_titles(TITLES[:3] + ["Photovoltaics"], model, st, progress=False)
+    s3 = embed_titles(TITLES[:3] + ["Photovoltaics"], model, st, batch_size=8, progress=False)
     assert (s3["already_stored"], s3["newly_encoded"]) == (3, 1)
     ref = model.encode(["Photovoltaics", "Jazz"], convert_to_numpy=True)
     assert ((st.get(["Photovoltaics", "Jazz"]) * ref).sum(1) >= 0.999).all()

@@ -282,13 +282,14 @@ def embed_titles(titles: Iterable, model, store: EmbeddingStore, batch_size: int
 
 
 def encoding_of(model, backend: str, batch_size: int) -> str:
-    """How embed_titles computes `model`'s vectors, as a store's chunks record it: "fixed-shape batches of 32" (the
-    fast path, lib.embed.encoder.encode_sorted), "plain batches of 32" (sentence-transformers' own encode, whose
-    last bits depend on a batch's other titles) or "static lookup" (a model2vec table: no batches)."""
+    """How embed_titles computes `model`'s vectors, as a store's chunks record it: "fixed-shape batches of 32 on cpu"
+    (the fast path, lib.embed.encoder.encode_sorted), "plain batches of 32 on cpu" (sentence-transformers' own
+    encode, whose last bits depend on a batch's other titles) or "static lookup" (a model2vec table: no batches).
+    Kernels pick their blocking by shape and device, so a title's last float bits depend on both."""
     if is_static(model):
         return "static lookup"
     fast = backend == "fast" and fast_path_ok(model)
-    return f"{'fixed-shape' if fast else 'plain'} batches of {batch_size}"
+    return f"{'fixed-shape' if fast else 'plain'} batches of {batch_size} on {next(model.parameters()).device.type}"
 
 
 def fill_store(todo: list[str], model, store: EmbeddingStore, stats: dict, batch_size: int, chunk_size: int,
