@@ -7,7 +7,8 @@ settings a small sweep chooses on validation graphs (never on test graphs):
                   sweep's dropout / levels / lr) — does training alone close the gap?
   "hadamard_mlp": MLP on z_i ⊙ z_j;
   "ncn":          MLP on [z_i ⊙ z_j ‖ Σ common-neighbour z_k];
-  "ncn_feat":     ncn plus the heuristic stack's four pair features as decoder inputs;
+  "ncn_feat":     ncn plus the heuristic stack's pair features as decoder inputs (ModelConfig.stack_features: by
+                  default cos, CN, AA, PA);
   "ncn_stack":    ncn_feat whose feature part starts as the fitted heuristic stack (lib.linkpred.decoders, init="stack"), so
                   training starts at the bar instead of at random feature weights;
   "ncn_stack_uniform": ncn_stack trained on uniform negatives only and selected on validation MRR with uniform
@@ -36,7 +37,7 @@ from lib.linkpred.checkpoint import data_fingerprint
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.decoders import VARIANTS
 from lib.linkpred.evaluate import evaluate_model, evaluate_scorer
-from lib.linkpred.heuristics import REGISTRY, HeuristicStack, heuristic_scores
+from lib.linkpred.heuristics import REGISTRY, STACK, HeuristicStack, heuristic_scores
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import ProtocolSplit
 from lib.linkpred.negative_sets.registry import NEGATIVE_SETS, held_sets
@@ -139,10 +140,11 @@ def evaluate_shortcut(split: ProtocolSplit, cfg: TrainConfig) -> dict:
     return evaluate_scorer(shortcut_scores, split.test, cfg)["mean"]
 
 
-def evaluate_stack(split: ProtocolSplit, cfg: TrainConfig, rescale: bool = False) -> tuple[dict, dict]:
-    """({negative set: mean metrics}, coefficients) of the heuristic stack fitted on the split's training graphs
-    (rescale: on counts rescaled to their mean degree)."""
-    st = HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed, rescale=rescale).fit(split.train)
+def evaluate_stack(split: ProtocolSplit, cfg: TrainConfig, rescale: bool = False,
+                   features=STACK) -> tuple[dict, dict]:
+    """({negative set: mean metrics}, coefficients) of the heuristic stack of the registered heuristics `features`
+    fitted on the split's training graphs (rescale: on counts rescaled to their mean degree)."""
+    st = HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed, rescale=rescale, features=features).fit(split.train)
     res = evaluate_scorer(lambda t, pairs: st.scores(t.data.x, t.mp_edge_index, t.data.num_nodes, pairs),
                           split.test, cfg)
     return res["mean"], st.coefficients

@@ -18,6 +18,7 @@ from lib.common.compute import PRECISIONS, check_precision
 from lib.common.device import get_device, resolve_precision
 from lib.common.params import ParamError
 from lib.linkpred.decoders import VARIANTS
+from lib.linkpred.heuristics import STACK, check_heuristics
 from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS, NEGATIVE_SETS, SELECT_METRICS
 from lib.linkpred.model import FeatureMLP, GatModel, GatModelParams, ModelConfig, PlainGAT
 from lib.linkpred.names import MODEL_KINDS, PROTOCOLS
@@ -236,14 +237,22 @@ class BeyondParams(DeviceStageParams):
     beyond_dist2_share: float = param(0.5, "share of training negatives at distance 2 in the step's message passing "
                                           "(the rest uniform)", ge=0, le=1)
     decoder_hidden: int = param(64, "width of the MLP decoders", ge=1)
+    stack_features: list[str] = param(list(STACK), "heuristics of the stack bar and of the decoders' pair features "
+                                      "(lib.linkpred.heuristics.REGISTRY; the published runs: these four)")
     sweep_dropout: list[float] = param([0.75, 0.25], "dropout grid (the seed: 0.75 at every site)", ge=0, lt=1)
     sweep_levels: list[int] = param([4], "DeepGAT levels grid (the seed: 4)", ge=1)
     sweep_lr: list[float] = param([0.001], "AdamW learning-rate grid (the seed: 0.001)", gt=0)
 
     def check(self) -> None:
-        for key in ("beyond_protocols", "beyond_variants", "sweep_dropout", "sweep_levels", "sweep_lr"):
+        for key in ("beyond_protocols", "beyond_variants", "stack_features", "sweep_dropout", "sweep_levels",
+                    "sweep_lr"):
             if not getattr(self, key):
                 raise ParamError(f"parameter {key}=[] is invalid: list at least one", key=key)
+        try:  # not `choices`: a heuristic registered after this module was imported is a valid feature too
+            check_heuristics(self.stack_features)
+        except ValueError as e:
+            raise ParamError(f"parameter stack_features={self.stack_features!r} is invalid: {e}",
+                             key="stack_features") from None
 
     @property
     def seeds(self) -> list[int]:

@@ -4,7 +4,8 @@ Single heuristics (no training), computed on a message-passing graph only, are e
 a name, a label, a scorer and the transform that makes it a stack feature. Registered: feature cosine, preferential
 attachment, common neighbours, Adamic–Adar, resource allocation. Adding one is one `register(Heuristic(...))` call here
 plus its test; notebook 03 scores the `HEURISTICS` selection, the stack reads the `STACK` selection unless told
-otherwise, and the stack's width, the decoders' feature width and every table follow from the selection.
+otherwise (notebook 03b's `stack_features`), and the stack's width, the decoders' feature width and every table follow
+from the selection.
 
 The stack (`heuristic_stack`) is a logistic regression on a selection of them — by default cos(x_u, x_v), log(1+CN),
 log(1+AA), log(1+PA) — standardised, fitted on the training graphs' own supervision pairs (a seeded share of each

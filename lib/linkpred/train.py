@@ -152,8 +152,8 @@ def init_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], cfg:
     rescale = model_cfg.decoder_rescale
     if model_cfg.decoder_init == "stack":
         # the same stack (ratio, seed, rescale) that lib.linkpred.beyond reports as a baseline for these graphs
-        model.decoder.init_from_stack(HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed, rescale=rescale)
-                                      .fit(train_graphs))
+        model.decoder.init_from_stack(HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed, rescale=rescale,
+                                                     features=model_cfg.stack_features).fit(train_graphs))
     elif rescale:
         model.decoder.set_reference_degree(reference_degree(
             train_graphs, cfg.disjoint_ratio if cfg.supervision == "disjoint" else 0.0))
