@@ -50,14 +50,13 @@ from lib.metrics.selection import GOAL_PARTS, choose_on_validation, goal_parts, 
 # negative set only: on the seed40 validation graphs (leak_free, seed 0) ncn_stack's validation AUC with uniform
 # negatives fell from 0.942 to 0.892 to 0.807 as the distance-2 share of its training negatives rose from 0 to 0.2 to
 # 0.5, while its AUC on distance-2 negatives (dist2) rose from 0.51 to 0.91 to 0.94: one training mix does not serve both negative sets here.
-VARIANT_TRAINING = {v: {"dist2_negative_share": 0.0, "select_metric": "mrr"}
+VARIANT_TRAINING = {v: {"negative_mix": {}, "select_metric": "mrr"}
                     for v in ("ncn_stack_uniform", "ncn_stack_uniform_rescaled")}
 # ncn_stack_matched: on the seed40 validation graphs (leak_free, seed 0, dropout 0.25, up to 8 epochs) ncn_stack trained
 # with half its negatives matched instead of at distance 2 rose from 0.773 to 0.887 validation AUC (MRR 0.558 to 0.621)
 # on matched negatives and fell from 0.824 to 0.702 on heart ones; a quarter of each scored 0.849 / 0.819. So the
 # matched set gets a model of its own, as the uniform one does.
-VARIANT_TRAINING["ncn_stack_matched"] = {"dist2_negative_share": 0.0, "matched_negative_share": 0.5,
-                                         "select_metric": "mrr_matched"}
+VARIANT_TRAINING["ncn_stack_matched"] = {"negative_mix": {"matched": 0.5}, "select_metric": "mrr_matched"}
 STACKS = ("heuristic_stack", "heuristic_stack_rescaled")
 # A diagnostic scorer, not one of the heuristics: 1 for a pair without a common neighbour in the message
 # passing, 0 otherwise. Every dist2 negative has one (distance 2), so on dist2 this needs no learning to rank each

@@ -62,7 +62,7 @@ def configs(gat_config: dict, cfg: BeyondParams) -> tuple[ModelConfig, dict[int,
     model_cfg, train = stored_settings(gat_config, "notebook 03's GatModel checkpoint")
     base = replace(train, epochs=cfg.beyond_epochs, patience=cfg.beyond_patience, supervision=cfg.beyond_supervision,
                    select_metric=cfg.beyond_select_metric, steps_per_graph=cfg.beyond_steps_per_graph,
-                   dist2_negative_share=cfg.beyond_dist2_share, neg_rate=cfg.beyond_neg_rate, device=cfg.device,
+                   negative_mix={"dist2": cfg.beyond_dist2_share}, neg_rate=cfg.beyond_neg_rate, device=cfg.device,
                    precision=cfg.precision, log_aauc=False, log_eval=False)
     model_cfg = replace(model_cfg, decoder_hidden=cfg.decoder_hidden, stack_features=list(cfg.stack_features))
     return model_cfg, {s: replace(base, seed=s) for s in cfg.seeds}

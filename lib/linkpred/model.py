@@ -64,8 +64,8 @@ class ModelConfig(GatModelParams):
     decoder_rescale: bool = param(False, "MLP decoder's counts rescaled to the training graphs' mean degree "
                                          "(lib.linkpred.heuristics)")
     stack_features: list[str] = param(list(STACK), "registered heuristics (lib.linkpred.heuristics.REGISTRY) whose "
-                                      "stack features the decoder reads and its stack is fitted on; a checkpoint "
-                                      "without this setting was trained on the default")
+                                      "stack features the decoder reads and its stack is fitted on (a checkpoint "
+                                      "without it: lib.common.published.STACK_FEATURES)")
 
     def check(self) -> None:
         if not self.stack_features:
