@@ -20,7 +20,7 @@ def test_sweep_picks_a_grid_point_from_validation_scores_only(tmp_path):
     graphs = {f"g{i}": synthetic_graph(80, 240, in_channels=16, seed=i, graph_id=f"g{i}") for i in range(5)}
     sp = make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3", "g4"]}, "leak_free", seed=0)
     cfg = TrainConfig(epochs=2, seed=0, supervision="disjoint", select_metric="mrr_both", patience=1,
-                      dist2_negative_share=0.5, steps_per_graph=2, log_aauc=False, log_eval=False)
+                      negative_mix={"dist2": 0.5}, steps_per_graph=2, log_aauc=False, log_eval=False)
     grid = B.sweep_grid([0.5, 0.1], [1], [0.01])
     rows = B.sweep(sp, "ncn_feat", SMALL, cfg, grid, tmp_path, progress=False)
     assert len(rows) == 2 and {"val_mrr_both", "val_auc_both", "val_mrr_dist2", "val_mrr_heart", "val_auc_matched", "val_mrr_all"} <= set(rows.columns)
@@ -50,11 +50,12 @@ def test_gap_table_margins_against_the_stronger_heuristic_scorer():
 
 
 def test_variant_training_overrides_apply_to_sweep_and_run_and_pick_their_own_metric():
-    cfg = TrainConfig(dist2_negative_share=0.5, select_metric="mrr_both", lr=0.01)
+    cfg = TrainConfig(negative_mix={"dist2": 0.5}, select_metric="mrr_both", lr=0.01)
     u = B.variant_train_config("ncn_stack_uniform", cfg, {"lr": 0.003})
-    assert (u.dist2_negative_share, u.select_metric, u.lr) == (0.0, "mrr", 0.003)
+    assert (u.negative_mix, u.select_metric, u.lr) == ({}, "mrr", 0.003)
     s = B.variant_train_config("ncn_stack", cfg)
-    assert (s.dist2_negative_share, s.select_metric, s.lr) == (0.5, "mrr_both", 0.01)
+    assert (s.negative_mix, s.select_metric, s.lr) == ({"dist2": 0.5}, "mrr_both", 0.01)
+    assert B.variant_train_config("ncn_stack_matched", cfg).negative_mix == {"matched": 0.5}
     assert B.variant_select_metric("ncn_stack_uniform", "mrr_both") == "mrr"
     assert B.variant_select_metric("ncn_feat", "mrr_both") == "mrr_both"
 
@@ -81,7 +82,8 @@ def test_rescaled_variant_starts_from_the_rescaled_stack_of_its_training_graphs(
     cfg = TrainConfig(epochs=1, seed=0, supervision="disjoint", log_aauc=False, log_eval=False)
     mean, coef = B.evaluate_stack(sp, cfg, rescale=True)
     plain, _ = B.evaluate_stack(sp, cfg)
-    assert set(mean) == {"uniform", "dist2", "heart", "matched"} and len(coef) == 4 and mean != plain
+    assert set(mean) == {"uniform", "dist2", "heart", "matched"} and mean != plain
+    assert len(coef) == len(SMALL.stack_features)  # the default list
     mean, res = B.run_variant(sp, "ncn_stack_uniform_rescaled", SMALL, cfg, None, tmp_path)
     assert 0 <= mean["uniform"]["auc"] <= 1
     from lib.linkpred.checkpoint import load_checkpoint

@@ -191,8 +191,7 @@ def test_matched_training_negatives_sit_at_a_positives_distance_and_mix_with_the
     from lib.linkpred.train import supervision_pairs, training_negatives
 
     data = synthetic_graph(150, 400, 8, seed=7)
-    cfg = TrainConfig(supervision="disjoint", neg_rate=1.0, matched_negative_share=0.5, dist2_negative_share=0.25,
-                      seed=3)
+    cfg = TrainConfig(supervision="disjoint", neg_rate=1.0, negative_mix={"matched": 0.5, "dist2": 0.25}, seed=3)
     mp, pos = supervision_pairs(data, cfg, 1, 0)
     neg = training_negatives(data, mp, pos, cfg, 1, 0)
     n = pos.size(1)
@@ -206,12 +205,12 @@ def test_matched_training_negatives_sit_at_a_positives_distance_and_mix_with_the
     again = training_negatives(data, mp, pos, cfg, 1, 0)
     assert torch.equal(neg, again)  # seeded per (seed, epoch, step)
     only = training_negatives(data, mp, pos, TrainConfig(supervision="disjoint", neg_rate=1.0,
-                                                          matched_negative_share=1.0, seed=3), 1, 0)
+                                                          negative_mix={"matched": 1.0}, seed=3), 1, 0)
     assert only.size(1) >= n - n // 10
     for u, w in only.t().tolist():
         assert u in bins and int(distance_bins(a, np.array([u]))[0, w]) in bins[u]
-    with pytest.raises(ValueError, match="matched_negative_share"):
-        TrainConfig(dist2_negative_share=0.6, matched_negative_share=0.6)
+    with pytest.raises(ValueError, match="negative_mix=.*add up to more than 1"):
+        TrainConfig(negative_mix={"dist2": 0.6, "matched": 0.6})
 
 
 def test_per_positive_sets_are_cached_by_content_and_rebuilt_when_an_input_changes(tmp_path, monkeypatch):

@@ -84,7 +84,7 @@ def test_leak_free_held_out_pairs_are_never_training_negatives_uniform_or_hard()
     assert in_a and _title_pairs(train_a, train_a.held_out_pairs) == in_a  # every held-out pair A holds is listed
     seen = set()
     for hs in (0.0, 1.0):
-        cfg = TrainConfig(seed=1, neg_rate=3.0, dist2_negative_share=hs)
+        cfg = TrainConfig(seed=1, neg_rate=3.0, negative_mix={"dist2": hs})
         for step in range(40):
             for g in clean.train:
                 neg = training_negatives(g, g.edge_index, g.edge_index, cfg, 1, step)
@@ -138,7 +138,7 @@ def test_pair_split_strips_every_held_out_pair_from_every_graph_alike():
             assert not _title_pairs(t.data, pairs) & every_link
     seen = set()
     for hs in (0.0, 1.0):
-        cfg = TrainConfig(seed=1, neg_rate=3.0, dist2_negative_share=hs)
+        cfg = TrainConfig(seed=1, neg_rate=3.0, negative_mix={"dist2": hs})
         for step in range(40):
             for g in sp.train:
                 seen |= _title_pairs(g, training_negatives(g, g.edge_index, g.edge_index, cfg, 1, step))

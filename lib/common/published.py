@@ -2,7 +2,8 @@
 
 The readers of run folders (the reference runs under outputs/reference/, a grid's checkpoint folder, a run folder
 re-run in part) pass what they read through these functions, so the rest of the code knows only the current names.
-Each translation has a test that reads an older record and checks the current one (tests/test_published.py).
+Each translation has a test that reads an older record and checks the current one (tests/test_published.py;
+stage 3's checkpoints: tests/test_stack_features.py).
 
 - `metrics(record)`: a metrics.json whose stage-3 distance-2 negative set is spelt `hard`, its name before it was
   called `dist2`, in keys ("shortcut_hard_auc", "test_neg_hard_pairs") and values ("negatives": "hard") -> `dist2`.
@@ -23,6 +24,13 @@ Each translation has a test that reads an older record and checks the current on
   (kind, shape, init ""), the parts of `student_{L}x{H}_{init}_s{seed}`.
 - `params_with_defaults(recorded, defaults)`: a run folder's params.json made before a notebook gained a parameter
   -> that parameter at its notebook default (the value the notebook ran with).
+- `train_settings(record)`: a stage-3 checkpoint's training settings that name the shares of its training negatives
+  one field per set (`dist2_negative_share`, `matched_negative_share`) -> the one mix {set: share} of those with a
+  share (`negative_mix`).
+- `linkpred_config(config)`: a stage-3 checkpoint's whole stored config (its `model` and `train` settings) -> the
+  current names: its training settings through `train_settings`, and a model config made before the heuristic
+  stack's features were a setting -> `stack_features` the four it was trained on (STACK_FEATURES), so published
+  checkpoints load and a run folder checkpointed under those names resumes (lib.common.training's read_config).
 
 Not a translation: stage 3's published runs without validation scores (seed180, seed315) are read as they are, since
 lib.metrics.selection.choose_on_validation chooses on the test metric wherever no candidate has a validation score.
@@ -44,6 +52,10 @@ DISTILL_PREFIXED = ("seeds", "steps", "batch_size", "max_seq_len", "lr", "warmup
 RUN_ADDING = ("embedding_methods", "embedding_target", "embedding_loss", "w_emb")
 """Notebook 05's L_EMB parameters: they only add runs to a grid, so a settings.json without them holds no row that
 depends on them."""
+STACK_FEATURES = ["cosine", "common_neighbours", "adamic_adar", "pref_attach"]
+"""The heuristic stack's features of every stage-3 checkpoint made before they were a setting."""
+TRAINING_SHARES = {"dist2_negative_share": "dist2", "matched_negative_share": "matched"}
+"""The training settings that once named the share of one negative set each -> that set's name."""
 ROW_DIGEST = "_digest"
 """The key of a rows.jsonl row that names its grid's settings by their digest (lib.common.hashing.config_digest)."""
 
@@ -109,3 +121,24 @@ def params_with_defaults(recorded: dict, defaults: dict) -> dict:
     """For every parameter of `defaults` ({name: notebook default}): its value in a run folder's params.json
     `recorded`, or its notebook default where the record has none."""
     return {k: recorded.get(k, v) for k, v in defaults.items()}
+
+
+def train_settings(record: dict) -> dict:
+    """A checkpoint's training settings with the shares of TRAINING_SHARES as `negative_mix` {set: share} (zero shares
+    left out; a mix the record holds wins); a record without them unchanged."""
+    if not any(k in record for k in TRAINING_SHARES):
+        return record
+    mix = {TRAINING_SHARES[k]: v for k, v in record.items() if k in TRAINING_SHARES and v}
+    rest = {k: v for k, v in record.items() if k not in TRAINING_SHARES}
+    return {**rest, "negative_mix": {**mix, **rest.get("negative_mix", {})}}
+
+
+def linkpred_config(config: dict) -> dict:
+    """A stage-3 checkpoint's stored config with its `train` settings through train_settings and STACK_FEATURES in a
+    `model` config without `stack_features`; the other keys unchanged."""
+    out = dict(config)
+    if isinstance(out.get("train"), dict):
+        out["train"] = train_settings(out["train"])
+    if isinstance(out.get("model"), dict) and "stack_features" not in out["model"]:
+        out["model"] = {**out["model"], "stack_features": list(STACK_FEATURES)}
+    return out

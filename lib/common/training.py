@@ -131,6 +131,8 @@ class TrainingLoop:
     trainer's own resumable data (torch-saveable: lists of records, a best state), read back as `loop.extra`.
     step_seed(step) -> int: reseed torch before each step (None: carry the RNG state in the checkpoint). writer:
     whether this process writes the checkpoint (rank 0 of a data-parallel job; every rank resumes from it).
+    read_config(stored) -> a checkpoint's stored config under the current names (lib.common.published translates
+    what published runs wrote), before it is compared with `config`.
 
     State: `step` (steps finished over every call), `seconds` (time in the step function over every call), `rows`
     (the step records over every call), `extra`, `stopped` (an end-of-period hook asked to stop), `resumed_from`
@@ -139,12 +141,13 @@ class TrainingLoop:
 
     def __init__(self, parts: dict, config: dict, steps: int, checkpoint: str | Path | None = None,
                  checkpoint_every: int = 0, extra: dict | None = None,
-                 step_seed: Callable[[int], int] | None = None, writer: bool = True):
+                 step_seed: Callable[[int], int] | None = None, writer: bool = True,
+                 read_config: Callable[[dict], dict] | None = None):
         if steps < 0 or checkpoint_every < 0:
             raise ValueError(f"steps={steps}, checkpoint_every={checkpoint_every} must be >= 0")
         self.parts, self.config, self.steps, self.every = parts, config, steps, checkpoint_every
         self.checkpoint = Path(checkpoint) if checkpoint else None
-        self.step_seed, self.writer = step_seed, writer
+        self.step_seed, self.writer, self.read_config = step_seed, writer, read_config
         self.step, self.seconds, self.rows, self.extra, self.stopped, self.done = 0, 0.0, [], dict(extra or {}), False, 0
         if self.checkpoint is not None:
             self._resume()
@@ -167,7 +170,8 @@ class TrainingLoop:
             move_aside(path, "checkpoint", f"it holds the parts {sorted(ck['parts'])}, this run has "
                                            f"{sorted(self.parts)}", STARTS_OVER)
             return
-        refuse_other_settings(f"checkpoint {path}", ck["config"], self.config,
+        stored = self.read_config(ck["config"]) if self.read_config else ck["config"]
+        refuse_other_settings(f"checkpoint {path}", stored, self.config,
                               "use another output folder, or delete the file to start over")
         fresh = {name: copy.deepcopy(part.state_dict()) for name, part in self.parts.items()}
         for name, part in self.parts.items():

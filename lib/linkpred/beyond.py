@@ -7,7 +7,8 @@ settings a small sweep chooses on validation graphs (never on test graphs):
                   sweep's dropout / levels / lr) — does training alone close the gap?
   "hadamard_mlp": MLP on z_i ⊙ z_j;
   "ncn":          MLP on [z_i ⊙ z_j ‖ Σ common-neighbour z_k];
-  "ncn_feat":     ncn plus the heuristic stack's four pair features as decoder inputs;
+  "ncn_feat":     ncn plus the heuristic stack's pair features as decoder inputs (ModelConfig.stack_features: by
+                  default cos, CN, AA, PA);
   "ncn_stack":    ncn_feat whose feature part starts as the fitted heuristic stack (lib.linkpred.decoders, init="stack"), so
                   training starts at the bar instead of at random feature weights;
   "ncn_stack_uniform": ncn_stack trained on uniform negatives only and selected on validation MRR with uniform
@@ -39,7 +40,7 @@ from lib.linkpred.checkpoint import data_fingerprint
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.decoders import VARIANTS
 from lib.linkpred.evaluate import evaluate_model, evaluate_scorer
-from lib.linkpred.heuristics import REGISTRY, HeuristicStack, heuristic_scores
+from lib.linkpred.heuristics import REGISTRY, STACK, HeuristicStack, heuristic_scores
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import ProtocolSplit
 from lib.linkpred.negative_sets.registry import NEGATIVE_SETS, held_sets
@@ -52,14 +53,14 @@ from lib.metrics.selection import GOAL_PARTS, choose_on_validation, goal_parts, 
 # negative set only: on the seed40 validation graphs (leak_free, seed 0) ncn_stack's validation AUC with uniform
 # negatives fell from 0.942 to 0.892 to 0.807 as the distance-2 share of its training negatives rose from 0 to 0.2 to
 # 0.5, while its AUC on distance-2 negatives (dist2) rose from 0.51 to 0.91 to 0.94: one training mix does not serve both negative sets here.
-VARIANT_TRAINING = {v: {"dist2_negative_share": 0.0, "select_metric": "mrr"}
+VARIANT_TRAINING = {v: {"negative_mix": {}, "select_metric": "mrr"}
                     for v in ("ncn_stack_uniform", "ncn_stack_uniform_rescaled", "counts_stack_uniform",
                               "mplp_stack_uniform")}
 # ncn_stack_matched: on the seed40 validation graphs (leak_free, seed 0, dropout 0.25, up to 8 epochs) ncn_stack trained
 # with half its negatives matched instead of at distance 2 rose from 0.773 to 0.887 validation AUC (MRR 0.558 to 0.621)
 # on matched negatives and fell from 0.824 to 0.702 on heart ones; a quarter of each scored 0.849 / 0.819. So the
 # matched set gets a model of its own, as the uniform one does.
-VARIANT_TRAINING.update({v: {"dist2_negative_share": 0.0, "matched_negative_share": 0.5, "select_metric": "mrr_matched"}
+VARIANT_TRAINING.update({v: {"negative_mix": {"matched": 0.5}, "select_metric": "mrr_matched"}
                          for v in ("ncn_stack_matched", "counts_stack_matched", "mplp_stack_matched")})
 STACKS = ("heuristic_stack", "heuristic_stack_rescaled")
 # A diagnostic scorer, not one of the issue's heuristics: 1 for a pair without a common neighbour in the message
@@ -143,10 +144,11 @@ def evaluate_shortcut(split: ProtocolSplit, cfg: TrainConfig) -> dict:
     return evaluate_scorer(shortcut_scores, split.test, cfg)["mean"]
 
 
-def evaluate_stack(split: ProtocolSplit, cfg: TrainConfig, rescale: bool = False) -> tuple[dict, dict]:
-    """({negative set: mean metrics}, coefficients) of the heuristic stack fitted on the split's training graphs
-    (rescale: on counts rescaled to their mean degree)."""
-    st = HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed, rescale=rescale).fit(split.train)
+def evaluate_stack(split: ProtocolSplit, cfg: TrainConfig, rescale: bool = False,
+                   features=STACK) -> tuple[dict, dict]:
+    """({negative set: mean metrics}, coefficients) of the heuristic stack of the registered heuristics `features`
+    fitted on the split's training graphs (rescale: on counts rescaled to their mean degree)."""
+    st = HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed, rescale=rescale, features=features).fit(split.train)
     res = evaluate_scorer(lambda t, pairs: st.scores(t.data.x, t.mp_edge_index, t.data.num_nodes, pairs),
                           split.test, cfg)
     return res["mean"], st.coefficients

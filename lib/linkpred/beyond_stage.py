@@ -57,13 +57,15 @@ def load_stage3(cfg: BeyondParams) -> dict:
 def configs(gat_config: dict, cfg: BeyondParams) -> tuple[ModelConfig, dict[int, TrainConfig]]:
     """(model configuration, {seed: TrainConfig}): notebook 03's GatModel settings except what notebook 03b changes —
     supervision, epochs with early stopping on validation, steps per graph, training negatives, the MLP decoders'
-    width; no per-step A-AUC / eval-mode logging."""
+    width and the heuristic stack's features (`stack_features`, which the stack bar is fitted on too); no per-step
+    A-AUC / eval-mode logging."""
     model_cfg, train = stored_settings(gat_config, "notebook 03's GatModel checkpoint")
     base = replace(train, epochs=cfg.beyond_epochs, patience=cfg.beyond_patience, supervision=cfg.beyond_supervision,
                    select_metric=cfg.beyond_select_metric, steps_per_graph=cfg.beyond_steps_per_graph,
-                   dist2_negative_share=cfg.beyond_dist2_share, neg_rate=cfg.beyond_neg_rate, device=cfg.device,
+                   negative_mix={"dist2": cfg.beyond_dist2_share}, neg_rate=cfg.beyond_neg_rate, device=cfg.device,
                    precision=cfg.precision, log_aauc=False, log_eval=False)
-    return replace(model_cfg, decoder_hidden=cfg.decoder_hidden), {s: replace(base, seed=s) for s in cfg.seeds}
+    model_cfg = replace(model_cfg, decoder_hidden=cfg.decoder_hidden, stack_features=list(cfg.stack_features))
+    return model_cfg, {s: replace(base, seed=s) for s in cfg.seeds}
 
 
 def protocol_splits(stage3: dict, protocols: list[str]) -> dict:
@@ -84,10 +86,10 @@ def run_all(psplits: dict[tuple, ProtocolSplit], variants: list[str], model_cfg:
             cfgs: dict[int, TrainConfig], chosen: dict, ckpt_root: Path, progress: bool = True,
             heuristics=HEURISTICS) -> tuple[list, list, dict]:
     """Per (seed, protocol): each of the registered `heuristics` on its own (lib.linkpred.heuristics, so a heuristic
-    registered after notebook 03 ran is scored here without running it again), the heuristic stack (and its rescaled
-    form where a rescaled variant runs: that variant's bar), the no-common-neighbour shortcut (not a bar: what one
-    structural bit scores), and every variant trained with its `chosen` sweep point (checkpoints under
-    ckpt_root/seed<S>-<protocol>/<variant>).
+    registered after notebook 03 ran is scored here without running it again), the heuristic stack of
+    model_cfg.stack_features (and its rescaled form where a rescaled variant runs: that variant's bar), the
+    no-common-neighbour shortcut (not a bar: what one structural bit scores), and every variant trained with its
+    `chosen` sweep point (checkpoints under ckpt_root/seed<S>-<protocol>/<variant>).
     Returns (rows {seed, protocol, negatives, model, metrics...; variants also val_auc / val_mrr of their selected
     epoch}, the stack's coefficients per split, {"seed/protocol/variant": {best_epoch, epochs_run}})."""
     rows, stack_coef, train_log = [], [], {}
@@ -100,11 +102,12 @@ def run_all(psplits: dict[tuple, ProtocolSplit], variants: list[str], model_cfg:
     for (s, p), sp in tqdm(psplits.items(), desc="seed × protocol", disable=not progress):
         for h in heuristics:
             add(s, p, h, {n: m for n, m in evaluate_heuristic(h, sp.test, cfgs[s])["mean"].items() if m})
-        mean, coef = B.evaluate_stack(sp, cfgs[s])
+        mean, coef = B.evaluate_stack(sp, cfgs[s], features=model_cfg.stack_features)
         stack_coef.append({"seed": s, "protocol": p, **coef})
         add(s, p, "heuristic_stack", mean)
         if B.rescaled(variants):
-            add(s, p, "heuristic_stack_rescaled", B.evaluate_stack(sp, cfgs[s], rescale=True)[0])
+            add(s, p, "heuristic_stack_rescaled",
+                B.evaluate_stack(sp, cfgs[s], rescale=True, features=model_cfg.stack_features)[0])
         add(s, p, B.SHORTCUT, B.evaluate_shortcut(sp, cfgs[s]))
         for v in variants:
             mean, res = B.run_variant(sp, v, model_cfg, cfgs[s], chosen[v], Path(ckpt_root) / f"seed{s}-{p}" / v)

@@ -8,17 +8,24 @@ ModelConfig inherit): a GatModel setting is one field there, and every caller th
 `GatParams` (notebook 03, the node-embedder study, the runner, the benchmarks) gets it."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar, TypeVar
 
 import torch
 
+from lib.common import published
 from lib.common.config import DeviceStageParams, param
 from lib.common.compute import PRECISIONS, check_precision
 from lib.common.device import get_device, resolve_precision
 from lib.common.params import ParamError
 from lib.linkpred.decoders import VARIANTS
-from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS, NEGATIVE_SETS, SELECT_METRICS
+from lib.linkpred.heuristics import STACK, check_heuristics
+from lib.linkpred.negative_sets.registry import (
+    DEFAULT_NEGATIVE_SETS,
+    NEGATIVE_SETS,
+    SELECT_METRICS,
+    check_training_mix,
+)
 from lib.linkpred.model import FeatureMLP, GatModel, GatModelParams, ModelConfig, PlainGAT
 from lib.linkpred.names import MODEL_KINDS, PROTOCOLS
 from lib.linkpred.protocols import ProtocolSettings
@@ -48,8 +55,9 @@ class TrainConfig:
     patience: int = 0  # early stopping: stop after this many epochs without a better validation score (0 = off)
     steps_per_graph: int = 1  # optimiser steps per training graph and epoch (the seed: 1), each with fresh pairs
     graphs_per_step: int = 1  # training examples (graph, repeat) per optimiser step, over all ranks (the seed: 1)
-    dist2_negative_share: float = 0.0  # share of each step's negatives drawn at distance 2 in its message passing
-    matched_negative_share: float = 0.0  # share drawn at a positive's own distance in the step's message passing
+    # {registered negative set: share of each step's training negatives} (lib.linkpred.negative_sets.registry's
+    # check_training_mix), e.g. {"dist2": 0.5}: half at distance 2 in the step's message passing; the rest uniform
+    negative_mix: dict = field(default_factory=dict)
     hits_k: int = 50
     precision: str = "fp32"  # compute precision of training steps: "fp32", "bf16", "fp16" or "auto" (lib.common.device)
     device: str = "cpu"
@@ -75,9 +83,6 @@ class TrainConfig:
                    "use 1 (the seed) or more"),
                   ("graphs_per_step", isinstance(self.graphs_per_step, int) and self.graphs_per_step >= 1,
                    "use 1 (the seed) or more"),
-                  ("dist2_negative_share", 0 <= self.dist2_negative_share <= 1, "use a share in [0, 1]"),
-                  ("matched_negative_share", 0 <= self.matched_negative_share <= 1 - self.dist2_negative_share,
-                   "use a share in [0, 1 - dist2_negative_share]"),
                   ("log_every", isinstance(self.log_every, int) and self.log_every >= 1,
                    "use 1 (every step, the seed) or more"),
                   ("log_aauc_nodes", isinstance(self.log_aauc_nodes, int) and self.log_aauc_nodes >= 0,
@@ -85,6 +90,11 @@ class TrainConfig:
         for key, ok, fix in checks:
             if not ok:
                 raise ValueError(f"parameter {key}={getattr(self, key)!r} is invalid: {fix}")
+        try:
+            mix = check_training_mix(self.negative_mix)
+        except ValueError as e:
+            raise ValueError(f"parameter negative_mix={self.negative_mix!r} is invalid: {e}") from None
+        object.__setattr__(self, "negative_mix", mix)  # one spelling per mix: registry order, no zero shares
         check_precision(self.precision)
 
     def resolved(self) -> "TrainConfig":
@@ -123,9 +133,11 @@ def settings_from(cls: type[Settings], source: Any, **values) -> Settings:
 
 
 def stored_settings(config: dict, where: str) -> tuple[ModelConfig, TrainConfig]:
-    """(ModelConfig, TrainConfig) of a checkpoint's stored config (lib.linkpred.train.checkpoint_config); a config
-    with other fields raises one ValueError naming `where` and the fix."""
+    """(ModelConfig, TrainConfig) of a checkpoint's stored config (lib.linkpred.train.checkpoint_config; an older
+    checkpoint's read through lib.common.published.linkpred_config); a config with other fields raises one ValueError
+    naming `where` and the fix."""
     try:
+        config = published.linkpred_config(config)
         return ModelConfig(**config["model"]), TrainConfig(**config["train"])
     except (KeyError, TypeError) as e:
         raise ValueError(f"{where} holds settings this code does not read ({e}); re-run notebook 03 on this run "
@@ -236,14 +248,22 @@ class BeyondParams(DeviceStageParams):
     beyond_dist2_share: float = param(0.5, "share of training negatives at distance 2 in the step's message passing "
                                           "(the rest uniform)", ge=0, le=1)
     decoder_hidden: int = param(64, "width of the MLP decoders", ge=1)
+    stack_features: list[str] = param(list(STACK), "heuristics of the stack bar and of the decoders' pair features "
+                                      "(lib.linkpred.heuristics.REGISTRY; the published runs: these four)")
     sweep_dropout: list[float] = param([0.75, 0.25], "dropout grid (the seed: 0.75 at every site)", ge=0, lt=1)
     sweep_levels: list[int] = param([4], "DeepGAT levels grid (the seed: 4)", ge=1)
     sweep_lr: list[float] = param([0.001], "AdamW learning-rate grid (the seed: 0.001)", gt=0)
 
     def check(self) -> None:
-        for key in ("beyond_protocols", "beyond_variants", "sweep_dropout", "sweep_levels", "sweep_lr"):
+        for key in ("beyond_protocols", "beyond_variants", "stack_features", "sweep_dropout", "sweep_levels",
+                    "sweep_lr"):
             if not getattr(self, key):
                 raise ParamError(f"parameter {key}=[] is invalid: list at least one", key=key)
+        try:  # not `choices`: a heuristic registered after this module was imported is a valid feature too
+            check_heuristics(self.stack_features)
+        except ValueError as e:
+            raise ParamError(f"parameter stack_features={self.stack_features!r} is invalid: {e}",
+                             key="stack_features") from None
 
     @property
     def seeds(self) -> list[int]:

@@ -13,9 +13,9 @@ choices and notebook 03b's variants (`VARIANTS`, one plain variant per decoder a
                   length 2 to 4 and the degrees, estimated from fixed random node signatures propagated two hops
                   (lib.linkpred.signature_counts), on the model's device.
 Adding a decoder is one `Decoder` entry here (its MLP input from z and the pair) plus its test.
-With `features=True` the MLP also reads the pair's heuristic features (the heuristic stack's, by default
-cos(x_i, x_j), log(1+CN), log(1+AA), log(1+PA) on the message-passing graph; lib.linkpred.heuristics.STACK), so a
-learned combination can use everything the heuristic stack uses.
+With `features=True` the MLP also reads the pair's heuristic features on the message-passing graph: the stack features
+of the registered heuristics `stack_features` (ModelConfig.stack_features, by default lib.linkpred.heuristics.STACK),
+so a learned combination can use everything the heuristic stack uses; the MLP's width follows that list.
 With `init="stack"` the feature part starts as the heuristic stack itself (its standardisation as fixed buffers, its
 logistic-regression weights in the linear term, the MLP's output layer at zero): before the first step the decoder
 scores exactly as the stack does, and training moves it from there instead of from random feature weights, which a
@@ -34,7 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from lib.common.registry import Registry
-from lib.linkpred.heuristics import STACK, adjacency, density_factor, pair_features, pair_structure
+from lib.linkpred.heuristics import STACK, adjacency, check_heuristics, density_factor, pair_features, pair_structure
 from lib.linkpred.signature_counts import ESTIMATES, SignatureCounts
 
 
@@ -153,22 +153,24 @@ class Standardise(nn.Module):
 class PairDecoder(nn.Module):
     """MLP decoder: forward(z [N, F], pairs [2, P], mp_edge_index [2, M], x [N, F_in]) -> logits [P].
 
-    With features, batch normalisation sees the pairs of one call together: score a training step's positives and
-    negatives in one call (lib.linkpred.train does)."""
+    With features, the MLP reads len(stack_features) more inputs [P, len(stack_features)]: the stack features of those
+    registered heuristics (lib.linkpred.heuristics.pair_features). Batch normalisation sees the pairs of one call
+    together: score a training step's positives and negatives in one call (lib.linkpred.train does)."""
 
     def __init__(self, kind: str, out_channels: int, hidden: int = 64, dropout: float = 0.0, features: bool = False,
-                 init: str = "random", rescale: bool = False):
+                 init: str = "random", rescale: bool = False, stack_features=STACK):
         super().__init__()
         if kind not in MLP_DECODERS:
             raise ValueError(f"PairDecoder kind={kind!r}; use one of {MLP_DECODERS} ('dot' needs no module)")
         if init == "stack" and not features:
             raise ValueError("PairDecoder init='stack' needs features=True")
         self.kind, self.features, self.init, self.rescale = kind, features, init, rescale
+        self.stack_features = check_heuristics(stack_features)
         self.spec = DECODERS[kind]
         if rescale:  # only then, so the state_dict of the other decoders is what earlier checkpoints hold
             # reference mean degree of the rescaling; 0 = not set yet (set_reference_degree or init_from_stack)
             self.register_buffer("ref_degree", torch.zeros(()))
-        n_feat = len(STACK)
+        n_feat = len(self.stack_features)
         in_dim = self.spec.width(out_channels) + (n_feat if features else 0)
         self.mlp = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Dropout(dropout),
                                  nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
@@ -202,6 +204,9 @@ class PairDecoder(nn.Module):
         intercept in the linear term, the MLP's last layer zeroed, so logits equal stack.scores(...) until trained."""
         if self.init != "stack":
             raise ValueError("init_from_stack needs a decoder built with init='stack'")
+        if stack.features != self.stack_features:
+            raise ValueError(f"the stack was fitted on {stack.features} but the decoder reads {self.stack_features}; "
+                             f"fit HeuristicStack(features={list(self.stack_features)})")
         if self.rescale != (stack.ref_degree is not None):
             raise ValueError(f"decoder rescale={self.rescale} but the stack was fitted with "
                              f"rescale={stack.ref_degree is not None}; fit HeuristicStack(rescale={self.rescale})")
@@ -233,7 +238,7 @@ class PairDecoder(nn.Module):
             if x is None:
                 raise ValueError("the decoder with features needs the node features x: call decode(z, pairs, mp, x)")
             f = pair_features(x.cpu(), mp_edge_index.cpu(), z.size(0), pairs.cpu(), graph.ref_degree,
-                              graph.adjacency, graph.cache)
+                              graph.adjacency, graph.cache, self.stack_features)
             f = self.feat_norm(torch.as_tensor(f, dtype=torch.float32, device=z.device)).to(z.dtype)
             return (self.mlp(torch.cat([h, f], -1)) + self.feat_linear(f)).squeeze(-1)
         return self.mlp(h).squeeze(-1)

@@ -5,7 +5,8 @@ a name, a label, a scorer and the transform that makes it a stack feature. Regis
 attachment, common neighbours, Adamic–Adar, resource allocation, and the exact structural counts of
 lib.linkpred.structural_counts (distance pairs #(1, 2), #(2, 1), #(2, 2) and walks of length 3). Adding one is one
 `register(Heuristic(...))` call here plus its test; notebook 03 scores the `HEURISTICS` selection, the stack reads
-the `STACK` selection unless told otherwise, and the stack's width, the decoders' feature width and every table follow
+the `STACK` selection unless told otherwise (notebook 03b's `stack_features`), and the stack's width, the
+decoders' feature width and every table follow
 from the selection.
 
 The stack (`heuristic_stack`) is a logistic regression on a selection of them — by default cos(x_u, x_v), log(1+CN),

@@ -25,6 +25,7 @@ from lib.common.config import StageParams, param
 from lib.common.params import ParamError
 from lib.linkpred.decoders import DECODERS, MLP_DECODERS, PairDecoder
 from lib.linkpred.fused_gat import FusedGATConv, MaskDropout, PreparedEdges, prepare_edges
+from lib.linkpred.heuristics import STACK, check_heuristics
 
 
 @dataclass(frozen=True)
@@ -57,13 +58,23 @@ class ModelConfig(GatModelParams):
                          + " (lib.linkpred.decoders)", choices=tuple(DECODERS))
     decoder_hidden: int = param(64, "width of an MLP decoder", ge=1)
     decoder_dropout: float = param(0.0, "dropout inside an MLP decoder", ge=0, lt=1)
-    decoder_features: bool = param(False, "MLP decoder also reads the pair's heuristic features (cos, CN, AA, PA)")
+    decoder_features: bool = param(False, "MLP decoder also reads the pair's heuristic features (stack_features)")
     decoder_init: str = param("random", '"stack": the feature part starts as the heuristic stack of the training '
                                         "graphs", choices=("random", "stack"))
     decoder_rescale: bool = param(False, "MLP decoder's counts rescaled to the training graphs' mean degree "
                                          "(lib.linkpred.heuristics)")
+    stack_features: list[str] = param(list(STACK), "registered heuristics (lib.linkpred.heuristics.REGISTRY) whose "
+                                      "stack features the decoder reads and its stack is fitted on (a checkpoint "
+                                      "without it: lib.common.published.STACK_FEATURES)")
 
     def check(self) -> None:
+        if not self.stack_features:
+            raise ParamError("model parameter stack_features=[] is invalid: list at least one", key="stack_features")
+        try:  # not `choices`: a heuristic registered after this module was imported is a valid feature too
+            check_heuristics(self.stack_features)
+        except ValueError as e:
+            raise ParamError(f"model parameter stack_features={self.stack_features!r} is invalid: {e}",
+                             key="stack_features") from None
         mlp = self.decoder in MLP_DECODERS
         rules = [("decoder_features", self.decoder_features and not mlp,
                   f"decoder_features=True needs an MLP decoder (one of {MLP_DECODERS})"),
@@ -140,7 +151,8 @@ class GatModel(nn.Module):
         self.lin_out = nn.Linear(cfg.gat_hidden, cfg.gat_out)
         if cfg.decoder != "dot":  # the dot decoder adds no module, so the seed's state_dict is unchanged
             self.decoder = PairDecoder(cfg.decoder, cfg.gat_out, cfg.decoder_hidden, cfg.decoder_dropout,
-                                       cfg.decoder_features, cfg.decoder_init, cfg.decoder_rescale)
+                                       cfg.decoder_features, cfg.decoder_init, cfg.decoder_rescale,
+                                       cfg.stack_features)
 
     def encode(self, x: Tensor, edge_index: Tensor) -> Tensor:
         check_inputs(x, edge_index, self.cfg.in_channels)

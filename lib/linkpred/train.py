@@ -26,25 +26,19 @@ from sklearn.metrics import roc_auc_score
 from torch import Tensor
 from torch_geometric.data import Data
 
+from lib.common import published
 from lib.common.device import get_device, resolve_precision
 from lib.common.training import TrainingLoop, build_optimizer
 from lib.linkpred.checkpoint import resumable_config, epoch_checkpoints, epoch_file_readable, save_checkpoint
 from lib.linkpred.config import TrainConfig, TrainingDiverged, build_model, settings_from
 from lib.linkpred.data import usable_graphs
 from lib.linkpred.evaluate import evaluate_model
-from lib.linkpred.heuristics import HeuristicStack, adjacency, reference_degree
+from lib.linkpred.heuristics import HeuristicStack, reference_degree
 from lib.linkpred.model import ModelConfig
-from lib.linkpred.negatives import matched_negatives
 from lib.linkpred.protocols import EvalTask, ProtocolSettings, graph_task
-from lib.linkpred.negative_sets.registry import held_sets
-from lib.linkpred.sampling import (
-    TitlePairs,
-    derive_seed,
-    dist2_negatives,
-    sample_negatives,
-    split_edges,
-    training_exclusions,
-)
+from lib.linkpred.negative_sets.base import TrainingContext
+from lib.linkpred.negative_sets.registry import draw_training_negatives, held_sets
+from lib.linkpred.sampling import derive_seed, split_edges
 from lib.metrics.aauc import aauc
 
 
@@ -81,35 +75,13 @@ def supervision_pairs(data: Data, cfg: TrainConfig, epoch: int, step: int) -> tu
 
 
 def training_negatives(data: Data, mp: Tensor, pos: Tensor, cfg: TrainConfig, epoch: int, step: int) -> Tensor:
-    """round(P · neg_rate) non-edges [2, Q] of a training graph for one step: uniform, except a `dist2_negative_share`
-    of them at distance exactly 2 from a (seeded) positive's endpoint in the step's message passing — HeaRT's idea
-    (Li et al., 2023) used in training, so a model learns what separates a link from a near miss — and a
-    `matched_negative_share` at a (seeded) positive's own distance from its first endpoint (lib.linkpred.negatives, the
-    "matched" set), where "has a common neighbour" separates nothing."""
-    n_neg = round(pos.size(1) * cfg.neg_rate)
-    n_dist2 = round(cfg.dist2_negative_share * n_neg)
-    n_matched = round(cfg.matched_negative_share * n_neg)
-    excluded = training_exclusions(data)  # edges, and under leak_free the held-out pairs (never a training negative)
-    uni = sample_negatives(excluded, data.num_nodes, n_neg - n_dist2 - n_matched,
-                           derive_seed(cfg.seed, "train-neg", epoch, step))
-    if n_dist2 == 0 and n_matched == 0:
-        return uni
-
-    out = [uni]
-    tp = TitlePairs([data])
-    forbidden = tp.edge_keys(data, excluded)
-    if n_dist2:  # the salts are part of every published run's training pairs: another spelling draws other pairs
-        g = torch.Generator().manual_seed(derive_seed(cfg.seed, "train-hard-anchors", epoch, step))
-        anchors = pos[:, torch.randperm(pos.size(1), generator=g)[:n_dist2]]
-        out.append(dist2_negatives(mp.cpu(), data, tp.gids(data), tp, forbidden, anchors.cpu(),
-                                  derive_seed(cfg.seed, "train-hard", epoch, step))[0])
-    if n_matched:
-        g = torch.Generator().manual_seed(derive_seed(cfg.seed, "train-matched-anchors", epoch, step))
-        anchors = pos[:, torch.randperm(pos.size(1), generator=g)[:n_matched]].cpu()
-        a = adjacency(mp.cpu(), data.num_nodes, cache=False)
-        out.append(matched_negatives(a, data, tp.gids(data), tp, forbidden, anchors, 1,
-                                     derive_seed(cfg.seed, "train-matched", epoch, step))[0])
-    return torch.cat(out, 1)
+    """round(P · neg_rate) non-edges [2, Q] of a training graph for one step, drawn from the registered negative sets
+    of `cfg.negative_mix` by their share (lib.linkpred.negative_sets.registry.draw_training_negatives; e.g. "dist2":
+    at distance 2 from a seeded positive's endpoint in the step's message passing, "matched": at a positive's own
+    distance), the rest uniform; never an edge or, under leak_free and pair_split, a held-out pair. Seeded by
+    (seed, epoch, step)."""
+    ctx = TrainingContext(data, mp.cpu(), pos.cpu(), cfg.seed, epoch, step)
+    return draw_training_negatives(ctx, cfg.negative_mix, round(pos.size(1) * cfg.neg_rate))
 
 
 def validation_scores(model, tasks: list[EvalTask], cfg: TrainConfig, device) -> dict:
@@ -152,8 +124,8 @@ def init_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], cfg:
     rescale = model_cfg.decoder_rescale
     if model_cfg.decoder_init == "stack":
         # the same stack (ratio, seed, rescale) that lib.linkpred.beyond reports as a baseline for these graphs
-        model.decoder.init_from_stack(HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed, rescale=rescale)
-                                      .fit(train_graphs))
+        model.decoder.init_from_stack(HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed, rescale=rescale,
+                                                     features=model_cfg.stack_features).fit(train_graphs))
     elif rescale:
         model.decoder.set_reference_degree(reference_degree(
             train_graphs, cfg.disjoint_ratio if cfg.supervision == "disjoint" else 0.0))
@@ -352,7 +324,8 @@ def train_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], val
     n_steps = -(-len(items) // G)
     loop = TrainingLoop({"model": model, "optimizer": opt, "scaler": scaler}, resumable_config(config),
                         cfg.epochs * n_steps, checkpoint=folder / LAST if folder else None, checkpoint_every=ckpt.every,
-                        extra={"val": [], "best": None, "last_epoch_file": None}, writer=ranks.rank == 0)
+                        extra={"val": [], "best": None, "last_epoch_file": None}, writer=ranks.rank == 0,
+                        read_config=published.linkpred_config)
     t_start = time.perf_counter()
 
     def step(i: int) -> dict:

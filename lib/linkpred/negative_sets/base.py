@@ -1,16 +1,19 @@
 """What one negative set is: its registry entry (NegativeSet), what its sampler reads for one evaluation task
-(NegativeContext) and what it returns (Draw)."""
+(NegativeContext) and what it returns (Draw), and what its training draw reads for one training step
+(TrainingContext)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
+import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
 from lib.linkpred.heuristics import adjacency
-from lib.linkpred.sampling import TitlePairs, derive_seed
+from lib.linkpred.sampling import TitlePairs, derive_seed, training_exclusions
 
 SHARED, OWN = "shared", "own"  # how a set's negatives are ranked against the positives (NegativeSet.ranking)
 
@@ -45,6 +48,43 @@ class NegativeContext:
     anchor_ok: np.ndarray | None = None
 
 
+class TrainingContext:
+    """What a set's training draw reads for one training step (lib.linkpred.train): the training graph `data`, the
+    step's message passing mp_edge_index [2, M] and positives pos [2, P] (CPU), and the seed, epoch and step from which
+    each set derives its own streams under its own salts (step_seed). The title ids and the pairs no negative may take
+    (`excluded`: the graph's edges and held-out pairs; `forbidden`: their title-pair keys) are built on first use."""
+
+    def __init__(self, data: Data, mp_edge_index: Tensor, pos: Tensor, seed: int, epoch: int, step: int):
+        self.data, self.mp_edge_index, self.pos = data, mp_edge_index, pos
+        self.seed, self.epoch, self.step = seed, epoch, step
+
+    def step_seed(self, salt: str) -> int:
+        """The seed of a draw of this step under `salt`."""
+        return derive_seed(self.seed, salt, self.epoch, self.step)
+
+    def anchors(self, n: int, salt: str) -> Tensor:
+        """n of the step's positives [2, n], drawn without replacement under `salt`: where a set anchors its pairs."""
+        g = torch.Generator().manual_seed(self.step_seed(salt))
+        return self.pos[:, torch.randperm(self.pos.size(1), generator=g)[:n]]
+
+    @cached_property
+    def excluded(self) -> Tensor:
+        """[2, E + 2H] the graph's edges and, under leak_free and pair_split, its held-out pairs (both directions)."""
+        return training_exclusions(self.data)
+
+    @cached_property
+    def tp(self) -> TitlePairs:
+        return TitlePairs([self.data])
+
+    @property
+    def gids(self) -> np.ndarray:
+        return self.tp.gids(self.data)
+
+    @cached_property
+    def forbidden(self) -> np.ndarray:
+        return self.tp.edge_keys(self.data, self.excluded)
+
+
 @dataclass(frozen=True)
 class NegativeSet:
     """One registry entry: a set of evaluation negatives, drawn per task by `sample`.
@@ -56,7 +96,8 @@ class NegativeSet:
     what it returns); can_miss: a positive may get no negative (the audit counts them as <name>_missing); order: the
     set's place in every table (uniform first); default: drawn unless a protocol is told otherwise (the sets of the
     published runs; a new set stays out, so those runs and the notebooks' outputs keep their numbers); summary: one
-    sentence for the results page and the notebooks."""
+    sentence for the results page and the notebooks; train(ctx: TrainingContext, n) -> [2, ≤ n]: n training negatives
+    of one step, so the set can be mixed into training by name (TrainConfig.negative_mix; None: it cannot)."""
 
     name: str
     label: str
@@ -69,6 +110,7 @@ class NegativeSet:
     version: int = 1
     order: int = 100
     default: bool = False
+    train: Callable[[TrainingContext, int], Tensor] | None = None
 
     @property
     def audit_key(self) -> str:

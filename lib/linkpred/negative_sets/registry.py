@@ -1,6 +1,7 @@
 """The registry of stage 3's negative sets: every module of lib.linkpred.negative_sets but `base` and this one defines
-one set as `SET`, collected here in table order; the selection helpers, and the one driver that draws a task's sets
-(caching the slow ones by content)."""
+one set as `SET`, collected here in table order; the selection helpers, the one driver that draws a task's sets
+(caching the slow ones by content), and the one that draws a training step's negatives from a mix of the sets that
+have a training draw (TrainConfig.negative_mix)."""
 from __future__ import annotations
 
 import hashlib
@@ -11,12 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from lib.common.paths import atomic_write_bytes, move_aside
 from lib.common.registry import Registry
 from lib.common.tensorfiles import read_checkpoint
 import lib.linkpred.negative_sets as package
-from lib.linkpred.negative_sets.base import Draw, NegativeContext, NegativeSet
+from lib.linkpred.negative_sets.base import Draw, NegativeContext, NegativeSet, TrainingContext
 from lib.linkpred.negatives import node_features
 
 _ENTRIES = [importlib.import_module(f"{package.__name__}.{m.name}").SET for m in pkgutil.iter_modules(package.__path__)
@@ -100,3 +102,35 @@ def draw_negatives(ctx: NegativeContext, names, cache_dir=None) -> dict[str, Dra
             continue
         out[name] = _cached(entry, ctx, cache_dir) if entry.cached and cache_dir is not None else entry.sample(ctx)
     return out
+
+
+def training_sets() -> tuple[str, ...]:
+    """The registered sets with a training draw, in registry order: what a training mix may name besides uniform."""
+    return tuple(n for n, s in REGISTRY.items() if s.train is not None and n != "uniform")
+
+
+def check_training_mix(mix: dict) -> dict[str, float]:
+    """A training mix {set name: share of each step's training negatives} in registry order without its zero shares;
+    uniform takes the share the others leave. A name that is not a set with a training draw, a share outside [0, 1]
+    or shares above 1 together stop here with one line naming the fix."""
+    if not isinstance(mix, dict):
+        raise ValueError(f"a training mix is {{negative set: share}}, not {mix!r}; give e.g. {{'dist2': 0.5}}")
+    for name, share in mix.items():
+        check_negatives(name)
+        if name not in training_sets():
+            raise ValueError(f"negative set {name!r} cannot be mixed into training (uniform takes the share the others "
+                             f"leave; a set needs a `train` draw); use one of {training_sets()}")
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+            raise ValueError(f"the training share of {name!r} is {share!r}; use a share in [0, 1]")
+    if sum(mix.values()) > 1:
+        raise ValueError(f"the training shares {mix!r} add up to more than 1; lower them (uniform takes the rest)")
+    return {n: mix[n] for n in REGISTRY if mix.get(n)}
+
+
+def draw_training_negatives(ctx: TrainingContext, mix: dict, n_neg: int) -> Tensor:
+    """n_neg training negatives [2, ≤ n_neg] of one step: round(share · n_neg) from each set of `mix`
+    (check_training_mix) and the rest uniform, concatenated uniform first, then in registry order."""
+    counts = {n: round(share * n_neg) for n, share in check_training_mix(mix).items()}
+    parts = [REGISTRY["uniform"].train(ctx, n_neg - sum(counts.values()))]
+    parts += [REGISTRY[n].train(ctx, c) for n, c in counts.items() if c]
+    return torch.cat(parts, 1)

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from lib.linkpred.negative_sets.base import Draw, NegativeContext, NegativeSet
+from torch import Tensor
+
+from lib.linkpred.negative_sets.base import Draw, NegativeContext, NegativeSet, TrainingContext
 from lib.linkpred.names import GRAPH_PROTOCOLS
 from lib.linkpred.sampling import derive_seed, sample_global_negatives, sample_negatives
 
@@ -22,5 +24,11 @@ def uniform_negatives(ctx: NegativeContext) -> Draw:
                                         derive_seed(ctx.seed, "neg"), anchors))
 
 
+def uniform_training(ctx: TrainingContext, n: int) -> Tensor:
+    """n non-edges [2, ≤ n] of the training graph drawn uniformly, never an excluded pair: the share of a step's
+    training negatives that the other sets of the mix leave."""
+    return sample_negatives(ctx.excluded, ctx.data.num_nodes, n, ctx.step_seed("train-neg"))
+
+
 SET = NegativeSet("uniform", "uniform", uniform_negatives, can_miss=False, order=0, default=True,
-                  summary="non-links drawn uniformly, shared by every positive of a task")
+                  summary="non-links drawn uniformly, shared by every positive of a task", train=uniform_training)
