@@ -12,7 +12,7 @@ from lib.common import published
 from lib.common.params import ParamError, merge
 from lib.common.paths import PARAMS, ROOT
 from lib.distill.checkpoint import run_settings
-from lib.distill.config import DistillParams
+from lib.distill.config import DistillParams, read_params_05
 from lib.distill.lp import changed_settings, lp_params
 from lib.embedders.config import EmbeddersParams
 from lib.linkpred import beyond as B
@@ -20,6 +20,7 @@ from lib.linkpred import beyond_stage
 from lib.linkpred.config import BeyondParams, GatParams, GatTrainingParams
 from lib.linkpred.train import checkpoint_config
 from lib.run import runner
+from lib.run.reproduce import recorded_command
 
 IN_CHANNELS = 16
 POINT = {"dropout": 0.1, "num_levels": 1, "lr": 0.01}  # a sweep point of notebook 03b, unlike every value below
@@ -126,6 +127,17 @@ def test_link_prediction_rows_are_keyed_by_the_gatmodel_settings_they_were_train
     assert changed_settings(lp_params(DistillParams(gat_epochs=3), 0, ("leak_free",), 2, 0.1)) == "defaults"
     assert changed_settings(lp_params(EmbeddersParams(gat_dropout=0.3, gat_impl="pyg"), 0, ("leak_free",), 2,
                                       0.1)) == "gat_dropout=0.3;gat_impl=pyg"
+
+
+def test_older_epoch_names_of_published_runs_read_as_gat_epochs():
+    assert published.run_params({"lp_epochs": 2, "gat_epochs": 2, "x": 1}) == {"gat_epochs": 2, "x": 1}
+    assert published.run_params({"embedder_lp_epochs": 3}) == {"gat_epochs": 3}
+    assert published.run_params({"lp_epochs": 3, "gat_epochs": 2}) == {"lp_epochs": 3, "gat_epochs": 2}
+    reference = ROOT / "outputs" / "reference"
+    cfg = read_params_05(reference / "distill_cpu" / "params_05.json")
+    assert cfg.gat_epochs == 2 and not hasattr(cfg, "lp_epochs")
+    _, overrides, left_out = recorded_command(reference / "embedders")
+    assert overrides["gat_epochs"] == 2 and "embedder_lp_epochs" not in left_out + list(overrides)
 
 
 def test_no_profile_names_the_gatmodel_epochs_by_an_older_name():

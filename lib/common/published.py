@@ -21,6 +21,9 @@ Each translation has a test that reads an older record and checks the current on
   in each row of rows.jsonl (`_digest`) -> whether they are the current ones.
 - `student_folder(name)`: a saved stage-5 student folder named without its init (`student_{L}x{H}_s{seed}`) ->
   (kind, shape, init ""), the parts of `student_{L}x{H}_{init}_s{seed}`.
+- `run_params(record)`: a run folder's params.json (or a notebook's params_*.json) made while notebooks 05 and 05b
+  named their GatModel epochs `lp_epochs` and `embedder_lp_epochs` -> `gat_epochs`, the one name of notebooks 03,
+  03b, 05 and 05b (lib.linkpred.config.GatTrainingParams); a record whose names hold different values keeps them.
 - `params_with_defaults(recorded, defaults)`: a run folder's params.json made before a notebook gained a parameter
   -> that parameter at its notebook default (the value the notebook ran with).
 
@@ -44,6 +47,8 @@ DISTILL_PREFIXED = ("seeds", "steps", "batch_size", "max_seq_len", "lr", "warmup
 RUN_ADDING = ("embedding_methods", "embedding_target", "embedding_loss", "w_emb")
 """Notebook 05's L_EMB parameters: they only add runs to a grid, so a settings.json without them holds no row that
 depends on them."""
+OLDER_PARAMETER_NAMES = {"lp_epochs": "gat_epochs", "embedder_lp_epochs": "gat_epochs"}
+"""A parameter a run folder records under an older name -> its current name."""
 ROW_DIGEST = "_digest"
 """The key of a rows.jsonl row that names its grid's settings by their digest (lib.common.hashing.config_digest)."""
 
@@ -78,10 +83,21 @@ def _distill_names(values: dict) -> dict:
     return {unprefixed.get(k, k): v for k, v in values.items() if k not in unprefixed or unprefixed[k] not in values}
 
 
+def run_params(record: dict) -> dict:
+    """A run's recorded parameters with each older name (OLDER_PARAMETER_NAMES) under its current one, where the
+    record holds the current one with the same value or not at all (different values name no run the current
+    notebooks make, so they stay to be told apart)."""
+    out = dict(record)
+    for old, new in OLDER_PARAMETER_NAMES.items():
+        if old in out and out.get(new, out[old]) == out[old]:
+            out[new] = out.pop(old)
+    return out
+
+
 def distill_params(record: dict) -> dict:
-    """A params_05.json record's values under notebook 05's field names (lib.distill.config.DistillParams), with
-    `embedding_methods` [] where the record has none."""
-    return {"embedding_methods": [], **_distill_names(record)}
+    """A params_05.json record's values under notebook 05's field names (lib.distill.config.DistillParams; older
+    names through `run_params`), with `embedding_methods` [] where the record has none."""
+    return {"embedding_methods": [], **_distill_names(run_params(record))}
 
 
 def grid_settings(saved: dict, current: dict) -> tuple[dict, bool]:
