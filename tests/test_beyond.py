@@ -223,7 +223,8 @@ def test_run_all_scores_bar_shortcut_and_variants_on_the_same_split_and_keeps_st
 
     graphs = {f"g{i}": synthetic_graph(60, 180, in_channels=16, seed=i, graph_id=f"g{i}") for i in range(5)}
     sp = make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3", "g4"]}, "leak_free", seed=0)
-    params = BeyondParams(beyond_epochs=1, beyond_patience=0, beyond_select_metric="auc", decoder_hidden=8, n_seeds=1)
+    params = BeyondParams(beyond_epochs=1, beyond_patience=0, beyond_select_metric="auc", decoder_hidden=8, n_seeds=1,
+                          gat_hidden=8, gat_out=4, gat_heads=1)  # notebook 03's, as the runner hands them on
     from lib.linkpred.train import checkpoint_config
 
     stored = checkpoint_config("gat_model", SMALL, TrainConfig(epochs=2, lr=0.01), "d")

@@ -363,8 +363,8 @@ def test_grid_curves_ablation_subset_and_resume(tmp_path):
     rows = tmp_path / "ck" / "rows.jsonl"
     whole = rows.read_text()
     rows.write_text(whole + whole.splitlines()[0][:40])  # a kill tore the line of a next run
-    res2, hist2, info2 = run_grid(replace(cfg, lp_epochs=3), teacher, assistant, _grid_data(), progress=False,
-                                  checkpoint=tmp_path / "ck")  # lp_epochs changes no row of the grid
+    res2, hist2, info2 = run_grid(replace(cfg, gat_epochs=3), teacher, assistant, _grid_data(), progress=False,
+                                  checkpoint=tmp_path / "ck")  # the link prediction's GatModel changes no row
     assert info2["teacher_sentences"] == 0 and set(info2["curves"]) == set(info["curves"])
     pd.testing.assert_frame_equal(res2.drop(columns="train_s"), res.drop(columns="train_s"), check_dtype=False)
     assert rows.read_text() == whole  # the torn line was cut off, nothing re-run
@@ -756,18 +756,20 @@ def test_link_prediction_rows_are_shared_between_processes_and_never_scored_twic
 
     monkeypatch.setattr(lp_mod, "_score", score)
     rows = tmp_path / "rows.csv"
-    first = link_prediction_eval(run, [("all-MiniLM-L6-v2", 0, None), ("all-MiniLM-L6-v2", 1, None)], rows_file=rows)
+    first = link_prediction_eval(run, [("all-MiniLM-L6-v2", 0, None), ("all-MiniLM-L6-v2", 1, None)], DistillParams(),
+                                 rows_file=rows)
     append_csv_rows(rows, [{"embedder": "other", "seed": 0, "model_id": "x", "epochs": 2,
                                 "protocols": "leak_free", "dim": 8, "model": "gat_model", "protocol": "leak_free",
                                 "auc": 0.9}])  # what another process added meanwhile
-    again = link_prediction_eval(run, [("all-MiniLM-L6-v2", s, None) for s in (0, 1, 2)], rows_file=rows)
+    again = link_prediction_eval(run, [("all-MiniLM-L6-v2", s, None) for s in (0, 1, 2)], DistillParams(),
+                                 rows_file=rows)
     assert calls == [("all-MiniLM-L6-v2", 0), ("all-MiniLM-L6-v2", 1), ("all-MiniLM-L6-v2", 2)]
     assert again.auc.round(2).tolist() == [0.5, 0.5, 0.6, 0.6, 0.7, 0.7] and len(first) == 4
     assert sorted(pd.read_csv(rows).embedder) == ["all-MiniLM-L6-v2"] * 6 + ["other"]
     kept = pd.read_csv(rows)
     kept = kept[~((kept.seed == 1) & (kept.model == "cosine"))]  # a killed copy left only part of seed 1's rows
     kept.to_csv(rows, index=False)
-    link_prediction_eval(run, [("all-MiniLM-L6-v2", 1, None)], rows_file=rows)
+    link_prediction_eval(run, [("all-MiniLM-L6-v2", 1, None)], DistillParams(), rows_file=rows)
     assert calls[-1] == ("all-MiniLM-L6-v2", 1)  # scored again, and its rows replace the incomplete set
     done = pd.read_csv(rows)
     assert len(done[(done.embedder == "all-MiniLM-L6-v2") & (done.seed == 1)]) == 2 and len(done) == 7

@@ -17,6 +17,7 @@ from lib.embedders import evaluate as V
 from lib.distill.data import load_vital_articles
 from lib.embedders.config import VITAL_TOPICS, EmbeddersParams, shares
 from lib.embedders.goals import goal_of
+from lib.linkpred.config import GatTrainingParams
 from tests.test_model_folders import static_folder
 
 
@@ -223,5 +224,5 @@ def test_a_retrained_encoder_in_the_same_folder_gets_its_own_dataset_and_checkpo
             shutil.rmtree(folder)
         shutil.copytree(built, folder)
         lp_mod.graph_link_prediction([], [("encoder", 0, folder)], tmp_path / "lp", lambda s: lp_mod.lp_params(
-            s, 1, ("leak_free",), 1, 0.1))
+            GatTrainingParams(gat_epochs=1), s, ("leak_free",), 1, 0.1))
     assert len(outs) == 2 and outs[0] != outs[1] and all(o.parent == tmp_path / "lp" for o in outs)

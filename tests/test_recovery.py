@@ -15,7 +15,7 @@ from lib.common.paths import RecoveryWarning, append_csv_rows, read_rows
 from lib.crawl.pages import Page
 from lib.crawl.sources import PageCache
 from lib.linkpred.checkpoint import CheckpointLost, data_fingerprint, epoch_checkpoints, load_checkpoint
-from lib.linkpred.config import TrainConfig
+from lib.linkpred.config import GatTrainingParams, TrainConfig
 from lib.linkpred.train import Checkpointing, train_model
 from tests.test_train import SMALL, _graphs
 
@@ -291,9 +291,11 @@ def fake_link_prediction(tmp_path, monkeypatch, **extra):
     monkeypatch.setattr(lp_mod, "_score", score)
     rows_file = tmp_path / "lp_rows.csv"
 
+    one_epoch = GatTrainingParams(gat_epochs=1)
+
     def run() -> pd.DataFrame:
         return lp_mod.graph_link_prediction([], [("reference", 0, None), ("reference", 1, None)], tmp_path / "lp",
-                                            lambda s: lp_mod.lp_params(s, 1, ("leak_free",), 1, 0.1),
+                                            lambda s: lp_mod.lp_params(one_epoch, s, ("leak_free",), 1, 0.1),
                                             rows_file=rows_file, key={"source": "wikispeedia"})
 
     return run, scored, rows_file

@@ -22,6 +22,9 @@ stage 3's checkpoints: tests/test_stack_features.py).
   in each row of rows.jsonl (`_digest`) -> whether they are the current ones.
 - `student_folder(name)`: a saved stage-5 student folder named without its init (`student_{L}x{H}_s{seed}`) ->
   (kind, shape, init ""), the parts of `student_{L}x{H}_{init}_s{seed}`.
+- `run_params(record)`: a run folder's params.json (or a notebook's params_*.json) made while notebooks 05 and 05b
+  named their GatModel epochs `lp_epochs` and `embedder_lp_epochs` -> `gat_epochs`, the one name of notebooks 03,
+  03b, 05 and 05b (lib.linkpred.config.GatTrainingParams); a record whose names hold different values keeps them.
 - `params_with_defaults(recorded, defaults)`: a run folder's params.json made before a notebook gained a parameter
   -> that parameter at its notebook default (the value the notebook ran with).
 - `train_settings(record)`: a stage-3 checkpoint's training settings that name the shares of its training negatives
@@ -56,6 +59,8 @@ STACK_FEATURES = ["cosine", "common_neighbours", "adamic_adar", "pref_attach"]
 """The heuristic stack's features of every stage-3 checkpoint made before they were a setting."""
 TRAINING_SHARES = {"dist2_negative_share": "dist2", "matched_negative_share": "matched"}
 """The training settings that once named the share of one negative set each -> that set's name."""
+OLDER_PARAMETER_NAMES = {"lp_epochs": "gat_epochs", "embedder_lp_epochs": "gat_epochs"}
+"""A parameter a run folder records under an older name -> its current name."""
 ROW_DIGEST = "_digest"
 """The key of a rows.jsonl row that names its grid's settings by their digest (lib.common.hashing.config_digest)."""
 
@@ -90,10 +95,21 @@ def _distill_names(values: dict) -> dict:
     return {unprefixed.get(k, k): v for k, v in values.items() if k not in unprefixed or unprefixed[k] not in values}
 
 
+def run_params(record: dict) -> dict:
+    """A run's recorded parameters with each older name (OLDER_PARAMETER_NAMES) under its current one, where the
+    record holds the current one with the same value or not at all (different values name no run the current
+    notebooks make, so they stay to be told apart)."""
+    out = dict(record)
+    for old, new in OLDER_PARAMETER_NAMES.items():
+        if old in out and out.get(new, out[old]) == out[old]:
+            out[new] = out.pop(old)
+    return out
+
+
 def distill_params(record: dict) -> dict:
-    """A params_05.json record's values under notebook 05's field names (lib.distill.config.DistillParams), with
-    `embedding_methods` [] where the record has none."""
-    return {"embedding_methods": [], **_distill_names(record)}
+    """A params_05.json record's values under notebook 05's field names (lib.distill.config.DistillParams; older
+    names through `run_params`), with `embedding_methods` [] where the record has none."""
+    return {"embedding_methods": [], **_distill_names(run_params(record))}
 
 
 def grid_settings(saved: dict, current: dict) -> tuple[dict, bool]:

@@ -16,11 +16,12 @@ from lib.common.params import ParamError
 from lib.common.paths import atomic_write_text, csv_rows, move_aside, read_rows, resolve
 from lib.common.runinfo import jsonable, load_json, refuse_other_settings
 from lib.distill.config import DistillParams, read_params_05
+from lib.linkpred.config import GatTrainingParams
 
-NOT_IN_ROWS = ("run_dir", "save_students", "speed_sentences", "lp_students", "lp_epochs", "lp_protocols",
-               "checkpoint_every")
+NOT_IN_ROWS = ("run_dir", "save_students", "speed_sentences", "lp_students", "lp_protocols", "checkpoint_every",
+               *GatTrainingParams.names())
 """Parameters of notebook 05 that change no finished row of the grid (where it runs, what is saved or evaluated after
-the grid, how often a run keeps its step checkpoint)."""
+the grid, among it the link prediction's GatModel, how often a run keeps its step checkpoint)."""
 GRID_SHAPE = ("students", "student_inits", "ablation_students", "ablation_inits", "ablation_seeds", "ta_students",
               "tasks", "task_students", "task_losses", "reuse_runs", "embedding_methods", "embedding_target",
               "embedding_loss", "w_emb")

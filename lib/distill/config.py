@@ -1,4 +1,5 @@
-"""Notebook 05's parameters (MiniLM attention distillation), one typed declaration; see lib.common.config."""
+"""Notebook 05's parameters (MiniLM attention distillation), one typed declaration; see lib.common.config. Its link
+prediction trains notebook 03's GatModel with the GatModel and training settings it inherits (GatTrainingParams)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from lib.common.compute import PRECISIONS
 from lib.common.params import require
 from lib.common.runinfo import load_json
 from lib.distill.loss_spec import ATTENTION_DEFINITIONS, EMBEDDING_LOSSES, DistillError, LossSpec
+from lib.linkpred.config import GatTrainingParams
 from lib.linkpred.names import PROTOCOLS
 
 TASKS = ("polarity", "topic")
@@ -25,8 +27,17 @@ TEACHER_HIDDEN, TEACHER_HEADS, TEACHER_LAYERS = 768, 12, 12  # all-mpnet-base-v2
 
 
 @dataclass(frozen=True)
-class DistillParams(DeviceStageParams):
+class DistillParams(GatTrainingParams, DeviceStageParams):
     NOTEBOOK: ClassVar[str] = "05_attention_distillation.ipynb"
+    GAT_OVERRIDES: ClassVar[dict[str, str]] = {  # lib.distill.lp.lp_params sets them
+        "seed": "each seed of distill_seeds in turn, one GatModel per (student, seed)",
+        "n_seeds": "1: one GatModel per (student, seed)",
+        "protocols": "lp_protocols: the link-prediction study's own",
+        "train_supervision": "['mp'], the seed's supervision only: the students are compared, not supervisions",
+        "negatives_per_positive": "0: only the uniform rows are kept, so the per-positive sets are not drawn",
+        "n_test_graphs": "the run's split (notebook 02's split.json); 2 where the run has none",
+        "val_fraction": "the run's split (notebook 02's split.json); 0.1 where the run has none",
+    }
 
     precision: str = param("fp32", "teacher forward for distillation targets: fp32, bf16, fp16 or auto (bf16 where the "
                                    "CPU/GPU has it natively)", choices=PRECISIONS)
@@ -98,7 +109,6 @@ class DistillParams(DeviceStageParams):
                                       "folders")
     lp_students: list[int] = param([3], "MiniLM students used as node embedder for link prediction (demo: smallest; "
                                         "[] skips)")
-    lp_epochs: int = param(2, "GatModel epochs per embedder (seed §5.4.1: 2)", ge=1)
     lp_protocols: list[str] = param(["leak_free"], "evaluation protocols of link prediction (lib.linkpred.protocols; "
                                                    "leak_free: no test link seen)", choices=PROTOCOLS)
 

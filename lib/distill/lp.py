@@ -1,14 +1,17 @@
 """Stage 5 -> stages 2-3: link prediction with a distilled student as the node embedder.
 
 The only place stages 5 and 5b call stage 3 (`usable_graphs`, `split_graphs`, `run_experiment`); all of it sits in
-`graph_link_prediction` (any graph files; `link_prediction_eval` on a run folder's crawl), which takes its GatModel, training and protocol settings from notebook 03's `GatParams`
-(`lp_params`), so a setting added there reaches this study too.
+`graph_link_prediction` (any graph files; `link_prediction_eval` on a run folder's crawl). Its GatModels are trained
+with the GatModel and training settings of the calling notebook's config (GatTrainingParams, which notebooks 03, 03b,
+05 and 05b inherit alike, so a `-p` value reaches each); what the study sets itself (`lp_params`) each of those
+configs names in its GAT_OVERRIDES.
 """
 from __future__ import annotations
 
 import importlib.util
 import os
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -21,7 +24,7 @@ from lib.embed import dataset
 from lib.embed.dataset import split_graphs
 from lib.embed.encoder import load_model, model_id_of
 from lib.embed.store import embed_titles, open_store
-from lib.linkpred.config import GatParams
+from lib.linkpred.config import GatParams, GatTrainingParams
 from lib.linkpred.data import usable_graphs
 from lib.linkpred.stage import run_experiment
 
@@ -36,12 +39,14 @@ def link_prediction_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("lib.embed.encoder", "lib.linkpred.train"))
 
 
-def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, int, Path | None]], epochs: int = 2,
-                         protocols: tuple = ("leak_free",), n_test_graphs: int = 2, val_fraction: float = 0.1,
-                         rows_file: str | os.PathLike | None = None, progress: bool = False) -> pd.DataFrame:
+def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, int, Path | None]],
+                         training: GatTrainingParams, protocols: tuple = ("leak_free",), n_test_graphs: int = 2,
+                         val_fraction: float = 0.1, rows_file: str | os.PathLike | None = None,
+                         progress: bool = False) -> pd.DataFrame:
     """Seed-report link prediction with each embedder as the stage-2 node embedder on a run folder's crawl, one
-    GatModel per (embedder, seed) (`graph_link_prediction` on notebook 01's graphs, datasets in run_dir/distill/lp/),
-    on the run's graph split of that seed (notebook 02's split.json; a seeded split when the run has none)."""
+    GatModel per (embedder, seed) trained with `training` (notebook 05's config; `graph_link_prediction` on notebook
+    01's graphs, datasets in run_dir/distill/lp/), on the run's graph split of that seed (notebook 02's split.json; a
+    seeded split of `n_test_graphs` and `val_fraction` when the run has none)."""
     run_dir = Path(run_dir)
     if not link_prediction_available():
         raise DistillError("link prediction needs lib.embed.encoder and lib.linkpred.train (stages 2-3) in this checkout")
@@ -49,7 +54,7 @@ def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, 
         raise DistillError(f"run_dir={str(run_dir)!r} has no crawl; run notebook 01 on this run_dir first")
     split = run_dir / "dataset" / "split.json"
     return graph_link_prediction(crawl.ok_graph_files(run_dir / "crawl"), embedders, run_dir / "distill" / "lp",
-                                 lambda seed: lp_params(seed, epochs, protocols, n_test_graphs, val_fraction),
+                                 lambda seed: lp_params(training, seed, protocols, n_test_graphs, val_fraction),
                                  split_file=split if split.is_file() else None, rows_file=rows_file, progress=progress)
 
 
@@ -66,7 +71,8 @@ def graph_link_prediction(files: list[Path], embedders: list[tuple[str, int, Pat
     (notebook 03's GatParams, e.g. `lp_params`) on that seed's graph split (`split_file`, notebook 02's split.json of
     these graphs; else `split_graphs` seeded by the seed) and score the test graphs under its protocols with uniform
     negatives; the `cosine` heuristic is the feature-only reference. Resumable: finished (embedder, seed) pairs are
-    kept in `rows_file` (keyed by the model's content identity and `key`, so a retrained student is scored again)
+    kept in `rows_file` (keyed by the model's content identity, the GatModel's epochs and other settings
+    (`changed_settings`) and `key`, so a retrained student or another GatModel is scored again)
     and GatModel epochs are checkpointed in the dataset folder. Several processes may share one rows file: a pair is
     scored under a lock on its dataset folder and appended under a lock on the file.
     Returns rows {embedder, seed, dim, model, protocol, auc, ap, hits@50, mrr, aauc, val_auc, model_id, **key}.
@@ -81,7 +87,7 @@ def graph_link_prediction(files: list[Path], embedders: list[tuple[str, int, Pat
         model = load_model(mdir)
         params = params_of(seed)
         pair = dict(embedder=label, seed=seed, model_id=model_id_of(model), epochs=params.gat_epochs,
-                    protocols="+".join(params.protocols), **(key or {}))
+                    gat_settings=changed_settings(params), protocols="+".join(params.protocols), **(key or {}))
         out = Path(out_root) / pair["model_id"]
         out.parent.mkdir(parents=True, exist_ok=True)
         # one process at a time per dataset folder; the rows are read under the lock, so a pair another process
@@ -107,12 +113,22 @@ def _done_rows(rows_file: Path | None) -> pd.DataFrame:
         return read_rows(rows_file, "link-prediction rows", "their (embedder, seed) pairs are scored again")
 
 
-def lp_params(seed: int, epochs: int, protocols: tuple, n_test_graphs: int, val_fraction: float) -> GatParams:
-    """Notebook 03's settings for one (embedder, seed) pair: its defaults (GatModel, training, protocols) with this
-    seed, `epochs` GatModel epochs, the seed's supervision only and no per-positive negative sets (only the uniform
-    rows are kept: skip their cost)."""
-    return GatParams(seed=seed, n_seeds=1, gat_epochs=epochs, protocols=list(protocols), train_supervision=["mp"],
-                     n_test_graphs=n_test_graphs, val_fraction=val_fraction, negatives_per_positive=0)
+def lp_params(training: GatTrainingParams, seed: int, protocols: tuple, n_test_graphs: int,
+              val_fraction: float) -> GatParams:
+    """Notebook 03's settings for one (embedder, seed) pair: the GatModel and its training as `training` (notebook
+    05's or 05b's config) gives them, then what the study sets itself, as those configs' GAT_OVERRIDES name it: this
+    seed, one model, `protocols`, the seed's supervision only, no per-positive negative sets (only the uniform rows
+    are kept: skip their cost) and the split's sizes; notebook 03's defaults for the rest."""
+    return GatParams(**asdict(training.gat_training()), seed=seed, n_seeds=1, protocols=list(protocols),
+                     train_supervision=["mp"], negatives_per_positive=0, n_test_graphs=n_test_graphs,
+                     val_fraction=val_fraction)
+
+
+def changed_settings(params: GatParams) -> str:
+    """The GatModel and training settings of `params` other than the defaults and gat_epochs (a key of its own), as
+    "name=value;..." ("defaults" for none): what a finished (embedder, seed) pair's rows were trained with."""
+    ours, default = asdict(params.gat_training()), asdict(GatTrainingParams())
+    return ";".join(f"{k}={v}" for k, v in ours.items() if v != default[k] and k != "gat_epochs") or "defaults"
 
 
 def _score(files: list, titles: list[str], model, key: dict, out: Path, split_file: Path | None, params: GatParams,

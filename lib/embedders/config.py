@@ -1,5 +1,5 @@
 """Notebook 05b's parameters (node embedders judged on titles they never saw), one typed declaration; see
-lib.common.config."""
+lib.common.config. Its GatModels are notebook 03's, trained with the settings it inherits (GatTrainingParams)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,6 +9,7 @@ from lib.common.config import DeviceStageParams, param
 from lib.common.params import ParamError
 from lib.embedders.data import LINK_SOURCES, TEXT_KINDS, check_topics
 from lib.embedders.encoders import parse
+from lib.linkpred.config import GatTrainingParams
 
 VITAL_TOPICS = ("Arts", "Biology and health sciences", "Everyday life", "Geography", "History", "Mathematics", "People",
                 "Philosophy and religion", "Physical sciences", "Society and social sciences", "Technology",
@@ -16,8 +17,17 @@ VITAL_TOPICS = ("Arts", "Biology and health sciences", "Everyday life", "Geograp
 
 
 @dataclass(frozen=True)
-class EmbeddersParams(DeviceStageParams):
+class EmbeddersParams(GatTrainingParams, DeviceStageParams):
     NOTEBOOK: ClassVar[str] = "05b_node_embedders.ipynb"
+    GAT_OVERRIDES: ClassVar[dict[str, str]] = {  # lib.distill.lp.lp_params sets them
+        "seed": "each seed 0 .. embedder_seeds-1 in turn, one GatModel per (encoder, source, seed)",
+        "n_seeds": "1: one GatModel per (encoder, source, seed)",
+        "protocols": "embedder_protocols: the study's own",
+        "train_supervision": "['mp'], the seed's supervision only: the encoders are compared, not supervisions",
+        "negatives_per_positive": "0: only the uniform rows are kept, so the per-positive sets are not drawn",
+        "n_test_graphs": "embedder_test_graphs: each link source's own crawl is split",
+        "val_fraction": "0.1 of each link source's training graphs",
+    }
 
     embedder_encoders: list[str] = param(["student:0,2,5/1024", "control:0,2,5/1024"],
                                          "encoders scored beside all-MiniLM-L6-v2, each kind:argument of the "
@@ -49,7 +59,6 @@ class EmbeddersParams(DeviceStageParams):
     embedder_graph_nodes: int = param(120, "nodes per crawled graph at most", ge=20)
     embedder_test_graphs: int = param(2, "test graphs per seed of each source", ge=1)
     embedder_seeds: int = param(2, "GatModel seeds 0 .. n-1 per encoder and source (graph split, training)", ge=1)
-    embedder_lp_epochs: int = param(1, "GatModel epochs (seed §5.4.1: 2)", ge=1)
     embedder_protocols: list[str] = param(["leak_free"], "stage 3 protocols scored",
                                           choices=("leak_free", "new_nodes", "pair_split"))
     embedder_probe_texts: int = param(0, "training texts per stage 5 probe task (polarity, topic; half as many to "

@@ -121,14 +121,14 @@ def crawl_sources(cfg: EmbeddersParams, part: D.Partition, run_path: Path) -> di
 def link_prediction(cfg: EmbeddersParams, graphs: dict[str, list[Path]], encoders: dict[str, dict],
                     run_path: Path, progress: bool = True) -> pd.DataFrame:
     """Rows [source, embedder, seed, model, protocol, auc, mrr, ...]: every encoder as stage 3's node embedder on
-    every source, seeds 0 .. embedder_seeds-1 (lib.distill.lp.graph_link_prediction with notebook 03's settings)."""
+    every source, seeds 0 .. embedder_seeds-1 (lib.distill.lp.graph_link_prediction: notebook 03's GatModel trained
+    with cfg's GatModel and training settings)."""
     rows = []
     for source, files in graphs.items():
         pairs = [(label, s, e["folder"]) for label, e in encoders.items() for s in range(cfg.embedder_seeds)]
         rows.append(graph_link_prediction(
             files, pairs, folder(run_path) / "lp" / source,
-            lambda seed: lp_params(seed, cfg.embedder_lp_epochs, tuple(cfg.embedder_protocols),
-                                   cfg.embedder_test_graphs, 0.1),
+            lambda seed: lp_params(cfg, seed, tuple(cfg.embedder_protocols), cfg.embedder_test_graphs, 0.1),
             rows_file=folder(run_path) / "lp_rows.csv", key={"source": source}, progress=progress))
     lp = pd.concat(rows, ignore_index=True)
     write_csv(folder(run_path) / "lp.csv", lp)

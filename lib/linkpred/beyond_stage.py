@@ -3,19 +3,19 @@ seed × protocol loop that scores the single heuristics, the heuristic stack, th
 (lib.linkpred.beyond) on the same pairs as notebook 03."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pandas as pd
 from tqdm.auto import tqdm
 
-from lib.common.params import require
+from lib.common.params import ParamError, require
 from lib.common.paths import read_rows, resolve
 from lib.common.runinfo import load_json, read_json
 from lib.embed.dataset import GraphDataset, load_split
 from lib.linkpred import beyond as B
 from lib.linkpred.checkpoint import load_checkpoint
-from lib.linkpred.config import BeyondParams, GatParams, TrainConfig, stored_settings
+from lib.linkpred.config import BeyondParams, GatParams, GatTrainingParams, TrainConfig, stored_settings
 from lib.linkpred.data import usable_graphs
 from lib.linkpred.evaluate import evaluate_heuristic
 from lib.linkpred.heuristics import HEURISTICS, REGISTRY, check_heuristics
@@ -55,17 +55,30 @@ def load_stage3(cfg: BeyondParams) -> dict:
 
 
 def configs(gat_config: dict, cfg: BeyondParams) -> tuple[ModelConfig, dict[int, TrainConfig]]:
-    """(model configuration, {seed: TrainConfig}): notebook 03's GatModel settings except what notebook 03b changes —
-    supervision, epochs with early stopping on validation, steps per graph, training negatives, the MLP decoders'
-    width and the heuristic stack's features (`stack_features`, which the stack bar is fitted on too); no per-step
-    A-AUC / eval-mode logging."""
+    """(model configuration, {seed: TrainConfig}): notebook 03's GatModel settings (its checkpoint's, which must be
+    cfg's but for BeyondParams.GAT_OVERRIDES) except what notebook 03b changes — supervision, epochs with early
+    stopping on validation, steps per graph, training negatives, the MLP decoders' width and the heuristic stack's
+    features (`stack_features`, which the stack bar is fitted on too); no per-step A-AUC / eval-mode logging."""
     model_cfg, train = stored_settings(gat_config, "notebook 03's GatModel checkpoint")
+    check_notebook_03_training(cfg, GatTrainingParams.of_settings(model_cfg, train))
     base = replace(train, epochs=cfg.beyond_epochs, patience=cfg.beyond_patience, supervision=cfg.beyond_supervision,
                    select_metric=cfg.beyond_select_metric, steps_per_graph=cfg.beyond_steps_per_graph,
                    negative_mix={"dist2": cfg.beyond_dist2_share}, neg_rate=cfg.beyond_neg_rate, device=cfg.device,
                    precision=cfg.precision, log_aauc=False, log_eval=False)
     model_cfg = replace(model_cfg, decoder_hidden=cfg.decoder_hidden, stack_features=list(cfg.stack_features))
     return model_cfg, {s: replace(base, seed=s) for s in cfg.seeds}
+
+
+def check_notebook_03_training(cfg: BeyondParams, theirs: GatTrainingParams) -> None:
+    """ParamError naming the first GatModel or training setting of `cfg` that differs from notebook 03's (`theirs`,
+    read from its checkpoint), but for those notebook 03b sets itself (BeyondParams.GAT_OVERRIDES)."""
+    ours = cfg.gat_training()
+    for f in fields(GatTrainingParams):
+        if f.name not in cfg.GAT_OVERRIDES and getattr(ours, f.name) != getattr(theirs, f.name):
+            raise ParamError(f"parameter {f.name}={getattr(ours, f.name)!r} differs from notebook 03's "
+                             f"{getattr(theirs, f.name)!r} (its GatModel checkpoint in {cfg.run_dir}); notebook 03b "
+                             f"compares with that model, so give notebook 03's value (the runner does) or re-run "
+                             f"notebook 03 with this one", key=f.name)
 
 
 def protocol_splits(stage3: dict, protocols: list[str]) -> dict:

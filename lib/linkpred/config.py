@@ -1,11 +1,12 @@
 """Stage 3's settings: notebook 03's and 03b's parameters (`GatParams`, `BeyondParams`; see lib.common.config), the
 training settings one model is trained with (`TrainConfig`), and the models they build.
 
-A setting keeps its notebook name wherever it travels: `GatParams.model_config`, `.train_config` and
-`.protocol_settings` copy every field of the target that the notebook declares under the same name (`settings_from`),
-and notebook 03's GatModel settings are declared once (lib.linkpred.model.GatModelParams, which GatParams and
-ModelConfig inherit): a GatModel setting is one field there, and every caller that builds its settings from
-`GatParams` (notebook 03, the node-embedder study, the runner, the benchmarks) gets it."""
+A setting keeps its notebook name wherever it travels: `model_config`, `train_config` and `GatParams.protocol_settings`
+copy every field of the target that the notebook declares under the same name (`settings_from`). The GatModel and its
+training are one typed object, `GatTrainingParams` (lib.linkpred.model.GatModelParams, which ModelConfig inherits too,
+and the training fields): every notebook that trains a GatModel (03, 03b, 05, 05b) inherits it, so a GatModel setting
+added there is a parameter of each of them that the runner hands a `-p` value or a profile's to. A notebook that trains
+its GatModels otherwise names what it sets itself, and why, in its `GAT_OVERRIDES`."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -144,15 +145,61 @@ def stored_settings(config: dict, where: str) -> tuple[ModelConfig, TrainConfig]
                          f"folder to train it again") from None
 
 
+# ---------------------------------------------------------------- the GatModel and its training, one typed object
+
+
+@dataclass(frozen=True)
+class GatTrainingParams(GatModelParams):
+    """The GatModel (GatModelParams) and how it is trained: the fields every notebook that trains a GatModel (03, 03b,
+    05, 05b) inherits under these names, so a value given with `-p` or in a profile reaches each of them."""
+
+    GAT_OVERRIDES: ClassVar[dict[str, str]] = {}
+    """Notebook 03's settings (GatParams fields) that this notebook trains its GatModels with otherwise: name -> what it
+    uses instead and why. Every field of GatTrainingParams not named here reaches its GatModels as given."""
+
+    gat_epochs: int = param(2, "GatModel training epochs, seed §5.4.1", ge=1)
+    gat_lr: float = param(0.001, "GatModel learning rate, seed §5.4.1 (AdamW)", gt=0)
+    neg_rate: float = param(0.3, "R_neg: negatives per positive edge, seed §5.4.1", gt=0)
+    r_cos: float = param(0.1, "A-AUC node sampling rate, seed §5.4.1", gt=0, le=1)
+    t_cos: float = param(0.7, "A-AUC cosine threshold, seed §5.4.1", ge=-1, le=1)
+    disjoint_ratio: float = param(0.3, "disjoint supervision: share of a training graph's edges scored, not passed, "
+                                       "per step", gt=0, lt=1)
+    select_metric: str = param("auc", 'validation metric (uniform negatives) that picks the epoch: "auc" or "mrr"',
+                               choices=SELECT_METRICS)
+    log_every: int = param(1, "training curves: A-AUC and the eval-mode pass on every N-th step of an epoch (1: every "
+                              "step, as the seed's figures; at 20,000 nodes they cost more than the step)", ge=1)
+    log_aauc_nodes: int = param(0, "training curves: A-AUC samples at most this many nodes (0: round(r_cos · N), the "
+                                   "seed's)", ge=0)
+
+    def gat_training(self) -> "GatTrainingParams":
+        """This config's GatModel and training settings alone (a notebook config holds its other parameters too)."""
+        return GatTrainingParams(**{f.name: getattr(self, f.name) for f in fields(GatTrainingParams)})
+
+    def model_config(self, in_channels: int) -> ModelConfig:
+        """The GatModel (and baselines') settings for node features of width `in_channels`."""
+        return settings_from(ModelConfig, self.gat_training(), in_channels=in_channels)
+
+    def train_config(self, seed: int) -> TrainConfig:
+        """The TrainConfig of a GatModel trained with these settings: gat_epochs epochs at gat_lr."""
+        return settings_from(TrainConfig, self.gat_training(), epochs=self.gat_epochs, lr=self.gat_lr, seed=seed)
+
+    @classmethod
+    def of_settings(cls, model_cfg: ModelConfig, train: TrainConfig) -> "GatTrainingParams":
+        """The GatModel and training settings a (ModelConfig, TrainConfig) pair was built with (model_config and
+        train_config the other way round; defaults for a field neither holds)."""
+        values = {**asdict(model_cfg), **asdict(train), "gat_epochs": train.epochs, "gat_lr": train.lr}
+        return GatTrainingParams(**{f.name: values[f.name] for f in fields(GatTrainingParams) if f.name in values})
+
+
 # ---------------------------------------------------------------- notebooks 03 and 03b: their parameters
 
 PROTOCOLS_WHY = "evaluation protocols (lib.linkpred.protocols)"
 
 
 @dataclass(frozen=True)
-class GatParams(GatModelParams, DeviceStageParams):
-    """Notebook 03's parameters: the seed's GatModel (its settings: GatModelParams), its baselines and the heuristics
-    under every protocol."""
+class GatParams(GatTrainingParams, DeviceStageParams):
+    """Notebook 03's parameters: the seed's GatModel (it and its training: GatTrainingParams), its baselines and the
+    heuristics under every protocol."""
 
     NOTEBOOK: ClassVar[str] = "03_train_gat.ipynb"
 
@@ -169,15 +216,6 @@ class GatParams(GatModelParams, DeviceStageParams):
                                                              '"disjoint": held-out ones', choices=SUPERVISIONS)
     new_node_fraction: float = param(0.1, "new_nodes: share of the test graphs' titles kept out of every training "
                                           "graph", gt=0, lt=1)
-    disjoint_ratio: float = param(0.3, "disjoint supervision: share of a training graph's edges scored, not passed, "
-                                       "per step", gt=0, lt=1)
-    select_metric: str = param("auc", 'validation metric (uniform negatives) that picks the epoch: "auc" or "mrr"',
-                               choices=SELECT_METRICS)
-    gat_epochs: int = param(2, "seed §5.4.1", ge=1)
-    gat_lr: float = param(0.001, "seed §5.4.1 (AdamW)", gt=0)
-    neg_rate: float = param(0.3, "R_neg: negatives per positive edge, seed §5.4.1", gt=0)
-    r_cos: float = param(0.1, "A-AUC node sampling rate, seed §5.4.1", gt=0, le=1)
-    t_cos: float = param(0.7, "A-AUC cosine threshold, seed §5.4.1", ge=-1, le=1)
     holdout_fraction: float = param(0.1, "held-out protocols: share of each test/validation graph's edges held out",
                                     gt=0, lt=1)
     negatives_per_positive: int = param(20, "K, negatives of each positive's own of the per-positive sets (heart, "
@@ -186,10 +224,6 @@ class GatParams(GatModelParams, DeviceStageParams):
                                      "reported on its own (lib.linkpred.negative_sets; uniform is required)",
                                      choices=NEGATIVE_SETS)
     baseline_epochs: int = param(2, "epochs for the MLP and plain-GAT baselines (same loop as GatModel)", ge=1)
-    log_every: int = param(1, "training curves: A-AUC and the eval-mode pass on every N-th step of an epoch (1: every "
-                              "step, as the seed's figures; at 20,000 nodes they cost more than the step)", ge=1)
-    log_aauc_nodes: int = param(0, "training curves: A-AUC samples at most this many nodes (0: round(r_cos · N), the "
-                                   "seed's)", ge=0)
 
     def check(self) -> None:
         for key in ("protocols", "train_supervision"):
@@ -208,20 +242,28 @@ class GatParams(GatModelParams, DeviceStageParams):
         epochs = self.gat_epochs if kind == "gat_model" else self.baseline_epochs
         return settings_from(TrainConfig, self, epochs=epochs, lr=self.gat_lr, supervision=supervision, seed=seed)
 
-    def model_config(self, in_channels: int) -> ModelConfig:
-        """The GatModel (and baselines') settings for node features of width `in_channels`."""
-        return settings_from(ModelConfig, self, in_channels=in_channels)
-
     def protocol_settings(self) -> ProtocolSettings:
         """What notebook 03's protocols are built with (lib.linkpred.protocols.make_protocol)."""
         return settings_from(ProtocolSettings, self)
 
 
 @dataclass(frozen=True)
-class BeyondParams(DeviceStageParams):
-    """Notebook 03b's parameters: decoders beyond the seed's dot product, on notebook 03's splits and test pairs."""
+class BeyondParams(GatTrainingParams, DeviceStageParams):
+    """Notebook 03b's parameters: decoders beyond the seed's dot product, on notebook 03's splits and test pairs, with
+    notebook 03's GatModel and training (GatTrainingParams, checked against notebook 03's checkpoint) but for
+    GAT_OVERRIDES."""
 
     NOTEBOOK: ClassVar[str] = "03b_beyond_seed.ipynb"
+    GAT_OVERRIDES: ClassVar[dict[str, str]] = {
+        "gat_epochs": "beyond_epochs, with early stopping on validation (beyond_patience): decoders learn at their "
+                      "own pace",
+        "gat_lr": "sweep_lr, chosen on validation per variant",
+        "gat_dropout": "sweep_dropout, chosen on validation per variant",
+        "gat_levels": "sweep_levels, chosen on validation per variant",
+        "neg_rate": "beyond_neg_rate: training negatives of both kinds well represented",
+        "select_metric": "beyond_select_metric: the metric the decoders are compared by",
+        "train_supervision": "beyond_supervision: one supervision for every variant",
+    }
 
     precision: str = param("fp32", "compute precision: fp32, bf16, fp16 or auto (bf16 where the CPU/GPU has it "
                                    "natively)", choices=PRECISIONS)

@@ -30,15 +30,16 @@ from lib.linkpred.heuristics import STACK, check_heuristics
 
 @dataclass(frozen=True)
 class GatModelParams(StageParams):
-    """GatModel's settings that notebook 03 exposes, declared once: GatParams (the notebook's parameters) and
-    ModelConfig (what the model reads) both inherit them, so a setting added here is a notebook parameter of the same
-    name that reaches every model built from GatParams. Defaults are the seed's §4.2 values."""
+    """GatModel's settings, declared once: ModelConfig (what the model reads) and GatTrainingParams (the GatModel and
+    its training, lib.linkpred.config, which every notebook training a GatModel inherits: 03, 03b, 05, 05b) both
+    inherit them, so a setting added here is a parameter of the same name of each of those notebooks that reaches
+    their models. Defaults are the seed's §4.2 values."""
 
-    gat_hidden: int = param(128, "H, seed §4.2", ge=1)
-    gat_out: int = param(64, "F_out, seed §4.2", ge=1)
-    gat_levels: int = param(4, "L, seed §4.2", ge=1)
-    gat_heads: int = param(2, "K (averaged), seed §4.2", ge=1)
-    gat_dropout: float = param(0.75, "p, seed §4.2", ge=0, lt=1)
+    gat_hidden: int = param(128, "GatModel width H, seed §4.2", ge=1)
+    gat_out: int = param(64, "GatModel output width F_out, seed §4.2", ge=1)
+    gat_levels: int = param(4, "GatModel levels L, seed §4.2", ge=1)
+    gat_heads: int = param(2, "GatModel attention heads K (averaged), seed §4.2", ge=1)
+    gat_dropout: float = param(0.75, "GatModel dropout p, seed §4.2", ge=0, lt=1)
     gat_impl: str = param("fused", '"fused" (faster, same weights and outputs) or "pyg" (GATConv per level)',
                           choices=("fused", "pyg"))
     baseline_dropout: float = param(0.5, "dropout of the two trained baselines", ge=0, lt=1)

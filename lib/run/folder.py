@@ -13,6 +13,7 @@ from pathlib import Path
 import nbformat
 import psutil
 
+from lib.common import published
 from lib.common.compute import THREAD_VARS, default_threads
 from lib.common.paths import RecoveryWarning, atomic_write_text, os_error_line
 from lib.common.runinfo import read_json, read_record, refuse_other_settings
@@ -216,8 +217,9 @@ def read_run_record(path: Path, move: bool = False) -> tuple[dict, str | None]:
 
 def comparable_params(params: dict, defaults: dict | None = None) -> dict:
     """What a run computes from: its parameters with the notebooks' `defaults` beneath (so a profile that stops
-    restating a default still names the same run), without run_dir, the files list and execution-only keys."""
-    out = {**(defaults or {}), **params}
+    restating a default still names the same run; older names as lib.common.published.run_params reads them), without
+    run_dir, the files list and execution-only keys."""
+    out = {**(defaults or {}), **published.run_params(params)}
     return {k: v for k, v in out.items() if k not in ("run_dir", "_files", *EXECUTION_KEYS)}
 
 

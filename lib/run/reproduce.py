@@ -69,7 +69,7 @@ def recorded_command(run_dir: Path, prefix: str = "whole") -> tuple[list[str], d
     if not record.is_file():
         raise ReproduceError(f"{shown(run_dir)} has no params.json; name a published run folder (one of "
                              f"{', '.join(sorted(p.parent.name for p in REFERENCE_RUNS.glob('*/params.json')))})")
-    params = dict(load_json(record)["params"])
+    params = published.run_params(load_json(record)["params"])
     files = [f for f in params.pop("_files", []) or [] if Path(f).is_file()]
     params.pop("run_dir", None)
     declared = all_defaults(numbered_notebooks())

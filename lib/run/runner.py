@@ -186,7 +186,7 @@ def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks
         raise ValueError(f"--rerun: {run_dir} never ran {missing}; re-run only notebooks it ran: {made}")
     merged, per_nb = plan_run(files, overrides, notebooks, all_notebooks)
     merged["run_dir"] = _run_dir_param(run_dir)
-    old = load_json(run_dir / "params.json")["params"]
+    old = published.run_params(load_json(run_dir / "params.json")["params"])
     nb_dir = (all_notebooks or notebooks)[0].parent
     others = [nb_dir / n for n in made if n not in {nb.name for nb in notebooks}]
     default = all_defaults([nb for nb in others if nb.is_file()])
