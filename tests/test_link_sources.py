@@ -1,5 +1,6 @@
 """Notebook 05b's link sources are one registry: the built-in ones and a source of your own (a link list, a finished
-notebook-01 run folder) named by one parameter value, their titles held out and reported as the built-in ones'."""
+notebook-01 run folder) named by one parameter value, their titles held out and reported as the built-in ones'; and
+the docs' lists of every registry are generated from it."""
 from __future__ import annotations
 
 import json
@@ -17,6 +18,7 @@ from lib.embedders import data as D
 from lib.embedders import sources as L
 from lib.embedders import stage as S
 from lib.embedders.config import EmbeddersParams
+from lib.run import registry_lists
 
 TOPICS = dict(val_topics=["Biology and health sciences"], test_topics=["Geography", "Physical sciences"])
 
@@ -163,3 +165,26 @@ def test_rows_of_your_own_source_are_keyed_by_its_graphs_and_the_built_in_ones_a
                       digest)]
     files[0].write_text(files[0].read_text() + "\n")  # a run crawled again: its rows are scored again
     assert L.graphs_digest(files) != digest
+
+
+# ------------------------------------------------------------------------------------------ generated docs lists
+@pytest.mark.parametrize("key", list(registry_lists.REGISTRIES))
+def test_every_registry_list_in_the_docs_is_the_one_its_registry_generates(key):
+    begin, end = registry_lists.markers(key)
+    texts = [p.read_text(encoding="utf-8") for p in registry_lists.pages()]
+    blocks = [t[t.index(begin):t.index(end) + len(end)] for t in texts if begin in t]
+    assert blocks, f"no page lists the {registry_lists.REGISTRIES[key].what}s; add the markers {begin} {end}"
+    for block in blocks:
+        assert block == registry_lists.render(key), "run python -m lib.run.report"
+    names = re.findall(r"^- `([^`]+)`", blocks[0], flags=re.M)
+    assert names == list(registry_lists.REGISTRIES[key])
+
+
+def test_a_list_that_differs_from_its_registry_is_rewritten_and_fails_the_check():
+    begin, end = registry_lists.markers("negative-sets")
+    stale = f"# x\n{begin}\n- `uniform`: uniform\n- `dist2`: distance 2\n{end}\ntail\n"
+    fresh = registry_lists.with_lists(stale)
+    assert fresh != stale and fresh.endswith("tail\n") and "- `popular`: degree-biased" in fresh
+    assert registry_lists.with_lists(fresh) == fresh
+    rounded = registry_lists.render("encoder-kinds")
+    assert "- `rounded`: a rounded copy is" in rounded  # the kind the hand-written list lacked
