@@ -81,6 +81,8 @@ def test_the_link_sources_are_one_registry_of_the_built_in_ones_and_your_own():
     (lambda t: (finished_run(t) / "status.json").write_text(json.dumps(
         {"notebooks": {L.CRAWL_NOTEBOOK: {"status": "failed"}}})), "run:{tmp}/mine_run", "is not a finished "
      "notebook-01 run"),
+    (lambda t: (finished_run(t) / "crawl" / "manifest.json").write_text("{"), "run:{tmp}/mine_run",
+     "embedder_sources has 'run:{tmp}/mine_run': {tmp}/mine_run/crawl/manifest.json is not valid JSON"),
     (None, "nowhere", "embedder_sources has 'nowhere': kind 'nowhere' is unknown; use one of ['wikispeedia', "
      "'vital_heldout', 'links', 'run'] (links:<path> and run:<path> name your own)"),
     (None, "links", "embedder_sources has 'links' without a path; a link list of your own is `links:<path"),

@@ -178,8 +178,11 @@ def finished_run_graphs(folder: Path) -> list[Path]:
     when it is not a finished notebook-01 run (no crawl manifest with a graph, or notebook 01 not finished there)."""
     if not folder.is_dir():
         raise ParamError(f"no run folder at {folder}; pass a run folder notebook 01 finished (outputs/<run name>)")
-    status = read_json(folder / "status.json").get("notebooks", {}).get(CRAWL_NOTEBOOK, {}).get("status", "ok")
-    files = ok_graph_files(folder / "crawl") if (folder / "crawl" / "manifest.json").is_file() else []
+    try:
+        status = read_json(folder / "status.json").get("notebooks", {}).get(CRAWL_NOTEBOOK, {}).get("status", "ok")
+        files = ok_graph_files(folder / "crawl") if (folder / "crawl" / "manifest.json").is_file() else []
+    except ValueError as e:  # a record cut short or edited: its own line names the file and the fix
+        raise ParamError(str(e)) from None
     if status != "ok" or "crawl" not in read_json(folder / "metrics.json") or not all(f.is_file() for f in files) \
             or not files:
         raise ParamError(f"{folder} is not a finished notebook-01 run (it needs crawl/manifest.json, its graph files "
