@@ -14,7 +14,7 @@ CONFIGS = stage_params()
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_the_notebook_parameters_cell_is_the_one_its_config_generates(name):
-    """`python -m lib.common.config --write` regenerates the cell; an edit on either side alone fails here."""
+    """`python -m lib.common.config` regenerates the cell; an edit on either side alone fails here."""
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
     assert cell.source == CONFIGS[name].parameters_cell()

@@ -3,7 +3,7 @@
 Each stage package holds one (`lib/<stage>/config.py`): field names are the notebook and YAML names, defaults are the
 CPU demo, every field carries one short "why", and types, bounds and choices are checked in one place
 (`StageParams.__post_init__`, then the class's own `check` for rules across fields). The notebook's `parameters` cell
-is generated from it (`python -m lib.common.config --write`; a test keeps the two equal), the runner builds every
+is generated from it (`python -m lib.common.config`; `--check` and a test keep the two equal), the runner builds every
 planned notebook's config before it touches a run folder, and the stage's drivers take the config object.
 
 Why dataclasses and not pydantic: the checks are a type, a bound or a choice list per field and a few rules across

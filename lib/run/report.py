@@ -1,5 +1,7 @@
 """Generated documentation: the README's findings and timings, docs/results.md (every results table, from the committed
-reference runs in outputs/reference/<run>/) and docs/parameters.md (from the typed stage configs and params/*.yaml).
+reference runs in outputs/reference/<run>/), docs/parameters.md (from the typed stage configs and params/*.yaml) and
+the lists of negative sets, heuristics, decoders, encoder kinds and link sources (from their registries,
+lib.run.registry_lists).
 
     python -m lib.run.report                  # rewrite every generated block and page, and the size figure
     python -m lib.run.report --publish seed40 # copy outputs/seed40's small result files to outputs/reference/seed40/ first
@@ -28,7 +30,7 @@ from lib.linkpred.beyond import gap_table
 from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS, REGISTRY
 from lib.linkpred.names import PROTOCOLS
 from lib.metrics.link import SEED_REPORTED
-from lib.run import parameters_page
+from lib.run import parameters_page, registry_lists
 from lib.run.embedder_findings import NODE_EMBEDDERS, embedders_run, embedders_table
 from lib.run.facts import FRONTIER, REFERENCE_RUNS, n_train
 from lib.run.findings import fact_table, page_lines, readme_lines
@@ -374,6 +376,9 @@ def main(argv=None) -> int:
                          TBEGIN, TEND),
            results: _with(old[results], render(runs), BEGIN, END),
            params: parameters_page.current()}
+    for page in registry_lists.pages():
+        old.setdefault(page, page.read_text(encoding="utf-8"))
+        new[page] = registry_lists.with_lists(new.get(page, old[page]))
     stale = [name for name in runs if (REFERENCE_RUNS / name / "README.md").is_file() and with_run_tables(
         (REFERENCE_RUNS / name / "README.md").read_text(encoding="utf-8"), run_tables(name, runs[name]))
         != (REFERENCE_RUNS / name / "README.md").read_text(encoding="utf-8")]

@@ -23,7 +23,10 @@ from lib.linkpred.negatives import node_features
 
 _ENTRIES = [importlib.import_module(f"{package.__name__}.{m.name}").SET for m in pkgutil.iter_modules(package.__path__)
             if m.name not in ("base", "registry")]
-REGISTRY: Registry[NegativeSet] = Registry("negative set", "a module of lib.linkpred.negative_sets")
+REGISTRY: Registry[NegativeSet] = Registry(
+    "negative set", "a module of lib.linkpred.negative_sets",
+    about=lambda s: (f"{s.label}: " if s.label != s.name else "") + s.summary
+    + ("" if s.default else " (drawn only where `negative_sets` names it)"))
 for _entry in sorted(_ENTRIES, key=lambda s: (s.order, s.name)):
     REGISTRY.add(_entry)
 NEGATIVE_SETS = tuple(REGISTRY)
