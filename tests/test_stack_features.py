@@ -55,7 +55,8 @@ def test_a_stack_feature_must_be_a_registered_heuristic_said_in_one_line(build):
 def test_a_registered_heuristic_joins_the_stack_bar_and_an_ncn_stack_decoder_with_no_code_edit(degree_sum, tmp_path):
     features = [*STACK, degree_sum]
     params = BeyondParams(stack_features=features, beyond_epochs=1, beyond_patience=0, beyond_select_metric="auc",
-                          decoder_hidden=8, n_seeds=1, beyond_dist2_share=0.25)
+                          decoder_hidden=8, n_seeds=1, beyond_dist2_share=0.25,
+                          **{k: getattr(SMALL, k) for k in ("gat_hidden", "gat_out", "gat_heads")})  # notebook 03's
     model_cfg, cfgs = beyond_stage.configs(checkpoint_config("gat_model", SMALL, TrainConfig(), "d"), params)
     assert model_cfg.stack_features == features and cfgs[0].negative_mix == {"dist2": 0.25}
     sp = _split()
