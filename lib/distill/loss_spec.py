@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lib.common.errors import WikigatError
 
-class DistillError(ValueError):
+
+class DistillError(WikigatError, ValueError):
     """Bad input to stage 5 (models, tokenizers, corpus, relation heads, losses); the message names the input and the fix."""
 
 

@@ -16,6 +16,7 @@ import torch
 from lib.common.config import DeviceStageParams, param
 from lib.common.compute import PRECISIONS, check_precision
 from lib.common.device import get_device, resolve_precision
+from lib.common.errors import WikigatError
 from lib.common.params import ParamError
 from lib.linkpred.decoders import VARIANTS
 from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS, NEGATIVE_SETS, SELECT_METRICS
@@ -26,7 +27,7 @@ from lib.linkpred.protocols import ProtocolSettings
 SUPERVISIONS = ("mp", "disjoint")
 
 
-class TrainingDiverged(RuntimeError):
+class TrainingDiverged(WikigatError, RuntimeError):
     """The loss became NaN/inf; the last good checkpoint is kept."""
 
 

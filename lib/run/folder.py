@@ -14,6 +14,7 @@ import nbformat
 import psutil
 
 from lib.common.compute import THREAD_VARS, default_threads
+from lib.common.errors import WikigatError
 from lib.common.paths import RecoveryWarning, atomic_write_text, os_error_line
 from lib.common.runinfo import read_json, read_record, refuse_other_settings
 
@@ -189,7 +190,7 @@ def execute(nb: Path, out: Path, params: dict) -> dict:
             **(error or {})}
 
 
-class RunFolderError(RuntimeError):
+class RunFolderError(WikigatError, RuntimeError):
     """A run folder that this run may not write: another process holds it, or it was made with other parameters."""
 
 
