@@ -37,7 +37,8 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from lib.common.registry import Registry
-from lib.linkpred.sampling import derive_seed, sample_negatives, split_edges, training_exclusions
+from lib.common.seeding import derive_seed
+from lib.linkpred.sampling import sample_negatives, split_edges, training_exclusions
 
 class _LRU:
     """A small least-recently-used dict (functools.lru_cache cannot key on tensors)."""

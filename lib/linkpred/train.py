@@ -27,6 +27,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from lib.common.device import get_device, resolve_precision
+from lib.common.seeding import derive_seed
 from lib.common.training import TrainingLoop, build_optimizer
 from lib.linkpred.checkpoint import resumable_config, epoch_checkpoints, epoch_file_readable, save_checkpoint
 from lib.linkpred.config import TrainConfig, TrainingDiverged, build_model, settings_from
@@ -39,7 +40,6 @@ from lib.linkpred.protocols import EvalTask, ProtocolSettings, graph_task
 from lib.linkpred.negative_sets.registry import held_sets
 from lib.linkpred.sampling import (
     TitlePairs,
-    derive_seed,
     dist2_negatives,
     sample_negatives,
     split_edges,

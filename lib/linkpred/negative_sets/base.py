@@ -9,8 +9,9 @@ import numpy as np
 from torch import Tensor
 from torch_geometric.data import Data
 
+from lib.common.seeding import derive_seed
 from lib.linkpred.heuristics import adjacency
-from lib.linkpred.sampling import TitlePairs, derive_seed
+from lib.linkpred.sampling import TitlePairs
 
 SHARED, OWN = "shared", "own"  # how a set's negatives are ranked against the positives (NegativeSet.ranking)
 

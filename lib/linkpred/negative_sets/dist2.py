@@ -1,8 +1,9 @@
 """"dist2": one negative per positive at distance exactly 2 from its endpoint, ranked against every positive."""
 from __future__ import annotations
 
+from lib.common.seeding import derive_seed
 from lib.linkpred.negative_sets.base import Draw, NegativeContext, NegativeSet
-from lib.linkpred.sampling import derive_seed, dist2_negatives
+from lib.linkpred.sampling import dist2_negatives
 
 
 def distance2_negatives(ctx: NegativeContext) -> Draw:
