@@ -4,15 +4,21 @@ timing estimator."""
 from __future__ import annotations
 
 import ast
+import re
+import time
 
 import networkx as nx
 import pytest
 import torch
 
 from lib.common.errors import WikigatError
+from lib.common.params import ParamError
 from lib.common.paths import ROOT
 from lib.common.seeding import derive_seed
+from lib.common.timing import median_seconds, median_seconds_each
+from lib.distill import eval as distill_eval
 from lib.kd.config import KdError
+from lib.kd.stage import speed as kd_speed
 from lib.kd.train import kd_loss
 from tests.test_house import import_graph, modules
 
@@ -95,3 +101,54 @@ def test_seeds_derive_in_lib_common_as_before():
     defined = [n for n, p in modules().items() for f in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
                if isinstance(f, ast.FunctionDef) and f.name == "derive_seed"]
     assert defined == ["lib.common.seeding"]
+
+
+# ------------------------------------------------------------------------------------------------- timing
+SPEED = re.compile(r"speed|per_s(econd)?\b|seconds_per|time_inference")
+
+
+class FakeClock:
+    """time.perf_counter that only moves when a timed call says how long it took."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def takes(self, seconds: float):
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FakeClock:
+    c = FakeClock()
+    monkeypatch.setattr(time, "perf_counter", c)
+    return c
+
+
+def test_the_estimator_is_the_median_of_timed_calls_after_an_untimed_warm_up(clock):
+    took = iter([100.0, 1.0, 5.0, 2.0])  # the first call is the warm-up: not timed
+    assert median_seconds(lambda: clock.takes(next(took)), repeats=3) == 2.0
+    order = []
+    got = median_seconds_each({"a": lambda: (order.append("a"), clock.takes(1)), "b": lambda: (order.append("b"),
+                               clock.takes(4))}, repeats=2, warm_ups={"a": lambda: order.append("warm a")})
+    assert got == {"a": 1.0, "b": 4.0}
+    assert order == ["warm a", "b", "a", "b", "a", "b"]  # b warms up with its own call; rounds alternate
+    with pytest.raises(ParamError, match="repeats=0 must be >= 1"):
+        median_seconds(lambda: None, repeats=0)
+
+
+def test_stage_speed_tables_time_with_the_one_estimator(clock, monkeypatch):
+    texts = [f"t{i}" for i in range(100)]
+    took = iter([0.0, 1.0, 5.0, 2.0])
+    assert kd_speed(lambda x: clock.takes(next(took)), texts, repeats=3) == 100 / 2.0  # median, not best of
+
+    took = iter([0.0, 1.0, 5.0, 2.0])
+    monkeypatch.setattr(distill_eval, "encode", lambda *a, **k: clock.takes(next(took)))
+    assert distill_eval.time_inference(None, texts, 16, repeats=3) == 2.0 * 1000 / 100
+
+    estimators = [f"{n}.{f.name}" for n, p in modules().items() if n != "lib.common.timing"
+                  for f in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+                  if isinstance(f, ast.FunctionDef) and SPEED.search(f.name) and "perf_counter" in ast.unparse(f)]
+    assert not estimators, f"speed measured outside lib.common.timing: {estimators}"

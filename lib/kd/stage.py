@@ -26,6 +26,7 @@ from lib.common.hashing import config_digest, text_key
 from lib.common.paths import atomic_write_bytes, atomic_write_text, move_aside, read_rows
 from lib.common.runinfo import load_json, refuse_other_settings, unreadable_reason
 from lib.common.tensorfiles import read_checkpoint
+from lib.common.timing import REPEATS, median_seconds
 from lib.distill.data import load_vital_articles, split_ids, split_sentences
 from lib.distill.eval import encode, linear_probe
 from lib.distill.models import Encoder, encoder_identity
@@ -180,17 +181,10 @@ def _accuracy(logits: np.ndarray, labels) -> float:
     return float((logits.argmax(1) == np.asarray(labels)).mean())
 
 
-def speed(fn, texts: list[str], repeats: int = 2) -> float:
-    """Sentences per second of `fn(texts)`, best of `repeats` (after one warm-up call on a few texts)."""
-    fn(texts[:8])
-    best = min(_timed(fn, texts) for _ in range(repeats))
-    return len(texts) / best
-
-
-def _timed(fn, texts) -> float:
-    t = time.perf_counter()
-    fn(texts)
-    return time.perf_counter() - t
+def speed(fn, texts: list[str], repeats: int = REPEATS) -> float:
+    """Sentences per second of `fn(texts)`: lib.common.timing's median of `repeats` calls after a warm-up call on a
+    few texts."""
+    return len(texts) / median_seconds(lambda: fn(texts), repeats, warm_up=lambda: fn(texts[:8]))
 
 
 NOT_IN_ROWS = ("run_dir", "device", "threads", "kd_seeds", "kd_tasks", "kd_students", "kd_controls", "minilm_dir",
