@@ -1,6 +1,6 @@
-"""How lib is layered: packages import one another without a cycle (a stage's package uses the ones below it, never
-one above), and what every stage shares lives in lib/common: the project's error type, seed derivation and the one
-timing estimator."""
+"""How lib is layered: packages import one another without a cycle (a package uses the ones it builds on, never one
+that builds on it), and what every stage shares lives in lib/common: the project's error type, seed derivation and
+the one timing estimator."""
 from __future__ import annotations
 
 import ast
@@ -81,7 +81,8 @@ def error_classes() -> dict[str, list[str]]:
 def test_every_error_lib_raises_is_a_wikigat_error():
     found = error_classes()
     assert {"DistillError", "EmbedError", "ParamError", "KdError", "WikigatError"} <= set(found)
-    outside = sorted(n for n, up in found.items() if n != "WikigatError" and n not in SIGNALS and "WikigatError" not in up)
+    outside = sorted(n for n, up in found.items()
+                     if n != "WikigatError" and n not in SIGNALS and "WikigatError" not in up)
     assert not outside, f"errors that do not derive from lib.common.errors.WikigatError: {outside}"
 
 

@@ -146,7 +146,8 @@ def paper_table(results: pd.DataFrame, metrics=("polarity_test", "topic_test", "
 
 
 def speed_table(teacher: Encoder, assistant: Encoder, texts: list[str], max_seq_len: int, batch_size: int = 32,
-                shapes=((12, 768), (6, 768), (12, 384), (6, 384), (4, 384), (3, 384)), repeats: int = REPEATS) -> pd.DataFrame:
+                shapes=((12, 768), (6, 768), (12, 384), (6, 384), (4, 384), (3, 384)),
+                repeats: int = REPEATS) -> pd.DataFrame:
     """Table 4 on this CPU: layers, hidden, parameters, seconds per 1,000 sentences and speed-up vs the teacher.
 
     The 12x768 row is the real mpnet teacher; the other shapes are BERT students (random weights: speed does not depend

@@ -1,5 +1,6 @@
 """Stage 3's results tables as notebooks 03 and 03b show them: one column per protocol and negative set (in the
-registry's order), optionally split by common-neighbour stratum, each cell lib.metrics.link's 'mean ± std' over seeds."""
+registry's order), optionally split by common-neighbour stratum; each cell is lib.metrics.link's 'mean ± std' over
+seeds."""
 from __future__ import annotations
 
 import pandas as pd
