@@ -35,9 +35,8 @@ def _json(path: Path) -> dict:
 
 def stage3(run: Path, fig: Path) -> list[str]:
     from lib.linkpred.heuristics import HEURISTICS
-    from lib.linkpred.plots import plot_auc_vs_aauc
+    from lib.linkpred.plots import plot_auc_vs_aauc, protocol_bars
     from lib.linkpred.negative_sets.registry import NEGATIVE_SETS
-    from lib.viz.figures import protocol_bars
 
     if not (run / "train_gat_rows.csv").is_file():
         return []
@@ -61,7 +60,7 @@ def stage3(run: Path, fig: Path) -> list[str]:
 
 def stage3b(run: Path, fig: Path) -> list[str]:
     from lib.linkpred.beyond import STACKS
-    from lib.viz.figures import beyond_bars
+    from lib.linkpred.plots import beyond_bars
 
     if not (run / "beyond_rows.csv").is_file():
         return []

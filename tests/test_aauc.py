@@ -6,6 +6,7 @@ import torch
 
 from lib.aauc import plots as aauc_plots
 from lib.aauc import stage as A
+from lib.common.seeding import derive_seed
 from lib.metrics.aauc import aauc, sample_nodes
 
 # Four nodes: 0 and 1 point the same way (cos 1), 2 is close to them (cos 0.8), 3 is orthogonal.
@@ -256,8 +257,6 @@ def test_topic_table_of_a_source_without_topics_is_empty_with_the_columns():
 def test_sensitivity_rows_are_the_metric_at_each_setting_and_the_figure_is_written(tmp_path):
     import pandas as pd
     from torch_geometric.data import Data
-
-    from lib.linkpred.sampling import derive_seed
 
     gen = torch.Generator().manual_seed(3)
     graphs = {g: Data(x=torch.randn(60, 8, generator=gen)) for g in ("a", "b")}

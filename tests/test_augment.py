@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lib.distill.losses import DistillError
 from lib.kd import augment as A
+from lib.kd.config import KdError
 
 TAGS = {"the": "DET", "a": "DET", "cat": "NOUN", "dog": "NOUN", "mat": "NOUN", "rug": "NOUN", "sat": "VERB",
         "ran": "VERB", "slept": "VERB", "on": "ADP", "under": "ADP", ".": "PUNCT"}
@@ -71,7 +71,7 @@ def test_augment_is_deterministic_per_seed_distinct_and_capped():
 
 
 def test_bad_rates_are_refused():
-    with pytest.raises(DistillError, match="p_mask \\+ p_pos <= 1"):
+    with pytest.raises(KdError, match="p_mask \\+ p_pos <= 1"):
         A.augment(CORPUS, p_mask=0.7, p_pos=0.5, tagger=fake_tagger)
 
 

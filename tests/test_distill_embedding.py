@@ -15,6 +15,7 @@ from lib.distill import embedding as E
 from lib.distill.eval import encode
 from lib.distill.losses import DistillError
 from lib.distill.models import Encoder, save_sentence_transformer
+from lib.embed.encoder import EmbedError
 
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "big", "red", "ball", "paris", "river"]
 TEXTS = ["the cat", "a dog", "big red ball", "paris", "the river", "a cat sat on the mat", "the dog ran far away",
@@ -67,11 +68,11 @@ def test_loss_values_by_hand_and_width_check():
     s, t = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])
     terms = E.embedding_loss(s, t, "cosine+mse")
     assert float(terms["L_cos"]) == pytest.approx(1.0) and float(terms["L_mse"]) == pytest.approx(1.0)
-    with pytest.raises(DistillError, match="projection"):
+    with pytest.raises(EmbedError, match="projection"):
         E.embedding_loss(torch.ones(2, 3), torch.ones(2, 4))
     with torch.no_grad():
         assert float(E.embedding_loss(torch.ones(2, 3), torch.ones(2, 4), proj=torch.nn.Linear(3, 4))["loss"]) >= 0
-    with pytest.raises(DistillError, match="loss='l1'"):
+    with pytest.raises(EmbedError, match="loss='l1'"):
         E.embedding_loss(s, t, "l1")
 
 

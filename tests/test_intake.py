@@ -11,7 +11,6 @@ import textwrap
 import time
 import unicodedata
 
-import numpy as np
 import pytest
 from mockwiki import MockWiki
 

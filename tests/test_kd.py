@@ -13,8 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lib.distill.losses import DistillError
 from lib.kd import train as K
+from lib.kd.config import KdError
 from tests.test_distill import make_tokenizer, tiny_encoder
 
 ZS = torch.tensor([[1.0, 0.0, -1.0], [0.5, 0.5, 0.0]])  # student logits [B=2, C=3]
@@ -64,7 +64,7 @@ def test_the_control_loss_is_hard_label_ce_only():
     labels = torch.tensor([0, K.NO_LABEL])
     got = K.kd_loss(ZS, ZT * 100, labels, soft="none", ce_weight=2.0)  # teacher logits ignored
     assert "L_soft" not in got and got["loss"].item() == pytest.approx(2 * F.cross_entropy(ZS[:1], labels[:1]).item())
-    with pytest.raises(DistillError, match="hard labels only"):
+    with pytest.raises(KdError, match="hard labels only"):
         K.kd_loss(ZS, ZT, labels, soft="none")
 
 
@@ -79,13 +79,13 @@ def test_gradients_flow_to_the_student_only():
 
 
 def test_bad_losses_are_refused():
-    with pytest.raises(DistillError, match="soft='ce'"):
+    with pytest.raises(KdError, match="soft='ce'"):
         K.kd_loss(ZS, ZT, soft="ce")
-    with pytest.raises(DistillError, match="temperature=0"):
+    with pytest.raises(KdError, match="temperature=0"):
         K.kl_logits(ZS, ZT, 0)
-    with pytest.raises(DistillError, match="needs labels"):
+    with pytest.raises(KdError, match="needs labels"):
         K.kd_loss(ZS, ZT, ce_weight=1.0)
-    with pytest.raises(DistillError, match="as many classes"):
+    with pytest.raises(KdError, match="as many classes"):
         K.kd_loss(ZS, ZT[:, :2])
 
 
@@ -104,7 +104,7 @@ def test_bilstm_student_thesis_size_and_teacher_embeddings(tmp_path):
     alone = s.tokenize(["the cat sat"], 16)
     assert torch.allclose(s.represent(alone["input_ids"], alone["attention_mask"])[0],
                           s.represent(b["input_ids"], b["attention_mask"])[0], atol=1e-6)
-    with pytest.raises(DistillError, match="wordpieces"):
+    with pytest.raises(KdError, match="wordpieces"):
         K.BiLSTMStudent(emb[:5], tok, 2)
 
 
@@ -175,7 +175,7 @@ def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
 def test_a_mismatched_transfer_set_is_refused(tmp_path):
     tok = make_tokenizer(tmp_path)
     s = _small("bilstm", tok, K.teacher_wordpiece_embeddings(tiny_encoder(tok, hidden=32)))
-    with pytest.raises(DistillError, match="transfer set disagrees"):
+    with pytest.raises(KdError, match="transfer set disagrees"):
         K.train_student(s, TOY, TOY_T[:3], None, K.KDConfig(epochs=1), progress=False)
-    with pytest.raises(DistillError, match="soft='x'"):
+    with pytest.raises(KdError, match="soft='x'"):
         K.train_student(s, TOY, TOY_T, None, K.KDConfig(soft="x"), progress=False)

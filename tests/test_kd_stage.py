@@ -8,11 +8,10 @@ import pytest
 import torch
 
 from lib.common.params import ParamError
-from lib.distill.losses import DistillError
 from lib.distill.train import FinetuneConfig, TaskTargets, predict_logits
 from lib.kd import stage as kd_stage
 from lib.kd import train as K
-from lib.kd.config import KdParams
+from lib.kd.config import KdError, KdParams
 from tests.test_distill import CORPUS, make_tokenizer, tiny_encoder
 
 TEXTS = CORPUS  # 8 sentences of the tiny vocabulary
@@ -46,7 +45,7 @@ def test_logit_cache_computes_each_text_once_and_survives_a_reload_and_damage(tm
     broken = kd_stage.LogitCache(path, 2)
     np.testing.assert_allclose(broken.logits(TEXTS[:5], enc, 16), z[:5], rtol=1e-6, atol=1e-6)
     assert broken.passes == 5
-    with pytest.raises(DistillError, match="3 classes|not 3"):
+    with pytest.raises(KdError, match="3 classes|not 3"):
         kd_stage.LogitCache(path, 3).logits(TEXTS[:1], enc, 16)
 
 
@@ -118,7 +117,7 @@ def test_probe_inputs_and_by_task_keep_each_tasks_order():
     reps = np.arange(8, dtype=np.float32).reshape(4, 2)
     got = kd_stage.by_task(reps, texts, tasks)
     np.testing.assert_array_equal(got["b"], reps[[2, 3]])
-    with pytest.raises(DistillError, match="probe_inputs"):
+    with pytest.raises(KdError, match="probe_inputs"):
         kd_stage.by_task(reps[:3], texts, tasks)
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lib.distill.losses import DistillError
 from lib.kd import probing
+from lib.kd.config import KdError
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,7 @@ def test_parse_task_drops_unlabelled_sentences_and_clips_depth(trees):
     assert dict(zip(s, y)) == {"cats": 3, "dog": 3, "she": 3, "man": 5}
     s, y = probing.parse_task(texts, "top_constituents", docs, top_classes=2)  # 1 most common sequence + OTHER
     assert sorted(y).count("OTHER") == 3
-    with pytest.raises(DistillError, match="not parse-based"):
+    with pytest.raises(KdError, match="not parse-based"):
         probing.parse_task(texts, "length", docs)
 
 
@@ -115,7 +115,7 @@ def test_probe_on_a_separable_toy_representation_is_near_perfect():
     assert r["test"] >= 0.99 and r["val"] >= 0.99 and r["n"] == 300 and 0.2 < r["majority"] < 0.5
     noise = probing.probe(rng.normal(size=(300, 8)), y, seed=0)
     assert noise["test"] < 0.6
-    with pytest.raises(DistillError, match="at least 2 classes"):
+    with pytest.raises(KdError, match="at least 2 classes"):
         probing.probe(x, np.zeros(300), seed=0)
     t = probing.probe_table({"signal": {"toy": x}, "noise": {"toy": rng.normal(size=(300, 8))}},
                       {"toy": ([""] * 300, list(y))})

@@ -9,19 +9,32 @@ import torch
 
 from lib.common import published
 from lib.common.params import ParamError
-from lib.linkpred import beyond as B
+from lib.common.seeding import derive_seed
 from lib.linkpred import beyond_stage
 from lib.linkpred.checkpoint import load_checkpoint, save_checkpoint
 from lib.linkpred.config import BeyondParams, TrainConfig, stored_settings
 from lib.linkpred.data import synthetic_graph
 from lib.linkpred.decoders import DECODERS
-from lib.linkpred.heuristics import REGISTRY, STACK, Heuristic, HeuristicStack, register, stack_features
+from lib.linkpred.heuristics import (
+    REGISTRY,
+    STACK,
+    Heuristic,
+    HeuristicStack,
+    register,
+    stack_features,
+)
 from lib.linkpred.model import GatModel, ModelConfig
 from lib.linkpred.negative_sets.base import NegativeSet
 from lib.linkpred.negative_sets.registry import REGISTRY as NEGATIVE_SETS
 from lib.linkpred.protocols import make_protocol
-from lib.linkpred.sampling import derive_seed, sample_negatives
-from lib.linkpred.train import Checkpointing, checkpoint_config, supervision_pairs, train_model, training_negatives
+from lib.linkpred.sampling import sample_negatives
+from lib.linkpred.train import (
+    Checkpointing,
+    checkpoint_config,
+    supervision_pairs,
+    train_model,
+    training_negatives,
+)
 
 SMALL = ModelConfig(in_channels=16, gat_hidden=8, gat_out=4, gat_levels=1, gat_heads=1, gat_dropout=0.1)
 PUBLISHED = ["cosine", "common_neighbours", "adamic_adar", "pref_attach"]  # what the published checkpoints read

@@ -58,7 +58,8 @@ def test_the_notebook_figures_are_drawn_and_written_by_lib(tmp_path):
     import numpy as np
     import pandas as pd
 
-    from lib.viz.figures import pca_topics, protocol_bars
+    from lib.linkpred.plots import protocol_bars
+    from lib.viz.figures import pca_topics
 
     rng = np.random.default_rng(0)
     titles = [f"t{i}" for i in range(40)]
@@ -82,7 +83,7 @@ def test_the_notebook_figures_are_drawn_and_written_by_lib(tmp_path):
 def test_the_03b_figure_shows_the_chosen_model_beside_the_bar_and_the_shortcut(tmp_path):
     import pandas as pd
 
-    from lib.viz.figures import beyond_bars
+    from lib.linkpred.plots import beyond_bars
 
     score = {"gat_a": 0.9, "gat_b": 0.8, "heuristic_stack": 0.85, "cosine": 0.7, "no_cn_shortcut": 0.4, "mlp": 0.6}
     rows = pd.DataFrame([{"seed": s, "protocol": p, "negatives": n, "model": m, "auc": a - s / 100, "mrr": a / 2,

@@ -8,8 +8,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from lib.aauc.stage import embed_graph, topic_table
+from lib.common.seeding import derive_seed
 from lib.crawl.bfs import bfs_branches
-from lib.linkpred.sampling import derive_seed
 from lib.metrics.aauc import aauc_by_group, aauc_inside_across
 from lib.viz.figures import saved
 

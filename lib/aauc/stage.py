@@ -15,13 +15,14 @@ from tqdm.auto import tqdm
 from lib.aauc.config import AaucParams
 from lib.common.params import require
 from lib.common.runinfo import load_json
+from lib.common.seeding import derive_seed
 from lib.linkpred.checkpoint import load_checkpoint
 from lib.linkpred.config import TrainConfig, build_model, settings_from, stored_settings
 from lib.linkpred.evaluate import evaluate_model
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.names import MODEL_KINDS
 from lib.linkpred.protocols import ProtocolSettings, make_protocol
-from lib.linkpred.sampling import TRAIN_SET, TitlePairs, derive_seed
+from lib.linkpred.sampling import TRAIN_SET, TitlePairs
 from lib.linkpred.train import init_model, train_model
 from lib.metrics.aauc import aauc, top_new_links
 from lib.viz.graph import focus_nodes, graph_to_html

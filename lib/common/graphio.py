@@ -19,11 +19,12 @@ from pathlib import Path
 
 import networkx as nx
 
+from lib.common.errors import WikigatError
 from lib.common.paths import atomic_write_bytes
 from lib.common.titles import TitleError, check_title
 
 
-class GraphFormatError(ValueError):
+class GraphFormatError(WikigatError, ValueError):
     pass
 
 

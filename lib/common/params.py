@@ -10,10 +10,11 @@ from pathlib import Path
 
 import yaml
 
+from lib.common.errors import WikigatError
 from lib.common.paths import NOTEBOOKS, PARAMS, resolve
 
 
-class ParamError(ValueError):
+class ParamError(WikigatError, ValueError):
     """An impossible parameter value or params file; `key` names the parameter when there is one."""
 
     def __init__(self, message: str, key: str | None = None):

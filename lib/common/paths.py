@@ -15,6 +15,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from lib.common.errors import WikigatError
+
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUTS = ROOT / "outputs"
 PARAMS = ROOT / "params"
@@ -71,7 +73,7 @@ def move_aside(path: Path, what: str, reason: str, consequence: str, copy: bool 
     return aside
 
 
-class WriteError(OSError):
+class WriteError(WikigatError, OSError):
     """A failed write whose message is one sentence naming the file and the fix (os_error_line)."""
 
     def __str__(self) -> str:

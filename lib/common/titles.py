@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from lib.common.errors import WikigatError
+
 MAX_TITLE_BYTES = 255
 """Wikipedia's limit on a title's length, in bytes of UTF-8."""
 
@@ -30,7 +32,7 @@ NAMES = {"\t": "a tab", "\n": "a newline", "\r": "a carriage return", "\u2028": 
          "\u2029": "a paragraph separator"}
 
 
-class TitleError(ValueError):
+class TitleError(WikigatError, ValueError):
     """A text that cannot be a page title; the message says why and the fix, the caller says where."""
 
 

@@ -7,6 +7,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from lib.common.errors import WikigatError
 from lib.common.titles import check_title
 
 OK, MISSING, DISAMBIGUATION = "ok", "missing", "disambiguation"
@@ -22,11 +23,11 @@ def clean_title(raw: str) -> str:
     return check_title(t.replace("_", " "))
 
 
-class CrawlError(RuntimeError):
+class CrawlError(WikigatError, RuntimeError):
     """A link source failed for good (e.g. host unreachable after the bounded retries)."""
 
 
-class SnapshotError(ValueError):
+class SnapshotError(WikigatError, ValueError):
     pass
 
 

@@ -11,7 +11,8 @@ from lib.common.config import DeviceStageParams, param
 from lib.common.compute import PRECISIONS
 from lib.common.params import require
 from lib.common.runinfo import load_json
-from lib.distill.loss_spec import ATTENTION_DEFINITIONS, EMBEDDING_LOSSES, DistillError, LossSpec
+from lib.distill.loss_spec import ATTENTION_DEFINITIONS, DistillError, LossSpec
+from lib.embed.config import EMBEDDING_LOSSES
 from lib.linkpred.config import GatTrainingParams
 from lib.linkpred.names import PROTOCOLS
 

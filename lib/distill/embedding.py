@@ -7,7 +7,7 @@ embedder at a fraction of its cost.
 - Targets: `target_embeddings` (stage 2's own encoder, cached on disk by the target's identity and the texts).
 - Students: `assistant_student` (chosen layers of all-MiniLM-L6-v2, its tokenizer and embeddings, optionally a
   narrower feed-forward block) and `round_weights` (every weight rounded to bf16 or fp16: the noise floor).
-- Objective and loop: `embedding_loss` (lib.distill.losses: cosine, MSE, in-batch similarity relations; notebook 05's
+- Objective and loop: `embedding_loss` (lib.embed.losses: cosine, MSE, in-batch similarity relations; notebook 05's
   L_EMB is the same function) and `train_embedding_student` (on lib.common.training's loop).
 
 Notebook 05b (lib.embedders) trains such students as node embedders and judges them on unseen titles.
@@ -32,11 +32,11 @@ from lib.common.device import DTYPES
 from lib.common.paths import atomic_write_bytes, move_aside
 from lib.common.runinfo import unreadable_reason
 from lib.common.training import TrainingLoop, build_optimizer, optimizer_step
-from lib.distill.loss_spec import EMBEDDING_LOSSES as LOSSES
 from lib.distill.loss_spec import DistillError
-from lib.distill.losses import embedding_loss
 from lib.distill.models import Encoder, assistant_path
+from lib.embed.config import EMBEDDING_LOSSES as LOSSES
 from lib.embed.encoder import encode, load_model, model_id_of
+from lib.embed.losses import embedding_loss
 
 # ------------------------------------------------------------------------------------------------------------ data
 def mixture_plan(sizes: dict[str, int], weights: dict[str, float], steps: int, batch_size: int,

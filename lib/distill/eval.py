@@ -6,7 +6,6 @@ Like OGB's Evaluator: encoders and texts in, numbers out; no training happens he
 from __future__ import annotations
 
 import os
-import time
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -18,6 +17,7 @@ from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from lib.common.timing import REPEATS, median_seconds
 from lib.distill.models import Encoder, StudentShape, make_student
 from lib.distill.train import predict_logits
 from lib.metrics.paired import mean_interval, verdict
@@ -109,15 +109,13 @@ def task_accuracy(enc: Encoder, data: dict, task: str, max_seq_len: int, seed: i
 head_accuracy = task_accuracy
 
 
-def time_inference(enc: Encoder, texts: list[str], max_seq_len: int, batch_size: int = 32, repeats: int = 1) -> float:
-    """Best-of-`repeats` seconds to embed `texts`, scaled to 1,000 sentences."""
-    encode(enc, texts[:batch_size], max_seq_len, batch_size)  # warm-up
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        encode(enc, texts, max_seq_len, batch_size)
-        best = min(best, time.perf_counter() - t0)
-    return best * 1000 / len(texts)
+def time_inference(enc: Encoder, texts: list[str], max_seq_len: int, batch_size: int = 32,
+                   repeats: int = REPEATS) -> float:
+    """Seconds to embed `texts`, scaled to 1,000 sentences: lib.common.timing's median of `repeats` passes after a
+    warm-up batch."""
+    seconds = median_seconds(lambda: encode(enc, texts, max_seq_len, batch_size), repeats,
+                             warm_up=lambda: encode(enc, texts[:batch_size], max_seq_len, batch_size))
+    return seconds * 1000 / len(texts)
 
 
 @torch.no_grad()
@@ -148,7 +146,8 @@ def paper_table(results: pd.DataFrame, metrics=("polarity_test", "topic_test", "
 
 
 def speed_table(teacher: Encoder, assistant: Encoder, texts: list[str], max_seq_len: int, batch_size: int = 32,
-                shapes=((12, 768), (6, 768), (12, 384), (6, 384), (4, 384), (3, 384)), repeats: int = 1) -> pd.DataFrame:
+                shapes=((12, 768), (6, 768), (12, 384), (6, 384), (4, 384), (3, 384)),
+                repeats: int = REPEATS) -> pd.DataFrame:
     """Table 4 on this CPU: layers, hidden, parameters, seconds per 1,000 sentences and speed-up vs the teacher.
 
     The 12x768 row is the real mpnet teacher; the other shapes are BERT students (random weights: speed does not depend

@@ -1,18 +1,20 @@
 """Which loss terms a stage-5 run uses and with which weight, by name and without torch (the configs and the runner
-check them before any work): `LossSpec`, the MiniLM variants, the teacher-attention definitions, the L_EMB kinds and
-DistillError. lib.distill.losses computes the terms."""
+check them before any work): `LossSpec`, the MiniLM variants, the teacher-attention definitions and
+DistillError (the L_EMB kinds are lib.embed.config.EMBEDDING_LOSSES). lib.distill.losses computes the terms."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lib.common.errors import WikigatError
+from lib.embed.config import EMBEDDING_LOSSES
 
-class DistillError(ValueError):
+
+class DistillError(WikigatError, ValueError):
     """Bad input to stage 5 (models, tokenizers, corpus, relation heads, losses); the message names the input and the fix."""
 
 
 ATTENTION_DEFINITIONS = ("eager", "qk")
 """The teacher attention a student is distilled on: the teacher's own ("eager") or softmax(qk) (qk_attention)."""
-EMBEDDING_LOSSES = ("cosine", "mse", "cosine+mse")
 
 
 def check_soft_targets(temperature: float, alpha: float) -> None:

@@ -1,5 +1,6 @@
 """Stage 5 losses, pure functions of tensors: MiniLM eq. 6-9 on relation heads, the value-MSE ablation, L_OUT, and the
-embedding term L_EMB (the student's pooled sentence embedding against a target encoder's).
+embedding term L_EMB (lib.embed.losses.embedding_loss: the student's pooled sentence embedding against a target
+encoder's).
 
 Queries, keys and values of one layer, [B, T, D], are split into R relation heads of size D / R, so a teacher and a
 student with different hidden sizes or head counts compare head by head. `LossSpec` (lib.distill.loss_spec) names
@@ -14,7 +15,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from lib.distill.loss_spec import EMBEDDING_LOSSES, VARIANT_SPECS, VARIANTS, DistillError, LossSpec, check_soft_targets
+from lib.distill.loss_spec import VARIANT_SPECS, VARIANTS, DistillError, LossSpec, check_soft_targets
+from lib.embed.losses import embedding_loss
 
 
 def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
@@ -56,8 +58,6 @@ def kl_rows(p_teacher: torch.Tensor, logq_student: torch.Tensor, mask: torch.Ten
 def qk_attention(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor, heads: int) -> torch.Tensor:
     """softmax(q_r k_r^T / sqrt(d_r)) with pad columns masked: [B, T, D] x2 -> [B, R, T, T] (no position bias)."""
     return masked_log_softmax(relation_scores(q, k, heads), mask).exp()
-
-
 
 
 def attention_transfer_loss(p_teacher: torch.Tensor, q_s: torch.Tensor, k_s: torch.Tensor, mask: torch.Tensor,
@@ -110,40 +110,6 @@ def kd_output_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor | 
             raise DistillError("kd_output_loss with alpha < 1 needs labels")
         loss = loss + (1 - alpha) * F.cross_entropy(student_logits, labels)
     return loss
-
-
-
-
-def embedding_loss(student: torch.Tensor, target: torch.Tensor, loss: str = "cosine", w_rel: float = 0.0,
-                   proj: nn.Module | None = None, normalise: bool = True) -> dict[str, torch.Tensor]:
-    """Loss terms of a batch: student pooled embeddings [B, D_s] against target embeddings [B, D_t].
-
-    proj: a map D_s -> D_t (a learned nn.Linear where the widths differ). normalise: compare unit vectors (the target
-    encoder normalises, as all-MiniLM-L6-v2 does). loss: "cosine" (mean 1 - cos), "mse" (mean squared error per
-    dimension), or both summed. w_rel: weight of the relation term, the MSE between the in-batch cosine matrices
-    [B, B] of student and target (the pair geometry link prediction reads). Returns {"L_cos", "L_mse", "L_rel",
-    "loss"}, each a scalar; terms not asked for are 0. Every term is 0 when student equals target.
-    """
-    if loss not in EMBEDDING_LOSSES:
-        raise DistillError(f"loss={loss!r} is unknown; use one of {EMBEDDING_LOSSES}")
-    s = proj(student) if proj is not None else student
-    if s.shape != target.shape:
-        raise DistillError(f"student embeddings {tuple(s.shape)} and targets {tuple(target.shape)} differ in shape; "
-                           "give a projection to the target's width")
-    t = target.to(s.dtype)
-    if normalise:
-        s, t = F.normalize(s, dim=-1), F.normalize(t, dim=-1)
-    zero = s.new_zeros(())
-    terms = {"L_cos": zero, "L_mse": zero, "L_rel": zero}
-    if "cosine" in loss:
-        terms["L_cos"] = (1 - F.cosine_similarity(s, t, dim=-1)).mean()
-    if "mse" in loss:
-        terms["L_mse"] = F.mse_loss(s, t)
-    if w_rel > 0:
-        sn, tn = F.normalize(s, dim=-1), F.normalize(t, dim=-1)
-        terms["L_rel"] = F.mse_loss(sn @ sn.T, tn @ tn.T)
-    terms["loss"] = terms["L_cos"] + terms["L_mse"] + w_rel * terms["L_rel"]
-    return terms
 
 
 def uniform_layer_map(teacher_layers: int, student_layers: int) -> list[tuple[int, int]]:

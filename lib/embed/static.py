@@ -24,11 +24,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from lib.common.errors import WikigatError
+
 STATIC_CONFIG = "static.json"  # provenance of a distilled folder; part of the folder's content hash
 MAX_TOKENS = 256  # titles are cut to the first 256 tokens, as all-MiniLM-L6-v2's max_seq_length cuts them
 
 
-class StaticModelError(ValueError):
+class StaticModelError(WikigatError, ValueError):
     """A folder that is not a usable model2vec static model, or an impossible distillation setting."""
 
 

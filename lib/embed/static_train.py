@@ -7,7 +7,7 @@ never saw.
   plan draws (and, if asked, their SIF weights) and a bias-free linear map from the table's width to the target's, on
   lib.common.training's loop (checkpoint, resume). The student embedding of a text is lib.embed.static.pool of its
   tokens (StaticEncoder's pooling) times the map; the objective is the mean 1 - cosine to the target
-  (lib.distill.losses.embedding_loss). Pooling is linear in the table, so the map is folded into it
+  (lib.embed.losses.embedding_loss). Pooling is linear in the table, so the map is folded into it
   (table @ map^T): the saved folder is a plain model2vec folder of the target's width that StaticEncoder reads and
   that encodes exactly as the trained student.
 """
@@ -29,7 +29,7 @@ import torch.nn as nn
 
 from lib.common.runinfo import read_record
 from lib.common.training import TrainingLoop, build_optimizer, optimizer_step
-from lib.distill.losses import embedding_loss
+from lib.embed.losses import embedding_loss
 from lib.embed.static import STATIC_CONFIG, StaticEncoder, StaticModelError, bags, pool
 
 

@@ -34,6 +34,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from lib.common import chunks
+from lib.common.errors import WikigatError
 from lib.common.paths import CACHE, RecoveryWarning, atomic_write_bytes, atomic_write_text, locked, move_aside, shown
 from lib.common.runinfo import load_json
 from lib.embed.encoder import (
@@ -52,7 +53,7 @@ STORE_FORMAT = 1
 MAGIC = b"WGEMB01\n"
 
 
-class StoreError(RuntimeError):
+class StoreError(WikigatError, RuntimeError):
     """The embedding store on disk is unusable as it is (other model, corrupt chunk, missing title)."""
 
 

@@ -13,8 +13,6 @@
 """
 from __future__ import annotations
 
-import statistics
-import time
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +21,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 from threadpoolctl import threadpool_limits
 
+from lib.common.timing import median_seconds_each
 from lib.distill.eval import evaluate_embedder
 from lib.embed.encoder import encode, load_model
 from lib.embedders.encoders import REFERENCE
@@ -78,31 +77,28 @@ def probe_row(folder: Path | None, data: dict, teacher: dict, seed: int) -> dict
 
 
 # ----------------------------------------------------------------------------------------------------------- speed
-def titles_per_second(model, titles: list[str], threads: int, batch_size: int = 256) -> float:
-    """Titles/s of one pass of stage 2's encoder (lib.embed.encoder.encode: tokenising included, `batch_size` titles
-    a batch) over `titles` with `threads` torch and BLAS threads, after a warm-up batch; the thread count is restored
+def titles_per_second(models: dict, titles: list[str], repeats: int, threads: int, batch_size: int = 256) -> dict:
+    """{name: titles/s} of stage 2's encoder (lib.embed.encoder.encode: tokenising included, `batch_size` titles a
+    batch) over `titles` with each of `models`, `threads` torch and BLAS threads: lib.common.timing's median of
+    `repeats` rounds that time every model once in turn, after a warm-up batch each; the thread count is restored
     afterwards."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         with threadpool_limits(threads):
-            encode(model, titles[:64], batch_size=batch_size)
-            t0 = time.perf_counter()
-            encode(model, titles, batch_size=batch_size)
-            return len(titles) / (time.perf_counter() - t0)
+            seconds = median_seconds_each({k: lambda m=m: encode(m, titles, batch_size=batch_size)
+                                           for k, m in models.items()}, repeats,
+                                          {k: lambda m=m: encode(m, titles[:64], batch_size=batch_size)
+                                           for k, m in models.items()})
     finally:
         torch.set_num_threads(before)
+    return {k: len(titles) / s for k, s in seconds.items()}
 
 
 def speed_table(folders: dict[str, Path | None], titles: list[str], repeats: int, threads: int = 1) -> pd.DataFrame:
-    """Rows [encoder, threads, titles_per_s, ratio, repeats, titles]: the median over `repeats` rounds, each round
-    timing every encoder once in turn; ratio = titles_per_s / all-MiniLM-L6-v2's (which must be among `folders`)."""
-    models = {k: load_model(v) for k, v in folders.items()}
-    runs: dict[str, list[float]] = {k: [] for k in folders}
-    for _ in range(repeats):
-        for k, m in models.items():
-            runs[k].append(titles_per_second(m, titles, threads))
-    med = {k: statistics.median(v) for k, v in runs.items()}
+    """Rows [encoder, threads, titles_per_s, ratio, repeats, titles]: `titles_per_second` of every encoder;
+    ratio = titles_per_s / all-MiniLM-L6-v2's (which must be among `folders`)."""
+    med = titles_per_second({k: load_model(v) for k, v in folders.items()}, titles, repeats, threads)
     return pd.DataFrame([{"encoder": k, "threads": threads, "titles_per_s": v, "ratio": v / med[REFERENCE],
                           "repeats": repeats, "titles": len(titles)} for k, v in med.items()])
 

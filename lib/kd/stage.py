@@ -26,9 +26,9 @@ from lib.common.hashing import config_digest, text_key
 from lib.common.paths import atomic_write_bytes, atomic_write_text, move_aside, read_rows
 from lib.common.runinfo import load_json, refuse_other_settings, unreadable_reason
 from lib.common.tensorfiles import read_checkpoint
+from lib.common.timing import REPEATS, median_seconds
 from lib.distill.data import load_vital_articles, split_ids, split_sentences
 from lib.distill.eval import encode, linear_probe
-from lib.distill.losses import DistillError
 from lib.distill.models import Encoder, encoder_identity
 from lib.distill.train import (
     FinetuneConfig,
@@ -38,7 +38,7 @@ from lib.distill.train import (
 )
 from lib.kd import train as K
 from lib.kd.augment import augment
-from lib.kd.config import STUDENT_KINDS, KdParams
+from lib.kd.config import STUDENT_KINDS, KdError, KdParams
 
 METHODS = ("kd", "control")  # control: same student, init and steps, hard-label CE on the labelled texts only
 
@@ -74,7 +74,7 @@ def task_teacher(teacher: Encoder, task: TaskTargets, cfg: FinetuneConfig, folde
         model = copy.deepcopy(teacher.model)
         missing, unexpected = model.load_state_dict(saved["model"], strict=False)
         if unexpected or set(saved["model"]) != set(_trainable_keys(teacher, cfg.layers)):
-            raise DistillError(f"{path} does not hold this teacher's top {cfg.layers} layers; delete it to fine-tune again")
+            raise KdError(f"{path} does not hold this teacher's top {cfg.layers} layers; delete it to fine-tune again")
         ft = Encoder(model, teacher.tokenizer, teacher.kind, f"{teacher.name} fine-tuned", None)
         ft.head = nn.Linear(ft.hidden, task.n_classes).to(model.device)
         ft.head.load_state_dict(saved["head"])
@@ -122,7 +122,7 @@ class LogitCache:
             self._save()
         out = np.stack([self.table[k] for k in keys]) if keys else np.zeros((0, self.n_classes), np.float32)
         if out.shape[1:] != (self.n_classes,):
-            raise DistillError(f"{self.path} holds logits of {out.shape[1:]} classes, not {self.n_classes}; delete it")
+            raise KdError(f"{self.path} holds logits of {out.shape[1:]} classes, not {self.n_classes}; delete it")
         return out
 
     def _save(self) -> None:
@@ -163,7 +163,7 @@ def build_student(kind: str, teacher: Encoder, n_classes: int, cfg: KdParams, se
     if kind == "bert":
         return K.BertStudent(teacher.tokenizer, n_classes, cfg.bert_layers, cfg.bert_hidden, cfg.bert_heads,
                              cfg.bert_intermediate, teacher_embeddings=emb, seed=seed)
-    raise DistillError(f"student kind {kind!r} is unknown; use one of {STUDENT_KINDS}")
+    raise KdError(f"student kind {kind!r} is unknown; use one of {STUDENT_KINDS}")
 
 
 def kd_config(kind: str, method: str, cfg: KdParams, seed: int, n_transfer: int, n_labelled: int) -> K.KDConfig:
@@ -181,17 +181,10 @@ def _accuracy(logits: np.ndarray, labels) -> float:
     return float((logits.argmax(1) == np.asarray(labels)).mean())
 
 
-def speed(fn, texts: list[str], repeats: int = 2) -> float:
-    """Sentences per second of `fn(texts)`, best of `repeats` (after one warm-up call on a few texts)."""
-    fn(texts[:8])
-    best = min(_timed(fn, texts) for _ in range(repeats))
-    return len(texts) / best
-
-
-def _timed(fn, texts) -> float:
-    t = time.perf_counter()
-    fn(texts)
-    return time.perf_counter() - t
+def speed(fn, texts: list[str], repeats: int = REPEATS) -> float:
+    """Sentences per second of `fn(texts)`: lib.common.timing's median of `repeats` calls after a warm-up call on a
+    few texts."""
+    return len(texts) / median_seconds(lambda: fn(texts), repeats, warm_up=lambda: fn(texts[:8]))
 
 
 NOT_IN_ROWS = ("run_dir", "device", "threads", "kd_seeds", "kd_tasks", "kd_students", "kd_controls", "minilm_dir",
@@ -337,7 +330,7 @@ def probe_inputs(tasks: dict[str, tuple[list[str], list]]) -> list[str]:
 def by_task(reps: np.ndarray, texts: list[str], tasks: dict[str, tuple[list[str], list]]) -> dict[str, np.ndarray]:
     """Representations [len(texts), D] of probe_inputs(tasks) -> task -> [N_task, D] in each task's sentence order."""
     if len(reps) != len(texts):
-        raise DistillError(f"{len(reps)} representations for {len(texts)} probing sentences; encode probe_inputs(tasks)")
+        raise KdError(f"{len(reps)} representations for {len(texts)} probing sentences; encode probe_inputs(tasks)")
     pos = {t: i for i, t in enumerate(texts)}
     return {name: np.asarray(reps[[pos[s] for s in ss]], np.float32) for name, (ss, _) in tasks.items()}
 

@@ -18,9 +18,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from lib.common.training import TrainingLoop, build_optimizer, optimizer_step
-from lib.distill.losses import DistillError
 from lib.distill.models import Encoder, StudentShape, make_student
 from lib.distill.train import batch_plan
+from lib.kd.config import KdError
 
 NO_LABEL = -1
 SOFT_LOSSES = ("mse", "kl", "none")  # none: hard-label CE only (the undistilled control)
@@ -41,7 +41,7 @@ def kl_logits(student: torch.Tensor, teacher: torch.Tensor, temperature: float =
     student, teacher: [B, C] -> scalar. The T² keeps gradient sizes comparable across temperatures.
     """
     if temperature <= 0:
-        raise DistillError(f"temperature={temperature} must be > 0")
+        raise KdError(f"temperature={temperature} must be > 0")
     t = temperature
     return F.kl_div(F.log_softmax(student / t, -1), F.log_softmax(teacher / t, -1), reduction="batchmean",
                     log_target=True) * t * t
@@ -66,22 +66,22 @@ def kd_loss(student: torch.Tensor, teacher: torch.Tensor, labels: torch.Tensor |
     LSTM_S, temperature unused) or "kl" (its BERT_S, at `temperature`) or "none" (the control: no teacher, hard labels only); loss = L_soft + ce_weight · L_CE.
     """
     if soft not in SOFT_LOSSES:
-        raise DistillError(f"soft={soft!r} is unknown; use one of {SOFT_LOSSES}")
+        raise KdError(f"soft={soft!r} is unknown; use one of {SOFT_LOSSES}")
     if ce_weight < 0:
-        raise DistillError(f"ce_weight={ce_weight} must be >= 0")
+        raise KdError(f"ce_weight={ce_weight} must be >= 0")
     if student.shape != teacher.shape:
-        raise DistillError(f"student logits {tuple(student.shape)} and teacher logits {tuple(teacher.shape)} differ; "
-                           "give the student as many classes as the teacher's head")
+        raise KdError(f"student logits {tuple(student.shape)} and teacher logits {tuple(teacher.shape)} differ; "
+                      "give the student as many classes as the teacher's head")
     if soft == "none":
         if ce_weight <= 0 or labels is None:
-            raise DistillError("soft='none' trains on hard labels only; give labels and ce_weight > 0")
+            raise KdError("soft='none' trains on hard labels only; give labels and ce_weight > 0")
         out = {"loss": student.sum() * 0.0}
     else:
         out = {"L_soft": mse_logits(student, teacher) if soft == "mse" else kl_logits(student, teacher, temperature)}
         out["loss"] = out["L_soft"]
     if ce_weight > 0:
         if labels is None:
-            raise DistillError(f"ce_weight={ce_weight} needs labels; pass labels or set ce_weight=0")
+            raise KdError(f"ce_weight={ce_weight} needs labels; pass labels or set ce_weight=0")
         out["L_CE"] = ce_labelled(student, labels)
         out["loss"] = out["loss"] + ce_weight * out["L_CE"]
     return out
@@ -160,8 +160,8 @@ class BiLSTMStudent(Student):
                  seed: int = 0):
         super().__init__()
         if embeddings.shape[0] < len(tokenizer):
-            raise DistillError(f"the embedding table has {embeddings.shape[0]} rows for a tokenizer of {len(tokenizer)} "
-                               "wordpieces; pass the teacher's own input embeddings")
+            raise KdError(f"the embedding table has {embeddings.shape[0]} rows for a tokenizer of {len(tokenizer)} "
+                          "wordpieces; pass the teacher's own input embeddings")
         torch.manual_seed(seed)
         self.tokenizer, self.n_classes, self.name = tokenizer, n_classes, f"bilstm_{hidden}"
         self.channels = nn.ModuleList([WordpieceEmbedding(embeddings, embed_dim, freeze=False)])
@@ -234,10 +234,10 @@ class KDConfig:
 
     def check(self) -> None:
         if self.soft not in SOFT_LOSSES:
-            raise DistillError(f"soft={self.soft!r} is unknown; use one of {SOFT_LOSSES}")
+            raise KdError(f"soft={self.soft!r} is unknown; use one of {SOFT_LOSSES}")
         if self.epochs <= 0 or self.batch_size < 1 or self.lr <= 0 or not 0 <= self.warmup_frac < 1:
-            raise DistillError(f"epochs={self.epochs}, batch_size={self.batch_size}, lr={self.lr}, "
-                               f"warmup_frac={self.warmup_frac} must be > 0, >= 1, > 0 and in [0, 1)")
+            raise KdError(f"epochs={self.epochs}, batch_size={self.batch_size}, lr={self.lr}, "
+                          f"warmup_frac={self.warmup_frac} must be > 0, >= 1, > 0 and in [0, 1)")
 
 
 # thesis §5: BERT_S with wordpiece embeddings: KL at T = 3, B = 128, warm-up over 15 of 60 epochs, then linear decay
@@ -262,9 +262,9 @@ def train_student(student: Student, texts: list[str], teacher_logits: np.ndarray
     tl = np.asarray(teacher_logits, dtype=np.float32)
     y = np.full(n, NO_LABEL, np.int64) if labels is None else np.asarray(labels, dtype=np.int64)
     if n == 0 or tl.shape != (n, student.n_classes) or y.shape != (n,):
-        raise DistillError(f"transfer set disagrees: {n} texts, teacher logits {tl.shape}, labels {y.shape}, student "
-                           f"with {student.n_classes} classes; give one row of {student.n_classes} logits and one label "
-                           "(or NO_LABEL) per text")
+        raise KdError(f"transfer set disagrees: {n} texts, teacher logits {tl.shape}, labels {y.shape}, student "
+                      f"with {student.n_classes} classes; give one row of {student.n_classes} logits and one label "
+                      "(or NO_LABEL) per text")
     steps = cfg.steps(n)
     plan = batch_plan(n, steps, cfg.batch_size, cfg.seed)
     # fused: one kernel over all parameters; with the 23M-entry wordpiece table it makes a CPU step ~10x faster

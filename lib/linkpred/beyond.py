@@ -29,7 +29,6 @@ so a margin measures what the graph model adds over the rescaling itself.
 from __future__ import annotations
 
 import itertools
-import time
 from dataclasses import asdict, replace
 
 import numpy as np
@@ -269,16 +268,6 @@ def structure_profile(tasks: list, hits_k: int = 50) -> dict:
 
 def best_label(metric: str) -> str:
     return {"auc": "AUC", "mrr": "MRR"}.get(metric, metric)
-
-
-def seconds_per_1000(fn, pairs: int, repeat: int = 3) -> float:
-    """Median wall seconds of fn() scaled to 1,000 pairs (for the cost table)."""
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts)) * 1000 / pairs
 
 
 def gap_sentences(gaps: pd.DataFrame) -> list[str]:

@@ -11,6 +11,7 @@ from typing import Iterable
 import torch
 from torch_geometric.data import Data
 
+from lib.common.errors import WikigatError
 from lib.common.paths import atomic_write_bytes
 from lib.common.tensorfiles import read_checkpoint
 from lib.linkpred.config import build_model, stored_settings
@@ -26,7 +27,7 @@ def save_checkpoint(path: Path, model, optimizer, config: dict, epoch: int, hist
     return atomic_write_bytes(path, buf.getvalue())
 
 
-class CheckpointLost(FileNotFoundError):
+class CheckpointLost(WikigatError, FileNotFoundError):
     """A selected checkpoint could not be read; it was moved aside and the stage that writes it rebuilds it."""
 
 

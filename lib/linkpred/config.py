@@ -18,6 +18,7 @@ from lib.common import published
 from lib.common.config import DeviceStageParams, param
 from lib.common.compute import PRECISIONS, check_precision
 from lib.common.device import get_device, resolve_precision
+from lib.common.errors import WikigatError
 from lib.common.params import ParamError
 from lib.linkpred.decoders import VARIANTS
 from lib.linkpred.heuristics import STACK, check_heuristics
@@ -34,7 +35,7 @@ from lib.linkpred.protocols import ProtocolSettings
 SUPERVISIONS = ("mp", "disjoint")
 
 
-class TrainingDiverged(RuntimeError):
+class TrainingDiverged(WikigatError, RuntimeError):
     """The loss became NaN/inf; the last good checkpoint is kept."""
 
 

@@ -8,11 +8,11 @@ import torch
 from tqdm.auto import tqdm
 
 from lib.common.device import get_device
+from lib.common.seeding import derive_seed
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.heuristics import heuristic_scores
 from lib.linkpred.protocols import EvalTask
 from lib.linkpred.negative_sets.registry import check_negatives, held_sets
-from lib.linkpred.sampling import derive_seed
 from lib.metrics.aauc import aauc, aauc_scored
 from lib.metrics.link import set_metrics
 

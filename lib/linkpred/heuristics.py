@@ -40,7 +40,8 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from lib.common.registry import Registry
-from lib.linkpred.sampling import derive_seed, sample_negatives, split_edges, training_exclusions
+from lib.common.seeding import derive_seed
+from lib.linkpred.sampling import sample_negatives, split_edges, training_exclusions
 from lib.linkpred.structural_counts import PairCounts, pair_counts, two_hop
 
 class _LRU:

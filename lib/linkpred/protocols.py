@@ -45,6 +45,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
 from lib.common.paths import CACHE
+from lib.common.seeding import derive_seed
 from lib.linkpred.heuristics import heuristic_scores
 from lib.linkpred.negative_sets.base import Draw, NegativeContext
 from lib.linkpred.negative_sets.registry import (
@@ -58,7 +59,6 @@ from lib.linkpred.sampling import (
     PER_POSITIVE,
     TitlePairs,
     is_member,
-    derive_seed,
     holdout_count,
     local_pairs_with_keys,
     split_edges,

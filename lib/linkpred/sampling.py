@@ -18,13 +18,6 @@ TRAIN_SET = {"seed": "graphs", "within_graph": "graphs", "leak_free": "leak_free
              "new_nodes": "new_nodes"}
 
 
-def derive_seed(*parts) -> int:
-    """A 63-bit seed from (run seed, purpose, epoch, step, ...) so every random draw is reproducible on its own."""
-    ints = [p if isinstance(p, int) else int.from_bytes(str(p).encode()[:16].ljust(16, b"\0"), "little") % 2**63
-            for p in parts]
-    return int(np.random.SeedSequence(ints).generate_state(1, dtype=np.uint64)[0] >> 1)
-
-
 def sample_negatives(edge_index: Tensor, num_nodes: int, num_neg: int, seed: int) -> Tensor:
     """num_neg non-edges [2, ≤num_neg] of the graph `edge_index` (never a self-loop, never an edge), seeded.
 

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor, nn
 
-from lib.linkpred.sampling import derive_seed
+from lib.common.seeding import derive_seed
 
 SIGNATURE_DIM = 256
 """D, the signatures' width: an estimate's error over K walks is about √K / √D."""

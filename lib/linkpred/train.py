@@ -28,6 +28,7 @@ from torch_geometric.data import Data
 
 from lib.common import published
 from lib.common.device import get_device, resolve_precision
+from lib.common.seeding import derive_seed
 from lib.common.training import TrainingLoop, build_optimizer
 from lib.linkpred.checkpoint import resumable_config, epoch_checkpoints, epoch_file_readable, save_checkpoint
 from lib.linkpred.config import TrainConfig, TrainingDiverged, build_model, settings_from
@@ -38,7 +39,7 @@ from lib.linkpred.model import ModelConfig
 from lib.linkpred.protocols import EvalTask, ProtocolSettings, graph_task
 from lib.linkpred.negative_sets.base import TrainingContext
 from lib.linkpred.negative_sets.registry import draw_training_negatives, held_sets
-from lib.linkpred.sampling import derive_seed, split_edges
+from lib.linkpred.sampling import split_edges
 from lib.metrics.aauc import aauc
 
 

@@ -15,6 +15,7 @@ import psutil
 
 from lib.common import published
 from lib.common.compute import THREAD_VARS, default_threads
+from lib.common.errors import WikigatError
 from lib.common.paths import RecoveryWarning, atomic_write_text, os_error_line
 from lib.common.runinfo import read_json, read_record, refuse_other_settings
 
@@ -190,7 +191,7 @@ def execute(nb: Path, out: Path, params: dict) -> dict:
             **(error or {})}
 
 
-class RunFolderError(RuntimeError):
+class RunFolderError(WikigatError, RuntimeError):
     """A run folder that this run may not write: another process holds it, or it was made with other parameters."""
 
 

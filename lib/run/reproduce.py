@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from lib.common import published
+from lib.common.errors import WikigatError
 from lib.common.params import numbered_notebooks
 from lib.common.paths import shown
 from lib.common.runinfo import git_commit, load_json, read_json
@@ -56,7 +57,7 @@ TABLES = (Table("train_gat_rows.csv", ("seed", "model", "protocol", "supervision
 UNCOMPARED = ("seconds", "time")  # a column whose name holds one of these is a timing, never the same twice
 
 
-class ReproduceError(ValueError):
+class ReproduceError(WikigatError, ValueError):
     """A published run that cannot be re-run as recorded: one line naming it and the fix."""
 
 

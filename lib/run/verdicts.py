@@ -15,6 +15,7 @@ import sys
 
 import pandas as pd
 
+from lib.common.errors import WikigatError
 from lib.common.paths import resolve, shown
 from lib.linkpred.beyond import gap_table
 from lib.metrics.selection import verdict_table
@@ -22,7 +23,7 @@ from lib.metrics.selection import verdict_table
 ROWS = "beyond_rows.csv"
 
 
-class VerdictError(ValueError):
+class VerdictError(WikigatError, ValueError):
     """A folder without notebook 03b's rows: one line naming it and the fix."""
 
 

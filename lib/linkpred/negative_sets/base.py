@@ -12,8 +12,9 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from lib.common.seeding import derive_seed
 from lib.linkpred.heuristics import adjacency
-from lib.linkpred.sampling import TitlePairs, derive_seed, training_exclusions
+from lib.linkpred.sampling import TitlePairs, training_exclusions
 
 SHARED, OWN = "shared", "own"  # how a set's negatives are ranked against the positives (NegativeSet.ranking)
 

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from lib.common.seeding import derive_seed
 from lib.linkpred.negative_sets.base import Draw, NegativeContext, NegativeSet, TrainingContext
-from lib.linkpred.sampling import derive_seed, dist2_negatives
+from lib.linkpred.sampling import dist2_negatives
 
 
 def distance2_negatives(ctx: NegativeContext) -> Draw:

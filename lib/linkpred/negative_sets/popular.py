@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from lib.common.seeding import derive_seed
 from lib.linkpred.negative_sets.base import OWN, Draw, NegativeContext, NegativeSet
 from lib.linkpred.negatives import per_positive_draw
-from lib.linkpred.sampling import derive_seed
 
 
 def popular_negatives(ctx: NegativeContext) -> Draw:

@@ -5,9 +5,10 @@ import numpy as np
 
 from torch import Tensor
 
+from lib.common.seeding import derive_seed
 from lib.linkpred.negative_sets.base import Draw, NegativeContext, NegativeSet, TrainingContext
 from lib.linkpred.names import GRAPH_PROTOCOLS
-from lib.linkpred.sampling import derive_seed, sample_global_negatives, sample_negatives
+from lib.linkpred.sampling import sample_global_negatives, sample_negatives
 
 
 def uniform_negatives(ctx: NegativeContext) -> Draw:
