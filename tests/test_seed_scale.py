@@ -4,6 +4,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 from lib.common.paths import ROOT, RecoveryWarning
@@ -13,7 +14,10 @@ from lib.crawl.pages import IndexedSnapshot, Snapshot
 from lib.crawl.linklist import CACHED_FROM_BYTES, link_list_cache
 from lib.crawl.sources import SkippedLinesWarning, SnapshotSource, read_snapshot
 from lib.crawl.synthetic import SyntheticSpec, make_synthetic_snapshot, reciprocity, synthetic_links
-from lib.linkpred.config import GatParams
+from lib.linkpred.config import GatParams, TrainConfig
+from lib.linkpred.data import synthetic_graph
+from lib.linkpred.model import ModelConfig
+from lib.linkpred.train import log_aauc_rate, train_model
 from lib.run.runner import main as runner_main
 
 SMALL_SPEC = SyntheticSpec(articles=2000, links=80_000, seed=0, community_size=200)
@@ -145,3 +149,31 @@ def test_the_seed_scale_profile_runs_the_seeds_campaign_through_notebooks_01_to_
     assert runner_main(["--params", "params/seed_scale.yaml", "-p", f"snapshot_path={folder / 'links.tsv'}", "-p",
                         f"roots_file={folder / 'roots.txt'}", "--dry-run", "--notebooks", "01", "02", "03",
                         "04"]) == 0
+
+
+GRAPHS = [synthetic_graph(120, 400, in_channels=32, seed=i, graph_id=f"g{i}") for i in range(5)]
+TINY = ModelConfig(in_channels=32, gat_hidden=16, gat_out=8, gat_levels=2, gat_heads=2, gat_dropout=0.1)
+
+
+def test_the_default_logging_is_every_step_on_small_graphs_and_thinned_at_the_seeds_scale():
+    default = TrainConfig(r_cos=0.1)
+    assert GatParams().train_config(0).log_every == default.log_every == 0
+    assert default.log_interval(1000) == default.log_interval(5000) == 1  # the demo's and published runs' curves
+    assert default.log_interval(20_000) == 10
+    assert log_aauc_rate(default, 2000) == 0.1 and round(log_aauc_rate(default, 20_000) * 20_000) == 1000
+    seed = replace(default, log_every=1)  # the seed's every-step logging is one value away
+    assert seed.log_interval(20_000) == 1 and log_aauc_rate(seed, 20_000) == 0.1
+    assert replace(default, log_aauc_nodes=500).log_interval(20_000) == 10
+    with pytest.raises(ValueError, match=r"log_every=-1 is invalid: use 0 \(by graph size\)"):
+        TrainConfig(log_every=-1)
+
+
+def test_the_logging_setting_changes_no_weight_of_the_trained_model():
+    cfg = TrainConfig(epochs=2, seed=5, r_cos=0.5, t_cos=0.3)
+    every, r_every = train_model("gat_model", TINY, GRAPHS[:4], GRAPHS[4:], replace(cfg, log_every=1), progress=False)
+    thin, r_thin = train_model("gat_model", TINY, GRAPHS[:4], GRAPHS[4:], replace(cfg, log_every=10, log_aauc_nodes=5),
+                               progress=False)
+    assert sum("aauc" in h for h in r_every.history) == 8 and sum("aauc" in h for h in r_thin.history) == 2
+    for (k, a), b in zip(every.state_dict().items(), thin.state_dict().values()):
+        assert torch.equal(a, b), k
+    assert r_thin.val == r_every.val
