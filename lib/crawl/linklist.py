@@ -257,7 +257,8 @@ def read_link_cache(cache: Path, key: str) -> tuple[IndexedSnapshot, int, list[s
             redirects, disambiguation = z["redirects"], z["disambiguation"]
         n = len(titles)
         if not (len(offsets) == n + 1 and len(has_page) == n and offsets[0] == 0 and offsets[-1] == len(targets)
-                and np.all(offsets[1:] >= offsets[:-1]) and (not len(targets) or 0 <= targets.min() <= targets.max() < n)
+                and np.all(offsets[1:] >= offsets[:-1])
+                and (not len(targets) or 0 <= targets.min() <= targets.max() < n)
                 and redirects.ndim == 2 and np.all((redirects >= 0) & (redirects < n))
                 and np.all((disambiguation >= 0) & (disambiguation < n))):
             raise ValueError("its arrays do not fit together")
