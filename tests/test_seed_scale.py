@@ -49,6 +49,15 @@ def test_the_synthetic_links_have_heavy_tailed_degrees_and_the_asked_reciprocity
     assert reciprocity(*more, n) == pytest.approx(0.4, abs=0.01)
 
 
+def test_the_reverse_links_do_not_make_hubs_link_to_everything():
+    """A hub (most in-links) keeps an out-degree within max_out: reversing its in-links uniformly would give it tens
+    of thousands of links at 1,000,000 articles, and a 20,000-node BFS ball would be a star around it."""
+    spec = replace(SMALL_SPEC, max_out=100)
+    src, dst = synthetic_links(spec)
+    hub = np.argmax(np.bincount(dst, minlength=spec.articles))
+    assert np.bincount(src, minlength=spec.articles)[hub] <= spec.max_out
+
+
 def test_the_same_seed_writes_the_same_files_and_another_seed_others(small_snapshot, tmp_path):
     folder, made = small_snapshot
     again = make_synthetic_snapshot(tmp_path / "again", SMALL_SPEC, roots=20, progress=False)

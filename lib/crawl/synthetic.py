@@ -7,7 +7,8 @@ Shape of the links (numpy, vectorised; 1,000,000 articles and 40,000,000 links t
     of them inside the source's community of `community_size` consecutive articles (so BFS balls from nearby roots
     overlap and are clustered, as topics make them on Wikipedia), the rest over the whole snapshot;
   - reciprocity: the reverse of a share of the links is added, so that about `reciprocity` of all links have their
-    reverse (a minority of Wikipedia's links are reciprocated; 0.2 by default);
+    reverse (a minority of Wikipedia's links are reciprocated; 0.2 by default), spread over the articles rather than
+    given to the hubs (whose out-degree would otherwise follow their in-degree);
   - no self-link, no repeated link; links grouped by source, targets in title order (as the MediaWiki API lists them).
 Titles are "Article 0000000" ... (written "Article_0000000", underscores read as spaces).
 """
@@ -135,7 +136,12 @@ def synthetic_links(spec: SyntheticSpec) -> tuple[np.ndarray, np.ndarray]:
             break
         # repeated and self links fell out: draw more from sources weighted by their out-degree
         src = rng.choice(n, size=int(short * 1.2) + 16, p=deg / deg.sum())
-    lone = rng.permutation(np.flatnonzero(~paired))
+    # reversed links are drawn with weight 1 / in-degree of their target, so each article gets a few reverse links
+    # instead of hubs getting tens of thousands of out-links (weighted sampling without replacement: Efraimidis and
+    # Spirakis' exponential keys)
+    lone = np.flatnonzero(~paired)
+    indeg = np.bincount(keys % n, minlength=n)
+    lone = lone[np.argsort(rng.exponential(size=len(lone)) * indeg[keys[lone] % n], kind="stable")]
     if len(lone) < flips - short:
         raise ValueError(f"synthetic snapshot: reciprocity={target} cannot be reached with these links; ask for less")
     flip, drop = keys[lone[:flips]], lone[flips:flips - short]
