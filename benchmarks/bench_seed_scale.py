@@ -15,7 +15,8 @@ memory is its own), first at `--ref-nodes` (the demo's 2,000, the reference) and
   train    lib.linkpred.train.train_model("gat_model", seed architecture, TrainConfig(epochs=1) with the seed's settings,
            per-step A-AUC and eval logging included), one optimiser step per graph; no validation graphs;
   train_nolog  the same with log_aauc=False, log_eval=False: what the per-step logging costs;
-  train_thin   the same with notebook 03's thinned logging (--log-every, --log-aauc-nodes): what it costs.
+  train_thin   the same with notebook 03's logging settings (--log-every, --log-aauc-nodes; by default notebook 03's
+           defaults, thinned at the seed's size): what they cost.
 
 Extrapolation to the campaign: crawl and dataset scale with graphs (x 389 / measured); embed scales with distinct
 titles (389 x 20,000 x (1 - shared share), shared share 0.92 as measured on the seed's live campaign, i.e.
@@ -129,7 +130,7 @@ def stage_train(a, work: Path, log: bool = True, thin: bool = False) -> dict:
     model_cfg = p.model_config(ds.num_features or 384)
     setup, base = time.perf_counter() - t0, rss_mb()
     t0 = time.perf_counter()
-    cfg = replace(p.train_config(0), log_aauc=log, log_eval=log)
+    cfg = replace(p.train_config(0), log_aauc=log, log_eval=log, log_every=1, log_aauc_nodes=0)  # the seed's
     if thin:
         cfg = replace(cfg, log_every=a.log_every, log_aauc_nodes=a.log_aauc_nodes)
     _, res = train_model("gat_model", model_cfg, graphs, [], cfg, progress=False)
@@ -181,8 +182,9 @@ def main() -> int:
     ap.add_argument("--campaign-graphs", type=int, default=389, help="graphs of the campaign extrapolated to")
     ap.add_argument("--epochs", type=int, default=2, help="training epochs of the campaign (seed §5.1)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per stage")
-    ap.add_argument("--log-every", type=int, default=10, help="train_thin: notebook 03's log_every")
-    ap.add_argument("--log-aauc-nodes", type=int, default=1000, help="train_thin: notebook 03's log_aauc_nodes")
+    ap.add_argument("--log-every", type=int, default=0, help="train_thin: notebook 03's log_every (default: its "
+                                                             "default, by graph size)")
+    ap.add_argument("--log-aauc-nodes", type=int, default=0, help="train_thin: notebook 03's log_aauc_nodes")
     ap.add_argument("--keep", default="", help="keep the work folders here (default: a temporary folder)")
     ap.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)
     ap.add_argument("--size", type=int, help=argparse.SUPPRESS)
@@ -193,6 +195,11 @@ def main() -> int:
 
     import tempfile
 
+    from lib.linkpred.config import TrainConfig
+
+    thin_cfg = TrainConfig(log_every=a.log_every, log_aauc_nodes=a.log_aauc_nodes)
+    every, cap = thin_cfg.log_interval(a.nodes), thin_cfg.log_aauc_cap(a.nodes)
+    cap_text = f"{cap:,}" if cap else "r_cos x N"
     t_start = time.perf_counter()
     tmp = tempfile.TemporaryDirectory(prefix="bench_seed_scale_") if not a.keep else None
     root = Path(a.keep or tmp.name)
@@ -220,7 +227,7 @@ def main() -> int:
         ("train", "step", a.campaign_graphs * a.epochs, f"{a.campaign_graphs} graphs x {a.epochs} epochs, 1 seed"),
         ("train_nolog", "step", a.campaign_graphs * a.epochs, "the same, without per-step A-AUC / eval logging"),
         ("train_thin", "step", a.campaign_graphs * a.epochs,
-         f"the same, logging every {a.log_every} steps, A-AUC of <= {a.log_aauc_nodes:,} nodes"),
+         f"the same, logging every {every} steps, A-AUC of <= {cap_text} nodes"),
     ]:
         b, r = big[stage], ref[stage]
         t_unit = per_unit(big, stage)
@@ -257,13 +264,13 @@ def main() -> int:
           f"{fmt_time(t_step * seed_steps)} per seed, {fmt_time(3 * t_step * seed_steps)} for 3 seeds "
           f"(training steps only; evaluation of the test graphs not included). Step times at {a.nodes:,} nodes: "
           f"{big['train']['step_s']} s.")
-    # the thinned run logs every log_every-th step of an epoch: fewer measured steps than log_every log only the
-    # first, so its cost is taken per logged step and spread over log_every steps
+    # the thinned run logs every `every`-th step of an epoch: fewer measured steps than that log only the first, so
+    # its cost is taken per logged step and spread over `every` steps
     bare, thin = per_unit(big, "train_nolog"), big["train_thin"]
     per_logged = (thin["seconds"] - bare * thin["units"]) / max(thin["logged"], 1)
     print(f"logging cost at {a.nodes:,} nodes against a step without logging ({bare:.3g} s): every step (the seed) "
-          f"{(t_step - bare) / bare:+.0%}; one logged step with A-AUC of <= {a.log_aauc_nodes:,} nodes "
-          f"{per_logged:.3g} s, so every {a.log_every} steps {per_logged / a.log_every / bare:+.0%} per step.")
+          f"{(t_step - bare) / bare:+.0%}; one logged step with A-AUC of <= {cap_text} nodes "
+          f"{per_logged:.3g} s, so every {every} steps {per_logged / every / bare:+.0%} per step.")
     print("ratio: seconds per unit at the seed's size / at the reference size, measured in this run (per graph for "
           "crawl, dataset and train; per title for embed, where ~1 means the cost does not depend on graph size).")
     print(f"total benchmark time {time.perf_counter() - t_start:.0f} s")

@@ -38,13 +38,13 @@ def test_log_every_logs_a_auc_and_the_eval_pass_on_every_nth_step_and_changes_no
 
 
 def test_the_training_a_auc_samples_at_most_log_aauc_nodes():
-    cfg = TrainConfig(r_cos=0.1)
-    assert log_aauc_rate(cfg, 20_000) == 0.1  # 0: the seed's r_cos sample (2,000 nodes)
+    cfg = TrainConfig(r_cos=0.1, log_every=1)
+    assert log_aauc_rate(cfg, 20_000) == 0.1  # 0 with log_every 1: the seed's r_cos sample (2,000 nodes)
     capped = replace(cfg, log_aauc_nodes=500)
     assert round(log_aauc_rate(capped, 20_000) * 20_000) == 500
     assert log_aauc_rate(capped, 2_000) == 0.1  # the cap binds only where r_cos · N exceeds it
     with pytest.raises(ValueError, match="log_every"):
-        TrainConfig(log_every=0)
+        TrainConfig(log_every=-1)
 
 
 def test_a_run_resumes_under_other_logging_settings(tmp_path):

@@ -99,6 +99,16 @@ def os_error_line(e: OSError, path: str | os.PathLike | None = None) -> str:
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write `data` to `path` via a temp file in the same folder + rename, so a kill never leaves half a file. A failed
     write is a WriteError naming `path` (never the temp file, which the user has never seen) and the fix."""
+    with atomic_writer(path) as f:
+        f.write(data)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike):
+    """A binary file to write `path` in pieces (a file too large to hold in memory), with atomic_write_bytes'
+    guarantees: written to a temp file in the same folder, renamed to `path` when the block ends without an error,
+    removed otherwise."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = None
@@ -106,7 +116,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; results should be as readable as any other
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -116,7 +126,6 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         if isinstance(e, OSError) and not isinstance(e, WriteError) and _names_temp_file(e, path):
             raise WriteError(e.errno, os_error_line(OSError(e.errno, e.strerror or str(e)), path), str(path)) from None
         raise
-    return path
 
 
 def _names_temp_file(e: OSError, path: Path) -> bool:

@@ -16,14 +16,29 @@ import sqlite3
 import warnings
 from pathlib import Path
 
-from tqdm.auto import tqdm
 
 from lib.common.graphio import read_graph
 from lib.common.hashing import config_digest
 from lib.common.params import ParamError
-from lib.common.paths import CACHE, WriteError, atomic_write_text, move_aside, os_error_line, package_file
+from lib.common.paths import (
+    CACHE,
+    WriteError,
+    atomic_write_text,
+    move_aside,
+    os_error_line,
+    package_file,
+)
 from lib.common.runinfo import read_record
 from lib.common.titles import TitleError
+from lib.crawl.linklist import (
+    CACHED_FROM_BYTES,
+    SHOWN_SKIPPED,
+    link_list_cache,
+    link_list_key,
+    read_link_cache,
+    read_link_list,
+    write_link_cache,
+)
 from lib.crawl.live import LiveSource
 from lib.crawl.pages import (
     DISAMBIGUATION,
@@ -63,15 +78,11 @@ class SnapshotSource:
         return self.snapshot.topics.get(title)
 
 
-SHOWN_SKIPPED = 3
-"""Skipped lines of a link list shown (with their line numbers) in its SkippedLinesWarning."""
-
-
 class SkippedLinesWarning(UserWarning):
     """Lines of a link list that are not links were skipped; the message counts them and shows the first few."""
 
 
-def read_snapshot(path: str | Path, progress: bool = True) -> Snapshot:
+def read_snapshot(path: str | Path, progress: bool = True, cache_dir: str | Path | None = CACHE) -> Snapshot:
     """A link list: TSV `source<TAB>target[<TAB>kind]` (titles plain or URL-encoded, `_` = space; kind is `link`
     (default), `redirect` (source redirects to target) or `disambiguation` (source is a disambiguation page linking
     to target); blank and `#` lines ignored) — or a graph JSON file (seed or project format; an edge links both ways).
@@ -83,6 +94,10 @@ def read_snapshot(path: str | Path, progress: bool = True) -> Snapshot:
     the whole file unusable is refused (SnapshotError): no file, not UTF-8 (a file-wide encoding, fixed by
     re-encoding), no link at all. A graph JSON file is a hand-written input: a bad label refuses it (read_graph).
     `progress` shows a bar of the bytes read (tqdm: a widget in a notebook).
+
+    A link list comes back as an IndexedSnapshot (its links as arrays: bounded memory at 40 million links). One of
+    CACHED_FROM_BYTES or more is parsed once: the parsed table is kept in `cache_dir` (link_list_cache) and read
+    back in seconds while the file keeps its size, modification time and sampled content (link_list_key).
     """
     path = Path(path)
     if not path.is_file():
@@ -95,7 +110,14 @@ def read_snapshot(path: str | Path, progress: bool = True) -> Snapshot:
             links[g.titles[v]].append(g.titles[u])
         topics = {t: tp for t, tp in zip(g.titles, g.topics or []) if tp}
         return Snapshot(links=links, topics=topics)
-    snap, lines, skipped = read_link_list(path, progress)
+    cache = link_list_cache(path, cache_dir) if cache_dir and path.stat().st_size >= CACHED_FROM_BYTES else None
+    key = link_list_key(path) if cache else ""
+    read = read_link_cache(cache, key) if cache and cache.is_file() else None
+    if read is None:
+        read = read_link_list(path, progress)
+        if cache and read[0].links:
+            write_link_cache(cache, key, *read)
+    snap, lines, skipped = read
     shown = " | ".join(skipped[:SHOWN_SKIPPED]) + (" | ..." if snap.skipped_lines > SHOWN_SKIPPED else "")
     if not snap.links:
         raise SnapshotError(f"snapshot file {path} holds no links; write one source<TAB>target line per link"
@@ -104,68 +126,6 @@ def read_snapshot(path: str | Path, progress: bool = True) -> Snapshot:
         warnings.warn(f"{path}: skipped {snap.skipped_lines:,} of {lines:,} lines that are not links ({shown}); "
                       f"correct them to keep their links", SkippedLinesWarning, stacklevel=2)
     return snap
-
-
-def link_of(line: str, title) -> tuple[str, str, str]:
-    """(source, target, kind) of one link-list line, with `title` the title reader; SnapshotError or TitleError
-    when the line is not a link."""
-    cols = line.split("\t")
-    if len(cols) not in (2, 3):
-        raise SnapshotError(f"expected 'source<TAB>target[<TAB>kind]', got {len(cols)} column(s): {line[:80]!r}")
-    kind = cols[2].strip() if len(cols) == 3 else "link"
-    if kind not in ("link", "redirect", "disambiguation"):
-        raise SnapshotError(f"unknown kind {kind!r}; use link, redirect or disambiguation")
-    ends = []
-    for end, raw in (("source", cols[0]), ("target", cols[1])):
-        try:
-            ends.append(title(raw))
-        except TitleError as e:
-            raise TitleError(f"{end}: {e}") from None
-    return ends[0], ends[1], kind
-
-
-def read_link_list(path: Path, progress: bool) -> tuple[Snapshot, int, list[str]]:
-    """(the snapshot of the TSV link list `path`, its lines with text, "line N: why" of each skipped line)."""
-    snap = Snapshot(links={})
-    seen: dict[str, str] = {}  # written -> title: a dump repeats its titles; one str per title also saves memory
-
-    def title(raw: str) -> str:
-        t = seen.get(raw)
-        if t is None:
-            t = seen[raw] = clean_title(raw)
-        return t
-
-    skipped: list[str] = []
-    lines = unread = 0
-    with open(path, "rb") as f, tqdm(total=path.stat().st_size, unit="B", unit_scale=True, desc=f"read {path.name}",
-                                     disable=not progress) as bar:
-        for lineno, raw in enumerate(f, 1):
-            unread += len(raw)
-            if unread >= 1 << 20:  # one bar update per MiB: per line it would cost more than the parsing
-                bar.update(unread)
-                unread = 0
-            try:
-                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8").rstrip("\r\n")  # a BOM is not a title
-            except UnicodeDecodeError:
-                raise SnapshotError(f"{path}:{lineno}: not valid UTF-8; re-encode the file as UTF-8") from None
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            lines += 1
-            try:
-                src, dst, kind = link_of(line, title)
-            except (SnapshotError, TitleError) as e:
-                snap.skipped_lines += 1
-                if len(skipped) < SHOWN_SKIPPED:
-                    skipped.append(f"line {lineno}: {e}")
-                continue
-            if kind == "redirect":
-                snap.redirects[src] = dst
-            else:
-                snap.links.setdefault(src, []).append(dst)
-                if kind == "disambiguation":
-                    snap.disambiguation.add(src)
-        bar.update(unread)
-    return snap, lines, skipped
 
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")

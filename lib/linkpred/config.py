@@ -39,6 +39,16 @@ class TrainingDiverged(WikigatError, RuntimeError):
     """The loss became NaN/inf; the last good checkpoint is kept."""
 
 
+LOG_EVERY_STEP_NODES = 5000
+"""log_every=0 (the default) logs every step on graphs up to this size: the demo's and the published runs' (1,000-2,000
+nodes), whose training curves stay the seed's; at the seed's 20,000 nodes the every-step logging costs +173% of a step
+(benchmarks/bench_seed_scale.py)."""
+LOG_THIN_EVERY = 10
+LOG_THIN_AAUC_NODES = 1000
+"""Above LOG_EVERY_STEP_NODES, log_every=0 logs every LOG_THIN_EVERY-th step with an A-AUC of at most
+LOG_THIN_AAUC_NODES nodes: +6% of a step at 20,000 nodes (benchmarks/bench_seed_scale.py, train_thin)."""
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Training and evaluation settings; defaults are the seed's §5.4.1 values."""
@@ -66,8 +76,9 @@ class TrainConfig:
     seed: int = 0
     log_aauc: bool = True  # A-AUC of training steps (as the seed's figures 3, 5, 7)
     log_eval: bool = True  # also score the step's pairs in eval mode (no dropout) after the update
-    log_every: int = 1  # A-AUC and the eval-mode pass on every N-th step of an epoch (1: every step, as the seed)
-    log_aauc_nodes: int = 0  # A-AUC while training samples at most this many nodes (0: round(r_cos · N), the seed)
+    log_every: int = 0  # A-AUC and the eval-mode pass on every N-th step of an epoch (1: every step, as the seed;
+    # 0: by graph size, log_interval)
+    log_aauc_nodes: int = 0  # A-AUC while training samples at most this many nodes (0: by log_every, log_aauc_cap)
 
     def __post_init__(self):
         checks = [("epochs", self.epochs >= 1, "use at least 1 epoch"), ("lr", self.lr > 0, "use a positive rate"),
@@ -85,10 +96,10 @@ class TrainConfig:
                    "use 1 (the seed) or more"),
                   ("graphs_per_step", isinstance(self.graphs_per_step, int) and self.graphs_per_step >= 1,
                    "use 1 (the seed) or more"),
-                  ("log_every", isinstance(self.log_every, int) and self.log_every >= 1,
-                   "use 1 (every step, the seed) or more"),
+                  ("log_every", isinstance(self.log_every, int) and self.log_every >= 0,
+                   "use 0 (by graph size), 1 (every step, the seed) or more"),
                   ("log_aauc_nodes", isinstance(self.log_aauc_nodes, int) and self.log_aauc_nodes >= 0,
-                   "use 0 (the seed's r_cos sample) or a node count")]
+                   "use 0 (by log_every) or a node count")]
         for key, ok, fix in checks:
             if not ok:
                 raise ValueError(f"parameter {key}={getattr(self, key)!r} is invalid: {fix}")
@@ -98,6 +109,19 @@ class TrainConfig:
             raise ValueError(f"parameter negative_mix={self.negative_mix!r} is invalid: {e}") from None
         object.__setattr__(self, "negative_mix", mix)  # one spelling per mix: registry order, no zero shares
         check_precision(self.precision)
+
+    def log_interval(self, num_nodes: int) -> int:
+        """Every how many steps of an epoch a step on a graph of `num_nodes` nodes logs A-AUC and the eval-mode pass:
+        log_every, or with log_every=0 every step up to LOG_EVERY_STEP_NODES nodes and every LOG_THIN_EVERY-th step
+        above (there the logging of every step costs more than the step)."""
+        return self.log_every or (1 if num_nodes <= LOG_EVERY_STEP_NODES else LOG_THIN_EVERY)
+
+    def log_aauc_cap(self, num_nodes: int) -> int:
+        """At most how many nodes a training step's A-AUC samples on a graph of `num_nodes` nodes (0: no cap, the
+        seed's r_cos sample): log_aauc_nodes, or with both at 0 LOG_THIN_AAUC_NODES above LOG_EVERY_STEP_NODES."""
+        if self.log_aauc_nodes or self.log_every:
+            return self.log_aauc_nodes
+        return 0 if num_nodes <= LOG_EVERY_STEP_NODES else LOG_THIN_AAUC_NODES
 
     def resolved(self) -> "TrainConfig":
         """This config with `precision` resolved for its device ("auto" -> what runs), as checkpoints store it."""
@@ -167,10 +191,12 @@ class GatTrainingParams(GatModelParams):
                                        "per step", gt=0, lt=1)
     select_metric: str = param("auc", 'validation metric (uniform negatives) that picks the epoch: "auc" or "mrr"',
                                choices=SELECT_METRICS)
-    log_every: int = param(1, "training curves: A-AUC and the eval-mode pass on every N-th step of an epoch (1: every "
-                              "step, as the seed's figures; at 20,000 nodes they cost more than the step)", ge=1)
+    log_every: int = param(0, "training curves: A-AUC and the eval-mode pass on every N-th step of an epoch (1: every "
+                              "step, as the seed's figures; 0: every step on graphs of up to "
+                              f"{LOG_EVERY_STEP_NODES:,} nodes, every {LOG_THIN_EVERY}th with an A-AUC of at most "
+                              f"{LOG_THIN_AAUC_NODES:,} nodes above, where every step costs more than the step)", ge=0)
     log_aauc_nodes: int = param(0, "training curves: A-AUC samples at most this many nodes (0: round(r_cos · N), the "
-                                   "seed's)", ge=0)
+                                   "seed's, capped as log_every 0 says)", ge=0)
 
     def gat_training(self) -> "GatTrainingParams":
         """This config's GatModel and training settings alone (a notebook config holds its other parameters too)."""

@@ -245,7 +245,7 @@ def _train_step(ctx: _StepContext, batch: list, epoch: int, s: int, last_good: P
     scaler.update()
     if len(batch) == 1 and ranks.world == 1:
         rec = _example_record(run.model, out, batch[0][1], cfg, epoch, batch[0][0], device, prec,
-                              logged=s % cfg.log_every == 0)
+                              logged=s % cfg.log_interval(batch[0][1].num_nodes) == 0)
     else:
         rec = {"epoch": epoch, "step": s, "graphs": len(batch), **ranks.mean({"loss": local})}
     rec["seconds"] = time.perf_counter() - t0
@@ -254,16 +254,19 @@ def _train_step(ctx: _StepContext, batch: list, epoch: int, s: int, last_good: P
 
 def log_aauc_rate(cfg: TrainConfig, num_nodes: int) -> float:
     """The node sampling rate of a training step's A-AUC: the seed's r_cos, lowered so that at most
-    `cfg.log_aauc_nodes` nodes are sampled when that cap is set (its pairs, and so its cost, grow with the square)."""
-    if not cfg.log_aauc_nodes or num_nodes * cfg.r_cos <= cfg.log_aauc_nodes:
+    `cfg.log_aauc_cap(num_nodes)` nodes are sampled when there is a cap (its pairs, and so its cost, grow with the
+    square)."""
+    cap = cfg.log_aauc_cap(num_nodes)
+    if not cap or num_nodes * cfg.r_cos <= cap:
         return cfg.r_cos
-    return cfg.log_aauc_nodes / num_nodes
+    return cap / num_nodes
 
 
 def _example_record(model: torch.nn.Module, out: dict, data: Data, cfg: TrainConfig, epoch: int, step: int, device,
                     prec, logged: bool = True) -> dict:
     """The log of a one-graph step: loss and AUC of its training-mode scores; where `logged` (every
-    `cfg.log_every`-th step), optionally A-AUC (of at most `cfg.log_aauc_nodes` sampled nodes) and eval-mode AUC."""
+    `cfg.log_interval(N)`-th step), optionally A-AUC (of at most `cfg.log_aauc_cap(N)` sampled nodes) and eval-mode
+    AUC."""
     logits, labels, z = out["logits"].detach(), out["labels"], out["z"]
     rec = {"epoch": epoch, "step": step, "graph_id": str(data.graph_id), "loss": float(out["loss"].detach()),
            "auc": float(roc_auc_score(labels.cpu().numpy(), logits.cpu().numpy()))}
