@@ -46,7 +46,8 @@ def test_render_puts_each_runs_numbers_beside_the_seeds():
 def test_check_fails_when_a_generated_block_or_page_is_stale(tmp_path):
     runs = report.reference_runs()
     readme, results, params = tmp_path / "README.md", tmp_path / "results.md", tmp_path / "parameters.md"
-    current_readme = (f"# x\n{report.render_findings(runs)}\n\n{report.render_timings(report.load_timings())}\n")
+    current_readme = (f"# x\n{report.render_findings(runs)}\n\n{report.render_timings(report.load_timings())}\n\n"
+                      f"{report.render_own_links()}\n")
     readme.write_text(current_readme)
     results.write_text(f"# Results\n{report.render(runs)}\n")
     params.write_text(report.parameters_page.current())

@@ -58,3 +58,12 @@ def test_the_beyond_finding_counts_cells_by_stratum_under_the_one_rule():
     text = GainStrata((("Wikispeedia hyperlinks", count),)).readme()
     assert text.endswith("[Wikispeedia][run] with a common neighbour 1 above / 1 below, without one 4 / 0.")
     assert "(4 cells, [run](outputs/reference/run/))" in GainStrata((("Wikispeedia hyperlinks", count),)).page()
+
+
+def test_the_readme_shows_the_published_example_runs_verdict_table(tmp_path):
+    from lib.run.report import OBEGIN, OEND, render_own_links
+
+    block = render_own_links()
+    assert block.startswith(OBEGIN) and block.endswith(OEND) and "| protocol" in block and "(10 seeds)" in block
+    assert block in open("README.md", encoding="utf-8").read()
+    assert render_own_links(tmp_path) == f"{OBEGIN}\nNot published yet.\n{OEND}"

@@ -27,8 +27,8 @@ from lib.common import published
 from lib.common.paths import OUTPUTS, ROOT, atomic_write_text
 from lib.common.runinfo import jsonable, load_json, read_json
 from lib.linkpred.beyond import gap_table
-from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS, REGISTRY
 from lib.linkpred.names import PROTOCOLS
+from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS, REGISTRY
 from lib.metrics.link import SEED_REPORTED
 from lib.run import parameters_page, registry_lists
 from lib.run.embedder_findings import NODE_EMBEDDERS, embedders_run, embedders_table
@@ -49,6 +49,7 @@ from lib.run.tables import (
     strata_table,
     structure_table,
 )
+from lib.run.verdicts import run_verdicts, summary
 from lib.viz.figures import saved
 
 RESULTS = ROOT / "docs" / "results.md"
@@ -58,6 +59,9 @@ FIGURE = "auc_aauc_vs_size.png"
 # How long the README's two commands take, measured from a fresh clone by scripts/time_loop.py.
 TIMINGS = REFERENCE_RUNS / "loop" / "timings.json"
 TBEGIN, TEND = "<!-- timings:begin (python -m lib.run.report) -->", "<!-- timings:end -->"
+OBEGIN, OEND = "<!-- own-links:begin (python -m lib.run.report) -->", "<!-- own-links:end -->"  # in README.md
+OWN_LINKS_RUN = "own_links_example"
+"""The published run of notebook 03b on the example link list (params/own_links_example.yaml) the README shows."""
 RBEGIN, REND = "<!-- tables:begin (python -m lib.run.report) -->", "<!-- tables:end -->"  # in each reference README
 
 
@@ -343,6 +347,20 @@ def render_timings(t: dict) -> str:
     return "\n".join(lines)
 
 
+def render_own_links(ref: Path = REFERENCE_RUNS) -> str:
+    """The README's verdict table of notebook 03b on the example link list (OWN_LINKS_RUN; lib.run.verdicts), the
+    table a user's own run prints."""
+    run = ref / OWN_LINKS_RUN
+    if not (run / "beyond_rows.csv").is_file():
+        return f"{OBEGIN}\nNot published yet.\n{OEND}"
+    table = run_verdicts(run)
+    commit = str(load_json(run / "params.json").get("git_commit", ""))[:7]
+    cols = ["protocol", "negatives", "chosen model", "goal", "AUC over the bar", "MRR over the bar"]
+    return "\n".join([OBEGIN, f"`python -m lib.run.verdicts outputs/reference/{OWN_LINKS_RUN}` (made at {commit}; "
+                              f"[its folder](outputs/reference/{OWN_LINKS_RUN}/)): {summary(table)}.", "",
+                       table[cols].to_markdown(index=False), OEND])
+
+
 def load_timings(path: Path = TIMINGS) -> dict:
     return read_json(path)
 
@@ -372,8 +390,8 @@ def main(argv=None) -> int:
     runs = reference_runs()
     readme, results, params = Path(a.readme), Path(a.results), Path(a.parameters)
     old = {p: p.read_text(encoding="utf-8") if p.is_file() else "" for p in (readme, results, params)}
-    new = {readme: _with(_with(old[readme], render_findings(runs), FBEGIN, FEND), render_timings(load_timings()),
-                         TBEGIN, TEND),
+    new = {readme: _with(_with(_with(old[readme], render_findings(runs), FBEGIN, FEND), render_timings(load_timings()),
+                               TBEGIN, TEND), render_own_links(), OBEGIN, OEND),
            results: _with(old[results], render(runs), BEGIN, END),
            params: parameters_page.current()}
     for page in registry_lists.pages():
