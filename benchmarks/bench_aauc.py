@@ -13,6 +13,7 @@ ru_maxrss minus the RSS after the data is built, is its own):
 Prints a table and the ratios ours / reference (time and memory).  --dense-at 0.1,0.5 also runs the reference at
 R_cos 0.5 (~10 GB, minutes).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,7 @@ def make_data(nodes: int, seed: int = 0):
     centres = torch.randn(50, 384, generator=g)
     cluster = torch.randint(0, 50, (nodes,), generator=g)
     x = centres[cluster] + 0.55 * torch.randn(nodes, 384, generator=g)
-    z = x @ (torch.randn(384, 64, generator=g) / 384 ** 0.5) + 1.5 * torch.randn(nodes, 64, generator=g)
+    z = x @ (torch.randn(384, 64, generator=g) / 384**0.5) + 1.5 * torch.randn(nodes, 64, generator=g)
     return x, z
 
 
@@ -62,13 +63,35 @@ def run_case(case: str, r_cos: float, nodes: int, threads: int, chunk_size: int 
         value, n_pairs = r.value, r.n_pos + r.n_neg
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    return {"case": case, "r_cos": r_cos, "chunk_size": chunk_size if case != "dense" else None, "pairs": n_pairs, "value": value, "seconds": seconds,
-            "peak_mib": (peak - base) / 1024}
+    return {
+        "case": case,
+        "r_cos": r_cos,
+        "chunk_size": chunk_size if case != "dense" else None,
+        "pairs": n_pairs,
+        "value": value,
+        "seconds": seconds,
+        "peak_mib": (peak - base) / 1024,
+    }
 
 
 def child(case: str, r_cos: float, nodes: int, threads: int, chunk_size: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", case, str(r_cos), str(chunk_size), "--nodes",
-                          str(nodes), "--threads", str(threads)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            case,
+            str(r_cos),
+            str(chunk_size),
+            "--nodes",
+            str(nodes),
+            "--threads",
+            str(threads),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -82,25 +105,33 @@ def main() -> None:
     if a.child:
         print(json.dumps(run_case(a.child[0], float(a.child[1]), a.nodes, a.threads, int(a.child[2]))))
         return
-    cases = [("ours", 0.1, 2048), ("ours_self", 0.1, 2048), ("ours", 0.5, 2048), ("ours", 0.5, 256)] + \
-        [("dense", float(r), 0) for r in a.dense_at.split(",")]
+    cases = [("ours", 0.1, 2048), ("ours_self", 0.1, 2048), ("ours", 0.5, 2048), ("ours", 0.5, 256)] + [
+        ("dense", float(r), 0) for r in a.dense_at.split(",")
+    ]
     rows = []
     for case, r, chunk in cases:
         rows.append(child(case, r, a.nodes, a.threads, chunk))
         row = rows[-1]
-        print(f"{row['case']:10s} R_cos={row['r_cos']:<4} chunk={str(row['chunk_size']):5s} pairs={row['pairs']:>11,}  A-AUC={row['value']:.6f}  "
-              f"{row['seconds']:7.2f} s  peak +{row['peak_mib']:8.1f} MiB", flush=True)
+        print(
+            f"{row['case']:10s} R_cos={row['r_cos']:<4} chunk={str(row['chunk_size']):5s} pairs={row['pairs']:>11,}  A-AUC={row['value']:.6f}  "
+            f"{row['seconds']:7.2f} s  peak +{row['peak_mib']:8.1f} MiB",
+            flush=True,
+        )
     by = {(r["case"], r["r_cos"], r["chunk_size"]): r for r in rows}
     ref, ours, ours_self = by[("dense", 0.1, None)], by[("ours", 0.1, 2048)], by[("ours_self", 0.1, 2048)]
     assert abs(ours_self["value"] - ref["value"]) < 1e-9, "seed variant disagrees with the dense reference"
-    print(f"\nR_cos 0.1, {a.nodes:,} nodes: ours (self-pairs excluded) / dense reference: time "
-          f"{ours['seconds'] / ref['seconds']:.2f}x, peak memory {ours['peak_mib'] / max(ref['peak_mib'], 1e-9):.2f}x; "
-          f"seed variant equals the reference ({ours_self['value']:.6f}).")
+    print(
+        f"\nR_cos 0.1, {a.nodes:,} nodes: ours (self-pairs excluded) / dense reference: time "
+        f"{ours['seconds'] / ref['seconds']:.2f}x, peak memory {ours['peak_mib'] / max(ref['peak_mib'], 1e-9):.2f}x; "
+        f"seed variant equals the reference ({ours_self['value']:.6f})."
+    )
     for chunk in (2048, 256):
         big = by[("ours", 0.5, chunk)]
-        print(f"R_cos 0.5, chunk_size {chunk}: {big['pairs']:,} pairs in {big['seconds']:.1f} s, peak "
-              f"+{big['peak_mib']:.0f} MiB (a dense S×S float64 score matrix alone: "
-              f"{(a.nodes * 0.5) ** 2 * 8 / 2**20:,.0f} MiB, plus as much again for the labels).")
+        print(
+            f"R_cos 0.5, chunk_size {chunk}: {big['pairs']:,} pairs in {big['seconds']:.1f} s, peak "
+            f"+{big['peak_mib']:.0f} MiB (a dense S×S float64 score matrix alone: "
+            f"{(a.nodes * 0.5) ** 2 * 8 / 2**20:,.0f} MiB, plus as much again for the labels)."
+        )
     assert abs(by[("ours", 0.5, 2048)]["value"] - by[("ours", 0.5, 256)]["value"]) < 1e-12
 
 

@@ -14,6 +14,7 @@ takes ~100-300 ms per request, so the table also projects wall time at 0.15 s pe
 
     .venv/bin/python benchmarks/bench_crawl.py            # ~1-2 minutes on 2 cores
 """
+
 from __future__ import annotations
 
 import argparse
@@ -100,10 +101,20 @@ def campaign(name: str, snapshot: Snapshot, roots: list[str], max_nodes: int, wo
         for t in g.titles:
             counts[t] = counts.get(t, 0) + 1
     shared = sum(sum(counts[t] > 1 for t in g.titles) for g in graphs) / sum(g.num_nodes for g in graphs)
-    return {"name": name, "roots": len(roots), "nodes": sum(g.num_nodes for g in graphs), "shared": shared,
-            "req_plain": requests, "req_cached": live.requests, "t_plain": t_plain, "t_cached": t_cached,
-            "pages_fetched": cached.misses, "pages_reused": cached.hits, "same": same,
-            "put_seconds": put_seconds[0]}
+    return {
+        "name": name,
+        "roots": len(roots),
+        "nodes": sum(g.num_nodes for g in graphs),
+        "shared": shared,
+        "req_plain": requests,
+        "req_cached": live.requests,
+        "t_plain": t_plain,
+        "t_cached": t_cached,
+        "pages_fetched": cached.misses,
+        "pages_reused": cached.hits,
+        "same": same,
+        "put_seconds": put_seconds[0],
+    }
 
 
 def peak_memory(snapshot: Snapshot, root: str, max_nodes: int) -> dict:
@@ -117,8 +128,14 @@ def peak_memory(snapshot: Snapshot, root: str, max_nodes: int) -> dict:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"nodes": g.num_nodes, "edges": g.num_edges, "requests": src.requests, "seconds": seconds,
-            "tracemalloc_peak_mib": peak / 2**20, "maxrss_growth_mib": (rss1 - rss0) / 1024}
+    return {
+        "nodes": g.num_nodes,
+        "edges": g.num_edges,
+        "requests": src.requests,
+        "seconds": seconds,
+        "tracemalloc_peak_mib": peak / 2**20,
+        "maxrss_growth_mib": (rss1 - rss0) / 1024,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,7 +164,10 @@ def main(argv: list[str] | None = None) -> int:
                 from lib.crawl.campaign import read_roots
 
                 emb_roots = [r for r in read_roots("params/roots_offline.txt") if r in emb.links][: args.roots]
-                print(f"campaign on the embedded snapshot: {len(emb_roots)} roots x {args.max_nodes} nodes ...", flush=True)
+                print(
+                    f"campaign on the embedded snapshot: {len(emb_roots)} roots x {args.max_nodes} nodes ...",
+                    flush=True,
+                )
                 rows.append(campaign("embedded", emb, emb_roots, args.max_nodes, Path(tmp)))
         print(f"campaign on the synthetic snapshot: {len(synth_roots)} roots x {args.max_nodes} nodes ...", flush=True)
         rows.append(campaign("synthetic", synth, synth_roots, args.max_nodes, Path(tmp)))
@@ -155,23 +175,33 @@ def main(argv: list[str] | None = None) -> int:
     mem = peak_memory(synth, synth_roots[0], args.big_nodes)
 
     print()
-    print(f"campaign of {args.roots} roots x {args.max_nodes:,} nodes through the mock MediaWiki server "
-          f"(reference = no page cache)")
-    head = (f"{'snapshot':<10} {'shared':>7} {'requests':>9} {'cached':>7} {'ratio':>6} {'wall s':>7} {'cached':>7} "
-            f"{'ratio':>6} {'@0.15s/req':>11} {'cached':>8} {'same graphs':>11}")
+    print(
+        f"campaign of {args.roots} roots x {args.max_nodes:,} nodes through the mock MediaWiki server "
+        f"(reference = no page cache)"
+    )
+    head = (
+        f"{'snapshot':<10} {'shared':>7} {'requests':>9} {'cached':>7} {'ratio':>6} {'wall s':>7} {'cached':>7} "
+        f"{'ratio':>6} {'@0.15s/req':>11} {'cached':>8} {'same graphs':>11}"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['name']:<10} {r['shared']:>7.1%} {r['req_plain']:>9,} {r['req_cached']:>7,} "
-              f"{r['req_cached'] / r['req_plain']:>6.3f} {r['t_plain']:>7.1f} {r['t_cached']:>7.1f} "
-              f"{r['t_cached'] / r['t_plain']:>6.3f} {r['req_plain'] * RTT / 60:>9.1f}m {r['req_cached'] * RTT / 60:>7.1f}m "
-              f"{str(r['same']):>11}")
-        print(f"{'':<10} pages fetched {r['pages_fetched']:,}, reused from cache {r['pages_reused']:,}; "
-              f"{r['put_seconds']:.1f} s of the cached wall time in PageCache.put (SQLite commits)")
+        print(
+            f"{r['name']:<10} {r['shared']:>7.1%} {r['req_plain']:>9,} {r['req_cached']:>7,} "
+            f"{r['req_cached'] / r['req_plain']:>6.3f} {r['t_plain']:>7.1f} {r['t_cached']:>7.1f} "
+            f"{r['t_cached'] / r['t_plain']:>6.3f} {r['req_plain'] * RTT / 60:>9.1f}m {r['req_cached'] * RTT / 60:>7.1f}m "
+            f"{str(r['same']):>11}"
+        )
+        print(
+            f"{'':<10} pages fetched {r['pages_fetched']:,}, reused from cache {r['pages_reused']:,}; "
+            f"{r['put_seconds']:.1f} s of the cached wall time in PageCache.put (SQLite commits)"
+        )
     print()
-    print(f"one crawl of {mem['nodes']:,} nodes / {mem['edges']:,} edges ({mem['requests']:,} requests, "
-          f"{mem['seconds']:.1f} s under tracemalloc): peak Python heap {mem['tracemalloc_peak_mib']:.1f} MiB, "
-          f"max-RSS growth {mem['maxrss_growth_mib']:.1f} MiB")
+    print(
+        f"one crawl of {mem['nodes']:,} nodes / {mem['edges']:,} edges ({mem['requests']:,} requests, "
+        f"{mem['seconds']:.1f} s under tracemalloc): peak Python heap {mem['tracemalloc_peak_mib']:.1f} MiB, "
+        f"max-RSS growth {mem['maxrss_growth_mib']:.1f} MiB"
+    )
     print(f"total benchmark time {time.perf_counter() - t_start:.0f} s")
     return 0 if all(r["same"] for r in rows) else 1
 

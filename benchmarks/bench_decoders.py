@@ -26,6 +26,7 @@ BCE, backward, AdamW — lib.linkpred.train's disjoint supervision, whose fresh 
 start from the stack fitted on the graph (lib.linkpred.train.init_model). Peak memory: each variant's steps alone in
 a child process, peak RSS growth (VmHWM) and on CUDA peak allocated GPU memory.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,10 +50,15 @@ from lib.linkpred.model import GatModel, ModelConfig, count_parameters  # noqa: 
 from lib.linkpred.sampling import sample_negatives, split_edges  # noqa: E402
 from lib.linkpred.train import init_model  # noqa: E402
 
-VARIANTS = {"dot": {}, "hadamard_mlp": {"decoder": "hadamard_mlp"}, "ncn": {"decoder": "ncn"},
-            "ncn_feat": {"decoder": "ncn", "decoder_features": True},
-            "ncn_feat_rescaled": {"decoder": "ncn", "decoder_features": True, "decoder_rescale": True},
-            "counts": {"decoder": "counts"}, "mplp": {"decoder": "mplp"}}
+VARIANTS = {
+    "dot": {},
+    "hadamard_mlp": {"decoder": "hadamard_mlp"},
+    "ncn": {"decoder": "ncn"},
+    "ncn_feat": {"decoder": "ncn", "decoder_features": True},
+    "ncn_feat_rescaled": {"decoder": "ncn", "decoder_features": True, "decoder_rescale": True},
+    "counts": {"decoder": "counts"},
+    "mplp": {"decoder": "mplp"},
+}
 CACHES = (heuristics._STRUCTURE, heuristics._ADJACENCY, heuristics._COSINE, heuristics._TWO_HOP, heuristics._COUNTS)
 STEP_VARIANTS = ("ncn_stack", "ncn", "counts", "counts_stack", "mplp", "mplp_stack")
 """The training-step comparison: the reference (ncn_stack) first, then ncn and the structural-count variants."""
@@ -81,8 +87,13 @@ def setup(a):
     x, ei = seed_sized_graph(a.nodes, a.edges)
     g = torch.Generator().manual_seed(1)
     half = a.pairs // 2
-    pairs = torch.cat([ei[:, torch.randperm(ei.size(1), generator=g)[:half]],
-                       torch.randint(0, a.nodes, (2, a.pairs - half), generator=g)], 1)
+    pairs = torch.cat(
+        [
+            ei[:, torch.randperm(ei.size(1), generator=g)[:half]],
+            torch.randint(0, a.nodes, (2, a.pairs - half), generator=g),
+        ],
+        1,
+    )
     models = {}
     for name, kw in VARIANTS.items():
         torch.manual_seed(0)
@@ -124,6 +135,7 @@ def train_steps(a, device) -> dict:
             opt.step()
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
+
         steps[name] = step
     return steps
 
@@ -155,13 +167,32 @@ def step_main(a, device) -> None:
             times[n].append(time.perf_counter() - t0)
     base = statistics.median(times["ncn_stack"])
     card = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {a.threads} thread(s)"
-    print(f"training step: {a.nodes:,} nodes, {a.edges:,} edges (synthetic_graph), 30% held out as positives against "
-          f"as many non-edges; {card}; median of {a.repeats}")
+    print(
+        f"training step: {a.nodes:,} nodes, {a.edges:,} edges (synthetic_graph), 30% held out as positives against "
+        f"as many non-edges; {card}; median of {a.repeats}"
+    )
     print(f"{'variant':<14}{'s/step':>10}{'vs ncn_stack':>14}{'peak RSS MiB':>14}{'GPU peak MiB':>14}")
     for n in steps:
-        out = subprocess.run([sys.executable, __file__, "--step", "--child", n, "--nodes", str(a.nodes), "--edges",
-                              str(a.edges), "--threads", str(a.threads), "--device", a.device],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--step",
+                "--child",
+                n,
+                "--nodes",
+                str(a.nodes),
+                "--edges",
+                str(a.edges),
+                "--threads",
+                str(a.threads),
+                "--device",
+                a.device,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         mem = json.loads(out.stdout.strip().splitlines()[-1])
         gpu = "" if mem["gpu_peak_mib"] is None else f"{mem['gpu_peak_mib']:.1f}"
         med = statistics.median(times[n])
@@ -215,18 +246,40 @@ def main() -> None:
                         heuristics.pair_features = new_pf
     enc_s = statistics.median(enc)
     base = statistics.median(cold["dot"])
-    print(f"{a.nodes:,} nodes, {a.edges:,} edges, {a.pairs:,} pairs scored, {a.threads} thread(s), median of "
-          f"{a.repeats}; one encoder pass {enc_s:.2f} s")
-    print(f"{'decoder':<14}{'params':>9}{'cold s/1,000':>14}{'cold vs dot':>13}{'warm s/1,000':>14}{'warm vs dot':>13}"
-          f"{'max |Δ|':>9}{'+ encode, s':>13}{'peak MiB':>10}")
+    print(
+        f"{a.nodes:,} nodes, {a.edges:,} edges, {a.pairs:,} pairs scored, {a.threads} thread(s), median of "
+        f"{a.repeats}; one encoder pass {enc_s:.2f} s"
+    )
+    print(
+        f"{'decoder':<14}{'params':>9}{'cold s/1,000':>14}{'cold vs dot':>13}{'warm s/1,000':>14}{'warm vs dot':>13}"
+        f"{'max |Δ|':>9}{'+ encode, s':>13}{'peak MiB':>10}"
+    )
     for n, m in models.items():
         med, med_w = statistics.median(cold[n]), statistics.median(warm[n])
-        out = subprocess.run([sys.executable, __file__, "--child", n, "--nodes", str(a.nodes), "--edges",
-                              str(a.edges), "--pairs", str(a.pairs), "--threads", str(a.threads)],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                n,
+                "--nodes",
+                str(a.nodes),
+                "--edges",
+                str(a.edges),
+                "--pairs",
+                str(a.pairs),
+                "--threads",
+                str(a.threads),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         peak = json.loads(out.stdout.strip().splitlines()[-1])["peak_mib"]
-        print(f"{n:<14}{count_parameters(m):>9,}{med * 1000 / a.pairs:>14.5f}{med / base:>13.1f}"
-              f"{med_w * 1000 / a.pairs:>14.5f}{med_w / base:>13.1f}{delta[n]:>9.1e}{enc_s + med:>13.2f}{peak:>10.1f}")
+        print(
+            f"{n:<14}{count_parameters(m):>9,}{med * 1000 / a.pairs:>14.5f}{med / base:>13.1f}"
+            f"{med_w * 1000 / a.pairs:>14.5f}{med_w / base:>13.1f}{delta[n]:>9.1e}{enc_s + med:>13.2f}{peak:>10.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ this CPU) that is said and only float32 is reported; `--precision bf16` measures
 
     .venv/bin/python benchmarks/bench_distill.py [--sentences 256] [--max-seq-len 128] [--steps 10]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,11 +38,16 @@ def peak_rss_mib() -> float:
 def fused_vs_plain(teacher, corpus: list[str], args) -> None:
     """3x384 MiniLM steps/s with the teacher's targets cached: fused vs non-fused AdamW, A/B/A/B."""
     n = args.optimizer_steps
-    texts = corpus[:n * 32]
+    texts = corpus[: n * 32]
     cache = TeacherCache(teacher, texts, 64)
     base = dict(steps=n, batch_size=32, max_seq_len=64, seed=args.seed)
-    distill(cache, make_student(teacher.tokenizer, StudentShape(3), seed=args.seed), texts,
-              DistillConfig(**base), progress=False)  # fills the cache: every later run reads targets only
+    distill(
+        cache,
+        make_student(teacher.tokenizer, StudentShape(3), seed=args.seed),
+        texts,
+        DistillConfig(**base),
+        progress=False,
+    )  # fills the cache: every later run reads targets only
     rates = {True: [], False: []}
     for fused in (True, False, True, False):
         st = make_student(teacher.tokenizer, StudentShape(3), seed=args.seed)
@@ -49,9 +55,11 @@ def fused_vs_plain(teacher, corpus: list[str], args) -> None:
         distill(cache, st, texts, DistillConfig(**base, fused=fused), progress=False)
         rates[fused].append(n / (time.perf_counter() - t0))
     f, p = max(rates[True]), max(rates[False])
-    print(f"\nAdamW on cached targets (3x384, batch 32, max_seq_len 64, {n} steps, best of 2 each, threads "
-          f"{torch.get_num_threads()}): fused {f:.2f} steps/s, non-fused {p:.2f} steps/s -> {f / p:.2f}x "
-          f"({'OK' if f > p else 'NOT FASTER'}); peak RSS {peak_rss_mib():.0f} MiB")
+    print(
+        f"\nAdamW on cached targets (3x384, batch 32, max_seq_len 64, {n} steps, best of 2 each, threads "
+        f"{torch.get_num_threads()}): fused {f:.2f} steps/s, non-fused {p:.2f} steps/s -> {f / p:.2f}x "
+        f"({'OK' if f > p else 'NOT FASTER'}); peak RSS {peak_rss_mib():.0f} MiB"
+    )
 
 
 def main(argv=None) -> int:
@@ -61,24 +69,39 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--steps", type=int, default=10, help="distillation steps timed per student")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--precision", default="auto", help="teacher precision for distillation targets (lib.common.device)")
+    ap.add_argument(
+        "--precision", default="auto", help="teacher precision for distillation targets (lib.common.device)"
+    )
     ap.add_argument("--skip-steps", action="store_true", help="skip the distillation steps/s part")
-    ap.add_argument("--optimizer-steps", type=int, default=20,
-                    help="steps per timing of the fused vs non-fused AdamW comparison (0 skips it)")
+    ap.add_argument(
+        "--optimizer-steps",
+        type=int,
+        default=20,
+        help="steps per timing of the fused vs non-fused AdamW comparison (0 skips it)",
+    )
     args = ap.parse_args(argv)
 
-    data = build_datasets(args.seed, transfer_sentences=max(args.sentences, args.batch_size * args.steps),
-                            task_train=24, task_eval=12, fidelity_sentences=4)
-    texts = sorted(data["transfer"], key=len)[-args.sentences:]  # the longest sentences: positions near max_seq_len
+    data = build_datasets(
+        args.seed,
+        transfer_sentences=max(args.sentences, args.batch_size * args.steps),
+        task_train=24,
+        task_eval=12,
+        fidelity_sentences=4,
+    )
+    texts = sorted(data["transfer"], key=len)[-args.sentences :]  # the longest sentences: positions near max_seq_len
     teacher = load_encoder(ensure_teacher(), "teacher")
     assistant = load_encoder(assistant_path(), "assistant")
-    print(f"torch threads: {torch.get_num_threads()}; {len(texts)} sentences, max_seq_len {args.max_seq_len}, "
-          f"batch {args.batch_size}")
+    print(
+        f"torch threads: {torch.get_num_threads()}; {len(texts)} sentences, max_seq_len {args.max_seq_len}, "
+        f"batch {args.batch_size}"
+    )
     speed = speed_table(teacher, assistant, texts, args.max_seq_len, args.batch_size, repeats=2)
     speed["sentences_per_s"] = 1000 / speed.s_per_1000
     print(speed.round(2).to_string(index=False))
     r6 = float(speed.loc[speed.model == "student 6x384", "speedup"].iloc[0])
-    print(f"6x384 speed-up vs teacher: {r6:.2f}x (target >= 5x; paper Table 4: 5.3x) -> {'OK' if r6 >= 5 else 'BELOW TARGET'}")
+    print(
+        f"6x384 speed-up vs teacher: {r6:.2f}x (target >= 5x; paper Table 4: 5.3x) -> {'OK' if r6 >= 5 else 'BELOW TARGET'}"
+    )
 
     prec = resolve_precision(args.precision, "cpu")
     print(f"\nteacher targets: precision {args.precision!r} -> {prec.name}: {prec.reason}")
@@ -88,30 +111,41 @@ def main(argv=None) -> int:
         last = teacher.num_layers - 1
         target_divergence(teacher, texts[:4], [last], 12, args.max_seq_len, precision=prec)  # warm-up, both paths
         before = peak_rss_mib()
-        div = target_divergence(teacher, texts, [last], 12, args.max_seq_len, precision=prec,
-                                  batch_size=args.batch_size)
+        div = target_divergence(
+            teacher, texts, [last], 12, args.max_seq_len, precision=prec, batch_size=args.batch_size
+        )
         r = div["seconds_fp32"] / div["seconds_low"]
-        print(f"  fp32 {len(texts) / div['seconds_fp32']:.1f} sentences/s, {prec.name} "
-              f"{len(texts) / div['seconds_low']:.1f} sentences/s: {r:.2f}x (target >= 1.8x) -> "
-              f"{'OK' if r >= 1.8 else 'BELOW TARGET'}")
-        print(f"  KL(fp32 || {prec.name} attention rows, last layer) {div['kl_att']:.2e}, value relative error "
-              f"{div['value_rel_err']:.2e}; process peak RSS {peak_rss_mib():.0f} MiB (before {before:.0f})")
+        print(
+            f"  fp32 {len(texts) / div['seconds_fp32']:.1f} sentences/s, {prec.name} "
+            f"{len(texts) / div['seconds_low']:.1f} sentences/s: {r:.2f}x (target >= 1.8x) -> "
+            f"{'OK' if r >= 1.8 else 'BELOW TARGET'}"
+        )
+        print(
+            f"  KL(fp32 || {prec.name} attention rows, last layer) {div['kl_att']:.2e}, value relative error "
+            f"{div['value_rel_err']:.2e}; process peak RSS {peak_rss_mib():.0f} MiB (before {before:.0f})"
+        )
     if args.optimizer_steps:
         fused_vs_plain(teacher, data["transfer"], args)
     if args.skip_steps:
         return 0
 
-    print("\ndistillation steps/s (teacher forward + student forward/backward, batch "
-          f"{args.batch_size // 2}, max_seq_len {args.max_seq_len}):")
+    print(
+        "\ndistillation steps/s (teacher forward + student forward/backward, batch "
+        f"{args.batch_size // 2}, max_seq_len {args.max_seq_len}):"
+    )
     ref = None
     for m in (6, 4, 3):
         st = make_student(teacher.tokenizer, StudentShape(m), seed=args.seed)
-        cfg = DistillConfig(steps=args.steps, batch_size=args.batch_size // 2, max_seq_len=args.max_seq_len, seed=args.seed)
+        cfg = DistillConfig(
+            steps=args.steps, batch_size=args.batch_size // 2, max_seq_len=args.max_seq_len, seed=args.seed
+        )
         t0 = time.perf_counter()
         distill(teacher, st, texts, cfg, progress=False)
         rate = args.steps / (time.perf_counter() - t0)
         ref = ref or rate
-        print(f"  {m}x384 MiniLM: {rate:.2f} steps/s ({rate / ref:.2f}x the 6x384 rate); peak RSS {peak_rss_mib():.0f} MiB")
+        print(
+            f"  {m}x384 MiniLM: {rate:.2f} steps/s ({rate / ref:.2f}x the 6x384 rate); peak RSS {peak_rss_mib():.0f} MiB"
+        )
     return 0
 
 

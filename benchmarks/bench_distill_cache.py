@@ -6,6 +6,7 @@ teacher pass. Every seed draws its own batch order, so the in-memory cache share
 
     .venv/bin/python benchmarks/bench_distill_cache.py [--sentences 256] [--steps 16] [--seeds 3] [--max-seq-len 64]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,15 +32,18 @@ def grid(source_for_seed, teacher, texts, args) -> tuple[int, float]:
         sources[id(src)] = src
         for variant in VARIANTS:
             st = make_student(teacher.tokenizer, StudentShape(3), seed=seed)
-            cfg = DistillConfig(variant=variant, steps=args.steps, batch_size=args.batch_size,
-                                  max_seq_len=args.max_seq_len, seed=seed)
+            cfg = DistillConfig(
+                variant=variant, steps=args.steps, batch_size=args.batch_size, max_seq_len=args.max_seq_len, seed=seed
+            )
             distill(src, st, texts, cfg, progress=False)
     return sum(s.teacher_sentences for s in sources.values()), time.perf_counter() - t0
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sentences", type=int, default=256, help="transfer sentences (steps x batch = one epoch by default)")
+    ap.add_argument(
+        "--sentences", type=int, default=256, help="transfer sentences (steps x batch = one epoch by default)"
+    )
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--max-seq-len", type=int, default=64)
@@ -49,25 +53,42 @@ def main(argv=None) -> int:
     texts = build_datasets(0, args.sentences, task_train=24, task_eval=12, fidelity_sentences=4)["transfer"]
     teacher = load_encoder(ensure_teacher(), "teacher")
     tid = encoder_identity(teacher)
-    print(f"{args.seeds} seeds x {len(VARIANTS)} runs (3x384), {args.steps} steps of {args.batch_size}, "
-          f"max_seq_len {args.max_seq_len}, {len(texts)} transfer sentences")
+    print(
+        f"{args.seeds} seeds x {len(VARIANTS)} runs (3x384), {args.steps} steps of {args.batch_size}, "
+        f"max_seq_len {args.max_seq_len}, {len(texts)} transfer sentences"
+    )
     mem_n, mem_s = grid(lambda seed: TeacherCache(teacher, texts, args.max_seq_len), teacher, texts, args)
     with tempfile.TemporaryDirectory() as root:
-        cold_n, cold_s = grid(lambda seed, s=TeacherTargetStore(teacher, tid, args.max_seq_len, root=root): s,
-                              teacher, texts, args)
-        warm_n, warm_s = grid(lambda seed, s=TeacherTargetStore(teacher, tid, args.max_seq_len, root=root): s,
-                              teacher, texts, args)
-    distinct = len({t for seed in range(args.seeds) for idx in batch_plan(len(texts), args.steps, args.batch_size, seed)
-                    for t in (texts[i] for i in idx)})
+        cold_n, cold_s = grid(
+            lambda seed, s=TeacherTargetStore(teacher, tid, args.max_seq_len, root=root): s, teacher, texts, args
+        )
+        warm_n, warm_s = grid(
+            lambda seed, s=TeacherTargetStore(teacher, tid, args.max_seq_len, root=root): s, teacher, texts, args
+        )
+    distinct = len(
+        {
+            t
+            for seed in range(args.seeds)
+            for idx in batch_plan(len(texts), args.steps, args.batch_size, seed)
+            for t in (texts[i] for i in idx)
+        }
+    )
     print(f"{'mode':<28}{'teacher sentences':>18}{'wall s':>9}")
-    for name, n, s in (("in-memory, per seed", mem_n, mem_s), ("disk cache, cold", cold_n, cold_s),
-                       ("disk cache, warm re-run", warm_n, warm_s)):
+    for name, n, s in (
+        ("in-memory, per seed", mem_n, mem_s),
+        ("disk cache, cold", cold_n, cold_s),
+        ("disk cache, warm re-run", warm_n, warm_s),
+    ):
         print(f"{name:<28}{n:>18}{s:>9.1f}")
     ratio = mem_s / cold_s
-    print(f"distinct sentences used by the grid: {distinct}; cold disk cache passes per sentence: {cold_n / distinct:.2f} "
-          f"(target 1) -> {'OK' if cold_n == distinct else 'ABOVE TARGET'}")
-    print(f"wall time in-memory / disk cold: {ratio:.2f}x (target >= 2x) -> {'OK' if ratio >= 2 else 'BELOW TARGET'}; "
-          f"in-memory / warm: {mem_s / warm_s:.2f}x")
+    print(
+        f"distinct sentences used by the grid: {distinct}; cold disk cache passes per sentence: {cold_n / distinct:.2f} "
+        f"(target 1) -> {'OK' if cold_n == distinct else 'ABOVE TARGET'}"
+    )
+    print(
+        f"wall time in-memory / disk cold: {ratio:.2f}x (target >= 2x) -> {'OK' if ratio >= 2 else 'BELOW TARGET'}; "
+        f"in-memory / warm: {mem_s / warm_s:.2f}x"
+    )
     print(f"warm re-run teacher passes: {warm_n} (target 0) -> {'OK' if warm_n == 0 else 'NOT ZERO'}")
     return 0
 

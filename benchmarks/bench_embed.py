@@ -15,6 +15,7 @@
 3. Rejected options, measured rather than assumed: dynamic int8 quantisation of the Linear layers; and, only where
    onnxruntime is importable (it is not a project dependency), an ONNX export of the same model run by onnxruntime.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -83,7 +84,7 @@ def overlap_campaign(titles: list[str], graphs: int, nodes: int, seed: int = 0) 
         for d in range(4):
             lists[(i + d) % graphs].append(t)
     for g in range(graphs):
-        lists[g] = lists[g][:shared] + rest[g * own:(g + 1) * own]
+        lists[g] = lists[g][:shared] + rest[g * own : (g + 1) * own]
         rng.shuffle(lists[g])
     return lists
 
@@ -117,10 +118,16 @@ def onnx_encoder(model, workdir: Path):
             return self.b(input_ids=input_ids).last_hidden_state
 
     path = workdir / "model.onnx"
-    torch.onnx.export(LastHidden(bert), (torch.ones((4, 8), dtype=torch.long),), str(path),
-                      input_names=["input_ids"], output_names=["h"],
-                      dynamic_axes={"input_ids": {0: "b", 1: "l"}, "h": {0: "b", 1: "l"}}, opset_version=17,
-                      dynamo=False)
+    torch.onnx.export(
+        LastHidden(bert),
+        (torch.ones((4, 8), dtype=torch.long),),
+        str(path),
+        input_names=["input_ids"],
+        output_names=["h"],
+        dynamic_axes={"input_ids": {0: "b", 1: "l"}, "h": {0: "b", 1: "l"}},
+        opset_version=17,
+        dynamo=False,
+    )
     so = ort.SessionOptions()
     so.intra_op_num_threads = torch.get_num_threads()
     sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
@@ -154,7 +161,9 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=1500, help="nodes per graph in the 92%%-overlap campaign")
     ap.add_argument("--quick", action="store_true", help="2,000 titles, 1 repetition, a 4 x 500 campaign")
     ap.add_argument("--json", default="", help="also write the figures to this JSON file")
-    ap.add_argument("--precision", default="auto", help="compute precision of a further project method (lib.common.device)")
+    ap.add_argument(
+        "--precision", default="auto", help="compute precision of a further project method (lib.common.device)"
+    )
     args = ap.parse_args()
     if args.quick:
         args.titles, args.reps, args.graphs, args.nodes = 2000, 1, 4, 500
@@ -168,8 +177,10 @@ def main() -> None:
     titles = vital_titles()
     titles = titles[: args.titles] if args.titles else titles
     bs = args.batch_size
-    print(f"{len(titles)} unique titles | torch {torch.__version__}, {torch.get_num_threads()} threads | "
-          f"model {model.wikigat_model_id}")
+    print(
+        f"{len(titles)} unique titles | torch {torch.__version__}, {torch.get_num_threads()} threads | "
+        f"model {model.wikigat_model_id}"
+    )
     model.encode(titles[:256], batch_size=32)  # warm-up: first calls pay one-off allocation costs
     embed.encode(model, titles[:256], batch_size=bs)
 
@@ -180,8 +191,10 @@ def main() -> None:
     }
     low_model = embed.load_model(precision=args.precision)
     prec = low_model.wikigat_precision
-    print(f"precision {args.precision!r} -> {prec.name}: {prec.reason}" + ("; reporting float32 only"
-                                                                        if prec.name == "fp32" else ""))
+    print(
+        f"precision {args.precision!r} -> {prec.name}: {prec.reason}"
+        + ("; reporting float32 only" if prec.name == "fp32" else "")
+    )
     low_name = f"project fast {prec.name} (bs={bs})"
     if prec.name != "fp32":
         embed.encode(low_model, titles[:256], batch_size=bs)
@@ -200,8 +213,10 @@ def main() -> None:
             secs[name].append(sec)
             mems[name].append(mib)
             outs[name] = np.asarray(out, dtype=np.float32)
-        print(f"  rep {rep + 1}/{args.reps}: " + ", ".join(f"{len(titles) / secs[k][-1]:.0f}/s" for k in methods),
-              flush=True)
+        print(
+            f"  rep {rep + 1}/{args.reps}: " + ", ".join(f"{len(titles) / secs[k][-1]:.0f}/s" for k in methods),
+            flush=True,
+        )
     ref_name = "plain encode (bs=32, default)"
     ref = outs[ref_name]
     results = {}
@@ -210,16 +225,25 @@ def main() -> None:
         med = statistics.median(secs[name])
         per_rep = statistics.median(r / s for r, s in zip(secs[ref_name], secs[name]))
         cmin = float(cosine(outs[name], ref).min())
-        results[name] = {"titles_per_s": len(titles) / med, "speedup_median_time": statistics.median(secs[ref_name]) / med,
-                         "speedup_median_of_paired": per_rep, "cosine_min": cmin, "peak_rss_growth_mib": max(mems[name])}
+        results[name] = {
+            "titles_per_s": len(titles) / med,
+            "speedup_median_time": statistics.median(secs[ref_name]) / med,
+            "speedup_median_of_paired": per_rep,
+            "cosine_min": cmin,
+            "peak_rss_growth_mib": max(mems[name]),
+        }
         r = results[name]
-        print(f"{name:48s} {r['titles_per_s']:9.0f} {r['speedup_median_time']:8.2f} {per_rep:7.2f} {cmin:10.7f} "
-              f"{r['peak_rss_growth_mib']:9.1f}")
+        print(
+            f"{name:48s} {r['titles_per_s']:9.0f} {r['speedup_median_time']:8.2f} {per_rep:7.2f} {cmin:10.7f} "
+            f"{r['peak_rss_growth_mib']:9.1f}"
+        )
     if low_name in results:
         r = results[low_name]
         ok = r["speedup_median_time"] >= 3.5 and r["cosine_min"] >= 0.999
-        print(f"{low_name}: {r['speedup_median_time']:.2f}x plain encode at cosine >= {r['cosine_min']:.5f} "
-              f"(target >= 3.5x at >= 0.999) -> {'OK' if ok else 'MISSED'}")
+        print(
+            f"{low_name}: {r['speedup_median_time']:.2f}x plain encode at cosine >= {r['cosine_min']:.5f} "
+            f"(target >= 3.5x at >= 0.999) -> {'OK' if ok else 'MISSED'}"
+        )
 
     # dynamic int8 quantisation: fast, but does it keep cosine >= 0.999?
     qmodel = embed.load_model()
@@ -229,11 +253,17 @@ def main() -> None:
     embed.encode(qmodel, titles[:256], batch_size=bs)
     q, qsec, qmib = timed(lambda m=qmodel: embed.encode(m, titles, batch_size=bs)[0])
     qc = cosine(q, ref)
-    results["fast + dynamic int8 (rejected)"] = {"titles_per_s": len(titles) / qsec, "cosine_min": float(qc.min()),
-                                                 "cosine_mean": float(qc.mean()), "peak_rss_growth_mib": qmib}
-    print(f"{'fast + dynamic int8 (1 rep)':48s} {len(titles) / qsec:9.0f} "
-          f"{statistics.median(secs[ref_name]) / qsec:8.2f} {'':7s} {qc.min():10.7f} {qmib:9.1f}"
-          f"   mean cos {qc.mean():.4f}: {'fails' if qc.min() < 0.999 else 'passes'} the 0.999 bar")
+    results["fast + dynamic int8 (rejected)"] = {
+        "titles_per_s": len(titles) / qsec,
+        "cosine_min": float(qc.min()),
+        "cosine_mean": float(qc.mean()),
+        "peak_rss_growth_mib": qmib,
+    }
+    print(
+        f"{'fast + dynamic int8 (1 rep)':48s} {len(titles) / qsec:9.0f} "
+        f"{statistics.median(secs[ref_name]) / qsec:8.2f} {'':7s} {qc.min():10.7f} {qmib:9.1f}"
+        f"   mean cos {qc.mean():.4f}: {'fails' if qc.min() < 0.999 else 'passes'} the 0.999 bar"
+    )
     del qmodel
 
     # effective speed-up on a campaign whose graphs share 92% of their nodes
@@ -246,18 +276,32 @@ def main() -> None:
     shared = np.mean([np.mean([counts[t] > 1 for t in g]) for g in lists])
     _, seed_sec, seed_mib = timed(lambda: [model.encode(g, batch_size=32, convert_to_numpy=True) for g in lists])
     store = embed_store.EmbeddingStore(tmp / "store", model.wikigat_model_id)
-    stats, store_sec, store_mib = timed(lambda: embed_store.embed_titles(flat, model, store, batch_size=bs, progress=False))
-    again = embed_store.embed_titles(flat, model, embed_store.EmbeddingStore(tmp / "store", model.wikigat_model_id),
-                               progress=False)
-    print(f"\n92%-overlap campaign: {args.graphs} graphs x {args.nodes} nodes = {len(flat)} titles, "
-          f"{stats['unique']} unique, shared share {shared:.3f}")
+    stats, store_sec, store_mib = timed(
+        lambda: embed_store.embed_titles(flat, model, store, batch_size=bs, progress=False)
+    )
+    again = embed_store.embed_titles(
+        flat, model, embed_store.EmbeddingStore(tmp / "store", model.wikigat_model_id), progress=False
+    )
+    print(
+        f"\n92%-overlap campaign: {args.graphs} graphs x {args.nodes} nodes = {len(flat)} titles, "
+        f"{stats['unique']} unique, shared share {shared:.3f}"
+    )
     print(f"  seed's way (plain encode per graph): {seed_sec:7.1f} s  peak +{seed_mib:.0f} MiB")
-    print(f"  project (store, dedup + fast):       {store_sec:7.1f} s  peak +{store_mib:.0f} MiB  "
-          f"-> effective speed-up {seed_sec / store_sec:.2f}x; second run encodes {again['newly_encoded']}")
-    results["overlap_campaign"] = {"graphs": args.graphs, "nodes": args.nodes, "total": len(flat),
-                                   "unique": stats["unique"], "shared_share": float(shared), "seed_way_s": seed_sec,
-                                   "store_s": store_sec, "effective_speedup": seed_sec / store_sec,
-                                   "second_run_newly_encoded": again["newly_encoded"]}
+    print(
+        f"  project (store, dedup + fast):       {store_sec:7.1f} s  peak +{store_mib:.0f} MiB  "
+        f"-> effective speed-up {seed_sec / store_sec:.2f}x; second run encodes {again['newly_encoded']}"
+    )
+    results["overlap_campaign"] = {
+        "graphs": args.graphs,
+        "nodes": args.nodes,
+        "total": len(flat),
+        "unique": stats["unique"],
+        "shared_share": float(shared),
+        "seed_way_s": seed_sec,
+        "store_s": store_sec,
+        "effective_speedup": seed_sec / store_sec,
+        "second_run_newly_encoded": again["newly_encoded"],
+    }
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\nprocess peak RSS {maxrss:.0f} MiB (model, titles and all methods' outputs)")
     results["process_peak_rss_mib"] = maxrss

@@ -12,6 +12,7 @@ distilled from it, at one thread and at every core, on the same titles, measured
    peak RSS growth while loading the model and during one encode call.
 Static models are those in `--static` folders, else distilled once into outputs/cache/models/static/ (widths `--pca`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,25 +60,38 @@ def main() -> None:
 
     import torch
 
-    from lib.embedders.evaluate import titles_per_second
     from lib.embed.encoder import default_model_dir, load_model
     from lib.embed.static import distil
+    from lib.embedders.evaluate import titles_per_second
 
     titles = vital_titles()
     titles = titles[: args.titles] if args.titles else titles
-    results = {"titles": len(titles), "threads": args.threads, "torch": torch.__version__, "encoders": {},
-               "loadavg_1min_start": os.getloadavg()[0]}
-    print(f"{len(titles)} unique titles | torch {torch.__version__} | {os.cpu_count()} cores | threads {args.threads} | "
-          f"load average {os.getloadavg()[0]:.1f} (other processes slow every encoder, the transformer at 2 threads most)")
+    results = {
+        "titles": len(titles),
+        "threads": args.threads,
+        "torch": torch.__version__,
+        "encoders": {},
+        "loadavg_1min_start": os.getloadavg()[0],
+    }
+    print(
+        f"{len(titles)} unique titles | torch {torch.__version__} | {os.cpu_count()} cores | threads {args.threads} | "
+        f"load average {os.getloadavg()[0]:.1f} (other processes slow every encoder, the transformer at 2 threads most)"
+    )
     if not args.quick:
         with tempfile.TemporaryDirectory() as tmp, PeakRSS() as mem:
             t0 = time.perf_counter()
             distil(default_model_dir(), Path(tmp) / "m2v", pca_dims=args.pca[0] or None)
             sec = time.perf_counter() - t0
-        results["distil"] = {"pca": args.pca[0], "seconds": sec, "threads": torch.get_num_threads(),
-                             "peak_rss_growth_mib": mem.mib}
-        print(f"distil (pca {args.pca[0] or 'none'}, {torch.get_num_threads()} threads): {sec:.1f} s, "
-              f"peak +{mem.mib:.0f} MiB")
+        results["distil"] = {
+            "pca": args.pca[0],
+            "seconds": sec,
+            "threads": torch.get_num_threads(),
+            "peak_rss_growth_mib": mem.mib,
+        }
+        print(
+            f"distil (pca {args.pca[0] or 'none'}, {torch.get_num_threads()} threads): {sec:.1f} s, "
+            f"peak +{mem.mib:.0f} MiB"
+        )
 
     folders = [None] + static_folders(args)
     models, load_mib = {}, {}
@@ -104,8 +118,11 @@ def main() -> None:
             ratio = med / statistics.median(rates[(ref, t)])
             rows[str(t)] = {"titles_per_s": med, "ratio_to_minilm": ratio, "reps": rates[(name, t)]}
             print(f"{name:44s} {t:7d} {med:10.0f} {ratio:9.1f} {load_mib[name]:9.1f} {peak[name]:11.1f}")
-        results["encoders"][name] = {"threads": rows, "load_rss_growth_mib": load_mib[name],
-                                     "encode_peak_rss_growth_mib": peak[name]}
+        results["encoders"][name] = {
+            "threads": rows,
+            "load_rss_growth_mib": load_mib[name],
+            "encode_peak_rss_growth_mib": peak[name],
+        }
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     results["loadavg_1min_end"] = os.getloadavg()[0]
     print(f"\nprocess peak RSS {maxrss:.0f} MiB (every model loaded at once); load average {os.getloadavg()[0]:.1f}")

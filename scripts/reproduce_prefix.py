@@ -8,6 +8,7 @@ max_steps stops it as a kill would). A grid that takes published runs (notebook 
 
 Prints both curves and the largest absolute difference per metric; exit status 1 when a probe accuracy differs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     cfg = read_params_05(folder / "params_05.json")
     match = re.fullmatch(r"(\d+)x(\d+) (.+) (random|assistant) s(\d+)", args.run)
     if match is None or match[3] not in METHOD_VARIANT:
-        print(f"error: run {args.run!r} is not a task-agnostic distilled run ('<M>x<H> <method> <init> s<seed>' with "
-              f"method one of {sorted(METHOD_VARIANT)})", file=sys.stderr)
+        print(
+            f"error: run {args.run!r} is not a task-agnostic distilled run ('<M>x<H> <method> <init> s<seed>' with "
+            f"method one of {sorted(METHOD_VARIANT)})",
+            file=sys.stderr,
+        )
         return 2
     layers, method, init, seed = int(match[1]), match[3], match[4], int(match[5])
     published = pd.read_csv(folder / "curves.csv")
@@ -53,15 +57,25 @@ def main(argv: list[str] | None = None) -> int:
     dev = get_device(cfg.device)
     teacher = load_encoder(ensure_teacher(), "teacher", dev)
     assistant = load_encoder(assistant_path(), "assistant", dev)
-    data = build_datasets(cfg.distill_seeds[0], cfg.transfer_sentences, cfg.task_train, cfg.task_eval,
-                          cfg.fidelity_sentences)
+    data = build_datasets(
+        cfg.distill_seeds[0], cfg.transfer_sentences, cfg.task_train, cfg.task_eval, cfg.fidelity_sentences
+    )
     temb = {f"fid_{s}": encode(teacher, data["fidelity"][s], cfg.distill_max_seq_len) for s in ("val", "test")}
-    student = make_student(teacher.tokenizer, StudentShape(layers, cfg.student_hidden, cfg.student_heads), seed=seed,
-                           init_from=assistant if init == "assistant" else None, device=dev)
-    train_cfg = DistillConfig(variant=METHOD_VARIANT[method], steps=cfg.distill_steps, lr=cfg.distill_lr, seed=seed,
-                              **shared_settings(cfg))
-    hooks = RunHooks(eval_every=cfg.eval_every, max_steps=args.steps,
-                     evaluate=lambda enc: evaluate(enc, data, temb, cfg.distill_max_seq_len, seed))
+    student = make_student(
+        teacher.tokenizer,
+        StudentShape(layers, cfg.student_hidden, cfg.student_heads),
+        seed=seed,
+        init_from=assistant if init == "assistant" else None,
+        device=dev,
+    )
+    train_cfg = DistillConfig(
+        variant=METHOD_VARIANT[method], steps=cfg.distill_steps, lr=cfg.distill_lr, seed=seed, **shared_settings(cfg)
+    )
+    hooks = RunHooks(
+        eval_every=cfg.eval_every,
+        max_steps=args.steps,
+        evaluate=lambda enc: evaluate(enc, data, temb, cfg.distill_max_seq_len, seed),
+    )
     res = train_student(_teacher_source(teacher, cfg, None), student, data["transfer"], train_cfg, hooks=hooks)
     now = res["curve"].set_index("step")
     steps = now.index.intersection(published.index)
@@ -70,8 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     print("largest absolute difference per metric:\n" + diff.max().to_string())
     probes = [c for c in diff.columns if c.startswith(("polarity", "topic"))]
     same = bool((diff[probes] == 0).all().all())
-    print(f"{args.run} re-trained for {args.steps} steps: the probe accuracies at steps {list(steps)} "
-          f"{'equal' if same else 'differ from'} the published ones")
+    print(
+        f"{args.run} re-trained for {args.steps} steps: the probe accuracies at steps {list(steps)} "
+        f"{'equal' if same else 'differ from'} the published ones"
+    )
     return 0 if same else 1
 
 

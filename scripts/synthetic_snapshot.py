@@ -7,6 +7,7 @@ params/seed_scale.yaml: by default 1,000,000 articles, 40,000,000 links and 389 
 The same arguments write the same files. About 2 minutes and 2-3 GB of memory at the default size; the link list is
 about 1.2 GB. Its first read by notebook 01 parses it once and caches the parsed table (lib.crawl.sources).
 """
+
 import argparse
 import json
 from dataclasses import fields
@@ -16,8 +17,11 @@ from lib.crawl.synthetic import SyntheticSpec, make_synthetic_snapshot
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="data/seed_scale", help="folder of links.tsv and roots.txt (relative to the "
-                                                             "repository, or absolute)")
+    ap.add_argument(
+        "--out",
+        default="data/seed_scale",
+        help="folder of links.tsv and roots.txt (relative to the repository, or absolute)",
+    )
     for f in fields(SyntheticSpec):
         ap.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
     ap.add_argument("--roots", type=int, default=389, help="roots drawn (the seed's campaign: 389)")

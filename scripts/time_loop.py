@@ -7,6 +7,7 @@ Writes outputs/reference/loop/timings.json (one entry per condition: wall second
 seconds from the demo's status.json, the test counts from pytest's summary line, the commit, date and machine), from
 which `python -m lib.run.report` writes the README's timing sentence. Nothing here is typed by hand.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,25 +48,45 @@ def main() -> int:
     work = Path(a.work or tempfile.mkdtemp(prefix="wikigat-loop-"))
     clone = work / "clone"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True,
-                            check=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True, check=True
+    ).stdout.strip()
     env = {**os.environ}
     env.pop("OMP_NUM_THREADS", None)
     hog = None
     if a.shared:
         env["OMP_NUM_THREADS"] = "1"
-    rec = {"commit": commit, "date": date.today().isoformat(), "cores": len(os.sched_getaffinity(0)),
-           "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}",
-           "condition": "a second CPU-bound process beside it, OMP_NUM_THREADS=1" if a.shared else "idle"}
+    rec = {
+        "commit": commit,
+        "date": date.today().isoformat(),
+        "cores": len(os.sched_getaffinity(0)),
+        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}",
+        "condition": "a second CPU-bound process beside it, OMP_NUM_THREADS=1" if a.shared else "idle",
+    }
     rec["setup_seconds"], rc, _ = timed(["make", "setup"], clone, env, work / "setup.log")
     if rc:
         print(f"make setup failed; see {work / 'setup.log'}", file=sys.stderr)
         return 1
     # The suite checks that the README names how many tests it has: give the clone the count it will run, in its
     # timing record and README, before running it (the repository gets the measured record below).
-    collect = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-m", "pytest", "--collect-only", "-q", "tests",
-                              "notebooks", "--nbval-lax", "-p", "no:cacheprovider"], cwd=clone, capture_output=True,
-                             text=True, env=env).stdout
+    collect = subprocess.run(
+        [
+            str(clone / ".venv" / "bin" / "python"),
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "tests",
+            "notebooks",
+            "--nbval-lax",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout
     rec["tests_collected"] = int(re.search(r"(\d+) tests? collected", collect).group(1))
     key = "shared" if a.shared else "idle"
     seeded = json.loads(OUT.read_text()) if OUT.is_file() else {}
@@ -75,8 +96,13 @@ def main() -> int:
     clone_out = clone / OUT.relative_to(ROOT)
     clone_out.parent.mkdir(parents=True, exist_ok=True)
     clone_out.write_text(json.dumps(seeded, indent=1) + "\n")
-    subprocess.run([str(clone / ".venv" / "bin" / "python"), "-m", "lib.run.report"], cwd=clone, check=True, env=env,
-                   capture_output=True)
+    subprocess.run(
+        [str(clone / ".venv" / "bin" / "python"), "-m", "lib.run.report"],
+        cwd=clone,
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     if a.shared:
         hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
@@ -84,8 +110,9 @@ def main() -> int:
             rec["demo_seconds"], rc, _ = timed(["make", "demo"], clone, env, work / "demo.log")
             status = json.loads((clone / "outputs" / "demo-cpu" / "status.json").read_text())
             rec["demo_ok"] = rc == 0 and status.get("complete", False)
-            rec["notebooks"] = {k: {"seconds": v["seconds"], "peak_rss_mb": v["peak_rss_mb"]}
-                                for k, v in status["notebooks"].items()}
+            rec["notebooks"] = {
+                k: {"seconds": v["seconds"], "peak_rss_mb": v["peak_rss_mb"]} for k, v in status["notebooks"].items()
+            }
         if "test" in a.only:
             rec["test_seconds"], rc, text = timed(["make", "test"], clone, env, work / "test.log")
             rec["test_ok"] = rc == 0

@@ -22,6 +22,7 @@ error (HTTP 200 with {"error": {"code": "maxlag"}} and Retry-After; only when th
 
 CLI: `python tests/mockwiki.py --snapshot FILE --port 8765` serves a snapshot file (TSV or graph JSON) until Ctrl-C.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,9 +41,22 @@ from lib.crawl.pages import Snapshot
 
 # Namespace prefixes of English Wikipedia (the mock needs only enough to give non-article links a namespace).
 NAMESPACES = {
-    "Talk": 1, "User": 2, "User talk": 3, "Wikipedia": 4, "Wikipedia talk": 5, "File": 6, "Image": 6,
-    "MediaWiki": 8, "Template": 10, "Template talk": 11, "Help": 12, "Category": 14, "Category talk": 15,
-    "Portal": 100, "Draft": 118, "Module": 828,
+    "Talk": 1,
+    "User": 2,
+    "User talk": 3,
+    "Wikipedia": 4,
+    "Wikipedia talk": 5,
+    "File": 6,
+    "Image": 6,
+    "MediaWiki": 8,
+    "Template": 10,
+    "Template talk": 11,
+    "Help": 12,
+    "Category": 14,
+    "Category talk": 15,
+    "Portal": 100,
+    "Draft": 118,
+    "Module": 828,
 }
 MAX_TITLES = 50  # the API's limit for titles= from a normal (non-bot) account
 MAX_PLLIMIT = 500
@@ -73,7 +87,9 @@ class FaultConfig:
             if f.name.startswith("rate_") and not 0.0 <= v <= 1.0:
                 raise ValueError(f"FaultConfig.{f.name}={v!r} must be a probability in [0, 1]")
         if sum(rates) > 1.0 + 1e-9:
-            raise ValueError(f"FaultConfig rates sum to {sum(rates):.3f}; they are exclusive per request, so keep the sum <= 1")
+            raise ValueError(
+                f"FaultConfig rates sum to {sum(rates):.3f}; they are exclusive per request, so keep the sum <= 1"
+            )
         if self.retry_after < 0 or self.stall_seconds < 0:
             raise ValueError("FaultConfig.retry_after and stall_seconds must be >= 0")
 
@@ -114,8 +130,15 @@ class MockWiki:
     log:      the last `log_size` requests as dicts {"params": {...}, "user_agent": str, "fault": str | None}.
     """
 
-    def __init__(self, snapshot: Snapshot, faults: FaultConfig | None = None, seed: int = 0, port: int = 0,
-                 log_size: int = 1000, latency: float = 0.0):
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        faults: FaultConfig | None = None,
+        seed: int = 0,
+        port: int = 0,
+        log_size: int = 1000,
+        latency: float = 0.0,
+    ):
         self.snapshot = snapshot
         self.latency = latency  # seconds added to every answer (a network round trip); may be changed while serving
         self.faults = faults or FaultConfig()
@@ -140,7 +163,7 @@ class MockWiki:
         self._server.server_close()
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> "MockWiki":
+    def __enter__(self) -> MockWiki:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -160,12 +183,14 @@ class MockWiki:
     def answer(self, params: dict[str, str]) -> dict:
         """The JSON answer of the API to one request's parameters (no faults)."""
         if params.get("action") != "query":
-            return _error("badvalue", f"Unrecognized value for parameter \"action\": {params.get('action')}.")
+            return _error("badvalue", f'Unrecognized value for parameter "action": {params.get("action")}.')
         if params.get("format") != "json":
             return _error("badvalue", "The mock serves format=json only.")
         titles = [t for t in params.get("titles", "").split("|")] if params.get("titles") else []
         if len(titles) > MAX_TITLES:
-            return _error("toomanyvalues", f"Too many values supplied for parameter \"titles\". The limit is {MAX_TITLES}.")
+            return _error(
+                "toomanyvalues", f'Too many values supplied for parameter "titles". The limit is {MAX_TITLES}.'
+            )
         props = set(filter(None, params.get("prop", "").split("|")))
         unknown = props - {"links", "pageprops"}
         if unknown:
@@ -199,12 +224,19 @@ class MockWiki:
         present: list[tuple[int, str]] = []
         missing_id = -1
         for raw in invalid:
-            pages[str(missing_id)] = {"title": raw, "invalidreason": "The requested page title is invalid.", "invalid": ""}
+            pages[str(missing_id)] = {
+                "title": raw,
+                "invalidreason": "The requested page title is invalid.",
+                "invalid": "",
+            }
             missing_id -= 1
         for t in resolved:
             entry = {"ns": namespace_of(t), "title": t}
-            pid = self._pageid.get(t) if (t in self.snapshot.links or t in self.snapshot.disambiguation
-                                           or t in self.snapshot.redirects) else None
+            pid = (
+                self._pageid.get(t)
+                if (t in self.snapshot.links or t in self.snapshot.disambiguation or t in self.snapshot.redirects)
+                else None
+            )
             if pid is None:
                 entry["missing"] = ""
                 pages[str(missing_id)] = entry
@@ -243,7 +275,7 @@ class MockWiki:
         try:
             limit = MAX_PLLIMIT if limit_raw == "max" else min(int(limit_raw), MAX_PLLIMIT)
         except ValueError:
-            return _error("badinteger", f"Invalid value \"{limit_raw}\" for integer parameter \"pllimit\".")
+            return _error("badinteger", f'Invalid value "{limit_raw}" for integer parameter "pllimit".')
         namespaces = None
         if params.get("plnamespace"):
             namespaces = {int(x) for x in params["plnamespace"].split("|")}
@@ -253,7 +285,10 @@ class MockWiki:
                 a, b = params["plcontinue"].split("|")
                 start_pid, start_off = int(a), int(b)
             except ValueError:
-                return _error("badcontinue", "Invalid continue param. You should pass the original value returned by the previous query.")
+                return _error(
+                    "badcontinue",
+                    "Invalid continue param. You should pass the original value returned by the previous query.",
+                )
         budget = limit
         for pid, t in present:
             if pid < start_pid:
@@ -277,8 +312,9 @@ class MockWiki:
         return None
 
 
-def synthetic_snapshot(n_articles: int, seed: int = 0, community_size: int = 500, median_links: int = 30,
-                       max_links: int = 2000) -> Snapshot:
+def synthetic_snapshot(
+    n_articles: int, seed: int = 0, community_size: int = 500, median_links: int = 30, max_links: int = 2000
+) -> Snapshot:
     """A Wikipedia-like link table for tests and benchmarks: heavy-tailed out-degrees (log-normal, ~0.2% of pages over
     500 links), popular targets (Zipf within and across communities of `community_size` articles, so BFS balls from
     different roots overlap), ~5% of articles reachable through redirects ("Alias of ..."), ~2% red links, ~1%
@@ -323,8 +359,9 @@ def synthetic_snapshot(n_articles: int, seed: int = 0, community_size: int = 500
         links[title] = sorted(out)
     for k, term in enumerate(terms):
         links[term] = sorted({titles[rng.randrange(n_articles)] for _ in range(5)})
-    return Snapshot(links=links, redirects={a: titles[j] for j, a in aliases.items()}, disambiguation=set(terms),
-                    topics=topics)
+    return Snapshot(
+        links=links, redirects={a: titles[j] for j, a in aliases.items()}, disambiguation=set(terms), topics=topics
+    )
 
 
 def _accumulate(xs):
@@ -365,8 +402,12 @@ def _make_handler(wiki: MockWiki):
             if fault == "maxlag":
                 body = _error("maxlag", "Waiting for db1234: 7 seconds lagged.")
                 body["error"].update(host="db1234", lag=7, type="db")
-                return self._send(200, json.dumps(body).encode(), "application/json",
-                                  {**retry_after, "X-Database-Lag": "7", "MediaWiki-API-Error": "maxlag"})
+                return self._send(
+                    200,
+                    json.dumps(body).encode(),
+                    "application/json",
+                    {**retry_after, "X-Database-Lag": "7", "MediaWiki-API-Error": "maxlag"},
+                )
             data = json.dumps(wiki.answer(params), ensure_ascii=False).encode("utf-8")
             if fault == "malformed":
                 data = data[: max(1, len(data) // 2)]
@@ -397,8 +438,13 @@ def main(argv: list[str] | None = None) -> None:
     for name in ("429", "503", "stall", "malformed", "maxlag"):
         ap.add_argument(f"--rate-{name}", type=float, default=0.0, help=f"probability of a {name} fault per request")
     args = ap.parse_args(argv)
-    faults = FaultConfig(rate_429=args.rate_429, rate_503=args.rate_503, rate_stall=args.rate_stall,
-                         rate_malformed=args.rate_malformed, rate_maxlag=args.rate_maxlag)
+    faults = FaultConfig(
+        rate_429=args.rate_429,
+        rate_503=args.rate_503,
+        rate_stall=args.rate_stall,
+        rate_malformed=args.rate_malformed,
+        rate_maxlag=args.rate_maxlag,
+    )
     wiki = MockWiki(read_snapshot(args.snapshot), faults=faults, seed=args.seed, port=args.port)
     print(f"serving {args.snapshot} at {wiki.url} (Ctrl-C to stop)", flush=True)
     try:

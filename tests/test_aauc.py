@@ -169,30 +169,50 @@ def test_load_run_models_errors_name_the_folder(tmp_path):
     (tmp_path / "metrics.json").write_text(json.dumps({"embed": {}}))
     with pytest.raises(FileNotFoundError, match="train_gat"):
         load_run_models(tmp_path)
-    (tmp_path / "metrics.json").write_text(json.dumps({"train_gat": {
-        "splits": {"0": {"train": ["a"], "val": [], "test": ["b"]}},
-        "checkpoints": {"0": {"gat_model": {"best_epoch": 2, "checkpoint": "/elsewhere/epoch_2.pt"}}}}}))
+    (tmp_path / "metrics.json").write_text(
+        json.dumps(
+            {
+                "train_gat": {
+                    "splits": {"0": {"train": ["a"], "val": [], "test": ["b"]}},
+                    "checkpoints": {"0": {"gat_model": {"best_epoch": 2, "checkpoint": "/elsewhere/epoch_2.pt"}}},
+                }
+            }
+        )
+    )
     with pytest.raises(FileNotFoundError, match=r"(?s)seed0.gat_model.epoch_2\.pt.*notebook 03"):
         load_run_models(tmp_path)
 
 
 def test_load_run_models_reads_checkpoints_from_the_run_folder(tmp_path):
     from lib.linkpred.checkpoint import save_checkpoint
-    from lib.linkpred.config import build_model
+    from lib.linkpred.config import TrainConfig, build_model
     from lib.linkpred.model import ModelConfig
-
-    from lib.linkpred.config import TrainConfig
     from lib.linkpred.train import checkpoint_config
 
     cfg = ModelConfig(in_channels=8, gat_hidden=8, gat_out=4, gat_levels=1, gat_heads=2)
     torch.manual_seed(0)
     model = build_model("gat_model", cfg)
     opt = torch.optim.AdamW(model.parameters())
-    save_checkpoint(tmp_path / "checkpoints/seed0/gat_model/epoch_2.pt", model, opt,
-                    checkpoint_config("gat_model", cfg, TrainConfig(), "d"), 2, [], [])
+    save_checkpoint(
+        tmp_path / "checkpoints/seed0/gat_model/epoch_2.pt",
+        model,
+        opt,
+        checkpoint_config("gat_model", cfg, TrainConfig(), "d"),
+        2,
+        [],
+        [],
+    )
     split = {"train": ["a"], "val": [], "test": ["b"]}
-    (tmp_path / "metrics.json").write_text(json.dumps({"train_gat": {  # recorded path from another clone
-        "splits": {"0": split}, "checkpoints": {"0": {"gat_model": {"best_epoch": 2, "checkpoint": "/x/epoch_2.pt"}}}}}))
+    (tmp_path / "metrics.json").write_text(
+        json.dumps(
+            {
+                "train_gat": {  # recorded path from another clone
+                    "splits": {"0": split},
+                    "checkpoints": {"0": {"gat_model": {"best_epoch": 2, "checkpoint": "/x/epoch_2.pt"}}},
+                }
+            }
+        )
+    )
     run = load_run_models(tmp_path)
     assert run["seeds"] == [0] and run["splits"][0] == split
     assert run["configs"][0]["gat_model"] == (cfg, TrainConfig())
@@ -227,8 +247,11 @@ def test_reference_scorers_and_nested_subsets():
 def test_trend_slopes_fit_log_size_and_skip_undefined_aauc():
     import pandas as pd
 
-    rows = [dict(protocol="seed", train_graphs=n, seed=s, auc=0.5 + 0.1 * np.log(n) + 0.01 * s, aauc=None)
-            for n in (2, 4, 8) for s in (0, 1)]
+    rows = [
+        dict(protocol="seed", train_graphs=n, seed=s, auc=0.5 + 0.1 * np.log(n) + 0.01 * s, aauc=None)
+        for n in (2, 4, 8)
+        for s in (0, 1)
+    ]
     rows += [dict(protocol="leak_free", train_graphs=n, seed=0, auc=0.7, aauc=0.9 - 0.05 * np.log(n)) for n in (2, 4)]
     rows += [dict(protocol="leak_free", train_graphs=8, seed=0, auc=0.7, aauc=None)]
     sl = A.trend_slopes(pd.DataFrame(rows))
@@ -269,11 +292,17 @@ def test_sensitivity_rows_are_the_metric_at_each_setting_and_the_figure_is_writt
     assert by_t.groupby("t_cos")["n_pos"].sum()[0.2] >= by_t.groupby("t_cos")["n_pos"].sum()[0.3]  # lower T, more pairs
     fig = aauc_plots.plot_sensitivity(by_t, by_r, 0.5, 0.3, tmp_path / "s.png")
     assert (tmp_path / "s.png").is_file() and len(fig.axes) == 3
-    trend = pd.DataFrame([{"protocol": "seed", "train_graphs": n, "seed": s, "auc": 0.7, "aauc": 0.7 + 0.01 * n}
-                          for n in (2, 8) for s in (0, 1)])
+    trend = pd.DataFrame(
+        [
+            {"protocol": "seed", "train_graphs": n, "seed": s, "auc": 0.7, "aauc": 0.7 + 0.01 * n}
+            for n in (2, 8)
+            for s in (0, 1)
+        ]
+    )
     slope = A.trend_slopes(trend)
-    seed_slope = A.seed_slopes([{"train_graphs": 10, "auc": 0.9, "aauc": 0.8}, {"train_graphs": 100, "auc": 0.92,
-                                                                                "aauc": 0.6}])
+    seed_slope = A.seed_slopes(
+        [{"train_graphs": 10, "auc": 0.9, "aauc": 0.8}, {"train_graphs": 100, "auc": 0.92, "aauc": 0.6}]
+    )
     assert seed_slope["aauc"] < 0 < slope["seed"]["aauc"]
     (line,) = A.trend_sentences(trend, slope, seed_slope, [2, 8])
     assert line.startswith("seed: A-AUC rises") and "the opposite direction to the seed" in line and "smaller" in line
@@ -292,10 +321,16 @@ def test_untrained_rows_score_the_initialisation_stage_3_starts_from_and_referen
     model_cfg = ModelConfig(in_channels=8, gat_hidden=8, gat_out=4, gat_levels=1, gat_heads=1)
     cfg = TrainConfig(seed=0)
     (row,) = A.untrained_rows(graphs, splits, [0], ["leak_free"], cfg, model_cfg)
-    tasks = make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]},
-                          "leak_free", 0, settings=ProtocolSettings(negatives_per_positive=0)).test
-    want = evaluate_model(init_model("gat_model", model_cfg, [], cfg, "cpu"), tasks, cfg, progress=False,
-                          negative_sets=("uniform",))["mean"]["uniform"]
+    tasks = make_protocol(
+        graphs,
+        {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]},
+        "leak_free",
+        0,
+        settings=ProtocolSettings(negatives_per_positive=0),
+    ).test
+    want = evaluate_model(
+        init_model("gat_model", model_cfg, [], cfg, "cpu"), tasks, cfg, progress=False, negative_sets=("uniform",)
+    )["mean"]["uniform"]
     assert row["auc"] == want["auc"] and row["label"] == "untrained GatModel"
     models = {0: {k: init_model("gat_model", model_cfg, [], cfg, "cpu") for k in ("mlp", "plain_gat", "gat_model")}}
     from lib.aauc.config import AaucParams
@@ -310,21 +345,57 @@ def test_branch_table_and_tradeoff_points_by_hand(tmp_path):
 
     from lib.aauc import groups as G
 
-    branches = pd.DataFrame([{"pairs": "inside", "value": 0.6, "n_pos": 3, "n_neg": 7},
-                             {"pairs": "inside", "value": 0.8, "n_pos": 1, "n_neg": 9},
-                             {"pairs": "across", "value": 0.5, "n_pos": 0, "n_neg": 10}])
+    branches = pd.DataFrame(
+        [
+            {"pairs": "inside", "value": 0.6, "n_pos": 3, "n_neg": 7},
+            {"pairs": "inside", "value": 0.8, "n_pos": 1, "n_neg": 9},
+            {"pairs": "across", "value": 0.5, "n_pos": 0, "n_neg": 10},
+        ]
+    )
     t = G.branch_table(branches)
     assert t.loc["inside", "aauc"] == pytest.approx(0.7) and t.loc["inside", "share_pos"] == pytest.approx(0.2)
     assert t.loc["across", "n_neg"] == 10 and t.loc["across", "share_pos"] == 0
-    topics = pd.DataFrame({"aauc": [0.7, None], "aauc_std": [0.1, None]}, index=pd.Index(["Art", "Maths"], name="topic"))
+    topics = pd.DataFrame(
+        {"aauc": [0.7, None], "aauc_std": [0.1, None]}, index=pd.Index(["Art", "Maths"], name="topic")
+    )
     G.plot_groups(topics, t, tmp_path / "g.png")
     assert (tmp_path / "g.png").stat().st_size > 0
-    trend = pd.DataFrame([{"train_graphs": 4, "seed": 0, "protocol": "leak_free", "auc": 0.7, "aauc": 0.6,
-                           "aauc_self": 0.7}])
-    s3 = pd.DataFrame([{"model": m, "seed": s, "protocol": p, "negatives": n, "supervision": sv, "auc": 0.8,
-                        "aauc": 0.5, "aauc_self": 0.6}
-                       for m in ("gat_model", "cosine") for s in (0, 1) for p in ("leak_free", "seed")
-                       for n in ("uniform", "heart") for sv in ("mp", "disjoint")])
-    pts = A.tradeoff_points(trend, s3, [{"label": "untrained GatModel", "seed": 0, "protocol": "leak_free",
-                                         "auc": 0.5, "aauc": 0.5, "aauc_self": 0.5}], [0], "mp")
+    trend = pd.DataFrame(
+        [{"train_graphs": 4, "seed": 0, "protocol": "leak_free", "auc": 0.7, "aauc": 0.6, "aauc_self": 0.7}]
+    )
+    s3 = pd.DataFrame(
+        [
+            {
+                "model": m,
+                "seed": s,
+                "protocol": p,
+                "negatives": n,
+                "supervision": sv,
+                "auc": 0.8,
+                "aauc": 0.5,
+                "aauc_self": 0.6,
+            }
+            for m in ("gat_model", "cosine")
+            for s in (0, 1)
+            for p in ("leak_free", "seed")
+            for n in ("uniform", "heart")
+            for sv in ("mp", "disjoint")
+        ]
+    )
+    pts = A.tradeoff_points(
+        trend,
+        s3,
+        [
+            {
+                "label": "untrained GatModel",
+                "seed": 0,
+                "protocol": "leak_free",
+                "auc": 0.5,
+                "aauc": 0.5,
+                "aauc_self": 0.5,
+            }
+        ],
+        [0],
+        "mp",
+    )
     assert pts["label"].tolist() == ["GatModel, 4 train graphs", "stage 3: gat_model", "untrained GatModel"]

@@ -2,6 +2,7 @@
 
 The rule tests use a fake tagger (a fixed word -> tag table), so they need no spaCy model.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,8 +11,20 @@ import pytest
 from lib.kd import augment as A
 from lib.kd.config import KdError
 
-TAGS = {"the": "DET", "a": "DET", "cat": "NOUN", "dog": "NOUN", "mat": "NOUN", "rug": "NOUN", "sat": "VERB",
-        "ran": "VERB", "slept": "VERB", "on": "ADP", "under": "ADP", ".": "PUNCT"}
+TAGS = {
+    "the": "DET",
+    "a": "DET",
+    "cat": "NOUN",
+    "dog": "NOUN",
+    "mat": "NOUN",
+    "rug": "NOUN",
+    "sat": "VERB",
+    "ran": "VERB",
+    "slept": "VERB",
+    "on": "ADP",
+    "under": "ADP",
+    ".": "PUNCT",
+}
 CORPUS = ["the cat sat on the mat .", "a dog ran under a rug .", "the dog slept ."]
 
 
@@ -50,7 +63,7 @@ def test_ngram_sampling_keeps_a_contiguous_piece_of_1_to_5_tokens():
     for seed in range(200):
         out = A.perturb(SENT, VOCAB, np.random.default_rng(seed), p_mask=0.0, p_pos=0.0, p_ng=1.0)
         assert 1 <= len(out) <= 5
-        assert any(words[i:i + len(out)] == out for i in range(len(words)))
+        assert any(words[i : i + len(out)] == out for i in range(len(words)))
         lengths.add(len(out))
     assert lengths == {1, 2, 3, 4, 5}
     short = fake_tagger(["the cat ."])[0]
@@ -78,8 +91,15 @@ def test_bad_rates_are_refused():
 def test_spacy_tagger_tags_a_fixed_sentence():
     pytest.importorskip("spacy")
     coarse = A.spacy_tagger()(["The cats sat on the mat."])[0]
-    assert coarse == [("The", "DET"), ("cats", "NOUN"), ("sat", "VERB"), ("on", "ADP"), ("the", "DET"),
-                      ("mat", "NOUN"), (".", "PUNCT")]
+    assert coarse == [
+        ("The", "DET"),
+        ("cats", "NOUN"),
+        ("sat", "VERB"),
+        ("on", "ADP"),
+        ("the", "DET"),
+        ("mat", "NOUN"),
+        (".", "PUNCT"),
+    ]
     fine = A.spacy_tagger(fine=True)(["The cats sat on the mat."])[0]
     assert [t for _, t in fine] == ["DT", "NNS", "VBD", "IN", "DT", "NN", "."]
     out = A.augment(["The cats sat on the mat.", "A dog ran under a rug."], n_iter=5, seed=0, mask_token="<mask>")

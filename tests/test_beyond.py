@@ -1,4 +1,5 @@
 """Notebook 03b's orchestration: the sweep reads validation graphs only, and the gap table's margins by hand."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -19,11 +20,27 @@ SMALL = ModelConfig(in_channels=16, gat_hidden=8, gat_out=4, gat_levels=1, gat_h
 def test_sweep_picks_a_grid_point_from_validation_scores_only(tmp_path):
     graphs = {f"g{i}": synthetic_graph(80, 240, in_channels=16, seed=i, graph_id=f"g{i}") for i in range(5)}
     sp = make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3", "g4"]}, "leak_free", seed=0)
-    cfg = TrainConfig(epochs=2, seed=0, supervision="disjoint", select_metric="mrr_both", patience=1,
-                      negative_mix={"dist2": 0.5}, steps_per_graph=2, log_aauc=False, log_eval=False)
+    cfg = TrainConfig(
+        epochs=2,
+        seed=0,
+        supervision="disjoint",
+        select_metric="mrr_both",
+        patience=1,
+        negative_mix={"dist2": 0.5},
+        steps_per_graph=2,
+        log_aauc=False,
+        log_eval=False,
+    )
     grid = B.sweep_grid([0.5, 0.1], [1], [0.01])
     rows = B.sweep(sp, "ncn_feat", SMALL, cfg, grid, tmp_path, progress=False)
-    assert len(rows) == 2 and {"val_mrr_both", "val_auc_both", "val_mrr_dist2", "val_mrr_heart", "val_auc_matched", "val_mrr_all"} <= set(rows.columns)
+    assert len(rows) == 2 and {
+        "val_mrr_both",
+        "val_auc_both",
+        "val_mrr_dist2",
+        "val_mrr_heart",
+        "val_auc_matched",
+        "val_mrr_all",
+    } <= set(rows.columns)
     best = B.best_point(rows, "mrr_both")
     assert best in grid and best == grid[int(rows["val_mrr_both"].idxmax())]
     again = B.sweep(sp, "ncn_feat", SMALL, cfg, grid, tmp_path, progress=False)  # reloaded from finished checkpoints
@@ -38,11 +55,27 @@ def test_gap_table_margins_against_the_stronger_heuristic_scorer():
     rows = []
     for seed, (model_auc, stack_auc, cos_auc) in enumerate([(0.90, 0.85, 0.80), (0.92, 0.86, 0.84)]):
         for name, auc in (("gat_ncn", model_auc), ("heuristic_stack", stack_auc), ("cosine", cos_auc)):
-            rows.append({"seed": seed, "protocol": "leak_free", "negatives": "uniform", "model": name, "auc": auc,
-                         "mrr": auc / 10})
+            rows.append(
+                {
+                    "seed": seed,
+                    "protocol": "leak_free",
+                    "negatives": "uniform",
+                    "model": name,
+                    "auc": auc,
+                    "mrr": auc / 10,
+                }
+            )
         for name, auc in (("gat_ncn", 0.60), ("heuristic_stack", 0.55), ("cosine", 0.65 + seed * 0.01)):
-            rows.append({"seed": seed, "protocol": "leak_free", "negatives": "dist2", "model": name, "auc": auc,
-                         "mrr": auc / 10})
+            rows.append(
+                {
+                    "seed": seed,
+                    "protocol": "leak_free",
+                    "negatives": "dist2",
+                    "model": name,
+                    "auc": auc,
+                    "mrr": auc / 10,
+                }
+            )
     g = B.gap_table(pd.DataFrame(rows)).set_index("negatives")
     assert g.loc["uniform", "bar"] == "heuristic_stack" and g.loc["dist2", "bar"] == "cosine"
     assert g.loc["uniform", "auc_margin"] == pytest.approx(((0.90 - 0.85) + (0.92 - 0.86)) / 2)
@@ -63,10 +96,22 @@ def test_variant_training_overrides_apply_to_sweep_and_run_and_pick_their_own_me
 def test_gap_table_counts_the_rescaled_stack_as_a_bar_where_it_ran():
     rows = []
     for seed in range(2):
-        for name, auc in (("gat_ncn_stack_rescaled", 0.93), ("heuristic_stack", 0.90),
-                          ("heuristic_stack_rescaled", 0.92 + seed * 0.002), ("cosine", 0.85)):
-            rows.append({"seed": seed, "protocol": "leak_free", "negatives": "uniform", "model": name, "auc": auc,
-                         "mrr": auc / 10})
+        for name, auc in (
+            ("gat_ncn_stack_rescaled", 0.93),
+            ("heuristic_stack", 0.90),
+            ("heuristic_stack_rescaled", 0.92 + seed * 0.002),
+            ("cosine", 0.85),
+        ):
+            rows.append(
+                {
+                    "seed": seed,
+                    "protocol": "leak_free",
+                    "negatives": "uniform",
+                    "model": name,
+                    "auc": auc,
+                    "mrr": auc / 10,
+                }
+            )
     g = B.gap_table(pd.DataFrame(rows)).iloc[0]
     assert g["bar"] == "heuristic_stack_rescaled" and g["best graph model"] == "gat_ncn_stack_rescaled"
     assert g["auc_margin"] == pytest.approx(0.93 - 0.921)
@@ -91,21 +136,43 @@ def test_rescaled_variant_starts_from_the_rescaled_stack_of_its_training_graphs(
     model, _ = load_checkpoint(res["checkpoint"])
     want = reference_degree(sp.train, cfg.disjoint_ratio)
     assert float(model.decoder.ref_degree) == pytest.approx(want, rel=1e-6)
-    assert HeuristicStack(ratio=cfg.disjoint_ratio, seed=0, rescale=True).fit(sp.train).ref_degree == pytest.approx(want)
+    assert HeuristicStack(ratio=cfg.disjoint_ratio, seed=0, rescale=True).fit(sp.train).ref_degree == pytest.approx(
+        want
+    )
 
 
 def test_gap_table_picks_the_best_graph_model_on_validation_not_on_test():
     rows = []
     for seed in range(2):
-        for name, auc, val in (("gat_a", 0.95, 0.80), ("gat_b", 0.93, 0.85), ("gat_c", 0.99, None),
-                               ("heuristic_stack", 0.90, None), ("cosine", 0.85, None)):
-            rows.append({"seed": seed, "protocol": "leak_free", "negatives": "uniform", "model": name, "auc": auc,
-                         "mrr": auc / 10, "val_auc": val, "val_mrr": None})
+        for name, auc, val in (
+            ("gat_a", 0.95, 0.80),
+            ("gat_b", 0.93, 0.85),
+            ("gat_c", 0.99, None),
+            ("heuristic_stack", 0.90, None),
+            ("cosine", 0.85, None),
+        ):
+            rows.append(
+                {
+                    "seed": seed,
+                    "protocol": "leak_free",
+                    "negatives": "uniform",
+                    "model": name,
+                    "auc": auc,
+                    "mrr": auc / 10,
+                    "val_auc": val,
+                    "val_mrr": None,
+                }
+            )
     g = B.gap_table(pd.DataFrame(rows)).iloc[0]
     assert (g["best graph model"], g["chosen on"], g["best on test"]) == ("gat_b", "validation", "gat_c")
     assert g["auc_margin"] == pytest.approx(0.93 - 0.90)
-    res = {"best_epoch": 2, "val": [{"epoch": 1, "auc": 0.5, "mrr": 0.1},
-                                    {"epoch": 2, "auc": 0.7, "mrr": 0.2, "auc_dist2": 0.6, "mrr_dist2": 0.3}]}
+    res = {
+        "best_epoch": 2,
+        "val": [
+            {"epoch": 1, "auc": 0.5, "mrr": 0.1},
+            {"epoch": 2, "auc": 0.7, "mrr": 0.2, "auc_dist2": 0.6, "mrr_dist2": 0.3},
+        ],
+    }
     assert B.validation_of(res, "uniform") == {"val_auc": 0.7, "val_mrr": 0.2}
     assert B.validation_of(res, "dist2") == {"val_auc": 0.6, "val_mrr": 0.3}
     assert B.validation_of({**res, "best_epoch": 1}, "dist2") == {"val_auc": None, "val_mrr": None}
@@ -122,9 +189,14 @@ def test_structure_profile_counts_common_neighbours_by_hand():
     # path 0-1-2 plus 2-3; held out: (0, 2) has one common neighbour (1), (0, 3) none
     mp = to_undirected(torch.tensor([[0, 1, 2], [1, 2, 3]]), num_nodes=5)
     data = Data(x=torch.randn(5, 3), num_nodes=5)
-    t = EvalTask("g", "leak_free", data, mp, pos=torch.tensor([[0, 0], [2, 3]]),
-                 negative_sets={"uniform": Draw(torch.tensor([[0, 4], [4, 1]])),
-                                "dist2": Draw(torch.tensor([[1], [3]]))})
+    t = EvalTask(
+        "g",
+        "leak_free",
+        data,
+        mp,
+        pos=torch.tensor([[0, 0], [2, 3]]),
+        negative_sets={"uniform": Draw(torch.tensor([[0, 4], [4, 1]])), "dist2": Draw(torch.tensor([[1], [3]]))},
+    )
     p = B.structure_profile([t])
     assert p["positives"] == 2 and p["tasks"] == 1
     assert p["pos_no_cn"] == 0.5 and p["pos_cn"] == 0.5
@@ -138,10 +210,15 @@ def test_structure_profile_counts_common_neighbours_by_hand():
 def test_shortcut_is_reported_beside_the_goal_never_as_a_graph_model_or_bar():
     rows = []
     for seed in (0, 1):
-        for name, auc, mrr in (("gat_ncn", 0.70, 0.30), ("heuristic_stack", 0.60, 0.05), ("cosine", 0.65, 0.06),
-                               (B.SHORTCUT, 0.75 + seed * 0.01, 0.50)):
-            rows.append({"seed": seed, "protocol": "leak_free", "negatives": "dist2", "model": name, "auc": auc,
-                         "mrr": mrr})
+        for name, auc, mrr in (
+            ("gat_ncn", 0.70, 0.30),
+            ("heuristic_stack", 0.60, 0.05),
+            ("cosine", 0.65, 0.06),
+            (B.SHORTCUT, 0.75 + seed * 0.01, 0.50),
+        ):
+            rows.append(
+                {"seed": seed, "protocol": "leak_free", "negatives": "dist2", "model": name, "auc": auc, "mrr": mrr}
+            )
     g = B.gap_table(pd.DataFrame(rows)).iloc[0]
     assert g["best graph model"] == "gat_ncn" and g["bar"] == "cosine"  # the shortcut is neither
     assert g["auc_margin"] == pytest.approx(0.05)
@@ -158,8 +235,14 @@ def test_shortcut_scores_one_exactly_for_pairs_without_a_common_neighbour():
     from lib.linkpred.protocols import EvalTask
 
     mp = to_undirected(torch.tensor([[0, 1, 2], [1, 2, 3]]), num_nodes=5)
-    t = EvalTask("g", "leak_free", Data(x=torch.randn(5, 3), num_nodes=5), mp, pos=torch.tensor([[0], [2]]),
-                 negative_sets={"uniform": Draw(torch.tensor([[0], [4]])), "dist2": Draw(torch.tensor([[1], [3]]))})
+    t = EvalTask(
+        "g",
+        "leak_free",
+        Data(x=torch.randn(5, 3), num_nodes=5),
+        mp,
+        pos=torch.tensor([[0], [2]]),
+        negative_sets={"uniform": Draw(torch.tensor([[0], [4]])), "dist2": Draw(torch.tensor([[1], [3]]))},
+    )
     assert B.shortcut_scores(t, torch.tensor([[0, 0, 1, 0], [2, 3, 3, 4]])).tolist() == [0.0, 1.0, 0.0, 1.0]
 
 
@@ -169,10 +252,20 @@ def test_gap_table_leaves_out_a_negative_set_the_tasks_do_not_hold():
 
     from lib.linkpred.beyond import gap_table
 
-    rows = [{"seed": s, "protocol": "new_nodes", "negatives": n, "model": m, "auc": a, "mrr": a / 2,
-             "val_auc": (a if m.startswith("gat_") else np.nan)}
-            for s in (0, 1) for m, base in (("gat_dot", 0.8), ("cosine", 0.7), ("heuristic_stack", 0.75))
-            for n, a in (("uniform", base + 0.01 * s), ("dist2", np.nan))]
+    rows = [
+        {
+            "seed": s,
+            "protocol": "new_nodes",
+            "negatives": n,
+            "model": m,
+            "auc": a,
+            "mrr": a / 2,
+            "val_auc": (a if m.startswith("gat_") else np.nan),
+        }
+        for s in (0, 1)
+        for m, base in (("gat_dot", 0.8), ("cosine", 0.7), ("heuristic_stack", 0.75))
+        for n, a in (("uniform", base + 0.01 * s), ("dist2", np.nan))
+    ]
     g = gap_table(pd.DataFrame(rows))
     assert list(zip(g["protocol"], g["negatives"])) == [("new_nodes", "uniform")]
     assert g["best graph model"].iloc[0] == "gat_dot" and g["bar"].iloc[0] == "heuristic_stack"
@@ -183,11 +276,21 @@ def _interval(name: str, mean: float, half: float) -> dict:
 
 
 def test_goal_needs_the_shortcut_beaten_too_except_on_uniform_negatives_each_part_judged_on_its_interval():
-    row = {"protocol": "leak_free", "negatives": "matched", "best graph model": "gat_ncn_stack_matched",
-           "chosen on": "validation", "best on test": "gat_ncn_stack_matched", "bar": "cosine", "seeds": 3,
-           **_interval("auc_margin", 0.05, 0.01), **_interval("mrr_margin", 0.02, 0.01),
-           **_interval("auc_margin_shortcut", 0.3, 0.1), **_interval("mrr_margin_shortcut", 0.4, 0.1),
-           **_interval("auc_cn_margin", 0.06, 0.02), **_interval("auc_no_cn_margin", -0.01, 0.02)}
+    row = {
+        "protocol": "leak_free",
+        "negatives": "matched",
+        "best graph model": "gat_ncn_stack_matched",
+        "chosen on": "validation",
+        "best on test": "gat_ncn_stack_matched",
+        "bar": "cosine",
+        "seeds": 3,
+        **_interval("auc_margin", 0.05, 0.01),
+        **_interval("mrr_margin", 0.02, 0.01),
+        **_interval("auc_margin_shortcut", 0.3, 0.1),
+        **_interval("mrr_margin_shortcut", 0.4, 0.1),
+        **_interval("auc_cn_margin", 0.06, 0.02),
+        **_interval("auc_no_cn_margin", -0.01, 0.02),
+    }
     assert goal_verdict(row) == "met"
     assert goal_verdict({**row, **_interval("auc_margin_shortcut", 0.01, 0.005)}) == "missed"  # the bar beaten only
     assert goal_verdict({**row, **_interval("mrr_margin", -0.01, 0.005)}) == "missed"
@@ -205,10 +308,18 @@ def test_goal_needs_the_shortcut_beaten_too_except_on_uniform_negatives_each_par
 def test_the_gap_table_judges_each_cell_on_the_paired_per_seed_margins():
     rows = []
     for s, (model_auc, stack_auc) in enumerate([(0.90, 0.85), (0.92, 0.86), (0.91, 0.88)]):
-        for model, auc, mrr in (("gat_dot", model_auc, 0.5), ("heuristic_stack", stack_auc, 0.3),
-                                ("cosine", 0.7, 0.2)):
-            rows.append({"protocol": "leak_free", "negatives": "uniform", "seed": s, "model": model, "auc": auc,
-                         "mrr": mrr + 0.01 * s, "val_auc": auc if model == "gat_dot" else np.nan})
+        for model, auc, mrr in (("gat_dot", model_auc, 0.5), ("heuristic_stack", stack_auc, 0.3), ("cosine", 0.7, 0.2)):
+            rows.append(
+                {
+                    "protocol": "leak_free",
+                    "negatives": "uniform",
+                    "seed": s,
+                    "model": model,
+                    "auc": auc,
+                    "mrr": mrr + 0.01 * s,
+                    "val_auc": auc if model == "gat_dot" else np.nan,
+                }
+            )
     (g,) = B.gap_table(pd.DataFrame(rows)).to_dict("records")
     d = np.array([0.05, 0.06, 0.03])  # per-seed AUC margins over the stack
     half = 4.302653 * d.std(ddof=1) / np.sqrt(3)  # t(0.975, 2)
@@ -223,16 +334,31 @@ def test_run_all_scores_bar_shortcut_and_variants_on_the_same_split_and_keeps_st
 
     graphs = {f"g{i}": synthetic_graph(60, 180, in_channels=16, seed=i, graph_id=f"g{i}") for i in range(5)}
     sp = make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3", "g4"]}, "leak_free", seed=0)
-    params = BeyondParams(beyond_epochs=1, beyond_patience=0, beyond_select_metric="auc", decoder_hidden=8, n_seeds=1,
-                          gat_hidden=8, gat_out=4, gat_heads=1)  # notebook 03's, as the runner hands them on
+    params = BeyondParams(
+        beyond_epochs=1,
+        beyond_patience=0,
+        beyond_select_metric="auc",
+        decoder_hidden=8,
+        n_seeds=1,
+        gat_hidden=8,
+        gat_out=4,
+        gat_heads=1,
+    )  # notebook 03's, as the runner hands them on
     from lib.linkpred.train import checkpoint_config
 
     stored = checkpoint_config("gat_model", SMALL, TrainConfig(epochs=2, lr=0.01), "d")
     model_cfg, cfgs = beyond_stage.configs(stored, params)
-    assert model_cfg.decoder_hidden == 8 and model_cfg.gat_hidden == SMALL.gat_hidden and cfgs[0].lr == 0.01 and cfgs[0].epochs == 1 and cfgs[0].seed == 0
+    assert (
+        model_cfg.decoder_hidden == 8
+        and model_cfg.gat_hidden == SMALL.gat_hidden
+        and cfgs[0].lr == 0.01
+        and cfgs[0].epochs == 1
+        and cfgs[0].seed == 0
+    )
     assert cfgs[0].supervision == "disjoint" and not cfgs[0].log_aauc
-    rows, coef, log = beyond_stage.run_all({(0, "leak_free"): sp}, ["dot"], model_cfg, cfgs, {"dot": None}, tmp_path,
-                                progress=False)
+    rows, coef, log = beyond_stage.run_all(
+        {(0, "leak_free"): sp}, ["dot"], model_cfg, cfgs, {"dot": None}, tmp_path, progress=False
+    )
     df = pd.DataFrame(rows)
     assert set(df["model"]) == {"heuristic_stack", B.SHORTCUT, "gat_dot", *HEURISTICS} and len(coef) == 1
     cn = df[df.model == "common_neighbours"].set_index("negatives")["auc"]
@@ -240,19 +366,48 @@ def test_run_all_scores_bar_shortcut_and_variants_on_the_same_split_and_keeps_st
     assert cn.to_dict() == {n: m["auc"] for n, m in want.items() if m}  # the rows notebook 03 computes, here
     assert log == {"0/leak_free/dot": {"best_epoch": 1, "epochs_run": 1}}
     assert df[df.model == "gat_dot"]["val_auc"].notna().all() and df[df.model != "gat_dot"]["val_auc"].isna().all()
-    rows03 = pd.DataFrame([{"seed": 0, "protocol": "leak_free", "negatives": "uniform", "model": "gat_model",
-                            "supervision": "mp", "auc": 0.6},
-                           {"seed": 0, "protocol": "leak_free", "negatives": "uniform", "model": "gat_model",
-                            "supervision": "disjoint", "auc": 0.7},
-                           {"seed": 1, "protocol": "leak_free", "negatives": "uniform", "model": "cosine",
-                            "supervision": "none", "auc": 0.8},
-                           {"seed": 0, "protocol": "leak_free", "negatives": "uniform", "model": "cosine",
-                            "supervision": "none", "auc": 0.9}])
+    rows03 = pd.DataFrame(
+        [
+            {
+                "seed": 0,
+                "protocol": "leak_free",
+                "negatives": "uniform",
+                "model": "gat_model",
+                "supervision": "mp",
+                "auc": 0.6,
+            },
+            {
+                "seed": 0,
+                "protocol": "leak_free",
+                "negatives": "uniform",
+                "model": "gat_model",
+                "supervision": "disjoint",
+                "auc": 0.7,
+            },
+            {
+                "seed": 1,
+                "protocol": "leak_free",
+                "negatives": "uniform",
+                "model": "cosine",
+                "supervision": "none",
+                "auc": 0.8,
+            },
+            {
+                "seed": 0,
+                "protocol": "leak_free",
+                "negatives": "uniform",
+                "model": "cosine",
+                "supervision": "none",
+                "auc": 0.9,
+            },
+        ]
+    )
     both = beyond_stage.with_stage3_rows(rows03, rows, ["leak_free"], [0])
     assert both["model"].iloc[0] == "gat_model (seed)" and both["auc"].iloc[0] == 0.6  # the seed's way, seed 0 only
     assert len(both) == 1 + len(rows) and "supervision" not in both.columns  # the heuristics: notebook 03b's own
-    rows, _, _ = beyond_stage.run_all({(0, "leak_free"): sp}, [], model_cfg, cfgs, {}, tmp_path, progress=False,
-                                      heuristics=["resource_allocation"])
+    rows, _, _ = beyond_stage.run_all(
+        {(0, "leak_free"): sp}, [], model_cfg, cfgs, {}, tmp_path, progress=False, heuristics=["resource_allocation"]
+    )
     assert set(pd.DataFrame(rows)["model"]) == {"heuristic_stack", B.SHORTCUT, "resource_allocation"}
     with pytest.raises(ValueError, match="heuristic 'katz' is unknown"):
         beyond_stage.run_all({(0, "leak_free"): sp}, [], model_cfg, cfgs, {}, tmp_path, heuristics=["katz"])

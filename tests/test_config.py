@@ -1,4 +1,5 @@
 """The typed stage configs (lib.common.config): one declaration per parameter, checked in one place."""
+
 from __future__ import annotations
 
 import nbformat
@@ -28,17 +29,20 @@ def test_the_demo_defaults_pass_their_own_checks_and_every_field_says_why(name):
     assert all(row["why"].strip() for row in cls.reference())
 
 
-@pytest.mark.parametrize("kwargs,named", [
-    ({"max_nodes": "abc"}, "max_nodes='abc' is a str; 01_crawl.ipynb declares it int (default 1000); give an int"),
-    ({"max_nodes": True}, "max_nodes=True is a bool"),
-    ({"max_nodes": 0}, "max_nodes=0 is invalid: must be >= 1"),
-    ({"retry_wait": 2}, None),  # an int is a float
-    ({"roots": "Water"}, "roots='Water' is a str; 01_crawl.ipynb declares it list[str]"),
-    ({"roots": ["Water", 3]}, "roots=['Water', 3] holds 3, a int; give a list of str"),
-    ({"overlap_max_nodes": [200, 0]}, "overlap_max_nodes=[200, 0] is invalid: every item must be >= 1"),
-    ({"source": "nowhere"}, "source='nowhere' is invalid: must be one of embedded, wikispeedia"),
-    ({"source": "snapshot"}, "source='snapshot' needs snapshot_path"),
-])
+@pytest.mark.parametrize(
+    "kwargs,named",
+    [
+        ({"max_nodes": "abc"}, "max_nodes='abc' is a str; 01_crawl.ipynb declares it int (default 1000); give an int"),
+        ({"max_nodes": True}, "max_nodes=True is a bool"),
+        ({"max_nodes": 0}, "max_nodes=0 is invalid: must be >= 1"),
+        ({"retry_wait": 2}, None),  # an int is a float
+        ({"roots": "Water"}, "roots='Water' is a str; 01_crawl.ipynb declares it list[str]"),
+        ({"roots": ["Water", 3]}, "roots=['Water', 3] holds 3, a int; give a list of str"),
+        ({"overlap_max_nodes": [200, 0]}, "overlap_max_nodes=[200, 0] is invalid: every item must be >= 1"),
+        ({"source": "nowhere"}, "source='nowhere' is invalid: must be one of embedded, wikispeedia"),
+        ({"source": "snapshot"}, "source='snapshot' needs snapshot_path"),
+    ],
+)
 def test_a_value_is_refused_with_one_sentence_naming_key_value_and_fix(kwargs, named):
     if named is None:
         CrawlParams(**kwargs)
@@ -69,17 +73,20 @@ def test_every_numbered_notebook_has_a_config():
     assert have == {notebook_number(nb) for nb in numbered_notebooks()}, "a stage without a typed config"
 
 
-@pytest.mark.parametrize("notebook,kwargs,named", [
-    ("02_embed.ipynb", {"dataset_precision": "float64"}, "must be one of float32, float16"),
-    ("02_embed.ipynb", {"val_fraction": 1.0}, "val_fraction=1.0 is invalid: must be >= 0 and < 1"),
-    ("03_train_gat.ipynb", {"protocols": []}, "protocols=[] is invalid: list at least one"),
-    ("03_train_gat.ipynb", {"train_supervision": ["both"]}, "every item must be one of mp, disjoint"),
-    ("03_train_gat.ipynb", {"gat_epochs": 2.0}, "gat_epochs=2.0 is a float"),
-    ("03b_beyond_seed.ipynb", {"beyond_variants": ["dot", "transformer"]}, "every item must be one of dot,"),
-    ("03b_beyond_seed.ipynb", {"sweep_lr": [0.001, 0]}, "every item must be > 0"),
-    ("04_aauc_analysis.ipynb", {"picture_view": "all"}, "must be one of focus, whole"),
-    ("04_aauc_analysis.ipynb", {"t_cos_grid": [0.5, 1.5]}, "every item must be >= -1 and <= 1"),
-])
+@pytest.mark.parametrize(
+    "notebook,kwargs,named",
+    [
+        ("02_embed.ipynb", {"dataset_precision": "float64"}, "must be one of float32, float16"),
+        ("02_embed.ipynb", {"val_fraction": 1.0}, "val_fraction=1.0 is invalid: must be >= 0 and < 1"),
+        ("03_train_gat.ipynb", {"protocols": []}, "protocols=[] is invalid: list at least one"),
+        ("03_train_gat.ipynb", {"train_supervision": ["both"]}, "every item must be one of mp, disjoint"),
+        ("03_train_gat.ipynb", {"gat_epochs": 2.0}, "gat_epochs=2.0 is a float"),
+        ("03b_beyond_seed.ipynb", {"beyond_variants": ["dot", "transformer"]}, "every item must be one of dot,"),
+        ("03b_beyond_seed.ipynb", {"sweep_lr": [0.001, 0]}, "every item must be > 0"),
+        ("04_aauc_analysis.ipynb", {"picture_view": "all"}, "must be one of focus, whole"),
+        ("04_aauc_analysis.ipynb", {"t_cos_grid": [0.5, 1.5]}, "every item must be >= -1 and <= 1"),
+    ],
+)
 def test_each_stage_refuses_what_it_cannot_run_naming_the_key(notebook, kwargs, named):
     with pytest.raises(ParamError) as e:
         CONFIGS[notebook](**kwargs)

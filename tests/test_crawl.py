@@ -1,4 +1,5 @@
 """Stage 1: Algorithm 1 semantics, sources, cache, campaign resume, bad input."""
+
 import json
 import shutil
 
@@ -20,8 +21,9 @@ from lib.crawl.sources import (
 
 
 def src(links, redirects=None, disamb=None, topics=None):
-    return SnapshotSource(Snapshot(links=links, redirects=redirects or {}, disambiguation=set(disamb or ()),
-                                   topics=topics or {}))
+    return SnapshotSource(
+        Snapshot(links=links, redirects=redirects or {}, disambiguation=set(disamb or ()), topics=topics or {})
+    )
 
 
 def named_edges(g):
@@ -32,8 +34,9 @@ def test_bfs_adds_edges_to_visited_nodes_and_orders_nodes_breadth_first():
     s = src({"R": ["A", "B"], "A": ["B", "C", "R"], "B": ["A", "D"], "C": [], "D": ["C"]})
     g = bfs_crawl(s, "R", 100)
     assert g.titles == ["R", "A", "B", "C", "D"]
-    assert named_edges(g) == {frozenset(p) for p in [("R", "A"), ("R", "B"), ("A", "B"), ("A", "C"), ("B", "D"),
-                                                    ("D", "C")]}
+    assert named_edges(g) == {
+        frozenset(p) for p in [("R", "A"), ("R", "B"), ("A", "B"), ("A", "C"), ("B", "D"), ("D", "C")]
+    }
     assert g.metadata["connected"] and g.metadata["num_nodes"] == 5 and g.metadata["num_edges"] == 6
 
 
@@ -60,13 +63,18 @@ def test_no_self_loops_or_duplicate_edges():
 
 
 def test_redirects_make_one_article_one_node():
-    s = src({"R": ["USA", "United States", "X"], "United States": ["R"], "X": ["US"]},
-            redirects={"USA": "United States", "US": "USA", "Root": "R"})
+    s = src(
+        {"R": ["USA", "United States", "X"], "United States": ["R"], "X": ["US"]},
+        redirects={"USA": "United States", "US": "USA", "Root": "R"},
+    )
     g = bfs_crawl(s, "Root", 10)
     assert g.titles == ["R", "United States", "X"]
     assert g.metadata["root"] == "Root" and g.metadata["root_title"] == "R"
-    assert named_edges(g) == {frozenset(("R", "United States")), frozenset(("R", "X")),
-                              frozenset(("X", "United States"))}
+    assert named_edges(g) == {
+        frozenset(("R", "United States")),
+        frozenset(("R", "X")),
+        frozenset(("X", "United States")),
+    }
 
 
 def test_missing_and_disambiguation_pages_stay_as_nodes_but_are_not_expanded():
@@ -112,17 +120,23 @@ def test_title_mention_links_whole_tokens_longest_match_first_letter_case():
 
 def test_read_snapshot_tsv_plain_urlencoded_redirect_disambiguation(tmp_path):
     p = tmp_path / "links.tsv"
-    p.write_text("# comment\nSustainable_development\tClimate%20change\n\nR\tA\nUS\tUnited States\tredirect\n"
-                 "Mercury\tPlanet\tdisambiguation\n", encoding="utf-8")
+    p.write_text(
+        "# comment\nSustainable_development\tClimate%20change\n\nR\tA\nUS\tUnited States\tredirect\n"
+        "Mercury\tPlanet\tdisambiguation\n",
+        encoding="utf-8",
+    )
     snap = read_snapshot(p)
     assert snap.links["Sustainable development"] == ["Climate change"]
     assert snap.redirects == {"US": "United States"} and snap.disambiguation == {"Mercury"}
 
 
-@pytest.mark.parametrize("body,msg", [
-    ("A\tB\tweird\n", "line 1: unknown kind"),
-    ("\tB\n", "line 1: source: the title is empty"),
-])
+@pytest.mark.parametrize(
+    "body,msg",
+    [
+        ("A\tB\tweird\n", "line 1: unknown kind"),
+        ("\tB\n", "line 1: source: the title is empty"),
+    ],
+)
 def test_malformed_snapshot_line_names_file_and_line(tmp_path, body, msg):
     """A file left without a link by its malformed lines is refused naming the first (one among good lines is
     skipped with a warning: tests/test_intake.py)."""
@@ -151,8 +165,14 @@ def test_snapshot_non_utf8_and_missing_file(tmp_path):
 
 def test_snapshot_from_graph_json_links_both_ways(tmp_path):
     p = tmp_path / "seed.json"
-    p.write_text(json.dumps({"nodes": [{"id": 5, "label": "R"}, {"id": 7, "label": "A"}, {"id": 9, "label": "B"}],
-                             "edges": [{"source": 5, "target": 7}, {"source": 9, "target": 7}]}))
+    p.write_text(
+        json.dumps(
+            {
+                "nodes": [{"id": 5, "label": "R"}, {"id": 7, "label": "A"}, {"id": 9, "label": "B"}],
+                "edges": [{"source": 5, "target": 7}, {"source": 9, "target": 7}],
+            }
+        )
+    )
     g = bfs_crawl(SnapshotSource(read_snapshot(p)), "B", 10)
     assert g.titles == ["B", "A", "R"]
 
@@ -208,8 +228,9 @@ def test_campaign_kill_and_resume_gives_identical_files_and_no_repeat_fetch(tmp_
 
 def test_campaign_shared_cache_fetches_each_page_once(tmp_path):
     inner = CountingSource(SnapshotSource(chain_snapshot()))
-    run_campaign(["P0", "P1", "P2"], CachedSource(inner, PageCache(tmp_path / "c.sqlite")), tmp_path / "o", 40,
-                 progress=False)
+    run_campaign(
+        ["P0", "P1", "P2"], CachedSource(inner, PageCache(tmp_path / "c.sqlite")), tmp_path / "o", 40, progress=False
+    )
     assert len(inner.calls) == len(set(inner.calls))
 
 
@@ -233,10 +254,16 @@ def test_a_crawl_is_not_resumed_under_other_settings(tmp_path):
     assert len(inner.calls) > n and m["roots"]["P0"]["num_nodes"] == 12
 
 
-@pytest.mark.parametrize("roots,max_nodes,msg", [
-    ([], 10, "root list is empty"), (["  "], 10, "root list is empty"), (["R"], 0, "max_nodes=0"),
-    (["R"], 2.5, "max_nodes=2.5"), ("R", 10, "not a single string"),
-])
+@pytest.mark.parametrize(
+    "roots,max_nodes,msg",
+    [
+        ([], 10, "root list is empty"),
+        (["  "], 10, "root list is empty"),
+        (["R"], 0, "max_nodes=0"),
+        (["R"], 2.5, "max_nodes=2.5"),
+        ("R", 10, "not a single string"),
+    ],
+)
 def test_bad_campaign_input_fails_before_any_work(tmp_path, roots, max_nodes, msg):
     inner = CountingSource(SnapshotSource(chain_snapshot()))
     with pytest.raises(ParamError, match=msg):
@@ -351,10 +378,22 @@ def test_import_graphs_turns_seed_format_files_into_a_campaign(tmp_path):
 
     folder = tmp_path / "g"
     folder.mkdir()
-    (folder / "b.json").write_text(json.dumps({"nodes": [{"id": 7, "label": "Root B"}, {"id": 9, "label": "X"}],
-                                               "edges": [{"source": 7, "target": 9}, {"source": 9, "target": 7}]}))
-    (folder / "a.json").write_text(json.dumps({"nodes": [{"id": 0, "label": "Root A"}, {"id": 1, "label": "X"},
-                                                         {"id": 2, "label": "Y"}], "edges": [{"source": 0, "target": 1}]}))
+    (folder / "b.json").write_text(
+        json.dumps(
+            {
+                "nodes": [{"id": 7, "label": "Root B"}, {"id": 9, "label": "X"}],
+                "edges": [{"source": 7, "target": 9}, {"source": 9, "target": 7}],
+            }
+        )
+    )
+    (folder / "a.json").write_text(
+        json.dumps(
+            {
+                "nodes": [{"id": 0, "label": "Root A"}, {"id": 1, "label": "X"}, {"id": 2, "label": "Y"}],
+                "edges": [{"source": 0, "target": 1}],
+            }
+        )
+    )
     m = import_graphs(folder, tmp_path / "crawl")
     assert list(m["roots"]) == ["Root A", "Root B"]
     assert m["roots"]["Root A"]["connected"] is False and m["roots"]["Root B"]["num_edges"] == 1
@@ -412,6 +451,8 @@ def test_the_crawl_config_builds_the_named_source_behind_the_page_cache(tmp_path
     with pytest.raises(ParamError, match="snapshot_path"):
         CrawlParams(source="snapshot")
     rows = pd.DataFrame({"max_nodes": [200, 2000], "distinct_titles": [1500, 9000], "shared_share": [0.5, 0.81234]})
-    assert overlap_sentence(rows, 40) == ("40 offline roots: from 200 to 2,000 nodes per graph the distinct titles grow "
-                                          "from 1,500 to 9,000 while the shared share goes from 0.500 to 0.812 (the "
-                                          "seed's live campaign: 0.92).")
+    assert overlap_sentence(rows, 40) == (
+        "40 offline roots: from 200 to 2,000 nodes per graph the distinct titles grow "
+        "from 1,500 to 9,000 while the shared share goes from 0.500 to 0.812 (the "
+        "seed's live campaign: 0.92)."
+    )

@@ -1,5 +1,6 @@
 """LiveSource (wikipedia-api) against the local mock MediaWiki server: API semantics, faults, bounded retries, and a
 cached, killed-and-resumed campaign. Everything runs on 127.0.0.1; no network needed."""
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,13 @@ def live(wiki: MockWiki, **kw) -> LiveSource:
 
 def link_requests(wiki: MockWiki, title: str | None = None) -> list[dict]:
     """Logged (fault-free) page-links requests, optionally for one title."""
-    return [r["params"] for r in wiki.log if r["fault"] is None and "links" in r["params"].get("prop", "")
-            and (title is None or r["params"]["titles"] == title)]
+    return [
+        r["params"]
+        for r in wiki.log
+        if r["fault"] is None
+        and "links" in r["params"].get("prop", "")
+        and (title is None or r["params"]["titles"] == title)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -42,15 +48,31 @@ def small() -> Snapshot:
     return Snapshot(
         links={
             "Hub": hub_links + ["Category:Hubs", "File:Hub.png", "Template:Navbox"],
-            "Source": ["Target", "Old name", "Older name", "target", "Red link", "Mercury", "Source",
-                       "Category:Things", "Talk:Source", "Loop to self", "Shortcut to category"],
+            "Source": [
+                "Target",
+                "Old name",
+                "Older name",
+                "target",
+                "Red link",
+                "Mercury",
+                "Source",
+                "Category:Things",
+                "Talk:Source",
+                "Loop to self",
+                "Shortcut to category",
+            ],
             "Target": ["Source"],
             "Mercury (planet)": ["Source"],
             "Category:Hubs": ["Hub"],
             **{f"Leaf {i:04d}": ["Hub"] for i in range(1234)},
         },
-        redirects={"Old name": "Older name", "Older name": "Target", "Loop to self": "Source",
-                   "Redirect to hub": "Hub", "Shortcut to category": "Category:Hubs"},
+        redirects={
+            "Old name": "Older name",
+            "Older name": "Target",
+            "Loop to self": "Source",
+            "Redirect to hub": "Hub",
+            "Shortcut to category": "Category:Hubs",
+        },
         disambiguation={"Mercury"},
     )
 
@@ -103,10 +125,19 @@ def test_missing_disambiguation_and_red_links(small):
 def test_namespace_filter(small):
     with MockWiki(small) as wiki:
         # the server does hold non-article links; plnamespace=0 is what removes them
-        everything = wiki.answer({"action": "query", "format": "json", "titles": "Source", "prop": "links",
-                                  "pllimit": "500"})
-        articles = wiki.answer({"action": "query", "format": "json", "titles": "Source", "prop": "links",
-                                "pllimit": "500", "plnamespace": "0"})
+        everything = wiki.answer(
+            {"action": "query", "format": "json", "titles": "Source", "prop": "links", "pllimit": "500"}
+        )
+        articles = wiki.answer(
+            {
+                "action": "query",
+                "format": "json",
+                "titles": "Source",
+                "prop": "links",
+                "pllimit": "500",
+                "plnamespace": "0",
+            }
+        )
         src = live(wiki)
         src.page("Source")
         reqs = link_requests(wiki)
@@ -151,8 +182,15 @@ def test_faults_do_not_change_the_graph(synth):
     with MockWiki(synth) as wiki:
         clean_src = live(wiki)
         clean = bfs_crawl(clean_src, root, n)
-    faults = FaultConfig(rate_429=0.12, rate_503=0.12, rate_stall=0.12, rate_malformed=0.12, rate_maxlag=0.12,
-                         retry_after=0, stall_seconds=1.0)
+    faults = FaultConfig(
+        rate_429=0.12,
+        rate_503=0.12,
+        rate_stall=0.12,
+        rate_malformed=0.12,
+        rate_maxlag=0.12,
+        retry_after=0,
+        stall_seconds=1.0,
+    )
     with MockWiki(synth, faults=faults, seed=11, log_size=100_000) as wiki:
         src = live(wiki, read_timeout=0.15, max_retries=8, max_attempts=10)
         faulty = bfs_crawl(src, root, n)
@@ -176,8 +214,11 @@ def test_unreachable_host_fails_clearly_after_bounded_retries():
     url = f"http://127.0.0.1:{_closed_port()}/w/api.php"
     src = LiveSource(CONTACT, api_url=url, retry_wait=0.01, max_retries=2, max_attempts=3)
     t0 = time.perf_counter()
-    with pytest.raises(CrawlError, match=r"could not reach http://127\.0\.0\.1:\d+/w/api\.php after 9 attempts.*"
-                                         r"check the network.*source='embedded'"):
+    with pytest.raises(
+        CrawlError,
+        match=r"could not reach http://127\.0\.0\.1:\d+/w/api\.php after 9 attempts.*"
+        r"check the network.*source='embedded'",
+    ):
         src.page("Anything")
     assert time.perf_counter() - t0 < 5
     assert src.requests == 9  # (1 + max_retries) inside wikipedia-api, times max_attempts around it

@@ -1,4 +1,5 @@
 """Stage 2 tensor dataset: shapes, lazy loading, weights-only files, split determinism, seed-format import."""
+
 from __future__ import annotations
 
 import json
@@ -63,8 +64,13 @@ def test_shapes_and_contents(built):
     assert d.num_nodes == 30 and d.titles == g.titles and d.root == "Root 3" and d.graph_id == "g03"
     assert d.topics == g.topics and d.metadata == {"root": "Root 3", "k": 3}
     e = ds.index[3]
-    assert (e["graph_id"], e["root"], e["num_nodes"], e["num_edges"], e["file"]) == \
-        ("g03", "Root 3", 30, len(g.edges), "graphs/g03.pt")
+    assert (e["graph_id"], e["root"], e["num_nodes"], e["num_edges"], e["file"]) == (
+        "g03",
+        "Root 3",
+        30,
+        len(g.edges),
+        "graphs/g03.pt",
+    )
     assert ds["g03"].root == "Root 3"
     raw = torch.load(tmp_path / "ds" / e["file"], weights_only=True)  # plain tensors/lists only
     assert set(raw) >= {"x", "edge_index", "titles", "topics", "root", "graph_id", "num_nodes"}
@@ -78,7 +84,9 @@ def test_float16_storage_is_cast_to_float32(built):
     raw = torch.load(tmp_path / "ds16" / "graphs" / "g00.pt", weights_only=True)
     assert raw["x"].dtype == torch.float16
     np.testing.assert_allclose(d.x.numpy(), st.get(graphs[0].titles), rtol=2e-3, atol=2e-3)
-    assert (tmp_path / "ds16" / "graphs" / "g00.pt").stat().st_size < (tmp_path / "ds" / "graphs" / "g00.pt").stat().st_size
+    assert (tmp_path / "ds16" / "graphs" / "g00.pt").stat().st_size < (
+        tmp_path / "ds" / "graphs" / "g00.pt"
+    ).stat().st_size
 
 
 def test_dataset_holds_no_features_in_memory(built):
@@ -100,8 +108,11 @@ def test_split_is_deterministic_and_is_the_one_every_stage_uses(built):
     assert any(ds.split(0, 2, 0.1, seed=s)["test"] != te for s in range(1, 6))
     written = write_split(ds, [0, 1], n_train_graphs=0, n_test_graphs=2, val_fraction=0.1)
     loaded = load_split(GraphDataset(tmp_path / "ds"), [0, 1], n_train_graphs=0, n_test_graphs=2, val_fraction=0.1)
-    assert loaded[0] == {k: written["seeds"]["0"][k] for k in ("train", "val", "test")} == {"train": tr, "val": va,
-                                                                                              "test": te}
+    assert (
+        loaded[0]
+        == {k: written["seeds"]["0"][k] for k in ("train", "val", "test")}
+        == {"train": tr, "val": va, "test": te}
+    )
     with pytest.raises(DatasetError, match="n_test_graphs=2 but this notebook has n_test_graphs=3"):
         load_split(ds, [0], n_test_graphs=3)
     with pytest.raises(DatasetError, match=r"no split for seed\(s\) \[7\]"):
@@ -164,10 +175,19 @@ def test_missing_title_and_bad_arguments(tmp_path):
 def test_import_seed_format_graphs(tmp_path):
     """The seed's own JSON (arbitrary ids, self-loops, both directions) becomes the same dataset, real model."""
     seed_obj = {
-        "nodes": [{"id": 10, "label": "Sustainability"}, {"id": 20, "label": "Renewable energy"},
-                  {"id": 30, "label": "Climate change"}, {"id": 40, "label": "Solar power"}],
-        "edges": [{"source": 10, "target": 20}, {"source": 20, "target": 10}, {"source": 10, "target": 30},
-                  {"source": 20, "target": 40}, {"source": 40, "target": 40}],
+        "nodes": [
+            {"id": 10, "label": "Sustainability"},
+            {"id": 20, "label": "Renewable energy"},
+            {"id": 30, "label": "Climate change"},
+            {"id": 40, "label": "Solar power"},
+        ],
+        "edges": [
+            {"source": 10, "target": 20},
+            {"source": 20, "target": 10},
+            {"source": 10, "target": 30},
+            {"source": 20, "target": 40},
+            {"source": 40, "target": 40},
+        ],
     }
     f1 = tmp_path / "seed_graph_1.json"
     f1.write_text(json.dumps(seed_obj), encoding="utf-8")
@@ -178,8 +198,10 @@ def test_import_seed_format_graphs(tmp_path):
     entries, stats = dataset.import_seed_graphs([f1, f2], tmp_path / "ds", model, store=st, progress=False)
     assert (stats["total"], stats["unique"], stats["newly_encoded"]) == (7, 4, 4)
     assert len(EmbeddingStore(tmp_path / "store", model.wikigat_model_id)) == 4  # the store we passed
-    assert [(e["graph_id"], e["root"], e["num_nodes"], e["num_edges"]) for e in entries] == \
-        [("seed_graph_1", "Sustainability", 4, 3), ("seed_graph_2", "Renewable energy", 3, 1)]
+    assert [(e["graph_id"], e["root"], e["num_nodes"], e["num_edges"]) for e in entries] == [
+        ("seed_graph_1", "Sustainability", 4, 3),
+        ("seed_graph_2", "Renewable energy", 3, 1),
+    ]
     d = GraphDataset(tmp_path / "ds")[0]
     assert d.topics == [None] * 4 and d.edge_index.shape == (2, 6)
     ref = model.encode(d.titles, convert_to_numpy=True)

@@ -1,4 +1,5 @@
 """Decoders beyond the dot product, and the heuristic stack, against hand calculations."""
+
 import numpy as np
 import pytest
 import torch
@@ -39,8 +40,15 @@ def test_ncn_common_neighbour_sum_equals_a_hand_computed_one():
     assert z.grad[:, 0].tolist() == [0, 1, 2, 1, 1]  # how often each node is a common neighbour
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="the CUDA autocast path needs a GPU"))])
+@pytest.mark.parametrize(
+    "device",
+    [
+        "cpu",
+        pytest.param(
+            "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="the CUDA autocast path needs a GPU")
+        ),
+    ],
+)
 def test_ncn_common_neighbour_sum_runs_under_bf16_autocast(device):
     """The CUDA profile trains under bf16 autocast, which on a GPU would cast the sparse product to bf16 (no kernel)."""
     ei = _ei([(0, 2), (0, 3), (1, 2), (1, 3), (1, 4), (2, 4)]).to(device)
@@ -85,7 +93,9 @@ def test_dot_decoder_reproduces_the_seed_model_bit_for_bit():
     assert seed_model.state_dict().keys() == dot.state_dict().keys()
     z = seed_model(g.x, g.edge_index)
     pairs = g.edge_index[:, :50]
-    assert torch.equal(dot.decode(dot(g.x, g.edge_index), pairs, g.edge_index, g.x), (z[pairs[0]] * z[pairs[1]]).sum(-1))
+    assert torch.equal(
+        dot.decode(dot(g.x, g.edge_index), pairs, g.edge_index, g.x), (z[pairs[0]] * z[pairs[1]]).sum(-1)
+    )
     with pytest.raises(ValueError, match="decoder"):
         ModelConfig(decoder="bilinear")
 
@@ -114,8 +124,9 @@ def test_aauc_from_decoder_scores_equals_aauc_for_the_dot_decoder():
     z = torch.randn(200, 4, generator=torch.Generator().manual_seed(1))
     for include_self in (False, True):
         a = aauc(z, g.x, r_cos=0.3, t_cos=0.3, seed=5, include_self=include_self)
-        b = aauc_scored(lambda p: (z[p[0]] * z[p[1]]).sum(-1), g.x, r_cos=0.3, t_cos=0.3, seed=5,
-                        include_self=include_self)
+        b = aauc_scored(
+            lambda p: (z[p[0]] * z[p[1]]).sum(-1), g.x, r_cos=0.3, t_cos=0.3, seed=5, include_self=include_self
+        )
         assert a.defined and b.value == pytest.approx(a.value, abs=1e-12)
         assert (a.n_pos, a.n_neg, a.n_nodes) == (b.n_pos, b.n_neg, b.n_nodes)
 
@@ -127,16 +138,23 @@ def test_early_stopping_stops_after_patience_and_keeps_the_best_epoch(tmp_path):
 
     graphs = [synthetic_graph(100, 300, in_channels=16, seed=s, graph_id=f"g{s}") for s in range(4)]
     mcfg = ModelConfig(**SMALL, decoder="ncn", decoder_features=True)
-    cfg = TrainConfig(epochs=12, lr=0.05, patience=2, select_metric="mrr", seed=0, log_aauc=False, log_eval=False,
-                      supervision="disjoint")
+    cfg = TrainConfig(
+        epochs=12,
+        lr=0.05,
+        patience=2,
+        select_metric="mrr",
+        seed=0,
+        log_aauc=False,
+        log_eval=False,
+        supervision="disjoint",
+    )
     fid = data_fingerprint(graphs)
     _, r = train_model("gat_model", mcfg, graphs[:3], graphs[3:], cfg, Checkpointing(tmp_path, fid), progress=False)
     epochs = [v["epoch"] for v in r.val]
     best = max(r.val, key=lambda v: (v["mrr"], v["epoch"]))["epoch"]
     assert r.best_epoch == best
     assert len(epochs) == 12 or epochs[-1] - best == 2  # ran out of epochs, or stopped 2 epochs after the best
-    _, again = train_model("gat_model", mcfg, graphs[:3], graphs[3:], cfg, Checkpointing(tmp_path, fid),
-                           progress=False)
+    _, again = train_model("gat_model", mcfg, graphs[:3], graphs[3:], cfg, Checkpointing(tmp_path, fid), progress=False)
     assert again.val == r.val and again.best_epoch == r.best_epoch  # a resumed run stops where the first one did
 
 
@@ -174,8 +192,10 @@ def test_density_rescaling_multiplies_the_counts_by_the_squared_degree_ratio():
     assert density_factor(adjacency(ei, 5), 4.0) == 4.0 and density_factor(adjacency(ei, 5), None) == 1.0
     np.testing.assert_array_equal(pair_features(x, ei, 5, pair, ref_degree=2.0), pair_features(x, ei, 5, pair))
     # counts 2 (CN), 1/log 2 + 1/log 3 (AA), 4 (PA) at mean degree 2, read at reference degree 1: a quarter of each
-    np.testing.assert_allclose(pair_features(x, ei, 5, pair, ref_degree=1.0, features=FOUR)[0],
-                               [1.0, np.log1p(0.5), np.log1p((1 / np.log(2) + 1 / np.log(3)) / 4), np.log1p(1.0)])
+    np.testing.assert_allclose(
+        pair_features(x, ei, 5, pair, ref_degree=1.0, features=FOUR)[0],
+        [1.0, np.log1p(0.5), np.log1p((1 / np.log(2) + 1 / np.log(3)) / 4), np.log1p(1.0)],
+    )
     g = synthetic_graph(150, 600, in_channels=16, seed=0)
     d = adjacency(g.edge_index, g.num_nodes).nnz / g.num_nodes
     assert reference_degree([g, g], held_out=0.3) == pytest.approx(0.7 * d)
@@ -204,8 +224,9 @@ def test_rescaled_decoder_equals_the_plain_one_at_the_reference_density_and_star
         assert not torch.allclose(scaled.decode(z, pairs, g.edge_index, g.x), want, atol=1e-3)
     graphs = [synthetic_graph(60, 240, in_channels=16, seed=s) for s in range(3)]
     stack = HeuristicStack(ratio=0.3, seed=4, rescale=True).fit(graphs)
-    m = GatModel(ModelConfig(**SMALL, decoder="ncn", decoder_features=True, decoder_init="stack",
-                             decoder_rescale=True)).eval()
+    m = GatModel(
+        ModelConfig(**SMALL, decoder="ncn", decoder_features=True, decoder_init="stack", decoder_rescale=True)
+    ).eval()
     m.decoder.init_from_stack(stack)
     assert float(m.decoder.ref_degree) == pytest.approx(stack.ref_degree)
     with torch.no_grad():
@@ -309,8 +330,14 @@ def test_resource_allocation_and_a_stack_that_reads_it():
 
 
 def test_a_registered_heuristic_is_scored_and_stacked_by_name():
-    h = Heuristic("degree_sum", "deg(u) + deg(v)", lambda v: v.structure.deg[v.pairs[0].numpy()]
-                  + v.structure.deg[v.pairs[1].numpy()], "log1p_ds", 1, np.log1p)
+    h = Heuristic(
+        "degree_sum",
+        "deg(u) + deg(v)",
+        lambda v: v.structure.deg[v.pairs[0].numpy()] + v.structure.deg[v.pairs[1].numpy()],
+        "log1p_ds",
+        1,
+        np.log1p,
+    )
     try:
         register(h)
         with pytest.raises(ValueError, match="registered already"):

@@ -1,4 +1,5 @@
 """Device and compute-precision resolution (lib.common.device) and its record in params.json (lib.common.runinfo)."""
+
 import json
 
 import pytest
@@ -44,8 +45,12 @@ def test_params_json_records_what_precision_resolved_to_and_why(tmp_path, monkey
     monkeypatch.setattr(dev, "cpu_bf16_support", lambda: (False, "simulated CPU without bf16"))
     info = json.loads(write_params_json(tmp_path, {"device": "cpu", "precision": "auto"}).read_text())
     assert info["params"]["precision"] == "auto"
-    assert info["precision"] == {"requested": "auto", "resolved": "fp32", "dtype": "torch.float32",
-                                 "reason": "auto on CPU: simulated CPU without bf16, so float32"}
+    assert info["precision"] == {
+        "requested": "auto",
+        "resolved": "fp32",
+        "dtype": "torch.float32",
+        "reason": "auto on CPU: simulated CPU without bf16, so float32",
+    }
     monkeypatch.setattr(dev, "cpu_bf16_support", lambda: (True, "simulated AMX"))
     info = json.loads(write_params_json(tmp_path, {"device": "cpu", "precision": "auto"}).read_text())
     assert info["precision"]["resolved"] == "bf16" and info["precision"]["dtype"] == "torch.bfloat16"

@@ -2,6 +2,7 @@
 
 Tiny BERT configs with a hand-written vocabulary, so nothing here needs the real model packages.
 """
+
 from __future__ import annotations
 
 import math
@@ -57,15 +58,31 @@ def make_tokenizer(tmp_path, words=WORDS, name="vocab.txt"):
 
 def tiny_encoder(tok, layers=2, hidden=32, heads=4, seed=0, name="tiny", dropout=0.0, positions=64):
     torch.manual_seed(seed)
-    cfg = BertConfig(vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                     intermediate_size=2 * hidden, max_position_embeddings=positions, attn_implementation="eager",
-                     hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    cfg = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=2 * hidden,
+        max_position_embeddings=positions,
+        attn_implementation="eager",
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
     m = BertModel(cfg, add_pooling_layer=False).eval()
     return Encoder(m, tok, "bert", name)
 
 
-CORPUS = ["the cat sat on the mat .", "a dog ran far away", "the big red ball", "cats sat", "a red dog .",
-          "the dog sat on a ball", "far away a cat ran", "big mats"]
+CORPUS = [
+    "the cat sat on the mat .",
+    "a dog ran far away",
+    "the big red ball",
+    "cats sat",
+    "a red dog .",
+    "the dog sat on a ball",
+    "far away a cat ran",
+    "big mats",
+]
 
 
 def kl(p, q):
@@ -87,7 +104,7 @@ def test_value_relation_loss_matches_numpy_loops():
     got = value_relation_loss(torch.tensor(vt), torch.tensor(vs), torch.ones(1, 3), heads=2).item()
 
     def vr(v, a, dk):
-        x = v[0][:, a * dk:(a + 1) * dk]
+        x = v[0][:, a * dk : (a + 1) * dk]
         s = x @ x.T / math.sqrt(dk)
         e = np.exp(s - s.max(1, keepdims=True))
         return e / e.sum(1, keepdims=True)
@@ -103,11 +120,12 @@ def test_attention_transfer_loss_is_kl_of_softmaxed_scores():
     got = attention_transfer_loss(p, q, k, torch.ones(1, 3), heads=2).item()
     want = 0.0
     for a in range(2):
-        s = (q[0, :, 2 * a:2 * a + 2] @ k[0, :, 2 * a:2 * a + 2].T / math.sqrt(2)).softmax(-1)
+        s = (q[0, :, 2 * a : 2 * a + 2] @ k[0, :, 2 * a : 2 * a + 2].T / math.sqrt(2)).softmax(-1)
         want += sum(kl(p[0, a, t].tolist(), s[t].tolist()) for t in range(3))
     assert got == pytest.approx(want / 6, rel=1e-5)
-    assert attention_transfer_loss(qk_attention(q, k, torch.ones(1, 3), 2), q, k, torch.ones(1, 3), 2).item() \
-        == pytest.approx(0.0, abs=1e-6)
+    assert attention_transfer_loss(
+        qk_attention(q, k, torch.ones(1, 3), 2), q, k, torch.ones(1, 3), 2
+    ).item() == pytest.approx(0.0, abs=1e-6)
 
 
 def test_kd_output_loss_matches_hand_calculation():
@@ -205,8 +223,10 @@ def test_distillation_is_deterministic_for_a_seed(tmp_path):
     tok = make_tokenizer(tmp_path)
     teacher = tiny_encoder(tok, layers=2, seed=1)
     cfg = DistillConfig(steps=5, batch_size=3, max_seq_len=16, lr=1e-3, relation_heads=4, seed=3)
-    runs = [distill(teacher, tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2), CORPUS, cfg, progress=False)
-            for _ in range(2)]
+    runs = [
+        distill(teacher, tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2), CORPUS, cfg, progress=False)
+        for _ in range(2)
+    ]
     assert runs[0].loss.tolist() == runs[1].loss.tolist()
 
 
@@ -217,12 +237,19 @@ def test_a_killed_run_resumes_from_its_step_checkpoint_and_matches_the_uninterru
     probe = lambda enc: {"norm": float(sum(p.detach().norm() for p in enc.model.parameters()))}  # noqa: E731
     hooks = RunHooks(checkpoint=tmp_path / "run.pt", evaluate=probe, eval_every=2, checkpoint_every=2)
     ref_student = tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2, dropout=0.3)  # dropout: the RNG must resume
-    ref = train_student(teacher, ref_student, CORPUS, cfg, progress=False,
-                        hooks=replace(hooks, checkpoint=tmp_path / "ref.pt"))
+    ref = train_student(
+        teacher, ref_student, CORPUS, cfg, progress=False, hooks=replace(hooks, checkpoint=tmp_path / "ref.pt")
+    )
     assert ref["complete"] and ref["curve"].step.tolist() == [0, 2, 4, 6] and ref["seconds"] > 0
 
-    first = train_student(teacher, tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2, dropout=0.3), CORPUS, cfg,
-                          progress=False, hooks=replace(hooks, max_steps=3))  # "killed" after step 3
+    first = train_student(
+        teacher,
+        tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2, dropout=0.3),
+        CORPUS,
+        cfg,
+        progress=False,
+        hooks=replace(hooks, max_steps=3),
+    )  # "killed" after step 3
     assert not first["complete"] and first["steps"] == 3
     student = tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=7, dropout=0.3)  # other weights: all from the file
     res = train_student(teacher, student, CORPUS, cfg, progress=False, hooks=hooks)
@@ -234,8 +261,7 @@ def test_a_killed_run_resumes_from_its_step_checkpoint_and_matches_the_uninterru
     again = train_student(teacher, student, CORPUS, cfg, progress=False, hooks=hooks)
     assert again["steps"] == 0 and again["complete"]
     with pytest.raises(ValueError, match=r"other settings \(cfg\.lr\)"):
-        train_student(teacher, student, CORPUS, DistillConfig(**{**vars(cfg), "lr": 2e-3}), progress=False,
-                      hooks=hooks)
+        train_student(teacher, student, CORPUS, DistillConfig(**{**vars(cfg), "lr": 2e-3}), progress=False, hooks=hooks)
 
 
 def test_adamw_is_fused_unless_asked_not_to(tmp_path):
@@ -251,26 +277,55 @@ def test_adamw_is_fused_unless_asked_not_to(tmp_path):
 def _grid_data():
     texts = CORPUS * 2
     df = pd.DataFrame({"text": texts, "label": [i % 2 for i in range(len(texts))]})
-    return {"transfer": CORPUS, "fidelity": {"val": texts, "test": texts}, "polarity": {s: df for s in ("train", "val", "test")},
-            "topic": {s: df for s in ("train", "val", "test")}, "topics": ["a", "b"]}
+    return {
+        "transfer": CORPUS,
+        "fidelity": {"val": texts, "test": texts},
+        "polarity": {s: df for s in ("train", "val", "test")},
+        "topic": {s: df for s in ("train", "val", "test")},
+        "topics": ["a", "b"],
+    }
 
 
 def _grid_models(tmp_path) -> tuple[Encoder, Encoder]:
     """A tiny teacher with 12 heads (teacher_attention='eager' distils the teacher's own 12-head attention) and a tiny
     assistant whose layers fit a 1 x 24 student."""
     tok = make_tokenizer(tmp_path)
-    return (tiny_encoder(tok, layers=2, hidden=24, heads=12, seed=1, name="teacher"),
-            tiny_encoder(tok, layers=2, hidden=24, heads=2, seed=4, name="assistant", positions=512))
+    return (
+        tiny_encoder(tok, layers=2, hidden=24, heads=12, seed=1, name="teacher"),
+        tiny_encoder(tok, layers=2, hidden=24, heads=2, seed=4, name="assistant", positions=512),
+    )
 
 
 def _grid_cfg(**kw) -> DistillParams:
     """Notebook 05's parameters for a grid of one 1 x 24 student on _grid_models, without the task-specific stage."""
-    return DistillParams(**{**dict(
-        distill_seeds=[0], students=[1], student_hidden=24, student_heads=2, relation_heads=12,
-        student_inits=["random"], ablation_students=[1], ta_students=[], transfer_sentences=8, distill_steps=4,
-        distill_batch_size=2, distill_max_seq_len=16, distill_warmup_frac=0.1, cache_teacher_targets=False, tasks=[],
-        task_students=[], task_losses=["ce"], eval_every=2, checkpoint_every=2, lp_students=[],
-        embedding_methods=[]), **kw})
+    return DistillParams(
+        **{
+            **dict(
+                distill_seeds=[0],
+                students=[1],
+                student_hidden=24,
+                student_heads=2,
+                relation_heads=12,
+                student_inits=["random"],
+                ablation_students=[1],
+                ta_students=[],
+                transfer_sentences=8,
+                distill_steps=4,
+                distill_batch_size=2,
+                distill_max_seq_len=16,
+                distill_warmup_frac=0.1,
+                cache_teacher_targets=False,
+                tasks=[],
+                task_students=[],
+                task_losses=["ce"],
+                eval_every=2,
+                checkpoint_every=2,
+                lp_students=[],
+                embedding_methods=[],
+            ),
+            **kw,
+        }
+    )
 
 
 def test_the_embedding_term_is_zero_at_its_target_and_trains_a_student_towards_another_width(tmp_path):
@@ -280,8 +335,9 @@ def test_the_embedding_term_is_zero_at_its_target_and_trains_a_student_towards_a
     assert (spec.at, spec.vr, spec.emb, spec.needs_embedding) == (1.0, 1.0, 2.0, True)
     assert spec.label() == "1·AT + 1·VR + 2·EMB(mse)" and not LossSpec.parse("at+vr").needs_embedding
     x = torch.randn(3, 8)
-    t = combined_loss(StudentOutputs({}, torch.ones(3, 4), pooled=x), StepTargets({}, embedding=2 * x), [], 1,
-                      LossSpec.parse("emb"))
+    t = combined_loss(
+        StudentOutputs({}, torch.ones(3, 4), pooled=x), StepTargets({}, embedding=2 * x), [], 1, LossSpec.parse("emb")
+    )
     assert t["L_EMB"].item() == pytest.approx(0.0, abs=1e-6)  # unit vectors: a scaled copy is the target
     with pytest.raises(DistillError, match="L_EMB needs"):
         combined_loss(StudentOutputs({}, torch.ones(3, 4), pooled=x), StepTargets({}), [], 1, LossSpec.parse("emb"))
@@ -306,8 +362,15 @@ def test_a_grid_with_embedding_methods_pairs_them_with_the_control_and_saves_the
 
     teacher, assistant = _grid_models(tmp_path)
     for target in ("minilm", "teacher"):
-        cfg = _grid_cfg(distill_seeds=[0, 1], ablation_students=[], embedding_methods=["emb", "at+vr+emb"],
-                        embedding_target=target, eval_every=0, checkpoint_every=0, lp_students=[1])
+        cfg = _grid_cfg(
+            distill_seeds=[0, 1],
+            ablation_students=[],
+            embedding_methods=["emb", "at+vr+emb"],
+            embedding_target=target,
+            eval_every=0,
+            checkpoint_every=0,
+            lp_students=[1],
+        )
         res = run_grid(cfg, teacher, assistant, _grid_data(), progress=False, save_dir=tmp_path / target)[0]
         agn = res[res.stage == "task-agnostic"]
         assert agn.groupby("method").size().to_dict() == {"EMB": 2, "AT+VR+EMB": 2, "MiniLM": 2, "no distillation": 2}
@@ -316,10 +379,19 @@ def test_a_grid_with_embedding_methods_pairs_them_with_the_control_and_saves_the
         d = paired_differences(res, metrics=("fid_cosine",))
         assert set(d.method) == {"EMB", "AT+VR+EMB", "MiniLM"} and (d.seeds == 2).all()
     triples, _ = lp_embedders(tmp_path / "minilm", res, cfg)
-    assert {e for e, _, _ in triples} == {"all-MiniLM-L6-v2", "1x24 random MiniLM", "1x24 random EMB",
-                                          "1x24 random AT+VR+EMB", "1x24 random no distillation"}
-    for bad, match in ((["at+out+emb"], "join 'emb' with"), (["at+vr"], "join 'emb' with"),
-                       (["emb", "emb"], "each combination once"), (["emb+xyz"], "not valid")):
+    assert {e for e, _, _ in triples} == {
+        "all-MiniLM-L6-v2",
+        "1x24 random MiniLM",
+        "1x24 random EMB",
+        "1x24 random AT+VR+EMB",
+        "1x24 random no distillation",
+    }
+    for bad, match in (
+        (["at+out+emb"], "join 'emb' with"),
+        (["at+vr"], "join 'emb' with"),
+        (["emb", "emb"], "each combination once"),
+        (["emb+xyz"], "not valid"),
+    ):
         with pytest.raises(ValueError, match=match):
             _grid_cfg(embedding_methods=bad)
 
@@ -343,8 +415,9 @@ def test_a_checkpoint_folder_kept_before_the_embedding_term_resumes_with_it(tmp_
 
 def test_grid_curves_ablation_subset_and_resume(tmp_path):
     teacher, assistant = _grid_models(tmp_path)
-    cfg = _grid_cfg(distill_seeds=[0, 1], student_inits=["random", "assistant"], ablation_inits=["random"],
-                    ablation_seeds=[0])
+    cfg = _grid_cfg(
+        distill_seeds=[0, 1], student_inits=["random", "assistant"], ablation_inits=["random"], ablation_seeds=[0]
+    )
     with pytest.raises(DistillError, match="no task-agnostic MiniLM rows"):
         choose_init(pd.DataFrame({"stage": [], "method": [], "student": [], "init": []}), ["1x24"])
     res, hist, info = run_grid(cfg, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / "ck")
@@ -363,14 +436,21 @@ def test_grid_curves_ablation_subset_and_resume(tmp_path):
     rows = tmp_path / "ck" / "rows.jsonl"
     whole = rows.read_text()
     rows.write_text(whole + whole.splitlines()[0][:40])  # a kill tore the line of a next run
-    res2, hist2, info2 = run_grid(replace(cfg, gat_epochs=3), teacher, assistant, _grid_data(), progress=False,
-                                  checkpoint=tmp_path / "ck")  # the link prediction's GatModel changes no row
+    res2, hist2, info2 = run_grid(
+        replace(cfg, gat_epochs=3), teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / "ck"
+    )  # the link prediction's GatModel changes no row
     assert info2["teacher_sentences"] == 0 and set(info2["curves"]) == set(info["curves"])
     pd.testing.assert_frame_equal(res2.drop(columns="train_s"), res.drop(columns="train_s"), check_dtype=False)
     assert rows.read_text() == whole  # the torn line was cut off, nothing re-run
     with pytest.raises(ValueError, match=r"other settings \(distill_lr, distill_steps\);.*delete"):
-        run_grid(replace(cfg, distill_steps=6, distill_lr=1e-2), teacher, assistant, _grid_data(), progress=False,
-                 checkpoint=tmp_path / "ck")
+        run_grid(
+            replace(cfg, distill_steps=6, distill_lr=1e-2),
+            teacher,
+            assistant,
+            _grid_data(),
+            progress=False,
+            checkpoint=tmp_path / "ck",
+        )
 
 
 def test_a_grid_that_extends_a_published_one_trains_only_its_new_runs(tmp_path):
@@ -387,14 +467,19 @@ def test_a_grid_that_extends_a_published_one_trains_only_its_new_runs(tmp_path):
     wider = replace(cfg, ablation_seeds=[0, 1], reuse_runs=str(tmp_path / "published"))
     both, _, info2 = run_grid(wider, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / "ck1")
     trained = both[both.reused_from.isna()]
-    assert sorted(trained.model) == ["1x24 +Layer-to-Layer random s1", "1x24 -Value-Rel random s1",
-                                     "1x24 Value-MSE random s1"]
+    assert sorted(trained.model) == [
+        "1x24 +Layer-to-Layer random s1",
+        "1x24 -Value-Rel random s1",
+        "1x24 Value-MSE random s1",
+    ]
     assert info2["teacher_sentences"] > 0 and set(info2["curves"]) == set(both[both.steps > 0].model)
     scratch = run_grid(replace(wider, reuse_runs=""), teacher, assistant, _grid_data(), progress=False)[0]
     cols = ["model", "polarity_test", "topic_test", "fid_cosine", "final_loss"]  # taken rows equal re-trained ones
     pd.testing.assert_frame_equal(both[cols], scratch[cols], check_dtype=False)
-    for other, named in ((replace(wider, distill_lr=1e-2), "distill_lr"),
-                         (replace(wider, distill_seeds=[1, 0]), "data_seed")):
+    for other, named in (
+        (replace(wider, distill_lr=1e-2), "distill_lr"),
+        (replace(wider, distill_seeds=[1, 0]), "data_seed"),
+    ):
         with pytest.raises(ValueError, match=rf"its runs was made with other settings \({named}\)"):
             run_grid(other, teacher, assistant, _grid_data(), progress=False, checkpoint=tmp_path / f"ck_{named}")
     with pytest.raises(ValueError, match="reuse_runs='nowhere'.*not found"):  # the runner checks it first
@@ -494,7 +579,7 @@ def test_ensure_teacher_joins_checks_and_caches(tmp_path):
     parts = []
     for i in range(3):
         p = tmp_path / f"m.zip.00{i + 1}"
-        p.write_bytes(raw[i * len(raw) // 3:(i + 1) * len(raw) // 3])
+        p.write_bytes(raw[i * len(raw) // 3 : (i + 1) * len(raw) // 3])
         parts.append(p)
     digest = hashlib.sha256(payload).hexdigest()
     with pytest.raises(DistillError, match="sha256"):
@@ -508,8 +593,13 @@ def test_ensure_teacher_joins_checks_and_caches(tmp_path):
 def test_distill_config_rejects_unknown_variant(tmp_path):
     tok = make_tokenizer(tmp_path)
     with pytest.raises(DistillError, match="variant='kd'"):
-        distill(tiny_encoder(tok), tiny_encoder(tok, layers=1), CORPUS, DistillConfig(variant="kd", relation_heads=4),
-                  progress=False)
+        distill(
+            tiny_encoder(tok),
+            tiny_encoder(tok, layers=1),
+            CORPUS,
+            DistillConfig(variant="kd", relation_heads=4),
+            progress=False,
+        )
 
 
 def test_saved_student_loads_as_sentence_transformer(tmp_path, capfd, caplog):
@@ -532,11 +622,31 @@ def test_teacher_cache_respects_its_memory_cap(tmp_path):
     assert cache.store == {} and cache.nbytes == 0 and tg[1]["att"].shape[:2] == (2, 4)
 
 
-_GOOD = dict(distill_seeds=[0], students=[6, 3], ablation_students=[3], ta_students=[3], ta_source="distilled",
-             student_inits=["random"], student_hidden=384, student_heads=12, relation_heads=12, transfer_sentences=64,
-             distill_batch_size=8, task_train=24, task_eval=12, lp_students=[3], save_students=True,
-             teacher_attention="eager", lp_protocols=["leak_free"], tasks=["polarity"], task_students=[3],
-             task_losses=["ce", "at+vr+out"], task_steps=2, teacher_ft_steps=2, teacher_ft_layers=1)
+_GOOD = dict(
+    distill_seeds=[0],
+    students=[6, 3],
+    ablation_students=[3],
+    ta_students=[3],
+    ta_source="distilled",
+    student_inits=["random"],
+    student_hidden=384,
+    student_heads=12,
+    relation_heads=12,
+    transfer_sentences=64,
+    distill_batch_size=8,
+    task_train=24,
+    task_eval=12,
+    lp_students=[3],
+    save_students=True,
+    teacher_attention="eager",
+    lp_protocols=["leak_free"],
+    tasks=["polarity"],
+    task_students=[3],
+    task_losses=["ce", "at+vr+out"],
+    task_steps=2,
+    teacher_ft_steps=2,
+    teacher_ft_layers=1,
+)
 
 
 def test_good_parameters_pass_and_qk_attention_frees_the_relation_heads():
@@ -549,7 +659,8 @@ def test_a_bad_parameter_names_its_key_and_the_fix():
     from lib.common.params import ParamError
 
     for key, bad, says in [
-        ("distill_seeds", [], "give at least one seed"), ("students", [13], "every item must be >= 1 and <= 12"),
+        ("distill_seeds", [], "give at least one seed"),
+        ("students", [13], "every item must be >= 1 and <= 12"),
         ("ablation_students", [4], "ablations run on students that are in `students`"),
         ("ta_source", "other", "must be one of pretrained, distilled"),
         ("ta_students", [4], "must be a subset of `students`"),
@@ -569,12 +680,17 @@ def test_a_bad_parameter_names_its_key_and_the_fix():
         ("lp_protocols", ["leaky"], "every item must be one of seed"),
         ("lp_protocols", [], "the clean one: 'leak_free'"),
         ("ablation_inits", ["assistant"], "list inits of `student_inits`"),
-        ("ablation_seeds", [7], "list seeds of `distill_seeds`"), ("eval_every", -1, "must be >= 0"),
-        ("checkpoint_every", -1, "must be >= 0"), ("task_train", 23, "must be >= 24"),
+        ("ablation_seeds", [7], "list seeds of `distill_seeds`"),
+        ("eval_every", -1, "must be >= 0"),
+        ("checkpoint_every", -1, "must be >= 0"),
+        ("task_train", 23, "must be >= 24"),
         ("task_eval", 11, "must be >= 12"),
-        ("teacher_ft_layers", 13, "must be >= 0 and <= 12"), ("task_steps", 0, "must be >= 1"),
-        ("precision", "fp8", "must be one of auto, fp32"), ("distill_lr", 0.0, "must be > 0"),
-        ("kd_alpha", 1.5, "must be >= 0 and <= 1"), ("distill_steps", "12", "is a str"),
+        ("teacher_ft_layers", 13, "must be >= 0 and <= 12"),
+        ("task_steps", 0, "must be >= 1"),
+        ("precision", "fp8", "must be one of auto, fp32"),
+        ("distill_lr", 0.0, "must be > 0"),
+        ("kd_alpha", 1.5, "must be >= 0 and <= 1"),
+        ("distill_steps", "12", "is a str"),
     ]:
         with pytest.raises(ParamError) as e:
             DistillParams(**{**_GOOD, key: bad})
@@ -593,8 +709,12 @@ def test_every_published_params_05_reads_into_the_config_under_the_field_names()
     for path in paths:
         raw, cfg = load_json(path)["params"], read_params_05(path)
         named = {k: raw.get(k, raw.get(f"distill_{k}")) for k in ("seeds", "steps", "batch_size", "lr")}
-        assert (cfg.distill_seeds, cfg.distill_steps, cfg.distill_batch_size, cfg.distill_lr) == \
-            (named["seeds"], named["steps"], named["batch_size"], named["lr"]), path
+        assert (cfg.distill_seeds, cfg.distill_steps, cfg.distill_batch_size, cfg.distill_lr) == (
+            named["seeds"],
+            named["steps"],
+            named["batch_size"],
+            named["lr"],
+        ), path
         assert (cfg.students, cfg.task_losses, cfg.run_dir) == (raw["students"], raw["task_losses"], raw["run_dir"])
         assert set(published.distill_params(raw)) <= set(DistillParams.names()), path
         assert cfg.embedding_methods == raw.get("embedding_methods", []), path  # made before L_EMB: none ran
@@ -607,13 +727,14 @@ def test_a_record_under_either_name_gives_the_same_config_and_a_key_that_is_no_f
     old = {k.removeprefix("distill_"): v for k, v in new.items()} | {"a_setting_of_another_time": 1}
     for name, record in (("old", old), ("new", new), ("bad", {"steps": 0})):
         (tmp_path / f"{name}.json").write_text(json.dumps({"params": record}))
-    assert read_params_05(tmp_path / "old.json") == read_params_05(tmp_path / "new.json") == DistillParams.from_values(new)
+    assert (
+        read_params_05(tmp_path / "old.json") == read_params_05(tmp_path / "new.json") == DistillParams.from_values(new)
+    )
     with pytest.raises(ValueError, match="distill_steps=0 is invalid"):
         read_params_05(tmp_path / "bad.json")
 
 
-def test_a_checkpoint_folder_whose_settings_use_the_unprefixed_names_resumes_and_still_refuses_other_settings(
-        tmp_path):
+def test_a_checkpoint_folder_whose_settings_use_the_unprefixed_names_resumes_and_still_refuses_other_settings(tmp_path):
     import json
 
     from lib.distill.checkpoint import NOT_IN_ROWS, GridCheckpoint
@@ -641,8 +762,15 @@ def test_the_worker_helps_a_grid_from_the_params_05_json_the_notebook_writes(tmp
         save_sentence_transformer(enc, tmp_path / name, max_seq_len=16)
     monkeypatch.setattr(models, "ensure_teacher", lambda: tmp_path / "teacher")  # the shipped models stand aside
     monkeypatch.setattr(models, "assistant_path", lambda: tmp_path / "assistant")
-    cfg = _grid_cfg(run_dir=str(tmp_path / "run"), task_train=24, task_eval=12, fidelity_sentences=4,
-                    save_students=False, eval_every=0, checkpoint_every=0)
+    cfg = _grid_cfg(
+        run_dir=str(tmp_path / "run"),
+        task_train=24,
+        task_eval=12,
+        fidelity_sentences=4,
+        save_students=False,
+        eval_every=0,
+        checkpoint_every=0,
+    )
     out_dir = tmp_path / "run" / "distill"
     write_params_json(out_dir, cfg.record(), "params_05.json")  # as notebook 05's setup cell does
 
@@ -658,13 +786,22 @@ def test_the_worker_helps_a_grid_from_the_params_05_json_the_notebook_writes(tmp
 
 
 def test_lp_verdicts_pair_each_student_with_its_control_by_seed():
-    rows = [dict(embedder=e, seed=s, protocol="leak_free", model=m, auc=a, mrr=0.1)
-            for e, s, m, a in [("all-MiniLM-L6-v2", 0, "gat_model", 0.80), ("3x384 MiniLM", 0, "gat_model", 0.70),
-                               ("3x384 MiniLM", 1, "gat_model", 0.72), ("3x384 no distillation", 0, "gat_model", 0.60),
-                               ("3x384 no distillation", 1, "gat_model", 0.66), ("3x384 MiniLM", 0, "cosine", 0.5),
-                               ("6x384 MiniLM", 0, "gat_model", 0.60), ("6x384 no distillation", 0, "gat_model", 0.65),
-                               ("6x384 MiniLM", 1, "gat_model", 0.99),  # seed 1 of 6x384 has no control: not paired
-                               ("3x384 AT+VR+EMB", 0, "gat_model", 0.61), ("3x384 AT+VR+EMB", 1, "gat_model", 0.67)]]
+    rows = [
+        dict(embedder=e, seed=s, protocol="leak_free", model=m, auc=a, mrr=0.1)
+        for e, s, m, a in [
+            ("all-MiniLM-L6-v2", 0, "gat_model", 0.80),
+            ("3x384 MiniLM", 0, "gat_model", 0.70),
+            ("3x384 MiniLM", 1, "gat_model", 0.72),
+            ("3x384 no distillation", 0, "gat_model", 0.60),
+            ("3x384 no distillation", 1, "gat_model", 0.66),
+            ("3x384 MiniLM", 0, "cosine", 0.5),
+            ("6x384 MiniLM", 0, "gat_model", 0.60),
+            ("6x384 no distillation", 0, "gat_model", 0.65),
+            ("6x384 MiniLM", 1, "gat_model", 0.99),  # seed 1 of 6x384 has no control: not paired
+            ("3x384 AT+VR+EMB", 0, "gat_model", 0.61),
+            ("3x384 AT+VR+EMB", 1, "gat_model", 0.67),
+        ]
+    ]
     lp = pd.DataFrame(rows)
     v3emb, v3, v6 = lp_verdicts(lp)
     assert v3emb.startswith("3x384: AT+VR+EMB 0.640 vs control 0.630") and "+0.010 ± 0.000 over 2 seed(s)" in v3emb
@@ -681,9 +818,23 @@ def test_lp_verdicts_pair_each_student_with_its_control_by_seed():
 
 
 def _agnostic_rows(values: dict) -> pd.DataFrame:
-    return pd.DataFrame([{"model": f"{meth} s{s}", "stage": "task-agnostic", "student": "3x384", "init": "random",
-                          "method": meth, "seed": s, "polarity_test": v, "topic_test": v / 2, "fid_cosine": 0.5}
-                         for meth, vs in values.items() for s, v in enumerate(vs)])
+    return pd.DataFrame(
+        [
+            {
+                "model": f"{meth} s{s}",
+                "stage": "task-agnostic",
+                "student": "3x384",
+                "init": "random",
+                "method": meth,
+                "seed": s,
+                "polarity_test": v,
+                "topic_test": v / 2,
+                "fid_cosine": 0.5,
+            }
+            for meth, vs in values.items()
+            for s, v in enumerate(vs)
+        ]
+    )
 
 
 def test_paired_differences_give_the_t_interval_over_seeds():
@@ -703,9 +854,11 @@ def test_paired_differences_give_the_t_interval_over_seeds():
 def test_curve_trends_and_budget_verdicts():
     res = _agnostic_rows({"MiniLM": [0.7, 0.7], "-Value-Rel": [0.6, 0.6], "no distillation": [0.5, 0.5]})
     steps = np.arange(0, 5001, 500)
-    curves = {"MiniLM s0": pd.DataFrame({"step": steps, "polarity_test": 0.5 + steps / 1e5}),  # +0.01 after 4000
-              "MiniLM s1": pd.DataFrame({"step": steps, "polarity_test": 0.5 + steps / 1e5 + 0.001 * (steps == 5000)}),
-              "-Value-Rel s0": pd.DataFrame({"step": steps, "polarity_test": 0.6 - steps / 1e6})}
+    curves = {
+        "MiniLM s0": pd.DataFrame({"step": steps, "polarity_test": 0.5 + steps / 1e5}),  # +0.01 after 4000
+        "MiniLM s1": pd.DataFrame({"step": steps, "polarity_test": 0.5 + steps / 1e5 + 0.001 * (steps == 5000)}),
+        "-Value-Rel s0": pd.DataFrame({"step": steps, "polarity_test": 0.6 - steps / 1e6}),
+    }
     tr = curve_trends(curves, res, metrics=("polarity_test",)).set_index("method")
     assert (tr.loc["MiniLM", "from_step"], tr.loc["MiniLM", "to_step"]) == (4000, 5000)
     assert tr.loc["MiniLM", "mean"] == pytest.approx(0.0105) and bool(tr.loc["MiniLM", "rising"])
@@ -713,14 +866,23 @@ def test_curve_trends_and_budget_verdicts():
     lines = budget_verdicts(res, curves, metrics=("polarity_test",))
     assert any("MiniLM - -Value-Rel" in x and "+0.100" in x for x in lines)
     res3 = pd.concat([res, _agnostic_rows({"Value-MSE": [0.65, 0.65]})], ignore_index=True)
-    abl = [x for x in budget_verdicts(res3, curves, metrics=("polarity_test",)) if "MiniLM - " in x and "no distillation" not in x and "ablation" not in x]
+    abl = [
+        x
+        for x in budget_verdicts(res3, curves, metrics=("polarity_test",))
+        if "MiniLM - " in x and "no distillation" not in x and "ablation" not in x
+    ]
     assert len(abl) == 2 and "+0.050" in abl[1]  # one sentence per ablation
     assert any(x.startswith("learning curves still rising") and "random MiniLM polarity_test +0.01" in x for x in lines)
 
 
 def test_paired_differences_skip_students_without_the_reference():
-    res = pd.concat([_agnostic_rows({"MiniLM": [0.62], "-Value-Rel": [0.60]}),
-                     _agnostic_rows({"MiniLM": [0.7]}).assign(student="6x384")], ignore_index=True)
+    res = pd.concat(
+        [
+            _agnostic_rows({"MiniLM": [0.62], "-Value-Rel": [0.60]}),
+            _agnostic_rows({"MiniLM": [0.7]}).assign(student="6x384"),
+        ],
+        ignore_index=True,
+    )
     d = paired_differences(res, reference="-Value-Rel", methods=("MiniLM",), metrics=("polarity_test",))
     assert d.student.tolist() == ["3x384"] and d["diff"].iloc[0] == pytest.approx(0.02)
 
@@ -749,20 +911,38 @@ def test_link_prediction_rows_are_shared_between_processes_and_never_scored_twic
         seed = params.seed
         assert params.gat_epochs == 2 and params.model_config(384) == GatParams().model_config(384)  # notebook 03's
         calls.append((key["embedder"], seed))
-        new = [{**key, "dim": 384, "model": m, "protocol": p, "auc": 0.5 + seed / 10}
-               for m in ("gat_model", "cosine") for p in params.protocols]
+        new = [
+            {**key, "dim": 384, "model": m, "protocol": p, "auc": 0.5 + seed / 10}
+            for m in ("gat_model", "cosine")
+            for p in params.protocols
+        ]
         append_csv_rows(rows_file, new, replace=key)
         return new
 
     monkeypatch.setattr(lp_mod, "_score", score)
     rows = tmp_path / "rows.csv"
-    first = link_prediction_eval(run, [("all-MiniLM-L6-v2", 0, None), ("all-MiniLM-L6-v2", 1, None)], DistillParams(),
-                                 rows_file=rows)
-    append_csv_rows(rows, [{"embedder": "other", "seed": 0, "model_id": "x", "epochs": 2,
-                                "protocols": "leak_free", "dim": 8, "model": "gat_model", "protocol": "leak_free",
-                                "auc": 0.9}])  # what another process added meanwhile
-    again = link_prediction_eval(run, [("all-MiniLM-L6-v2", s, None) for s in (0, 1, 2)], DistillParams(),
-                                 rows_file=rows)
+    first = link_prediction_eval(
+        run, [("all-MiniLM-L6-v2", 0, None), ("all-MiniLM-L6-v2", 1, None)], DistillParams(), rows_file=rows
+    )
+    append_csv_rows(
+        rows,
+        [
+            {
+                "embedder": "other",
+                "seed": 0,
+                "model_id": "x",
+                "epochs": 2,
+                "protocols": "leak_free",
+                "dim": 8,
+                "model": "gat_model",
+                "protocol": "leak_free",
+                "auc": 0.9,
+            }
+        ],
+    )  # what another process added meanwhile
+    again = link_prediction_eval(
+        run, [("all-MiniLM-L6-v2", s, None) for s in (0, 1, 2)], DistillParams(), rows_file=rows
+    )
     assert calls == [("all-MiniLM-L6-v2", 0), ("all-MiniLM-L6-v2", 1), ("all-MiniLM-L6-v2", 2)]
     assert again.auc.round(2).tolist() == [0.5, 0.5, 0.6, 0.6, 0.7, 0.7] and len(first) == 4
     assert sorted(pd.read_csv(rows).embedder) == ["all-MiniLM-L6-v2"] * 6 + ["other"]

@@ -1,5 +1,6 @@
 """Stage 5 teacher targets: the attention definition against HF eager attention, and the disk cache (exactness,
 warm re-runs without a teacher pass, corrupt chunks detected and recomputed)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,9 +17,18 @@ from tests.test_distill import CORPUS, make_tokenizer, tiny_encoder
 
 def tiny_mpnet(tok, seed=0):
     torch.manual_seed(seed)
-    cfg = MPNetConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                      intermediate_size=64, max_position_embeddings=70, hidden_dropout_prob=0.0,
-                      attention_probs_dropout_prob=0.0, pad_token_id=0, attn_implementation="eager")
+    cfg = MPNetConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=70,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        pad_token_id=0,
+        attn_implementation="eager",
+    )
     model = MPNetModel(cfg, add_pooling_layer=False).eval()
     with torch.no_grad():  # a visible relative-position bias (it starts near zero) so the two definitions differ
         model.encoder.relative_attention_bias.weight.normal_(0, 2.0)
@@ -43,7 +53,9 @@ def test_eager_definition_is_hf_eager_attention_with_mpnet_position_bias(tmp_pat
         assert not torch.allclose(qk[layer]["att"][ok], ref[layer][ok], atol=1e-3)
         # ... and it is exactly softmax(q k^T / sqrt(d)) of the hooked projections
         _, _, qkv = t.run(b)
-        assert torch.allclose(qk[layer]["att"], qk_attention(qkv[(layer, "q")], qkv[(layer, "k")], b["attention_mask"], 4))
+        assert torch.allclose(
+            qk[layer]["att"], qk_attention(qkv[(layer, "q")], qkv[(layer, "k")], b["attention_mask"], 4)
+        )
     with pytest.raises(DistillError, match="teacher_attention='eager' is the teacher's own 4-head attention"):
         teacher_targets(t, b, [1], 2, "eager")
     with pytest.raises(DistillError, match="teacher_attention='bias' is unknown"):
@@ -121,16 +133,26 @@ def test_distillation_from_the_disk_cache_matches_the_in_memory_cache(tmp_path):
     tok = make_tokenizer(tmp_path)
     teacher = tiny_encoder(tok, layers=2, seed=1, name="teacher")
     cfg = DistillConfig(steps=6, batch_size=3, max_seq_len=16, lr=1e-3, relation_heads=4, seed=3)
-    mem = distill(TeacherCache(teacher, list(CORPUS), 16), tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2),
-                    list(CORPUS), cfg, progress=False)
+    mem = distill(
+        TeacherCache(teacher, list(CORPUS), 16),
+        tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2),
+        list(CORPUS),
+        cfg,
+        progress=False,
+    )
     store = TeacherTargetStore(teacher, "tiny", 16, root=tmp_path / "cache")
     disk = distill(store, tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2), list(CORPUS), cfg, progress=False)
     assert np.allclose(mem.loss, disk.loss, rtol=0, atol=2e-5)  # targets differ only by float16 rounding (loss ~2e-4)
     used = {i for idx in batch_plan(len(CORPUS), 6, 3, 3) for i in idx}
     assert store.teacher_sentences == len(used)  # one teacher pass per sentence, however many steps reuse it
     with pytest.raises(DistillError, match="uses teacher_attention='eager', the run asks for 'qk'"):
-        distill(store, tiny_encoder(tok, layers=1, hidden=16, heads=2), list(CORPUS),
-                  DistillConfig(steps=1, relation_heads=4, teacher_attention="qk"), progress=False)
+        distill(
+            store,
+            tiny_encoder(tok, layers=1, hidden=16, heads=2),
+            list(CORPUS),
+            DistillConfig(steps=1, relation_heads=4, teacher_attention="qk"),
+            progress=False,
+        )
 
 
 def test_low_precision_targets_live_in_their_own_folder_and_their_kl_is_reported(tmp_path):

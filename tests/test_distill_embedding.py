@@ -3,6 +3,7 @@ the saved student under stage 2's loader, the layer-dropped assistant, pruning a
 
 Tiny BERT configs with a hand-written vocabulary, except the one test of the real all-MiniLM-L6-v2 layers.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,18 @@ from lib.distill.models import Encoder, save_sentence_transformer
 from lib.embed.encoder import EmbedError
 
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "big", "red", "ball", "paris", "river"]
-TEXTS = ["the cat", "a dog", "big red ball", "paris", "the river", "a cat sat on the mat", "the dog ran far away",
-         "red river", "big cat", "a ball"]
+TEXTS = [
+    "the cat",
+    "a dog",
+    "big red ball",
+    "paris",
+    "the river",
+    "a cat sat on the mat",
+    "the dog ran far away",
+    "red river",
+    "big cat",
+    "a ball",
+]
 
 
 def tiny(tmp_path, hidden=32, seed=0, dropout=0.1) -> Encoder:
@@ -27,9 +38,16 @@ def tiny(tmp_path, hidden=32, seed=0, dropout=0.1) -> Encoder:
     p.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
     tok = BertTokenizer(str(p), do_lower_case=True)
     torch.manual_seed(seed)
-    cfg = BertConfig(vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=2, num_attention_heads=4,
-                     intermediate_size=2 * hidden, max_position_embeddings=32, hidden_dropout_prob=dropout,
-                     attention_probs_dropout_prob=dropout)
+    cfg = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=2 * hidden,
+        max_position_embeddings=32,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
     return Encoder(BertModel(cfg, add_pooling_layer=False).eval(), tok, "bert", "tiny")
 
 
@@ -84,19 +102,31 @@ def test_mixture_plan_follows_the_weights_and_covers_a_source_before_repeating()
     assert 0.2 < share_a < 0.3 and not np.any(flat >= 60)  # c (indices 60..64) has weight 0
     a = flat[flat < 10]
     assert sorted(a[:10]) == list(range(10))  # one epoch of a before any repeat
-    assert all(np.array_equal(x, y) for x, y in zip(plan, E.mixture_plan({"a": 10, "b": 50, "c": 5},
-                                                                          {"a": 1, "b": 3, "c": 0}, 200, 8, 3)))
+    assert all(
+        np.array_equal(x, y)
+        for x, y in zip(plan, E.mixture_plan({"a": 10, "b": 50, "c": 5}, {"a": 1, "b": 3, "c": 0}, 200, 8, 3))
+    )
     with pytest.raises(DistillError, match="draw nothing"):
         E.mixture_plan({"a": 10}, {"a": 0}, 2, 2, 0)
 
 
 def _run(tmp_path, steps=30, seed=0, checkpoint=None, max_steps=None, width=32):
     enc = tiny(tmp_path)
-    cfg = E.EmbedDistillConfig(steps=steps, batch_size=4, max_seq_len=16, lr=3e-3, warmup_frac=0.1, seed=seed,
-                               train_word_embeddings=True)
+    cfg = E.EmbedDistillConfig(
+        steps=steps, batch_size=4, max_seq_len=16, lr=3e-3, warmup_frac=0.1, seed=seed, train_word_embeddings=True
+    )
     plan = E.mixture_plan({"t": len(TEXTS)}, {"t": 1}, steps, 4, seed)
-    res = E.train_embedding_student(enc, TEXTS, targets(width=width), plan, cfg, checkpoint=checkpoint,
-                                    checkpoint_every=5, max_steps=max_steps, progress=False)
+    res = E.train_embedding_student(
+        enc,
+        TEXTS,
+        targets(width=width),
+        plan,
+        cfg,
+        checkpoint=checkpoint,
+        checkpoint_every=5,
+        max_steps=max_steps,
+        progress=False,
+    )
     return enc, res
 
 
@@ -121,8 +151,7 @@ def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
     resumed, res = _run(tmp_path, checkpoint=ck, width=16)  # resumes from step 10, the last checkpoint
     assert res["complete"] and res["steps"] == 20
     pd.testing.assert_frame_equal(res["losses"], ref["losses"])
-    assert all(torch.equal(a, b) for a, b in zip(full.model.state_dict().values(),
-                                                 resumed.model.state_dict().values()))
+    assert all(torch.equal(a, b) for a, b in zip(full.model.state_dict().values(), resumed.model.state_dict().values()))
     assert torch.equal(res["proj"].weight, ref["proj"].weight)  # 32 -> 16: the projection is trained and resumed
     with pytest.raises(ValueError, match="other settings"):
         _run(tmp_path, steps=40, checkpoint=ck, width=16)
@@ -132,8 +161,11 @@ def test_a_checkpoint_of_another_layout_is_moved_aside_and_the_run_starts_over(t
     full, ref = _run(tmp_path, steps=10)
     ck = tmp_path / "ck.pt"
     torch.save({"model": full.model.state_dict(), "step": 5, "rows": []}, ck)
-    with pytest.warns(UserWarning, match=r"ck\.pt could not be read \(it is not a training-loop/1 checkpoint\); "
-                                         r"moved aside to ck\.pt\.corrupt, training starts over"):
+    with pytest.warns(
+        UserWarning,
+        match=r"ck\.pt could not be read \(it is not a training-loop/1 checkpoint\); "
+        r"moved aside to ck\.pt\.corrupt, training starts over",
+    ):
         again, res = _run(tmp_path, steps=10, checkpoint=ck)
     assert res["complete"] and res["steps"] == 10 and (tmp_path / "ck.pt.corrupt").is_file()
     pd.testing.assert_frame_equal(res["losses"], ref["losses"])
@@ -160,8 +192,7 @@ def test_assistant_student_keeps_the_chosen_layers_of_all_minilm():
         a, b = part.model.encoder.layer[mine].state_dict(), full.model.encoder.layer[theirs].state_dict()
         assert all(torch.equal(a[k], b[k]) for k in a)
     titles = ["Paris", "Climate change", "Isaac Newton"]
-    assert mean_cosine(embed(full, titles), E.target_embeddings(titles, progress=False)) == pytest.approx(1.0,
-                                                                                                            abs=1e-5)
+    assert mean_cosine(embed(full, titles), E.target_embeddings(titles, progress=False)) == pytest.approx(1.0, abs=1e-5)
     with pytest.raises(DistillError, match="layers=\\[6\\]"):
         E.assistant_student([6])
 
@@ -177,8 +208,9 @@ def test_pruning_the_feed_forward_keeps_the_strongest_neurons_and_saves_and_load
     before = embed(enc, TEXTS, 16)
     E.prune_feed_forward(enc.model, 8)
     keep = score.topk(8).indices.sort().values
-    assert torch.equal(layer.intermediate.dense.weight, w_in[keep]) and torch.equal(layer.output.dense.weight,
-                                                                                    w_out[:, keep])
+    assert torch.equal(layer.intermediate.dense.weight, w_in[keep]) and torch.equal(
+        layer.output.dense.weight, w_out[:, keep]
+    )
     assert enc.model.config.intermediate_size == 8
     after = embed(enc, TEXTS, 16)
     assert after.shape == before.shape and not np.allclose(after, before)

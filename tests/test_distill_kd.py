@@ -1,4 +1,5 @@
 """Stage 5 L_OUT and loss combinations: hand calculations, a toy task run, and the comparison with the controls."""
+
 from __future__ import annotations
 
 import math
@@ -36,7 +37,9 @@ def test_kd_output_loss_soft_and_hard_parts_by_hand():
         assert kd_output_loss(zs, None, y, T, alpha=0.0).item() == pytest.approx(hard, rel=1e-6)
         assert kd_output_loss(zs, zt, y, T, alpha=0.25).item() == pytest.approx(0.25 * soft + 0.75 * hard, rel=1e-6)
     two = torch.cat([zs, zt]), torch.cat([zt, zs]), torch.tensor([2, 0])
-    per_row = [kd_output_loss(two[0][i:i + 1], two[1][i:i + 1], two[2][i:i + 1], 2.0, 0.5).item() for i in range(2)]
+    per_row = [
+        kd_output_loss(two[0][i : i + 1], two[1][i : i + 1], two[2][i : i + 1], 2.0, 0.5).item() for i in range(2)
+    ]
     assert kd_output_loss(*two, 2.0, 0.5).item() == pytest.approx(sum(per_row) / 2, rel=1e-6)  # batch mean
     with pytest.raises(DistillError, match="alpha=1.5"):
         kd_output_loss(zs, zt, y, 1.0, alpha=1.5)
@@ -89,8 +92,17 @@ def test_l_out_only_moves_student_logits_toward_the_teachers(tmp_path):
     teacher = tiny_encoder(tok, layers=2, seed=1, name="teacher")
     student = tiny_encoder(tok, layers=1, hidden=16, heads=2, seed=2, name="student")
     task = _task(tok)
-    cfg = DistillConfig(steps=60, batch_size=8, max_seq_len=16, lr=1e-2, relation_heads=4, losses="out", alpha=1.0,
-                          temperature=2.0, seed=0)
+    cfg = DistillConfig(
+        steps=60,
+        batch_size=8,
+        max_seq_len=16,
+        lr=1e-2,
+        relation_heads=4,
+        losses="out",
+        alpha=1.0,
+        temperature=2.0,
+        seed=0,
+    )
     hist = distill(teacher, student, list(CORPUS), cfg, progress=False, task=task)
     assert set(hist.columns) == {"step", "L_OUT", "loss"}  # no attention term was computed
     pt = torch.softmax(torch.tensor(task.teacher_logits), -1)
@@ -123,8 +135,14 @@ def test_l_out_without_a_task_is_refused(tmp_path):
     with pytest.raises(DistillError, match="pass task=TaskTargets"):
         distill(teacher, student, list(CORPUS), DistillConfig(steps=1, relation_heads=4, losses="out"), progress=False)
     with pytest.raises(DistillError, match="needs teacher logits"):
-        distill(teacher, student, list(CORPUS), DistillConfig(steps=1, relation_heads=4, losses="at+out"),
-                  progress=False, task=_task(tok, teacher_logits=False))
+        distill(
+            teacher,
+            student,
+            list(CORPUS),
+            DistillConfig(steps=1, relation_heads=4, losses="at+out"),
+            progress=False,
+            task=_task(tok, teacher_logits=False),
+        )
 
 
 def test_finetune_teacher_leaves_the_shared_teacher_alone_and_learns(tmp_path):
@@ -135,7 +153,9 @@ def test_finetune_teacher_leaves_the_shared_teacher_alone_and_learns(tmp_path):
     ft = finetune_teacher(teacher, task, FinetuneConfig(steps=40, batch_size=8, max_seq_len=16, lr=1e-2, layers=1))
     assert all(torch.equal(v, teacher.model.state_dict()[k]) for k, v in before.items())
     sd = ft.model.state_dict()
-    assert torch.equal(sd["encoder.layer.0.output.dense.weight"], before["encoder.layer.0.output.dense.weight"])  # frozen
+    assert torch.equal(
+        sd["encoder.layer.0.output.dense.weight"], before["encoder.layer.0.output.dense.weight"]
+    )  # frozen
     assert not torch.equal(sd["encoder.layer.2.output.dense.weight"], before["encoder.layer.2.output.dense.weight"])
     acc = (predict_logits(ft, list(CORPUS), 16).argmax(1) == task.labels).mean()
     assert acc == 1.0
@@ -146,8 +166,20 @@ def test_versus_control_and_verdicts_come_from_the_numbers():
     for seed in (0, 1, 2):
         for task in ("polarity", "topic"):
             for combo, acc, fid in (("ce", 0.6, 0.40), ("at+vr+out", 0.7 if task == "polarity" else 0.5, 0.45)):
-                rows.append(dict(stage="task-specific", student="3x384", init="random", task=task, combo=combo,
-                                 losses=combo, seed=seed, task_test=acc + 0.01 * seed, fid_cosine=fid, scored_by="head"))
+                rows.append(
+                    dict(
+                        stage="task-specific",
+                        student="3x384",
+                        init="random",
+                        task=task,
+                        combo=combo,
+                        losses=combo,
+                        seed=seed,
+                        task_test=acc + 0.01 * seed,
+                        fid_cosine=fid,
+                        scored_by="head",
+                    )
+                )
     vs = versus_control(pd.DataFrame(rows))
     assert vs.loc[("3x384", "random", "polarity", "at+vr+out"), "task_test_gain"] == pytest.approx(0.1)
     assert vs.loc[("3x384", "random", "topic", "at+vr+out"), "task_test_gain"] == pytest.approx(-0.1)
@@ -169,5 +201,8 @@ def test_task_accuracy_uses_the_head_when_there_is_one_else_a_probe(tmp_path):
         enc.head.weight.zero_()
         enc.head.bias.copy_(torch.tensor([1.0, 0.0]))  # always predicts class 0
     got = task_accuracy(enc, data, "polarity", 16)
-    assert got == {"task_val": pytest.approx((df.label == 0).mean()), "task_test": pytest.approx((df.label == 0).mean()),
-                   "scored_by": "head"}
+    assert got == {
+        "task_val": pytest.approx((df.label == 0).mean()),
+        "task_test": pytest.approx((df.label == 0).mean()),
+        "scored_by": "head",
+    }

@@ -5,6 +5,7 @@ Equivalence tolerance: TOL = 1e-5 absolute on every parameter after several Adam
 gradients in another order than 1 process); a resumed run must match an uninterrupted one bit for bit. One
 exception, stated where it is checked: BERT's attention key biases, whose true gradient is 0.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,9 @@ from lib.run.ranks import Dist, run_local, setup
 
 TOL = 1e-5
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
-MODEL_CFG = ModelConfig(in_channels=16, gat_hidden=16, gat_out=8, gat_levels=1, gat_heads=2,
-                        gat_dropout=0.5)  # dropout on: per-example seeds make it rank-independent
+MODEL_CFG = ModelConfig(
+    in_channels=16, gat_hidden=16, gat_out=8, gat_levels=1, gat_heads=2, gat_dropout=0.5
+)  # dropout on: per-example seeds make it rank-independent
 CFG = TrainConfig(epochs=2, lr=1e-2, log_aauc=False, log_eval=False)
 
 
@@ -45,8 +47,16 @@ def max_diff(a: dict, b: dict) -> float:
 
 def _gat(d, ckpt, per_rank_dir, max_steps=None, ckpt_every=1):
     out = Path(ckpt) / f"rank{d.rank}" if per_rank_dir else Path(ckpt)
-    model, res = train_gat("gat_model", MODEL_CFG, graphs(), replace(CFG, graphs_per_step=4), d, out_dir=out, ckpt_every=ckpt_every,
-                              max_steps=max_steps)
+    model, res = train_gat(
+        "gat_model",
+        MODEL_CFG,
+        graphs(),
+        replace(CFG, graphs_per_step=4),
+        d,
+        out_dir=out,
+        ckpt_every=ckpt_every,
+        max_steps=max_steps,
+    )
     return {"state": model.state_dict(), "steps": res["steps"], "loss": [h["loss"] for h in res["history"]]}
 
 
@@ -74,12 +84,14 @@ TITLES = [f"Title number {i}" for i in range(30)] + ["Water", "Climate change"]
 def _suite(d, tmp):
     """Every 2-rank job of this file in one pair of processes (starting processes is what costs here)."""
     tmp = Path(tmp)
-    return {"gat": _gat(d, tmp / "ck", True),  # each rank is given its own checkpoint folder
-            "gat_part": _gat(d, tmp / "b", False, 3, 2),  # stopped after 3 steps, checkpoints every 2
-            "gat_part_ck": _listing(tmp / "b", d),
-            "gat_again": _gat(d, tmp / "b", False),  # a fresh model and optimiser, resumed from last.pt
-            "distill": _distill(d, tmp, tmp / "dck"),
-            "embed": _embed(d, TITLES + TITLES[:5], tmp / "store")}
+    return {
+        "gat": _gat(d, tmp / "ck", True),  # each rank is given its own checkpoint folder
+        "gat_part": _gat(d, tmp / "b", False, 3, 2),  # stopped after 3 steps, checkpoints every 2
+        "gat_part_ck": _listing(tmp / "b", d),
+        "gat_again": _gat(d, tmp / "b", False),  # a fresh model and optimiser, resumed from last.pt
+        "distill": _distill(d, tmp, tmp / "dck"),
+        "embed": _embed(d, TITLES + TITLES[:5], tmp / "store"),
+    }
 
 
 def _listing(folder, d):
@@ -132,8 +144,9 @@ def _students(vocab_dir, who="main"):
     from tests.test_distill import make_tokenizer, tiny_encoder
 
     tok = make_tokenizer(Path(vocab_dir), name=f"vocab_{who}.txt")  # one file per process: no half-written reads
-    return tiny_encoder(tok, layers=2, hidden=32, heads=4, seed=1, name="teacher"), \
-        tiny_encoder(tok, layers=2, hidden=16, heads=2, seed=2, name="student")  # no dropout (see lib.run.distributed)
+    return tiny_encoder(tok, layers=2, hidden=32, heads=4, seed=1, name="teacher"), tiny_encoder(
+        tok, layers=2, hidden=16, heads=2, seed=2, name="student"
+    )  # no dropout (see lib.run.distributed)
 
 
 def _dcfg():
@@ -163,8 +176,13 @@ def test_distill_two_ranks_equal_one_rank_at_twice_the_batch(two_ranks):
     # rounding noise, which AdamW scales up to about lr per step whichever way the noise was summed.
     ref_state, cfg = student.model.state_dict(), _dcfg()
     key_bias = {k for k in ref_state if k.endswith("attention.self.key.bias")}
-    assert max_diff({k: v for k, v in ref_state.items() if k not in key_bias},
-                    {k: v for k, v in r0["state"].items() if k not in key_bias}) < TOL
+    assert (
+        max_diff(
+            {k: v for k, v in ref_state.items() if k not in key_bias},
+            {k: v for k, v in r0["state"].items() if k not in key_bias},
+        )
+        < TOL
+    )
     assert max_diff({k: ref_state[k] for k in key_bias}, {k: r0["state"][k] for k in key_bias}) <= cfg.lr * cfg.steps
     assert r0["loss"] == pytest.approx(ref["loss"].tolist(), abs=1e-5)
     # the last layer's attention output and FFN get no gradient from L_AT / L_VR: DDP (find_unused_parameters) must
@@ -200,13 +218,18 @@ def test_embedding_store_filled_by_two_ranks_encodes_each_title_once(two_ranks):
 
 
 def _env():
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]),
-            "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]),
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+    }
 
 
 def test_a_failing_rank_ends_the_job_with_its_error(tmp_path):
     script = tmp_path / "fail.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import torch, torch.distributed as dist
         from torch.distributed.elastic.multiprocessing.errors import record
         from lib.run.ranks import setup
@@ -219,10 +242,17 @@ def test_a_failing_rank_ends_the_job_with_its_error(tmp_path):
             dist.all_reduce(torch.zeros(1))  # rank 0 would wait here for ever without torchrun and the timeout
 
         main()
-    """))
+    """)
+    )
     t0 = time.perf_counter()
-    r = subprocess.run([TORCHRUN, "--standalone", "--nproc_per_node", "2", str(script)], capture_output=True, text=True,
-                       timeout=120, env=_env(), cwd=tmp_path)
+    r = subprocess.run(
+        [TORCHRUN, "--standalone", "--nproc_per_node", "2", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+        cwd=tmp_path,
+    )
     assert r.returncode != 0
     assert "rank 1 fails on purpose" in r.stderr
     assert time.perf_counter() - t0 < 90
@@ -235,13 +265,39 @@ def test_command_line_killed_under_torchrun_resumes_to_the_one_process_result(tm
     import json
     import signal
 
-    args = ["gat", "--synthetic", "3", "--params", "params/tiny.yaml", "params/cpu.yaml", "-p", "gat_epochs=3",
-            "-p", "gat_hidden=16", "-p", "gat_levels=1", "--ckpt-every", "1", "--global-batch", "2"]
-    cmd = [TORCHRUN, "--standalone", "--nproc_per_node", "2", "-m", "lib.run.distributed", *args, "--out",
-           str(tmp_path / "run")]
+    args = [
+        "gat",
+        "--synthetic",
+        "3",
+        "--params",
+        "params/tiny.yaml",
+        "params/cpu.yaml",
+        "-p",
+        "gat_epochs=3",
+        "-p",
+        "gat_hidden=16",
+        "-p",
+        "gat_levels=1",
+        "--ckpt-every",
+        "1",
+        "--global-batch",
+        "2",
+    ]
+    cmd = [
+        TORCHRUN,
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "lib.run.distributed",
+        *args,
+        "--out",
+        str(tmp_path / "run"),
+    ]
     root = Path(__file__).parents[1]
-    job = subprocess.Popen(cmd, env=_env(), cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           start_new_session=True)
+    job = subprocess.Popen(
+        cmd, env=_env(), cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         t0 = time.perf_counter()
         while not (tmp_path / "run" / "last.pt").exists() and job.poll() is None and time.perf_counter() - t0 < 120:
@@ -255,8 +311,13 @@ def test_command_line_killed_under_torchrun_resumes_to_the_one_process_result(tm
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert m["world"] == 2 and m["global_batch"] == 2 and len(m["history"]) == 6 > m["steps"]  # 3 epochs x 2 steps
     assert [v["epoch"] for v in m["val"]] == [1, 2, 3] and m["val"][0]["auc"] is not None  # rank 0 validated
-    assert sorted(p.name for p in (tmp_path / "run").iterdir() if not p.name.startswith(".")) == \
-        ["epoch_1.pt", "epoch_2.pt", "epoch_3.pt", "last.pt", "metrics.json"]
+    assert sorted(p.name for p in (tmp_path / "run").iterdir() if not p.name.startswith(".")) == [
+        "epoch_1.pt",
+        "epoch_2.pt",
+        "epoch_3.pt",
+        "last.pt",
+        "metrics.json",
+    ]
     cwd = os.getcwd()
     try:
         os.chdir(root)

@@ -1,4 +1,5 @@
 """The README is a front page and docs/ holds the reference: sizes, links that resolve, pages generated from the code."""
+
 import io
 import json
 import re
@@ -16,15 +17,28 @@ MAX_README_LINES = 200
 MAX_PROSE = 200
 MAX_FINDING_LINES = 2  # per finding: read at a glance, the long form is on docs/results.md
 MAX_RESULTS_LINES = 60
-HISTORY = re.compile(r"\bcalled\s+\S.*\bbefore\b|\bpredate|\bno longer\b|\bformerly\b|\bused to be\b|\bwas renamed\b|"
-                     r"\bbefore the rename\b|\bfirst builds?\b|\bthe old\b|\bold names?\b|\bolder (?:runs?|formats?|"
-                     r"records?|checkpoints?|folders?|versions?|files?)\b|\bfrom before\b|\bbefore \S+ existed\b|"
-                     r"\bbefore the term\b|\bwas called\b|\bpreviously\b|\blegacy\b|\bearlier (?:formats?|versions?)\b",
-                     re.IGNORECASE)
+HISTORY = re.compile(
+    r"\bcalled\s+\S.*\bbefore\b|\bpredate|\bno longer\b|\bformerly\b|\bused to be\b|\bwas renamed\b|"
+    r"\bbefore the rename\b|\bfirst builds?\b|\bthe old\b|\bold names?\b|\bolder (?:runs?|formats?|"
+    r"records?|checkpoints?|folders?|versions?|files?)\b|\bfrom before\b|\bbefore \S+ existed\b|"
+    r"\bbefore the term\b|\bwas called\b|\bpreviously\b|\blegacy\b|\bearlier (?:formats?|versions?)\b",
+    re.IGNORECASE,
+)
 # Where the history check reads comments, docstrings, string literals and notebook cells.
-HISTORY_CHECKED = ["lib/aauc", "lib/common", "lib/crawl", "lib/distill", "lib/embed", "lib/kd", "lib/linkpred", "lib/metrics",
-                   "lib/run", "lib/viz",
-                   "notebooks", "docs"]
+HISTORY_CHECKED = [
+    "lib/aauc",
+    "lib/common",
+    "lib/crawl",
+    "lib/distill",
+    "lib/embed",
+    "lib/kd",
+    "lib/linkpred",
+    "lib/metrics",
+    "lib/run",
+    "lib/viz",
+    "notebooks",
+    "docs",
+]
 # The one module that reads runs published in an older format: it names the older forms it translates.
 HISTORY_EXEMPT = "lib/common/published.py"
 
@@ -37,8 +51,11 @@ def _without_code(text: str) -> str:
 
 def prose_lines(text: str) -> list[str]:
     """Lines a reader reads as running text: not in a code block, not a table row, a link definition or a comment."""
-    return [ln for ln in _without_code(text).splitlines()
-            if ln.strip() and not ln.lstrip().startswith(("|", "<!--")) and not re.match(r"\s*\[[^\]]+\]:\s", ln)]
+    return [
+        ln
+        for ln in _without_code(text).splitlines()
+        if ln.strip() and not ln.lstrip().startswith(("|", "<!--")) and not re.match(r"\s*\[[^\]]+\]:\s", ln)
+    ]
 
 
 def slug(heading: str) -> str:
@@ -74,15 +91,18 @@ def broken_links(page: Path) -> list[str]:
         elif anchor and file.suffix == ".md" and anchor not in anchors(file.read_text(encoding="utf-8")):
             bad.append(f"{page.name}: {t} (no heading with that anchor)")
     defined = set(re.findall(r"^\s*\[([^\]]+)\]:\s", text, flags=re.M))
-    bad += [f"{page.name}: [{label}] (no definition)" for label in re.findall(r"\]\[([^\]]+)\]", text)
-            if label not in defined]
+    bad += [
+        f"{page.name}: [{label}] (no definition)"
+        for label in re.findall(r"\]\[([^\]]+)\]", text)
+        if label not in defined
+    ]
     return bad
 
 
 def section(text: str, heading: str) -> str:
     start = text.index(f"\n## {heading}\n")
     end = text.find("\n## ", start + 1)
-    return text[start:end if end > 0 else None]
+    return text[start : end if end > 0 else None]
 
 
 def test_the_readme_is_a_front_page():
@@ -108,12 +128,25 @@ def test_the_readme_says_what_things_are_now():
 
 
 def test_the_history_pattern_catches_what_it_should():
-    for s in ["this set was called hard before", "the rows predate that fix", "it no longer runs", "In the first builds",
-              "rows without val_auc (older runs)", "the settings it had before the term existed",
-              "checkpoints from before `global_batch`", "the old name keeps its pairs"]:
+    for s in [
+        "this set was called hard before",
+        "the rows predate that fix",
+        "it no longer runs",
+        "In the first builds",
+        "rows without val_auc (older runs)",
+        "the settings it had before the term existed",
+        "checkpoints from before `global_batch`",
+        "the old name keeps its pairs",
+    ]:
         assert HISTORY.search(s), s
-    for s in ["the seed report", "before any work", "called by the runner", "scores called before fit(graphs)",
-              "a run whose rows equal an earlier run's", "test is never used to select"]:
+    for s in [
+        "the seed report",
+        "before any work",
+        "called by the runner",
+        "scores called before fit(graphs)",
+        "a run whose rows equal an earlier run's",
+        "test is never used to select",
+    ]:
         assert not HISTORY.search(s), s
 
 
@@ -156,17 +189,29 @@ def history_files() -> list[Path]:
 
 def test_code_notebooks_and_docs_say_what_things_are_now():
     hits = [h for p in history_files() for h in history_hits(p)]
-    assert not hits, "history wording (say what the thing is now; history belongs in commit messages):\n" + "\n".join(hits)
+    assert not hits, "history wording (say what the thing is now; history belongs in commit messages):\n" + "\n".join(
+        hits
+    )
 
 
 def test_the_history_check_reads_comments_strings_and_cells_not_code(tmp_path):
     mod = tmp_path / "m.py"
     mod.write_text('legacy = 1  # the count\n"""This was called leak_free before."""\n# older runs keep it\n')
     nb = tmp_path / "n.ipynb"
-    nb.write_text(json.dumps({"cells": [
-        {"cell_type": "markdown", "source": ["it was called *hard* before"]},
-        {"cell_type": "code", "source": ["%matplotlib inline\n", "x = 1  # formerly two\n"], "outputs": [
-            {"output_type": "stream", "text": "no longer"}]}]}))
+    nb.write_text(
+        json.dumps(
+            {
+                "cells": [
+                    {"cell_type": "markdown", "source": ["it was called *hard* before"]},
+                    {
+                        "cell_type": "code",
+                        "source": ["%matplotlib inline\n", "x = 1  # formerly two\n"],
+                        "outputs": [{"output_type": "stream", "text": "no longer"}],
+                    },
+                ]
+            }
+        )
+    )
     assert [h.split(": ", 1)[0] for h in history_hits(mod, tmp_path)] == ["m.py:2", "m.py:3"]
     assert [h.split(": ", 1)[0] for h in history_hits(nb, tmp_path)] == ["n.ipynb:cell 0", "n.ipynb:cell 1:2"]
 
@@ -183,11 +228,16 @@ def test_every_relative_link_resolves(page):
 
 def test_a_broken_link_or_anchor_is_found(tmp_path):
     (tmp_path / "a.md").write_text("# Title: one (two)\n\n## Same\n\n## Same\n")
-    (tmp_path / "b.md").write_text("[ok](a.md#title-one-two) [ok](a.md#same-1) [no](a.md#nope) [gone](c.md) ![i](x.png)\n"
-                                   "[ref][r] [undefined][u]\n\n[r]: a.md\n```\n[in code](missing.md)\n```\n")
+    (tmp_path / "b.md").write_text(
+        "[ok](a.md#title-one-two) [ok](a.md#same-1) [no](a.md#nope) [gone](c.md) ![i](x.png)\n"
+        "[ref][r] [undefined][u]\n\n[r]: a.md\n```\n[in code](missing.md)\n```\n"
+    )
     assert sorted(broken_links(tmp_path / "b.md")) == [
-        "b.md: [u] (no definition)", "b.md: a.md#nope (no heading with that anchor)", "b.md: c.md (no such file)",
-        "b.md: x.png (no such file)"]
+        "b.md: [u] (no definition)",
+        "b.md: a.md#nope (no heading with that anchor)",
+        "b.md: c.md (no such file)",
+        "b.md: x.png (no such file)",
+    ]
 
 
 def test_slugs_follow_github():
@@ -199,7 +249,8 @@ def test_slugs_follow_github():
 
 def test_the_parameters_page_is_generated_from_the_configs():
     assert parameters_page.PAGE.read_text(encoding="utf-8") == parameters_page.current(), (
-        "docs/parameters.md differs from the stage configs; run python -m lib.run.report")
+        "docs/parameters.md differs from the stage configs; run python -m lib.run.report"
+    )
 
 
 def test_the_parameters_page_lists_every_declaration_its_notebooks_and_profiles():
@@ -220,10 +271,14 @@ def test_the_parameters_page_lists_every_declaration_its_notebooks_and_profiles(
         run_dir: str = param("outputs/demo", "run folder")
         seed: int = param(0, "first seed", choices=(0, 1))
 
-    page = parameters_page.render({"01_one.ipynb": One, "02_two.ipynb": Two}, {"big.yaml": {"size": 9}},
-                                  ["01_one.ipynb", "02_two.ipynb", "03_three.ipynb"], {"big.yaml": "A big run"})
+    page = parameters_page.render(
+        {"01_one.ipynb": One, "02_two.ipynb": Two},
+        {"big.yaml": {"size": 9}},
+        ["01_one.ipynb", "02_two.ipynb", "03_three.ipynb"],
+        {"big.yaml": "A big run"},
+    )
     lines = page.splitlines()
-    assert "| `run_dir` | `str` | `\"outputs/demo\"` |  | 01, 02 |  | run folder |" in lines
+    assert '| `run_dir` | `str` | `"outputs/demo"` |  | 01, 02 |  | run folder |' in lines
     assert "| `size` | `int` | `3` | >= 1 | `big`: `9` | how big \\| really |" in lines
     assert "| `seed` | `int` | `0` | one of 0, 1 |  | first seed |" in lines
     assert page.index("## 01_one.ipynb") < page.index("`size`") < page.index("## 02_two.ipynb") < page.index("`seed`")
@@ -235,5 +290,7 @@ def test_the_parameters_page_lists_every_declaration_its_notebooks_and_profiles(
 
 def test_a_profile_says_what_it_is_for(tmp_path):
     p = tmp_path / "x.yaml"
-    p.write_text("# The seed's run (§6; test split: AUC 0.9). Needs\n# more text.\n#   python -m lib.run.runner\nn: 1\n")
+    p.write_text(
+        "# The seed's run (§6; test split: AUC 0.9). Needs\n# more text.\n#   python -m lib.run.runner\nn: 1\n"
+    )
     assert parameters_page.profile_summary(p) == "The seed's run (§6; test split: AUC 0.9)"

@@ -1,4 +1,5 @@
 """Stage 2 embedder and store: real all-MiniLM-L6-v2 on a few titles, real files, a real SIGKILL."""
+
 from __future__ import annotations
 
 import os
@@ -22,9 +23,28 @@ from lib.embed.store import (
     open_store,
 )
 
-TITLES = ["Sustainability", "Renewable energy", "Climate change", "Photosynthesis", "Albert Einstein",
-          "Water", "Poverty", "Byzantine Empire", "Pythagorean theorem", "Jazz", "Rice", "Tokyo",
-          "Zürich", "São Paulo", "Ölüdeniz", "C++", "World War II", "DNA", "Mona Lisa", "Internet"]
+TITLES = [
+    "Sustainability",
+    "Renewable energy",
+    "Climate change",
+    "Photosynthesis",
+    "Albert Einstein",
+    "Water",
+    "Poverty",
+    "Byzantine Empire",
+    "Pythagorean theorem",
+    "Jazz",
+    "Rice",
+    "Tokyo",
+    "Zürich",
+    "São Paulo",
+    "Ölüdeniz",
+    "C++",
+    "World War II",
+    "DNA",
+    "Mona Lisa",
+    "Internet",
+]
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +85,10 @@ def test_a_corrupt_chunk_is_moved_aside_and_its_titles_encoded_again(tmp_path):
     data = bytearray(chunk.read_bytes())
     data[-5] ^= 0x01  # one bit in the last vector
     chunk.write_bytes(bytes(data))
-    with pytest.warns(UserWarning, match=r"could not be read \(sha256 mismatch\); moved aside to .*\.corrupt, its titles will be encoded"):
+    with pytest.warns(
+        UserWarning,
+        match=r"could not be read \(sha256 mismatch\); moved aside to .*\.corrupt, its titles will be encoded",
+    ):
         again = EmbeddingStore(tmp_path / "s", "m1")
     assert [p.name for p in again.corrupt] == [chunk.name + ".corrupt"] and not chunk.exists()
     assert again.missing(["a", "b", "c", "d"]) == ["a", "b", "c"]  # the other chunk is kept
@@ -106,10 +129,16 @@ def test_store_rejects_bad_vectors(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------------- titles
-@pytest.mark.parametrize("bad, msg", [
-    ("", "empty or whitespace"), ("  \t", "empty or whitespace"), (b"caf\xe9", "not valid UTF-8"),
-    (3, "not text"), ("bad \udce9", "undecodable"),
-])
+@pytest.mark.parametrize(
+    "bad, msg",
+    [
+        ("", "empty or whitespace"),
+        ("  \t", "empty or whitespace"),
+        (b"caf\xe9", "not valid UTF-8"),
+        (3, "not text"),
+        ("bad \udce9", "undecodable"),
+    ],
+)
 def test_bad_titles_are_clear_errors(bad, msg):
     with pytest.raises(EmbedError, match=msg):
         clean_titles(["ok", bad])
@@ -166,8 +195,9 @@ def test_dedup_second_run_encodes_nothing(model, tmp_path):
     s1 = embed_titles(titles, model, st, batch_size=8, chunk_size=6, progress=False)
     assert (s1["total"], s1["unique"], s1["already_stored"], s1["newly_encoded"]) == (27, 20, 0, 20)
     assert s1["chunks_written"] == 4 and s1["truncated"] == 0
-    s2 = embed_titles(titles, model, EmbeddingStore(tmp_path / "s", model.wikigat_model_id), batch_size=8,
-                      progress=False)
+    s2 = embed_titles(
+        titles, model, EmbeddingStore(tmp_path / "s", model.wikigat_model_id), batch_size=8, progress=False
+    )
     assert (s2["already_stored"], s2["newly_encoded"], s2["chunks_written"]) == (20, 0, 0)
     s3 = embed_titles(TITLES[:3] + ["Photovoltaics"], model, st, batch_size=8, progress=False)
     assert (s3["already_stored"], s3["newly_encoded"]) == (3, 1)

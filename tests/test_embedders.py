@@ -1,4 +1,5 @@
 """Notebook 05b's library: unseen-title data, the encoder registry, and the one rule for speed, pairing and the goal."""
+
 from __future__ import annotations
 
 import json
@@ -10,11 +11,11 @@ import pytest
 from safetensors.numpy import save_file
 
 from lib.common.params import ParamError
+from lib.distill.data import load_vital_articles
 from lib.embed.encoder import encode, load_model
 from lib.embedders import data as D
 from lib.embedders import encoders as R
 from lib.embedders import evaluate as V
-from lib.distill.data import load_vital_articles
 from lib.embedders.config import VITAL_TOPICS, EmbeddersParams, shares
 from lib.embedders.goals import goal_of
 from lib.linkpred.config import GatTrainingParams
@@ -62,8 +63,9 @@ def test_capitalised_spans_skip_a_first_word_and_keep_names_with_inner_particles
 
 
 def test_mention_share_counts_titles_spelled_inside_a_text():
-    assert D.mention_share(["Roman Empire", "Moon", "Mars"], ["the roman empire fell", "a moonlit night"]) == \
-        pytest.approx(1 / 3)
+    assert D.mention_share(
+        ["Roman Empire", "Moon", "Mars"], ["the roman empire fell", "a moonlit night"]
+    ) == pytest.approx(1 / 3)
 
 
 def test_the_heldout_vital_source_links_only_its_own_titles(part):
@@ -100,8 +102,18 @@ def test_every_registered_kind_is_described_and_parses_its_own_example():
 
 
 def test_a_control_is_built_once_and_loads_as_stage_2s_model_dir(tmp_path):
-    recipe = R.Recipe(texts=["a"], targets=np.zeros((1, 384), np.float32), sizes={"titles": 1},
-                      weights={"titles": 1.0}, steps=1, static_steps=1, batch_size=2, lr=1e-4, static_lr=1e-3, seed=0)
+    recipe = R.Recipe(
+        texts=["a"],
+        targets=np.zeros((1, 384), np.float32),
+        sizes={"titles": 1},
+        weights={"titles": 1.0},
+        steps=1,
+        static_steps=1,
+        batch_size=2,
+        lr=1e-4,
+        static_lr=1e-3,
+        seed=0,
+    )
     spec = R.parse("control:0,5")
     folder = R.build(spec, recipe, tmp_path)
     assert json.loads((folder / "made.json").read_text())["spec"] == "control:0,5"
@@ -116,15 +128,23 @@ def test_a_control_is_built_once_and_loads_as_stage_2s_model_dir(tmp_path):
     assert not (tmp_path / "elsewhere").exists()
 
 
-@pytest.mark.parametrize("make, missing", [
-    (None, "does not exist"),
-    (lambda d: None, "has no config.json and no modules.json"),
-    (lambda d: (d / "config.json").write_text('{"hidden_size": 8}'), "config.json names no model_type"),
-    (lambda d: (d / "config.json").write_text('{"model_type": "bert"}'), "holds no weights"),
-    (lambda d: [(d / "config.json").write_text('{"model_type": "bert"}'), (d / "vocab.txt").write_text("[UNK]\n"),
-                save_file({"w": np.zeros(1, np.float32)}, str(d / "model.safetensors"))],
-     "no config.json in it names num_hidden_layers"),
-])
+@pytest.mark.parametrize(
+    "make, missing",
+    [
+        (None, "does not exist"),
+        (lambda d: None, "has no config.json and no modules.json"),
+        (lambda d: (d / "config.json").write_text('{"hidden_size": 8}'), "config.json names no model_type"),
+        (lambda d: (d / "config.json").write_text('{"model_type": "bert"}'), "holds no weights"),
+        (
+            lambda d: [
+                (d / "config.json").write_text('{"model_type": "bert"}'),
+                (d / "vocab.txt").write_text("[UNK]\n"),
+                save_file({"w": np.zeros(1, np.float32)}, str(d / "model.safetensors")),
+            ],
+            "no config.json in it names num_hidden_layers",
+        ),
+    ],
+)
 def test_a_folder_encoder_that_is_not_a_model_is_refused_naming_what_it_lacks(tmp_path, make, missing):
     folder = tmp_path / "not_a_model"
     if make is not None:
@@ -138,8 +158,10 @@ def test_a_folder_encoder_that_is_not_a_model_is_refused_naming_what_it_lacks(tm
     assert R.parse(f"folder:{tmp_path / 'm2v'}").layers == 0  # a static table: judged by the static goal
     static_folder(tmp_path / "elsewhere" / "m2v")
     with pytest.raises(ParamError, match=r"embedder_encoders names \['folder m2v'\] more than once"):
-        EmbeddersParams(embedder_encoders=[f"folder:{tmp_path / 'm2v'}", f"folder:{tmp_path / 'elsewhere' / 'm2v'}"],
-                        embedder_mixes=["titles:1"]).check()
+        EmbeddersParams(
+            embedder_encoders=[f"folder:{tmp_path / 'm2v'}", f"folder:{tmp_path / 'elsewhere' / 'm2v'}"],
+            embedder_mixes=["titles:1"],
+        ).check()
 
 
 def _lp_rows() -> pd.DataFrame:
@@ -148,8 +170,17 @@ def _lp_rows() -> pd.DataFrame:
         for seed in range(5):
             for enc, offset in ((R.REFERENCE, 0.0), ("small", -0.005), ("bad", -0.05)):
                 for model in ("gat_model", "cosine"):
-                    rows.append({"source": source, "protocol": "leak_free", "model": model, "embedder": enc,
-                                 "seed": seed, "auc": 0.8 + 0.01 * seed + offset * (1 + 0.2 * (seed % 2)), "mrr": 0.3})
+                    rows.append(
+                        {
+                            "source": source,
+                            "protocol": "leak_free",
+                            "model": model,
+                            "embedder": enc,
+                            "seed": seed,
+                            "auc": 0.8 + 0.01 * seed + offset * (1 + 0.2 * (seed % 2)),
+                            "mrr": 0.3,
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -174,8 +205,18 @@ def test_the_goal_rule_needs_every_part():
 
 
 def test_speed_is_a_ratio_to_the_reference_measured_in_the_same_rounds(tmp_path):
-    recipe = R.Recipe(texts=["a"], targets=np.zeros((1, 384), np.float32), sizes={"titles": 1},
-                      weights={"titles": 1.0}, steps=1, static_steps=1, batch_size=2, lr=1e-4, static_lr=1e-3, seed=0)
+    recipe = R.Recipe(
+        texts=["a"],
+        targets=np.zeros((1, 384), np.float32),
+        sizes={"titles": 1},
+        weights={"titles": 1.0},
+        steps=1,
+        static_steps=1,
+        batch_size=2,
+        lr=1e-4,
+        static_lr=1e-3,
+        seed=0,
+    )
     folder = R.build(R.parse("control:0"), recipe, tmp_path)
     titles = [f"Title number {i}" for i in range(128)]
     table = V.speed_table({R.REFERENCE: None, "one layer": folder}, titles, repeats=2).set_index("encoder")
@@ -184,8 +225,18 @@ def test_speed_is_a_ratio_to_the_reference_measured_in_the_same_rounds(tmp_path)
 
 
 def test_a_rounded_copy_embeds_like_all_minilm_to_three_decimals(tmp_path):
-    recipe = R.Recipe(texts=["a"], targets=np.zeros((1, 384), np.float32), sizes={"titles": 1},
-                      weights={"titles": 1.0}, steps=1, static_steps=1, batch_size=2, lr=1e-4, static_lr=1e-3, seed=0)
+    recipe = R.Recipe(
+        texts=["a"],
+        targets=np.zeros((1, 384), np.float32),
+        sizes={"titles": 1},
+        weights={"titles": 1.0},
+        steps=1,
+        static_steps=1,
+        batch_size=2,
+        lr=1e-4,
+        static_lr=1e-3,
+        seed=0,
+    )
     spec = R.parse("rounded:bf16")
     assert (spec.label, spec.layers) == ("all-MiniLM-L6-v2 bf16", 6)
     titles = ["Photosynthesis", "Isaac Newton", "Pacific Ocean"]
@@ -215,14 +266,28 @@ def test_a_retrained_encoder_in_the_same_folder_gets_its_own_dataset_and_checkpo
         return [{**key, "model": m, "protocol": p, "auc": 0.5} for m in lp_mod.LP_MODELS for p in params.protocols]
 
     monkeypatch.setattr(lp_mod, "_score", score)
-    recipe = R.Recipe(texts=["a"], targets=np.zeros((1, 384), np.float32), sizes={"titles": 1},
-                      weights={"titles": 1.0}, steps=1, static_steps=1, batch_size=2, lr=1e-4, static_lr=1e-3, seed=0)
+    recipe = R.Recipe(
+        texts=["a"],
+        targets=np.zeros((1, 384), np.float32),
+        sizes={"titles": 1},
+        weights={"titles": 1.0},
+        steps=1,
+        static_steps=1,
+        batch_size=2,
+        lr=1e-4,
+        static_lr=1e-3,
+        seed=0,
+    )
     folder = tmp_path / "encoder"
     for spec in ("control:0", "control:5"):
         built = R.build(R.parse(spec), recipe, tmp_path / spec.replace(":", "_"))
         if folder.exists():
             shutil.rmtree(folder)
         shutil.copytree(built, folder)
-        lp_mod.graph_link_prediction([], [("encoder", 0, folder)], tmp_path / "lp", lambda s: lp_mod.lp_params(
-            GatTrainingParams(gat_epochs=1), s, ("leak_free",), 1, 0.1))
+        lp_mod.graph_link_prediction(
+            [],
+            [("encoder", 0, folder)],
+            tmp_path / "lp",
+            lambda s: lp_mod.lp_params(GatTrainingParams(gat_epochs=1), s, ("leak_free",), 1, 0.1),
+        )
     assert len(outs) == 2 and outs[0] != outs[1] and all(o.parent == tmp_path / "lp" for o in outs)

@@ -1,5 +1,6 @@
 """The findings: each record's numbers pinned once against the committed reference runs, each renderer's format once,
 and the rules that pick a finding's rows on small made-up runs."""
+
 import json
 import re
 import textwrap
@@ -28,8 +29,19 @@ def _points(side):
 
 
 def test_each_records_numbers_match_the_committed_runs(facts):
-    assert list(facts) == ["Reproduction", "AaucTrend", "Leakage", "Beyond", "GainStrata", "HarderNegatives", "Distillation",
-                           "Ablations", "NodeEmbedders", "TransductiveFrontier", "KdDifferences"]
+    assert list(facts) == [
+        "Reproduction",
+        "AaucTrend",
+        "Leakage",
+        "Beyond",
+        "GainStrata",
+        "HarderNegatives",
+        "Distillation",
+        "Ablations",
+        "NodeEmbedders",
+        "TransductiveFrontier",
+        "KdDifferences",
+    ]
     repro = dict(facts["Reproduction"].sides)
     assert list(repro) == [PROXY, WIKI]  # the embedded proxy first
     assert _points(repro[PROXY]) == [("seed40", 40, 0.7515), ("seed180", 180, 0.8725), ("seed315", 315, 0.8797)]
@@ -39,7 +51,10 @@ def test_each_records_numbers_match_the_committed_runs(facts):
     assert [p.value for p in trend[WIKI]] == [0.7569, 0.7137, 0.6188]
     leak = dict(facts["Leakage"].sides)
     assert [(r.run, r.gat_auc, r.heuristic, r.heuristic_auc) for r in leak[PROXY]] == [
-        ("seed40", 0.758, "cosine", 0.8645), ("seed180", 0.6512, "cosine", 0.8648), ("seed315", 0.6486, "cosine", 0.865)]
+        ("seed40", 0.758, "cosine", 0.8645),
+        ("seed180", 0.6512, "cosine", 0.8648),
+        ("seed315", 0.6486, "cosine", 0.865),
+    ]
     assert [(r.gat_auc, r.heuristic_auc) for r in leak[WIKI]] == [(0.6808, 0.7933), (0.7013, 0.7962), (0.7252, 0.7975)]
     goal = dict(facts["Beyond"].sides)
     # judged by the one rule on the runs' own per-seed rows (lib.run.report.judge_gaps)
@@ -49,13 +64,21 @@ def test_each_records_numbers_match_the_committed_runs(facts):
     assert [p for p, *_ in goal[PROXY].uniform_margins] == ["leak_free", "pair_split", "new_nodes"]
     assert goal[PROXY].uniform_margins[0][1] == pytest.approx(-0.0166, abs=1e-4)
     # the chosen model's AUC margin over the bar by stratum of positives: cells above / below 0 under the one rule
-    assert goal[PROXY].strata == (("cn", 10, 1), ("no_cn", 10, 0)) and goal[WIKI].strata == (("cn", 8, 0), ("no_cn", 12, 0))
+    assert goal[PROXY].strata == (("cn", 10, 1), ("no_cn", 10, 0)) and goal[WIKI].strata == (
+        ("cn", 8, 0),
+        ("no_cn", 12, 0),
+    )
     assert dict(facts["GainStrata"].sides)[WIKI] == goal[WIKI]
     harder = dict(facts["HarderNegatives"].sides)[PROXY]
     assert harder.protocols == 3 and [n for n, *_ in harder.sets] == ["dist2", "heart", "matched"]
     assert harder.sets[0][1:] == pytest.approx((0.2149, 0.1628), abs=1e-4)
     d = facts["Distillation"]
-    assert (d.runs, d.steps, d.checks, d.is_result) == (("distill_long",), 5000, ("distill_cpu", "distill_lp_cpu"), True)
+    assert (d.runs, d.steps, d.checks, d.is_result) == (
+        ("distill_long",),
+        5000,
+        ("distill_cpu", "distill_lp_cpu"),
+        True,
+    )
     assert d.lp[["protocol", "embedder"]].values.tolist() == [["leak_free", "3x384 assistant MiniLM"]]
     assert d.lp["diff"].iloc[0] == pytest.approx(0.0018, abs=1e-4)
     topic = d.probes[(d.probes["init"] == "random") & (d.probes["metric"] == "topic_test")].iloc[0]
@@ -66,23 +89,40 @@ def test_each_records_numbers_match_the_committed_runs(facts):
     assert (unseen.run, unseen.seeds, unseen.protocols) == ("embedders", 5, ("leak_free", "new_nodes"))
     assert not any(e.met for e in unseen.encoders) and len(unseen.encoders) == 6
     best = unseen.best(static=False)
-    assert (best.name, best.ratio, dict(best.worst)) == ("student 0,2,5 ffn1024", pytest.approx(2.2574, abs=1e-4),
-                                                         pytest.approx({"cosine": -0.0692, "gat_model": -0.2107},
-                                                                       abs=1e-4))
+    assert (best.name, best.ratio, dict(best.worst)) == (
+        "student 0,2,5 ffn1024",
+        pytest.approx(2.2574, abs=1e-4),
+        pytest.approx({"cosine": -0.0692, "gat_model": -0.2107}, abs=1e-4),
+    )
     assert unseen.best(static=True).name == "static trained nopca" and unseen.sources == 2
     closest = unseen.best()  # none meets its goal: the one whose binding bound comes closest to its margin
-    assert (closest.name, closest.binding()) == ("static trained nopca", ("cosine", pytest.approx(-0.1883, abs=1e-4), 0.03))
-    assert unseen.readme().endswith("none meets its goal, so all-MiniLM-L6-v2 stays the choice; the closest, static "
-                                    "trained nopca, gives [93.2×][embedders] its titles/s for cosine-scorer AUC -0.188 at "
-                                    "worst (goal > −0.03).")
+    assert (closest.name, closest.binding()) == (
+        "static trained nopca",
+        ("cosine", pytest.approx(-0.1883, abs=1e-4), 0.03),
+    )
+    assert unseen.readme().endswith(
+        "none meets its goal, so all-MiniLM-L6-v2 stays the choice; the closest, static "
+        "trained nopca, gives [93.2×][embedders] its titles/s for cosine-scorer AUC -0.188 at "
+        "worst (goal > −0.03)."
+    )
     n = facts["TransductiveFrontier"]
     assert n.met == () and n.no_loss == ("3-layer student, FFN 1024",) and len(n.shown) == 8
     assert (n.best.name, n.best.speedup, n.best.diff, n.best.low, n.best.high, n.best.seeds) == (
-        "3-layer student, FFN 1024", 2.26156, 0.00752, -0.0051, 0.02014, 10)
+        "3-layer student, FFN 1024",
+        2.26156,
+        0.00752,
+        -0.0051,
+        0.02014,
+        10,
+    )
     kd = facts["KdDifferences"]
     assert kd.run == "kd_cpu" and [(s, [t for t, _ in diffs]) for s, diffs in kd.students] == [
-        ("bilstm", ["polarity", "topic"]), ("bert", ["polarity", "topic"])]
-    assert [x for _, diffs in kd.students for _, x in diffs] == pytest.approx([-0.0025, 0.0575, 0.0208, -0.0875], abs=1e-4)
+        ("bilstm", ["polarity", "topic"]),
+        ("bert", ["polarity", "topic"]),
+    ]
+    assert [x for _, diffs in kd.students for _, x in diffs] == pytest.approx(
+        [-0.0025, 0.0575, 0.0208, -0.0875], abs=1e-4
+    )
 
 
 def test_readme_renderer_gives_two_lines_at_most_with_every_number_linked(facts):
@@ -90,14 +130,26 @@ def test_readme_renderer_gives_two_lines_at_most_with_every_number_linked(facts)
         text = rec.readme()
         if text is None:  # a finding only the results page carries
             continue
-        assert len(textwrap.wrap(text, WIDTH, initial_indent="- ", subsequent_indent="  ",
-                                 break_on_hyphens=False, break_long_words=False)) <= 2, text[:60]
+        assert (
+            len(
+                textwrap.wrap(
+                    text,
+                    WIDTH,
+                    initial_indent="- ",
+                    subsequent_indent="  ",
+                    break_on_hyphens=False,
+                    break_long_words=False,
+                )
+            )
+            <= 2
+        ), text[:60]
         assert "](outputs/" not in text and re.search(r"\[\w+\]", text), text[:60]  # a reference link to a run
     assert facts["Reproduction"].readme() == (
         "**Reproduction.** The seed's GatModel and protocol, test AUC with 40 / 180 / 315 training graphs: "
         "[0.751][seed40] / [0.873][seed180] / [0.880][seed315] on title mentions; [0.729][wikispeedia_seed40] / "
         "[0.942][wikispeedia_seed180] / [0.960][wikispeedia_seed315] on Wikispeedia; the seed report (its live crawl): "
-        "0.900 / 0.922 / 0.927.")
+        "0.900 / 0.922 / 0.927."
+    )
     assert facts["TransductiveFrontier"].readme() is None  # the README names the numbers on unseen titles
 
 
@@ -107,44 +159,79 @@ def test_page_renderer_gives_every_row_and_links_each_run(facts):
     assert facts["KdDifferences"].page() == (
         "**Classic KD.** A student distilled from the fine-tuned teacher's logits minus the same student trained with "
         "cross-entropy alone, test accuracy: bilstm -0.003 polarity, +0.057 topic; bert +0.021 polarity, -0.087 topic "
-        "([kd_cpu](outputs/reference/kd_cpu/)).")
+        "([kd_cpu](outputs/reference/kd_cpu/))."
+    )
     page = facts["TransductiveFrontier"].page()  # eight encoders, and the goal's "≥ 2×"
-    assert page.count("×") == 8 + 1 and "static pca256 of 3-layer student, FFN 1024 59.76× +0.028 [+0.006, +0.050]" in page
+    assert (
+        page.count("×") == 8 + 1 and "static pca256 of 3-layer student, FFN 1024 59.76× +0.028 [+0.006, +0.050]" in page
+    )
 
 
 def _fake_run(auc_seed, aauc, n=40, **extra):
-    mean = [{"protocol": p, "negatives": "uniform", "supervision": sv, "model": m, "auc": auc_seed + d, "aauc": aauc}
-            for p, d in (("seed", 0.0), ("leak_free", -0.05)) for sv, m in (("mp", "gat_model"), ("none", "cosine"))]
-    return {"train_gat": {"mean": mean, "seeds": [0], "splits": {"0": {"train": ["a"] * (n - 4), "val": ["b"] * 4}}},
-            **extra}
+    mean = [
+        {"protocol": p, "negatives": "uniform", "supervision": sv, "model": m, "auc": auc_seed + d, "aauc": aauc}
+        for p, d in (("seed", 0.0), ("leak_free", -0.05))
+        for sv, m in (("mp", "gat_model"), ("none", "cosine"))
+    ]
+    return {
+        "train_gat": {"mean": mean, "seeds": [0], "splits": {"0": {"train": ["a"] * (n - 4), "val": ["b"] * 4}}},
+        **extra,
+    }
 
 
 def test_link_findings_pick_the_seed_way_rows_per_link_source_the_proxy_first(tmp_path):
-    runs = {"fake40": _fake_run(0.8123, 0.7), "fake180": _fake_run(0.85, 0.75, n=180),
-            "real40": _fake_run(0.9, 0.6, link_source="wikispeedia")}
+    runs = {
+        "fake40": _fake_run(0.8123, 0.7),
+        "fake180": _fake_run(0.85, 0.75, n=180),
+        "real40": _fake_run(0.9, 0.6, link_source="wikispeedia"),
+    }
     rec = fact_table(runs, tmp_path)
     assert [type(r).__name__ for r in rec] == ["Reproduction", "AaucTrend", "Leakage"]  # no 03b, 05 or 06 rows
-    assert rec[0].page().startswith("**Reproduction.** Under the seed's own protocol its GatModel scores on title "
-                                    "mentions (proxy), test AUC 0.812 / 0.850 with 40 / 180 training graphs")
+    assert (
+        rec[0]
+        .page()
+        .startswith(
+            "**Reproduction.** Under the seed's own protocol its GatModel scores on title "
+            "mentions (proxy), test AUC 0.812 / 0.850 with 40 / 180 training graphs"
+        )
+    )
     assert "on Wikispeedia hyperlinks, it rises" not in rec[1].page() and "it rises, 0.700 → 0.750" in rec[1].page()
     assert "0.762 / 0.800 with 40 / 180 training graphs against cosine 0.762 / 0.800" in rec[2].page()
-    assert ("[0.812][fake40] / [0.850][fake180] with 40 / 180 on title mentions; [0.900][real40] with 40 on "
-            "Wikispeedia;" in rec[0].readme())
+    assert (
+        "[0.812][fake40] / [0.850][fake180] with 40 / 180 on title mentions; [0.900][real40] with 40 on "
+        "Wikispeedia;" in rec[0].readme()
+    )
     lines = readme_lines(rec, runs)
-    assert lines[-4:] == ["[fake40]: outputs/reference/fake40/", "[fake180]: outputs/reference/fake180/",
-                          "[real40]: outputs/reference/real40/", ""]
+    assert lines[-4:] == [
+        "[fake40]: outputs/reference/fake40/",
+        "[fake180]: outputs/reference/fake180/",
+        "[real40]: outputs/reference/real40/",
+        "",
+    ]
 
 
 def test_the_goal_count_and_harder_margins_come_from_03bs_cells_judged_on_their_intervals(tmp_path):
     def gap(p, n, auc_m, mrr_m, sc_auc, sc_mrr, half=0.005):
-        margins = {"auc_margin": auc_m, "mrr_margin": mrr_m, "auc_margin_shortcut": sc_auc,
-                   "mrr_margin_shortcut": sc_mrr}
-        return {"protocol": p, "negatives": n, "seeds": 3, **margins,
-                **{f"{k}_{side}": v + sign * half for k, v in margins.items()
-                   for side, sign in (("low", -1), ("high", 1))}}
+        margins = {
+            "auc_margin": auc_m,
+            "mrr_margin": mrr_m,
+            "auc_margin_shortcut": sc_auc,
+            "mrr_margin_shortcut": sc_mrr,
+        }
+        return {
+            "protocol": p,
+            "negatives": n,
+            "seeds": 3,
+            **margins,
+            **{f"{k}_{side}": v + sign * half for k, v in margins.items() for side, sign in (("low", -1), ("high", 1))},
+        }
 
-    gaps = [gap("leak_free", "uniform", 0.03, 0.01, 0.5, 0.2), gap("leak_free", "matched", 0.01, 0.02, 0.3, 0.1),
-            gap("new_nodes", "uniform", 0.022, 0.01, 0.5, 0.2), gap("new_nodes", "matched", 0.05, 0.03, 0.2, -0.1)]
+    gaps = [
+        gap("leak_free", "uniform", 0.03, 0.01, 0.5, 0.2),
+        gap("leak_free", "matched", 0.01, 0.02, 0.3, 0.1),
+        gap("new_nodes", "uniform", 0.022, 0.01, 0.5, 0.2),
+        gap("new_nodes", "matched", 0.05, 0.03, 0.2, -0.1),
+    ]
     runs = {"r": {"beyond": {"gaps": gaps}}}
     goal = L.beyond(runs, tmp_path)
     # leak_free/uniform clears +0.02 AUC and MRR; new_nodes/uniform's AUC interval [+0.017, +0.027] holds +0.02
@@ -162,18 +249,34 @@ def _params_05(folder, steps):
 
 
 def _probe_rows(gain, seeds=(0, 1, 2), methods=("MiniLM", "no distillation")):
-    return [{"stage": "task-agnostic", "student": "3x384", "init": "random", "method": m, "seed": s,
-             "polarity_test": 0.6 + s / 100 + (gain * (1 + s / 10) if m == "MiniLM" else 0), "topic_test": 0.5 + s / 100,
-             "fid_cosine": 0.4 + (s / 100 if m == "MiniLM" else -s / 50)} for s in seeds for m in methods]
+    return [
+        {
+            "stage": "task-agnostic",
+            "student": "3x384",
+            "init": "random",
+            "method": m,
+            "seed": s,
+            "polarity_test": 0.6 + s / 100 + (gain * (1 + s / 10) if m == "MiniLM" else 0),
+            "topic_test": 0.5 + s / 100,
+            "fid_cosine": 0.4 + (s / 100 if m == "MiniLM" else -s / 50),
+        }
+        for s in seeds
+        for m in methods
+    ]
 
 
-LP = [{"protocol": "leak_free", "embedder": e, "model": "gat_model", "seed": 0, "auc": a}
-      for e, a in (("3x384 random MiniLM", 0.80), ("3x384 random no distillation", 0.75))]
+LP = [
+    {"protocol": "leak_free", "embedder": e, "model": "gat_model", "seed": 0, "auc": a}
+    for e, a in (("3x384 random MiniLM", 0.80), ("3x384 random no distillation", 0.75))
+]
 
 
 def test_the_distillation_finding_comes_from_the_longest_result_run_and_names_the_pipeline_checks(tmp_path):
-    runs = {"long": {"distill": {"results": _probe_rows(0.1), "link_prediction": LP}},
-            "short": {"distill": {"results": _probe_rows(0.0)}}, "copy": {"distill": {"results": _probe_rows(0.0)}}}
+    runs = {
+        "long": {"distill": {"results": _probe_rows(0.1), "link_prediction": LP}},
+        "short": {"distill": {"results": _probe_rows(0.0)}},
+        "copy": {"distill": {"results": _probe_rows(0.0)}},
+    }
     _params_05(tmp_path / "long" / "distill", 5000)  # published with its stage folder, or flat
     _params_05(tmp_path / "short", 60)
     d = D.distillation(runs, tmp_path)
@@ -183,8 +286,10 @@ def test_the_distillation_finding_comes_from_the_longest_result_run_and_names_th
     assert "GatModel test AUC 3x384 +0.050 under leak_free ([long]" in d.page()
     assert "The shorter runs ([short](outputs/reference/short/)) are pipeline checks" in d.page()
     assert d.readme().startswith("**Distillation.** After [5,000 steps][long] per student")
-    assert d.readme().endswith("3x384 random init polarity +0.110, topic +0.000, fidelity +0.030; as stage 3's node "
-                               "embedder, GatModel AUC +0.050.")
+    assert d.readme().endswith(
+        "3x384 random init polarity +0.110, topic +0.000, fidelity +0.030; as stage 3's node "
+        "embedder, GatModel AUC +0.050."
+    )
     _params_05(tmp_path / "long" / "distill", 500)  # no run reaches the result budget: the pipeline-check line
     check = D.distillation(runs, tmp_path)
     assert check.readme() is None and "at 500 optimiser steps per student, a pipeline check" in check.page()
@@ -194,11 +299,16 @@ def test_the_distillation_finding_comes_from_the_longest_result_run_and_names_th
 def test_the_ablation_finding_needs_two_seeds_and_counts_the_intervals_against_the_paper(tmp_path):
     def rows(ablation_seeds):
         out = _probe_rows(0.1)
-        return out + [{**r, "method": "Value-MSE"} for r in out
-                      if r["method"] == "no distillation" and r["seed"] in ablation_seeds]
+        return out + [
+            {**r, "method": "Value-MSE"}
+            for r in out
+            if r["method"] == "no distillation" and r["seed"] in ablation_seeds
+        ]
 
-    runs = {"a_one_seed": {"distill": {"results": rows([0]), "link_prediction": LP}},
-            "b_three": {"distill": {"results": rows([0, 1, 2])}}}
+    runs = {
+        "a_one_seed": {"distill": {"results": rows([0]), "link_prediction": LP}},
+        "b_three": {"distill": {"results": rows([0, 1, 2])}},
+    }
     for run in runs:
         _params_05(tmp_path / run, 5000)
     # Value-MSE equals the control here: polarity below MiniLM's by 0.110 [0.085, 0.135]; topic 0 (no spread: an
@@ -207,8 +317,10 @@ def test_the_ablation_finding_needs_two_seeds_and_counts_the_intervals_against_t
     assert (a.run, a.above, a.below, len(a.differences)) == ("b_three", 1, 0, 3)
     assert "Value-MSE (3x384 random init, 3 seeds): polarity +0.110 [+0.085, +0.135]" in a.page()
     assert "in 1 of 3 (ablation, probe) cells, below it in 0, and the other 2 intervals hold 0" in a.page()
-    assert ("[3 seeds][b_three] (3x384 random init, test, 95% interval; the paper has MiniLM above all): above 0 in 1 "
-            "of 3 cells, below 0 in 0: Value-MSE polarity +0.110 [+0.085, +0.135]." in a.readme())
+    assert (
+        "[3 seeds][b_three] (3x384 random init, test, 95% interval; the paper has MiniLM above all): above 0 in 1 "
+        "of 3 cells, below 0 in 0: Value-MSE polarity +0.110 [+0.085, +0.135]." in a.readme()
+    )
     assert D.ablations({"a_one_seed": runs["a_one_seed"]}, tmp_path) is None  # one seed: no interval
     # at equal steps the distillation finding stays with the run that also scored the students as node embedders
     assert D.distillation(runs, tmp_path).runs == ("a_one_seed",)
@@ -218,31 +330,69 @@ def test_the_ablation_finding_needs_two_seeds_and_counts_the_intervals_against_t
 
 def _frontier(folder, goal_lines):
     folder.mkdir()
-    enc = [("all-MiniLM-L6-v2", "transformer", 6, 1.0), ("student 3L", "student", 3, 2.1),
-           ("student 2L", "student", 2, 2.8), ("control 3L", "control", 3, 2.1), ("static a", "static", 0, 40.0),
-           ("static b", "static", 0, 30.0)]
-    pd.DataFrame([{"embedder": e, "kind": k, "layers": n, "dim": 384, "seeds": 10, "speedup_1t": x,
-                   **{f"{m}_{p}_auc": 0.7 for m in ("gat_model", "cosine") for p in ("leak_free", "new_nodes")},
-                   "polarity_test": 0.7, "topic_test": 0.69, "fid_cosine": 0.6} for e, k, n, x in enc]).to_csv(
-        folder / "frontier.csv", index=False)
-    pd.DataFrame([{"protocol": "leak_free", "model": "gat_model", "embedder": e, "metric": "auc", "seeds": 10,
-                   "diff": -0.004, "std": 0.01, "ci_low": -0.009, "ci_high": 0.001} for e, *_ in enc[1:]]).to_csv(
-        folder / "paired.csv", index=False)
+    enc = [
+        ("all-MiniLM-L6-v2", "transformer", 6, 1.0),
+        ("student 3L", "student", 3, 2.1),
+        ("student 2L", "student", 2, 2.8),
+        ("control 3L", "control", 3, 2.1),
+        ("static a", "static", 0, 40.0),
+        ("static b", "static", 0, 30.0),
+    ]
+    pd.DataFrame(
+        [
+            {
+                "embedder": e,
+                "kind": k,
+                "layers": n,
+                "dim": 384,
+                "seeds": 10,
+                "speedup_1t": x,
+                **{f"{m}_{p}_auc": 0.7 for m in ("gat_model", "cosine") for p in ("leak_free", "new_nodes")},
+                "polarity_test": 0.7,
+                "topic_test": 0.69,
+                "fid_cosine": 0.6,
+            }
+            for e, k, n, x in enc
+        ]
+    ).to_csv(folder / "frontier.csv", index=False)
+    pd.DataFrame(
+        [
+            {
+                "protocol": "leak_free",
+                "model": "gat_model",
+                "embedder": e,
+                "metric": "auc",
+                "seeds": 10,
+                "diff": -0.004,
+                "std": 0.01,
+                "ci_low": -0.009,
+                "ci_high": 0.001,
+            }
+            for e, *_ in enc[1:]
+        ]
+    ).to_csv(folder / "paired.csv", index=False)
     (folder / "summary.json").write_text(json.dumps({"static_chosen_on_validation": "static a", "goal": goal_lines}))
     return [e for e, *_ in enc]
 
 
 def test_the_transductive_frontier_names_the_fastest_encoder_that_meets_the_goal(tmp_path):
     assert D.transductive_frontier({}, tmp_path) is None and frontier_table(tmp_path / FRONTIER).empty
-    names = _frontier(tmp_path / FRONTIER, [
-        "student 3L: AUC ... -> meets the goal", "student 2L: AUC ... -> meets the goal",
-        "static a: AUC ... -> meets the goal read as non-inferiority only (no interval below -0.01, one above +0.01)"])
+    names = _frontier(
+        tmp_path / FRONTIER,
+        [
+            "student 3L: AUC ... -> meets the goal",
+            "student 2L: AUC ... -> meets the goal",
+            "static a: AUC ... -> meets the goal read as non-inferiority only (no interval below -0.01, one above +0.01)",
+        ],
+    )
     n = D.transductive_frontier({}, tmp_path)
     assert [e.name for e in n.shown] == ["student 3L", "student 2L", "static a"]  # students and the chosen static
     assert n.met == ("student 3L", "student 2L") and n.no_loss == ("static a",) and n.best.name == "student 2L"
     assert n.readme() is None and n.page().startswith("**On titles the students were trained on (transductive).**")
-    assert n.page().endswith("met by: student 3L, student 2L; read as no loss beyond 0.01 (intervals above −0.01): "
-                             "static a ([frontier](outputs/reference/frontier/)).")
+    assert n.page().endswith(
+        "met by: student 3L, student 2L; read as no loss beyond 0.01 (intervals above −0.01): "
+        "static a ([frontier](outputs/reference/frontier/))."
+    )
     table = frontier_table(tmp_path / FRONTIER)
     assert table.encoder.tolist() == names and table.kind.iloc[0] == "reference"
     assert table["GatModel Δ leak_free [95%]"].tolist()[:2] == ["", "-0.004 [-0.009, +0.001]"]
@@ -252,22 +402,56 @@ def _embedders_run(ref):
     """A committed notebook-05b run: a student that meets its goal, a faster one that does not, a static model."""
     run = ref / "emb"
     (run / "embedders").mkdir(parents=True)
-    encoders = {"all-MiniLM-L6-v2": ("reference", 6), "student a": ("student", 3), "student b": ("student", 2),
-                "static s": ("static-trained", 0)}
-    (run / "metrics.json").write_text(json.dumps({"node_embedders": {
-        "encoders": {k: {"kind": v[0], "layers": v[1]} for k, v in encoders.items()},
-        "sentences": ["student a: goal met."]}}))
-    pd.DataFrame([{"encoder": "student a", "layers": 3, "ratio": 2.2, "worst_cosine": -0.004, "worst_gat_model": -0.01,
-                   "met": True},
-                  {"encoder": "student b", "layers": 2, "ratio": 2.9, "worst_cosine": -0.02, "worst_gat_model": -0.01,
-                   "met": False},
-                  {"encoder": "static s", "layers": 0, "ratio": 80.0, "worst_cosine": -0.05, "met": False}]).to_csv(
-        run / "embedders" / "goals.csv", index=False)
-    pd.DataFrame([{"source": s, "protocol": "leak_free", "seed": seed} for s in ("wikispeedia", "vital_heldout")
-                  for seed in range(5)]).to_csv(run / "embedders" / "lp.csv", index=False)
-    pd.DataFrame([{"role": "held out", "what": "wikispeedia", "count": 300, "mentioned_inside": 0.2},
-                  {"role": "held out", "what": "vital_heldout", "count": 100, "mentioned_inside": 0.4}]).to_csv(
-        run / "embedders" / "texts.csv", index=False)
+    encoders = {
+        "all-MiniLM-L6-v2": ("reference", 6),
+        "student a": ("student", 3),
+        "student b": ("student", 2),
+        "static s": ("static-trained", 0),
+    }
+    (run / "metrics.json").write_text(
+        json.dumps(
+            {
+                "node_embedders": {
+                    "encoders": {k: {"kind": v[0], "layers": v[1]} for k, v in encoders.items()},
+                    "sentences": ["student a: goal met."],
+                }
+            }
+        )
+    )
+    pd.DataFrame(
+        [
+            {
+                "encoder": "student a",
+                "layers": 3,
+                "ratio": 2.2,
+                "worst_cosine": -0.004,
+                "worst_gat_model": -0.01,
+                "met": True,
+            },
+            {
+                "encoder": "student b",
+                "layers": 2,
+                "ratio": 2.9,
+                "worst_cosine": -0.02,
+                "worst_gat_model": -0.01,
+                "met": False,
+            },
+            {"encoder": "static s", "layers": 0, "ratio": 80.0, "worst_cosine": -0.05, "met": False},
+        ]
+    ).to_csv(run / "embedders" / "goals.csv", index=False)
+    pd.DataFrame(
+        [
+            {"source": s, "protocol": "leak_free", "seed": seed}
+            for s in ("wikispeedia", "vital_heldout")
+            for seed in range(5)
+        ]
+    ).to_csv(run / "embedders" / "lp.csv", index=False)
+    pd.DataFrame(
+        [
+            {"role": "held out", "what": "wikispeedia", "count": 300, "mentioned_inside": 0.2},
+            {"role": "held out", "what": "vital_heldout", "count": 100, "mentioned_inside": 0.4},
+        ]
+    ).to_csv(run / "embedders" / "texts.csv", index=False)
     return {"emb": json.loads((run / "metrics.json").read_text())}
 
 
@@ -280,6 +464,7 @@ def test_the_unseen_title_finding_names_the_best_choice_and_its_trade_off_in_one
     assert n.readme() == (
         "**A smaller node embedder, on unseen titles** (2 link sources, 5 seeds, lowest 95% bounds against "
         "all-MiniLM-L6-v2): the best choice is student a, [2.2×][emb] its titles/s for cosine-scorer AUC -0.004 at "
-        "worst (goal > −0.01).")  # cosine's bound is the closer to its margin
+        "worst (goal > −0.01)."
+    )  # cosine's bound is the closer to its margin
     assert n.readme().count(". ") == 0  # one sentence
     assert n.page().count("goal met") == 1 and "25% of them occur inside one" in n.page()

@@ -1,4 +1,5 @@
 """The fused GAT layer and the fused model's dropout against what they replace: PyG GATConv and nn.Dropout."""
+
 import pytest
 import torch
 from torch import nn

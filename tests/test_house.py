@@ -1,5 +1,6 @@
 """The shape of `lib`: packages without import cycles, modules and functions a reader can hold in mind, and files
 that speak to a user (no work-log numbering, no paths outside the clone)."""
+
 from __future__ import annotations
 
 import ast
@@ -14,13 +15,18 @@ import pytest
 from lib.common.paths import ROOT
 
 LIB = ROOT / "lib"
-MAX_MODULE_LINES = 420  # "about 400"
-MAX_FUNCTION_LINES = 90  # "about 80"
+# Sizes are counted in statements, which the formatter's line breaks do not change ("about 400 lines" and "about 80
+# lines" of the style guide, measured before the code was formatted: the largest module then held 266 statements in
+# 423 lines, the largest function 58 in 79)
+MAX_MODULE_STATEMENTS = 280
+MAX_FUNCTION_STATEMENTS = 60
 
 
 def modules() -> dict[str, Path]:
-    return {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
-            for p in sorted(LIB.rglob("*.py"))}
+    return {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in sorted(LIB.rglob("*.py"))
+    }
 
 
 def import_graph(mods: dict[str, Path]) -> nx.DiGraph:
@@ -49,7 +55,10 @@ def test_the_import_graph_finds_a_planted_cycle(tmp_path):
     a, b = tmp_path / "a.py", tmp_path / "b.py"
     a.write_text("def f():\n    from lib.b import g\n")
     b.write_text("from lib.a import f\n")
-    assert list(nx.simple_cycles(import_graph({"lib.a": a, "lib.b": b}))) in ([["lib.a", "lib.b"]], [["lib.b", "lib.a"]])
+    assert list(nx.simple_cycles(import_graph({"lib.a": a, "lib.b": b}))) in (
+        [["lib.a", "lib.b"]],
+        [["lib.b", "lib.a"]],
+    )
 
 
 @pytest.mark.slow
@@ -64,21 +73,33 @@ def test_packages_re_export_nothing():
     """A name is imported from the module that defines it: package __init__ files hold a docstring only."""
     for init in LIB.rglob("__init__.py"):
         tree = ast.parse(init.read_text(encoding="utf-8"))
-        code = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
-                and not (isinstance(n, ast.Assign) and [t.id for t in n.targets] == ["__version__"])]
+        code = [
+            n
+            for n in tree.body
+            if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+            and not (isinstance(n, ast.Assign) and [t.id for t in n.targets] == ["__version__"])
+        ]
         assert not code, f"{init.relative_to(ROOT)} does more than describe its package"
 
 
 def private_imports(tree: ast.Module) -> list[str]:
     """Names starting with one underscore imported from a lib module (`from lib.x import _helper`)."""
-    return [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("lib")
-            for a in n.names if a.name.startswith("_") and not a.name.startswith("__")]
+    return [
+        a.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("lib")
+        for a in n.names
+        if a.name.startswith("_") and not a.name.startswith("__")
+    ]
 
 
 def test_no_private_helper_is_imported_across_modules():
     """A helper another module needs is public: its name says it is part of its module's interface."""
-    found = [f"{name}: {h}" for name, path in modules().items()
-             for h in private_imports(ast.parse(path.read_text(encoding="utf-8")))]
+    found = [
+        f"{name}: {h}"
+        for name, path in modules().items()
+        for h in private_imports(ast.parse(path.read_text(encoding="utf-8")))
+    ]
     assert not found, f"private helpers imported from another module: {found}"
     assert private_imports(ast.parse("from lib.a import _b, c\nfrom os import _x\n")) == ["_b"]
 
@@ -88,8 +109,13 @@ MAX_FUNCTION_IMPORTS = 20  # imports stay at the top; a heavy optional package o
 
 def function_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
     """Every import statement inside a function body (at any depth), once."""
-    found = {id(n): n for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-             for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    found = {
+        id(n): n
+        for f in ast.walk(tree)
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for n in ast.walk(f)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+    }
     return sorted(found.values(), key=lambda n: n.lineno)
 
 
@@ -101,29 +127,37 @@ def test_imports_inside_functions_are_few_and_say_why():
         lines = text.splitlines()
         for node in function_imports(ast.parse(text)):
             found.append((name, node.lineno))
-            if not any("# lazy:" in ln for ln in lines[node.lineno - 1:node.end_lineno]):
+            if not any("# lazy:" in ln for ln in lines[node.lineno - 1 : node.end_lineno]):
                 silent.append(f"{name}:{node.lineno}: {lines[node.lineno - 1].strip()}")
     assert len(found) < MAX_FUNCTION_IMPORTS, f"{len(found)} imports inside functions in lib: move them to the top"
     assert not silent, f"imports inside functions without a `# lazy: <why>` comment: {silent}"
 
 
 def test_function_imports_are_found_at_any_depth():
-    tree = ast.parse("import os\ndef f():\n    if x:\n        import a\n    def g():\n        from b import c\n"
-                     "class K:\n    import d\n    def m(self):\n        import e\n")
+    tree = ast.parse(
+        "import os\ndef f():\n    if x:\n        import a\n    def g():\n        from b import c\n"
+        "class K:\n    import d\n    def m(self):\n        import e\n"
+    )
     assert sorted(n.lineno for n in function_imports(tree)) == [4, 6, 10]
+
+
+def statements(node: ast.AST) -> int:
+    """Statements inside `node` (a module, or a function without its own `def`)."""
+    return sum(isinstance(n, ast.stmt) for n in ast.walk(node)) - (not isinstance(node, ast.Module))
 
 
 def test_modules_and_functions_stay_small():
     too_long = []
     for name, path in modules().items():
-        text = path.read_text(encoding="utf-8")
-        if text.count("\n") > MAX_MODULE_LINES:
-            too_long.append(f"module {name}: {text.count(chr(10))} lines")
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                n = node.end_lineno - node.lineno + 1
-                if n > MAX_FUNCTION_LINES:
-                    too_long.append(f"function {name}.{node.name}: {n} lines")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if (n := statements(tree)) > MAX_MODULE_STATEMENTS:
+            too_long.append(f"module {name}: {n} statements")
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and (n := statements(node)) > MAX_FUNCTION_STATEMENTS
+            ):
+                too_long.append(f"function {name}.{node.name}: {n} statements")
     assert not too_long, too_long
 
 
@@ -140,6 +174,7 @@ def many_parameter_functions(mods: dict[str, Path]) -> dict[str, int]:
     """module.Class.function -> parameter count, for every function of `mods` above MAX_PARAMETERS."""
     out = {}
     for name, path in mods.items():
+
         def visit(node, prefix):
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.ClassDef):
@@ -151,6 +186,7 @@ def many_parameter_functions(mods: dict[str, Path]) -> dict[str, int]:
                     if n > MAX_PARAMETERS:
                         out[f"{prefix}{child.name}"] = n
                     visit(child, f"{prefix}{child.name}.")
+
         visit(ast.parse(path.read_text(encoding="utf-8")), f"{name}.")
     return out
 
@@ -168,9 +204,13 @@ def tracked_text_files() -> list[Path]:
         out = subprocess.run(["git", "ls-files"], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout")
-    return [ROOT / f for f in out.splitlines()
-            if Path(f).suffix in {".py", ".md", ".yaml", ".yml", ".toml", ".ipynb", ".txt", ".sh", ".cfg", ".tsv", ""}
-            and (ROOT / f).is_file() and f != "tests/test_house.py"]
+    return [
+        ROOT / f
+        for f in out.splitlines()
+        if Path(f).suffix in {".py", ".md", ".yaml", ".yml", ".toml", ".ipynb", ".txt", ".sh", ".cfg", ".tsv", ""}
+        and (ROOT / f).is_file()
+        and f != "tests/test_house.py"
+    ]
 
 
 def test_no_work_log_words_in_files_a_user_reads():
@@ -185,8 +225,15 @@ def test_no_work_log_words_in_files_a_user_reads():
 
 
 def test_the_insider_pattern_catches_what_it_should():
-    for s in ["Session 4", "re-run in session-8", "see issue 13", "Issue #27", "../shared/seeds/x.md", "per the brief",
-              "not one of the issue's heuristics"]:
+    for s in [
+        "Session 4",
+        "re-run in session-8",
+        "see issue 13",
+        "Issue #27",
+        "../shared/seeds/x.md",
+        "per the brief",
+        "not one of the issue's heuristics",
+    ]:
         assert INSIDER.search(s), s
     for s in ["a brief summary", "issues of the API", "session cookie", "the sessions table"]:
         assert not INSIDER.search(s), s
@@ -196,7 +243,7 @@ def test_the_readme_layout_lists_every_notebook_once_and_no_other():
     import re
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    layout = readme[readme.index("## Layout"):readme.index("\n## ", readme.index("## Layout") + 1)]
+    layout = readme[readme.index("## Layout") : readme.index("\n## ", readme.index("## Layout") + 1)]
     listed = re.findall(r"`notebooks/([0-9a-z_]+\.ipynb)`", layout)
     on_disk = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
     assert sorted(listed) == on_disk, f"README Layout lists {listed}; notebooks/ holds {on_disk}"
@@ -220,10 +267,16 @@ def test_notebook_cells_only_tell():
         for i, cell in enumerate(code[1:], 1):  # the first code cell holds the imports
             if {"parameters", "injected-parameters"} & set(cell.get("metadata", {}).get("tags", [])):
                 continue
-            lines = [ln for ln in "".join(cell["source"]).splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+            lines = [
+                ln for ln in "".join(cell["source"]).splitlines() if ln.strip() and not ln.lstrip().startswith("#")
+            ]
             if len(lines) > MAX_CELL_LINES:
                 long.append(f"{nb.name} code cell {i}: {len(lines)} lines")
-            defs += [f"{nb.name} code cell {i}: {ln.strip()}" for ln in lines if re.match(r"\s*(async\s+)?def |\s*class ", ln)]
+            defs += [
+                f"{nb.name} code cell {i}: {ln.strip()}"
+                for ln in lines
+                if re.match(r"\s*(async\s+)?def |\s*class ", ln)
+            ]
     assert not long and not defs, long + defs
 
 
@@ -244,4 +297,5 @@ def test_demo_notebooks_print_no_path_of_the_machine_that_ran_them():
                 hits += [f"{nb.name} cell {i}: {m.group(0)}" for m in MACHINE_PATH.finditer(text)]
     assert not hits, hits[:10]
     assert MACHINE_PATH.search("wrote /work/main/outputs/demo/metrics.json") and not MACHINE_PATH.search(
-        "wrote outputs/demo/metrics.json; 2/work/step")
+        "wrote outputs/demo/metrics.json; 2/work/step"
+    )

@@ -1,6 +1,7 @@
 """Where titles enter: one title check (lib.common.titles) for graph files, link lists, Wikispeedia, live answers
 and the embedder; the link list's progress bar; two runs filling one embedding store; a stored vector that does not
 depend on the titles encoded with it."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,14 @@ from lib.crawl.sources import SkippedLinesWarning, read_snapshot, read_topics
 from lib.embed.encoder import EmbedError, clean_titles, load_model
 from lib.embed.store import MAGIC, EmbeddingStore, embed_titles
 
-BAD_TITLES = {"tab": "Climate\tchange", "newline": "Climate\nchange", "empty": "", "whitespace": "   ",
-              "10,000 characters": "x" * 10_000, "control character": "Climate\x01change"}
+BAD_TITLES = {
+    "tab": "Climate\tchange",
+    "newline": "Climate\nchange",
+    "empty": "",
+    "whitespace": "   ",
+    "10,000 characters": "x" * 10_000,
+    "control character": "Climate\x01change",
+}
 
 
 def write_graph_file(path, labels: list[str]):
@@ -41,9 +48,14 @@ def test_the_title_check_normalises_what_names_the_same_page_and_refuses_the_res
     decomposed = unicodedata.normalize("NFD", "Café")
     assert check_title(f"  {decomposed} ") == "Café"  # whitespace stripped, NFC: Wikipedia's own title
     assert check_title("é" * 127) == "é" * 127  # 254 bytes of UTF-8: within the limit
-    for bad, why in [("", "empty"), ("a\tb", "a tab (U+0009)"), ("a\nb", "a newline (U+000A)"),
-                     ("a\u2028b", "a line separator"), ("a\x7fb", "a control character (U+007F)"),
-                     ("é" * 128, "256 bytes of UTF-8, more than Wikipedia's 255")]:
+    for bad, why in [
+        ("", "empty"),
+        ("a\tb", "a tab (U+0009)"),
+        ("a\nb", "a newline (U+000A)"),
+        ("a\u2028b", "a line separator"),
+        ("a\x7fb", "a control character (U+007F)"),
+        ("é" * 128, "256 bytes of UTF-8, more than Wikipedia's 255"),
+    ]:
         with pytest.raises(TitleError, match=re.escape(why)):
             check_title(bad)
 
@@ -92,8 +104,10 @@ def test_a_live_answer_with_a_title_no_page_can_have_is_a_crawl_error():
 # ------------------------------------------------------------------------------------------------ link lists
 def test_a_link_list_skips_its_bad_lines_with_a_count_and_keeps_the_good_ones(tmp_path):
     f = tmp_path / "links.tsv"
-    f.write_text("# a dump\nA\tB\nA\tClimate\tchange\n\tB\nB\tC\nC\tD%0AE\nC\t" + "x" * 300 + "\nC\tA\n"
-                 "only-one-column\n", encoding="utf-8")
+    f.write_text(
+        "# a dump\nA\tB\nA\tClimate\tchange\n\tB\nB\tC\nC\tD%0AE\nC\t" + "x" * 300 + "\nC\tA\nonly-one-column\n",
+        encoding="utf-8",
+    )
     with pytest.warns(SkippedLinesWarning) as w:
         snap = read_snapshot(f, progress=False)
     assert snap.links == {"A": ["B"], "B": ["C"], "C": ["A"]} and snap.skipped_lines == 5
@@ -107,8 +121,11 @@ def test_a_link_list_skips_its_bad_lines_with_a_count_and_keeps_the_good_ones(tm
 def test_a_link_list_of_bad_lines_only_is_refused_naming_the_first(tmp_path):
     f = tmp_path / "links.tsv"
     f.write_text("\tB\n", encoding="utf-8")
-    with pytest.raises(SnapshotError, match=r"links.tsv holds no links; write one source<TAB>target line per link "
-                                            r"\(line 1: source: the title is empty"):
+    with pytest.raises(
+        SnapshotError,
+        match=r"links.tsv holds no links; write one source<TAB>target line per link "
+        r"\(line 1: source: the title is empty",
+    ):
         read_snapshot(f, progress=False)
 
 
@@ -154,10 +171,17 @@ def test_two_runs_filling_one_store_encode_each_title_once(tmp_path):
     script.write_text(FILLER, encoding="utf-8")
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
     ready = [tmp_path / f"ready{i}" for i in range(2)]
-    runs = [subprocess.Popen([sys.executable, str(script), str(tmp_path / "store"), str(go), str(r),
-                              json.dumps(titles)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
-            for r in ready]
+    runs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path / "store"), str(go), str(r), json.dumps(titles)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
+        )
+        for r in ready
+    ]
     deadline = time.monotonic() + 120
     while not all(r.exists() for r in ready) and time.monotonic() < deadline:
         time.sleep(0.05)  # both have imported and opened the store: they start filling within milliseconds
@@ -167,8 +191,11 @@ def test_two_runs_filling_one_store_encode_each_title_once(tmp_path):
     stats = [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
     assert sorted(s["newly_encoded"] for s in stats) == [0, 40], stats  # the second adopted the first's chunks
     assert sum("waiting for another run filling the embedding store" in o[0] for o in outs) == 1, outs
-    stored = [t for f in sorted((tmp_path / "store" / "chunks").glob("c*.bin"))
-              for t in chunks.read_header(f, MAGIC)[0]["titles"]]
+    stored = [
+        t
+        for f in sorted((tmp_path / "store" / "chunks").glob("c*.bin"))
+        for t in chunks.read_header(f, MAGIC)[0]["titles"]
+    ]
     assert sorted(stored) == sorted(titles)  # each title written once
 
 

@@ -1,4 +1,5 @@
 """The project's one judging rule (lib.metrics.paired): met, missed or undecided from a paired 95% interval."""
+
 import math
 
 import numpy as np

@@ -2,6 +2,7 @@
 
 Tiny tokenizer and encoder from test_distill, so nothing here needs the real teacher.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,12 +35,18 @@ def test_kl_by_hand_and_the_t_squared_scaling():
         zt = torch.tensor([[0.0, t * math.log(3)]])
         assert K.kl_logits(torch.zeros(1, 2), zt, t).item() == pytest.approx(t * t * want, rel=1e-6)
     assert K.kl_logits(ZT, ZT, 3.0).item() == pytest.approx(0.0, abs=1e-7)
+
     # 2 x 3 batch, T = 3: mean over rows of T² KL, each computed from exp by hand
     def soft(z, t):
         e = [math.exp(v / t) for v in z]
         return [v / sum(e) for v in e]
-    rows = [sum(p * math.log(p / q) for p, q in zip(soft(zt, 3), soft(zs, 3))) for zs, zt in zip(ZS.tolist(), ZT.tolist())]
-    assert K.kd_loss(ZS, ZT, soft="kl")["loss"].item() == pytest.approx(9 * sum(rows) / 2, rel=1e-5)  # default T = 3; float32
+
+    rows = [
+        sum(p * math.log(p / q) for p, q in zip(soft(zt, 3), soft(zs, 3))) for zs, zt in zip(ZS.tolist(), ZT.tolist())
+    ]
+    assert K.kd_loss(ZS, ZT, soft="kl")["loss"].item() == pytest.approx(
+        9 * sum(rows) / 2, rel=1e-5
+    )  # default T = 3; float32
 
 
 def test_kl_at_t1_is_torch_kl_div():
@@ -102,8 +109,11 @@ def test_bilstm_student_thesis_size_and_teacher_embeddings(tmp_path):
     assert s.represent(b["input_ids"], b["attention_mask"]).shape == (2, 600)
     # padding must not change a sentence's representation
     alone = s.tokenize(["the cat sat"], 16)
-    assert torch.allclose(s.represent(alone["input_ids"], alone["attention_mask"])[0],
-                          s.represent(b["input_ids"], b["attention_mask"])[0], atol=1e-6)
+    assert torch.allclose(
+        s.represent(alone["input_ids"], alone["attention_mask"])[0],
+        s.represent(b["input_ids"], b["attention_mask"])[0],
+        atol=1e-6,
+    )
     with pytest.raises(KdError, match="wordpieces"):
         K.BiLSTMStudent(emb[:5], tok, 2)
 
@@ -124,7 +134,16 @@ def test_bert_student_shapes_and_projected_teacher_embeddings(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------------------- training
-TOY = ["the cat sat", "a cat ran", "the big cat", "cat on a mat", "the dog sat", "a dog ran", "the big dog", "dog on a mat"]
+TOY = [
+    "the cat sat",
+    "a cat ran",
+    "the big cat",
+    "cat on a mat",
+    "the dog sat",
+    "a dog ran",
+    "the big dog",
+    "dog on a mat",
+]
 TOY_Y = np.array([0, 0, 0, 0, 1, 1, 1, 1])
 TOY_T = np.where(TOY_Y[:, None] == 0, [[3.0, -3.0]], [[-3.0, 3.0]]).astype(np.float32)  # a confident teacher
 
@@ -132,8 +151,18 @@ TOY_T = np.where(TOY_Y[:, None] == 0, [[3.0, -3.0]], [[-3.0, 3.0]]).astype(np.fl
 def _small(kind, tok, emb, dropout=0.0):
     if kind == "bilstm":
         return K.BiLSTMStudent(emb, tok, 2, embed_dim=16, hidden=16, fc=16, dropout=dropout, seed=0)
-    return K.BertStudent(tok, 2, layers=1, hidden=12, heads=3, intermediate=24, teacher_embeddings=emb,
-                         dropout=dropout, max_positions=64, seed=0)
+    return K.BertStudent(
+        tok,
+        2,
+        layers=1,
+        hidden=12,
+        heads=3,
+        intermediate=24,
+        teacher_embeddings=emb,
+        dropout=dropout,
+        max_positions=64,
+        seed=0,
+    )
 
 
 @pytest.mark.parametrize("kind,soft", [("bilstm", "mse"), ("bert", "kl")])
@@ -158,8 +187,9 @@ def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
     h_all = K.train_student(whole, TOY, TOY_T, labels, cfg, progress=False)["losses"]
     ck = tmp_path / "ck.pt"
     part = _small("bilstm", tok, emb, dropout=0.3)
-    first = K.train_student(part, TOY, TOY_T, labels, cfg, progress=False, checkpoint=ck, checkpoint_every=2,
-                            max_steps=3)  # "killed" after step 3: the file holds step 2
+    first = K.train_student(
+        part, TOY, TOY_T, labels, cfg, progress=False, checkpoint=ck, checkpoint_every=2, max_steps=3
+    )  # "killed" after step 3: the file holds step 2
     assert first["steps"] == 3 and not first["complete"]
     fresh = _small("bilstm", tok, emb, dropout=0.3)
     res = K.train_student(fresh, TOY, TOY_T, labels, cfg, progress=False, checkpoint=ck, checkpoint_every=2)
@@ -168,8 +198,9 @@ def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
     for (k, a), b in zip(whole.state_dict().items(), fresh.state_dict().values()):
         assert torch.equal(a, b), k
     with pytest.raises(ValueError, match=r"other settings \(cfg\.epochs\)"):
-        K.train_student(fresh, TOY, TOY_T, labels, K.KDConfig(**{**asdict(cfg), "epochs": 4}), progress=False,
-                        checkpoint=ck)
+        K.train_student(
+            fresh, TOY, TOY_T, labels, K.KDConfig(**{**asdict(cfg), "epochs": 4}), progress=False, checkpoint=ck
+        )
 
 
 def test_a_mismatched_transfer_set_is_refused(tmp_path):

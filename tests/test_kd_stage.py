@@ -1,5 +1,6 @@
 """Stage 6 orchestration (lib.kd.stage): the logit cache, the saved task teacher, the control's budget, probing inputs,
 and a resumable end-to-end grid on a tiny teacher. No real teacher or spaCy model needed."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -62,19 +63,43 @@ def test_the_task_teacher_is_fine_tuned_once_then_reloaded_exactly(tmp_path, mon
     np.testing.assert_array_equal(predict_logits(again, TEXTS, 16), predict_logits(ft, TEXTS, 16))
     saved = torch.load(next((tmp_path / "t").glob("*.pt")), weights_only=True)["model"]
     assert saved and all(k.startswith("encoder.layer.1.") for k in saved)  # only the fine-tuned top layer is stored
-    _, other = kd_stage.task_teacher(enc, task, FinetuneConfig(steps=4, batch_size=4, max_seq_len=16, layers=1), tmp_path / "t",
-                              progress=False)
+    _, other = kd_stage.task_teacher(
+        enc, task, FinetuneConfig(steps=4, batch_size=4, max_seq_len=16, layers=1), tmp_path / "t", progress=False
+    )
     assert not other  # another setting never reloads a file made with different settings
 
 
 def _cfg(**kw) -> KdParams:
     """Notebook 06's parameters for tiny students on the tiny teacher."""
-    return KdParams(**{**dict(
-        kd_task_train=10, kd_task_eval=10, kd_max_seq_len=16, kd_teacher_ft_steps=2, kd_teacher_ft_lr=1e-3,
-        kd_teacher_ft_batch_size=4, augment_n_iter=2, augment_max=6, augment_p_mask=0.2, augment_p_pos=0.2,
-        kd_batch_size=4, kd_lr=1e-3, bilstm_hidden=8, bilstm_fc=8, bilstm_embed_dim=8, bert_layers=1, bert_hidden=12,
-        bert_heads=3, bert_intermediate=16, probing_sentences=100, probing_word_content_words=5,
-        kd_speed_sentences=8), **kw})
+    return KdParams(
+        **{
+            **dict(
+                kd_task_train=10,
+                kd_task_eval=10,
+                kd_max_seq_len=16,
+                kd_teacher_ft_steps=2,
+                kd_teacher_ft_lr=1e-3,
+                kd_teacher_ft_batch_size=4,
+                augment_n_iter=2,
+                augment_max=6,
+                augment_p_mask=0.2,
+                augment_p_pos=0.2,
+                kd_batch_size=4,
+                kd_lr=1e-3,
+                bilstm_hidden=8,
+                bilstm_fc=8,
+                bilstm_embed_dim=8,
+                bert_layers=1,
+                bert_hidden=12,
+                bert_heads=3,
+                bert_intermediate=16,
+                probing_sentences=100,
+                probing_word_content_words=5,
+                kd_speed_sentences=8,
+            ),
+            **kw,
+        }
+    )
 
 
 def test_a_bad_parameter_names_its_key_and_the_fix():
@@ -84,12 +109,16 @@ def test_a_bad_parameter_names_its_key_and_the_fix():
         ("kd_tasks", [], "use a non-empty subset of ['polarity', 'topic']"),
         ("kd_students", [], "use a non-empty subset of ['bilstm', 'bert']"),
         ("kd_students", ["cnn"], "every item must be one of bilstm, bert"),
-        ("kd_seeds", [], "give at least one seed"), ("bilstm_soft", "ce", "must be one of mse, kl"),
-        ("bert_heads", 5, "bert_hidden=12 is not a multiple of it"), ("kd_task_train", 3, "must be >= 10"),
-        ("kd_task_eval", 9, "must be >= 10"), ("augment_max", -1, "must be >= 0"),
+        ("kd_seeds", [], "give at least one seed"),
+        ("bilstm_soft", "ce", "must be one of mse, kl"),
+        ("bert_heads", 5, "bert_hidden=12 is not a multiple of it"),
+        ("kd_task_train", 3, "must be >= 10"),
+        ("kd_task_eval", 9, "must be >= 10"),
+        ("augment_max", -1, "must be >= 0"),
         ("probing_sentences", 99, "must be >= 100"),
         ("augment_p_pos", 0.9, "augment_p_mask + augment_p_pos must be <= 1"),
-        ("kd_epochs", 0.0, "must be > 0"), ("probing_max_per_class", None, "is a NoneType"),
+        ("kd_epochs", 0.0, "must be > 0"),
+        ("probing_max_per_class", None, "is a NoneType"),
     ]:
         with pytest.raises(ParamError) as e:
             _cfg(**{key: value})
@@ -104,7 +133,10 @@ def test_the_record_leaves_out_the_thread_count():
 
 def test_the_control_gets_as_many_steps_as_its_distilled_twin():
     cfg = _cfg(kd_epochs=3.0, kd_batch_size=32)
-    kd, ctrl = kd_stage.kd_config("bert", "kd", cfg, 0, 1000, 200), kd_stage.kd_config("bert", "control", cfg, 0, 1000, 200)
+    kd, ctrl = (
+        kd_stage.kd_config("bert", "kd", cfg, 0, 1000, 200),
+        kd_stage.kd_config("bert", "control", cfg, 0, 1000, 200),
+    )
     assert kd.soft == "kl" and kd.temperature == 3.0 and ctrl.soft == "none" and ctrl.ce_weight == 1.0
     assert kd.steps(1000) == ctrl.steps(200) == 94
     assert kd_stage.kd_config("bilstm", "kd", cfg, 0, 1000, 200).soft == "mse"
@@ -124,21 +156,37 @@ def test_probe_inputs_and_by_task_keep_each_tasks_order():
 def test_minilm_folders_are_labelled_like_stage_5(tmp_path):
     for f in ("student_3x384_s0", "control_3x384_s0", "student_6x384_s1"):
         (tmp_path / f).mkdir()
-    assert kd_stage.minilm_folders(tmp_path, 0) == {"MiniLM 3x384": tmp_path / "student_3x384_s0",
-                                             "3x384 no distillation": tmp_path / "control_3x384_s0"}
+    assert kd_stage.minilm_folders(tmp_path, 0) == {
+        "MiniLM 3x384": tmp_path / "student_3x384_s0",
+        "3x384 no distillation": tmp_path / "control_3x384_s0",
+    }
     assert kd_stage.minilm_folders("", 0) == {} and kd_stage.minilm_folders(tmp_path / "absent", 0) == {}
     new = tmp_path / "new"
-    for f in ("student_3x384_random_s0", "student_3x384_assistant_s0", "control_3x384_random_s0", "student_6x384_random_s0"):
+    for f in (
+        "student_3x384_random_s0",
+        "student_3x384_assistant_s0",
+        "control_3x384_random_s0",
+        "student_6x384_random_s0",
+    ):
         (new / f).mkdir(parents=True)
-    assert kd_stage.minilm_folders(new, 0) == {"MiniLM 3x384 (assistant init)": new / "student_3x384_assistant_s0",
-                                        "MiniLM 3x384 (random init)": new / "student_3x384_random_s0",
-                                        "3x384 no distillation (random init)": new / "control_3x384_random_s0",
-                                        "MiniLM 6x384": new / "student_6x384_random_s0"}
+    assert kd_stage.minilm_folders(new, 0) == {
+        "MiniLM 3x384 (assistant init)": new / "student_3x384_assistant_s0",
+        "MiniLM 3x384 (random init)": new / "student_3x384_random_s0",
+        "3x384 no distillation (random init)": new / "control_3x384_random_s0",
+        "MiniLM 6x384": new / "student_6x384_random_s0",
+    }
 
 
 def test_verdicts_pair_each_student_with_its_control_per_seed():
-    rows = pd.DataFrame({"task": "polarity", "student": "bilstm", "method": ["kd", "control"] * 3,
-                         "seed": [0, 0, 1, 1, 2, 2], "test": [0.8, 0.7, 0.82, 0.7, 0.78, 0.71]})
+    rows = pd.DataFrame(
+        {
+            "task": "polarity",
+            "student": "bilstm",
+            "method": ["kd", "control"] * 3,
+            "seed": [0, 0, 1, 1, 2, 2],
+            "test": [0.8, 0.7, 0.82, 0.7, 0.78, 0.71],
+        }
+    )
     (v,) = kd_stage.kd_verdicts(rows)
     assert "beats its control by +0.097 ± 0.025" in v and "3 seeds" in v  # diffs 0.10, 0.12, 0.07: sample std 0.0252
 
@@ -146,8 +194,12 @@ def test_verdicts_pair_each_student_with_its_control_per_seed():
 def test_the_grid_runs_end_to_end_and_resumes_without_training_again(tmp_path, monkeypatch):
     enc = _teacher(tmp_path, monkeypatch)
     rng = np.random.default_rng(0)
-    data = {"polarity": {s: pd.DataFrame({"text": [TEXTS[i] for i in rng.permutation(8)] + TEXTS[:2],
-                                          "label": [0, 1] * 5}) for s in ("train", "val", "test")}}
+    data = {
+        "polarity": {
+            s: pd.DataFrame({"text": [TEXTS[i] for i in rng.permutation(8)] + TEXTS[:2], "label": [0, 1] * 5})
+            for s in ("train", "val", "test")
+        }
+    }
     probe = TEXTS[:6]
     rows, info = kd_stage.run_students(_cfg(), enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger)
     assert len(rows) == 4 and set(rows.method) == {"kd", "control"} and set(rows.student) == {"bilstm", "bert"}
@@ -166,10 +218,13 @@ def test_the_grid_runs_end_to_end_and_resumes_without_training_again(tmp_path, m
     pd.testing.assert_frame_equal(again, rows)
     assert info2["teacher_passes"] == 0 and info2["teacher"][0]["reloaded"]
     moved = _cfg(run_dir="outputs/elsewhere", device="cuda", threads=1, kd_speed_sentences=4)  # no row depends on them
-    pd.testing.assert_frame_equal(kd_stage.run_students(moved, enc, data, tmp_path / "kd", probe, progress=False,
-                                                      tagger=fake_tagger)[0], rows)
+    pd.testing.assert_frame_equal(
+        kd_stage.run_students(moved, enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger)[0], rows
+    )
     with pytest.raises(ValueError, match=r"rows.csv was made with other settings \(kd_epochs\)"):
-        kd_stage.run_students(_cfg(kd_epochs=2.0), enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger)
+        kd_stage.run_students(
+            _cfg(kd_epochs=2.0), enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger
+        )
     with pytest.raises(ValueError, match=r"other settings \(probe_texts\)"):
         kd_stage.run_students(_cfg(), enc, data, tmp_path / "kd", probe[:3], progress=False, tagger=fake_tagger)
     table = kd_stage.kd_table(rows, info["teacher"])
@@ -180,8 +235,11 @@ def test_notebook_06_comparisons_reuse_the_saved_teacher_and_print_from_the_numb
     from lib.kd import compare as C
 
     enc = _teacher(tmp_path, monkeypatch)
-    data = {"polarity": {s: pd.DataFrame({"text": TEXTS + TEXTS[:2], "label": [0, 1] * 5})
-                         for s in ("train", "val", "test")}}
+    data = {
+        "polarity": {
+            s: pd.DataFrame({"text": TEXTS + TEXTS[:2], "label": [0, 1] * 5}) for s in ("train", "val", "test")
+        }
+    }
     cfg = _cfg(kd_students=["bilstm"], kd_controls=False)
     rows, info = kd_stage.run_students(cfg, enc, data, tmp_path / "kd", TEXTS[:4], progress=False, tagger=fake_tagger)
     saved = sorted((tmp_path / "kd" / "teachers").glob("teacher_ft_*.pt"))

@@ -1,6 +1,7 @@
 """How lib is layered: packages import one another without a cycle (a package uses the ones it builds on, never one
 that builds on it), and what every stage shares lives in lib/common: the project's error type, seed derivation and
 the one timing estimator."""
+
 from __future__ import annotations
 
 import ast
@@ -38,14 +39,19 @@ def package_graph(mods: dict) -> nx.DiGraph:
 def test_lib_packages_import_one_another_without_a_cycle():
     g = package_graph(modules())
     cycle = next(iter(nx.simple_cycles(g)), None)
-    assert cycle is None, (f"package import cycle in lib: {' -> '.join([*cycle, cycle[0]])}; move what both need "
-                           f"into the lower package (or lib/common)")
+    assert cycle is None, (
+        f"package import cycle in lib: {' -> '.join([*cycle, cycle[0]])}; move what both need "
+        f"into the lower package (or lib/common)"
+    )
     assert {"common", "linkpred", "metrics", "viz", "embed", "distill"} <= set(g)
 
 
 def test_the_package_graph_finds_a_cycle_through_a_function_import(tmp_path):
-    files = {"lib.a.x": "from lib.b.y import f\n", "lib.b.y": "def f():\n    from lib.a.x import g\n",
-             "lib.b.z": "from lib.b.y import f\n"}
+    files = {
+        "lib.a.x": "from lib.b.y import f\n",
+        "lib.b.y": "def f():\n    from lib.a.x import g\n",
+        "lib.b.z": "from lib.b.y import f\n",
+    }
     mods = {}
     for name, text in files.items():
         mods[name] = tmp_path / f"{name}.py"
@@ -80,8 +86,9 @@ def error_classes() -> dict[str, list[str]]:
 def test_every_error_lib_raises_is_a_wikigat_error():
     found = error_classes()
     assert {"DistillError", "EmbedError", "ParamError", "KdError", "WikigatError"} <= set(found)
-    outside = sorted(n for n, up in found.items()
-                     if n != "WikigatError" and n not in SIGNALS and "WikigatError" not in up)
+    outside = sorted(
+        n for n, up in found.items() if n != "WikigatError" and n not in SIGNALS and "WikigatError" not in up
+    )
     assert not outside, f"errors that do not derive from lib.common.errors.WikigatError: {outside}"
 
 
@@ -98,8 +105,12 @@ def test_seeds_derive_in_lib_common_as_before():
     # the values every published run drew with
     assert derive_seed(0, "eval-aauc", "b") == 5888783541813743704
     assert derive_seed(7, "train-neg", 3, 12) == 1537233044079515045
-    defined = [n for n, p in modules().items() for f in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
-               if isinstance(f, ast.FunctionDef) and f.name == "derive_seed"]
+    defined = [
+        n
+        for n, p in modules().items()
+        for f in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(f, ast.FunctionDef) and f.name == "derive_seed"
+    ]
     assert defined == ["lib.common.seeding"]
 
 
@@ -131,8 +142,11 @@ def test_the_estimator_is_the_median_of_timed_calls_after_an_untimed_warm_up(clo
     took = iter([100.0, 1.0, 5.0, 2.0])  # the first call is the warm-up: not timed
     assert median_seconds(lambda: clock.takes(next(took)), repeats=3) == 2.0
     order = []
-    got = median_seconds_each({"a": lambda: (order.append("a"), clock.takes(1)), "b": lambda: (order.append("b"),
-                               clock.takes(4))}, repeats=2, warm_ups={"a": lambda: order.append("warm a")})
+    got = median_seconds_each(
+        {"a": lambda: (order.append("a"), clock.takes(1)), "b": lambda: (order.append("b"), clock.takes(4))},
+        repeats=2,
+        warm_ups={"a": lambda: order.append("warm a")},
+    )
     assert got == {"a": 1.0, "b": 4.0}
     assert order == ["warm a", "b", "a", "b", "a", "b"]  # b warms up with its own call; rounds alternate
     with pytest.raises(ParamError, match="repeats=0 must be >= 1"):
@@ -148,7 +162,11 @@ def test_stage_speed_tables_time_with_the_one_estimator(clock, monkeypatch):
     monkeypatch.setattr(distill_eval, "encode", lambda *a, **k: clock.takes(next(took)))
     assert distill_eval.time_inference(None, texts, 16, repeats=3) == 2.0 * 1000 / 100
 
-    estimators = [f"{n}.{f.name}" for n, p in modules().items() if n != "lib.common.timing"
-                  for f in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
-                  if isinstance(f, ast.FunctionDef) and SPEED.search(f.name) and "perf_counter" in ast.unparse(f)]
+    estimators = [
+        f"{n}.{f.name}"
+        for n, p in modules().items()
+        if n != "lib.common.timing"
+        for f in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(f, ast.FunctionDef) and SPEED.search(f.name) and "perf_counter" in ast.unparse(f)
+    ]
     assert not estimators, f"speed measured outside lib.common.timing: {estimators}"

@@ -1,6 +1,7 @@
 """Notebook 05b's link sources are one registry: the built-in ones and a source of your own (a link list, a finished
 notebook-01 run folder) named by one parameter value, their titles held out and reported as the built-in ones'; and
 the docs' lists of every registry are generated from it."""
+
 from __future__ import annotations
 
 import json
@@ -66,28 +67,61 @@ def test_the_link_sources_are_one_registry_of_the_built_in_ones_and_your_own():
     assert (spec.label, spec.slug, L.parse("wikispeedia").slug) == ("links:links.tsv", "links_links.tsv", "wikispeedia")
 
 
-@pytest.mark.parametrize("make, spec, message", [
-    (None, "links:{tmp}/nowhere.tsv", "embedder_sources has 'links:{tmp}/nowhere.tsv': no link list at "
-     "{tmp}/nowhere.tsv; pass a file of source<TAB>target lines, the snapshot format notebook 01 reads (e.g. "
-     "params/own_links_example/links.tsv)"),
-    (None, "run:{tmp}/nowhere", "embedder_sources has 'run:{tmp}/nowhere': no run folder at {tmp}/nowhere; pass a "
-     "run folder notebook 01 finished (outputs/<run name>)"),
-    (lambda t: (t / "empty").mkdir(), "run:{tmp}/empty", "embedder_sources has 'run:{tmp}/empty': {tmp}/empty is "
-     "not a finished notebook-01 run (it needs crawl/manifest.json, its graph files and metrics.json's crawl "
-     "summary); run notebook 01 into it first (python -m lib.run.runner --notebooks 01 --run-name <name>) or pass "
-     "another run folder"),
-    (lambda t: (finished_run(t) / "metrics.json").write_text("{}"), "run:{tmp}/mine_run", "is not a finished "
-     "notebook-01 run"),
-    (lambda t: (finished_run(t) / "status.json").write_text(json.dumps(
-        {"notebooks": {L.CRAWL_NOTEBOOK: {"status": "failed"}}})), "run:{tmp}/mine_run", "is not a finished "
-     "notebook-01 run"),
-    (lambda t: (finished_run(t) / "crawl" / "manifest.json").write_text("{"), "run:{tmp}/mine_run",
-     "embedder_sources has 'run:{tmp}/mine_run': {tmp}/mine_run/crawl/manifest.json is not valid JSON"),
-    (None, "nowhere", "embedder_sources has 'nowhere': kind 'nowhere' is unknown; use one of ['wikispeedia', "
-     "'vital_heldout', 'links', 'run'] (links:<path> and run:<path> name your own)"),
-    (None, "links", "embedder_sources has 'links' without a path; a link list of your own is `links:<path"),
-    (None, "wikispeedia:x", "embedder_sources has 'wikispeedia:x': wikispeedia takes no argument; write wikispeedia"),
-])
+@pytest.mark.parametrize(
+    "make, spec, message",
+    [
+        (
+            None,
+            "links:{tmp}/nowhere.tsv",
+            "embedder_sources has 'links:{tmp}/nowhere.tsv': no link list at "
+            "{tmp}/nowhere.tsv; pass a file of source<TAB>target lines, the snapshot format notebook 01 reads (e.g. "
+            "params/own_links_example/links.tsv)",
+        ),
+        (
+            None,
+            "run:{tmp}/nowhere",
+            "embedder_sources has 'run:{tmp}/nowhere': no run folder at {tmp}/nowhere; pass a "
+            "run folder notebook 01 finished (outputs/<run name>)",
+        ),
+        (
+            lambda t: (t / "empty").mkdir(),
+            "run:{tmp}/empty",
+            "embedder_sources has 'run:{tmp}/empty': {tmp}/empty is "
+            "not a finished notebook-01 run (it needs crawl/manifest.json, its graph files and metrics.json's crawl "
+            "summary); run notebook 01 into it first (python -m lib.run.runner --notebooks 01 --run-name <name>) or pass "
+            "another run folder",
+        ),
+        (
+            lambda t: (finished_run(t) / "metrics.json").write_text("{}"),
+            "run:{tmp}/mine_run",
+            "is not a finished notebook-01 run",
+        ),
+        (
+            lambda t: (finished_run(t) / "status.json").write_text(
+                json.dumps({"notebooks": {L.CRAWL_NOTEBOOK: {"status": "failed"}}})
+            ),
+            "run:{tmp}/mine_run",
+            "is not a finished notebook-01 run",
+        ),
+        (
+            lambda t: (finished_run(t) / "crawl" / "manifest.json").write_text("{"),
+            "run:{tmp}/mine_run",
+            "embedder_sources has 'run:{tmp}/mine_run': {tmp}/mine_run/crawl/manifest.json is not valid JSON",
+        ),
+        (
+            None,
+            "nowhere",
+            "embedder_sources has 'nowhere': kind 'nowhere' is unknown; use one of ['wikispeedia', "
+            "'vital_heldout', 'links', 'run'] (links:<path> and run:<path> name your own)",
+        ),
+        (None, "links", "embedder_sources has 'links' without a path; a link list of your own is `links:<path"),
+        (
+            None,
+            "wikispeedia:x",
+            "embedder_sources has 'wikispeedia:x': wikispeedia takes no argument; write wikispeedia",
+        ),
+    ],
+)
 def test_a_bad_source_is_refused_before_any_work_in_one_line_naming_it_and_the_fix(tmp_path, make, spec, message):
     if make is not None:
         make(tmp_path)
@@ -107,8 +141,9 @@ def test_two_sources_of_one_label_or_none_are_refused(tmp_path):
         config(tmp_path, [])
 
 
-def test_a_link_list_of_your_own_is_crawled_and_its_titles_held_out_and_reported_as_the_built_in_ones(tmp_path,
-                                                                                                      builtin):
+def test_a_link_list_of_your_own_is_crawled_and_its_titles_held_out_and_reported_as_the_built_in_ones(
+    tmp_path, builtin
+):
     path, titles = vital_link_list(tmp_path, builtin)
     cfg = config(tmp_path, [f"links:{path}"])
     graphs = S.crawl_sources(cfg, None, tmp_path / "out")
@@ -131,9 +166,12 @@ def test_a_link_list_of_your_own_is_crawled_and_its_titles_held_out_and_reported
 def test_a_link_list_too_small_to_draw_the_roots_from_says_which_setting_to_lower(tmp_path):
     (tmp_path / "small.tsv").write_text("A\tB\nB\tC\n")
     cfg = config(tmp_path, [f"links:{tmp_path / 'small.tsv'}"])
-    with pytest.raises(ParamError, match=r"embedder_sources has 'links:.*small.tsv': it has fewer than "
-                                         r"embedder_graphs=3 titles with 5 links or more to crawl from; lower "
-                                         r"embedder_graphs or pass a larger link list"):
+    with pytest.raises(
+        ParamError,
+        match=r"embedder_sources has 'links:.*small.tsv': it has fewer than "
+        r"embedder_graphs=3 titles with 5 links or more to crawl from; lower "
+        r"embedder_graphs or pass a larger link list",
+    ):
         S.crawl_sources(cfg, None, tmp_path / "out")
 
 
@@ -144,8 +182,11 @@ def test_a_finished_run_folder_of_notebook_01_gives_its_graphs_as_they_are(tmp_p
     assert {f.parent.parent for f in files} == {run / "crawl"} and len(files) == 4
     assert not (tmp_path / "out" / "embedders" / "crawl").exists()  # nothing crawled again
     few = config(tmp_path, [f"run:{run}"], embedder_graphs=5, embedder_test_graphs=3)
-    with pytest.raises(ParamError, match=r"its 4 graphs leave fewer than two to train and validate on beside "
-                                         r"embedder_test_graphs=3; lower embedder_test_graphs"):
+    with pytest.raises(
+        ParamError,
+        match=r"its 4 graphs leave fewer than two to train and validate on beside "
+        r"embedder_test_graphs=3; lower embedder_test_graphs",
+    ):
         S.crawl_sources(few, None, tmp_path / "out")
 
 
@@ -162,9 +203,10 @@ def test_rows_of_your_own_source_are_keyed_by_its_graphs_and_the_built_in_ones_a
     monkeypatch.setattr(S, "graph_link_prediction", scored)
     S.link_prediction(cfg, {"wikispeedia": files[:2], "run:mine_run": files}, {"e": {"folder": None}}, tmp_path)
     digest = L.graphs_digest(files)
-    assert calls == [({"source": "wikispeedia"}, tmp_path / "embedders" / "lp" / "wikispeedia"),
-                     ({"source": "run:mine_run", "graphs": digest}, tmp_path / "embedders" / "lp" / "run_mine_run" /
-                      digest)]
+    assert calls == [
+        ({"source": "wikispeedia"}, tmp_path / "embedders" / "lp" / "wikispeedia"),
+        ({"source": "run:mine_run", "graphs": digest}, tmp_path / "embedders" / "lp" / "run_mine_run" / digest),
+    ]
     files[0].write_text(files[0].read_text() + "\n")  # a run crawled again: its rows are scored again
     assert L.graphs_digest(files) != digest
 
@@ -174,7 +216,7 @@ def test_rows_of_your_own_source_are_keyed_by_its_graphs_and_the_built_in_ones_a
 def test_every_registry_list_in_the_docs_is_the_one_its_registry_generates(key):
     begin, end = registry_lists.markers(key)
     texts = [p.read_text(encoding="utf-8") for p in registry_lists.pages()]
-    blocks = [t[t.index(begin):t.index(end) + len(end)] for t in texts if begin in t]
+    blocks = [t[t.index(begin) : t.index(end) + len(end)] for t in texts if begin in t]
     assert blocks, f"no page lists the {registry_lists.REGISTRIES[key].what}s; add the markers {begin} {end}"
     for block in blocks:
         assert block == registry_lists.render(key), "run python -m lib.run.report"

@@ -80,8 +80,9 @@ def test_forward_matches_hand_computed_tiny_example(impl):
     m.eval()
     z = m(x, ei).detach().numpy()
     np.testing.assert_allclose(z, expected, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(m.decode(torch.from_numpy(z), torch.tensor([[0], [2]])).numpy(),
-                               [expected[0] @ expected[2]], rtol=1e-5)
+    np.testing.assert_allclose(
+        m.decode(torch.from_numpy(z), torch.tensor([[0], [2]])).numpy(), [expected[0] @ expected[2]], rtol=1e-5
+    )
 
 
 def test_dropout_only_in_training_mode_and_position_option():

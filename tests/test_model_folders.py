@@ -2,6 +2,7 @@
 and again where it is loaded: weights in safetensors files whose headers parse, configs and a tokenizer that parse;
 weights kept only as a pickle are refused with how to convert them, and never unpickled. Results of local ranks are
 read back as tensors and plain values only."""
+
 import os
 import pickle
 
@@ -16,8 +17,10 @@ from lib.embed.encoder import EmbedError, check_model_dir, default_model_dir, lo
 from lib.run.ranks import Dist, rank_result, run_local
 from lib.run.runner import main
 
-CONVERSION = ("SentenceTransformer(folder).save(folder) or model.save_pretrained(folder, safe_serialization=True) "
-              "writes model.safetensors")
+CONVERSION = (
+    "SentenceTransformer(folder).save(folder) or model.save_pretrained(folder, safe_serialization=True) "
+    "writes model.safetensors"
+)
 
 
 class RunsCode:
@@ -48,8 +51,9 @@ def pickled(folder, marker):
 
 def dry(tmp_path, key, folder):
     value = str(folder) if key == "model_dir" else f"['folder:{folder}']"
-    return main(["--outputs", str(tmp_path / "out"), "--dry-run", "--size", "tiny", "--notebooks", "01",
-                 "-p", f"{key}={value}"])
+    return main(
+        ["--outputs", str(tmp_path / "out"), "--dry-run", "--size", "tiny", "--notebooks", "01", "-p", f"{key}={value}"]
+    )
 
 
 def refusal(tmp_path, capsys, key, folder) -> str:
@@ -110,17 +114,22 @@ def test_a_transformer_in_a_subfolder_is_found_through_modules_json(tmp_path):
             os.symlink(p, folder / "0_Transformer" / p.name)
     (folder / "1_Pooling").mkdir()
     os.symlink(src / "1_Pooling" / "config.json", folder / "1_Pooling" / "config.json")
-    (folder / "modules.json").write_text('[{"idx": 0, "name": "0", "path": "0_Transformer", "type": '
-                                         '"sentence_transformers.models.Transformer"}, {"idx": 1, "name": "1", '
-                                         '"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]')
+    (folder / "modules.json").write_text(
+        '[{"idx": 0, "name": "0", "path": "0_Transformer", "type": '
+        '"sentence_transformers.models.Transformer"}, {"idx": 1, "name": "1", '
+        '"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]'
+    )
     check_model_dir(folder)
     (folder / "0_Transformer" / "model.safetensors").unlink()
     pickled(folder / "0_Transformer", tmp_path / "ran")
     with pytest.raises(EmbedError, match=r"its weights 0_Transformer/pytorch_model\.bin are a pickle"):
         check_model_dir(folder)
     (folder / "0_Transformer" / "model.safetensors").write_bytes(b"")
-    with pytest.raises(EmbedError, match=r"0_Transformer/model\.safetensors is not a safetensors file \(header too "
-                                         r"small\)"):
+    with pytest.raises(
+        EmbedError,
+        match=r"0_Transformer/model\.safetensors is not a safetensors file \(header too "
+        r"small\)",
+    ):
         check_model_dir(folder)
 
 
@@ -158,8 +167,11 @@ def test_a_rank_file_is_read_as_tensors_and_plain_values_only(tmp_path):
     res = rank_result(tmp_path / "rank0.pt", 0, plain_result)
     assert res["name"] == "ok" and res["loss"] == [0.5, 0.25] and torch.equal(res["state"]["w"], torch.arange(3.0))
     torch.save(result_that_runs_code(Dist(), tmp_path / "ran"), tmp_path / "rank1.pt")
-    with pytest.raises(RuntimeError, match=r"^the result of result_that_runs_code on rank 1 cannot be read back: not a "
-                                           r"file of arrays and plain values; return tensors and plain values"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"^the result of result_that_runs_code on rank 1 cannot be read back: not a "
+        r"file of arrays and plain values; return tensors and plain values",
+    ):
         rank_result(tmp_path / "rank1.pt", 1, result_that_runs_code)
     assert not (tmp_path / "ran").exists()
 
@@ -167,7 +179,9 @@ def test_a_rank_file_is_read_as_tensors_and_plain_values_only(tmp_path):
 def test_a_local_job_whose_result_would_run_code_is_refused_in_one_line(tmp_path):
     with pytest.raises(RuntimeError) as e:
         run_local(result_that_runs_code, (str(tmp_path / "ran"),), world=1, timeout_s=60)
-    assert str(e.value) == ("the result of result_that_runs_code on rank 0 cannot be read back: not a file of arrays "
-                            "and plain values; return tensors and plain values (numbers, strings, lists and dicts of "
-                            "them) from the job")
+    assert str(e.value) == (
+        "the result of result_that_runs_code on rank 0 cannot be read back: not a file of arrays "
+        "and plain values; return tensors and plain values (numbers, strings, lists and dicts of "
+        "them) from the job"
+    )
     assert not (tmp_path / "ran").exists()

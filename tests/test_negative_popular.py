@@ -1,5 +1,6 @@
 """The degree-biased ("popular") negative set: per positive, its own pairs sharing an endpoint with it, the other
 node drawn in proportion to its message-passing degree, never a link."""
+
 import numpy as np
 import torch
 
@@ -10,8 +11,9 @@ from lib.linkpred.protocols import ProtocolSettings, make_protocol
 from lib.linkpred.sampling import is_member
 
 ROLES = {"train": ["g0", "g1", "g2"], "val": ["g3"], "test": ["g4", "g5"]}
-SETTINGS = ProtocolSettings(holdout_fraction=0.2, negatives_per_positive=6,
-                            negative_sets=(*DEFAULT_NEGATIVE_SETS, "popular"))
+SETTINGS = ProtocolSettings(
+    holdout_fraction=0.2, negatives_per_positive=6, negative_sets=(*DEFAULT_NEGATIVE_SETS, "popular")
+)
 
 
 def test_popular_negatives_share_an_endpoint_avoid_every_link_and_favour_high_degree():

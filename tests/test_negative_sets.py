@@ -1,5 +1,6 @@
 """The negative-set registry: every set registered once, the default selection the published one, and a selection
 that names an unknown set or leaves out uniform refused."""
+
 import pytest
 import torch
 
@@ -20,11 +21,16 @@ ROLES = {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]}
 
 def test_the_registry_holds_the_published_sets_first_and_by_default():
     assert NEGATIVE_SETS[:4] == DEFAULT_NEGATIVE_SETS == ("uniform", "dist2", "heart", "matched")
-    assert all(REGISTRY[n].ranking in (SHARED, OWN) and REGISTRY[n].label and REGISTRY[n].summary
-               for n in NEGATIVE_SETS)
+    assert all(
+        REGISTRY[n].ranking in (SHARED, OWN) and REGISTRY[n].label and REGISTRY[n].summary for n in NEGATIVE_SETS
+    )
     assert {f"auc_{n}" for n in NEGATIVE_SETS[1:]} <= set(SELECT_METRICS)
-    assert audit_columns("true_links") == ["test_neg_true_links", "test_neg_dist2_true_links",
-                                           "test_neg_heart_true_links", "test_neg_matched_true_links"]
+    assert audit_columns("true_links") == [
+        "test_neg_true_links",
+        "test_neg_dist2_true_links",
+        "test_neg_heart_true_links",
+        "test_neg_matched_true_links",
+    ]
 
 
 def test_a_selection_draws_exactly_its_sets_and_refuses_unknown_ones():

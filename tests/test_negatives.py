@@ -1,5 +1,6 @@
 """Per-positive negative sets ("heart", "matched") and per-positive ranking, against independent oracles: networkx's
 shortest paths and personalised PageRank, a hand-computed resource allocation, and a brute-force ranking."""
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from lib.linkpred.audit import leak_audit
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.data import synthetic_graph
 from lib.linkpred.heuristics import adjacency
+from lib.linkpred.names import PROTOCOLS
 from lib.linkpred.negatives import (
     HEART_POOL,
     distance_bins,
@@ -20,7 +22,6 @@ from lib.linkpred.negatives import (
     resource_allocation,
 )
 from lib.linkpred.protocols import ProtocolSettings, make_protocol
-from lib.linkpred.names import PROTOCOLS
 from lib.linkpred.sampling import TitlePairs, is_member, split_edges
 from lib.metrics.link import link_metrics, ranking_metrics, ranks
 
@@ -105,7 +106,7 @@ def test_matched_negatives_sit_at_their_positives_distance_and_are_never_links()
 
 
 def test_shortcut_cannot_separate_matched_negatives_but_separates_distance_two_ones():
-    """"No common neighbour => link" scores AUC 0.5 on matched negatives by construction, far from it on dist2."""
+    """ "No common neighbour => link" scores AUC 0.5 on matched negatives by construction, far from it on dist2."""
     from lib.linkpred.heuristics import heuristic_scores
     from lib.linkpred.sampling import dist2_negatives
 
@@ -140,19 +141,25 @@ def test_heart_negatives_come_from_the_best_mean_rank_of_three_independent_heuri
     unit = x / np.linalg.norm(x, axis=1, keepdims=True)
     p = pos.numpy()
     for anchor in sorted(set(neg[0].tolist()))[:12]:
-        valid = [w for w in range(data.num_nodes) if w != anchor
-                 and not is_member(tp.keys(gids, np.array([[anchor], [w]])), forbidden)[0]]
+        valid = [
+            w
+            for w in range(data.num_nodes)
+            if w != anchor and not is_member(tp.keys(gids, np.array([[anchor], [w]])), forbidden)[0]
+        ]
         ppr = nx.pagerank(g, alpha=0.85, personalization={i: float(i == anchor) for i in g}, tol=1e-12, max_iter=1000)
         ra = [sum(1 / deg[z] for z in nx.common_neighbors(g, anchor, w)) for w in valid]
         cos = [float(unit[anchor] @ unit[w]) for w in valid]
-        mean_rank = (rankdata(-np.array(ra)) + rankdata(-np.array([ppr[w] for w in valid])) + rankdata(-np.array(cos))) / 3
+        mean_rank = (
+            rankdata(-np.array(ra)) + rankdata(-np.array([ppr[w] for w in valid])) + rankdata(-np.array(cos))
+        ) / 3
         requested = [c for i in range(p.shape[1]) for e, c in zip(p[:, i], ((k + 1) // 2, k // 2)) if e == anchor]
-        top = set(np.array(valid)[np.argsort(mean_rank, kind="stable")[:pool * max(requested)]].tolist())
+        top = set(np.array(valid)[np.argsort(mean_rank, kind="stable")[: pool * max(requested)]].tolist())
         chosen = neg[1][neg[0] == anchor].tolist()
         assert chosen and set(chosen) <= top
     assert not is_member(tp.keys(gids, neg), forbidden).any()
-    assert (neg[0] == torch.from_numpy(p[0][owner.numpy()])).sum() + (neg[0] == torch.from_numpy(p[1][owner.numpy()])).sum() \
-        >= neg.size(1)
+    assert (neg[0] == torch.from_numpy(p[0][owner.numpy()])).sum() + (
+        neg[0] == torch.from_numpy(p[1][owner.numpy()])
+    ).sum() >= neg.size(1)
 
 
 def test_per_positive_ranks_by_brute_force_and_ties_count_against():
@@ -171,8 +178,13 @@ def test_per_positive_ranks_by_brute_force_and_ties_count_against():
 @pytest.mark.parametrize("protocol", ["leak_free", "pair_split", "new_nodes"])
 def test_protocol_tasks_carry_both_sets_on_validation_too_and_none_is_a_link(protocol):
     graphs = {f"g{i}": synthetic_graph(60, 150, 8, seed=i, graph_id=f"g{i}") for i in range(6)}
-    split = make_protocol(graphs, {"train": ["g0", "g1", "g2"], "val": ["g3"], "test": ["g4", "g5"]},
-                          protocol, seed=0, settings=ProtocolSettings(holdout_fraction=0.2, negatives_per_positive=4))
+    split = make_protocol(
+        graphs,
+        {"train": ["g0", "g1", "g2"], "val": ["g3"], "test": ["g4", "g5"]},
+        protocol,
+        seed=0,
+        settings=ProtocolSettings(holdout_fraction=0.2, negatives_per_positive=4),
+    )
     audit = leak_audit(split)
     assert audit["test_neg_heart_pairs"] > 0 and audit["test_neg_matched_pairs"] > 0
     assert audit["test_neg_heart_true_links"] == 0 and audit["test_neg_matched_true_links"] == 0
@@ -182,8 +194,13 @@ def test_protocol_tasks_carry_both_sets_on_validation_too_and_none_is_a_link(pro
             assert neg.size(1) == len(owner) and neg.size(1) > 0
             assert not is_member(split.tp.keys(split.tp.gids(t.data), neg), split.global_links).any()
     assert protocol in PROTOCOLS and TrainConfig().hits_k == 50
-    none = make_protocol(graphs, {"train": ["g0", "g1", "g2"], "val": ["g3"], "test": ["g4", "g5"]},
-                         protocol, seed=0, settings=ProtocolSettings(holdout_fraction=0.2, negatives_per_positive=0))
+    none = make_protocol(
+        graphs,
+        {"train": ["g0", "g1", "g2"], "val": ["g3"], "test": ["g4", "g5"]},
+        protocol,
+        seed=0,
+        settings=ProtocolSettings(holdout_fraction=0.2, negatives_per_positive=0),
+    )
     assert all(t.negatives("heart").size(1) == 0 for t in none.test)
 
 
@@ -204,8 +221,9 @@ def test_matched_training_negatives_sit_at_a_positives_distance_and_mix_with_the
         bins.setdefault(u, set()).add(int(distance_bins(a, np.array([u]))[0, v]))
     again = training_negatives(data, mp, pos, cfg, 1, 0)
     assert torch.equal(neg, again)  # seeded per (seed, epoch, step)
-    only = training_negatives(data, mp, pos, TrainConfig(supervision="disjoint", neg_rate=1.0,
-                                                          negative_mix={"matched": 1.0}, seed=3), 1, 0)
+    only = training_negatives(
+        data, mp, pos, TrainConfig(supervision="disjoint", neg_rate=1.0, negative_mix={"matched": 1.0}, seed=3), 1, 0
+    )
     assert only.size(1) >= n - n // 10
     for u, w in only.t().tolist():
         assert u in bins and int(distance_bins(a, np.array([u]))[0, w]) in bins[u]
@@ -219,21 +237,36 @@ def test_per_positive_sets_are_cached_by_content_and_rebuilt_when_an_input_chang
 
     monkeypatch.setattr(protocols, "NEGATIVE_CACHE", tmp_path / "neg")
     graphs = {f"g{i}": synthetic_graph(60, 150, 8, seed=i, graph_id=f"g{i}") for i in range(4)}
-    first = make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]},
-                          "leak_free", 0, settings=ProtocolSettings(negatives_per_positive=4))
+    first = make_protocol(
+        graphs,
+        {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]},
+        "leak_free",
+        0,
+        settings=ProtocolSettings(negatives_per_positive=4),
+    )
     files = sorted((tmp_path / "neg").glob("*.pt"))
     assert len(files) == 4  # heart and matched of one validation task and one test task
     calls = []
     real = H.heart_negatives
     monkeypatch.setattr(H, "heart_negatives", lambda *a, **k: calls.append(1) or real(*a, **k))
-    again = make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]},
-                          "leak_free", 0, settings=ProtocolSettings(negatives_per_positive=4))
+    again = make_protocol(
+        graphs,
+        {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]},
+        "leak_free",
+        0,
+        settings=ProtocolSettings(negatives_per_positive=4),
+    )
     assert calls == []  # read from the cache, nothing ranked again
     for t0, t1 in zip(first.test + first.val, again.test + again.val):
         for name in ("heart", "matched"):
             assert torch.equal(t0.negatives(name), t1.negatives(name))
             assert (t0.owners(name) == t1.owners(name)).all()
             assert t0.missing(name) == t1.missing(name)
-    make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]},
-                  "leak_free", 1, settings=ProtocolSettings(negatives_per_positive=4))  # another seed: other sets
+    make_protocol(
+        graphs,
+        {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]},
+        "leak_free",
+        1,
+        settings=ProtocolSettings(negatives_per_positive=4),
+    )  # another seed: other sets
     assert calls and len(list((tmp_path / "neg").glob("*.pt"))) > 4

@@ -3,6 +3,7 @@ to 04 and 03b, on tiny graphs. Each source has no topic labels, so every topic-d
 
 (a) a snapshot TSV with URL-encoded titles; (b) the local mock MediaWiki server as the live source.
 """
+
 import json
 import urllib.parse
 
@@ -14,9 +15,30 @@ from lib.run.runner import main
 pytestmark = pytest.mark.slow  # about 40 s per source: five notebooks through the runner
 
 N_ROOTS = 8
-TINY = ["-p", "max_nodes=60", "-p", "n_seeds=1", "-p", "n_test_graphs=2", "-p", "gat_epochs=1",
-        "-p", "baseline_epochs=1", "-p", "beyond_variants=[dot, ncn_feat]", "-p", "beyond_epochs=1",
-        "-p", "sweep_dropout=[0.5]", "-p", "size_grid=[2, 4]", "-p", "size_epochs=1", "-p", "threads=1"]
+TINY = [
+    "-p",
+    "max_nodes=60",
+    "-p",
+    "n_seeds=1",
+    "-p",
+    "n_test_graphs=2",
+    "-p",
+    "gat_epochs=1",
+    "-p",
+    "baseline_epochs=1",
+    "-p",
+    "beyond_variants=[dot, ncn_feat]",
+    "-p",
+    "beyond_epochs=1",
+    "-p",
+    "sweep_dropout=[0.5]",
+    "-p",
+    "size_grid=[2, 4]",
+    "-p",
+    "size_epochs=1",
+    "-p",
+    "threads=1",
+]
 
 
 def snapshot_without_topics():
@@ -33,8 +55,21 @@ def run_and_check(tmp_path, name: str, params: dict, notebooks=("01", "02", "03"
     prof = tmp_path / f"{name}.yaml"
     prof.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in params.items()))
     out = tmp_path / "runs"
-    code = main(["--params", str(prof), *TINY, "--outputs", str(out), "--run-name", name, "--notebooks", *notebooks,
-                 "--summary", str(tmp_path / "summary")])
+    code = main(
+        [
+            "--params",
+            str(prof),
+            *TINY,
+            "--outputs",
+            str(out),
+            "--run-name",
+            name,
+            "--notebooks",
+            *notebooks,
+            "--summary",
+            str(tmp_path / "summary"),
+        ]
+    )
     run = out / name
     status = json.loads((run / "status.json").read_text())
     assert code == 0, status["notebooks"]
@@ -65,8 +100,11 @@ def test_snapshot_tsv_with_url_encoded_titles_and_no_topics(tmp_path):
     assert "%20" not in tsv.read_text() and "_" in tsv.read_text()
     roots = tmp_path / "roots.txt"
     roots.write_text("\n".join(roots_of(snap)) + "\n")
-    m = run_and_check(tmp_path, "tsv", {"source": "snapshot", "snapshot_path": str(tsv), "roots_file": str(roots),
-                                        "picture_root": roots_of(snap)[0]})
+    m = run_and_check(
+        tmp_path,
+        "tsv",
+        {"source": "snapshot", "snapshot_path": str(tsv), "roots_file": str(roots), "picture_root": roots_of(snap)[0]},
+    )
     assert m["crawl"]["graphs"] == N_ROOTS and m["embed"]["nn_topic_agreement"] is None
 
 
@@ -75,9 +113,18 @@ def test_live_source_through_the_local_mock_mediawiki(tmp_path):
     roots = tmp_path / "roots.txt"
     roots.write_text("\n".join(roots_of(snap)) + "\n")
     with MockWiki(snap) as wiki:
-        m = run_and_check(tmp_path, "live", {"source": "live", "api_url": wiki.url, "contact": "tests@example.org",
-                                             "roots_file": str(roots), "picture_root": roots_of(snap)[0],
-                                             "retry_wait": 0.01})
+        m = run_and_check(
+            tmp_path,
+            "live",
+            {
+                "source": "live",
+                "api_url": wiki.url,
+                "contact": "tests@example.org",
+                "roots_file": str(roots),
+                "picture_root": roots_of(snap)[0],
+                "retry_wait": 0.01,
+            },
+        )
         assert wiki.requests > 0
     assert m["crawl"]["graphs"] == N_ROOTS
 
@@ -93,9 +140,15 @@ def test_seed_format_json_graphs_imported_instead_of_crawled(tmp_path):
     for i, root in enumerate(roots_of(snap)):
         g = bfs_crawl(SnapshotSource(snap), root, 60)
         ids = [1000 + 7 * k for k in range(g.num_nodes)]  # the seed's ids are not 0..N-1
-        (folder / f"graph_{i}.json").write_text(json.dumps(
-            {"nodes": [{"id": ids[k], "label": t} for k, t in enumerate(g.titles)],
-             "edges": [{"source": ids[u], "target": ids[v]} for u, v in g.edges]}))
-    m = run_and_check(tmp_path, "json", {"source": "graphs", "snapshot_path": str(folder),
-                                         "picture_root": roots_of(snap)[0]})
+        (folder / f"graph_{i}.json").write_text(
+            json.dumps(
+                {
+                    "nodes": [{"id": ids[k], "label": t} for k, t in enumerate(g.titles)],
+                    "edges": [{"source": ids[u], "target": ids[v]} for u, v in g.edges],
+                }
+            )
+        )
+    m = run_and_check(
+        tmp_path, "json", {"source": "graphs", "snapshot_path": str(folder), "picture_root": roots_of(snap)[0]}
+    )
     assert m["crawl"]["graphs"] == N_ROOTS

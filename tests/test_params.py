@@ -1,4 +1,5 @@
 """Layered params files and the batch runner's validation (no notebook is executed here)."""
+
 import pytest
 
 from lib.common.params import ParamError, check_known, load_yaml, merge, numbered_notebooks, parse_override

@@ -1,5 +1,6 @@
 """Every value is checked before the runner touches a run folder; a folder has one writer and one parameter set;
 readers name their file; input files may start with a byte-order mark."""
+
 import json
 import os
 import signal
@@ -28,19 +29,24 @@ def dry(tmp_path, *args):
     return main(["--outputs", str(tmp_path / "out"), "--dry-run", *args])
 
 
-@pytest.mark.parametrize("override, named", [
-    ("max_nodes=abc", "max_nodes='abc' (-p) is a str; 01_crawl.ipynb declares it int"),
-    ("gat_epochs=abc", "gat_epochs='abc' (-p) is a str; 03_train_gat.ipynb declares it int"),
-    ("n_seeds=-1", "n_seeds=-1 is invalid: must be >= 1"),
-    ("gat_lr=true", "gat_lr=True (-p) is a bool; 03_train_gat.ipynb declares it float"),
-    ("protocols=[leak_free, nowhere]", "protocols=['leak_free', 'nowhere'] is invalid"),
-    ("source=nowhere", "source='nowhere' is invalid: must be one of embedded, wikispeedia, snapshot, live, graphs"),
-    ("ablation_students=[5]", "ablation_students=[5] is invalid: ablations run on students that are in `students`"),
-    ("kd_tasks=[]", "kd_tasks=[] is invalid: use a non-empty subset of ['polarity', 'topic']"),
-    ("reuse_runs=nowhere", "reuse_runs='nowhere': " + str(ROOT / "nowhere/distill/params_05.json")),
-    ("reuse_runs=outputs/reference/distill_long",  # a published grid of other settings is not extended
-     "reuse_runs='outputs/reference/distill_long': its runs was made with other settings (distill_batch_size"),
-])
+@pytest.mark.parametrize(
+    "override, named",
+    [
+        ("max_nodes=abc", "max_nodes='abc' (-p) is a str; 01_crawl.ipynb declares it int"),
+        ("gat_epochs=abc", "gat_epochs='abc' (-p) is a str; 03_train_gat.ipynb declares it int"),
+        ("n_seeds=-1", "n_seeds=-1 is invalid: must be >= 1"),
+        ("gat_lr=true", "gat_lr=True (-p) is a bool; 03_train_gat.ipynb declares it float"),
+        ("protocols=[leak_free, nowhere]", "protocols=['leak_free', 'nowhere'] is invalid"),
+        ("source=nowhere", "source='nowhere' is invalid: must be one of embedded, wikispeedia, snapshot, live, graphs"),
+        ("ablation_students=[5]", "ablation_students=[5] is invalid: ablations run on students that are in `students`"),
+        ("kd_tasks=[]", "kd_tasks=[] is invalid: use a non-empty subset of ['polarity', 'topic']"),
+        ("reuse_runs=nowhere", "reuse_runs='nowhere': " + str(ROOT / "nowhere/distill/params_05.json")),
+        (
+            "reuse_runs=outputs/reference/distill_long",  # a published grid of other settings is not extended
+            "reuse_runs='outputs/reference/distill_long': its runs was made with other settings (distill_batch_size",
+        ),
+    ],
+)
 def test_a_bad_value_is_refused_by_dry_run_and_run_before_anything_is_written(tmp_path, capsys, override, named):
     assert dry(tmp_path, "--size", "tiny", "-p", override) == 2
     err = capsys.readouterr().err
@@ -128,11 +134,19 @@ def test_a_folder_being_written_is_refused_naming_its_holder_and_a_dead_holder_i
         assert run(project, "--params", str(project / "a.yaml"), "--run-name", "busy") == BUSY
         assert f"is being written by pid {os.getpid()}" in capsys.readouterr().err
     assert not (out / "busy").exists() and not (out / "summary.md").exists()  # nothing written, not even the summary
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
-                               "from lib.run.folder import run_folder_lock\n"
-                               f"with run_folder_lock(Path({str(out)!r}), 'busy'):\n"
-                               "    print('held', flush=True); time.sleep(600)"],
-                              cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; "
+            "from lib.run.folder import run_folder_lock\n"
+            f"with run_folder_lock(Path({str(out)!r}), 'busy'):\n"
+            "    print('held', flush=True); time.sleep(600)",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "held"
     os.kill(holder.pid, signal.SIGKILL)
     holder.wait()
@@ -186,8 +200,9 @@ def test_gat_training_moves_a_cut_checkpoint_aside_and_trains_again_to_the_same_
     first, _ = train_model("gat_model", model_cfg, graphs, [], cfg, Checkpointing(tmp_path, "data"), progress=False)
     (tmp_path / LAST).write_bytes(b"PK\x03\x04 cut short")
     with pytest.warns(UserWarning, match="last.pt could not be read"):
-        again, res = train_model("gat_model", model_cfg, graphs, [], cfg, Checkpointing(tmp_path, "data"),
-                                 progress=False)
+        again, res = train_model(
+            "gat_model", model_cfg, graphs, [], cfg, Checkpointing(tmp_path, "data"), progress=False
+        )
     assert res.resumed_from == 0 and res.steps == 2 and (tmp_path / (LAST + ".corrupt")).is_file()
     assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), again.state_dict().values()))
 
@@ -199,13 +214,18 @@ def test_the_lock_file_lives_beside_the_run_folders(tmp_path):
     assert (tmp_path / ".locks" / "r.lock").read_text() == ""
 
 
-@pytest.mark.parametrize("args, named", [
-    (["-p", "gat_epochs=abc"], "gat_epochs='abc' (-p) is a str; 03_train_gat.ipynb declares it int (default 2); "
-                               "give an int"),
-    (["-p", "n_seeds=-1"], "n_seeds=-1 is invalid: must be >= 1"),
-    (["-p", "reuse_runs=nowhere"], "reuse_runs='nowhere'"),
-    pytest.param(["--device", "cuda"], "no CUDA GPU", marks=pytest.mark.skipif(not NO_GPU, reason="needs no GPU")),
-])
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (
+            ["-p", "gat_epochs=abc"],
+            "gat_epochs='abc' (-p) is a str; 03_train_gat.ipynb declares it int (default 2); give an int",
+        ),
+        (["-p", "n_seeds=-1"], "n_seeds=-1 is invalid: must be >= 1"),
+        (["-p", "reuse_runs=nowhere"], "reuse_runs='nowhere'"),
+        pytest.param(["--device", "cuda"], "no CUDA GPU", marks=pytest.mark.skipif(not NO_GPU, reason="needs no GPU")),
+    ],
+)
 def test_values_of_notebooks_that_do_not_run_are_checked_too(tmp_path, capsys, args, named):
     assert main(["--outputs", str(tmp_path / "out"), "--size", "tiny", "--notebooks", "01", *args]) == 2
     err = capsys.readouterr().err
@@ -255,12 +275,15 @@ def test_messages_are_short_and_show_what_differs(tmp_path, capsys, project):  #
     assert "(it has size=3; this run has size=6)" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("make, missing", [
-    (lambda d: None, "has no config.json and no modules.json"),
-    (lambda d: (d / "config.json").write_bytes(b"\xff\xfe garbage"), "config.json is not UTF-8 JSON"),
-    (lambda d: (d / "config.json").write_text('{"hidden_size": 8}'), "config.json names no model_type"),
-    (lambda d: (d / "config.json").write_text('{"model_type": "bert"}'), "holds no weights"),
-])
+@pytest.mark.parametrize(
+    "make, missing",
+    [
+        (lambda d: None, "has no config.json and no modules.json"),
+        (lambda d: (d / "config.json").write_bytes(b"\xff\xfe garbage"), "config.json is not UTF-8 JSON"),
+        (lambda d: (d / "config.json").write_text('{"hidden_size": 8}'), "config.json names no model_type"),
+        (lambda d: (d / "config.json").write_text('{"model_type": "bert"}'), "holds no weights"),
+    ],
+)
 def test_a_folder_that_is_not_a_model_is_refused_before_any_work(tmp_path, capsys, make, missing):
     folder = tmp_path / "not_a_model"
     folder.mkdir()

@@ -3,6 +3,7 @@
 The parse-based labels are checked on spaCy Docs built by hand (words, heads, dependency labels, tags), so they do
 not depend on what the statistical parser says; one test runs the real pipeline on a simple sentence.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,26 +24,41 @@ def trees():
 
     return {
         # "The cats chased a mouse ."
-        "CATS": doc(["The", "cats", "chased", "a", "mouse", "."], [1, 2, 2, 4, 2, 2],
-                    ["det", "nsubj", "ROOT", "det", "dobj", "punct"], ["DT", "NNS", "VBD", "DT", "NN", "."]),
+        "CATS": doc(
+            ["The", "cats", "chased", "a", "mouse", "."],
+            [1, 2, 2, 4, 2, 2],
+            ["det", "nsubj", "ROOT", "det", "dobj", "punct"],
+            ["DT", "NNS", "VBD", "DT", "NN", "."],
+        ),
         # "The dog has eaten the old bones ."
-        "DOG": doc(["The", "dog", "has", "eaten", "the", "old", "bones", "."], [1, 3, 3, 3, 6, 6, 3, 3],
-                   ["det", "nsubj", "aux", "ROOT", "det", "amod", "dobj", "punct"],
-                   ["DT", "NN", "VBZ", "VBN", "DT", "JJ", "NNS", "."]),
+        "DOG": doc(
+            ["The", "dog", "has", "eaten", "the", "old", "bones", "."],
+            [1, 3, 3, 3, 6, 6, 3, 3],
+            ["det", "nsubj", "aux", "ROOT", "det", "amod", "dobj", "punct"],
+            ["DT", "NN", "VBZ", "VBN", "DT", "JJ", "NNS", "."],
+        ),
         # "She will sleep ."
-        "SHE": doc(["She", "will", "sleep", "."], [2, 2, 2, 2], ["nsubj", "aux", "ROOT", "punct"],
-                   ["PRP", "MD", "VB", "."]),
+        "SHE": doc(
+            ["She", "will", "sleep", "."], [2, 2, 2, 2], ["nsubj", "aux", "ROOT", "punct"], ["PRP", "MD", "VB", "."]
+        ),
         # "The man in the house near the river smiled ."
-        "MAN": doc(["The", "man", "in", "the", "house", "near", "the", "river", "smiled", "."],
-                   [1, 8, 1, 4, 2, 4, 7, 5, 8, 8],
-                   ["det", "nsubj", "prep", "det", "pobj", "prep", "det", "pobj", "ROOT", "punct"],
-                   ["DT", "NN", "IN", "DT", "NN", "IN", "DT", "NN", "VBD", "."]),
+        "MAN": doc(
+            ["The", "man", "in", "the", "house", "near", "the", "river", "smiled", "."],
+            [1, 8, 1, 4, 2, 4, 7, 5, 8, 8],
+            ["det", "nsubj", "prep", "det", "pobj", "prep", "det", "pobj", "ROOT", "punct"],
+            ["DT", "NN", "IN", "DT", "NN", "IN", "DT", "NN", "VBD", "."],
+        ),
     }
 
 
 def test_parse_labels_of_hand_built_trees(trees):
     CATS, DOG, SHE, MAN = trees["CATS"], trees["DOG"], trees["SHE"], trees["MAN"]
-    assert [probing.tree_depth(d) for d in (CATS, DOG, SHE, MAN)] == [3, 3, 2, 7]  # MAN: smiled-man-in-house-near-river-the
+    assert [probing.tree_depth(d) for d in (CATS, DOG, SHE, MAN)] == [
+        3,
+        3,
+        2,
+        7,
+    ]  # MAN: smiled-man-in-house-near-river-the
     assert probing.top_constituents(CATS) == "nsubj ROOT dobj punct"
     assert probing.top_constituents(DOG) == "nsubj aux ROOT dobj punct"
     assert [probing.main_tense(d) for d in (CATS, DOG, SHE, MAN)] == ["PAST", "PRES", None, "PAST"]  # modal: left out
@@ -73,7 +89,16 @@ def test_sentence_length_bins_by_hand():
     sents = [" ".join(["w"] * n) for n in (4, 5, 8, 9, 16, 17, 28, 29)]
     s, y = probing.sentence_length_task(sents, seed=0)
     assert dict(zip((len(x.split()) for x in s), y)) == {5: 0, 8: 0, 9: 1, 16: 2, 17: 3, 28: 5}  # 4 and 29 out
-    assert probing.words("It's a well-known fact, isn't it?") == ["It's", "a", "well-known", "fact", ",", "isn't", "it", "?"]
+    assert probing.words("It's a well-known fact, isn't it?") == [
+        "It's",
+        "a",
+        "well-known",
+        "fact",
+        ",",
+        "isn't",
+        "it",
+        "?",
+    ]
 
 
 def test_word_content_picks_sentences_with_exactly_one_mid_frequency_word():
@@ -117,6 +142,7 @@ def test_probe_on_a_separable_toy_representation_is_near_perfect():
     assert noise["test"] < 0.6
     with pytest.raises(KdError, match="at least 2 classes"):
         probing.probe(x, np.zeros(300), seed=0)
-    t = probing.probe_table({"signal": {"toy": x}, "noise": {"toy": rng.normal(size=(300, 8))}},
-                      {"toy": ([""] * 300, list(y))})
+    t = probing.probe_table(
+        {"signal": {"toy": x}, "noise": {"toy": rng.normal(size=(300, 8))}}, {"toy": ([""] * 300, list(y))}
+    )
     assert list(t.index) == ["signal", "noise", "majority"] and t.loc["signal", "toy"] >= 0.99

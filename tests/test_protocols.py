@@ -1,4 +1,5 @@
 """Protocols across overlapping graphs, hard negatives and the leak audit, on hand-built graphs with known answers."""
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -11,10 +12,9 @@ from lib.linkpred.config import TrainConfig
 from lib.linkpred.data import synthetic_graph
 from lib.linkpred.evaluate import evaluate_heuristic
 from lib.linkpred.heuristics import HEURISTICS
-from lib.linkpred.protocols import ProtocolSettings, graph_task, make_protocol
 from lib.linkpred.names import PROTOCOLS
+from lib.linkpred.protocols import ProtocolSettings, graph_task, make_protocol
 from lib.linkpred.sampling import TitlePairs, dist2_negatives, sample_global_negatives, sample_negatives
-
 
 ROLES = {"train": ["A", "C"], "val": ["V"], "test": ["B"]}  # of the graphs most tests build
 QUARTER = ProtocolSettings(holdout_fraction=0.25)
@@ -25,9 +25,15 @@ def _graph(gid, titles, edges, topics=None, seed=0):
     pos = {t: i for i, t in enumerate(titles)}
     ei = torch.tensor([[pos[a] for a, b in edges], [pos[b] for a, b in edges]])
     g = torch.Generator().manual_seed(seed)
-    return Data(x=torch.randn(len(titles), 8, generator=g), edge_index=to_undirected(ei, num_nodes=len(titles)),
-                num_nodes=len(titles), titles=list(titles), topics=topics or [None] * len(titles), graph_id=gid,
-                root=titles[0])
+    return Data(
+        x=torch.randn(len(titles), 8, generator=g),
+        edge_index=to_undirected(ei, num_nodes=len(titles)),
+        num_nodes=len(titles),
+        titles=list(titles),
+        topics=topics or [None] * len(titles),
+        graph_id=gid,
+        root=titles[0],
+    )
 
 
 def _title_pairs(data, pairs):
@@ -37,12 +43,20 @@ def _title_pairs(data, pairs):
 def _overlapping():
     """Test graph B's every edge is also an edge of training graph A (the campaign's overlap, to the extreme)."""
     ring = [f"t{i}" for i in range(12)]
-    b_edges = [(ring[i], ring[(i + 1) % 12]) for i in range(12)] + [(ring[i], ring[(i + 3) % 12]) for i in range(0, 12, 2)]
+    b_edges = [(ring[i], ring[(i + 1) % 12]) for i in range(12)] + [
+        (ring[i], ring[(i + 3) % 12]) for i in range(0, 12, 2)
+    ]
     a = _graph("A", ring + ["a1", "a2"], b_edges + [("t0", "a1"), ("a1", "a2"), ("a2", "t5")], seed=1)
     b = _graph("B", ring, b_edges, seed=2)
-    c = _graph("C", ring[:8] + ["c1"], [(ring[i], ring[i + 1]) for i in range(7)] + [("c1", "t3"), ("c1", "t6")], seed=3)
-    v = _graph("V", ring[4:] + ["v1", "v2"], [(ring[4 + i], ring[5 + i]) for i in range(7)] + [("v1", "t4"), ("v2", "v1")],
-               seed=4)
+    c = _graph(
+        "C", ring[:8] + ["c1"], [(ring[i], ring[i + 1]) for i in range(7)] + [("c1", "t3"), ("c1", "t6")], seed=3
+    )
+    v = _graph(
+        "V",
+        ring[4:] + ["v1", "v2"],
+        [(ring[4 + i], ring[5 + i]) for i in range(7)] + [("v1", "t4"), ("v2", "v1")],
+        seed=4,
+    )
     return {g.graph_id: g for g in (a, b, c, v)}
 
 
@@ -158,8 +172,13 @@ def test_leak_free_validation_negatives_are_never_test_pairs():
 
 def test_new_nodes_never_lets_a_held_out_title_into_training():
     graphs = {f"g{i}": synthetic_graph(80, 300, in_channels=8, seed=i, graph_id=f"g{i}") for i in range(6)}
-    sp = make_protocol(graphs, {"train": ["g0", "g1", "g2"], "val": ["g3"], "test": ["g4", "g5"]},
-                       "new_nodes", seed=3, settings=ProtocolSettings(new_node_fraction=0.1))
+    sp = make_protocol(
+        graphs,
+        {"train": ["g0", "g1", "g2"], "val": ["g3"], "test": ["g4", "g5"]},
+        "new_nodes",
+        seed=3,
+        settings=ProtocolSettings(new_node_fraction=0.1),
+    )
     unseen = set(sp.unseen_titles)
     assert len(unseen) == round(0.1 * 80)  # the synthetic graphs share their 80 titles
     for g in sp.train:
@@ -192,8 +211,11 @@ def test_dist2_negatives_are_non_edges_at_distance_exactly_two_and_prefer_the_an
     for u, w in t.negatives("dist2").t().tolist():
         assert nx.shortest_path_length(nxg, u, w) == 2
         assert frozenset((u, w)) not in full
-        c2 = {x for x in nx.single_source_shortest_path_length(nxg, u, cutoff=2) if
-              nx.shortest_path_length(nxg, u, x) == 2 and frozenset((u, x)) not in full}
+        c2 = {
+            x
+            for x in nx.single_source_shortest_path_length(nxg, u, cutoff=2)
+            if nx.shortest_path_length(nxg, u, x) == 2 and frozenset((u, x)) not in full
+        }
         if any(topics[x] == topics[u] for x in c2):
             assert topics[w] == topics[u]
             n_same += 1
@@ -208,8 +230,10 @@ def test_dist2_negatives_are_non_edges_at_distance_exactly_two_and_prefer_the_an
 def test_every_protocol_is_deterministic_for_a_seed_and_changes_with_it():
     graphs = {f"g{i}": synthetic_graph(60, 200, in_channels=8, seed=i, graph_id=f"g{i}") for i in range(5)}
     for protocol in PROTOCOLS:
-        a, b, c = (make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3", "g4"]},
-                                 protocol, seed=s) for s in (4, 4, 5))
+        a, b, c = (
+            make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3", "g4"]}, protocol, seed=s)
+            for s in (4, 4, 5)
+        )
         for x, y in zip(a.test + a.val, b.test + b.val):
             for k in ("mp_edge_index", "pos"):
                 assert torch.equal(getattr(x, k), getattr(y, k)), (protocol, k)
@@ -217,8 +241,9 @@ def test_every_protocol_is_deterministic_for_a_seed_and_changes_with_it():
                 assert torch.equal(x.negatives(n), y.negatives(n)), (protocol, n)
         for x, y in zip(a.train, b.train):
             assert torch.equal(x.edge_index, y.edge_index) and x.titles == y.titles
-        assert any(not torch.equal(x.negatives("uniform"), y.negatives("uniform"))
-                   for x, y in zip(a.test, c.test)), protocol
+        assert any(not torch.equal(x.negatives("uniform"), y.negatives("uniform")) for x, y in zip(a.test, c.test)), (
+            protocol
+        )
 
 
 def test_heuristics_and_models_see_the_same_pairs():
@@ -231,6 +256,7 @@ def test_heuristics_and_models_see_the_same_pairs():
     nxg = nx.Graph(t.mp_edge_index.t().tolist())
     nxg.add_nodes_from(range(t.data.num_nodes))
     from lib.metrics.link import link_metrics
+
     cn = lambda pairs: np.array([len(list(nx.common_neighbors(nxg, u, v))) for u, v in pairs.t().tolist()])
     assert r1["mean"]["uniform"]["auc"] == pytest.approx(link_metrics(cn(t.pos), cn(t.negatives("uniform")))["auc"])
     assert set(HEURISTICS) >= {"common_neighbours"}
@@ -243,8 +269,13 @@ def test_bad_protocol_inputs_fail_clearly():
     with pytest.raises(ValueError, match="negative set 'easy' is unknown"):
         graph_task(graphs["B"], "seed", 0).negatives("easy")
     with pytest.raises(ValueError, match="holdout_fraction"):
-        make_protocol(graphs, {"train": ["A"], "val": [], "test": ["B"]},
-                      "leak_free", seed=0, settings=ProtocolSettings(holdout_fraction=1.0))
+        make_protocol(
+            graphs,
+            {"train": ["A"], "val": [], "test": ["B"]},
+            "leak_free",
+            seed=0,
+            settings=ProtocolSettings(holdout_fraction=1.0),
+        )
     # a complete test graph: every pair of its nodes is a link, so no global negative exists -> error naming it
     k4 = _graph("K4", ["p", "q", "r", "s"], [(a, b) for a in "pqrs" for b in "pqrs" if a < b])
     with pytest.raises(ValueError, match="graph K4: no pair"):
@@ -257,7 +288,12 @@ def test_bad_protocol_inputs_fail_clearly():
     sp = make_protocol(graphs, {"train": ["A", "C"], "val": [], "test": ["B"]}, "leak_free", seed=0, settings=QUARTER)
     held = [(b.titles[u], b.titles[v]) for u, v in sp.test[0].pos.t().tolist()]
     only_held = _graph("H", sorted({t for e in held for t in e}), held)
-    sp = make_protocol({**graphs, "H": only_held},
-                       {"train": ["A", "H"], "val": [], "test": ["B"]}, "leak_free", seed=0, settings=QUARTER)
+    sp = make_protocol(
+        {**graphs, "H": only_held},
+        {"train": ["A", "H"], "val": [], "test": ["B"]},
+        "leak_free",
+        seed=0,
+        settings=QUARTER,
+    )
     assert [s["graph_id"] for s in sp.skipped] == ["H"] and "fewer than 2 edges" in sp.skipped[0]["reason"]
     assert [g.graph_id for g in sp.train] == ["A"] and leak_audit(sp)["skipped"] == 1

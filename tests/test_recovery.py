@@ -1,5 +1,6 @@
 """A damaged file never blocks a run for good: every reader of a file the project wrote names it, moves it aside and
 rebuilds or resumes; nothing is unpickled as code."""
+
 import json
 import pickle
 import re
@@ -21,7 +22,7 @@ from tests.test_train import SMALL, _graphs
 
 
 def cut(path, share=0.5):
-    path.write_bytes(path.read_bytes()[:int(path.stat().st_size * share)])
+    path.write_bytes(path.read_bytes()[: int(path.stat().st_size * share)])
 
 
 def test_a_cut_best_epoch_checkpoint_is_moved_aside_and_written_again_with_the_same_weights(tmp_path):
@@ -32,9 +33,12 @@ def test_a_cut_best_epoch_checkpoint_is_moved_aside_and_written_again_with_the_s
     m_full, r_full = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, ckpt, progress=False)
     assert r_full.best_epoch == 1
     cut(epoch_checkpoints(tmp_path)[1])
-    with pytest.warns(RecoveryWarning, match=r"best-epoch checkpoint .*epoch_1\.pt could not be read \(cut short or "
-                                             r"overwritten\); moved aside to epoch_1\.pt\.corrupt, it is written "
-                                             r"again from the weights kept in last\.pt"):
+    with pytest.warns(
+        RecoveryWarning,
+        match=r"best-epoch checkpoint .*epoch_1\.pt could not be read \(cut short or "
+        r"overwritten\); moved aside to epoch_1\.pt\.corrupt, it is written "
+        r"again from the weights kept in last\.pt",
+    ):
         m_again, r_again = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, ckpt, progress=False)
     assert (tmp_path / "epoch_1.pt.corrupt").is_file() and list(epoch_checkpoints(tmp_path)) == [1, 2]
     assert r_again.best_epoch == 1 and r_again.val == r_full.val
@@ -51,8 +55,14 @@ def test_notebook_04_names_a_cut_checkpoint_moves_it_aside_and_says_how_it_is_re
     train_model("gat_model", SMALL, graphs[:2], graphs[4:], cfg, Checkpointing(tmp_path, data_id="d"), progress=False)
     path = epoch_checkpoints(tmp_path)[1]
     cut(path)
-    with pytest.warns(RecoveryWarning), pytest.raises(CheckpointLost, match=r"epoch_1\.pt is missing or was damaged.*"
-                                                                            r"run notebook 03"):
+    with (
+        pytest.warns(RecoveryWarning),
+        pytest.raises(
+            CheckpointLost,
+            match=r"epoch_1\.pt is missing or was damaged.*"
+            r"run notebook 03",
+        ),
+    ):
         load_checkpoint(path)
     assert (tmp_path / "epoch_1.pt.corrupt").is_file()
 
@@ -92,7 +102,7 @@ def test_a_page_cache_with_a_valid_header_and_damaged_pages_is_moved_aside_and_r
         cache.put("src", f"t{i}", Page(f"t{i}", "ok", tuple(f"l{j}" for j in range(20))))
     cache.close()
     data = bytearray(path.read_bytes())
-    data[3 * 4096:3 * 4096 + 3000] = b"\xab" * 3000  # the header page stays valid
+    data[3 * 4096 : 3 * 4096 + 3000] = b"\xab" * 3000  # the header page stays valid
     path.write_bytes(bytes(data))
     with pytest.raises(sqlite3.DatabaseError):
         sqlite3.connect(path).execute("SELECT COUNT(*), SUM(LENGTH(links)) FROM pages").fetchone()
@@ -112,8 +122,14 @@ def test_the_cache_folder_follows_wikigat_cache(tmp_path):
     from lib.common.paths import ROOT
 
     env = {**os.environ, "WIKIGAT_CACHE": str(tmp_path / "c")}
-    done = subprocess.run([sys.executable, "-c", "from lib.common.paths import CACHE; print(CACHE)"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", "from lib.common.paths import CACHE; print(CACHE)"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert done.stdout.strip() == str(tmp_path / "c")
 
 
@@ -160,8 +176,14 @@ def test_a_cut_dataset_file_is_named_moved_aside_and_rebuilt_by_notebook_02s_bui
     graphs, files, store, _ = built_dataset(tmp_path, 3)
     first = GraphDataset(tmp_path / "ds")[1].x.clone()
     cut(tmp_path / "ds" / "graphs" / "g01.pt")
-    with pytest.warns(RecoveryWarning), pytest.raises(DatasetError, match=r"g01\.pt could not be read \(moved aside\); "
-                                                                          r"run notebook 02"):
+    with (
+        pytest.warns(RecoveryWarning),
+        pytest.raises(
+            DatasetError,
+            match=r"g01\.pt could not be read \(moved aside\); "
+            r"run notebook 02",
+        ),
+    ):
         GraphDataset(tmp_path / "ds")[1]
     build_dataset(files, store, tmp_path / "ds", progress=False)
     assert torch.equal(GraphDataset(tmp_path / "ds")[1].x, first)
@@ -197,8 +219,10 @@ DAMAGED_CSV = {  # what a rows file can hold after a full disk, a bad copy or an
 
 def moved_aside(path, what: str, reason: str, consequence: str) -> str:
     """The RecoveryWarning text of move_aside for `path`, as a pattern."""
-    return (rf"{what} {re.escape(str(path))} could not be read \({reason}\); moved aside to "
-            rf"{re.escape(path.name)}\.corrupt, {consequence}")
+    return (
+        rf"{what} {re.escape(str(path))} could not be read \({reason}\); moved aside to "
+        rf"{re.escape(path.name)}\.corrupt, {consequence}"
+    )
 
 
 @pytest.mark.parametrize("damage", DAMAGED_CSV)
@@ -206,8 +230,9 @@ def test_appending_to_a_damaged_rows_file_moves_it_aside_and_keeps_the_new_rows(
     data, reason = DAMAGED_CSV[damage]
     path = tmp_path / "rows.csv"
     path.write_bytes(data)
-    with pytest.warns(RecoveryWarning, match=moved_aside(path, "rows file", reason,
-                                                         "a new one is started with the rows added now")):
+    with pytest.warns(
+        RecoveryWarning, match=moved_aside(path, "rows file", reason, "a new one is started with the rows added now")
+    ):
         append_csv_rows(path, [{"encoder": "control", "seed": 1, "auc": 0.6}])
     assert path.with_name("rows.csv.corrupt").read_bytes() == data
     append_csv_rows(path, [{"encoder": "control", "seed": 2, "auc": 0.7}])
@@ -226,19 +251,34 @@ def test_a_rows_file_without_a_column_its_reader_needs_is_moved_aside(tmp_path):
 def test_a_damaged_encoder_record_of_notebook_05b_is_moved_aside_and_the_encoder_built_again(tmp_path):
     from lib.embedders import encoders as R
 
-    recipe = R.Recipe(texts=["a"], targets=np.zeros((1, 384), np.float32), sizes={"titles": 1},
-                      weights={"titles": 1.0}, steps=1, static_steps=1, batch_size=2, lr=1e-4, static_lr=1e-3, seed=0)
+    recipe = R.Recipe(
+        texts=["a"],
+        targets=np.zeros((1, 384), np.float32),
+        sizes={"titles": 1},
+        weights={"titles": 1.0},
+        steps=1,
+        static_steps=1,
+        batch_size=2,
+        lr=1e-4,
+        static_lr=1e-3,
+        seed=0,
+    )
     spec = R.parse("control:0")
     folder = R.build(spec, recipe, tmp_path)
     record = folder / "made.json"
     made = record.read_bytes()
-    damaged = {made[:len(made) // 2]: r"not valid JSON: .+ at line \d+",
-               b"": r"not valid JSON: Expecting value at line 1",
-               b"\xff\xfe\x00 garbage": r"not UTF-8 text", b"[1, 2]": r"it holds a JSON list, not an object"}
+    damaged = {
+        made[: len(made) // 2]: r"not valid JSON: .+ at line \d+",
+        b"": r"not valid JSON: Expecting value at line 1",
+        b"\xff\xfe\x00 garbage": r"not UTF-8 text",
+        b"[1, 2]": r"it holds a JSON list, not an object",
+    }
     for data, reason in damaged.items():
         record.write_bytes(data)
-        with pytest.warns(RecoveryWarning, match=moved_aside(record, "encoder record", reason,
-                                                             "its folder is deleted and the encoder built again")):
+        with pytest.warns(
+            RecoveryWarning,
+            match=moved_aside(record, "encoder record", reason, "its folder is deleted and the encoder built again"),
+        ):
             assert R.build(spec, recipe, tmp_path) == folder
         assert record.read_bytes() == made
     assert len(pd.read_csv(tmp_path / "builds.csv")) == 1 + len(damaged)
@@ -255,8 +295,10 @@ def test_a_damaged_dataset_index_is_moved_aside_and_every_graph_built_again(tmp_
     graphs, files, store, first = built_dataset(tmp_path, 2)
     index = tmp_path / "ds" / "index.json"
     index.write_bytes(index.read_bytes()[:40])
-    with pytest.warns(RecoveryWarning, match=moved_aside(index, "dataset index", r"not valid JSON: .+",
-                                                         "every graph of the dataset is built again")):
+    with pytest.warns(
+        RecoveryWarning,
+        match=moved_aside(index, "dataset index", r"not valid JSON: .+", "every graph of the dataset is built again"),
+    ):
         assert build_dataset(files, store, tmp_path / "ds", progress=False) == first
     assert index.with_name("index.json.corrupt").is_file() and GraphDataset(tmp_path / "ds").ids == ["g00", "g01"]
 
@@ -267,9 +309,12 @@ def test_a_damaged_cache_of_title_mention_links_is_moved_aside_and_computed_agai
     links = embedded_snapshot(tmp_path).links
     (cached,) = tmp_path.glob("embedded_links_*.json")
     cached.write_text("[]")
-    with pytest.warns(RecoveryWarning, match=moved_aside(cached, "cached title-mention links",
-                                                         "it holds a JSON list, not an object",
-                                                         "they are computed again")):
+    with pytest.warns(
+        RecoveryWarning,
+        match=moved_aside(
+            cached, "cached title-mention links", "it holds a JSON list, not an object", "they are computed again"
+        ),
+    ):
         assert embedded_snapshot(tmp_path).links == links
     assert cached.with_name(cached.name + ".corrupt").read_text() == "[]" and json.loads(cached.read_text()) == links
 
@@ -283,8 +328,11 @@ def fake_link_prediction(tmp_path, monkeypatch, **extra):
 
     def score(files, titles, model, key, out, split_file, params, progress, rows_file):  # stage 3 is not under test
         scored.append(key["seed"])
-        new = [{**key, "model": m, "protocol": p, "auc": 0.5 + key["seed"] / 10, **extra} for m in lp_mod.LP_MODELS
-               for p in params.protocols]
+        new = [
+            {**key, "model": m, "protocol": p, "auc": 0.5 + key["seed"] / 10, **extra}
+            for m in lp_mod.LP_MODELS
+            for p in params.protocols
+        ]
         append_csv_rows(rows_file, new, replace=key)
         return new
 
@@ -294,9 +342,14 @@ def fake_link_prediction(tmp_path, monkeypatch, **extra):
     one_epoch = GatTrainingParams(gat_epochs=1)
 
     def run() -> pd.DataFrame:
-        return lp_mod.graph_link_prediction([], [("reference", 0, None), ("reference", 1, None)], tmp_path / "lp",
-                                            lambda s: lp_mod.lp_params(one_epoch, s, ("leak_free",), 1, 0.1),
-                                            rows_file=rows_file, key={"source": "wikispeedia"})
+        return lp_mod.graph_link_prediction(
+            [],
+            [("reference", 0, None), ("reference", 1, None)],
+            tmp_path / "lp",
+            lambda s: lp_mod.lp_params(one_epoch, s, ("leak_free",), 1, 0.1),
+            rows_file=rows_file,
+            key={"source": "wikispeedia"},
+        )
 
     return run, scored, rows_file
 
@@ -307,8 +360,12 @@ def test_a_damaged_link_prediction_rows_file_is_moved_aside_and_its_pairs_scored
     assert scored == [0, 1] and len(run()) == 4 and scored == [0, 1]  # the second run resumes every pair
     data = b"\xff\xfe" + rows_file.read_bytes()[2:]
     rows_file.write_bytes(data)
-    with pytest.warns(RecoveryWarning, match=moved_aside(rows_file, "link-prediction rows", r"not UTF-8 text",
-                                                         r"their \(embedder, seed\) pairs are scored again")):
+    with pytest.warns(
+        RecoveryWarning,
+        match=moved_aside(
+            rows_file, "link-prediction rows", r"not UTF-8 text", r"their \(embedder, seed\) pairs are scored again"
+        ),
+    ):
         again = run()
     assert scored == [0, 1, 0, 1] and rows_file.with_name("lp_rows.csv.corrupt").read_bytes() == data
     pd.testing.assert_frame_equal(again, first)
@@ -321,15 +378,22 @@ def test_a_damaged_rows_file_of_notebook_06_is_moved_aside_and_its_students_trai
 
     enc = _teacher(tmp_path, monkeypatch)
     rng = np.random.default_rng(0)
-    data = {"polarity": {s: pd.DataFrame({"text": [TEXTS[i] for i in rng.permutation(8)] + TEXTS[:2],
-                                          "label": [0, 1] * 5}) for s in ("train", "val", "test")}}
+    data = {
+        "polarity": {
+            s: pd.DataFrame({"text": [TEXTS[i] for i in rng.permutation(8)] + TEXTS[:2], "label": [0, 1] * 5})
+            for s in ("train", "val", "test")
+        }
+    }
     rows, _ = kd_stage.run_students(_cfg(), enc, data, tmp_path / "kd", TEXTS[:6], progress=False, tagger=fake_tagger)
     path = tmp_path / "kd" / "rows.csv"
     path.write_bytes(b"\xff\xfe" + path.read_bytes()[2:])
-    with pytest.warns(RecoveryWarning, match=moved_aside(path, "finished student rows", "not UTF-8 text",
-                                                         "their students are trained again")):
-        again, _ = kd_stage.run_students(_cfg(), enc, data, tmp_path / "kd", TEXTS[:6], progress=False,
-                                         tagger=fake_tagger)
+    with pytest.warns(
+        RecoveryWarning,
+        match=moved_aside(path, "finished student rows", "not UTF-8 text", "their students are trained again"),
+    ):
+        again, _ = kd_stage.run_students(
+            _cfg(), enc, data, tmp_path / "kd", TEXTS[:6], progress=False, tagger=fake_tagger
+        )
     assert path.with_name("rows.csv.corrupt").is_file()
     pd.testing.assert_frame_equal(again.drop(columns="train_s"), rows.drop(columns="train_s"))
     pd.testing.assert_frame_equal(pd.read_csv(path).drop(columns="train_s"), rows.drop(columns="train_s"))
@@ -343,9 +407,15 @@ def test_notebook_03b_moves_a_damaged_stage_3_rows_file_aside_and_names_notebook
     (tmp_path / "metrics.json").write_text(json.dumps({"train_gat": {}}))
     path = tmp_path / "train_gat_rows.csv"
     path.write_bytes(b"")
-    with pytest.warns(RecoveryWarning, match=moved_aside(path, "notebook 03's rows", "it is empty",
-                                                         "run notebook 03 on this run_dir again to write them")), \
-            pytest.raises(ParamError, match=r"run notebook 03 \(train_gat\) on this run_dir first"):
+    with (
+        pytest.warns(
+            RecoveryWarning,
+            match=moved_aside(
+                path, "notebook 03's rows", "it is empty", "run notebook 03 on this run_dir again to write them"
+            ),
+        ),
+        pytest.raises(ParamError, match=r"run notebook 03 \(train_gat\) on this run_dir first"),
+    ):
         load_stage3(BeyondParams(run_dir=str(tmp_path)))
     assert path.with_name("train_gat_rows.csv.corrupt").is_file()
 
@@ -363,8 +433,10 @@ def test_a_damaged_loss_history_of_a_finished_distillation_run_is_moved_aside_an
     path = tmp_path / "losses" / "S1.csv"
     path.write_bytes(b"step,loss\n\xff\xfe0,2.0\n")
     hist, curves = {}, {}
-    with pytest.warns(RecoveryWarning, match=moved_aside(path, "losses of the run S1", r"not UTF-8 text",
-                                                         "the figures leave them out")):
+    with pytest.warns(
+        RecoveryWarning,
+        match=moved_aside(path, "losses of the run S1", r"not UTF-8 text", "the figures leave them out"),
+    ):
         assert GridCheckpoint(tmp_path, cfg).get("S1", hist, curves) == {"model": "S1", "seed": 0}
     assert "S1" not in hist and path.with_name("S1.csv.corrupt").is_file()
     pd.testing.assert_frame_equal(curves["S1"], losses)
@@ -388,8 +460,12 @@ def test_unreadable_lines_of_a_grids_finished_rows_are_moved_aside_and_its_reada
     cfg, path = grid_with_two_finished_runs(tmp_path)
     first, second = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(first + b"\xff\xfe{garbage\n" + b'["model"]\n' + second)
-    with pytest.warns(RecoveryWarning, match=moved_aside(path, "finished-run rows", "2 of its 4 lines hold no row",
-                                                         "the runs of those lines are trained again")):
+    with pytest.warns(
+        RecoveryWarning,
+        match=moved_aside(
+            path, "finished-run rows", "2 of its 4 lines hold no row", "the runs of those lines are trained again"
+        ),
+    ):
         assert set(GridCheckpoint(tmp_path, cfg).rows) == {"S1", "S2"}
     assert path.read_bytes() == first + second and path.with_name("rows.jsonl.corrupt").is_file()
 
@@ -400,17 +476,33 @@ def test_a_damaged_probe_rows_file_of_notebook_05b_is_moved_aside_and_its_encode
     from lib.embedders import stage as S
     from lib.embedders.config import EmbeddersParams
 
-    recipe = R.Recipe(texts=["a"], targets=np.zeros((1, 384), np.float32), sizes={"titles": 1},
-                      weights={"titles": 1.0}, steps=1, static_steps=1, batch_size=2, lr=1e-4, static_lr=1e-3, seed=0)
-    encoders = {"control 0": {"folder": R.build(R.parse("control:0"), recipe, tmp_path), "layers": 1,
-                              "kind": "control"}}
+    recipe = R.Recipe(
+        texts=["a"],
+        targets=np.zeros((1, 384), np.float32),
+        sizes={"titles": 1},
+        weights={"titles": 1.0},
+        steps=1,
+        static_steps=1,
+        batch_size=2,
+        lr=1e-4,
+        static_lr=1e-3,
+        seed=0,
+    )
+    encoders = {
+        "control 0": {"folder": R.build(R.parse("control:0"), recipe, tmp_path), "layers": 1, "kind": "control"}
+    }
     path = tmp_path / "embedders" / "probe_rows.csv"
     path.parent.mkdir()
     path.write_bytes(b'encoder,model_id,texts\ncontrol 0,"bert-L1')
-    with pytest.warns(RecoveryWarning, match=moved_aside(path, "probe rows", "1 row is not whole, cut short or "
-                                                         "overwritten: line 2 with encoder=control 0, model_id=bert-L1",
-                                                         "its 0 whole rows are written back and the cut one dropped: "
-                                                         "its encoders are probed again")):
+    with pytest.warns(
+        RecoveryWarning,
+        match=moved_aside(
+            path,
+            "probe rows",
+            "1 row is not whole, cut short or overwritten: line 2 with encoder=control 0, model_id=bert-L1",
+            "its 0 whole rows are written back and the cut one dropped: its encoders are probed again",
+        ),
+    ):
         rows = S.probes(EmbeddersParams(embedder_probe_texts=50), encoders, tmp_path)
     assert rows.encoder.tolist() == ["control 0"] and rows.fid_cosine.notna().all()
     assert path.with_name("probe_rows.csv.corrupt").is_file()

@@ -1,5 +1,6 @@
 """The README's findings and docs/results.md are generated from the committed reference runs, and the reference folder
 holds small files only."""
+
 import json
 import re
 
@@ -24,20 +25,37 @@ def test_reference_runs_hold_small_files_only():
 
 
 def _fake_run(auc_seed, std_seed, aauc):
-    mean = [{"protocol": p, "negatives": n, "supervision": sv, "model": m, "auc": auc_seed + d, "aauc": aauc, "mrr": 0.1}
-            for p, d in (("seed", 0.0), ("leak_free", -0.05)) for n in ("uniform", "hard")
-            for sv, m in (("mp", "gat_model"), ("none", "cosine"))]
+    mean = [
+        {"protocol": p, "negatives": n, "supervision": sv, "model": m, "auc": auc_seed + d, "aauc": aauc, "mrr": 0.1}
+        for p, d in (("seed", 0.0), ("leak_free", -0.05))
+        for n in ("uniform", "hard")
+        for sv, m in (("mp", "gat_model"), ("none", "cosine"))
+    ]
     std = [{**r, "auc": std_seed} for r in mean]
-    return {"train_gat": {"mean": mean, "std": std, "seeds": [0, 1, 2],
-                          "splits": {"0": {"train": ["a"] * 36, "val": ["b"] * 4, "test": ["c"] * 10}}}}
+    return {
+        "train_gat": {
+            "mean": mean,
+            "std": std,
+            "seeds": [0, 1, 2],
+            "splits": {"0": {"train": ["a"] * 36, "val": ["b"] * 4, "test": ["c"] * 10}},
+        }
+    }
 
 
 def test_render_puts_each_runs_numbers_beside_the_seeds():
     text = report.render({"fake40": _fake_run(0.8123, 0.0456, 0.7)})
     row = next(line for line in text.splitlines() if line.startswith("| fake40") and "| seed " in line)
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[:8] == ["fake40", "title mentions (proxy)", "40", "3", "seed", "0.812 ± 0.046", "0.700",
-                         "0.900"]  # seed report at 40 graphs
+    assert cells[:8] == [
+        "fake40",
+        "title mentions (proxy)",
+        "40",
+        "3",
+        "seed",
+        "0.812 ± 0.046",
+        "0.700",
+        "0.900",
+    ]  # seed report at 40 graphs
     lf = next(line for line in text.splitlines() if line.startswith("| fake40") and "| leak_free " in line)
     assert "0.762 ± 0.046" in lf and "0.900" not in lf  # the seed report has no leak-free number
     assert text.startswith(report.BEGIN) and text.endswith(report.END)
@@ -46,17 +64,21 @@ def test_render_puts_each_runs_numbers_beside_the_seeds():
 def test_check_fails_when_a_generated_block_or_page_is_stale(tmp_path):
     runs = report.reference_runs()
     readme, results, params = tmp_path / "README.md", tmp_path / "results.md", tmp_path / "parameters.md"
-    current_readme = (f"# x\n{report.render_findings(runs)}\n\n{report.render_timings(report.load_timings())}\n\n"
-                      f"{report.render_own_links()}\n")
+    current_readme = (
+        f"# x\n{report.render_findings(runs)}\n\n{report.render_timings(report.load_timings())}\n\n"
+        f"{report.render_own_links()}\n"
+    )
     readme.write_text(current_readme)
     results.write_text(f"# Results\n{report.render(runs)}\n")
     params.write_text(report.parameters_page.current())
     args = ["--check", "--readme", str(readme), "--results", str(results), "--parameters", str(params)]
     assert report.main(args) == 0
-    for path, stale in ((readme, current_readme.replace(report.FEND, "old findings\n" + report.FEND)),
-                        (readme, current_readme.replace(report.TEND, "old timings\n" + report.TEND)),
-                        (results, f"# Results\n{report.BEGIN}\nold numbers\n{report.END}\n"),
-                        (params, "# Parameters\nold\n")):
+    for path, stale in (
+        (readme, current_readme.replace(report.FEND, "old findings\n" + report.FEND)),
+        (readme, current_readme.replace(report.TEND, "old timings\n" + report.TEND)),
+        (results, f"# Results\n{report.BEGIN}\nold numbers\n{report.END}\n"),
+        (params, "# Parameters\nold\n"),
+    ):
         before = path.read_text()
         path.write_text(stale)
         assert report.main(args) == 1, path.name
@@ -88,8 +110,13 @@ def test_publish_copies_a_stage_folders_tables_and_parameters_but_not_its_checkp
     (src / "distill" / "checkpoint" / "curves").mkdir(parents=True)
     (src / "distill" / "students").mkdir()
     (src / "metrics.json").write_text("{}")
-    for name in ("distill/results.csv", "distill/params_05.json", "distill/checkpoint/rows.jsonl",
-                 "distill/checkpoint/curves/a.csv", "distill/students/config.json"):
+    for name in (
+        "distill/results.csv",
+        "distill/params_05.json",
+        "distill/checkpoint/rows.jsonl",
+        "distill/checkpoint/curves/a.csv",
+        "distill/students/config.json",
+    ):
         (src / name).write_text("x")
     report.publish("r", outputs=tmp_path / "out", ref=ref)
     got = sorted(p.relative_to(ref / "r").as_posix() for p in (ref / "r").rglob("*") if p.is_file())
@@ -107,17 +134,38 @@ def test_publish_keeps_files_of_notebooks_the_run_did_not_list_out(tmp_path):
         (src / "figures" / name).write_bytes(b"png")
     report.publish("r", outputs=tmp_path / "out", ref=ref)
     got = sorted(p.relative_to(ref / "r").as_posix() for p in (ref / "r").rglob("*") if p.is_file())
-    assert got == ["01_crawl.ipynb", "03b_beyond.ipynb", "figures/01_degrees.png", "figures/03b_beyond.png",
-                   "figures/size_trend.png", "metrics.json", "status.json"]
+    assert got == [
+        "01_crawl.ipynb",
+        "03b_beyond.ipynb",
+        "figures/01_degrees.png",
+        "figures/03b_beyond.png",
+        "figures/size_trend.png",
+        "metrics.json",
+        "status.json",
+    ]
 
 
 def test_render_shows_distilled_students_beside_their_controls_and_as_node_embedders():
-    res = [{"stage": "task-agnostic", "student": "3x384", "init": "assistant", "method": meth, "seed": s,
-            "polarity_test": pol + s / 100, "topic_test": 0.7, "fid_cosine": 0.4}
-           for s in (0, 1) for meth, pol in (("MiniLM", 0.63), ("no distillation", 0.61), ("Value-MSE", 0.5))]
-    lp = [{"embedder": e, "seed": s, "protocol": "leak_free", "model": mdl, "auc": auc, "mrr": 0.2}
-          for s in (0, 1) for e, auc in (("3x384 MiniLM", 0.70 + s / 10), ("3x384 no distillation", 0.65))
-          for mdl in ("gat_model", "cosine")]
+    res = [
+        {
+            "stage": "task-agnostic",
+            "student": "3x384",
+            "init": "assistant",
+            "method": meth,
+            "seed": s,
+            "polarity_test": pol + s / 100,
+            "topic_test": 0.7,
+            "fid_cosine": 0.4,
+        }
+        for s in (0, 1)
+        for meth, pol in (("MiniLM", 0.63), ("no distillation", 0.61), ("Value-MSE", 0.5))
+    ]
+    lp = [
+        {"embedder": e, "seed": s, "protocol": "leak_free", "model": mdl, "auc": auc, "mrr": 0.2}
+        for s in (0, 1)
+        for e, auc in (("3x384 MiniLM", 0.70 + s / 10), ("3x384 no distillation", 0.65))
+        for mdl in ("gat_model", "cosine")
+    ]
     text = report.render({"d": {"distill": {"results": res, "link_prediction": lp}}})
     lines = text.splitlines()
     row = next(x for x in lines if x.startswith("| d ") and "| MiniLM " in x)
@@ -127,19 +175,41 @@ def test_render_shows_distilled_students_beside_their_controls_and_as_node_embed
     assert "0.750 ± 0.071" in lp_row and "| 2 " in lp_row
     # a grid that took d's runs (reuse_runs) and added its own: the taken rows stay under d
     taken = [{**r, "reused_from": "outputs/reference/d"} for r in res if r["method"] != "Value-MSE"]
-    wider = report.distill_table({"d": {"distill": {"results": res}},
-                                  "e": {"distill": {"results": taken + [{**res[0], "seed": 2, "reused_from": None}]}}})
+    wider = report.distill_table(
+        {
+            "d": {"distill": {"results": res}},
+            "e": {"distill": {"results": taken + [{**res[0], "seed": 2, "reused_from": None}]}},
+        }
+    )
     assert wider[wider.run == "e"][["method", "seeds"]].values.tolist() == [["MiniLM", 1]]
 
 
 def test_render_shows_kd_students_beside_their_controls_with_probing_gain():
-    rows = [{"task": "polarity", "student": "bilstm", "method": meth, "seed": s, "test": acc + s / 100,
-             "agree_test": 0.9, "params_total": 49_756_874} for s in (0, 1) for meth, acc in (("kd", 0.80), ("control", 0.70))]
-    probing = [{"model": m, "length": a, "tense": a} for m, a in
-               (("bilstm kd (polarity)", 0.6), ("bilstm control (polarity)", 0.5), ("teacher fine-tuned (polarity)", 0.7),
-                ("majority", 0.2))]
-    text = report.render({"k": {"kd": {"rows": rows, "probing": probing,
-                                       "teacher": [{"task": "polarity", "test": 0.85}]}}})
+    rows = [
+        {
+            "task": "polarity",
+            "student": "bilstm",
+            "method": meth,
+            "seed": s,
+            "test": acc + s / 100,
+            "agree_test": 0.9,
+            "params_total": 49_756_874,
+        }
+        for s in (0, 1)
+        for meth, acc in (("kd", 0.80), ("control", 0.70))
+    ]
+    probing = [
+        {"model": m, "length": a, "tense": a}
+        for m, a in (
+            ("bilstm kd (polarity)", 0.6),
+            ("bilstm control (polarity)", 0.5),
+            ("teacher fine-tuned (polarity)", 0.7),
+            ("majority", 0.2),
+        )
+    ]
+    text = report.render(
+        {"k": {"kd": {"rows": rows, "probing": probing, "teacher": [{"task": "polarity", "test": 0.85}]}}}
+    )
     lines = text.splitlines()
     kd = next(x for x in lines if x.startswith("| k ") and "| bilstm kd " in x)
     assert "0.805 ± 0.007" in kd and "49.8" in kd and "+0.400" in kd
@@ -152,25 +222,83 @@ def test_render_sets_validation_beside_test_structure_where_03b_stored_it():
     assert "common neighbour" not in report.render({"fake40": run})
     run["beyond"] = {
         "protocols": ["leak_free"],
-        "structure": [{"protocol": "leak_free", "role": "val", "mp_degree": 4.0, "pos_no_cn": 0.73},
-                      {"protocol": "leak_free", "role": "test", "mp_degree": 8.13, "pos_no_cn": 0.36,
-                       "shortcut_dist2_auc": 0.68, "shortcut_dist2_mrr": 0.361, "shortcut_matched_auc": 0.5,
-                       "shortcut_matched_mrr": 0.048}],
-        "gaps": [{"protocol": "leak_free", "negatives": "dist2", "best graph model": "gat_ncn_stack",
-                  "AUC best model": "0.663 ± 0.007", "MRR best model": "0.377 ± 0.013", "AUC heuristic_stack": "0.586 ± 0.010", "bar": "cosine",
-                  "auc_margin": -0.01, "auc_margin_std": 0.006, "mrr_margin": 0.32},
-                 {"protocol": "leak_free", "negatives": "matched", "best graph model": "gat_ncn_stack_matched",
-                  "AUC best model": "0.810 ± 0.004", "MRR best model": "0.577 ± 0.010", "bar": "cosine",
-                  "auc_margin": 0.03, "auc_margin_std": 0.006, "mrr_margin": 0.02}],
-        "mean": [{"protocol": "leak_free", "negatives": "dist2", "model": "gat_ncn_stack", "val_auc": 0.899, "auc": 0.663,
-                  "mrr": 0.377}]}
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in report.render({"fake40": run}).splitlines()
-            if line.startswith("| fake40") and "73%" in line]
+        "structure": [
+            {"protocol": "leak_free", "role": "val", "mp_degree": 4.0, "pos_no_cn": 0.73},
+            {
+                "protocol": "leak_free",
+                "role": "test",
+                "mp_degree": 8.13,
+                "pos_no_cn": 0.36,
+                "shortcut_dist2_auc": 0.68,
+                "shortcut_dist2_mrr": 0.361,
+                "shortcut_matched_auc": 0.5,
+                "shortcut_matched_mrr": 0.048,
+            },
+        ],
+        "gaps": [
+            {
+                "protocol": "leak_free",
+                "negatives": "dist2",
+                "best graph model": "gat_ncn_stack",
+                "AUC best model": "0.663 ± 0.007",
+                "MRR best model": "0.377 ± 0.013",
+                "AUC heuristic_stack": "0.586 ± 0.010",
+                "bar": "cosine",
+                "auc_margin": -0.01,
+                "auc_margin_std": 0.006,
+                "mrr_margin": 0.32,
+            },
+            {
+                "protocol": "leak_free",
+                "negatives": "matched",
+                "best graph model": "gat_ncn_stack_matched",
+                "AUC best model": "0.810 ± 0.004",
+                "MRR best model": "0.577 ± 0.010",
+                "bar": "cosine",
+                "auc_margin": 0.03,
+                "auc_margin_std": 0.006,
+                "mrr_margin": 0.02,
+            },
+        ],
+        "mean": [
+            {
+                "protocol": "leak_free",
+                "negatives": "dist2",
+                "model": "gat_ncn_stack",
+                "val_auc": 0.899,
+                "auc": 0.663,
+                "mrr": 0.377,
+            }
+        ],
+    }
+    rows = [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in report.render({"fake40": run}).splitlines()
+        if line.startswith("| fake40") and "73%" in line
+    ]
     # a set without a chosen model's validation row shows none
-    assert rows == [["fake40", "leak_free", "dist2", "73% / 36%", "0.680 / 0.361", "gat_ncn_stack", "0.899",
-                     "0.663 ± 0.007, 0.377 ± 0.013"],
-                    ["fake40", "leak_free", "matched", "73% / 36%", "0.500 / 0.048", "gat_ncn_stack_matched", "",
-                     "0.810 ± 0.004, 0.577 ± 0.010"]]
+    assert rows == [
+        [
+            "fake40",
+            "leak_free",
+            "dist2",
+            "73% / 36%",
+            "0.680 / 0.361",
+            "gat_ncn_stack",
+            "0.899",
+            "0.663 ± 0.007, 0.377 ± 0.013",
+        ],
+        [
+            "fake40",
+            "leak_free",
+            "matched",
+            "73% / 36%",
+            "0.500 / 0.048",
+            "gat_ncn_stack_matched",
+            "",
+            "0.810 ± 0.004, 0.577 ± 0.010",
+        ],
+    ]
 
 
 def test_readme_test_count_is_within_ten_percent_of_the_collected_tests():
@@ -183,46 +311,112 @@ def test_readme_test_count_is_within_ten_percent_of_the_collected_tests():
     timings = report.load_timings()
     assert timings.get("idle", {}).get("tests_collected"), "no measured test count: run python scripts/time_loop.py"
     measured = timings["idle"]["tests_collected"]
-    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "tests", "notebooks", "--nbval-lax",
-                          "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "tests",
+            "notebooks",
+            "--nbval-lax",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout
     collected = int(re.search(r"(\d+) tests? collected", out).group(1))
     assert abs(collected - measured) <= 0.1 * collected, (
-        f"README says {measured} tests, {collected} are collected: re-measure with python scripts/time_loop.py")
-    assert f" {measured} tests" in report.readme_block((ROOT / "README.md").read_text(encoding="utf-8"), report.TBEGIN, report.TEND)
+        f"README says {measured} tests, {collected} are collected: re-measure with python scripts/time_loop.py"
+    )
+    assert f" {measured} tests" in report.readme_block(
+        (ROOT / "README.md").read_text(encoding="utf-8"), report.TBEGIN, report.TEND
+    )
 
 
 def test_timing_sentence_is_rendered_from_the_record():
-    t = {"idle": {"cores": 2, "machine": "x86_64", "commit": "abc1234", "date": "2026-11-24", "setup_seconds": 95.0,
-                  "demo_seconds": 420.0, "test_seconds": 600.0, "tests": {"passed": 290, "skipped": 2},
-                  "tests_collected": 292,
-                  "notebooks": {"01_crawl.ipynb": {"seconds": 20.4}, "03b_beyond_seed.ipynb": {"seconds": 80.0}}}}
+    t = {
+        "idle": {
+            "cores": 2,
+            "machine": "x86_64",
+            "commit": "abc1234",
+            "date": "2026-11-24",
+            "setup_seconds": 95.0,
+            "demo_seconds": 420.0,
+            "test_seconds": 600.0,
+            "tests": {"passed": 290, "skipped": 2},
+            "tests_collected": 292,
+            "notebooks": {"01_crawl.ipynb": {"seconds": 20.4}, "03b_beyond_seed.ipynb": {"seconds": 80.0}},
+        }
+    }
     text = report.render_timings(t)
-    assert "`make demo` 7.0 min (notebooks 01 20 s, 03b 80 s)" in text and "for 292 tests (290 passed, 2 skipped)" in text
+    assert (
+        "`make demo` 7.0 min (notebooks 01 20 s, 03b 80 s)" in text and "for 292 tests (290 passed, 2 skipped)" in text
+    )
     assert text.startswith(report.TBEGIN) and text.endswith(report.TEND)
-    partial = report.render_timings({"idle": {k: v for k, v in t["idle"].items() if k not in ("test_seconds", "tests")}})
+    partial = report.render_timings(
+        {"idle": {k: v for k, v in t["idle"].items() if k not in ("test_seconds", "tests")}}
+    )
     assert "`make test` collects 292 tests" in partial and "`make demo` 7.0 min" in partial
 
 
 def test_reference_tables_give_minilm_minus_its_control_and_each_ablation_with_intervals():
-    res = [{"stage": "task-agnostic", "student": "3x384", "init": "random", "method": m, "seed": s,
-            "polarity_test": 0.6 + s / 100 + gain * (1 + s / 10), "topic_test": 0.5, "fid_cosine": 0.4}
-           for s in (0, 1, 2) for m, gain in (("MiniLM", 0.1), ("no distillation", 0.0))]
-    res.append({"stage": "task-agnostic", "student": "3x384", "init": "random", "method": "Value-MSE", "seed": 0,
-                "polarity_test": 0.75, "topic_test": 0.45, "fid_cosine": 0.5})
+    res = [
+        {
+            "stage": "task-agnostic",
+            "student": "3x384",
+            "init": "random",
+            "method": m,
+            "seed": s,
+            "polarity_test": 0.6 + s / 100 + gain * (1 + s / 10),
+            "topic_test": 0.5,
+            "fid_cosine": 0.4,
+        }
+        for s in (0, 1, 2)
+        for m, gain in (("MiniLM", 0.1), ("no distillation", 0.0))
+    ]
+    res.append(
+        {
+            "stage": "task-agnostic",
+            "student": "3x384",
+            "init": "random",
+            "method": "Value-MSE",
+            "seed": 0,
+            "polarity_test": 0.75,
+            "topic_test": 0.45,
+            "fid_cosine": 0.5,
+        }
+    )
     t = report.distill_differences_table({"long": {"distill": {"results": res}}})
     assert t["MiniLM minus"].tolist() == ["no distillation", "Value-MSE"]
     # polarity gains 0.10, 0.11, 0.12: mean 0.110, 95% t-interval 0.110 -/+ 4.303 * 0.01 / sqrt(3)
     assert t.iloc[0]["polarity"] == "+0.110 [+0.085, +0.135]" and t.iloc[0]["seeds"] == 3
-    assert t.iloc[1].to_dict() | {} == {"run": "long", "student": "3x384", "init": "random", "MiniLM minus": "Value-MSE",
-                                        "seeds": 1, "polarity": "-0.050", "topic": "+0.050", "fidelity cosine": "-0.100"}
+    assert t.iloc[1].to_dict() | {} == {
+        "run": "long",
+        "student": "3x384",
+        "init": "random",
+        "MiniLM minus": "Value-MSE",
+        "seeds": 1,
+        "polarity": "-0.050",
+        "topic": "+0.050",
+        "fidelity cosine": "-0.100",
+    }
     assert "Which parts of MiniLM matter" in report.run_tables("long", {"distill": {"results": res}})
 
 
 def test_a_result_published_under_several_run_names_is_listed_once():
     from lib.run.tables import once
 
-    t = pd.DataFrame([{"run": r, "student": s, "auc": a} for r in ("a", "b", "c")
-                      for s, a in (("3x384", 0.6 if r != "c" else 0.5), ("6x384", 0.7))])
+    t = pd.DataFrame(
+        [
+            {"run": r, "student": s, "auc": a}
+            for r in ("a", "b", "c")
+            for s, a in (("3x384", 0.6 if r != "c" else 0.5), ("6x384", 0.7))
+        ]
+    )
     got = once(t)
     assert got["run"].tolist() == ["a (also b)", "a (also b)", "c", "c"]
     assert got["auc"].tolist() == [0.6, 0.7, 0.5, 0.7]
@@ -242,9 +436,17 @@ def test_published_notebooks_keep_no_path_of_the_machine_that_ran_them(tmp_path)
     src, ref = tmp_path / "out" / "r", tmp_path / "ref"
     src.mkdir(parents=True)
     (src / "metrics.json").write_text("{}")
-    nb = {"cells": [], "metadata": {"papermill": {"input_path": "/home/someone/wikigat/notebooks/03_train_gat.ipynb",
-                                                  "output_path": "/scratch/x/outputs/r/03_train_gat.ipynb"}},
-          "nbformat": 4, "nbformat_minor": 5}
+    nb = {
+        "cells": [],
+        "metadata": {
+            "papermill": {
+                "input_path": "/home/someone/wikigat/notebooks/03_train_gat.ipynb",
+                "output_path": "/scratch/x/outputs/r/03_train_gat.ipynb",
+            }
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     (src / "03_train_gat.ipynb").write_text(json.dumps(nb))
     report.publish("r", outputs=tmp_path / "out", ref=ref)
     pm = json.loads((ref / "r" / "03_train_gat.ipynb").read_text())["metadata"]["papermill"]

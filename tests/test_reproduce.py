@@ -1,4 +1,5 @@
 """The reproduction check (lib.run.reproduce): a published run's rows made again at HEAD, compared metric by metric."""
+
 import json
 import shutil
 
@@ -13,9 +14,22 @@ TABLE = R.TABLES[0]  # train_gat_rows.csv
 
 
 def _rows(seeds=(0, 1), shift=0.0):
-    return pd.DataFrame([{"seed": s, "model": m, "protocol": "leak_free", "supervision": "mp", "negatives": "uniform",
-                          "auc": 0.7 + 0.01 * s + (shift if m == "gat_model" else 0.0), "mrr": np.nan,
-                          "seconds": 10.0 + s} for s in seeds for m in ("gat_model", "cosine")])
+    return pd.DataFrame(
+        [
+            {
+                "seed": s,
+                "model": m,
+                "protocol": "leak_free",
+                "supervision": "mp",
+                "negatives": "uniform",
+                "auc": 0.7 + 0.01 * s + (shift if m == "gat_model" else 0.0),
+                "mrr": np.nan,
+                "seconds": 10.0 + s,
+            }
+            for s in seeds
+            for m in ("gat_model", "cosine")
+        ]
+    )
 
 
 def test_equal_rows_drift_zero_and_timings_and_nan_are_not_drift():
@@ -39,9 +53,20 @@ def test_a_drift_beyond_the_tolerance_or_a_row_not_made_again_fails():
 def test_the_recorded_command_passes_every_declared_parameter_and_names_those_left_out(tmp_path):
     run = tmp_path / "r"
     run.mkdir()
-    (run / "params.json").write_text(json.dumps({"git_commit": "abc", "params": {
-        "_files": ["params/tiny.yaml", "params/gone.yaml"], "run_dir": "outputs/r", "n_seeds": 3, "max_nodes": 500,
-        "beyond_hard_share": 0.5}}))
+    (run / "params.json").write_text(
+        json.dumps(
+            {
+                "git_commit": "abc",
+                "params": {
+                    "_files": ["params/tiny.yaml", "params/gone.yaml"],
+                    "run_dir": "outputs/r",
+                    "n_seeds": 3,
+                    "max_nodes": 500,
+                    "beyond_hard_share": 0.5,
+                },
+            }
+        )
+    )
     files, overrides, left_out = R.recorded_command(run, "one-seed")
     assert files == ["params/tiny.yaml"] and left_out == ["beyond_hard_share"]
     assert overrides == {"n_seeds": 1, "max_nodes": 500}

@@ -1,4 +1,5 @@
 """The batch runner end to end on two tiny notebooks: a 2-profile grid, a failing run, skip-if-complete, summary."""
+
 import json
 
 import nbformat as nbf
@@ -21,13 +22,17 @@ def tiny_notebook(path, params_src, body_src):
 def project(tmp_path):
     nbs = tmp_path / "nbs"
     nbs.mkdir()
-    tiny_notebook(nbs / "01_first.ipynb",
-                  'run_dir: str = "x"  # run folder\nsize: int = 1  # a size',
-                  "from lib.common.runinfo import update_metrics\nupdate_metrics(run_dir, 'first', {'size': size, 'sq': size * size})")
-    tiny_notebook(nbs / "02_second.ipynb",
-                  'run_dir: str = "x"  # run folder\nfail: bool = False  # make this notebook fail',
-                  "assert not fail, 'asked to fail'\nfrom lib.common.runinfo import update_metrics\n"
-                  "update_metrics(run_dir, 'second', {'ok': 1})")
+    tiny_notebook(
+        nbs / "01_first.ipynb",
+        'run_dir: str = "x"  # run folder\nsize: int = 1  # a size',
+        "from lib.common.runinfo import update_metrics\nupdate_metrics(run_dir, 'first', {'size': size, 'sq': size * size})",
+    )
+    tiny_notebook(
+        nbs / "02_second.ipynb",
+        'run_dir: str = "x"  # run folder\nfail: bool = False  # make this notebook fail',
+        "assert not fail, 'asked to fail'\nfrom lib.common.runinfo import update_metrics\n"
+        "update_metrics(run_dir, 'second', {'ok': 1})",
+    )
     (tmp_path / "a.yaml").write_text("size: 3\n")
     (tmp_path / "b.yaml").write_text("size: 4\nfail: true\n")
     (tmp_path / "c.yaml").write_text("size: 5\n")
@@ -90,7 +95,10 @@ def test_summary_table_compares_runs(project):
 
 
 def _metrics(rows, distill=None):
-    return {"train_gat": {"mean": rows, "seconds": 1.23456789}, **({"distill": {"results": distill}} if distill else {})}
+    return {
+        "train_gat": {"mean": rows, "seconds": 1.23456789},
+        **({"distill": {"results": distill}} if distill else {}),
+    }
 
 
 def test_summary_headlines_new_protocols_rounded_first_and_full_dump_in_csv(tmp_path):
@@ -99,28 +107,54 @@ def test_summary_headlines_new_protocols_rounded_first_and_full_dump_in_csv(tmp_
     rows = []
     for protocol, negatives in [("within_graph", "uniform"), ("within_graph", "hard"), ("new_nodes", "uniform")]:
         for sv in ("mp", "disjoint"):
-            rows.append({"protocol": protocol, "negatives": negatives, "supervision": sv, "model": "gat_model",
-                         "auc": 0.812345678 if sv == "mp" else 0.7, "aauc": 0.61111111})
+            rows.append(
+                {
+                    "protocol": protocol,
+                    "negatives": negatives,
+                    "supervision": sv,
+                    "model": "gat_model",
+                    "auc": 0.812345678 if sv == "mp" else 0.7,
+                    "aauc": 0.61111111,
+                }
+            )
             rows.append({"protocol": protocol, "negatives": negatives, "supervision": sv, "model": "mlp", "auc": 0.75})
-        rows.append({"protocol": protocol, "negatives": negatives, "supervision": "none", "model": "cosine",
-                     "auc": 0.9 if negatives == "uniform" else 0.5})
-        rows.append({"protocol": protocol, "negatives": negatives, "supervision": "none", "model": "pref_attach",
-                     "auc": 0.6})
-    distill = [{"student": "3x384", "method": "MiniLM", "seed": s, "polarity_test": v, "topic_test": 0.4}
-               for s, v in [(0, 0.5), (1, 0.6)]]
-    old_style = [{"protocol": "seed", "model": "gat_model", "auc": 0.9, "aauc": 0.7, "seed": 1.0},
-                 {"protocol": "seed", "model": "adamic_adar", "auc": 0.95}]
+        rows.append(
+            {
+                "protocol": protocol,
+                "negatives": negatives,
+                "supervision": "none",
+                "model": "cosine",
+                "auc": 0.9 if negatives == "uniform" else 0.5,
+            }
+        )
+        rows.append(
+            {"protocol": protocol, "negatives": negatives, "supervision": "none", "model": "pref_attach", "auc": 0.6}
+        )
+    distill = [
+        {"student": "3x384", "method": "MiniLM", "seed": s, "polarity_test": v, "topic_test": 0.4}
+        for s, v in [(0, 0.5), (1, 0.6)]
+    ]
+    old_style = [
+        {"protocol": "seed", "model": "gat_model", "auc": 0.9, "aauc": 0.7, "seed": 1.0},
+        {"protocol": "seed", "model": "adamic_adar", "auc": 0.95},
+    ]
     for name, m in {"new": _metrics(rows, distill), "old": _metrics(old_style), "empty": {"train_gat": {}}}.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "metrics.json").write_text(json.dumps(m))
     summarize(["new", "old", "empty"], tmp_path / "sum", outputs=tmp_path)
     md = (tmp_path / "sum.md").read_text()
     sections = [line for line in md.splitlines() if line.startswith("## ")]
-    assert sections[:3] == ["## Link prediction: gat_model AUC / A-AUC per protocol",
-                            "## Best trained model vs best heuristic (AUC)", "## Distillation (mean over seeds)"]
+    assert sections[:3] == [
+        "## Link prediction: gat_model AUC / A-AUC per protocol",
+        "## Best trained model vs best heuristic (AUC)",
+        "## Distillation (mean over seeds)",
+    ]
     assert "| 0.812 |" in md and "0.812345678" not in md and "0.611" in md
-    table = lambda title: [[c.strip() for c in line.strip("|").split("|")]  # noqa: E731
-                           for line in md.split(title)[1].split("## ")[0].splitlines() if line.startswith("| ")]
+    table = lambda title: [
+        [c.strip() for c in line.strip("|").split("|")]  # noqa: E731
+        for line in md.split(title)[1].split("## ")[0].splitlines()
+        if line.startswith("| ")
+    ]
     gat = table("per protocol")
     assert gat[0] == ["run", "protocol", "negatives", "supervision", "auc", "aauc"]
     assert ["new", "new_nodes", "uniform", "disjoint", "0.700", "0.611"] in gat
@@ -128,8 +162,14 @@ def test_summary_headlines_new_protocols_rounded_first_and_full_dump_in_csv(tmp_
     best = {(r[0], r[1], r[2]): r for r in table("heuristic (AUC)")[1:]}
     # within_graph/hard: the mp GatModel (0.812) beats the best heuristic pref_attach (0.6); uniform: cosine wins
     # these rows hold no validation score, so the model is picked on test, and the table says so
-    assert best[("new", "within_graph", "hard")][3:] == ["gat_model (mp)", "0.812", "pref_attach", "0.600", "0.212",
-                                                         "test"]
+    assert best[("new", "within_graph", "hard")][3:] == [
+        "gat_model (mp)",
+        "0.812",
+        "pref_attach",
+        "0.600",
+        "0.212",
+        "test",
+    ]
     assert best[("new", "within_graph", "uniform")][5:] == ["cosine", "0.900", "-0.088", "test"]
     assert best[("old", "seed", "")][3:] == ["gat_model", "0.900", "adamic_adar", "0.950", "-0.050", "test"]
     dist = table("Distillation")
@@ -148,6 +188,7 @@ def test_unknown_key_in_grid_is_refused_before_any_run(project, capsys):
 
 
 # ---------------------------------------------------------------- partial runs, failures, time and memory
+
 
 def test_profile_keys_are_checked_against_all_notebooks_and_only_selected_ones_run(project, capsys):
     # c.yaml sets `size` (notebook 01); b2.yaml adds `fail`, declared only by notebook 02, which does not run
@@ -239,7 +280,8 @@ def test_every_runner_example_in_help_and_readme_parses(tmp_path):
     for ex in examples:  # into an empty outputs folder: a demo run made earlier would refuse other parameters
         ex = ex.replace("/path/to/your/model", own)
         assert main([*shlex.split(ex), "--dry-run", "--outputs", str(tmp_path)]) == 0, (
-            f"example does not parse: python -m lib.run.runner {ex}")
+            f"example does not parse: python -m lib.run.runner {ex}"
+        )
 
 
 def test_rerun_executes_only_the_selected_notebook_into_a_complete_run(project, capsys):
@@ -261,8 +303,11 @@ def test_rerun_executes_only_the_selected_notebook_into_a_complete_run(project, 
     assert run(project, "--params", str(project / "c.yaml"), "--run-name", "r", "--rerun", "--notebooks", "02") == 2
     assert "other settings (size)" in capsys.readouterr().err
     # a parameter notebook 01 gained after the folder was made counts as unchanged at its default, not otherwise
-    tiny_notebook(project / "nbs" / "01_first.ipynb", 'run_dir: str = "x"  # run folder\nsize: int = 1  # a size\n'
-                  'extra: int = 7  # added later', "pass")
+    tiny_notebook(
+        project / "nbs" / "01_first.ipynb",
+        'run_dir: str = "x"  # run folder\nsize: int = 1  # a size\nextra: int = 7  # added later',
+        "pass",
+    )
     assert run(project, "--params", str(project / "a.yaml"), "--run-name", "r", "--rerun", "--notebooks", "02") == 0
     (project / "a3.yaml").write_text("size: 3\nextra: 8\n")
     assert run(project, "--params", str(project / "a3.yaml"), "--run-name", "r", "--rerun", "--notebooks", "02") == 2
@@ -277,9 +322,12 @@ def test_rerun_executes_only_the_selected_notebook_into_a_complete_run(project, 
 def test_the_runner_gives_each_kernel_the_threads_parameter_as_omp_num_threads(tmp_path, monkeypatch):
     nbs = tmp_path / "nbs"
     nbs.mkdir()
-    tiny_notebook(nbs / "01_threads.ipynb", 'run_dir: str = "x"  # run folder\nthreads: int = 0  # CPU threads',
-                  "import os\nfrom lib.common.runinfo import update_metrics\n"
-                  "update_metrics(run_dir, 'env', {'omp': os.environ.get('OMP_NUM_THREADS')})")
+    tiny_notebook(
+        nbs / "01_threads.ipynb",
+        'run_dir: str = "x"  # run folder\nthreads: int = 0  # CPU threads',
+        "import os\nfrom lib.common.runinfo import update_metrics\n"
+        "update_metrics(run_dir, 'env', {'omp': os.environ.get('OMP_NUM_THREADS')})",
+    )
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     out = tmp_path / "out"
     args = ["--notebook-dir", str(nbs), "--outputs", str(out), "--params", str(nbs / ".." / "t.yaml")]
@@ -321,10 +369,13 @@ def test_an_interrupted_run_resumes_at_its_first_unfinished_notebook(project, ca
 def test_the_console_names_a_recovery_and_shows_no_kernel_log(tmp_path, capfd):
     nbs = tmp_path / "nbs"
     nbs.mkdir()
-    tiny_notebook(nbs / "01_first.ipynb", 'run_dir: str = "x"  # run folder',
-                  "import warnings\nfrom lib.common.paths import RecoveryWarning\n"
-                  "warnings.warn('cache c.pt could not be read (cut); moved aside to c.pt.corrupt, rebuilt', "
-                  "RecoveryWarning)")
+    tiny_notebook(
+        nbs / "01_first.ipynb",
+        'run_dir: str = "x"  # run folder',
+        "import warnings\nfrom lib.common.paths import RecoveryWarning\n"
+        "warnings.warn('cache c.pt could not be read (cut); moved aside to c.pt.corrupt, rebuilt', "
+        "RecoveryWarning)",
+    )
     assert main(["--notebook-dir", str(nbs), "--outputs", str(tmp_path / "out"), "--run-name", "r"]) == 0
     out, err = capfd.readouterr()
     assert "[r] 01_first.ipynb recovered: cache c.pt could not be read (cut); moved aside to c.pt.corrupt" in out
@@ -356,10 +407,25 @@ def test_ctrl_c_prints_only_the_resume_line(tmp_path):
     nbs = tmp_path / "nbs"
     nbs.mkdir()
     tiny_notebook(nbs / "01_first.ipynb", 'run_dir: str = "x"  # run folder', "import time\ntime.sleep(60)")
-    runner = subprocess.Popen([sys.executable, "-m", "lib.run.runner", "--notebook-dir", str(nbs), "--outputs",
-                               str(tmp_path / "out"), "--run-name", "c"], cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, start_new_session=True,
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    runner = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lib.run.runner",
+            "--notebook-dir",
+            str(nbs),
+            "--outputs",
+            str(tmp_path / "out"),
+            "--run-name",
+            "c",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.time() + 120
     while time.time() < deadline and not partial_path(tmp_path / "out" / "c" / "01_first.ipynb").is_file():
         time.sleep(0.5)  # papermill writes the executed copy (to its partial path) as the first cell starts

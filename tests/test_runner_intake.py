@@ -3,6 +3,7 @@ writes is whole (also on a full disk), its errors are one line, and the shared s
 
 Most tests replace papermill's execute_notebook by a stand-in that writes the executed copy as papermill does (so no
 kernel starts); one slow test runs real kernels."""
+
 import errno
 import json
 import os
@@ -65,8 +66,11 @@ def test_an_executed_notebook_is_whole_or_absent_when_its_write_fails(project, f
     fake.cut_short = True  # the disk fills while papermill writes the executed copy
     assert run(project, "--params", str(project / "a.yaml"), "--run-name", "x", "--force") == 1
     out = capsys.readouterr().out
-    assert (f" s: OSError: no space left on the device of {folder / '01_first.ipynb'}; free space there" in out
-            and "01_first.ipynb FAILED after " in out and "executed notebook:" not in out)
+    assert (
+        f" s: OSError: no space left on the device of {folder / '01_first.ipynb'}; free space there" in out
+        and "01_first.ipynb FAILED after " in out
+        and "executed notebook:" not in out
+    )
     # no half notebook anywhere: the cut copy is gone, and so is the earlier copy the failed entry replaced
     assert sorted(p.name for p in folder.iterdir()) == ["02_second.ipynb", "params.json", "status.json"]
     assert json.loads((folder / "status.json").read_text())["notebooks"]["01_first.ipynb"]["status"] == "failed"
@@ -81,7 +85,8 @@ def test_a_full_disk_while_writing_the_summary_is_one_line(project, fake, capsys
     captured = capsys.readouterr()
     assert one_line(captured.err) == (
         f"error: summary not written: no space left on the device of {project / 'out' / 'summary.csv'}; free space "
-        f"there (or pass --outputs a folder on another disk) and run the same command again: it resumes")
+        f"there (or pass --outputs a folder on another disk) and run the same command again: it resumes"
+    )
     assert captured.out.splitlines()[-1] == "1 of 1 run(s) complete"
 
 
@@ -106,30 +111,43 @@ def test_a_full_disk_in_the_cache_names_wikigat_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(OSError) as cached:
         atomic_write_text(tmp_path / "cache" / "pages.json", "{}")
-    assert str(cached.value) == (f"no space left on the device of {tmp_path / 'cache' / 'pages.json'}; free space "
-                                 f"there (or set WIKIGAT_CACHE to a folder on another disk) and run the same command "
-                                 f"again: it resumes")
+    assert str(cached.value) == (
+        f"no space left on the device of {tmp_path / 'cache' / 'pages.json'}; free space "
+        f"there (or set WIKIGAT_CACHE to a folder on another disk) and run the same command "
+        f"again: it resumes"
+    )
     with pytest.raises(OSError, match=r"\(or pass --outputs a folder on another disk\)"):
         atomic_write_text(tmp_path / "run" / "status.json", "{}")
     denied = os_error_line(PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "cache" / "x.sqlite")))
-    assert denied.endswith("cannot be written by this user; set WIKIGAT_CACHE to a folder you can write, or make it "
-                           "writable")
+    assert denied.endswith(
+        "cannot be written by this user; set WIKIGAT_CACHE to a folder you can write, or make it writable"
+    )
 
 
 def missing_inputs(tmp_path):
     (tmp_path / "empty").mkdir()
     (tmp_path / "links.tsv").write_text("A\tB\n")
     return [
-        (["source=snapshot", f"snapshot_path={tmp_path / 'nope.tsv'}"],
-         f"snapshot_path='{tmp_path / 'nope.tsv'}' does not exist; pass a TSV link list"),
-        (["source=snapshot", f"snapshot_path={tmp_path / 'empty'}"],
-         f"snapshot_path='{tmp_path / 'empty'}' is a folder; pass a TSV link list"),
-        (["source=graphs", f"snapshot_path={tmp_path / 'nope'}"],
-         f"snapshot_path='{tmp_path / 'nope'}' does not exist; pass a folder of graph JSON files"),
-        (["source=graphs", f"snapshot_path={tmp_path / 'empty'}"],
-         f"snapshot_path='{tmp_path / 'empty'}' holds no .json graph files; pass a folder of graph JSON files"),
-        (["source=snapshot", f"snapshot_path={tmp_path / 'links.tsv'}", f"topics_file={tmp_path / 'topics.tsv'}"],
-         f"topics_file='{tmp_path / 'topics.tsv'}' does not exist; pass a TSV of title TAB topic lines"),
+        (
+            ["source=snapshot", f"snapshot_path={tmp_path / 'nope.tsv'}"],
+            f"snapshot_path='{tmp_path / 'nope.tsv'}' does not exist; pass a TSV link list",
+        ),
+        (
+            ["source=snapshot", f"snapshot_path={tmp_path / 'empty'}"],
+            f"snapshot_path='{tmp_path / 'empty'}' is a folder; pass a TSV link list",
+        ),
+        (
+            ["source=graphs", f"snapshot_path={tmp_path / 'nope'}"],
+            f"snapshot_path='{tmp_path / 'nope'}' does not exist; pass a folder of graph JSON files",
+        ),
+        (
+            ["source=graphs", f"snapshot_path={tmp_path / 'empty'}"],
+            f"snapshot_path='{tmp_path / 'empty'}' holds no .json graph files; pass a folder of graph JSON files",
+        ),
+        (
+            ["source=snapshot", f"snapshot_path={tmp_path / 'links.tsv'}", f"topics_file={tmp_path / 'topics.tsv'}"],
+            f"topics_file='{tmp_path / 'topics.tsv'}' does not exist; pass a TSV of title TAB topic lines",
+        ),
         (["overlap_roots_file=params/nope.txt"], "overlap_roots_file='params/nope.txt' does not exist (read as "),
     ]
 
@@ -145,18 +163,23 @@ def test_a_missing_input_file_is_refused_before_the_folder_exists(tmp_path, caps
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("selected, reader, file, writer, to_run", [
-    (["03"], "03_train_gat.ipynb", "dataset/index.json", "02", "notebooks 01 02"),
-    (["02", "03"], "02_embed.ipynb", "crawl/manifest.json", "01", "notebook 01"),
-    (["04"], "04_aauc_analysis.ipynb", "train_gat_rows.csv", "03", "notebooks 01 02 03"),
-])
-def test_a_notebook_whose_inputs_no_notebook_wrote_is_refused_naming_them(tmp_path, capsys, selected, reader, file,
-                                                                          writer, to_run):
+@pytest.mark.parametrize(
+    "selected, reader, file, writer, to_run",
+    [
+        (["03"], "03_train_gat.ipynb", "dataset/index.json", "02", "notebooks 01 02"),
+        (["02", "03"], "02_embed.ipynb", "crawl/manifest.json", "01", "notebook 01"),
+        (["04"], "04_aauc_analysis.ipynb", "train_gat_rows.csv", "03", "notebooks 01 02 03"),
+    ],
+)
+def test_a_notebook_whose_inputs_no_notebook_wrote_is_refused_naming_them(
+    tmp_path, capsys, selected, reader, file, writer, to_run
+):
     for extra in (["--dry-run"], []):
         assert main(["--outputs", str(tmp_path / "out"), "--size", "tiny", "--notebooks", *selected, *extra]) == 2
         assert one_line(capsys.readouterr().err) == (
             f"error: {reader} reads {file} from the run folder, which notebook {writer} writes and "
-            f"{tmp_path / 'out' / 'tiny-cpu'} does not hold; run {to_run} first, or drop --notebooks")
+            f"{tmp_path / 'out' / 'tiny-cpu'} does not hold; run {to_run} first, or drop --notebooks"
+        )
     assert not (tmp_path / "out").exists()
     # once the folder holds what the notebooks before wrote, the same selection is planned
     for file in ("crawl/manifest.json", "dataset/index.json", "train_gat_rows.csv"):
@@ -169,16 +192,17 @@ def test_the_corrected_command_is_accepted_when_no_notebook_finished(project, fa
     assert run(project, "--params", str(project / "a.yaml"), "--run-name", "x", "-p", "size=13") == 1  # 01 fails
     assert "01_first.ipynb FAILED" in capsys.readouterr().out
     assert run(project, "--params", str(project / "a.yaml"), "--run-name", "x", "-p", "size=5") == 0
-    assert "no notebook finished with the folder's earlier parameters; it starts over with these" in \
-        capsys.readouterr().out
+    assert (
+        "no notebook finished with the folder's earlier parameters; it starts over with these"
+        in capsys.readouterr().out
+    )
     folder = project / "out" / "x"
     assert json.loads((folder / "params.json").read_text())["params"]["size"] == 5
     assert json.loads((folder / "status.json").read_text())["complete"] is True
     # a folder where a notebook finished keeps its parameters: its results were made with them
     assert run(project, "--params", str(project / "b.yaml"), "--run-name", "y") == 1  # 01 ok, 02 fails
     capsys.readouterr()
-    assert run(project, "--params", str(project / "b.yaml"), "--run-name", "y", "-p", "fail=false",
-               "-p", "size=5") == 2
+    assert run(project, "--params", str(project / "b.yaml"), "--run-name", "y", "-p", "fail=false", "-p", "size=5") == 2
     assert "made with other settings (fail, size)" in capsys.readouterr().err
 
 
@@ -198,8 +222,10 @@ def test_the_shared_summary_lists_every_run_of_the_outputs_folder(project, fake,
 def test_a_params_file_that_is_not_there_names_it_and_what_is_accepted(tmp_path, capsys):
     assert main(["--outputs", str(tmp_path / "out"), "--params", str(tmp_path / "mine.yaml"), "--dry-run"]) == 2
     err = one_line(capsys.readouterr().err)
-    assert err.startswith(f"error: params file {tmp_path / 'mine.yaml'} does not exist; name an existing YAML file of "
-                          f"`key: value` lines, or one of the profiles in params/: beyond.yaml, cpu.yaml")
+    assert err.startswith(
+        f"error: params file {tmp_path / 'mine.yaml'} does not exist; name an existing YAML file of "
+        f"`key: value` lines, or one of the profiles in params/: beyond.yaml, cpu.yaml"
+    )
     assert "tiny.yaml" in err and "[]" not in err
 
 

@@ -1,5 +1,6 @@
 """The seed's scale on one machine: the synthetic snapshot (lib.crawl.synthetic) at a small size, the snapshot reader's
 cache of a parsed link list, the seed-scale profile, and notebook 03's logging defaults by graph size."""
+
 from dataclasses import replace
 
 import numpy as np
@@ -10,8 +11,8 @@ import yaml
 from lib.common.paths import ROOT, RecoveryWarning
 from lib.crawl import sources
 from lib.crawl.config import CrawlParams
-from lib.crawl.pages import IndexedSnapshot, Snapshot
 from lib.crawl.linklist import CACHED_FROM_BYTES, link_list_cache
+from lib.crawl.pages import IndexedSnapshot, Snapshot
 from lib.crawl.sources import SkippedLinesWarning, SnapshotSource, read_snapshot
 from lib.crawl.synthetic import SyntheticSpec, make_synthetic_snapshot, reciprocity, synthetic_links
 from lib.linkpred.config import GatParams, TrainConfig
@@ -87,8 +88,10 @@ def test_the_synthetic_file_is_a_snapshot_the_crawl_reads(small_snapshot, tmp_pa
 def with_odd_lines(folder, tmp_path):
     """The synthetic list plus a redirect, a disambiguation page and a line that is not a link."""
     path = tmp_path / "links.tsv"
-    path.write_bytes((folder / "links.tsv").read_bytes() + "Alias_of_0001\tArticle_0001\tredirect\n"
-                     "Term_1\tArticle_0002\tdisambiguation\nno tab here\nArticle_0003\tAlias_of_0001\n".encode())
+    path.write_bytes(
+        (folder / "links.tsv").read_bytes() + b"Alias_of_0001\tArticle_0001\tredirect\n"
+        b"Term_1\tArticle_0002\tdisambiguation\nno tab here\nArticle_0003\tAlias_of_0001\n"
+    )
     return path
 
 
@@ -151,13 +154,32 @@ def test_the_seed_scale_profile_runs_the_seeds_campaign_through_notebooks_01_to_
     assert profile["max_nodes"] == 20000 and profile["protocols"] == ["seed"] and profile["n_seeds"] == 1
     assert profile.get("gat_epochs", GatParams().gat_epochs) == 2
     crawl = CrawlParams.from_values(profile)
-    assert (crawl.source, crawl.snapshot_path, crawl.roots_file) == ("snapshot", "data/seed_scale/links.tsv",
-                                                                      "data/seed_scale/roots.txt")
+    assert (crawl.source, crawl.snapshot_path, crawl.roots_file) == (
+        "snapshot",
+        "data/seed_scale/links.tsv",
+        "data/seed_scale/roots.txt",
+    )
     # the runner accepts every key of it (a misspelt one would be refused), here on the small synthetic files
     folder = small_snapshot[0]
-    assert runner_main(["--params", "params/seed_scale.yaml", "-p", f"snapshot_path={folder / 'links.tsv'}", "-p",
-                        f"roots_file={folder / 'roots.txt'}", "--dry-run", "--notebooks", "01", "02", "03",
-                        "04"]) == 0
+    assert (
+        runner_main(
+            [
+                "--params",
+                "params/seed_scale.yaml",
+                "-p",
+                f"snapshot_path={folder / 'links.tsv'}",
+                "-p",
+                f"roots_file={folder / 'roots.txt'}",
+                "--dry-run",
+                "--notebooks",
+                "01",
+                "02",
+                "03",
+                "04",
+            ]
+        )
+        == 0
+    )
 
 
 GRAPHS = [synthetic_graph(120, 400, in_channels=32, seed=i, graph_id=f"g{i}") for i in range(5)]
@@ -180,8 +202,9 @@ def test_the_default_logging_is_every_step_on_small_graphs_and_thinned_at_the_se
 def test_the_logging_setting_changes_no_weight_of_the_trained_model():
     cfg = TrainConfig(epochs=2, seed=5, r_cos=0.5, t_cos=0.3)
     every, r_every = train_model("gat_model", TINY, GRAPHS[:4], GRAPHS[4:], replace(cfg, log_every=1), progress=False)
-    thin, r_thin = train_model("gat_model", TINY, GRAPHS[:4], GRAPHS[4:], replace(cfg, log_every=10, log_aauc_nodes=5),
-                               progress=False)
+    thin, r_thin = train_model(
+        "gat_model", TINY, GRAPHS[:4], GRAPHS[4:], replace(cfg, log_every=10, log_aauc_nodes=5), progress=False
+    )
     assert sum("aauc" in h for h in r_every.history) == 8 and sum("aauc" in h for h in r_thin.history) == 2
     for (k, a), b in zip(every.state_dict().items(), thin.state_dict().values()):
         assert torch.equal(a, b), k

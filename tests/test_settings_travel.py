@@ -1,6 +1,7 @@
 """The GatModel and its training are one typed object (lib.linkpred.config.GatTrainingParams) that every notebook
 training a GatModel inherits: a value given with `-p` reaches notebooks 03, 03b, 05 and 05b, and what a notebook sets
 itself it declares in GAT_OVERRIDES."""
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,7 @@ def trained_lp(cfg):
     return params.model_config(IN_CHANNELS), params.train_config(0)
 
 
-NOTEBOOKS = {GatParams: trained_03, BeyondParams: trained_03b, DistillParams: trained_lp,
-             EmbeddersParams: trained_lp}
+NOTEBOOKS = {GatParams: trained_03, BeyondParams: trained_03b, DistillParams: trained_lp, EmbeddersParams: trained_lp}
 """Each notebook config that trains a GatModel -> what its GatModels are built and trained with."""
 
 
@@ -91,18 +91,23 @@ def test_the_link_prediction_study_changes_exactly_the_settings_its_notebooks_de
 
 
 def test_a_gat_setting_given_with_p_shows_in_05_and_05b_resolved_settings_in_the_dry_run(tmp_path, capsys):
-    assert runner.main(["-p", "gat_dropout=0.3", "--dry-run", "--notebooks", "05", "05b",
-                        "--outputs", str(tmp_path)]) == 0
-    lines = dict(line.strip().split(": ", 1) for line in capsys.readouterr().out.splitlines()
-                 if line.strip().startswith(("05_", "05b_")))
+    assert (
+        runner.main(["-p", "gat_dropout=0.3", "--dry-run", "--notebooks", "05", "05b", "--outputs", str(tmp_path)]) == 0
+    )
+    lines = dict(
+        line.strip().split(": ", 1)
+        for line in capsys.readouterr().out.splitlines()
+        if line.strip().startswith(("05_", "05b_"))
+    )
     assert json.loads(lines["05_attention_distillation.ipynb"])["gat_dropout"] == 0.3
     assert json.loads(lines["05b_node_embedders.ipynb"])["gat_dropout"] == 0.3
 
 
 def test_the_runner_hands_a_gat_setting_to_every_gatmodel_notebook_trains():
     notebooks = [ROOT / "notebooks" / cls.NOTEBOOK for cls in NOTEBOOKS]
-    _, per_nb = runner.plan_run([PARAMS / "demo.yaml", PARAMS / "cpu.yaml"], {"gat_dropout": 0.3, "gat_epochs": 3},
-                                notebooks)
+    _, per_nb = runner.plan_run(
+        [PARAMS / "demo.yaml", PARAMS / "cpu.yaml"], {"gat_dropout": 0.3, "gat_epochs": 3}, notebooks
+    )
     for cls, nb in zip(NOTEBOOKS, notebooks):
         cfg = cls.from_values(per_nb[nb])
         assert cfg.gat_dropout == 0.3 and cfg.gat_epochs == 3, cls.NOTEBOOK
@@ -114,10 +119,13 @@ def test_the_runner_hands_a_gat_setting_to_every_gatmodel_notebook_trains():
 def test_notebook_03b_refuses_a_gat_setting_other_than_notebook_03s_checkpoint():
     ran = GatParams()
     stored = checkpoint_config("gat_model", ran.model_config(IN_CHANNELS), ran.train_config(0), "d")
-    with pytest.raises(ParamError, match=r"^parameter gat_hidden=64 differs from notebook 03's 128 \(its GatModel "
-                                         r"checkpoint in outputs/demo\); notebook 03b compares with that model, so "
-                                         r"give notebook 03's value \(the runner does\) or re-run notebook 03 with "
-                                         r"this one$"):
+    with pytest.raises(
+        ParamError,
+        match=r"^parameter gat_hidden=64 differs from notebook 03's 128 \(its GatModel "
+        r"checkpoint in outputs/demo\); notebook 03b compares with that model, so "
+        r"give notebook 03's value \(the runner does\) or re-run notebook 03 with "
+        r"this one$",
+    ):
         beyond_stage.configs(stored, BeyondParams(gat_hidden=64))
     beyond_stage.configs(stored, BeyondParams(gat_dropout=0.3, gat_epochs=5))  # its own: swept, early-stopped
 
@@ -125,8 +133,10 @@ def test_notebook_03b_refuses_a_gat_setting_other_than_notebook_03s_checkpoint()
 def test_link_prediction_rows_are_keyed_by_the_gatmodel_settings_they_were_trained_with():
     assert changed_settings(lp_params(DistillParams(), 0, ("leak_free",), 2, 0.1)) == "defaults"
     assert changed_settings(lp_params(DistillParams(gat_epochs=3), 0, ("leak_free",), 2, 0.1)) == "defaults"
-    assert changed_settings(lp_params(EmbeddersParams(gat_dropout=0.3, gat_impl="pyg"), 0, ("leak_free",), 2,
-                                      0.1)) == "gat_dropout=0.3;gat_impl=pyg"
+    assert (
+        changed_settings(lp_params(EmbeddersParams(gat_dropout=0.3, gat_impl="pyg"), 0, ("leak_free",), 2, 0.1))
+        == "gat_dropout=0.3;gat_impl=pyg"
+    )
 
 
 def test_older_epoch_names_of_published_runs_read_as_gat_epochs():

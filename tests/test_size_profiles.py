@@ -3,6 +3,7 @@ runner, on a tiny stand-in of the offline dataset: the profile's own roots, spli
 thresholds, with graphs of 30 nodes instead of 2,000, one seed instead of three and one epoch instead of two. It is
 the test that would have caught notebook 04 assuming the picture's graph is in a split, a zero-negative step with a
 float tensor, and an A-AUC that is undefined on small graphs. Takes a few minutes (notebook 03 trains on 315 graphs)."""
+
 import json
 
 import pytest
@@ -13,15 +14,43 @@ from lib.run.runner import main
 
 pytestmark = pytest.mark.slow  # minutes: notebooks 01-04 through the runner, 315 training graphs at most
 
-STAND_IN = ["-p", "max_nodes=30", "-p", "overlap_n_roots=4", "-p", "overlap_max_nodes=[30]", "-p", "n_seeds=1",
-            "-p", "gat_epochs=1"]
+STAND_IN = [
+    "-p",
+    "max_nodes=30",
+    "-p",
+    "overlap_n_roots=4",
+    "-p",
+    "overlap_max_nodes=[30]",
+    "-p",
+    "n_seeds=1",
+    "-p",
+    "gat_epochs=1",
+]
 
 
 @pytest.mark.parametrize("size", ["seed40", "seed180", "seed315"])
 def test_size_profile_runs_notebooks_01_to_04_on_a_tiny_stand_in(size, tmp_path):
     out = tmp_path / "runs"
-    code = main(["--size", size, "--device", "cpu", *STAND_IN, "--outputs", str(out), "--run-name", size,
-                 "--notebooks", "01", "02", "03", "04", "--summary", str(tmp_path / "summary")])
+    code = main(
+        [
+            "--size",
+            size,
+            "--device",
+            "cpu",
+            *STAND_IN,
+            "--outputs",
+            str(out),
+            "--run-name",
+            size,
+            "--notebooks",
+            "01",
+            "02",
+            "03",
+            "04",
+            "--summary",
+            str(tmp_path / "summary"),
+        ]
+    )
     run = out / size
     status = json.loads((run / "status.json").read_text())
     assert code == 0, status["notebooks"]

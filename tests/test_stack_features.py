@@ -1,5 +1,6 @@
 """The heuristic stack's features are a setting checked against the heuristic registry (notebook 03b's
 `stack_features`, a checkpoint's own list), and training negatives are a mix of registered negative sets."""
+
 from dataclasses import asdict
 
 import numpy as np
@@ -43,8 +44,16 @@ PUBLISHED = ["cosine", "common_neighbours", "adamic_adar", "pref_attach"]  # wha
 @pytest.fixture
 def degree_sum():
     """A heuristic registered for one test only: deg(u) + deg(v), log1p, first order in the mean degree."""
-    register(Heuristic("degree_sum", "deg(u) + deg(v)", lambda v: v.structure.deg[v.pairs[0].numpy()]
-                       + v.structure.deg[v.pairs[1].numpy()], "log1p_ds", 1, np.log1p))
+    register(
+        Heuristic(
+            "degree_sum",
+            "deg(u) + deg(v)",
+            lambda v: v.structure.deg[v.pairs[0].numpy()] + v.structure.deg[v.pairs[1].numpy()],
+            "log1p_ds",
+            1,
+            np.log1p,
+        )
+    )
     yield "degree_sum"
     REGISTRY.pop("degree_sum")
 
@@ -56,8 +65,11 @@ def _split(n_nodes=60, n_edges=180):
 
 @pytest.mark.parametrize("build", [lambda f: BeyondParams(stack_features=f), lambda f: ModelConfig(stack_features=f)])
 def test_a_stack_feature_must_be_a_registered_heuristic_said_in_one_line(build):
-    with pytest.raises(ParamError, match=r"stack_features=\['katz'\] is invalid: heuristic 'katz' is unknown; use one "
-                                         r"of \('cosine', 'pref_attach'") as e:
+    with pytest.raises(
+        ParamError,
+        match=r"stack_features=\['katz'\] is invalid: heuristic 'katz' is unknown; use one "
+        r"of \('cosine', 'pref_attach'",
+    ) as e:
         build(["katz"])
     assert e.value.key == "stack_features" and "\n" not in str(e.value)
     with pytest.raises(ParamError, match="stack_features=\\[\\] is invalid: list at least one"):
@@ -67,14 +79,29 @@ def test_a_stack_feature_must_be_a_registered_heuristic_said_in_one_line(build):
 
 def test_a_registered_heuristic_joins_the_stack_bar_and_an_ncn_stack_decoder_with_no_code_edit(degree_sum, tmp_path):
     features = [*STACK, degree_sum]
-    params = BeyondParams(stack_features=features, beyond_epochs=1, beyond_patience=0, beyond_select_metric="auc",
-                          decoder_hidden=8, n_seeds=1, beyond_dist2_share=0.25,
-                          **{k: getattr(SMALL, k) for k in ("gat_hidden", "gat_out", "gat_heads")})  # notebook 03's
+    params = BeyondParams(
+        stack_features=features,
+        beyond_epochs=1,
+        beyond_patience=0,
+        beyond_select_metric="auc",
+        decoder_hidden=8,
+        n_seeds=1,
+        beyond_dist2_share=0.25,
+        **{k: getattr(SMALL, k) for k in ("gat_hidden", "gat_out", "gat_heads")},
+    )  # notebook 03's
     model_cfg, cfgs = beyond_stage.configs(checkpoint_config("gat_model", SMALL, TrainConfig(), "d"), params)
     assert model_cfg.stack_features == features and cfgs[0].negative_mix == {"dist2": 0.25}
     sp = _split()
-    rows, coef, log = beyond_stage.run_all({(0, "leak_free"): sp}, ["ncn_stack"], model_cfg, cfgs,
-                                           {"ncn_stack": None}, tmp_path, progress=False, heuristics=[degree_sum])
+    rows, coef, log = beyond_stage.run_all(
+        {(0, "leak_free"): sp},
+        ["ncn_stack"],
+        model_cfg,
+        cfgs,
+        {"ncn_stack": None},
+        tmp_path,
+        progress=False,
+        heuristics=[degree_sum],
+    )
     assert list(coef[0])[2:] == list(stack_features(features))  # the bar is the stack of these features
     assert {"heuristic_stack", "gat_ncn_stack", degree_sum} <= set(pd.DataFrame(rows)["model"])
     assert log["0/leak_free/ncn_stack"]["epochs_run"] == 1  # one epoch of one training graph: one step
@@ -103,23 +130,39 @@ def test_a_checkpoint_without_a_feature_list_or_with_the_older_share_names_loads
     assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), model.state_dict().values()))
     assert stored_settings(old, "x")[1].negative_mix == {"dist2": 0.5}
     assert published.train_settings({"lr": 0.1, "dist2_negative_share": 0.0, "matched_negative_share": 0.5}) == {
-        "lr": 0.1, "negative_mix": {"matched": 0.5}}
+        "lr": 0.1,
+        "negative_mix": {"matched": 0.5},
+    }
 
 
 def test_a_decoder_starts_only_from_a_stack_of_its_own_features():
     graphs = [synthetic_graph(60, 200, in_channels=16, seed=s) for s in range(2)]
-    m = GatModel(ModelConfig(**{**asdict(SMALL), "decoder": "ncn", "decoder_features": True, "decoder_init": "stack",
-                                "stack_features": ["cosine", "common_neighbours"]}))
+    m = GatModel(
+        ModelConfig(
+            **{
+                **asdict(SMALL),
+                "decoder": "ncn",
+                "decoder_features": True,
+                "decoder_init": "stack",
+                "stack_features": ["cosine", "common_neighbours"],
+            }
+        )
+    )
     with pytest.raises(ValueError, match="the stack was fitted on .* but the decoder reads .*'common_neighbours'\\)"):
         m.decoder.init_from_stack(HeuristicStack(seed=0).fit(graphs))
     m.decoder.init_from_stack(HeuristicStack(seed=0, features=["cosine", "common_neighbours"]).fit(graphs))
 
 
-@pytest.mark.parametrize("mix, named", [({"katz": 0.5}, "negative set 'katz' is unknown; use one of"),
-                                        ({"heart": 0.5}, "'heart' cannot be mixed into training"),
-                                        ({"uniform": 0.5}, "'uniform' cannot be mixed into training"),
-                                        ({"dist2": 1.5}, "use a share in \\[0, 1\\]"),
-                                        ({"dist2": 0.6, "matched": 0.6}, "add up to more than 1")])
+@pytest.mark.parametrize(
+    "mix, named",
+    [
+        ({"katz": 0.5}, "negative set 'katz' is unknown; use one of"),
+        ({"heart": 0.5}, "'heart' cannot be mixed into training"),
+        ({"uniform": 0.5}, "'uniform' cannot be mixed into training"),
+        ({"dist2": 1.5}, "use a share in \\[0, 1\\]"),
+        ({"dist2": 0.6, "matched": 0.6}, "add up to more than 1"),
+    ],
+)
 def test_a_training_mix_names_registered_sets_with_a_training_draw(mix, named):
     with pytest.raises(ValueError, match=f"parameter negative_mix=.* is invalid: .*{named}") as e:
         TrainConfig(negative_mix=mix)
@@ -145,13 +188,19 @@ def test_a_registered_negative_set_is_mixed_into_training_by_name_with_no_edit_o
         n = round(pos.size(1) * 0.25)
         assert calls == [n]
         far = sample_negatives(data.edge_index, data.num_nodes, n, derive_seed(3, "far", 1, 0))
-        assert torch.equal(neg[:, -far.size(1):], far)  # the new set's pairs, after uniform and dist2
-        plain = training_negatives(data, mp, pos, TrainConfig(supervision="disjoint", neg_rate=1.0, seed=3,
-                                                              negative_mix={"dist2": 0.25}), 1, 0)
+        assert torch.equal(neg[:, -far.size(1) :], far)  # the new set's pairs, after uniform and dist2
+        plain = training_negatives(
+            data, mp, pos, TrainConfig(supervision="disjoint", neg_rate=1.0, seed=3, negative_mix={"dist2": 0.25}), 1, 0
+        )
         assert neg.size(1) - far.size(1) < plain.size(1)  # uniform gave up the new set's share
-        _, res = train_model("gat_model", SMALL, [data], [data], TrainConfig(epochs=1, seed=0, log_aauc=False,
-                                                                             log_eval=False, negative_mix={"far": 0.5}),
-                             progress=False)
+        _, res = train_model(
+            "gat_model",
+            SMALL,
+            [data],
+            [data],
+            TrainConfig(epochs=1, seed=0, log_aauc=False, log_eval=False, negative_mix={"far": 0.5}),
+            progress=False,
+        )
         assert len(res.history) == 1 and len(calls) >= 2
     finally:
         NEGATIVE_SETS.pop("far")
@@ -160,8 +209,9 @@ def test_a_registered_negative_set_is_mixed_into_training_by_name_with_no_edit_o
 def test_a_run_folder_checkpointed_with_the_older_names_resumes_as_one_uninterrupted_run(tmp_path):
     data = synthetic_graph(80, 300, in_channels=16, seed=2, graph_id="g")
     mcfg = ModelConfig(**{**asdict(SMALL), "decoder": "ncn", "decoder_features": True})
-    cfg = TrainConfig(epochs=2, seed=1, supervision="disjoint", negative_mix={"dist2": 0.5}, log_aauc=False,
-                      log_eval=False)
+    cfg = TrainConfig(
+        epochs=2, seed=1, supervision="disjoint", negative_mix={"dist2": 0.5}, log_aauc=False, log_eval=False
+    )
     _, whole = train_model("gat_model", mcfg, [data], [data], cfg, progress=False)
     ckpt = Checkpointing(tmp_path, "d")
     train_model("gat_model", mcfg, [data], [data], cfg, ckpt, progress=False, max_steps=1)

@@ -1,5 +1,6 @@
 """Stage 2 with a static model: model2vec distillation from a real (tiny, random) BERT on all-MiniLM-L6-v2's tokenizer,
 loading through load_model, encoding, the store identity, and training the table towards a target encoder."""
+
 from __future__ import annotations
 
 import json
@@ -10,10 +11,10 @@ import pandas as pd
 import pytest
 import torch
 
-from lib.embed.encoder import EmbedError, default_model_dir, encode, load_model
 from lib.common.paths import RecoveryWarning
 from lib.common.tensorfiles import read_checkpoint
 from lib.distill.embedding import mixture_plan
+from lib.embed.encoder import EmbedError, default_model_dir, encode, load_model
 from lib.embed.static import StaticEncoder, StaticModelError, bags, distil, is_static_folder, pool
 from lib.embed.static_train import StaticTrainConfig, train_static
 from lib.embed.store import EmbeddingStore, StoreError, embed_titles, open_store
@@ -29,8 +30,9 @@ def tiny_source(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("tiny_bert")
     torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=64)).save_pretrained(folder)
+    BertModel(
+        BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    ).save_pretrained(folder)
     for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
         shutil.copy(default_model_dir() / f, folder / f)
     return folder
@@ -89,8 +91,10 @@ def test_long_titles_are_cut_and_counted(static8):
 def test_load_model_takes_a_static_folder_with_its_own_store(static8, tiny_source, tmp_path):
     model = load_model(static8)
     assert model.wikigat_kind == "static" and model.wikigat_model_id.startswith("model2vec-D8-")
-    assert model.wikigat_precision.name == "fp32" and load_model(static8, precision="auto").wikigat_model_id == \
-        model.wikigat_model_id
+    assert (
+        model.wikigat_precision.name == "fp32"
+        and load_model(static8, precision="auto").wikigat_model_id == model.wikigat_model_id
+    )
     vecs, cut = encode(model, TITLES)
     assert vecs.shape == (len(TITLES), 8) and cut == 0
     other = load_model(distil(tiny_source, tmp_path / "pca4", pca_dims=4))
@@ -113,8 +117,11 @@ def test_a_static_folder_without_its_table_names_the_folder(static8, tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(static8, broken)
     (broken / "model.safetensors").unlink()
-    with pytest.raises(EmbedError, match=r"broken' is not a model folder: it has no model.safetensors \(a model2vec "
-                                         r"folder holds config.json, model.safetensors and tokenizer.json\)"):
+    with pytest.raises(
+        EmbedError,
+        match=r"broken' is not a model folder: it has no model.safetensors \(a model2vec "
+        r"folder holds config.json, model.safetensors and tokenizer.json\)",
+    ):
         load_model(broken)
 
 
@@ -125,8 +132,18 @@ def test_distil_refuses_a_folder_without_a_model(tmp_path):
         distil(default_model_dir(), tmp_path / "out", pca_dims=0)
 
 
-TRAIN_TEXTS = TITLES + ["Ancient Rome", "Photosynthesis", "Albert Einstein", "Mount Everest", "French Revolution",
-                        "Quantum mechanics", "Pacific Ocean", "William Shakespeare", "Solar System", "Printing press"]
+TRAIN_TEXTS = TITLES + [
+    "Ancient Rome",
+    "Photosynthesis",
+    "Albert Einstein",
+    "Mount Everest",
+    "French Revolution",
+    "Quantum mechanics",
+    "Pacific Ocean",
+    "William Shakespeare",
+    "Solar System",
+    "Printing press",
+]
 
 
 def _train(static8, out, steps=40, checkpoint=None, max_steps=None, **cfg):
@@ -180,10 +197,13 @@ def test_a_damaged_record_of_the_initial_model_is_moved_aside_and_the_trained_on
     init = tmp_path / "pca8_copy"
     shutil.copytree(static8, init)
     (init / "static.json").write_text('{"source": "tiny", "pca_di')
-    with pytest.warns(RecoveryWarning, match=r"static model record .*pca8_copy/static\.json could not be read \(not "
-                                             r"valid JSON: Unterminated string .*\); moved aside to "
-                                             r"static\.json\.corrupt, the trained model records only the initial "
-                                             r"model's folder name"):
+    with pytest.warns(
+        RecoveryWarning,
+        match=r"static model record .*pca8_copy/static\.json could not be read \(not "
+        r"valid JSON: Unterminated string .*\); moved aside to "
+        r"static\.json\.corrupt, the trained model records only the initial "
+        r"model's folder name",
+    ):
         _train(init, tmp_path / "trained", steps=6)
     made = json.loads((tmp_path / "trained" / "static.json").read_text())
     assert made["source"] == "pca8_copy" and made["trained"]["steps"] == 6 and made["dim"] == 12
@@ -197,13 +217,13 @@ def test_training_refuses_an_impossible_setting(static8, tmp_path):
         _train(static8, tmp_path / "out", warmup_frac=1.5)
     cfg = StaticTrainConfig(steps=3, batch_size=2)
     with pytest.raises(StaticModelError, match="the batch plan has 2 batches .* the config 3 of 2"):
-        train_static(static8, tmp_path / "out", TITLES, np.zeros((len(TITLES), 4), np.float32),
-                     [np.arange(2)] * 2, cfg)
+        train_static(static8, tmp_path / "out", TITLES, np.zeros((len(TITLES), 4), np.float32), [np.arange(2)] * 2, cfg)
     with pytest.raises(StaticModelError, match="8 texts but targets of shape \\(7, 4\\)"):
         train_static(static8, tmp_path / "out", TITLES, np.zeros((7, 4), np.float32), [np.arange(2)] * 3, cfg)
     with pytest.raises(StaticModelError, match="the batch plan draws indices 0..8 from 8 texts"):
-        train_static(static8, tmp_path / "out", TITLES, np.zeros((8, 4), np.float32), [np.arange(2), [7, 8], [0, 1]],
-                     cfg)
+        train_static(
+            static8, tmp_path / "out", TITLES, np.zeros((8, 4), np.float32), [np.arange(2), [7, 8], [0, 1]], cfg
+        )
     assert not (tmp_path / "out").exists()
 
 

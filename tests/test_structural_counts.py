@@ -1,5 +1,6 @@
 """The structural-count decoders: exact distance-pair and walk counts against a breadth-first search, the MPLP
 signature estimates against them, and both decoders in a model (shapes, training, saving)."""
+
 import io
 import itertools
 from pathlib import Path
@@ -40,8 +41,13 @@ def brute_force(graph: nx.Graph, u: int, v: int) -> dict:
     dv = nx.single_source_shortest_path_length(graph, v, cutoff=2)
     at = {(i, j): sum(1 for k in graph if du.get(k) == i and dv.get(k) == j) for i in (1, 2) for j in (1, 2)}
     walks = sum(1 for a in graph[u] for b in graph[a] if v in graph[b])
-    return {"common_neighbours": at[1, 1], "dist_1_2": at[1, 2], "dist_2_1": at[2, 1], "dist_2_2": at[2, 2],
-            "walks_3": walks}
+    return {
+        "common_neighbours": at[1, 1],
+        "dist_1_2": at[1, 2],
+        "dist_2_1": at[2, 1],
+        "dist_2_2": at[2, 2],
+        "walks_3": walks,
+    }
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -91,8 +97,7 @@ def test_signature_estimates_approach_the_exact_counts_as_the_signatures_widen()
     graph = nx.gnp_random_graph(40, 0.1, seed=5)
     ei = edge_index_of(graph)
     pairs = torch.tensor([(u, v) for u, v in itertools.combinations(range(40), 2) if not graph.has_edge(u, v)]).t()
-    exact = np.stack([heuristic_scores(n, None, ei, 40, pairs) for n in ("common_neighbours", "walks_3",
-                                                                         "walks_3")], 1)
+    exact = np.stack([heuristic_scores(n, None, ei, 40, pairs) for n in ("common_neighbours", "walks_3", "walks_3")], 1)
     torch.manual_seed(0)
     est = SignatureCounts(dim=16384)(pairs, adjacency(ei, 40), "cpu")
     counts = (torch.sign(est) * torch.expm1(est.abs())).numpy()  # undo the log scale
@@ -126,7 +131,8 @@ def test_decoders_score_one_logit_per_pair_deterministically(variant):
         outs.append(m.decode(m(g.x, g.edge_index), pairs, g.edge_index, g.x))
     assert outs[0].shape == (5,) and torch.isfinite(outs[0]).all() and torch.equal(outs[0], outs[1])
     assert m.decoder.mlp[0].in_features == DECODERS[VARIANTS[variant]["decoder"]].width(SMALL["gat_out"]) + (
-        len(m.decoder.feat_linear.weight[0]) if m.decoder.features else 0)
+        len(m.decoder.feat_linear.weight[0]) if m.decoder.features else 0
+    )
     with pytest.raises(ValueError, match="message-passing edges"):
         m.decode(m(g.x, g.edge_index), pairs)
 

@@ -14,8 +14,8 @@ from lib.linkpred.config import GatParams, TrainConfig, TrainingDiverged, stored
 from lib.linkpred.data import graph_problem, synthetic_graph
 from lib.linkpred.heuristics import HEURISTICS, heuristic_scores
 from lib.linkpred.model import ModelConfig
-from lib.linkpred.protocols import graph_task
 from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS
+from lib.linkpred.protocols import graph_task
 from lib.linkpred.sampling import sample_negatives
 from lib.linkpred.stage import run_experiment
 from lib.linkpred.train import Checkpointing, checkpoint_config, supervision_pairs, train_model
@@ -130,8 +130,9 @@ def test_short_low_precision_training_of_the_fused_model_is_finite_and_learns(tm
     runs = {}
     for prec in ("fp32", precision):
         cfg = TrainConfig(epochs=3, seed=1, lr=5e-3, precision=prec, log_aauc=False)
-        model, res = train_model("gat_model", model_cfg, graphs, [], cfg, Checkpointing(tmp_path / prec, "four"),
-                                 progress=False)
+        model, res = train_model(
+            "gat_model", model_cfg, graphs, [], cfg, Checkpointing(tmp_path / prec, "four"), progress=False
+        )
         assert all(np.isfinite(h["loss"]) for h in res.history)
         assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in model.parameters())
         runs[prec] = np.mean([h["auc_eval"] for h in res.history[-4:]])
@@ -162,14 +163,17 @@ def test_resume_reproduces_an_uninterrupted_run(tmp_path):
     graphs = _graphs()
     cfg = TrainConfig(epochs=2, seed=4, r_cos=0.5, t_cos=0.3, supervision="disjoint")
     fid = data_fingerprint(graphs)
-    m_full, r_full = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, Checkpointing(tmp_path / "a", fid),
-                                 progress=False)
+    m_full, r_full = train_model(
+        "gat_model", SMALL, graphs[:4], graphs[4:], cfg, Checkpointing(tmp_path / "a", fid), progress=False
+    )
     # interrupted inside epoch 2: only epoch 1's checkpoint exists, then resume
-    train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, Checkpointing(tmp_path / "b", fid), progress=False,
-                max_steps=6)
+    train_model(
+        "gat_model", SMALL, graphs[:4], graphs[4:], cfg, Checkpointing(tmp_path / "b", fid), progress=False, max_steps=6
+    )
     assert list(epoch_checkpoints(tmp_path / "b")) == [1]
-    m_res, r_res = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, Checkpointing(tmp_path / "b", fid),
-                               progress=False)
+    m_res, r_res = train_model(
+        "gat_model", SMALL, graphs[:4], graphs[4:], cfg, Checkpointing(tmp_path / "b", fid), progress=False
+    )
     assert r_res.resumed_from == 1
     assert r_res.history == [{**h, "seconds": r} for h, r in zip(r_full.history, [h["seconds"] for h in r_res.history])]
     assert r_res.val == r_full.val
@@ -187,8 +191,15 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
     for g in graphs:
         g.x = g.x * 3e37
     with pytest.raises(TrainingDiverged, match="epoch_1.pt"):
-        train_model("gat_model", SMALL, graphs, [], TrainConfig(epochs=2, seed=0, log_aauc=False),
-                    Checkpointing(tmp_path, "four-graphs"), progress=False)
+        train_model(
+            "gat_model",
+            SMALL,
+            graphs,
+            [],
+            TrainConfig(epochs=2, seed=0, log_aauc=False),
+            Checkpointing(tmp_path, "four-graphs"),
+            progress=False,
+        )
     assert list(epoch_checkpoints(tmp_path)) == [1]
 
 
@@ -202,10 +213,19 @@ def test_checkpoints_resume_only_on_the_same_non_empty_data_id(tmp_path):
     _, r = train_model("gat_model", SMALL, graphs, [], cfg, Checkpointing(tmp_path, fid), progress=False)
     assert r.resumed_from == 1 and r.history == r0.history  # finished run reloaded, nothing trained again
     with pytest.raises(ValueError, match=r"other settings \(data_id\)"):
-        train_model("gat_model", SMALL, other, [], cfg, Checkpointing(tmp_path, data_fingerprint(other)), progress=False)
+        train_model(
+            "gat_model", SMALL, other, [], cfg, Checkpointing(tmp_path, data_fingerprint(other)), progress=False
+        )
     # an empty data id matches nothing, not even a checkpoint also made with an empty id: training starts over
-    train_model("gat_model", SMALL, other, [], TrainConfig(epochs=2, seed=0, log_aauc=False, log_eval=False),
-                Checkpointing(tmp_path / "e"), progress=False)
+    train_model(
+        "gat_model",
+        SMALL,
+        other,
+        [],
+        TrainConfig(epochs=2, seed=0, log_aauc=False, log_eval=False),
+        Checkpointing(tmp_path / "e"),
+        progress=False,
+    )
     _, r = train_model("gat_model", SMALL, graphs, [], cfg, Checkpointing(tmp_path / "e"), progress=False)
     assert r.resumed_from == 0 and len(r.history) == 3
     assert list(epoch_checkpoints(tmp_path / "e")) == [1]  # the other run's epoch 2 is gone, not selectable
@@ -257,29 +277,55 @@ def test_experiment_learns_and_reports_every_protocol_and_negative_set(tmp_path)
     graphs = {g.graph_id: g for g in _graphs(6, seed=10)}
     train, val, test = split_graphs(list(graphs), 0, 2, 0.25, seed=0)
     assert (len(train), len(val), len(test)) == (3, 1, 2)
-    params = GatParams(gat_epochs=2, baseline_epochs=2, gat_lr=5e-3, r_cos=0.5, t_cos=0.3, gat_hidden=16, gat_out=8,
-                       gat_levels=2, gat_dropout=0.1)
+    params = GatParams(
+        gat_epochs=2,
+        baseline_epochs=2,
+        gat_lr=5e-3,
+        r_cos=0.5,
+        t_cos=0.3,
+        gat_hidden=16,
+        gat_out=8,
+        gat_levels=2,
+        gat_dropout=0.1,
+    )
     roles = {"train": train, "val": val, "test": test}
-    out = run_experiment(graphs, roles, params, 0, 32, tmp_path,
-                         scorers=("gat_model", "mlp", "cosine", "common_neighbours"), progress=False)
+    out = run_experiment(
+        graphs,
+        roles,
+        params,
+        0,
+        32,
+        tmp_path,
+        scorers=("gat_model", "mlp", "cosine", "common_neighbours"),
+        progress=False,
+    )
     rows = {(r["model"], r["protocol"], r["supervision"], r["negatives"]): r for r in out["rows"]}
     protocols = ("seed", "within_graph", "leak_free", "pair_split", "new_nodes")
     # under "seed" the positives are message-passing edges (distance 1): a matched negative would be a link, so none
     sets = {p: [n for n in DEFAULT_NEGATIVE_SETS if (p, n) != ("seed", "matched")] for p in protocols}
-    assert set(rows) == {(m, p, sv, n) for m in ("gat_model", "mlp") for p in protocols for sv in ("mp", "disjoint")
-                         for n in sets[p]} | {(m, p, "none", n) for m in ("cosine", "common_neighbours")
-                                              for p in protocols for n in sets[p]}
+    assert set(rows) == {
+        (m, p, sv, n) for m in ("gat_model", "mlp") for p in protocols for sv in ("mp", "disjoint") for n in sets[p]
+    } | {(m, p, "none", n) for m in ("cosine", "common_neighbours") for p in protocols for n in sets[p]}
     heart = rows[("gat_model", "leak_free", "mp", "heart")]
     assert {"mrr", "hits@1", "hits@10", "auc_cn", "auc_no_cn", "mrr_cn", "mrr_no_cn", "pos_no_cn"} <= set(heart)
     assert "hits@50" not in heart and "hits@50" in rows[("gat_model", "leak_free", "mp", "uniform")]
     assert rows[("common_neighbours", "leak_free", "none", "matched")]["auc_no_cn"] is not None
     # seed and within_graph share their training graphs, so one model each; the clean protocols train their own
-    assert sorted(out["train"]) == sorted(f"{t}/{sv}/{k}" for t in ("graphs", "leak_free", "pair_split", "new_nodes")
-                                          for sv in ("mp", "disjoint") for k in ("gat_model", "mlp"))
+    assert sorted(out["train"]) == sorted(
+        f"{t}/{sv}/{k}"
+        for t in ("graphs", "leak_free", "pair_split", "new_nodes")
+        for sv in ("mp", "disjoint")
+        for k in ("gat_model", "mlp")
+    )
     assert rows[("gat_model", "leak_free", "mp", "uniform")]["auc"] > 0.7  # clusters make edges learnable
     assert rows[("cosine", "leak_free", "none", "uniform")]["auc"] > 0.7
     audit = {a["protocol"]: a for a in out["audit"]}
-    assert audit["leak_free"]["test_pos_seen"] == audit["pair_split"]["test_pos_seen"] == audit["new_nodes"]["test_pos_seen"] == 0
+    assert (
+        audit["leak_free"]["test_pos_seen"]
+        == audit["pair_split"]["test_pos_seen"]
+        == audit["new_nodes"]["test_pos_seen"]
+        == 0
+    )
     table = summary_table(out["rows"])
     assert table.loc[("leak_free", "uniform", "mp", "gat_model"), "n_seeds"] == 1
     # a trained model's rows carry its selected epoch's validation score on that negative set; a heuristic's do not
@@ -298,19 +344,45 @@ def _choice_rows(with_val: bool = True) -> pd.DataFrame:
     """Two seeds of one protocol × negative set: on test, disjoint supervision looks better; on validation, mp is."""
     rows = []
     for seed in (0, 1):
-        rows += [{"seed": seed, "protocol": "leak_free", "negatives": "uniform", "model": "gat_model",
-                  "supervision": "mp", "auc": 0.70, **({"val_auc": 0.90} if with_val else {})},
-                 {"seed": seed, "protocol": "leak_free", "negatives": "uniform", "model": "gat_model",
-                  "supervision": "disjoint", "auc": 0.80, **({"val_auc": 0.85} if with_val else {})},
-                 {"seed": seed, "protocol": "leak_free", "negatives": "uniform", "model": "cosine",
-                  "supervision": "none", "auc": 0.75}]
+        rows += [
+            {
+                "seed": seed,
+                "protocol": "leak_free",
+                "negatives": "uniform",
+                "model": "gat_model",
+                "supervision": "mp",
+                "auc": 0.70,
+                **({"val_auc": 0.90} if with_val else {}),
+            },
+            {
+                "seed": seed,
+                "protocol": "leak_free",
+                "negatives": "uniform",
+                "model": "gat_model",
+                "supervision": "disjoint",
+                "auc": 0.80,
+                **({"val_auc": 0.85} if with_val else {}),
+            },
+            {
+                "seed": seed,
+                "protocol": "leak_free",
+                "negatives": "uniform",
+                "model": "cosine",
+                "supervision": "none",
+                "auc": 0.75,
+            },
+        ]
     return pd.DataFrame(rows)
 
 
 def test_the_best_model_is_chosen_on_validation_and_falls_back_to_test_only_without_it():
     rows = _choice_rows().assign(candidate=lambda d: d["model"] + " · " + d["supervision"])
     cands = ["gat_model · mp", "gat_model · disjoint"]
-    assert choose_on_validation(rows, cands, key="candidate") == ("gat_model · mp", "validation", "gat_model · disjoint")
+    assert choose_on_validation(rows, cands, key="candidate") == (
+        "gat_model · mp",
+        "validation",
+        "gat_model · disjoint",
+    )
     old = _choice_rows(with_val=False).assign(candidate=lambda d: d["model"] + " · " + d["supervision"])
     assert choose_on_validation(old, cands, key="candidate") == ("gat_model · disjoint", "test", "gat_model · disjoint")
 
@@ -320,8 +392,10 @@ def test_notebook_03_verdict_takes_the_supervision_validation_prefers():
     row = table.iloc[0]
     assert row["best GatModel"] == "mp: 0.700 ± 0.000" and row["supervision chosen on"] == "validation"
     assert row["gap"] == pytest.approx(-0.05)
-    assert sentences == ["leak_free / uniform negatives: GatModel (mp supervision, chosen on validation) 0.700 AUC trails "
-                         "the best heuristic, cosine at 0.750, by 0.050."]
+    assert sentences == [
+        "leak_free / uniform negatives: GatModel (mp supervision, chosen on validation) 0.700 AUC trails "
+        "the best heuristic, cosine at 0.750, by 0.050."
+    ]
 
 
 def test_the_batch_summary_chooses_the_best_model_on_validation():
@@ -329,7 +403,11 @@ def test_the_batch_summary_chooses_the_best_model_on_validation():
 
     mean = _choice_rows().drop(columns="seed").groupby(["protocol", "negatives", "model", "supervision"]).mean()
     out = best_vs_heuristic({"run": {"train_gat": {"mean": mean.reset_index().to_dict("records")}}}).iloc[0]
-    assert (out["best_model"], out["model_chosen_on"], out["best_heuristic"]) == ("gat_model (mp)", "validation", "cosine")
+    assert (out["best_model"], out["model_chosen_on"], out["best_heuristic"]) == (
+        "gat_model (mp)",
+        "validation",
+        "cosine",
+    )
     assert out["model_minus_heuristic"] == pytest.approx(-0.05)
 
 
@@ -338,7 +416,10 @@ def test_notebook_03_parameters_are_what_the_model_trainer_and_protocols_read():
 
     p = GatParams(seed=5, n_seeds=2, gat_epochs=3, baseline_epochs=1, gat_hidden=32, holdout_fraction=0.2)
     assert p.seeds == [5, 6] and p.train_config(6).seed == 6 and p.train_config(5).epochs == 3
-    assert p.train_config(5, "mlp", "disjoint").epochs == 1 and p.train_config(5, "mlp", "disjoint").supervision == "disjoint"
+    assert (
+        p.train_config(5, "mlp", "disjoint").epochs == 1
+        and p.train_config(5, "mlp", "disjoint").supervision == "disjoint"
+    )
     assert p.model_config(384).gat_hidden == 32 and p.model_config(384).in_channels == 384
     assert p.protocol_settings().holdout_fraction == 0.2
     assert p.protocol_settings().negatives_per_positive == p.negatives_per_positive

@@ -3,6 +3,7 @@ moved aside, other settings are refused, an epoch-based run with early stopping 
 
 A toy regression with dropout, so the RNG state matters and nothing here needs a model package.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -21,15 +22,21 @@ def toy(seed: int = 0, width: int = 4) -> nn.Module:
     return nn.Sequential(nn.Linear(width, 8), nn.Dropout(0.3), nn.ReLU(), nn.Linear(8, 1))
 
 
-def run(tmp_path, steps=12, max_steps=None, seed=0, checkpoint="ck.pt", step_seed=None, lr=1e-2, every=4,
-        model=None, **kw):
+def run(
+    tmp_path, steps=12, max_steps=None, seed=0, checkpoint="ck.pt", step_seed=None, lr=1e-2, every=4, model=None, **kw
+):
     """A toy run; returns (model, loop, steps of this call)."""
     model = model or toy(seed)
     params = list(model.parameters())
     opt, sched = build_optimizer(params, lr=lr, steps=steps, warmup_steps=2, weight_decay=0.01)
-    loop = TrainingLoop({"model": model, "optimizer": opt, "schedule": sched}, {"lr": lr, "steps": steps}, steps,
-                        checkpoint=tmp_path / checkpoint if checkpoint else None, checkpoint_every=every,
-                        step_seed=step_seed)
+    loop = TrainingLoop(
+        {"model": model, "optimizer": opt, "schedule": sched},
+        {"lr": lr, "steps": steps},
+        steps,
+        checkpoint=tmp_path / checkpoint if checkpoint else None,
+        checkpoint_every=every,
+        step_seed=step_seed,
+    )
 
     def step(i: int) -> dict:
         idx = torch.arange(i % 4 * 8, i % 4 * 8 + 8)
@@ -70,10 +77,13 @@ def test_other_settings_are_refused_naming_the_key(tmp_path):
         run(tmp_path, lr=2e-2)
 
 
-@pytest.mark.parametrize("content, reason", [
-    (b"not a checkpoint", "could not be read"),
-    ({"model": {}, "step": 3}, "not a training-loop/1 checkpoint"),
-])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b"not a checkpoint", "could not be read"),
+        ({"model": {}, "step": 3}, "not a training-loop/1 checkpoint"),
+    ],
+)
 def test_an_unreadable_or_foreign_checkpoint_is_moved_aside_and_training_starts_over(tmp_path, content, reason):
     path = tmp_path / "ck.pt"
     if isinstance(content, bytes):
@@ -116,9 +126,14 @@ def epochs_run(tmp_path, max_steps=None, patience=2, per_epoch=4, epochs=10):
     The 'validation score' peaks at epoch 3, so the run stops after epoch 5."""
     model = toy(1)
     opt, sched = build_optimizer(list(model.parameters()), 1e-2, epochs * per_epoch)
-    loop = TrainingLoop({"model": model, "optimizer": opt, "schedule": sched}, {"patience": patience},
-                        epochs * per_epoch, checkpoint=tmp_path / "ep.pt", checkpoint_every=3,
-                        extra={"val": [], "best": None})
+    loop = TrainingLoop(
+        {"model": model, "optimizer": opt, "schedule": sched},
+        {"patience": patience},
+        epochs * per_epoch,
+        checkpoint=tmp_path / "ep.pt",
+        checkpoint_every=3,
+        extra={"val": [], "best": None},
+    )
 
     def step(i):
         terms = {"loss": nn.functional.mse_loss(model(X[:8]), Y[:8])}
@@ -132,8 +147,14 @@ def epochs_run(tmp_path, max_steps=None, patience=2, per_epoch=4, epochs=10):
             loop.extra["best"] = (epoch, {k: v.detach().clone() for k, v in model.state_dict().items()})
         return epoch - best >= patience
 
-    loop.run(step, max_steps=max_steps, period=per_epoch, end_of_period=end_of_epoch, checkpoint_period_ends=True,
-             progress=False)
+    loop.run(
+        step,
+        max_steps=max_steps,
+        period=per_epoch,
+        end_of_period=end_of_epoch,
+        checkpoint_period_ends=True,
+        progress=False,
+    )
     return model, loop
 
 
@@ -153,8 +174,9 @@ def test_an_epoch_based_run_stops_early_keeps_its_best_epoch_and_stays_stopped(t
     assert again.done == 0 and again.stopped and again.extra["val"] == ref.extra["val"]
 
 
-@pytest.mark.parametrize("schedule, theirs", [("linear", get_linear_schedule_with_warmup),
-                                              ("constant", get_constant_schedule_with_warmup)])
+@pytest.mark.parametrize(
+    "schedule, theirs", [("linear", get_linear_schedule_with_warmup), ("constant", get_constant_schedule_with_warmup)]
+)
 @pytest.mark.parametrize("warmup", [0, 1, 3])
 def test_the_schedules_give_transformers_learning_rates_exactly(schedule, theirs, warmup):
     p = [nn.Parameter(torch.zeros(2, 2))]

@@ -1,4 +1,5 @@
 """What notebook 03 logs while it trains (A-AUC and the eval-mode pass) is a setting that changes no weight."""
+
 from dataclasses import replace
 
 import pytest
@@ -21,15 +22,15 @@ def test_log_every_logs_a_auc_and_the_eval_pass_on_every_nth_step_and_changes_no
     graphs = _graphs()
     cfg = TrainConfig(epochs=2, seed=3, r_cos=0.5, t_cos=0.3)
     m_all, r_all = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, progress=False)
-    m_thin, r_thin = train_model("gat_model", SMALL, graphs[:4], graphs[4:], replace(cfg, log_every=3),
-                                 progress=False)
+    m_thin, r_thin = train_model("gat_model", SMALL, graphs[:4], graphs[4:], replace(cfg, log_every=3), progress=False)
     assert len(r_thin.history) == len(r_all.history) == 8
     for i, (a, b) in enumerate(zip(r_all.history, r_thin.history)):
         assert a["loss"] == b["loss"] and a["auc"] == b["auc"]  # every step keeps its loss and training AUC
         step_in_epoch = i % 4
         if step_in_epoch % 3 == 0:
-            assert {k: b[k] for k in ("aauc", "auc_eval", "aauc_eval")} == {k: a[k] for k in ("aauc", "auc_eval",
-                                                                                             "aauc_eval")}
+            assert {k: b[k] for k in ("aauc", "auc_eval", "aauc_eval")} == {
+                k: a[k] for k in ("aauc", "auc_eval", "aauc_eval")
+            }
         else:
             assert not {"aauc", "auc_eval", "aauc_eval"} & set(b), b
     for (k, a), b in zip(m_all.state_dict().items(), m_thin.state_dict().values()):
@@ -52,10 +53,18 @@ def test_a_run_resumes_under_other_logging_settings(tmp_path):
     cfg = TrainConfig(epochs=2, seed=4, r_cos=0.5, t_cos=0.3)
     fid = data_fingerprint(graphs)
     m_full, _ = train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, progress=False)
-    train_model("gat_model", SMALL, graphs[:4], graphs[4:], cfg, Checkpointing(tmp_path, fid), progress=False,
-                max_steps=6)
-    m_res, r_res = train_model("gat_model", SMALL, graphs[:4], graphs[4:], replace(cfg, log_every=4, log_eval=False),
-                               Checkpointing(tmp_path, fid), progress=False)
+    train_model(
+        "gat_model", SMALL, graphs[:4], graphs[4:], cfg, Checkpointing(tmp_path, fid), progress=False, max_steps=6
+    )
+    m_res, r_res = train_model(
+        "gat_model",
+        SMALL,
+        graphs[:4],
+        graphs[4:],
+        replace(cfg, log_every=4, log_eval=False),
+        Checkpointing(tmp_path, fid),
+        progress=False,
+    )
     assert r_res.resumed_from == 1
     for (k, a), b in zip(m_full.state_dict().items(), m_res.state_dict().values()):
         assert torch.equal(a, b), k

@@ -12,12 +12,24 @@ def beyond_rows(margin_auc: float, spread: float, seeds: int = 4) -> pd.DataFram
     rows = []
     for s in range(seeds):
         noise = spread * rng.standard_normal()
-        for model, auc in (("gat_ncn_stack", 0.80 + margin_auc + noise), ("heuristic_stack", 0.80),
-                           ("common_neighbours", 0.75)):
-            rows.append({"seed": s, "protocol": "leak_free", "negatives": "uniform", "model": model, "auc": auc,
-                         "mrr": auc - 0.3 + (0.05 if model == "gat_ncn_stack" else 0.0),
-                         "val_auc": auc if model == "gat_ncn_stack" else np.nan,
-                         "auc_cn": auc - 0.1, "auc_no_cn": auc + 0.05})
+        for model, auc in (
+            ("gat_ncn_stack", 0.80 + margin_auc + noise),
+            ("heuristic_stack", 0.80),
+            ("common_neighbours", 0.75),
+        ):
+            rows.append(
+                {
+                    "seed": s,
+                    "protocol": "leak_free",
+                    "negatives": "uniform",
+                    "model": model,
+                    "auc": auc,
+                    "mrr": auc - 0.3 + (0.05 if model == "gat_ncn_stack" else 0.0),
+                    "val_auc": auc if model == "gat_ncn_stack" else np.nan,
+                    "auc_cn": auc - 0.1,
+                    "auc_no_cn": auc + 0.05,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -25,7 +37,12 @@ def test_a_run_folders_verdict_table_judges_each_cell_by_its_interval(tmp_path):
     beyond_rows(0.10, 0.01).to_csv(tmp_path / "beyond_rows.csv", index=False)
     table = V.run_verdicts(tmp_path)
     row = table.iloc[0]
-    assert (row["chosen model"], row["bar"], row["goal"], row["seeds"]) == ("gat_ncn_stack", "heuristic_stack", "met", 4)
+    assert (row["chosen model"], row["bar"], row["goal"], row["seeds"]) == (
+        "gat_ncn_stack",
+        "heuristic_stack",
+        "met",
+        4,
+    )
     assert row["AUC over the bar"].startswith("met: +0.1") and row["AUC over the bar"].endswith("> +0.020")
     assert row["AUC over the shortcut"] == "—"  # uniform negatives: the shortcut is no part of the goal
     assert row["AUC margin, cn positives"].startswith("+0.1") and "[" in row["AUC margin, cn positives"]
@@ -50,9 +67,12 @@ def test_the_command_prints_a_published_runs_table_and_its_count(capsys):
 
 
 def test_the_beyond_finding_counts_cells_by_stratum_under_the_one_rule():
-    gaps = [{"auc_cn_margin_low": 0.01, "auc_cn_margin_high": 0.05}, {"auc_cn_margin_low": -0.02,
-                                                                     "auc_cn_margin_high": 0.03},
-            {"auc_cn_margin_low": -0.09, "auc_cn_margin_high": -0.01}, {}]
+    gaps = [
+        {"auc_cn_margin_low": 0.01, "auc_cn_margin_high": 0.05},
+        {"auc_cn_margin_low": -0.02, "auc_cn_margin_high": 0.03},
+        {"auc_cn_margin_low": -0.09, "auc_cn_margin_high": -0.01},
+        {},
+    ]
     assert stratum_counts(gaps, "cn") == (1, 1)  # one above 0, one below, one straddling, one without an interval
     count = GoalCount("run", 1, 0, 4, 10, (), (("cn", 1, 1), ("no_cn", 4, 0)))
     text = GainStrata((("Wikispeedia hyperlinks", count),)).readme()

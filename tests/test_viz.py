@@ -1,4 +1,5 @@
 """The pyvis picture helpers: which nodes a focused view keeps, and what the written HTML holds."""
+
 import json
 import re
 
@@ -63,17 +64,41 @@ def test_the_notebook_figures_are_drawn_and_written_by_lib(tmp_path):
 
     rng = np.random.default_rng(0)
     titles = [f"t{i}" for i in range(40)]
-    fig = pca_topics(titles, rng.normal(size=(40, 8)), {t: ("A" if i % 2 else "Uncategorized") for i, t in
-                                                         enumerate(titles[:30])}, 0, tmp_path / "f" / "pca.png")
+    fig = pca_topics(
+        titles,
+        rng.normal(size=(40, 8)),
+        {t: ("A" if i % 2 else "Uncategorized") for i, t in enumerate(titles[:30])},
+        0,
+        tmp_path / "f" / "pca.png",
+    )
     assert (tmp_path / "f" / "pca.png").stat().st_size > 0  # the folder is made first
-    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["Uncategorized (15)", "unknown (10)", "A (15)"]
-    means = pd.DataFrame([{"protocol": p, "negatives": n, "model": m, "supervision": sv, "auc": auc, "auc_std": 0.01}
-                          for p in ("seed", "leak_free") for n in ("uniform", "dist2")
-                          for m, sv, auc in (("gat_model", "mp", 0.7), ("gat_model", "disjoint", 0.7),
-                                             ("cosine", "none", 0.8), ("pref_attach", "none", 0.6))
-                          if (p, n) != ("seed", "dist2")])  # a set a protocol cannot have has no rows
-    fig = protocol_bars(means, ["gat_model", "cosine", "pref_attach"], ["uniform", "dist2"], ["seed", "leak_free"], 3,
-                        tmp_path / "p.png")
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == [
+        "Uncategorized (15)",
+        "unknown (10)",
+        "A (15)",
+    ]
+    means = pd.DataFrame(
+        [
+            {"protocol": p, "negatives": n, "model": m, "supervision": sv, "auc": auc, "auc_std": 0.01}
+            for p in ("seed", "leak_free")
+            for n in ("uniform", "dist2")
+            for m, sv, auc in (
+                ("gat_model", "mp", 0.7),
+                ("gat_model", "disjoint", 0.7),
+                ("cosine", "none", 0.8),
+                ("pref_attach", "none", 0.6),
+            )
+            if (p, n) != ("seed", "dist2")
+        ]
+    )  # a set a protocol cannot have has no rows
+    fig = protocol_bars(
+        means,
+        ["gat_model", "cosine", "pref_attach"],
+        ["uniform", "dist2"],
+        ["seed", "leak_free"],
+        3,
+        tmp_path / "p.png",
+    )
     assert len(fig.axes) == 2 and (tmp_path / "p.png").is_file()
     # two gat_model · supervision bars and the strongest heuristic, named on its bar, at each of two protocols
     assert len(fig.axes[0].patches) == 3 * 2 and [t.get_text() for t in fig.axes[0].texts] == ["cosine", "cosine"]
@@ -86,10 +111,23 @@ def test_the_03b_figure_shows_the_chosen_model_beside_the_bar_and_the_shortcut(t
     from lib.linkpred.plots import beyond_bars
 
     score = {"gat_a": 0.9, "gat_b": 0.8, "heuristic_stack": 0.85, "cosine": 0.7, "no_cn_shortcut": 0.4, "mlp": 0.6}
-    rows = pd.DataFrame([{"seed": s, "protocol": p, "negatives": n, "model": m, "auc": a - s / 100, "mrr": a / 2,
-                          "val_auc": {"gat_a": 0.7, "gat_b": 0.8}.get(m)}
-                         for s in (0, 1) for p in ("leak_free", "new_nodes") for n in ("uniform", "dist2")
-                         for m, a in score.items()])
+    rows = pd.DataFrame(
+        [
+            {
+                "seed": s,
+                "protocol": p,
+                "negatives": n,
+                "model": m,
+                "auc": a - s / 100,
+                "mrr": a / 2,
+                "val_auc": {"gat_a": 0.7, "gat_b": 0.8}.get(m),
+            }
+            for s in (0, 1)
+            for p in ("leak_free", "new_nodes")
+            for n in ("uniform", "dist2")
+            for m, a in score.items()
+        ]
+    )
     fig = beyond_bars(rows, [m for m in score if m != "mlp"], 2, hatched=("heuristic_stack",), path=tmp_path / "b.png")
     auc, mrr = fig.axes[0], fig.axes[2]  # rows: AUC, MRR; columns: uniform, dist2
     assert [a.get_title() for a in fig.axes[:2]] == ["uniform negatives", "dist2 negatives (distance 2)"]

@@ -1,5 +1,6 @@
 """The shipped real-hyperlink snapshot (data/wikispeedia/): checksums verified on read, its shape, its root list, and
 a slice of it through the runner (notebooks 01-03b)."""
+
 import hashlib
 import json
 import shutil
@@ -62,12 +63,45 @@ def test_the_root_list_is_a_fresh_stratified_draw_of_linked_articles():
 def test_a_slice_of_the_snapshot_through_the_runner(tmp_path):
     roots = read_roots(PARAMS / "roots_wikispeedia_400.txt")[:8]
     (tmp_path / "roots.txt").write_text("\n".join(roots) + "\n", encoding="utf-8")
-    args = ["--params", str(PARAMS / "wikispeedia.yaml"), "--outputs", str(tmp_path / "runs"), "--run-name", "ws",
-            "--notebooks", "01", "02", "03", "03b", "--summary", str(tmp_path / "summary"),
-            "-p", f"roots_file={tmp_path / 'roots.txt'}", "-p", f"picture_root={roots[0]}", "-p", "max_nodes=60",
-            "-p", "overlap_n_roots=8", "-p", "overlap_max_nodes=[30, 60]", "-p", "n_seeds=1", "-p", "gat_epochs=1",
-            "-p", "baseline_epochs=1", "-p", "beyond_variants=[dot, ncn_feat]", "-p", "beyond_epochs=1",
-            "-p", "sweep_dropout=[0.5]", "-p", "threads=1"]
+    args = [
+        "--params",
+        str(PARAMS / "wikispeedia.yaml"),
+        "--outputs",
+        str(tmp_path / "runs"),
+        "--run-name",
+        "ws",
+        "--notebooks",
+        "01",
+        "02",
+        "03",
+        "03b",
+        "--summary",
+        str(tmp_path / "summary"),
+        "-p",
+        f"roots_file={tmp_path / 'roots.txt'}",
+        "-p",
+        f"picture_root={roots[0]}",
+        "-p",
+        "max_nodes=60",
+        "-p",
+        "overlap_n_roots=8",
+        "-p",
+        "overlap_max_nodes=[30, 60]",
+        "-p",
+        "n_seeds=1",
+        "-p",
+        "gat_epochs=1",
+        "-p",
+        "baseline_epochs=1",
+        "-p",
+        "beyond_variants=[dot, ncn_feat]",
+        "-p",
+        "beyond_epochs=1",
+        "-p",
+        "sweep_dropout=[0.5]",
+        "-p",
+        "threads=1",
+    ]
     assert main(args) == 0
     run = tmp_path / "runs" / "ws"
     metrics = json.loads((run / "metrics.json").read_text())

@@ -10,6 +10,7 @@ through rename(2) (`atomic_write_bytes`), so a kill loses at most the chunk bein
 of every store: a chunk that fails its checks is moved aside to `<name>.corrupt` with a warning that names it, and
 the store recomputes what it held.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,9 +39,9 @@ def read_header(path: Path, magic: bytes, verify: bool = True) -> tuple[dict, in
     n0 = len(magic) + 64
     with open(path, "rb") as fh:
         data = fh.read(n0 + 8)
-        if len(data) < n0 + 8 or data[:len(magic)] != magic:
+        if len(data) < n0 + 8 or data[: len(magic)] != magic:
             raise ChunkCorrupt("bad magic or truncated")
-        digest = data[len(magic):n0].decode("ascii", "replace")
+        digest = data[len(magic) : n0].decode("ascii", "replace")
         (hlen,) = struct.unpack("<Q", data[n0:])
         if verify:
             h = hashlib.sha256(data[n0:])

@@ -2,6 +2,7 @@
 
 The runner and the stage configs check these names before any work; lib.common.device turns them into torch objects.
 """
+
 from __future__ import annotations
 
 import os

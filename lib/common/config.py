@@ -15,6 +15,7 @@ translating a multi-line `ValidationError`, never coerces "3" into 3 behind the 
         NOTEBOOK: ClassVar[str] = "01_crawl.ipynb"
         max_nodes: int = param(1000, "nodes per graph", ge=1)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,17 @@ RUN_DIR_WHY = "run folder shared by the numbered notebooks"
 SCALARS: dict[type, tuple[type, ...]] = {int: (int,), float: (float, int), str: (str,), bool: (bool,)}
 
 
-def param(default: Any, why: str, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
-          lt: float | None = None, choices: tuple | None = None, record: bool = True) -> Any:
+def param(
+    default: Any,
+    why: str,
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    choices: tuple | None = None,
+    record: bool = True,
+) -> Any:
     """A stage parameter: its demo default, one line on why it exists, and what values it accepts (bounds apply to a
     number or to every item of a list of numbers; `choices` to a string or to every item of a list). record=False
     keeps it out of the run folder's params record (speed-only settings, an e-mail address)."""
@@ -48,7 +58,9 @@ def param(default: Any, why: str, *, ge: float | None = None, gt: float | None =
 
 
 def _accepted(meta: dict) -> str:
-    parts = [f"{op} {meta[k]}" for k, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")) if meta[k] is not None]
+    parts = [
+        f"{op} {meta[k]}" for k, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")) if meta[k] is not None
+    ]
     if meta["choices"] is not None:
         parts.append(f"one of {', '.join(map(str, meta['choices']))}")
     return " and ".join(parts)
@@ -74,22 +86,35 @@ class StageParams:
         item_type = typing.get_args(hint)[0] if origin is list else None
         base = list if origin is list else hint
         if not _is(value, base):
-            raise ParamError(f"parameter {f.name}={value!r} is a {type(value).__name__}; {self.NOTEBOOK} declares it "
-                             f"{type_name(hint)} (default {default_text(self.default_of(f.name))}); give "
-                             f"{article(type_name(hint))} {type_name(hint)}", key=f.name)
+            raise ParamError(
+                f"parameter {f.name}={value!r} is a {type(value).__name__}; {self.NOTEBOOK} declares it "
+                f"{type_name(hint)} (default {default_text(self.default_of(f.name))}); give "
+                f"{article(type_name(hint))} {type_name(hint)}",
+                key=f.name,
+            )
         items = value if origin is list else [value]
         for v in items:
             if item_type is not None and not _is(v, item_type):
-                raise ParamError(f"parameter {f.name}={value!r} holds {v!r}, a {type(v).__name__}; give a list of "
-                                 f"{item_type.__name__}", key=f.name)
+                raise ParamError(
+                    f"parameter {f.name}={value!r} holds {v!r}, a {type(v).__name__}; give a list of "
+                    f"{item_type.__name__}",
+                    key=f.name,
+                )
             bad = (meta["choices"] is not None and v not in meta["choices"]) or (
-                isinstance(v, (int, float)) and not isinstance(v, bool) and (
-                    (meta["ge"] is not None and v < meta["ge"]) or (meta["gt"] is not None and v <= meta["gt"])
-                    or (meta["le"] is not None and v > meta["le"]) or (meta["lt"] is not None and v >= meta["lt"])))
+                isinstance(v, (int, float))
+                and not isinstance(v, bool)
+                and (
+                    (meta["ge"] is not None and v < meta["ge"])
+                    or (meta["gt"] is not None and v <= meta["gt"])
+                    or (meta["le"] is not None and v > meta["le"])
+                    or (meta["lt"] is not None and v >= meta["lt"])
+                )
+            )
             if bad:
                 what = "every item " if origin is list else ""
-                raise ParamError(f"parameter {f.name}={value!r} is invalid: {what}must be {_accepted(meta)}",
-                                 key=f.name)
+                raise ParamError(
+                    f"parameter {f.name}={value!r} is invalid: {what}must be {_accepted(meta)}", key=f.name
+                )
 
     @classmethod
     def default_of(cls, name: str):
@@ -127,15 +152,25 @@ class StageParams:
     def parameters_cell(cls) -> str:
         """The notebook's `parameters` cell: one `name: type = default  # why` line per field, in field order."""
         hints = typing.get_type_hints(cls)
-        return "\n".join(f"{f.name}: {cell_type(hints[f.name])} = {default_text(cls.default_of(f.name))}  "
-                         f"# {f.metadata['why']}" for f in fields(cls))
+        return "\n".join(
+            f"{f.name}: {cell_type(hints[f.name])} = {default_text(cls.default_of(f.name))}  # {f.metadata['why']}"
+            for f in fields(cls)
+        )
 
     @classmethod
     def reference(cls) -> list[dict]:
         """One row per parameter for the parameters page: name, type, default, accepted values, why."""
         hints = typing.get_type_hints(cls)
-        return [{"name": f.name, "type": type_name(hints[f.name]), "default": default_text(cls.default_of(f.name)),
-                 "accepted": _accepted(f.metadata), "why": f.metadata["why"]} for f in fields(cls)]
+        return [
+            {
+                "name": f.name,
+                "type": type_name(hints[f.name]),
+                "default": default_text(cls.default_of(f.name)),
+                "accepted": _accepted(f.metadata),
+                "why": f.metadata["why"],
+            }
+            for f in fields(cls)
+        ]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,7 +188,7 @@ def _is(value, t) -> bool:
 
 
 def article(word: str) -> str:
-    """"a" or "an" before `word`."""
+    """ "a" or "an" before `word`."""
     return "an" if word[0] in "aeiou" else "a"
 
 
@@ -190,15 +225,21 @@ def stage_params() -> dict[str, type[StageParams]]:
     return out
 
 
-STAGE_CONFIGS = ("lib.crawl.config", "lib.embed.config", "lib.linkpred.config", "lib.aauc.config", "lib.distill.config",
-                 "lib.embedders.config", "lib.kd.config")
+STAGE_CONFIGS = (
+    "lib.crawl.config",
+    "lib.embed.config",
+    "lib.linkpred.config",
+    "lib.aauc.config",
+    "lib.distill.config",
+    "lib.embedders.config",
+    "lib.kd.config",
+)
 """The modules that declare the stages' parameters (`StageParams` subclasses naming their notebook)."""
 
 
 def write_cells(notebooks_dir=None, check: bool = False) -> list[str]:
     """Rewrite each notebook's `parameters` cell from its config (check=True: only list the notebooks that differ)."""
     import nbformat  # lazy: slow to load; only writing the parameters cells uses it
-
 
     differ = []
     for name, cls in stage_params().items():
@@ -214,8 +255,10 @@ def write_cells(notebooks_dir=None, check: bool = False) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lib.common.config",
-                                 description="Write (or --check) every notebook's parameters cell from its config.")
+    ap = argparse.ArgumentParser(
+        prog="python -m lib.common.config",
+        description="Write (or --check) every notebook's parameters cell from its config.",
+    )
     ap.add_argument("--check", action="store_true", help="only list the notebooks whose cell differs; exit 1 if any")
     args = ap.parse_args(argv)
     differ = write_cells(check=args.check)

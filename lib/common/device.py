@@ -10,6 +10,7 @@ means torch.autocast around the forward pass; weights, stored embeddings, checkp
           without it is several times *slower* than float32 (measured here: 8x on a 256x384 linear layer).
 `resolve_precision` returns the choice with the reason, which the run's params.json records (lib.common.runinfo).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -41,8 +42,10 @@ def set_threads(threads: int = 0) -> int:
     On a shared machine use 1: torch's OpenMP threads spin while waiting for a peer that another process has
     descheduled, so two threads beside another CPU-bound job made a GatModel step 20x slower (0.12 s -> 2.5 s)."""
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
-        raise ValueError(f"threads={threads!r} is invalid; use 0 (OMP_NUM_THREADS or every core) or a positive count, "
-                         f"1 on a shared machine")
+        raise ValueError(
+            f"threads={threads!r} is invalid; use 0 (OMP_NUM_THREADS or every core) or a positive count, "
+            f"1 on a shared machine"
+        )
     n = threads or default_threads()
     torch.set_num_threads(n)
     for var in THREAD_VARS:
@@ -95,8 +98,12 @@ class Precision:
         return torch.autocast(torch.device(device).type, dtype=self.dtype)
 
     def to_dict(self) -> dict:
-        return {"requested": self.requested, "resolved": self.name, "dtype": str(self.dtype or torch.float32),
-                "reason": self.reason}
+        return {
+            "requested": self.requested,
+            "resolved": self.name,
+            "dtype": str(self.dtype or torch.float32),
+            "reason": self.reason,
+        }
 
 
 def resolve_precision(name: str, device: torch.device | str = "cpu") -> Precision:
@@ -108,8 +115,9 @@ def resolve_precision(name: str, device: torch.device | str = "cpu") -> Precisio
         if name == "auto":
             if native_bf16:
                 return Precision("bf16", torch.bfloat16, "auto on CUDA: the GPU computes bf16 natively", name)
-            return Precision("fp16", torch.float16, "auto on CUDA: no native bf16 on this GPU, fp16 with loss scaling",
-                             name)
+            return Precision(
+                "fp16", torch.float16, "auto on CUDA: no native bf16 on this GPU, fp16 with loss scaling", name
+            )
         return Precision(name, DTYPES[name], f"requested {name} on CUDA", name)
     if dev.type != "cpu":
         raise ValueError(f"precision on device type {dev.type!r} is not supported; use 'cpu' or 'cuda'")
@@ -119,6 +127,7 @@ def resolve_precision(name: str, device: torch.device | str = "cpu") -> Precisio
             return Precision("bf16", torch.bfloat16, f"auto on CPU: native bf16 ({why})", name)
         return Precision("fp32", None, f"auto on CPU: {why}, so float32", name)
     if name == "bf16" and not native:
-        return Precision("bf16", torch.bfloat16, f"requested bf16 on CPU although {why}: emulated, expect a slowdown",
-                         name)
+        return Precision(
+            "bf16", torch.bfloat16, f"requested bf16 on CPU although {why}: emulated, expect a slowdown", name
+        )
     return Precision(name, DTYPES[name], f"requested {name} on CPU", name)

@@ -7,6 +7,7 @@ caught the built-in one keeps working:
 
     class DistillError(WikigatError, ValueError): ...
 """
+
 from __future__ import annotations
 
 

@@ -10,6 +10,7 @@ The seed's own files have no "metadata" and no "topic"; `read_graph` accepts the
 user's own input, so a label that cannot be a title (lib.common.titles.check_title: empty, a control character, over
 255 bytes) refuses the file, naming it and the node; labels are read with surrounding whitespace stripped and in NFC.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -131,7 +132,7 @@ def read_graph(path: str | Path) -> Graph:
             u, v = index[e["source"]], index[e["target"]]
         except (KeyError, TypeError):
             raise GraphFormatError(
-                f"graph file {path}: edge #{k} {e!r:.80} refers to a node id that is not in \"nodes\""
+                f'graph file {path}: edge #{k} {e!r:.80} refers to a node id that is not in "nodes"'
             ) from None
         key = (min(u, v), max(u, v))
         if u == v or key in seen:  # the seed's files may hold self-loops or both directions

@@ -1,5 +1,6 @@
 """The project's two fingerprints: of a configuration (checkpoints, caches and run folders are reused only for the
 same one) and of a text (the key of a cached sentence)."""
+
 from __future__ import annotations
 
 import hashlib

@@ -2,6 +2,7 @@
 
 Every key must be declared in some notebook's `parameters` cell; an unknown key is an error naming the key.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -27,8 +28,10 @@ def load_yaml(path: str | Path) -> dict:
     p = resolve(path)
     if not p.is_file():
         profiles = ", ".join(sorted(x.name for x in PARAMS.glob("*.yaml")))
-        raise ParamError(f"params file {path} does not exist; name an existing YAML file of `key: value` lines, or one "
-                         f"of the profiles in params/: {profiles}")
+        raise ParamError(
+            f"params file {path} does not exist; name an existing YAML file of `key: value` lines, or one "
+            f"of the profiles in params/: {profiles}"
+        )
     try:
         obj = yaml.safe_load(p.read_text(encoding="utf-8-sig")) or {}
     except UnicodeDecodeError as e:
@@ -90,8 +93,10 @@ def check_known(params: dict, known: set[str], where: str = "params") -> None:
     if unknown:
         close = difflib.get_close_matches(unknown[0], sorted(known), n=3, cutoff=0.6)
         hint = f"Did you mean {' or '.join(close)}? " if close else ""
-        raise ParamError(f"unknown parameter {unknown[0]!r} in {where}; no notebook declares it. {hint}Every parameter "
-                         f"is listed in docs/parameters.md")
+        raise ParamError(
+            f"unknown parameter {unknown[0]!r} in {where}; no notebook declares it. {hint}Every parameter "
+            f"is listed in docs/parameters.md"
+        )
 
 
 def require(cond: bool, key: str, value, fix: str) -> None:

@@ -1,4 +1,5 @@
 """Every path derives from the project root, so notebooks run the same from JupyterLab, papermill and nbval."""
+
 from __future__ import annotations
 
 import contextlib
@@ -68,8 +69,12 @@ def move_aside(path: Path, what: str, reason: str, consequence: str, copy: bool 
         atomic_write_bytes(aside, path.read_bytes())
     else:
         os.replace(path, aside)
-    warnings.warn(f"{what} {path} could not be read ({reason}); {'copied' if copy else 'moved'} aside to {aside.name}, "
-                  f"{consequence}", RecoveryWarning, stacklevel=3)
+    warnings.warn(
+        f"{what} {path} could not be read ({reason}); {'copied' if copy else 'moved'} aside to {aside.name}, "
+        f"{consequence}",
+        RecoveryWarning,
+        stacklevel=3,
+    )
     return aside
 
 
@@ -84,12 +89,17 @@ def os_error_line(e: OSError, path: str | os.PathLike | None = None) -> str:
     """One sentence for a failed write: what happened, the path (`path` when the error names none) and the fix: for
     a path in the cache folder, WIKIGAT_CACHE; for any other, --outputs."""
     where = e.filename or path or "a file"
-    in_cache = (isinstance(where, (str, bytes, os.PathLike)) and where != "a file"
-                and Path(os.fsdecode(where)).absolute().is_relative_to(CACHE.absolute()))
+    in_cache = (
+        isinstance(where, (str, bytes, os.PathLike))
+        and where != "a file"
+        and Path(os.fsdecode(where)).absolute().is_relative_to(CACHE.absolute())
+    )
     knob = "set WIKIGAT_CACHE to" if in_cache else "pass --outputs"  # the cache moves with WIKIGAT_CACHE only
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return (f"no space left on the device of {where}; free space there (or {knob} a folder on another disk) and "
-                f"run the same command again: it resumes")
+        return (
+            f"no space left on the device of {where}; free space there (or {knob} a folder on another disk) and "
+            f"run the same command again: it resumes"
+        )
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         why = "is on a read-only file system" if e.errno == errno.EROFS else "cannot be written by this user"
         return f"{where} {why}; {knob} a folder you can write, or make it writable"
@@ -192,7 +202,7 @@ def whole_rows(path: str | os.PathLike, columns: list[str] | None = None) -> Csv
     try:
         for fields in reader:
             if fields:  # pandas skips blank lines too
-                records.append((start + 1, fields, "".join(lines[start:reader.line_num])))
+                records.append((start + 1, fields, "".join(lines[start : reader.line_num])))
             start = reader.line_num
     except csv.Error as e:
         return CsvRead(None, f"not a CSV table: {e} (line {reader.line_num})", [], b"")
@@ -202,11 +212,18 @@ def whole_rows(path: str | os.PathLike, columns: list[str] | None = None) -> Csv
     if len(records) == 1 and not ended:
         return CsvRead(None, "its header line is cut short", [], b"")
     (_, header, head), body = records[0], records[1:]
-    torn = {n for i, (n, fields, _) in enumerate(body)
-            if len(fields) != len(header) or (i == len(body) - 1 and not ended)}
-    cut = [f"line {n}" + "".join(f"{', ' if i else ' with '}{k}={' '.join(v.split())[:40]}"
-                                 for i, (k, v) in enumerate((k, v) for k, v in zip(header[:3], fields) if v))
-           for n, fields, _ in body if n in torn]
+    torn = {
+        n for i, (n, fields, _) in enumerate(body) if len(fields) != len(header) or (i == len(body) - 1 and not ended)
+    }
+    cut = [
+        f"line {n}"
+        + "".join(
+            f"{', ' if i else ' with '}{k}={' '.join(v.split())[:40]}"
+            for i, (k, v) in enumerate((k, v) for k, v in zip(header[:3], fields) if v)
+        )
+        for n, fields, _ in body
+        if n in torn
+    ]
     whole = (head + "".join(t for n, _, t in body if n not in torn)).encode()
     try:
         rows = pd.read_csv(io.BytesIO(whole))
@@ -231,12 +248,20 @@ def csv_rows(path: str | os.PathLike, columns: list[str] | None = None) -> tuple
 def cut_rows_reason(cut: list[str]) -> str:
     """The rows whole_rows found not whole, for a message: how many and the first three with their line and values."""
     more = f"; and {len(cut) - 3} more" if len(cut) > 3 else ""
-    return (f"{len(cut)} row{'s are' if len(cut) > 1 else ' is'} not whole, cut short or overwritten: "
-            f"{'; '.join(cut[:3])}{more}")
+    return (
+        f"{len(cut)} row{'s are' if len(cut) > 1 else ' is'} not whole, cut short or overwritten: "
+        f"{'; '.join(cut[:3])}{more}"
+    )
 
 
-def read_rows(path: str | os.PathLike, what: str, consequence: str, columns: list[str] | None = None,
-              lost: str | None = None, write_back: bool = True) -> pd.DataFrame:
+def read_rows(
+    path: str | os.PathLike,
+    what: str,
+    consequence: str,
+    columns: list[str] | None = None,
+    lost: str | None = None,
+    write_back: bool = True,
+) -> pd.DataFrame:
     """The whole rows of a CSV the project wrote and reads back to resume (whole_rows); an empty frame (with
     `columns`) when there is no file. A file that cannot be read as a table, or lacks one of `columns`, is moved
     aside to `<name>.corrupt` with a RecoveryWarning naming it, `what` it is and the `consequence`; one with rows
@@ -258,17 +283,30 @@ def read_rows(path: str | os.PathLike, what: str, consequence: str, columns: lis
     n, dropped = len(found.rows), "the cut one" if len(found.cut) == 1 else f"the {len(found.cut)} cut ones"
     whole = f"its {n} whole row{'s' if n != 1 else ''}"
     if not write_back:
-        move_aside(path, what, cut_rows_reason(found.cut), f"{whole} with it (without {dropped} they would pass for "
-                                                           f"the whole table): {lost or consequence}")
+        move_aside(
+            path,
+            what,
+            cut_rows_reason(found.cut),
+            f"{whole} with it (without {dropped} they would pass for the whole table): {lost or consequence}",
+        )
         return pd.DataFrame(columns=columns)
-    move_aside(path, what, cut_rows_reason(found.cut),
-               f"{whole} {'are' if n != 1 else 'is'} written back and {dropped} dropped: {lost or consequence}")
+    move_aside(
+        path,
+        what,
+        cut_rows_reason(found.cut),
+        f"{whole} {'are' if n != 1 else 'is'} written back and {dropped} dropped: {lost or consequence}",
+    )
     atomic_write_bytes(path, found.whole)
     return found.rows
 
 
-def append_csv_rows(path: str | os.PathLike, rows: list[dict], replace: dict | None = None, what: str = "rows file",
-                    lost: str = "the rows added now follow the whole ones") -> Path:
+def append_csv_rows(
+    path: str | os.PathLike,
+    rows: list[dict],
+    replace: dict | None = None,
+    what: str = "rows file",
+    lost: str = "the rows added now follow the whole ones",
+) -> Path:
     """Add `rows` to the CSV `path` atomically under `locked(path)`, reading it again first (read_rows: a damaged
     file, `what` it is, is moved aside, and rows that are not whole are dropped, with `lost` as what comes of them), so
     several processes appending to one results file keep each other's rows. replace: drop the rows `rows_with` this

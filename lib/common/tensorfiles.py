@@ -1,5 +1,6 @@
 """Files of tensors the project writes and reads back with torch (checkpoints, cached tensor sets): an atomic save,
 and a weights-only load that moves a damaged file aside."""
+
 from __future__ import annotations
 
 import io
@@ -18,8 +19,12 @@ def save_state(path: str | Path, state: dict) -> Path:
     return atomic_write_bytes(path, buf.getvalue())
 
 
-def read_checkpoint(path: str | Path, device="cpu", what: str = "checkpoint",
-                    consequence: str = "resuming from the one before or starting over") -> dict | None:
+def read_checkpoint(
+    path: str | Path,
+    device="cpu",
+    what: str = "checkpoint",
+    consequence: str = "resuming from the one before or starting over",
+) -> dict | None:
     """torch.load(path, weights_only=True) of a file the project wrote (a checkpoint, a cached tensor set); None when
     there is no file, or when it cannot be read (cut short by a kill or a full disk, overwritten): such a file is moved
     aside to `<name>.corrupt` with a RecoveryWarning naming it, `what` it is and the `consequence`, so the caller

@@ -7,6 +7,7 @@ that a busy machine slowed. When several things are compared, each round times e
 machine that slows down for a while slows all of them alike. Each table turns the seconds into its own unit (titles
 or sentences per second, seconds per 1,000 items).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -19,8 +20,11 @@ REPEATS = 3
 """Timed calls per measurement unless a caller asks for more."""
 
 
-def median_seconds_each(calls: Mapping[str, Callable[[], object]], repeats: int = REPEATS,
-                        warm_ups: Mapping[str, Callable[[], object]] | None = None) -> dict[str, float]:
+def median_seconds_each(
+    calls: Mapping[str, Callable[[], object]],
+    repeats: int = REPEATS,
+    warm_ups: Mapping[str, Callable[[], object]] | None = None,
+) -> dict[str, float]:
     """{name: median seconds of calls[name]()} over `repeats` rounds, each round calling every function once in turn,
     after one untimed call of each: warm_ups[name]() where given (e.g. the same work on a few inputs), else the call
     itself."""
@@ -37,7 +41,8 @@ def median_seconds_each(calls: Mapping[str, Callable[[], object]], repeats: int 
     return {name: statistics.median(v) for name, v in runs.items()}
 
 
-def median_seconds(call: Callable[[], object], repeats: int = REPEATS,
-                   warm_up: Callable[[], object] | None = None) -> float:
+def median_seconds(
+    call: Callable[[], object], repeats: int = REPEATS, warm_up: Callable[[], object] | None = None
+) -> float:
     """Median seconds of call() over `repeats` timed calls after one untimed warm_up() (the call itself when None)."""
     return median_seconds_each({"": call}, repeats, None if warm_up is None else {"": warm_up})[""]

@@ -15,6 +15,7 @@ Refused, because no Wikipedia title can hold them:
   - a lone surrogate (bytes that were not UTF-8);
   - more than 255 bytes of UTF-8, Wikipedia's limit (a 10,000-character "title" is a paragraph pasted by mistake).
 """
+
 from __future__ import annotations
 
 import re
@@ -28,8 +29,13 @@ MAX_TITLE_BYTES = 255
 FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 """Characters no title may hold: every Cc control character, and the two Unicode line breaks."""
 
-NAMES = {"\t": "a tab", "\n": "a newline", "\r": "a carriage return", "\u2028": "a line separator",
-         "\u2029": "a paragraph separator"}
+NAMES = {
+    "\t": "a tab",
+    "\n": "a newline",
+    "\r": "a carriage return",
+    "\u2028": "a line separator",
+    "\u2029": "a paragraph separator",
+}
 
 
 class TitleError(WikigatError, ValueError):
@@ -50,8 +56,9 @@ def check_title(raw: str) -> str:
     if bad:
         ch = bad.group()
         name = NAMES.get(ch, "a control character")
-        raise TitleError(f"title {shown_title(title)} holds {name} (U+{ord(ch):04X}), which no Wikipedia title can "
-                         f"hold; remove it")
+        raise TitleError(
+            f"title {shown_title(title)} holds {name} (U+{ord(ch):04X}), which no Wikipedia title can hold; remove it"
+        )
     if title.isascii():  # the common case, checked without encoding
         size = len(title)
     else:
@@ -59,9 +66,12 @@ def check_title(raw: str) -> str:
             title = unicodedata.normalize("NFC", title)
             size = len(title.encode("utf-8"))
         except UnicodeEncodeError:
-            raise TitleError(f"title {shown_title(title)} holds undecodable bytes (a lone surrogate); re-encode the "
-                             f"file as UTF-8") from None
+            raise TitleError(
+                f"title {shown_title(title)} holds undecodable bytes (a lone surrogate); re-encode the file as UTF-8"
+            ) from None
     if size > MAX_TITLE_BYTES:
-        raise TitleError(f"title {shown_title(title)} is {size:,} bytes of UTF-8, more than Wikipedia's "
-                         f"{MAX_TITLE_BYTES}; shorten it to the article's title")
+        raise TitleError(
+            f"title {shown_title(title)} is {size:,} bytes of UTF-8, more than Wikipedia's "
+            f"{MAX_TITLE_BYTES}; shorten it to the article's title"
+        )
     return title

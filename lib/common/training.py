@@ -47,6 +47,7 @@ Epoch-based with validation, best-epoch selection and early stopping::
     loop.run(step, period=per_epoch, end_of_period=end_of_epoch, checkpoint_period_ends=True)
     model.load_state_dict(loop.extra["best"][1])
 """
+
 from __future__ import annotations
 
 import copy
@@ -78,8 +79,16 @@ def _warmup_then(step: int, warmup: int, steps: int, decay: bool) -> float:
     return max(0.0, float(steps - step) / float(max(1, steps - warmup)))
 
 
-def build_optimizer(params: list, lr: float, steps: int, warmup_steps: int = 0, weight_decay: float = 0.0,
-                    schedule: str = "linear", fused: bool = True, decay_vectors: bool = False):
+def build_optimizer(
+    params: list,
+    lr: float,
+    steps: int,
+    warmup_steps: int = 0,
+    weight_decay: float = 0.0,
+    schedule: str = "linear",
+    fused: bool = True,
+    decay_vectors: bool = False,
+):
     """AdamW over `params` and its learning-rate schedule (a LambdaLR to step once per optimiser step).
 
     weight_decay: applied to matrices only (parameters of 2+ dimensions; biases and norms are not decayed) unless
@@ -90,8 +99,10 @@ def build_optimizer(params: list, lr: float, steps: int, warmup_steps: int = 0, 
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule={schedule!r} is unknown; use one of {SCHEDULES}")
     if weight_decay and not decay_vectors:
-        groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
-                  {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+        groups = [
+            {"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+        ]
     else:
         groups = [{"params": list(params), "weight_decay": weight_decay}]
     fused = fused and all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params)
@@ -139,16 +150,31 @@ class TrainingLoop:
     (the step this process started at), `done` (steps of this process).
     """
 
-    def __init__(self, parts: dict, config: dict, steps: int, checkpoint: str | Path | None = None,
-                 checkpoint_every: int = 0, extra: dict | None = None,
-                 step_seed: Callable[[int], int] | None = None, writer: bool = True,
-                 read_config: Callable[[dict], dict] | None = None):
+    def __init__(
+        self,
+        parts: dict,
+        config: dict,
+        steps: int,
+        checkpoint: str | Path | None = None,
+        checkpoint_every: int = 0,
+        extra: dict | None = None,
+        step_seed: Callable[[int], int] | None = None,
+        writer: bool = True,
+        read_config: Callable[[dict], dict] | None = None,
+    ):
         if steps < 0 or checkpoint_every < 0:
             raise ValueError(f"steps={steps}, checkpoint_every={checkpoint_every} must be >= 0")
         self.parts, self.config, self.steps, self.every = parts, config, steps, checkpoint_every
         self.checkpoint = Path(checkpoint) if checkpoint else None
         self.step_seed, self.writer, self.read_config = step_seed, writer, read_config
-        self.step, self.seconds, self.rows, self.extra, self.stopped, self.done = 0, 0.0, [], dict(extra or {}), False, 0
+        self.step, self.seconds, self.rows, self.extra, self.stopped, self.done = (
+            0,
+            0.0,
+            [],
+            dict(extra or {}),
+            False,
+            0,
+        )
         if self.checkpoint is not None:
             self._resume()
         self.resumed_from = self.step
@@ -167,12 +193,17 @@ class TrainingLoop:
             move_aside(path, "checkpoint", f"it is not a {LAYOUT} checkpoint", STARTS_OVER)
             return
         if set(ck["parts"]) != set(self.parts):
-            move_aside(path, "checkpoint", f"it holds the parts {sorted(ck['parts'])}, this run has "
-                                           f"{sorted(self.parts)}", STARTS_OVER)
+            move_aside(
+                path,
+                "checkpoint",
+                f"it holds the parts {sorted(ck['parts'])}, this run has {sorted(self.parts)}",
+                STARTS_OVER,
+            )
             return
         stored = self.read_config(ck["config"]) if self.read_config else ck["config"]
-        refuse_other_settings(f"checkpoint {path}", stored, self.config,
-                              "use another output folder, or delete the file to start over")
+        refuse_other_settings(
+            f"checkpoint {path}", stored, self.config, "use another output folder, or delete the file to start over"
+        )
         fresh = {name: copy.deepcopy(part.state_dict()) for name, part in self.parts.items()}
         for name, part in self.parts.items():
             try:
@@ -180,8 +211,9 @@ class TrainingLoop:
             except (RuntimeError, ValueError, KeyError, IndexError) as e:
                 for n, p in self.parts.items():  # a part that failed half-way: every part goes back to its start
                     p.load_state_dict(fresh[n])
-                move_aside(path, "checkpoint", f"its {name} does not fit this run: {str(e).splitlines()[0][:120]}",
-                           STARTS_OVER)
+                move_aside(
+                    path, "checkpoint", f"its {name} does not fit this run: {str(e).splitlines()[0][:120]}", STARTS_OVER
+                )
                 return
         _set_rng_state(ck["rng"])
         self.step, self.seconds, self.stopped = ck["step"], ck["seconds"], ck["stopped"]
@@ -191,14 +223,31 @@ class TrainingLoop:
         """Write the checkpoint (atomically; only the writer, only with a checkpoint path); returns its path."""
         if self.checkpoint is None or not self.writer:
             return None
-        return save_state(self.checkpoint, {
-            "layout": LAYOUT, "config": self.config, "step": self.step, "seconds": self.seconds,
-            "stopped": self.stopped, "parts": {name: part.state_dict() for name, part in self.parts.items()},
-            "rng": _rng_state(), "rows": self.rows, "extra": self.extra})
+        return save_state(
+            self.checkpoint,
+            {
+                "layout": LAYOUT,
+                "config": self.config,
+                "step": self.step,
+                "seconds": self.seconds,
+                "stopped": self.stopped,
+                "parts": {name: part.state_dict() for name, part in self.parts.items()},
+                "rng": _rng_state(),
+                "rows": self.rows,
+                "extra": self.extra,
+            },
+        )
 
-    def run(self, step_fn: Callable[[int], dict | None], max_steps: int | None = None, period: int = 0,
-            end_of_period: Callable[[TrainingLoop], bool | None] | None = None, checkpoint_period_ends: bool = False,
-            progress: bool = True, desc: str = "") -> int:
+    def run(
+        self,
+        step_fn: Callable[[int], dict | None],
+        max_steps: int | None = None,
+        period: int = 0,
+        end_of_period: Callable[[TrainingLoop], bool | None] | None = None,
+        checkpoint_period_ends: bool = False,
+        progress: bool = True,
+        desc: str = "",
+    ) -> int:
         """Run the remaining steps: step_fn(step) performs one optimiser step and returns its record (appended to
         `rows`; None appends nothing). Modules among the parts are in training mode during the run and in eval mode
         after it. Returns the number of steps this call ran."""
@@ -207,8 +256,14 @@ class TrainingLoop:
         for m in modules:
             m.train()
         try:
-            bar = tqdm(range(self.step, self.steps), desc=desc, disable=not progress or self.stopped, leave=False,
-                       initial=self.step, total=self.steps)
+            bar = tqdm(
+                range(self.step, self.steps),
+                desc=desc,
+                disable=not progress or self.stopped,
+                leave=False,
+                initial=self.step,
+                total=self.steps,
+            )
             for step in bar if not self.stopped else ():
                 if max_steps is not None and done >= max_steps:
                     break
@@ -226,8 +281,12 @@ class TrainingLoop:
                 period_end = bool(period) and (self.step % period == 0 or last)
                 if period_end and end_of_period is not None and end_of_period(self):
                     self.stopped = True
-                if (self.every and self.step % self.every == 0) or last or self.stopped or \
-                        (period_end and checkpoint_period_ends):
+                if (
+                    (self.every and self.step % self.every == 0)
+                    or last
+                    or self.stopped
+                    or (period_end and checkpoint_period_ends)
+                ):
                     self.save()
                 if self.stopped:
                     break

@@ -1,4 +1,5 @@
 """Stage 1: breadth-first Wikipedia article-link graphs (seed report §3.1, Algorithm 1) from any `LinkSource`."""
+
 from __future__ import annotations
 
 from collections import deque

@@ -1,5 +1,6 @@
 """Stage 1 campaigns: crawl many roots resumably (one graph file per root plus a manifest), import a
 user's own link list, and describe the crawled graphs (sizes, title overlap, topics)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -7,9 +8,9 @@ import json
 import re
 import time
 from collections import Counter
-from datetime import datetime, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -19,7 +20,7 @@ from lib.common.hashing import config_digest
 from lib.common.params import ParamError
 from lib.common.paths import atomic_write_text
 from lib.common.runinfo import load_json, refuse_other_settings
-from lib.crawl.bfs import count_components, bfs_crawl
+from lib.crawl.bfs import bfs_crawl, count_components
 from lib.crawl.pages import CrawlError, LinkSource, RootSkipped, Snapshot, SnapshotError
 from lib.crawl.sources import embedded_snapshot
 
@@ -52,10 +53,10 @@ def draw_offline_roots(n: int, seed: int = 0, min_links: int = 5, snapshot: Snap
         raise ValueError(f"n={n} roots requested but the snapshot has {total} eligible titles; ask for 1..{total}")
     exact = {k: n * len(v) / total for k, v in by_topic.items()}
     share = {k: int(e) for k, e in exact.items()}
-    for k in sorted(exact, key=lambda k: (-(exact[k] - share[k]), k))[:n - sum(share.values())]:
+    for k in sorted(exact, key=lambda k: (-(exact[k] - share[k]), k))[: n - sum(share.values())]:
         share[k] += 1
     rng = np.random.default_rng(seed)
-    picks = {k: [by_topic[k][i] for i in rng.permutation(len(by_topic[k]))[:share[k]]] for k in sorted(by_topic)}
+    picks = {k: [by_topic[k][i] for i in rng.permutation(len(by_topic[k]))[: share[k]]] for k in sorted(by_topic)}
     out = []
     for i in range(max(share.values())):
         out += [picks[k][i] for k in sorted(picks) if i < len(picks[k])]
@@ -71,8 +72,9 @@ def root_slug(root: str) -> str:
 def check_campaign(roots: list[str], max_nodes) -> list[str]:
     """Validate before any work; returns the roots de-duplicated in order."""
     if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 1:
-        raise ParamError(f"max_nodes={max_nodes!r} is invalid: it must be an integer >= 1 (the seed used 20000)",
-                         key="max_nodes")
+        raise ParamError(
+            f"max_nodes={max_nodes!r} is invalid: it must be an integer >= 1 (the seed used 20000)", key="max_nodes"
+        )
     if isinstance(roots, str):
         raise ParamError("roots must be a list of titles, not a single string; wrap it in [...]", key="roots")
     cleaned = [r.strip() for r in roots if isinstance(r, str) and r.strip()]
@@ -114,8 +116,12 @@ def run_campaign(
     manifest = {"config": config, "config_hash": chash, "roots": {}}
     if manifest_path.is_file():
         old = load_json(manifest_path)
-        refuse_other_settings(f"the crawl in {out_dir}", old.get("config", {}), config,
-                              "use another run folder, or delete its crawl/ folder to crawl afresh")
+        refuse_other_settings(
+            f"the crawl in {out_dir}",
+            old.get("config", {}),
+            config,
+            "use another run folder, or delete its crawl/ folder to crawl afresh",
+        )
         manifest["roots"] = old.get("roots", {})
 
     def save() -> None:
@@ -137,8 +143,11 @@ def run_campaign(
                 nbar.update(1)
                 graph = bfs_crawl(source, root, max_nodes, progress=nbar)
         except RootSkipped as e:
-            manifest["roots"][root] = {"status": "skipped", "reason": str(e),
-                                       "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            manifest["roots"][root] = {
+                "status": "skipped",
+                "reason": str(e),
+                "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            }
             save()
             continue
         rel = f"graphs/{root_slug(root)}.json"
@@ -156,15 +165,17 @@ def run_campaign(
             "pages_expanded": md["pages_expanded"],
             "pages_skipped": md["pages_skipped"],
             "seconds": round(time.perf_counter() - t0, 3),
-            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         save()
     save()
     if roots and not any(e["status"] == "ok" for e in manifest["roots"].values()):
         skipped = {r: e.get("reason", "") for r, e in manifest["roots"].items()}
-        raise CrawlError(f"none of the {len(roots)} roots gave a graph (manifest.json lists why): "
-                         f"{dict(list(skipped.items())[:5])}{' ...' if len(skipped) > 5 else ''}; pick roots that are "
-                         f"pages of this source (source {source.source_id})")
+        raise CrawlError(
+            f"none of the {len(roots)} roots gave a graph (manifest.json lists why): "
+            f"{dict(list(skipped.items())[:5])}{' ...' if len(skipped) > 5 else ''}; pick roots that are "
+            f"pages of this source (source {source.source_id})"
+        )
     return manifest
 
 
@@ -178,11 +189,16 @@ def import_graphs(folder: str | Path, out_dir: str | Path) -> dict:
     folder, out_dir = Path(folder), Path(out_dir)
     files = sorted(folder.glob("*.json")) if folder.is_dir() else []
     if not files:
-        raise SnapshotError(f"graph folder {folder} holds no .json graph files; pass a folder of seed-format graphs "
-                            f'({{"nodes": [{{"id", "label"}}], "edges": [{{"source", "target"}}]}})')
+        raise SnapshotError(
+            f"graph folder {folder} holds no .json graph files; pass a folder of seed-format graphs "
+            f'({{"nodes": [{{"id", "label"}}], "edges": [{{"source", "target"}}]}})'
+        )
     (out_dir / "graphs").mkdir(parents=True, exist_ok=True)
-    config = {"source": f"graphs:{folder.name}", "algorithm": "import-v1",
-              "files": {f.name: sha256_file(f) for f in files}}
+    config = {
+        "source": f"graphs:{folder.name}",
+        "algorithm": "import-v1",
+        "files": {f.name: sha256_file(f) for f in files},
+    }
     manifest = {"config": config, "config_hash": config_digest(config), "roots": {}}
     origin = {}
     for f in files:
@@ -190,17 +206,36 @@ def import_graphs(folder: str | Path, out_dir: str | Path) -> dict:
         if not g.titles:
             raise SnapshotError(f"graph file {f} has no nodes; remove it from {folder}")
         if g.root in origin:
-            raise SnapshotError(f"graph files {origin[g.root].name} and {f.name} have the same root {g.root!r}; "
-                                f"keep one of them")
+            raise SnapshotError(
+                f"graph files {origin[g.root].name} and {f.name} have the same root {g.root!r}; keep one of them"
+            )
         origin[g.root] = f
         n_comp = count_components(g.num_nodes, g.edges)
-        g.metadata = {**g.metadata, "format_version": 1, "algorithm": "imported graph file", "root": g.root,
-                      "root_title": g.root, "source": config["source"], "file": f.name, "num_nodes": g.num_nodes,
-                      "num_edges": g.num_edges, "connected": n_comp == 1, "num_components": n_comp}
+        g.metadata = {
+            **g.metadata,
+            "format_version": 1,
+            "algorithm": "imported graph file",
+            "root": g.root,
+            "root_title": g.root,
+            "source": config["source"],
+            "file": f.name,
+            "num_nodes": g.num_nodes,
+            "num_edges": g.num_edges,
+            "connected": n_comp == 1,
+            "num_components": n_comp,
+        }
         rel = f"graphs/{root_slug(g.root)}.json"
-        manifest["roots"][g.root] = {"status": "ok", "file": rel, "sha256": write_graph(out_dir / rel, g),
-                                     "root_title": g.root, "num_nodes": g.num_nodes, "num_edges": g.num_edges,
-                                     "connected": n_comp == 1, "num_components": n_comp, "imported_from": f.name}
+        manifest["roots"][g.root] = {
+            "status": "ok",
+            "file": rel,
+            "sha256": write_graph(out_dir / rel, g),
+            "root_title": g.root,
+            "num_nodes": g.num_nodes,
+            "num_edges": g.num_edges,
+            "connected": n_comp == 1,
+            "num_components": n_comp,
+            "imported_from": f.name,
+        }
     write_manifest(out_dir / "manifest.json", manifest)
     return manifest
 
@@ -246,17 +281,25 @@ def overlap_by_size(source: LinkSource, roots: list[str], sizes: list[int], prog
                 continue
         count = Counter(t for g in graphs for t in set(g.titles))
         shared = [sum(count[t] > 1 for t in g.titles) / g.num_nodes for g in graphs if g.num_nodes]
-        rows.append({"max_nodes": n, "graphs": len(graphs),
-                     "mean_nodes": sum(g.num_nodes for g in graphs) / max(1, len(graphs)),
-                     "mean_edges": sum(g.num_edges for g in graphs) / max(1, len(graphs)),
-                     "distinct_titles": len(count), "node_slots": sum(g.num_nodes for g in graphs),
-                     "shared_share": sum(shared) / max(1, len(shared))})
+        rows.append(
+            {
+                "max_nodes": n,
+                "graphs": len(graphs),
+                "mean_nodes": sum(g.num_nodes for g in graphs) / max(1, len(graphs)),
+                "mean_edges": sum(g.num_edges for g in graphs) / max(1, len(graphs)),
+                "distinct_titles": len(count),
+                "node_slots": sum(g.num_nodes for g in graphs),
+                "shared_share": sum(shared) / max(1, len(shared)),
+            }
+        )
     return rows
 
 
 def overlap_sentence(overlap, n_roots: int) -> str:
     """overlap_by_size's rows (a DataFrame, sizes ascending) in one sentence, beside the seed's live campaign."""
     low, high = overlap.iloc[0], overlap.iloc[-1]
-    return (f"{n_roots} offline roots: from {int(low.max_nodes):,} to {int(high.max_nodes):,} nodes per graph the "
-            f"distinct titles grow from {int(low.distinct_titles):,} to {int(high.distinct_titles):,} while the shared "
-            f"share goes from {low.shared_share:.3f} to {high.shared_share:.3f} (the seed's live campaign: 0.92).")
+    return (
+        f"{n_roots} offline roots: from {int(low.max_nodes):,} to {int(high.max_nodes):,} nodes per graph the "
+        f"distinct titles grow from {int(low.distinct_titles):,} to {int(high.distinct_titles):,} while the shared "
+        f"share goes from {low.shared_share:.3f} to {high.shared_share:.3f} (the seed's live campaign: 0.92)."
+    )

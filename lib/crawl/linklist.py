@@ -1,5 +1,6 @@
 """Reading a TSV link list (lib.crawl.sources.read_snapshot): into arrays (an IndexedSnapshot of a LinkTable),
 a block of lines at a time, and the cache of the parsed list that makes a second read of a 1 GB list take seconds."""
+
 from __future__ import annotations
 
 import hashlib
@@ -149,7 +150,7 @@ class LinkListReader:
         for k in [*odd.tolist(), len(rows)]:
             if at < k and not self.add_plain("\n".join(rows[at:k]), k - at):
                 self.add_lines(rows[at:k], lineno + at)
-            self.add_lines(rows[k:k + 1], lineno + k)
+            self.add_lines(rows[k : k + 1], lineno + k)
             at = k + 1
 
     def table(self) -> LinkTable:
@@ -171,8 +172,12 @@ def read_link_list(path: Path, progress: bool) -> tuple[IndexedSnapshot, int, li
     """(the snapshot of the TSV link list `path`, its lines with text, "line N: why" of each skipped line), read a
     block of lines at a time (per line, Python costs five times as much) by a LinkListReader."""
     reader, lineno = LinkListReader(), 0
-    with open(path, "rb") as f, tqdm(total=path.stat().st_size, unit="B", unit_scale=True, desc=f"read {path.name}",
-                                     disable=not progress) as bar:
+    with (
+        open(path, "rb") as f,
+        tqdm(
+            total=path.stat().st_size, unit="B", unit_scale=True, desc=f"read {path.name}", disable=not progress
+        ) as bar,
+    ):
         while block := f.readlines(READ_BLOCK_BYTES):
             bar.update(sum(map(len, block)))
             try:
@@ -181,27 +186,50 @@ def read_link_list(path: Path, progress: bool) -> tuple[IndexedSnapshot, int, li
                 raise SnapshotError(f"{path}:{str(e).removeprefix('line ')}") from None
             lineno += len(block)
     table, titles = reader.table(), reader.titles
-    snap = indexed_snapshot(table, {titles[a]: titles[b] for a, b in reader.redirects.items()},
-                            {titles[i] for i in reader.disambiguation}, reader.skipped_lines, progress)
+    snap = indexed_snapshot(
+        table,
+        {titles[a]: titles[b] for a, b in reader.redirects.items()},
+        {titles[i] for i in reader.disambiguation},
+        reader.skipped_lines,
+        progress,
+    )
     return snap, reader.lines, reader.skipped
 
 
-def indexed_snapshot(table: LinkTable, redirects: dict[str, str], disambiguation: set[str], skipped_lines: int,
-                     progress: bool = False, digest: str = "") -> IndexedSnapshot:
+def indexed_snapshot(
+    table: LinkTable,
+    redirects: dict[str, str],
+    disambiguation: set[str],
+    skipped_lines: int,
+    progress: bool = False,
+    digest: str = "",
+) -> IndexedSnapshot:
     """The IndexedSnapshot of a parsed link list; its digest (Snapshot.digest of the same links, so page caches and
     crawl manifests keep their source id whichever way the list was read) is computed here unless given: streamed
     title by title, as json.dumps of the whole table would hold it twice in memory."""
     if not digest:
         h = hashlib.sha256(b"[{")
-        for k, t in enumerate(tqdm(sorted(table), desc="hash links", unit="page", unit_scale=True, leave=False,
-                                   disable=not progress or len(table) < 100_000)):
-            h.update(f"{', ' if k else ''}{json.dumps(t, ensure_ascii=False)}: "
-                     f"{json.dumps(table[t], ensure_ascii=False)}".encode())
-        h.update(("}, " + json.dumps([sorted(redirects.items()), sorted(disambiguation)], ensure_ascii=False)[1:])
-                 .encode())
+        for k, t in enumerate(
+            tqdm(
+                sorted(table),
+                desc="hash links",
+                unit="page",
+                unit_scale=True,
+                leave=False,
+                disable=not progress or len(table) < 100_000,
+            )
+        ):
+            h.update(
+                f"{', ' if k else ''}{json.dumps(t, ensure_ascii=False)}: "
+                f"{json.dumps(table[t], ensure_ascii=False)}".encode()
+            )
+        h.update(
+            ("}, " + json.dumps([sorted(redirects.items()), sorted(disambiguation)], ensure_ascii=False)[1:]).encode()
+        )
         digest = h.hexdigest()[:16]
-    return IndexedSnapshot(links=table, redirects=redirects, disambiguation=disambiguation,
-                           skipped_lines=skipped_lines, link_digest=digest)
+    return IndexedSnapshot(
+        links=table, redirects=redirects, disambiguation=disambiguation, skipped_lines=skipped_lines, link_digest=digest
+    )
 
 
 CACHED_FROM_BYTES = 1 << 20
@@ -233,15 +261,27 @@ def write_link_cache(cache: Path, key: str, snap: IndexedSnapshot, lines: int, s
     """Write the parsed link list (read_link_list's result) as numpy arrays in one .npz file, atomically."""
     table = snap.links
     index = table.index
-    meta = {"format": LINK_CACHE_FORMAT, "key": key, "digest": snap.digest(), "lines": lines, "skipped": skipped,
-            "skipped_lines": snap.skipped_lines}
+    meta = {
+        "format": LINK_CACHE_FORMAT,
+        "key": key,
+        "digest": snap.digest(),
+        "lines": lines,
+        "skipped": skipped,
+        "skipped_lines": snap.skipped_lines,
+    }
     with atomic_writer(cache) as f:
-        np.savez(f, meta=np.array(json.dumps(meta)),
-                 titles=np.frombuffer("\n".join(table.titles).encode(), dtype=np.uint8),
-                 offsets=table.offsets, targets=table.targets, has_page=table.has_page,
-                 redirects=np.array([[index[a], index[b]] for a, b in snap.redirects.items()], dtype=np.int32
-                                    ).reshape(-1, 2),
-                 disambiguation=np.array([index[t] for t in snap.disambiguation], dtype=np.int32))
+        np.savez(
+            f,
+            meta=np.array(json.dumps(meta)),
+            titles=np.frombuffer("\n".join(table.titles).encode(), dtype=np.uint8),
+            offsets=table.offsets,
+            targets=table.targets,
+            has_page=table.has_page,
+            redirects=np.array([[index[a], index[b]] for a, b in snap.redirects.items()], dtype=np.int32).reshape(
+                -1, 2
+            ),
+            disambiguation=np.array([index[t] for t in snap.disambiguation], dtype=np.int32),
+        )
 
 
 def read_link_cache(cache: Path, key: str) -> tuple[IndexedSnapshot, int, list[str]] | None:
@@ -256,16 +296,26 @@ def read_link_cache(cache: Path, key: str) -> tuple[IndexedSnapshot, int, list[s
             offsets, targets, has_page = z["offsets"], z["targets"], z["has_page"]
             redirects, disambiguation = z["redirects"], z["disambiguation"]
         n = len(titles)
-        if not (len(offsets) == n + 1 and len(has_page) == n and offsets[0] == 0 and offsets[-1] == len(targets)
-                and np.all(offsets[1:] >= offsets[:-1])
-                and (not len(targets) or 0 <= targets.min() <= targets.max() < n)
-                and redirects.ndim == 2 and np.all((redirects >= 0) & (redirects < n))
-                and np.all((disambiguation >= 0) & (disambiguation < n))):
+        if not (
+            len(offsets) == n + 1
+            and len(has_page) == n
+            and offsets[0] == 0
+            and offsets[-1] == len(targets)
+            and np.all(offsets[1:] >= offsets[:-1])
+            and (not len(targets) or 0 <= targets.min() <= targets.max() < n)
+            and redirects.ndim == 2
+            and np.all((redirects >= 0) & (redirects < n))
+            and np.all((disambiguation >= 0) & (disambiguation < n))
+        ):
             raise ValueError("its arrays do not fit together")
         table = LinkTable(titles, offsets, targets, has_page)
-        snap = indexed_snapshot(table, {titles[a]: titles[b] for a, b in redirects.tolist()},
-                                {titles[i] for i in disambiguation.tolist()}, int(meta["skipped_lines"]),
-                                digest=meta["digest"])
+        snap = indexed_snapshot(
+            table,
+            {titles[a]: titles[b] for a, b in redirects.tolist()},
+            {titles[i] for i in disambiguation.tolist()},
+            int(meta["skipped_lines"]),
+            digest=meta["digest"],
+        )
         return snap, int(meta["lines"]), list(meta["skipped"])
     except (OSError, EOFError, ValueError, KeyError, IndexError, TypeError, zipfile.BadZipFile) as e:
         move_aside(cache, "snapshot cache", f"{type(e).__name__}: {e}", "the link list is parsed again")

@@ -15,6 +15,7 @@ timeouts, and two retry layers with bounded budgets:
     codes) answered with HTTP 200, malformed JSON, and a request whose inner budget ran out
     (`max_attempts` tries, at most `max_total_wait` seconds). Then `CrawlError` names the host and what to check.
 """
+
 from __future__ import annotations
 
 import urllib.parse
@@ -67,8 +68,9 @@ class _CountingTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         if self._base is not None:
-            request.url = request.url.copy_with(scheme=self._base.scheme, host=self._base.host,
-                                                port=self._base.port, path=self._base.path)
+            request.url = request.url.copy_with(
+                scheme=self._base.scheme, host=self._base.host, port=self._base.port, path=self._base.path
+            )
             request.headers["Host"] = self._base.netloc.decode("ascii")
         self.requests += 1
         self.last_retry_after = None
@@ -96,16 +98,35 @@ class LiveSource:
     Not thread-safe, on purpose: Wikimedia asks API clients to send one request at a time.
     """
 
-    def __init__(self, contact: str, language: str = "en", api_url: str | None = None, maxlag: int = 5,
-                 connect_timeout: float = 10.0, read_timeout: float = 30.0, max_retries: int = 4,
-                 retry_wait: float = 1.0, max_attempts: int = 4, max_total_wait: float = 300.0,
-                 source_id: str | None = None, timeout: float | None = None):
+    def __init__(
+        self,
+        contact: str,
+        language: str = "en",
+        api_url: str | None = None,
+        maxlag: int = 5,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 30.0,
+        max_retries: int = 4,
+        retry_wait: float = 1.0,
+        max_attempts: int = 4,
+        max_total_wait: float = 300.0,
+        source_id: str | None = None,
+        timeout: float | None = None,
+    ):
         if api_url is None:
-            require(bool(contact and contact.strip()), "contact", contact,
-                    "the live Wikipedia source needs a contact (e-mail or URL) for its User-Agent, as Wikimedia's "
-                    "User-Agent policy asks; set contact in params or use source='embedded'")
-        require(max_retries >= 0 and max_attempts >= 1, "max_retries/max_attempts", (max_retries, max_attempts),
-                "use max_retries >= 0 and max_attempts >= 1")
+            require(
+                bool(contact and contact.strip()),
+                "contact",
+                contact,
+                "the live Wikipedia source needs a contact (e-mail or URL) for its User-Agent, as Wikimedia's "
+                "User-Agent policy asks; set contact in params or use source='embedded'",
+            )
+        require(
+            max_retries >= 0 and max_attempts >= 1,
+            "max_retries/max_attempts",
+            (max_retries, max_attempts),
+            "use max_retries >= 0 and max_attempts >= 1",
+        )
         if timeout is not None:
             require(timeout > 0, "timeout", timeout, "use a positive number of seconds, e.g. 20")
             connect_timeout = read_timeout = float(timeout)
@@ -150,8 +171,14 @@ class LiveSource:
             return Page(title, MISSING)  # no page has it: not worth a request
         if "|" in title:
             return Page(title, MISSING)  # "|" would split the titles= parameter into several pages
-        params = {"action": "query", "titles": title, "prop": "links|pageprops", "ppprop": "disambiguation",
-                  "plnamespace": 0, "pllimit": PLLIMIT}
+        params = {
+            "action": "query",
+            "titles": title,
+            "prop": "links|pageprops",
+            "ppprop": "disambiguation",
+            "plnamespace": 0,
+            "pllimit": PLLIMIT,
+        }
         raw_links: list[str] = []
         canonical = None
         while True:
@@ -179,15 +206,17 @@ class LiveSource:
         try:
             return check_title(link)
         except TitleError as e:
-            raise CrawlError(f"{self.api_url} answered a link of page {page!r} that is not a title: {e}; check that "
-                             f"api_url is a MediaWiki API") from None
+            raise CrawlError(
+                f"{self.api_url} answered a link of page {page!r} that is not a title: {e}; check that "
+                f"api_url is a MediaWiki API"
+            ) from None
 
     def _resolve_all(self, titles: list[str]) -> tuple[str, ...]:
         """Canonical titles of `titles` (normalised, redirects followed), duplicates removed, order kept; targets
         that redirect out of the main namespace are dropped."""
         todo = list(dict.fromkeys(t for t in titles if t not in self._canonical))
         for i in range(0, len(todo), BATCH):
-            self._resolve_batch(todo[i:i + BATCH])
+            self._resolve_batch(todo[i : i + BATCH])
         out = dict.fromkeys(self._canonical[t] for t in titles)
         out.pop(None, None)
         return tuple(out)
@@ -254,8 +283,10 @@ class LiveSource:
             code = err.get("code", "")
             if code in _TRANSIENT_API_CODES:
                 hint = self._transport.last_retry_after
-                raise _Transient(f"API error {code}: {err.get('info', '')}",
-                                 retry_after=float(hint) if hint and hint.isdigit() else None)
+                raise _Transient(
+                    f"API error {code}: {err.get('info', '')}",
+                    retry_after=float(hint) if hint and hint.isdigit() else None,
+                )
             raise CrawlError(f"{self.api_url} refused {_short(params)}: {code}: {err.get('info', '')}")
         return data
 

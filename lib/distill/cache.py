@@ -20,6 +20,7 @@ Compute precision (`precision`, lib.common.device): the teacher's forward pass f
 such targets get their own folder (`<teacher id>@bf16-L<layer>-...`), never mixed with float32 ones, and
 `target_divergence` reports how far they are from the float32 targets (KL of the attention rows).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,10 @@ def check_attention_definition(definition: str, relation_heads: int, teacher_hea
     if definition not in ATTENTION_DEFINITIONS:
         raise DistillError(f"teacher_attention={definition!r} is unknown; use one of {ATTENTION_DEFINITIONS}")
     if definition == "eager" and relation_heads != teacher_heads:
-        raise DistillError(f"teacher_attention='eager' is the teacher's own {teacher_heads}-head attention, but "
-                           f"relation_heads={relation_heads}; set relation_heads={teacher_heads} or teacher_attention='qk'")
+        raise DistillError(
+            f"teacher_attention='eager' is the teacher's own {teacher_heads}-head attention, but "
+            f"relation_heads={relation_heads}; set relation_heads={teacher_heads} or teacher_attention='qk'"
+        )
 
 
 def _precision(teacher: Encoder, precision: str | Precision) -> Precision:
@@ -66,8 +69,14 @@ def _run_teacher(teacher: Encoder, batch: dict, attentions: bool, precision: Pre
 
 
 @torch.no_grad()
-def teacher_targets(teacher: Encoder, batch: dict, layers: list[int], heads: int, definition: str = "eager",
-                    precision: str | Precision = "fp32") -> dict:
+def teacher_targets(
+    teacher: Encoder,
+    batch: dict,
+    layers: list[int],
+    heads: int,
+    definition: str = "eager",
+    precision: str | Precision = "fp32",
+) -> dict:
     """Teacher attention [B, R, T, T] (see the module docstring for `definition`) and values [B, T, D] of `layers`,
     float32, from a forward pass at `precision` (lib.common.device; the q·k softmax of "qk" is taken in float32)."""
     check_attention_definition(definition, heads, teacher.heads)
@@ -81,8 +90,16 @@ def teacher_targets(teacher: Encoder, batch: dict, layers: list[int], heads: int
 
 
 @torch.no_grad()
-def target_divergence(teacher: Encoder, texts: list[str], layers: list[int], heads: int, max_seq_len: int,
-                      definition: str = "eager", precision: str | Precision = "bf16", batch_size: int = 16) -> dict:
+def target_divergence(
+    teacher: Encoder,
+    texts: list[str],
+    layers: list[int],
+    heads: int,
+    max_seq_len: int,
+    definition: str = "eager",
+    precision: str | Precision = "bf16",
+    batch_size: int = 16,
+) -> dict:
     """How far low-precision teacher targets are from float32 ones on `texts`, and what they cost.
 
     Returns {"precision", "reason", "kl_att": mean over layers of eq. 6's KL(P_fp32 || P_low) per relation head and
@@ -92,7 +109,7 @@ def target_divergence(teacher: Encoder, texts: list[str], layers: list[int], hea
     prec, fp32 = _precision(teacher, precision), resolve_precision("fp32", teacher.model.device)
     kls, num, den, secs = {l: [] for l in layers}, 0.0, 0.0, {"fp32": 0.0, "low": 0.0}
     for b in range(0, len(texts), batch_size):
-        batch = teacher.tokenize(texts[b:b + batch_size], max_seq_len)
+        batch = teacher.tokenize(texts[b : b + batch_size], max_seq_len)
         mask = batch["attention_mask"].to(teacher.model.device)
         t0 = time.perf_counter()
         ref = teacher_targets(teacher, batch, layers, heads, definition, fp32)
@@ -107,9 +124,15 @@ def target_divergence(teacher: Encoder, texts: list[str], layers: list[int], hea
             num += float((low[l]["v"] - ref[l]["v"]).pow(2).sum())
             den += float(ref[l]["v"].pow(2).sum())
     per_layer = [float(np.mean(v)) for v in kls.values()]
-    return {"precision": prec.name, "reason": prec.reason, "kl_att": float(np.mean(per_layer)),
-            "kl_att_max": float(np.max(per_layer)), "value_rel_err": (num / den) ** 0.5 if den else 0.0,
-            "seconds_fp32": secs["fp32"], "seconds_low": secs["low"]}
+    return {
+        "precision": prec.name,
+        "reason": prec.reason,
+        "kl_att": float(np.mean(per_layer)),
+        "kl_att_max": float(np.max(per_layer)),
+        "value_rel_err": (num / den) ** 0.5 if den else 0.0,
+        "seconds_fp32": secs["fp32"],
+        "seconds_low": secs["low"],
+    }
 
 
 class TeacherCache:
@@ -119,8 +142,15 @@ class TeacherCache:
     `teacher_sentences` counts the sentences passed through the teacher.
     """
 
-    def __init__(self, teacher: Encoder, corpus: list[str] | None, max_seq_len: int, max_bytes: float = 2 * 2**30,
-                 definition: str = "eager", precision: str = "fp32"):
+    def __init__(
+        self,
+        teacher: Encoder,
+        corpus: list[str] | None,
+        max_seq_len: int,
+        max_bytes: float = 2 * 2**30,
+        definition: str = "eager",
+        precision: str = "fp32",
+    ):
         self.teacher, self.corpus, self.max_seq_len, self.definition = teacher, corpus, max_seq_len, definition
         self.precision = _precision(teacher, precision)
         self.store: dict = {}
@@ -157,8 +187,7 @@ class _LayerStore:
         self.chunk_dir.mkdir(parents=True, exist_ok=True)
         meta_path = path / "store.json"
         if meta_path.is_file():
-            refuse_other_settings(f"teacher-target store {path}", load_json(meta_path),
-                                  meta, "delete the folder")
+            refuse_other_settings(f"teacher-target store {path}", load_json(meta_path), meta, "delete the folder")
         else:
             atomic_write_text(meta_path, json.dumps(meta, sort_keys=True) + "\n")
         self.index: dict[str, dict] = {}
@@ -177,7 +206,7 @@ class _LayerStore:
         data = np.frombuffer(f.read_bytes(), dtype="<f2", offset=offset)
         for key, rec in zip(header["keys"], header["records"]):
             if key not in self.index:  # first writer wins if a sentence was ever stored twice
-                self.index[key] = {name: data[o:o + int(np.prod(s))].reshape(s) for name, (o, s) in rec.items()}
+                self.index[key] = {name: data[o : o + int(np.prod(s))].reshape(s) for name, (o, s) in rec.items()}
 
     def append(self, keys: list[str], records: list[dict[str, np.ndarray]]) -> None:
         arrays, recs, o = [], [], 0
@@ -202,9 +231,18 @@ class TeacherTargetStore:
     `teacher_sentences` counts sentences passed through the teacher by this object (0 on a warm re-run).
     """
 
-    def __init__(self, teacher: Encoder, teacher_id: str, max_seq_len: int, definition: str = "eager",
-                 root: str | os.PathLike = CACHE / "teacher_targets", batch_size: int = 32, chunk_size: int = 512,
-                 progress: bool = False, precision: str = "fp32"):
+    def __init__(
+        self,
+        teacher: Encoder,
+        teacher_id: str,
+        max_seq_len: int,
+        definition: str = "eager",
+        root: str | os.PathLike = CACHE / "teacher_targets",
+        batch_size: int = 32,
+        chunk_size: int = 512,
+        progress: bool = False,
+        precision: str = "fp32",
+    ):
         if definition not in ATTENTION_DEFINITIONS:
             raise DistillError(f"teacher_attention={definition!r} is unknown; use one of {ATTENTION_DEFINITIONS}")
 
@@ -217,8 +255,14 @@ class TeacherTargetStore:
 
     def _store(self, layer: int) -> _LayerStore:
         if layer not in self.layers:
-            meta = {"format": STORE_FORMAT, "teacher": self.teacher_id, "max_seq_len": self.max_seq_len,
-                    "definition": self.definition, "layer": layer, "dtype": "float16"}
+            meta = {
+                "format": STORE_FORMAT,
+                "teacher": self.teacher_id,
+                "max_seq_len": self.max_seq_len,
+                "definition": self.definition,
+                "layer": layer,
+                "dtype": "float16",
+            }
             digest = config_digest(meta)
             self.layers[layer] = _LayerStore(self.root / f"{self.teacher_id}-L{layer}-{digest}", meta)
         return self.layers[layer]
@@ -239,7 +283,7 @@ class TeacherTargetStore:
         pending: dict[int, tuple[list, list]] = {l: ([], []) for l in layers}
         bar = tqdm(total=len(todo), desc="teacher targets", disable=not self.progress, leave=False)
         for b in range(0, len(todo), self.batch_size):
-            chunk = [todo[i] for i in order[b:b + self.batch_size]]
+            chunk = [todo[i] for i in order[b : b + self.batch_size]]
             batch = self.teacher.tokenize(chunk, self.max_seq_len)
             with torch.no_grad():
                 atts, qkv = _run_teacher(self.teacher, batch, self.definition == "eager", self.precision)
@@ -274,21 +318,23 @@ class TeacherTargetStore:
         for l in layers:
             recs = [self._store(l).index[text_key(t)] for t in texts]
             if any(r["v"].shape[0] != k for r, k in zip(recs, n)):
-                raise DistillError(f"teacher-target store {self._store(l).path} holds other token counts than the "
-                                   "teacher's tokenizer gives now; delete that folder so it is recomputed")
+                raise DistillError(
+                    f"teacher-target store {self._store(l).path} holds other token counts than the "
+                    "teacher's tokenizer gives now; delete that folder so it is recomputed"
+                )
             D = recs[0]["v"].shape[1]
             v = torch.zeros(B, T, D)
             for j, r in enumerate(recs):
-                v[j, :n[j]] = torch.from_numpy(r["v"].astype(np.float32))
+                v[j, : n[j]] = torch.from_numpy(r["v"].astype(np.float32))
             if self.definition == "eager":
                 att = torch.zeros(B, recs[0]["att"].shape[0], T, T)
                 for j, r in enumerate(recs):
-                    att[j, :, :n[j], :n[j]] = torch.from_numpy(r["att"].astype(np.float32))
+                    att[j, :, : n[j], : n[j]] = torch.from_numpy(r["att"].astype(np.float32))
             else:
                 q, k = torch.zeros(B, T, D), torch.zeros(B, T, D)
                 for j, r in enumerate(recs):
-                    q[j, :n[j]] = torch.from_numpy(r["q"].astype(np.float32))
-                    k[j, :n[j]] = torch.from_numpy(r["k"].astype(np.float32))
+                    q[j, : n[j]] = torch.from_numpy(r["q"].astype(np.float32))
+                    k[j, : n[j]] = torch.from_numpy(r["k"].astype(np.float32))
                 att = qk_attention(q, k, mask, heads)
             out[l] = {"att": att, "v": v}
         return batch, out

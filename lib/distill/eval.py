@@ -3,6 +3,7 @@
 
 Like OGB's Evaluator: encoders and texts in, numbers out; no training happens here except the probes' heads.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,7 +30,7 @@ def encode(enc: Encoder, texts: list[str], max_seq_len: int, batch_size: int = 6
     """Mean-pooled sentence embeddings over non-pad tokens: [N, D] float32 (how both sentence-transformers pool)."""
     out = []
     for i in range(0, len(texts), batch_size):
-        b = enc.tokenize(texts[i:i + batch_size], max_seq_len)
+        b = enc.tokenize(texts[i : i + batch_size], max_seq_len)
         h, _, _ = enc.run(b)
         m = b["attention_mask"][..., None].to(h.device, h.dtype)
         out.append(((h * m).sum(1) / m.sum(1).clamp(min=1)).float().cpu().numpy())
@@ -43,13 +44,16 @@ def linear_probe(x_train, y_train, x_eval: dict, seed: int = 0, C: float = 1.0) 
     return {k: float((clf.predict(x) == y).mean()) for k, (x, y) in x_eval.items()}
 
 
-def fidelity(student_fit: np.ndarray, teacher_fit: np.ndarray, student_eval: np.ndarray, teacher_eval: np.ndarray) -> dict:
+def fidelity(
+    student_fit: np.ndarray, teacher_fit: np.ndarray, student_eval: np.ndarray, teacher_eval: np.ndarray
+) -> dict:
     """Embedding fidelity on held-out sentences.
 
     cosine: mean cosine between the teacher embedding and the student embedding mapped into the teacher space by a
     least-squares linear map fitted on other sentences (dimensions differ, 384 vs 768); spearman: Spearman correlation
     of the pairwise cosine similarities (upper triangle) of student vs teacher, which needs no map.
     """
+
     def unit(x):
         return x / np.linalg.norm(x, axis=1, keepdims=True).clip(1e-12)
 
@@ -82,11 +86,21 @@ def evaluate_embedder(embed, data: dict, teacher_emb: dict, seed: int = 0) -> di
     res = {}
     for task in ("polarity", "topic"):
         e = {s: embed(data[task][s].text.tolist()) for s in ("train", "val", "test")}
-        acc = linear_probe(e["train"], data[task]["train"].label.values,
-                           {s: (e[s], data[task][s].label.values) for s in ("val", "test")}, seed)
+        acc = linear_probe(
+            e["train"],
+            data[task]["train"].label.values,
+            {s: (e[s], data[task][s].label.values) for s in ("val", "test")},
+            seed,
+        )
         res[f"{task}_val"], res[f"{task}_test"] = acc["val"], acc["test"]
-    res.update(fidelity(embed(data["fidelity"]["val"]), teacher_emb["fid_val"], embed(data["fidelity"]["test"]),
-                        teacher_emb["fid_test"]))
+    res.update(
+        fidelity(
+            embed(data["fidelity"]["val"]),
+            teacher_emb["fid_val"],
+            embed(data["fidelity"]["test"]),
+            teacher_emb["fid_test"],
+        )
+    )
     return res
 
 
@@ -97,24 +111,41 @@ def task_accuracy(enc: Encoder, data: dict, task: str, max_seq_len: int, seed: i
     a combination without one (e.g. 'at+vr' on the task texts) is scored by a linear probe on frozen embeddings.
     """
     if enc.head is not None:
-        return {**{f"task_{s}": float((predict_logits(enc, data[task][s].text.tolist(), max_seq_len).argmax(1)
-                                       == data[task][s].label.values).mean()) for s in ("val", "test")},
-                "scored_by": "head"}
+        return {
+            **{
+                f"task_{s}": float(
+                    (
+                        predict_logits(enc, data[task][s].text.tolist(), max_seq_len).argmax(1)
+                        == data[task][s].label.values
+                    ).mean()
+                )
+                for s in ("val", "test")
+            },
+            "scored_by": "head",
+        }
     e = {s: encode(enc, data[task][s].text.tolist(), max_seq_len) for s in ("train", "val", "test")}
-    acc = linear_probe(e["train"], data[task]["train"].label.values,
-                       {s: (e[s], data[task][s].label.values) for s in ("val", "test")}, seed)
+    acc = linear_probe(
+        e["train"],
+        data[task]["train"].label.values,
+        {s: (e[s], data[task][s].label.values) for s in ("val", "test")},
+        seed,
+    )
     return {"task_val": acc["val"], "task_test": acc["test"], "scored_by": "probe"}
 
 
 head_accuracy = task_accuracy
 
 
-def time_inference(enc: Encoder, texts: list[str], max_seq_len: int, batch_size: int = 32,
-                   repeats: int = REPEATS) -> float:
+def time_inference(
+    enc: Encoder, texts: list[str], max_seq_len: int, batch_size: int = 32, repeats: int = REPEATS
+) -> float:
     """Seconds to embed `texts`, scaled to 1,000 sentences: lib.common.timing's median of `repeats` passes after a
     warm-up batch."""
-    seconds = median_seconds(lambda: encode(enc, texts, max_seq_len, batch_size), repeats,
-                             warm_up=lambda: encode(enc, texts[:batch_size], max_seq_len, batch_size))
+    seconds = median_seconds(
+        lambda: encode(enc, texts, max_seq_len, batch_size),
+        repeats,
+        warm_up=lambda: encode(enc, texts[:batch_size], max_seq_len, batch_size),
+    )
     return seconds * 1000 / len(texts)
 
 
@@ -127,8 +158,11 @@ def last_layer_attention(enc: Encoder, sentence: str, max_seq_len: int = 64) -> 
     return atts[L][0].cpu().numpy(), enc.tokenizer.convert_ids_to_tokens(b["input_ids"][0])
 
 
-def paper_table(results: pd.DataFrame, metrics=("polarity_test", "topic_test", "fid_cosine", "fid_spearman"),
-                group=("student", "method")) -> pd.DataFrame:
+def paper_table(
+    results: pd.DataFrame,
+    metrics=("polarity_test", "topic_test", "fid_cosine", "fid_spearman"),
+    group=("student", "method"),
+) -> pd.DataFrame:
     """`group` x metrics as 'mean ± std' over seeds (std shown only with >= 2 seeds), like Tables 3, 5-7."""
     results = results.assign(**{c: results[c].astype(object).where(results[c].notna(), "") for c in group})
     g = results.groupby(list(group), sort=False)[list(metrics)]
@@ -139,15 +173,23 @@ def paper_table(results: pd.DataFrame, metrics=("polarity_test", "topic_test", "
             return ""
         return f"{mu:.3f}" if k < 2 or not np.isfinite(sd) else f"{mu:.3f} ± {sd:.3f}"
 
-    out = pd.DataFrame({m: [cell(a, b, k) for a, b, k in zip(mean[m].values, std[m].values, n.values)] for m in metrics},
-                       index=mean.index)
+    out = pd.DataFrame(
+        {m: [cell(a, b, k) for a, b, k in zip(mean[m].values, std[m].values, n.values)] for m in metrics},
+        index=mean.index,
+    )
     out["runs"] = n.values
     return out
 
 
-def speed_table(teacher: Encoder, assistant: Encoder, texts: list[str], max_seq_len: int, batch_size: int = 32,
-                shapes=((12, 768), (6, 768), (12, 384), (6, 384), (4, 384), (3, 384)),
-                repeats: int = REPEATS) -> pd.DataFrame:
+def speed_table(
+    teacher: Encoder,
+    assistant: Encoder,
+    texts: list[str],
+    max_seq_len: int,
+    batch_size: int = 32,
+    shapes=((12, 768), (6, 768), (12, 384), (6, 384), (4, 384), (3, 384)),
+    repeats: int = REPEATS,
+) -> pd.DataFrame:
     """Table 4 on this CPU: layers, hidden, parameters, seconds per 1,000 sentences and speed-up vs the teacher.
 
     The 12x768 row is the real mpnet teacher; the other shapes are BERT students (random weights: speed does not depend
@@ -155,20 +197,34 @@ def speed_table(teacher: Encoder, assistant: Encoder, texts: list[str], max_seq_
     """
     rows = []
     models = [("teacher (mpnet)", teacher), ("assistant (MiniLM-L6)", assistant)]
-    models += [(f"student {m}x{h}", make_student(teacher.tokenizer, StudentShape(m, h), device=teacher.model.device))
-               for m, h in shapes if (m, h) != (12, 768)]
+    models += [
+        (f"student {m}x{h}", make_student(teacher.tokenizer, StudentShape(m, h), device=teacher.model.device))
+        for m, h in shapes
+        if (m, h) != (12, 768)
+    ]
     for name, enc in models:
         c = enc.param_counts()
-        rows.append({"model": name, "layers": enc.num_layers, "hidden": enc.hidden,
-                     "params_emb_M": c["params_embedding"] / 1e6, "params_trm_M": c["params_transformer"] / 1e6,
-                     "s_per_1000": time_inference(enc, texts, max_seq_len, batch_size, repeats)})
+        rows.append(
+            {
+                "model": name,
+                "layers": enc.num_layers,
+                "hidden": enc.hidden,
+                "params_emb_M": c["params_embedding"] / 1e6,
+                "params_trm_M": c["params_transformer"] / 1e6,
+                "s_per_1000": time_inference(enc, texts, max_seq_len, batch_size, repeats),
+            }
+        )
     df = pd.DataFrame(rows)
     df["speedup"] = df.s_per_1000.iloc[0] / df.s_per_1000
     return df
 
 
-LOSS_NAMES = {"L_AT": "L_AT (attention KL)", "L_VR": "L_VR (value-relation KL)", "L_VMSE": "L_VMSE (value MSE)",
-              "loss": "total loss"}
+LOSS_NAMES = {
+    "L_AT": "L_AT (attention KL)",
+    "L_VR": "L_VR (value-relation KL)",
+    "L_VMSE": "L_VMSE (value MSE)",
+    "loss": "total loss",
+}
 
 
 def _loss_rows(hist: dict, per_row: int) -> list[list[str]]:
@@ -181,7 +237,7 @@ def _loss_rows(hist: dict, per_row: int) -> list[list[str]]:
     for _, names in sorted(groups.items(), reverse=True):
         k = -(-len(names) // per_row)
         size = -(-len(names) // k)
-        rows += [names[i:i + size] for i in range(0, len(names), size)]
+        rows += [names[i : i + size] for i in range(0, len(names), size)]
     return rows
 
 
@@ -191,8 +247,9 @@ def plot_loss_curves(hist: dict, path: str | os.PathLike | None = None, points: 
     rolling mean over len/points steps (the raw per-step losses of long runs overlap into a band)."""
     terms = [t for t in ("L_AT", "L_VR", "L_VMSE", "loss") if any(t in h for h in hist.values())]
     rows = _loss_rows(hist, per_row)
-    fig, axes = plt.subplots(len(rows), len(terms), figsize=(3.4 * len(terms) + 2.6, 2.8 * len(rows) + 0.5),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(rows), len(terms), figsize=(3.4 * len(terms) + 2.6, 2.8 * len(rows) + 0.5), squeeze=False
+    )
     window = max(1, max((len(h) for h in hist.values()), default=1) // points)
     for r, names in enumerate(rows):
         for ax, t in zip(axes[r], terms):
@@ -210,8 +267,9 @@ def plot_loss_curves(hist: dict, path: str | os.PathLike | None = None, points: 
         handles = [plt.Line2D([], [], color=f"C{i}") for i in range(len(names))]
         axes[r][-1].legend(handles, names, fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
         axes[r][-1].set_visible(True)
-    fig.suptitle("Distillation losses per step" + (f" (rolling mean over {window} steps)" if window > 1 else ""),
-                 fontsize=10)
+    fig.suptitle(
+        "Distillation losses per step" + (f" (rolling mean over {window} steps)" if window > 1 else ""), fontsize=10
+    )
     return saved(fig, path, 110, outer_legend=True)
 
 
@@ -226,8 +284,11 @@ def plot_attention_maps(maps: dict, heads=(0, 1, 2, 3), path: str | os.PathLike 
             ax.set_title(f"{name} · head {h}", fontsize=8)
             ax.set_xticks(range(len(toks)), toks, rotation=90, fontsize=size)
             ax.set_yticks(range(len(toks)), toks if c == 0 else [], fontsize=size)
-    fig.suptitle("Last-layer attention over one sentence: row = query token, column = key token; colour = attention "
-                 "probability, dark 0 to yellow 1", fontsize=10)
+    fig.suptitle(
+        "Last-layer attention over one sentence: row = query token, column = key token; colour = attention "
+        "probability, dark 0 to yellow 1",
+        fontsize=10,
+    )
     return saved(fig, path, 130, rect=(0, 0, 1, 0.98))
 
 
@@ -240,8 +301,13 @@ def plot_versus_control(vs: pd.DataFrame, metric: str = "task_test", path: str |
     fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups), 3.2), squeeze=False, sharey=False)
     for ax, key in zip(axes[0], groups):
         part = vs.xs(key, level=("student", "init", "task"))
-        ax.bar(range(len(part)), part[f"{metric}_mean"], yerr=part[f"{metric}_std"].fillna(0), capsize=3,
-               color=["0.6" if c == "ce" else "C0" for c in part.index])
+        ax.bar(
+            range(len(part)),
+            part[f"{metric}_mean"],
+            yerr=part[f"{metric}_std"].fillna(0),
+            capsize=3,
+            color=["0.6" if c == "ce" else "C0" for c in part.index],
+        )
         ax.set_xticks(range(len(part)), part.index, rotation=45, fontsize=7)
         lo = float((part[f"{metric}_mean"] - part[f"{metric}_std"].fillna(0)).min())
         ax.set_ylim(max(0.0, lo - 0.05), None)
@@ -252,8 +318,9 @@ def plot_versus_control(vs: pd.DataFrame, metric: str = "task_test", path: str |
 CURVE_METRICS = ("fid_cosine", "polarity_test", "topic_test")
 
 
-def paired_differences(results: pd.DataFrame, reference: str = "no distillation", metrics=CURVE_METRICS,
-                       methods: tuple | None = None) -> pd.DataFrame:
+def paired_differences(
+    results: pd.DataFrame, reference: str = "no distillation", metrics=CURVE_METRICS, methods: tuple | None = None
+) -> pd.DataFrame:
     """Task-agnostic rows: per (student, init, method) and metric, the difference to `reference` (the same student,
     init and seed), its mean, std and 95% t-interval over the paired seeds (no interval with one seed).
 
@@ -271,8 +338,16 @@ def paired_differences(results: pd.DataFrame, reference: str = "no distillation"
             continue
         for m in metrics:
             d = [g.loc[s, m] - ref.loc[(student, init, s), m] for s in seeds]
-            rows.append({"student": student, "init": init, "method": method, "versus": reference, "metric": m,
-                         **mean_interval(d)})
+            rows.append(
+                {
+                    "student": student,
+                    "init": init,
+                    "method": method,
+                    "versus": reference,
+                    "metric": m,
+                    **mean_interval(d),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -299,8 +374,9 @@ def difference_sentences(diffs: pd.DataFrame, subject: str = "{method}", versus:
     return out
 
 
-def curve_trends(curves: dict[str, pd.DataFrame], results: pd.DataFrame, metrics=CURVE_METRICS,
-                 tail: float = 0.2) -> pd.DataFrame:
+def curve_trends(
+    curves: dict[str, pd.DataFrame], results: pd.DataFrame, metrics=CURVE_METRICS, tail: float = 0.2
+) -> pd.DataFrame:
     """Does a learning curve still rise? Per (student, init, method) and metric: the change over the last `tail` of
     the steps (last evaluation minus the one nearest to (1 - tail)·steps), mean and std over seeds, and 'rising'
     when the mean change is positive and, with >= 2 seeds, more than twice its standard error."""
@@ -313,9 +389,18 @@ def curve_trends(curves: dict[str, pd.DataFrame], results: pd.DataFrame, metrics
         j = (c.step - (1 - tail) * last).abs().idxmin()
         r = meta.loc[name]
         for m in metrics:
-            rows.append({"student": r.student, "init": r.init, "method": r.method, "seed": r.seed, "metric": m,
-                         "from_step": int(c.step[j]), "to_step": int(last),
-                         "change": float(c[m].iloc[-1] - c.loc[j, m])})
+            rows.append(
+                {
+                    "student": r.student,
+                    "init": r.init,
+                    "method": r.method,
+                    "seed": r.seed,
+                    "metric": m,
+                    "from_step": int(c.step[j]),
+                    "to_step": int(last),
+                    "change": float(c[m].iloc[-1] - c.loc[j, m]),
+                }
+            )
     if not rows:
         return pd.DataFrame()
     df = pd.DataFrame(rows)
@@ -326,26 +411,46 @@ def curve_trends(curves: dict[str, pd.DataFrame], results: pd.DataFrame, metrics
     return out
 
 
-CURVE_NAMES = {"fid_cosine": "fidelity: cosine to the teacher's embedding", "fid_spearman": "fidelity: Spearman",
-               "polarity_test": "polarity: test accuracy (linear probe)",
-               "topic_test": "topic: test accuracy (linear probe)"}
+CURVE_NAMES = {
+    "fid_cosine": "fidelity: cosine to the teacher's embedding",
+    "fid_spearman": "fidelity: Spearman",
+    "polarity_test": "polarity: test accuracy (linear probe)",
+    "topic_test": "topic: test accuracy (linear probe)",
+}
 
 
-def plot_learning_curves(curves: dict[str, pd.DataFrame], results: pd.DataFrame, metrics=CURVE_METRICS,
-                         path: str | os.PathLike | None = None):
+def plot_learning_curves(
+    curves: dict[str, pd.DataFrame], results: pd.DataFrame, metrics=CURVE_METRICS, path: str | os.PathLike | None = None
+):
     """One panel per metric: mean over seeds (band: min-max) of every (student, init, method) against steps; the
     step-0 point is the undistilled control; dashed lines are the teacher and the pre-trained assistant."""
     meta = results.set_index("model")
-    long = pd.concat([c.assign(student=meta.loc[n, "student"], init=meta.loc[n, "init"], method=meta.loc[n, "method"],
-                               seed=meta.loc[n, "seed"]) for n, c in curves.items() if n in meta.index], ignore_index=True)
+    long = pd.concat(
+        [
+            c.assign(
+                student=meta.loc[n, "student"],
+                init=meta.loc[n, "init"],
+                method=meta.loc[n, "method"],
+                seed=meta.loc[n, "seed"],
+            )
+            for n, c in curves.items()
+            if n in meta.index
+        ],
+        ignore_index=True,
+    )
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.4 * len(metrics), 3.6), squeeze=False)
     refs = results[results.stage == "reference"].set_index("method")
     for ax, m in zip(axes[0], metrics):
         for i, (key, g) in enumerate(long.groupby(["student", "init", "method"], sort=False)):
             s = g.groupby("step")[m]
             seeds = g["seed"].nunique()
-            ax.plot(s.mean().index, s.mean(), color=f"C{i}", lw=1.4, label=f"{' '.join(key)} ({seeds} seed"
-                                                                           f"{'s' * (seeds != 1)})")
+            ax.plot(
+                s.mean().index,
+                s.mean(),
+                color=f"C{i}",
+                lw=1.4,
+                label=f"{' '.join(key)} ({seeds} seed{'s' * (seeds != 1)})",
+            )
             ax.fill_between(s.mean().index, s.min(), s.max(), color=f"C{i}", alpha=0.15, lw=0)
         for ls, who in (("--", "teacher"), (":", "assistant (pre-trained)")):
             if who in refs.index and m in refs:
@@ -353,7 +458,15 @@ def plot_learning_curves(curves: dict[str, pd.DataFrame], results: pd.DataFrame,
         ax.set(xlabel="distillation step")
         ax.set_title(CURVE_NAMES.get(m, m), fontsize=9)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False,
-               title="student init method (line: mean, band: min–max)", title_fontsize=7)
+    fig.legend(
+        handles,
+        labels,
+        fontsize=7,
+        loc="center left",
+        bbox_to_anchor=(1.0, 0.5),
+        frameon=False,
+        title="student init method (line: mean, band: min–max)",
+        title_fontsize=7,
+    )
     fig.suptitle("Learning curves of the task-agnostic students (step 0 = the undistilled control)", fontsize=10)
     return saved(fig, path, 110, outer_legend=True)

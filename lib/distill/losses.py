@@ -6,6 +6,7 @@ Queries, keys and values of one layer, [B, T, D], are split into R relation head
 student with different hidden sizes or head counts compare head by head. `LossSpec` (lib.distill.loss_spec) names
 which terms a run uses and with which weight; `combined_loss` adds them up. Nothing here loads a model or touches a file.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,10 @@ def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
     """[B, T, D] -> [B, R, T, D/R] (relation heads); DistillError when R does not divide D."""
     b, t, d = x.shape
     if heads < 1 or d % heads:
-        raise DistillError(f"relation_heads={heads} does not divide the hidden size {d}; pick a common divisor "
-                           "of the teacher's and the student's hidden sizes (e.g. 12 for 768 and 384)")
+        raise DistillError(
+            f"relation_heads={heads} does not divide the hidden size {d}; pick a common divisor "
+            "of the teacher's and the student's hidden sizes (e.g. 12 for 768 and 384)"
+        )
     return x.view(b, t, heads, d // heads).transpose(1, 2)
 
 
@@ -60,8 +63,9 @@ def qk_attention(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor, heads: in
     return masked_log_softmax(relation_scores(q, k, heads), mask).exp()
 
 
-def attention_transfer_loss(p_teacher: torch.Tensor, q_s: torch.Tensor, k_s: torch.Tensor, mask: torch.Tensor,
-                            heads: int) -> torch.Tensor:
+def attention_transfer_loss(
+    p_teacher: torch.Tensor, q_s: torch.Tensor, k_s: torch.Tensor, mask: torch.Tensor, heads: int
+) -> torch.Tensor:
     """L_AT (eq. 6). p_teacher [B, R, T, T] teacher attention; q_s, k_s [B, T, D'] student queries/keys of one layer.
 
     Student attention is recomputed from its queries and keys (pre-dropout; identical to BERT's eager attention,
@@ -90,8 +94,13 @@ def value_mse_loss(v_t: torch.Tensor, v_s: torch.Tensor, proj: nn.Module, mask: 
     return se / (m.sum() * v_t.shape[-1]).clamp(min=1)
 
 
-def kd_output_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor | None, labels: torch.Tensor | None,
-                   temperature: float = 1.0, alpha: float = 0.5) -> torch.Tensor:
+def kd_output_loss(
+    student_logits: torch.Tensor,
+    teacher_logits: torch.Tensor | None,
+    labels: torch.Tensor | None,
+    temperature: float = 1.0,
+    alpha: float = 0.5,
+) -> torch.Tensor:
     """L_OUT of the slides: alpha * T^2 * KL(softmax(z_t/T) || softmax(z_s/T)) + (1 - alpha) * CE(z_s, y).
 
     logits [B, C], labels [B]. alpha=1 is pure soft-label KD, alpha=0 pure hard-label CE. The T^2 factor keeps the
@@ -102,9 +111,13 @@ def kd_output_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor | 
     if alpha > 0:
         if teacher_logits is None:
             raise DistillError("kd_output_loss with alpha > 0 needs teacher_logits")
-        soft = F.kl_div(F.log_softmax(student_logits / temperature, -1), F.log_softmax(teacher_logits / temperature, -1),
-                        reduction="batchmean", log_target=True)
-        loss = loss + alpha * temperature ** 2 * soft
+        soft = F.kl_div(
+            F.log_softmax(student_logits / temperature, -1),
+            F.log_softmax(teacher_logits / temperature, -1),
+            reduction="batchmean",
+            log_target=True,
+        )
+        loss = loss + alpha * temperature**2 * soft
     if alpha < 1:
         if labels is None:
             raise DistillError("kd_output_loss with alpha < 1 needs labels")
@@ -123,6 +136,7 @@ def uniform_layer_map(teacher_layers: int, student_layers: int) -> list[tuple[in
 class StudentOutputs:
     """The student's forward pass of one step: qkv (student layer, role) -> [B, T, D']; mask [B, T]; pooled [B, D']
     its mean-pooled embeddings and logits [B, C] of its task head, None where the step needs none."""
+
     qkv: dict
     mask: torch.Tensor
     pooled: torch.Tensor | None = None
@@ -134,15 +148,22 @@ class StepTargets:
     """What the student of one step is matched to: layers: teacher layer -> {"att": [B, R, T, T], "v": [B, T, D]};
     teacher_logits [B, C] and labels [B] of a task; embedding [B, D_e] the target encoder's embeddings; None where the
     step needs none."""
+
     layers: dict
     teacher_logits: torch.Tensor | None = None
     labels: torch.Tensor | None = None
     embedding: torch.Tensor | None = None
 
 
-def combined_loss(student: StudentOutputs, targets: StepTargets, pairs: list[tuple[int, int]], heads: int,
-                  spec: LossSpec, proj: nn.Module | None = None,
-                  emb_proj: nn.Module | None = None) -> dict[str, torch.Tensor]:
+def combined_loss(
+    student: StudentOutputs,
+    targets: StepTargets,
+    pairs: list[tuple[int, int]],
+    heads: int,
+    spec: LossSpec,
+    proj: nn.Module | None = None,
+    emb_proj: nn.Module | None = None,
+) -> dict[str, torch.Tensor]:
     """Loss terms of one step: {L_AT, L_VR, L_VMSE, L_EMB, L_OUT (those switched on, unweighted), loss (weighted sum)}.
 
     pairs: (teacher layer, student layer) averaged over; proj Linear(D', D) of value MSE; emb_proj Linear(D', D_e)
@@ -164,15 +185,18 @@ def combined_loss(student: StudentOutputs, targets: StepTargets, pairs: list[tup
             terms[name], weights[name] = torch.stack(xs).mean(), w
     if spec.emb > 0:
         if pooled is None or targets.embedding is None:
-            raise DistillError("L_EMB needs the student's pooled embeddings and the target encoder's; pass "
-                               "embedding targets for the corpus")
+            raise DistillError(
+                "L_EMB needs the student's pooled embeddings and the target encoder's; pass "
+                "embedding targets for the corpus"
+            )
         terms["L_EMB"] = embedding_loss(pooled, targets.embedding, spec.emb_loss, 0.0, emb_proj)["loss"]
         weights["L_EMB"] = spec.emb
     if spec.out > 0:
         if student.logits is None:
             raise DistillError("L_OUT needs student logits; give the run a task (texts with labels)")
-        terms["L_OUT"] = kd_output_loss(student.logits, targets.teacher_logits, targets.labels, spec.temperature,
-                                        spec.alpha)
+        terms["L_OUT"] = kd_output_loss(
+            student.logits, targets.teacher_logits, targets.labels, spec.temperature, spec.alpha
+        )
         weights["L_OUT"] = spec.out
     if not terms:
         raise DistillError(f"loss combination {spec.label()} has no term switched on; give at least one weight > 0")
@@ -180,8 +204,15 @@ def combined_loss(student: StudentOutputs, targets: StepTargets, pairs: list[tup
     return terms
 
 
-def distill_losses(targets: dict, qkv: dict, mask: torch.Tensor, pairs: list[tuple[int, int]], heads: int,
-                   variant: str, proj: nn.Module | None = None) -> dict[str, torch.Tensor]:
+def distill_losses(
+    targets: dict,
+    qkv: dict,
+    mask: torch.Tensor,
+    pairs: list[tuple[int, int]],
+    heads: int,
+    variant: str,
+    proj: nn.Module | None = None,
+) -> dict[str, torch.Tensor]:
     """Task-agnostic loss terms of one step for a named MiniLM `variant` (see VARIANT_SPECS)."""
     if variant not in VARIANT_SPECS:
         raise DistillError(f"variant={variant!r} is unknown; use one of {VARIANTS}")

@@ -6,6 +6,7 @@ with the GatModel and training settings of the calling notebook's config (GatTra
 05 and 05b inherit alike, so a `-p` value reaches each); what the study sets itself (`lp_params`) each of those
 configs names in its GAT_OVERRIDES.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -39,29 +40,49 @@ def link_prediction_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("lib.embed.encoder", "lib.linkpred.train"))
 
 
-def link_prediction_eval(run_dir: str | os.PathLike, embedders: list[tuple[str, int, Path | None]],
-                         training: GatTrainingParams, protocols: tuple = ("leak_free",), n_test_graphs: int = 2,
-                         val_fraction: float = 0.1, rows_file: str | os.PathLike | None = None,
-                         progress: bool = False) -> pd.DataFrame:
+def link_prediction_eval(
+    run_dir: str | os.PathLike,
+    embedders: list[tuple[str, int, Path | None]],
+    training: GatTrainingParams,
+    protocols: tuple = ("leak_free",),
+    n_test_graphs: int = 2,
+    val_fraction: float = 0.1,
+    rows_file: str | os.PathLike | None = None,
+    progress: bool = False,
+) -> pd.DataFrame:
     """Seed-report link prediction with each embedder as the stage-2 node embedder on a run folder's crawl, one
     GatModel per (embedder, seed) trained with `training` (notebook 05's config; `graph_link_prediction` on notebook
     01's graphs, datasets in run_dir/distill/lp/), on the run's graph split of that seed (notebook 02's split.json; a
     seeded split of `n_test_graphs` and `val_fraction` when the run has none)."""
     run_dir = Path(run_dir)
     if not link_prediction_available():
-        raise DistillError("link prediction needs lib.embed.encoder and lib.linkpred.train (stages 2-3) in this checkout")
+        raise DistillError(
+            "link prediction needs lib.embed.encoder and lib.linkpred.train (stages 2-3) in this checkout"
+        )
     if not (run_dir / "crawl" / "manifest.json").is_file():
         raise DistillError(f"run_dir={str(run_dir)!r} has no crawl; run notebook 01 on this run_dir first")
     split = run_dir / "dataset" / "split.json"
-    return graph_link_prediction(crawl.ok_graph_files(run_dir / "crawl"), embedders, run_dir / "distill" / "lp",
-                                 lambda seed: lp_params(training, seed, protocols, n_test_graphs, val_fraction),
-                                 split_file=split if split.is_file() else None, rows_file=rows_file, progress=progress)
+    return graph_link_prediction(
+        crawl.ok_graph_files(run_dir / "crawl"),
+        embedders,
+        run_dir / "distill" / "lp",
+        lambda seed: lp_params(training, seed, protocols, n_test_graphs, val_fraction),
+        split_file=split if split.is_file() else None,
+        rows_file=rows_file,
+        progress=progress,
+    )
 
 
-def graph_link_prediction(files: list[Path], embedders: list[tuple[str, int, Path | None]], out_root: Path,
-                          params_of: Callable[[int], GatParams], split_file: Path | None = None,
-                          rows_file: str | os.PathLike | None = None, key: dict | None = None,
-                          progress: bool = False) -> pd.DataFrame:
+def graph_link_prediction(
+    files: list[Path],
+    embedders: list[tuple[str, int, Path | None]],
+    out_root: Path,
+    params_of: Callable[[int], GatParams],
+    split_file: Path | None = None,
+    rows_file: str | os.PathLike | None = None,
+    key: dict | None = None,
+    progress: bool = False,
+) -> pd.DataFrame:
     """Seed-report link prediction on the graph `files` with each embedder as the stage-2 node embedder.
 
     embedders: (label, seed, model folder) triples; folder None = all-MiniLM-L6-v2, else a saved sentence-transformers
@@ -86,8 +107,15 @@ def graph_link_prediction(files: list[Path], embedders: list[tuple[str, int, Pat
     for label, seed, mdir in embedders:
         model = load_model(mdir)
         params = params_of(seed)
-        pair = dict(embedder=label, seed=seed, model_id=model_id_of(model), epochs=params.gat_epochs,
-                    gat_settings=changed_settings(params), protocols="+".join(params.protocols), **(key or {}))
+        pair = dict(
+            embedder=label,
+            seed=seed,
+            model_id=model_id_of(model),
+            epochs=params.gat_epochs,
+            gat_settings=changed_settings(params),
+            protocols="+".join(params.protocols),
+            **(key or {}),
+        )
         out = Path(out_root) / pair["model_id"]
         out.parent.mkdir(parents=True, exist_ok=True)
         # one process at a time per dataset folder; the rows are read under the lock, so a pair another process
@@ -96,8 +124,9 @@ def graph_link_prediction(files: list[Path], embedders: list[tuple[str, int, Pat
             done = _done_rows(rows_file)
             old = rows_with(done, pair)
             # a pair counts as done only with a row for each model and protocol (a killed copy may leave fewer)
-            if len(old) and {(m, p) for m in LP_MODELS for p in params.protocols} <= set(zip(old["model"],
-                                                                                          old["protocol"])):
+            if len(old) and {(m, p) for m in LP_MODELS for p in params.protocols} <= set(
+                zip(old["model"], old["protocol"])
+            ):
                 rows += old.to_dict("records")
                 continue
             rows += _score(files, titles, model, pair, out, split_file, params, progress, rows_file)
@@ -113,15 +142,23 @@ def _done_rows(rows_file: Path | None) -> pd.DataFrame:
         return read_rows(rows_file, "link-prediction rows", "their (embedder, seed) pairs are scored again")
 
 
-def lp_params(training: GatTrainingParams, seed: int, protocols: tuple, n_test_graphs: int,
-              val_fraction: float) -> GatParams:
+def lp_params(
+    training: GatTrainingParams, seed: int, protocols: tuple, n_test_graphs: int, val_fraction: float
+) -> GatParams:
     """Notebook 03's settings for one (embedder, seed) pair: the GatModel and its training as `training` (notebook
     05's or 05b's config) gives them, then what the study sets itself, as those configs' GAT_OVERRIDES name it: this
     seed, one model, `protocols`, the seed's supervision only, no per-positive negative sets (only the uniform rows
     are kept: skip their cost) and the split's sizes; notebook 03's defaults for the rest."""
-    return GatParams(**asdict(training.gat_training()), seed=seed, n_seeds=1, protocols=list(protocols),
-                     train_supervision=["mp"], negatives_per_positive=0, n_test_graphs=n_test_graphs,
-                     val_fraction=val_fraction)
+    return GatParams(
+        **asdict(training.gat_training()),
+        seed=seed,
+        n_seeds=1,
+        protocols=list(protocols),
+        train_supervision=["mp"],
+        negatives_per_positive=0,
+        n_test_graphs=n_test_graphs,
+        val_fraction=val_fraction,
+    )
 
 
 def changed_settings(params: GatParams) -> str:
@@ -131,8 +168,17 @@ def changed_settings(params: GatParams) -> str:
     return ";".join(f"{k}={v}" for k, v in ours.items() if v != default[k] and k != "gat_epochs") or "defaults"
 
 
-def _score(files: list, titles: list[str], model, key: dict, out: Path, split_file: Path | None, params: GatParams,
-           progress: bool, rows_file: Path | None) -> list[dict]:
+def _score(
+    files: list,
+    titles: list[str],
+    model,
+    key: dict,
+    out: Path,
+    split_file: Path | None,
+    params: GatParams,
+    progress: bool,
+    rows_file: Path | None,
+) -> list[dict]:
     """One (embedder, seed) pair of `graph_link_prediction`: embed, build the dataset in `out`, train and score with
     `params`."""
     seed = params.seed
@@ -148,11 +194,21 @@ def _score(files: list, titles: list[str], model, key: dict, out: Path, split_fi
         tr, va, te = ([g for g in sp[k] if g in graphs] for k in ("train", "val", "test"))
     else:
         tr, va, te = split_graphs(sorted(graphs), 0, params.n_test_graphs, params.val_fraction, seed)
-    res = run_experiment(graphs, {"train": tr, "val": va, "test": te}, params, seed, ds.num_features, out,
-                         scorers=LP_MODELS, progress=progress)
-    new = [{**key, "dim": ds.num_features, **{k: v for k, v in r.items()
-                                              if k not in ("negatives", "supervision", "seed")}}
-           for r in res["rows"] if r["negatives"] == "uniform"]
+    res = run_experiment(
+        graphs,
+        {"train": tr, "val": va, "test": te},
+        params,
+        seed,
+        ds.num_features,
+        out,
+        scorers=LP_MODELS,
+        progress=progress,
+    )
+    new = [
+        {**key, "dim": ds.num_features, **{k: v for k, v in r.items() if k not in ("negatives", "supervision", "seed")}}
+        for r in res["rows"]
+        if r["negatives"] == "uniform"
+    ]
     if rows_file:
         append_csv_rows(rows_file, new, replace=key)  # the pair's rows replace an incomplete set of them
     return new
@@ -166,7 +222,9 @@ def lp_table(lp: pd.DataFrame, metrics=("auc", "mrr")) -> pd.DataFrame:
     return out
 
 
-def lp_verdicts(lp: pd.DataFrame, protocol: str = "leak_free", model: str = "gat_model", metric: str = "auc") -> list[str]:
+def lp_verdicts(
+    lp: pd.DataFrame, protocol: str = "leak_free", model: str = "gat_model", metric: str = "auc"
+) -> list[str]:
     """One sentence per distilled student: it against its undistilled control as node embedder (labels
     '<student> <method>' and '<student> no distillation', e.g. '3x384 random MiniLM'), paired by seed, from the
     numbers in `lp`."""
@@ -177,17 +235,22 @@ def lp_verdicts(lp: pd.DataFrame, protocol: str = "leak_free", model: str = "gat
         student = ctrl[: -len(" no distillation")]
         c = sel[sel.embedder == ctrl].set_index("seed")[metric]
         for label in [x for x in labels if x.startswith(student + " ") and x != ctrl]:
-            method = label[len(student) + 1:]
+            method = label[len(student) + 1 :]
             d = sel[sel.embedder == label].set_index("seed")[metric]
             seeds = sorted(set(d.index) & set(c.index))
             if not seeds:
                 continue
-            gain = (d[seeds] - c[seeds])
+            gain = d[seeds] - c[seeds]
             std = f" ± {gain.std():.3f}" if len(seeds) > 1 else ""
-            word = "beats" if gain.mean() > 0 and (gain > 0).all() else ("ties" if gain.mean() == 0 else
-                                                                         "does not consistently beat")
+            word = (
+                "beats"
+                if gain.mean() > 0 and (gain > 0).all()
+                else ("ties" if gain.mean() == 0 else "does not consistently beat")
+            )
             who = "distilled" if method == "MiniLM" else method
-            out.append(f"{student}: {who} {d[seeds].mean():.3f} vs control {c[seeds].mean():.3f} {metric.upper()} "
-                       f"({protocol}, {model}); gain {gain.mean():+.3f}{std} over {len(seeds)} seed(s): the "
-                       f"{who} student {word} its control as node embedder")
+            out.append(
+                f"{student}: {who} {d[seeds].mean():.3f} vs control {c[seeds].mean():.3f} {metric.upper()} "
+                f"({protocol}, {model}); gain {gain.mean():+.3f}{std} over {len(seeds)} seed(s): the "
+                f"{who} student {word} its control as node embedder"
+            )
     return out

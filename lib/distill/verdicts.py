@@ -1,4 +1,5 @@
 """Stage 5 comparisons: students against their undistilled controls, the goal and budget verdicts, and the init used for link prediction."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,7 +32,9 @@ def versus_control(results: pd.DataFrame, metrics=("task_test", "fid_cosine")) -
     return out
 
 
-def agnostic_versus_control(results: pd.DataFrame, metrics=("polarity_test", "topic_test", "fid_cosine")) -> pd.DataFrame:
+def agnostic_versus_control(
+    results: pd.DataFrame, metrics=("polarity_test", "topic_test", "fid_cosine")
+) -> pd.DataFrame:
     """Task-agnostic rows: per (student, init, method) mean, std and gain over 'no distillation' (linear probes)."""
     ta = results[results.stage == "task-agnostic"]
     if ta.empty:
@@ -54,7 +57,10 @@ def goal_verdicts(vs: pd.DataFrame, combo: str) -> list[str]:
         return [f"no task-specific rows with the combination {combo!r}; nothing to conclude"]
     out = []
     for (student, init), part in vs.xs(combo, level="combo").groupby(level=["student", "init"], sort=False):
-        gains = {f"{task} accuracy": part.loc[(student, init, task), "task_test_gain"] for task in part.index.get_level_values("task")}
+        gains = {
+            f"{task} accuracy": part.loc[(student, init, task), "task_test_gain"]
+            for task in part.index.get_level_values("task")
+        }
         gains["fidelity cosine"] = float(np.mean(part["fid_cosine_gain"]))
         lost = [k for k, v in gains.items() if v <= 0]
         txt = ", ".join(f"{k} {v:+.3f}" for k, v in gains.items())
@@ -75,8 +81,9 @@ def choose_init(results: pd.DataFrame, students: list[str]) -> tuple[str, str]:
     return best, f"init chosen on validation (mean polarity/topic probe accuracy): {txt} -> {best}"
 
 
-def lp_embedders(students_dir: Path, results: pd.DataFrame,
-                 cfg: DistillParams) -> tuple[list[tuple[str, int, Path | None]], str]:
+def lp_embedders(
+    students_dir: Path, results: pd.DataFrame, cfg: DistillParams
+) -> tuple[list[tuple[str, int, Path | None]], str]:
     """Notebook 05's node embedders for link prediction, per seed: all-MiniLM-L6-v2 (folder None) and, for every
     student of `lp_students`, its MiniLM student, its students of `embedding_methods` and its undistilled control of
     the init `choose_init` picks, labelled '<m>x<h> <init> MiniLM' / '<m>x<h> <init> AT+VR+EMB' / '<m>x<h> <init> no
@@ -86,9 +93,12 @@ def lp_embedders(students_dir: Path, results: pd.DataFrame,
     h = cfg.student_hidden
     init, why = choose_init(results, [f"{m}x{h}" for m in cfg.lp_students])
     out = [(LP_REFERENCE, s, None) for s in cfg.distill_seeds]
-    out += [(f"{m}x{h} {init} {meth}", s, Path(students_dir) / student_folder(m, h, s, meth, init))
-            for s in cfg.distill_seeds for m in cfg.lp_students
-            for meth in ("MiniLM", *map(embedding_method, cfg.embedding_methods), "no distillation")]
+    out += [
+        (f"{m}x{h} {init} {meth}", s, Path(students_dir) / student_folder(m, h, s, meth, init))
+        for s in cfg.distill_seeds
+        for m in cfg.lp_students
+        for meth in ("MiniLM", *map(embedding_method, cfg.embedding_methods), "no distillation")
+    ]
     return sorted(out, key=lambda e: e[1]), why
 
 
@@ -98,8 +108,11 @@ def budget_verdicts(results: pd.DataFrame, curves: dict[str, pd.DataFrame], metr
     Tables 5-7 put MiniLM above all three), and which learning curves still rise over the last fifth of training."""
     out = ["distilled - undistilled control (same student, init and seed):"]
     out += ["  " + x for x in difference_sentences(paired_differences(results, metrics=metrics))]
-    abl = [paired_differences(results, reference=a, methods=("MiniLM",), metrics=metrics)
-           for a in ABLATIONS if a in set(results.method)]
+    abl = [
+        paired_differences(results, reference=a, methods=("MiniLM",), metrics=metrics)
+        for a in ABLATIONS
+        if a in set(results.method)
+    ]
     abl = [a for a in abl if len(a)]
     if abl:
         out.append("MiniLM - ablation (the paper's Tables 5-7 ordering holds where the difference is above 0):")
@@ -108,6 +121,8 @@ def budget_verdicts(results: pd.DataFrame, curves: dict[str, pd.DataFrame], metr
     if len(tr):
         for word, sel in (("still rising", tr[tr.rising]), ("flat or falling", tr[~tr.rising])):
             cells = [f"{r.student} {r.init} {r.method} {r.metric} {r['mean']:+.3f}" for _, r in sel.iterrows()]
-            out.append(f"learning curves {word} from step {int(tr.from_step.min())} to {int(tr.to_step.max())}: "
-                       + ("; ".join(cells) if cells else "none"))
+            out.append(
+                f"learning curves {word} from step {int(tr.from_step.min())} to {int(tr.to_step.max())}: "
+                + ("; ".join(cells) if cells else "none")
+            )
     return out

@@ -9,6 +9,7 @@ the worker skips runs the notebook holds and stops when nothing is left to claim
 worker's runs and then writes the tables and figures as usual. Kill either process at any time: a killed run's claim
 is released by the kernel and its step checkpoint is resumed by whichever process claims it next.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = resolve(args.run_dir) / "distill"
     params = out_dir / "params_05.json"
     if not params.is_file():
-        print(f"error: {params} does not exist; start notebook 05 on {args.run_dir} first (the worker helps a grid "
-              f"that is running and takes its parameters from there)", file=sys.stderr)
+        print(
+            f"error: {params} does not exist; start notebook 05 on {args.run_dir} first (the worker helps a grid "
+            f"that is running and takes its parameters from there)",
+            file=sys.stderr,
+        )
         return 2
 
     cfg = read_params_05(params)
@@ -45,15 +49,25 @@ def main(argv: list[str] | None = None) -> int:
     set_threads(args.threads)
     teacher = load_encoder(ensure_teacher(), "teacher", dev)
     assistant = load_encoder(assistant_path(), "assistant", dev)
-    data = build_datasets(cfg.distill_seeds[0], cfg.transfer_sentences, cfg.task_train, cfg.task_eval,
-                          cfg.fidelity_sentences)
+    data = build_datasets(
+        cfg.distill_seeds[0], cfg.transfer_sentences, cfg.task_train, cfg.task_eval, cfg.fidelity_sentences
+    )
     before = len(checkpoint_rows(out_dir / "checkpoint"))
     t0 = time.perf_counter()
-    run_grid(cfg, teacher, assistant, data, out_dir / "students" if cfg.save_students else None,
-             checkpoint=out_dir / "checkpoint", wait=False)
-    print(f"worker done after {(time.perf_counter() - t0) / 60:.1f} min: the folder has "
-          f"{len(checkpoint_rows(out_dir / 'checkpoint')) - before} more finished runs than when it started "
-          f"(its own and the notebook's); nothing is left unclaimed")
+    run_grid(
+        cfg,
+        teacher,
+        assistant,
+        data,
+        out_dir / "students" if cfg.save_students else None,
+        checkpoint=out_dir / "checkpoint",
+        wait=False,
+    )
+    print(
+        f"worker done after {(time.perf_counter() - t0) / 60:.1f} min: the folder has "
+        f"{len(checkpoint_rows(out_dir / 'checkpoint')) - before} more finished runs than when it started "
+        f"(its own and the notebook's); nothing is left unclaimed"
+    )
     return 0
 
 

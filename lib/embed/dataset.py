@@ -10,13 +10,14 @@ Each .pt holds plain tensors, strings and lists only, so `torch.load(weights_onl
 objects). `num_edges` counts undirected edges E; `edge_index` holds both directions, [2, 2E]. `GraphDataset` reads
 one graph per `ds[i]`, so a 389 x 20,000-node dataset never needs all its features in memory.
 """
+
 from __future__ import annotations
 
 import io
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import torch
@@ -63,12 +64,21 @@ def _graph_record(path: Path, store: EmbeddingStore, precision: str) -> tuple[di
     }
     buf = io.BytesIO()
     torch.save(rec, buf)
-    return {"graph_id": path.stem, "root": g.root, "num_nodes": g.num_nodes, "num_edges": int(ei.shape[1] // 2)}, \
-        buf.getvalue()
+    return {
+        "graph_id": path.stem,
+        "root": g.root,
+        "num_nodes": g.num_nodes,
+        "num_edges": int(ei.shape[1] // 2),
+    }, buf.getvalue()
 
 
-def build_dataset(graph_files: Iterable[str | os.PathLike], store: EmbeddingStore, out_dir: str | os.PathLike,
-                  precision: str = "float32", progress: bool = True) -> list[dict]:
+def build_dataset(
+    graph_files: Iterable[str | os.PathLike],
+    store: EmbeddingStore,
+    out_dir: str | os.PathLike,
+    precision: str = "float32",
+    progress: bool = True,
+) -> list[dict]:
     """Write the tensor dataset of `graph_files` to `out_dir`; returns the index entries (one dict per graph).
 
     Every title must already be in `store` (run `lib.embed.store.embed_titles` first). graph_id = file stem; two files
@@ -99,8 +109,12 @@ def build_dataset(graph_files: Iterable[str | os.PathLike], store: EmbeddingStor
         src_sha = sha256_file(f)
         prev = old.get(f.stem)
         rel = f"graphs/{f.stem}.pt"
-        if prev and prev.get("source_sha256") == src_sha and (out_dir / rel).is_file() \
-                and sha256_file(out_dir / rel) == prev.get("sha256"):
+        if (
+            prev
+            and prev.get("source_sha256") == src_sha
+            and (out_dir / rel).is_file()
+            and sha256_file(out_dir / rel) == prev.get("sha256")
+        ):
             entries.append(prev)
             continue
         entry, data = _graph_record(f, store, precision)
@@ -111,15 +125,26 @@ def build_dataset(graph_files: Iterable[str | os.PathLike], store: EmbeddingStor
     for p in gdir.glob("*.pt"):
         if f"graphs/{p.name}" not in keep:
             p.unlink()
-    index = {"format": DATASET_FORMAT, "model_id": store.model_id, "dim": store.dim, "precision": precision,
-             "graphs": entries}
+    index = {
+        "format": DATASET_FORMAT,
+        "model_id": store.model_id,
+        "dim": store.dim,
+        "precision": precision,
+        "graphs": entries,
+    }
     atomic_write_text(index_path, json.dumps(index, indent=1, ensure_ascii=False) + "\n")
     return entries
 
 
-def import_seed_graphs(json_files: Iterable[str | os.PathLike], out_dir: str | os.PathLike, model,
-                       store: EmbeddingStore | None = None, batch_size: int = 32, precision: str = "float32",
-                       progress: bool = True) -> tuple[list[dict], dict]:
+def import_seed_graphs(
+    json_files: Iterable[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    model,
+    store: EmbeddingStore | None = None,
+    batch_size: int = 32,
+    precision: str = "float32",
+    progress: bool = True,
+) -> tuple[list[dict], dict]:
     """The seed's own graph files ({"nodes": [{id, label}], "edges": [{source, target}]}) as a tensor dataset.
 
     Embeds their titles into `store` (default: the model's store in outputs/cache) and builds the dataset in
@@ -145,8 +170,9 @@ class GraphDataset(torch.utils.data.Dataset):
         self.path = Path(path)
         index_path = self.path / "index.json"
         if not index_path.is_file():
-            raise DatasetError(f"{self.path} has no index.json; build it with lib.embed.dataset.build_dataset "
-                               f"(notebook 02) first")
+            raise DatasetError(
+                f"{self.path} has no index.json; build it with lib.embed.dataset.build_dataset (notebook 02) first"
+            )
         meta = load_json(index_path)
         if meta.get("format") != DATASET_FORMAT:
             raise DatasetError(f"{index_path} has format {meta.get('format')!r}, expected {DATASET_FORMAT}; rebuild it")
@@ -167,8 +193,9 @@ class GraphDataset(torch.utils.data.Dataset):
         src = Path(self.index[self._pos[graph_id]].get("source", ""))
         graph = read_graph(src if src.is_file() else Path(crawl_dir) / "graphs" / f"{graph_id}.json")
         if list(graph.titles) != list(self[graph_id].titles):
-            raise DatasetError(f"dataset graph {graph_id!r} does not match its crawl file; rebuild the dataset "
-                               f"(notebook 02)")
+            raise DatasetError(
+                f"dataset graph {graph_id!r} does not match its crawl file; rebuild the dataset (notebook 02)"
+            )
         return graph
 
     def _load(self, i: int) -> dict:
@@ -181,9 +208,11 @@ class GraphDataset(torch.utils.data.Dataset):
             if isinstance(e, PermissionError):
                 raise
             move_aside(f, "dataset file", unreadable_reason(e), "notebook 02 builds it again")
-            raise DatasetError(f"dataset file {f} could not be read (moved aside); run notebook 02 on its run folder "
-                               f"again (runner: --force --notebooks 02 and the notebooks after it), which rebuilds "
-                               f"only that file") from None
+            raise DatasetError(
+                f"dataset file {f} could not be read (moved aside); run notebook 02 on its run folder "
+                f"again (runner: --force --notebooks 02 and the notebooks after it), which rebuilds "
+                f"only that file"
+            ) from None
 
     def __getitem__(self, i: int | str):
         if isinstance(i, str):
@@ -196,16 +225,24 @@ class GraphDataset(torch.utils.data.Dataset):
             raise IndexError(f"graph {i} out of range for dataset of {len(self)} graphs")
         i %= len(self)
         r = self._load(i)
-        return Data(x=r["x"].float(), edge_index=r["edge_index"], num_nodes=int(r["num_nodes"]),
-                    titles=r["titles"], root=r["root"], topics=r["topics"], graph_id=r["graph_id"],
-                    metadata=json.loads(r["metadata_json"]))
+        return Data(
+            x=r["x"].float(),
+            edge_index=r["edge_index"],
+            num_nodes=int(r["num_nodes"]),
+            titles=r["titles"],
+            root=r["root"],
+            topics=r["topics"],
+            graph_id=r["graph_id"],
+            metadata=json.loads(r["metadata_json"]),
+        )
 
     def titles_of(self, i: int) -> list[str]:
         """Node titles of graph i without materialising its features (mmap load)."""
         return self._load(i)["titles"]
 
-    def split(self, n_train: int = 0, n_test: int = 1, val_fraction: float = 0.1, seed: int = 0,
-              hold_out_roots: bool = False) -> dict:
+    def split(
+        self, n_train: int = 0, n_test: int = 1, val_fraction: float = 0.1, seed: int = 0, hold_out_roots: bool = False
+    ) -> dict:
         """This dataset's graph split for one seed, by `split_graphs` (the one split every notebook uses):
         {"train", "val", "test": [graph_id], "dropped_for_root_overlap": n}. With `hold_out_roots=True` a training
         or validation graph that contains a test graph's root title among its nodes is dropped, so no test root is
@@ -218,13 +255,14 @@ class GraphDataset(torch.utils.data.Dataset):
             dropped = sum(not k for k in keep.values())
             train, val = [g for g in train if keep[g]], [g for g in val if keep[g]]
             if not train:
-                raise DatasetError("hold_out_roots=True left no training graph (every graph contains a test root); "
-                                   "use hold_out_roots=False or more graphs")
+                raise DatasetError(
+                    "hold_out_roots=True left no training graph (every graph contains a test root); "
+                    "use hold_out_roots=False or more graphs"
+                )
         return {"train": train, "val": val, "test": test, "dropped_for_root_overlap": dropped}
 
 
-def split_graphs(graph_ids: list, n_train: int, n_test: int, val_fraction: float, seed: int
-                 ) -> tuple[list, list, list]:
+def split_graphs(graph_ids: list, n_train: int, n_test: int, val_fraction: float, seed: int) -> tuple[list, list, list]:
     """Seeded (train, val, test) graph ids: n_test for test, n_train (0 = all the rest) for training, of which a
     `val_fraction` share (at least 1 graph when > 0) becomes validation (epoch selection only)."""
     ids = list(graph_ids)
@@ -233,32 +271,48 @@ def split_graphs(graph_ids: list, n_train: int, n_test: int, val_fraction: float
     rest = len(ids) - n_test
     n_train = n_train or rest
     if n_train > rest:
-        raise DatasetError(f"n_train_graphs={n_train} + n_test_graphs={n_test} exceed the {len(ids)} graphs; "
-                           f"lower them or crawl more roots")
+        raise DatasetError(
+            f"n_train_graphs={n_train} + n_test_graphs={n_test} exceed the {len(ids)} graphs; "
+            f"lower them or crawl more roots"
+        )
     if not 0 <= val_fraction < 1:
         raise DatasetError(f"val_fraction={val_fraction} must be in [0, 1)")
     perm = torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed)).tolist()
     test = [ids[i] for i in perm[:n_test]]
-    train = [ids[i] for i in perm[n_test:n_test + n_train]]
+    train = [ids[i] for i in perm[n_test : n_test + n_train]]
     n_val = max(1, round(val_fraction * len(train))) if val_fraction > 0 else 0
     if n_val >= len(train):
-        raise DatasetError(f"val_fraction={val_fraction} leaves no training graph out of {len(train)} (the crawl gave "
-                           f"{len(ids)} usable graphs, {n_test} of them for test): give notebook 01 more roots that "
-                           f"exist in the source (its table lists the skipped ones), lower n_test_graphs, or set "
-                           f"val_fraction=0")
+        raise DatasetError(
+            f"val_fraction={val_fraction} leaves no training graph out of {len(train)} (the crawl gave "
+            f"{len(ids)} usable graphs, {n_test} of them for test): give notebook 01 more roots that "
+            f"exist in the source (its table lists the skipped ones), lower n_test_graphs, or set "
+            f"val_fraction=0"
+        )
     return train[n_val:], train[:n_val], test
 
 
 SPLIT_KEYS = ("n_train_graphs", "n_test_graphs", "val_fraction", "hold_out_roots")
 
 
-def write_split(ds: GraphDataset, seeds: list[int], n_train_graphs: int, n_test_graphs: int, val_fraction: float,
-                hold_out_roots: bool = False) -> dict:
+def write_split(
+    ds: GraphDataset,
+    seeds: list[int],
+    n_train_graphs: int,
+    n_test_graphs: int,
+    val_fraction: float,
+    hold_out_roots: bool = False,
+) -> dict:
     """Split the dataset for every seed and write `<dataset>/split.json` (atomic); returns what was written."""
-    params = dict(n_train_graphs=n_train_graphs, n_test_graphs=n_test_graphs, val_fraction=val_fraction,
-                  hold_out_roots=hold_out_roots)
-    split = {"params": params, "seeds": {str(s): ds.split(n_train_graphs, n_test_graphs, val_fraction, s,
-                                                          hold_out_roots) for s in seeds}}
+    params = dict(
+        n_train_graphs=n_train_graphs,
+        n_test_graphs=n_test_graphs,
+        val_fraction=val_fraction,
+        hold_out_roots=hold_out_roots,
+    )
+    split = {
+        "params": params,
+        "seeds": {str(s): ds.split(n_train_graphs, n_test_graphs, val_fraction, s, hold_out_roots) for s in seeds},
+    }
     atomic_write_text(ds.path / "split.json", json.dumps(split, indent=1, ensure_ascii=False) + "\n")
     return split
 
@@ -272,12 +326,16 @@ def load_split(ds: GraphDataset, seeds: list[int], **params) -> dict[int, dict]:
     split = load_json(path)
     for k, v in params.items():
         if split["params"].get(k) != v:
-            raise DatasetError(f"{path} was written with {k}={split['params'].get(k)!r} but this notebook has "
-                               f"{k}={v!r}; use the same value in notebooks 02 and 03 (one params file) and re-run 02")
+            raise DatasetError(
+                f"{path} was written with {k}={split['params'].get(k)!r} but this notebook has "
+                f"{k}={v!r}; use the same value in notebooks 02 and 03 (one params file) and re-run 02"
+            )
     missing = [s for s in seeds if str(s) not in split["seeds"]]
     if missing:
-        raise DatasetError(f"{path} has no split for seed(s) {missing} (it has {sorted(split['seeds'])}); use the "
-                           f"same seed / n_seeds in notebooks 02 and 03 and re-run 02")
+        raise DatasetError(
+            f"{path} has no split for seed(s) {missing} (it has {sorted(split['seeds'])}); use the "
+            f"same seed / n_seeds in notebooks 02 and 03 and re-run 02"
+        )
     return {s: {k: split["seeds"][str(s)][k] for k in ("train", "val", "test")} for s in seeds}
 
 

@@ -8,13 +8,14 @@
   share a store. The stored vectors are float32 either way.
 - `encode(model, titles)`: titles sorted by length into equal-length batches (no padding work), in input order out.
 """
+
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import torch
@@ -59,8 +60,13 @@ def model_identity(model_dir: str | os.PathLike) -> str:
     """
     model_dir = Path(model_dir)
     h = hashlib.sha256()
-    files = sorted(p for p in model_dir.rglob("*") if p.is_file() and p.name not in _IGNORED
-                   and not any(part.startswith(".") for part in p.relative_to(model_dir).parts))
+    files = sorted(
+        p
+        for p in model_dir.rglob("*")
+        if p.is_file()
+        and p.name not in _IGNORED
+        and not any(part.startswith(".") for part in p.relative_to(model_dir).parts)
+    )
     if not files:
         raise EmbedError(f"model folder {model_dir} holds no files; pass a sentence-transformers model folder")
     for p in files:
@@ -77,7 +83,9 @@ def model_identity(model_dir: str | os.PathLike) -> str:
             if c.get("model_type") == "model2vec":  # a static table: its kind and width, no layers
                 prefix = f"model2vec-D{c.get('hidden_dim', '?')}"
             else:
-                prefix = f"{c.get('model_type', 'model')}-L{c.get('num_hidden_layers', '?')}-H{c.get('hidden_size', '?')}"
+                prefix = (
+                    f"{c.get('model_type', 'model')}-L{c.get('num_hidden_layers', '?')}-H{c.get('hidden_size', '?')}"
+                )
         except (ValueError, UnicodeDecodeError):
             pass
     return f"{prefix}-{h.hexdigest()[:16]}"
@@ -115,8 +123,9 @@ def load_model(model_dir: str | os.PathLike | None = None, device: str = "cpu", 
     from sentence_transformers import SentenceTransformer  # lazy: slow to load; the runner imports this module at start
 
     # safetensors only: a pickled weights file the check above did not see is never unpickled
-    model = SentenceTransformer(str(path), device=str(dev), local_files_only=True,
-                                model_kwargs={"use_safetensors": True})
+    model = SentenceTransformer(
+        str(path), device=str(dev), local_files_only=True, model_kwargs={"use_safetensors": True}
+    )
     model.eval()
     model.wikigat_model_id = precision_identity(model_identity(path), prec.name)
     model.wikigat_kind = "sentence-transformers"
@@ -128,8 +137,10 @@ def load_model(model_dir: str | os.PathLike | None = None, device: str = "cpu", 
 def _static_model(path: Path, precision: str):
     """load_model's branch for a model2vec folder: a StaticEncoder with the same wikigat_* attributes."""
     if precision not in ("fp32", "auto"):
-        raise EmbedError(f"precision={precision!r} does not apply to the static model {str(path)!r} (a float32 table "
-                         f"lookup); use fp32 or auto")
+        raise EmbedError(
+            f"precision={precision!r} does not apply to the static model {str(path)!r} (a float32 table "
+            f"lookup); use fp32 or auto"
+        )
     model = StaticEncoder(path)
     model.wikigat_model_id = model_identity(path)
     model.wikigat_kind = "static"
@@ -173,16 +184,19 @@ def clean_titles(titles: Iterable, page_titles: bool = False) -> list[str]:
             try:
                 t = bytes(t).decode("utf-8")
             except UnicodeDecodeError as e:
-                raise EmbedError(f"title #{k} {bytes(t)[:40]!r} is not valid UTF-8 ({e.reason}); re-encode the graph "
-                                 f"file as UTF-8") from None
+                raise EmbedError(
+                    f"title #{k} {bytes(t)[:40]!r} is not valid UTF-8 ({e.reason}); re-encode the graph file as UTF-8"
+                ) from None
         elif not isinstance(t, str):
             raise EmbedError(f"title #{k} is a {type(t).__name__}, not text; node labels must be strings")
         else:
             try:
                 t.encode("utf-8")
             except UnicodeEncodeError:
-                raise EmbedError(f"title #{k} {t[:40]!r} holds undecodable bytes (lone surrogates); re-encode the "
-                                 f"graph file as UTF-8") from None
+                raise EmbedError(
+                    f"title #{k} {t[:40]!r} holds undecodable bytes (lone surrogates); re-encode the "
+                    f"graph file as UTF-8"
+                ) from None
         if not t.strip():
             raise EmbedError(f"title #{k} is empty or whitespace only; remove that node from the graph file")
         if page_titles:
@@ -216,8 +230,15 @@ def tokenize(model, titles: list[str]) -> tuple[list[list[int]], np.ndarray, int
     return ids, lens, len(long)
 
 
-def encode_sorted(model, ids: list[list[int]], lens: np.ndarray, order: np.ndarray, batch_size: int,
-                  bar=None, fixed_shape: bool = False) -> np.ndarray:
+def encode_sorted(
+    model,
+    ids: list[list[int]],
+    lens: np.ndarray,
+    order: np.ndarray,
+    batch_size: int,
+    bar=None,
+    fixed_shape: bool = False,
+) -> np.ndarray:
     """Vectors [len(order), dim] float32 for titles `order` (already sorted by token length).
 
     Batches hold titles of *equal* token length, so there is no padding and no attention mask: every token
@@ -235,7 +256,9 @@ def encode_sorted(model, ids: list[list[int]], lens: np.ndarray, order: np.ndarr
     bert = model[0].auto_model
     normalize = len(model) > 2
     dev = next(bert.parameters()).device
-    flat = np.fromiter((t for seq in (ids[i] for i in order) for t in seq), dtype=np.int64, count=int(lens[order].sum()))
+    flat = np.fromiter(
+        (t for seq in (ids[i] for i in order) for t in seq), dtype=np.int64, count=int(lens[order].sum())
+    )
     slens = lens[order]
     offs = np.concatenate([[0], np.cumsum(slens)[:-1]])
     out = np.empty((len(order), bert.config.hidden_size), dtype=np.float32)
@@ -264,8 +287,9 @@ def check_backend(backend: str) -> None:
         raise EmbedError(f"backend={backend!r} is not known; use 'fast' or 'plain'")
 
 
-def encode(model, titles: list[str], batch_size: int = 256, backend: str = "fast", progress: bool = False
-           ) -> tuple[np.ndarray, int]:
+def encode(
+    model, titles: list[str], batch_size: int = 256, backend: str = "fast", progress: bool = False
+) -> tuple[np.ndarray, int]:
     """Embed `titles` without the store: (vectors [n, dim] float32, number of titles cut to max_seq_length).
 
     backend "fast": equal-length batches (see `encode_sorted`); "plain": SentenceTransformer.encode (reference,

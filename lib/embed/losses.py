@@ -1,5 +1,6 @@
 """The embedding loss stage 2's trained static student and stage 5's students share: a student's pooled sentence
 embeddings against a target encoder's (cosine, MSE, in-batch similarity relations), a pure function of tensors."""
+
 from __future__ import annotations
 
 import torch
@@ -10,8 +11,14 @@ from lib.embed.config import EMBEDDING_LOSSES
 from lib.embed.encoder import EmbedError
 
 
-def embedding_loss(student: torch.Tensor, target: torch.Tensor, loss: str = "cosine", w_rel: float = 0.0,
-                   proj: nn.Module | None = None, normalise: bool = True) -> dict[str, torch.Tensor]:
+def embedding_loss(
+    student: torch.Tensor,
+    target: torch.Tensor,
+    loss: str = "cosine",
+    w_rel: float = 0.0,
+    proj: nn.Module | None = None,
+    normalise: bool = True,
+) -> dict[str, torch.Tensor]:
     """Loss terms of a batch: student pooled embeddings [B, D_s] against target embeddings [B, D_t].
 
     proj: a map D_s -> D_t (a learned nn.Linear where the widths differ). normalise: compare unit vectors (the target
@@ -24,8 +31,10 @@ def embedding_loss(student: torch.Tensor, target: torch.Tensor, loss: str = "cos
         raise EmbedError(f"loss={loss!r} is unknown; use one of {EMBEDDING_LOSSES}")
     s = proj(student) if proj is not None else student
     if s.shape != target.shape:
-        raise EmbedError(f"student embeddings {tuple(s.shape)} and targets {tuple(target.shape)} differ in shape; "
-                         "give a projection to the target's width")
+        raise EmbedError(
+            f"student embeddings {tuple(s.shape)} and targets {tuple(target.shape)} differ in shape; "
+            "give a projection to the target's width"
+        )
     t = target.to(s.dtype)
     if normalise:
         s, t = F.normalize(s, dim=-1), F.normalize(t, dim=-1)

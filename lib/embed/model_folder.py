@@ -10,6 +10,7 @@ A sentence-transformers folder lists its modules in modules.json (the transforme
 Hugging Face model folder) is one module; a model2vec folder (config.json with model_type "model2vec") is read as
 model2vec reads it: model.safetensors and tokenizer.json at its top.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,13 +22,23 @@ from tokenizers import Tokenizer
 
 from lib.common.errors import WikigatError
 
-FIX = ("pass a folder saved with SentenceTransformer.save(folder) or a model2vec folder (empty model_dir: "
-       "all-MiniLM-L6-v2)")
+FIX = (
+    "pass a folder saved with SentenceTransformer.save(folder) or a model2vec folder (empty model_dir: "
+    "all-MiniLM-L6-v2)"
+)
 RESTORE = "copy the folder again from where it was saved, or save the model again with SentenceTransformer.save(folder)"
-CONVERT = ("convert it once, in a Python session you trust: SentenceTransformer(folder).save(folder) or "
-           "model.save_pretrained(folder, safe_serialization=True) writes model.safetensors")
-JSON_FILES = ("config.json", "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
-              "tokenizer_config.json", "special_tokens_map.json")  # what sentence-transformers and transformers read
+CONVERT = (
+    "convert it once, in a Python session you trust: SentenceTransformer(folder).save(folder) or "
+    "model.save_pretrained(folder, safe_serialization=True) writes model.safetensors"
+)
+JSON_FILES = (
+    "config.json",
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)  # what sentence-transformers and transformers read
 PICKLED_WEIGHTS = "pytorch_model*.bin"  # one file or the shards pytorch_model-00001-of-00002.bin, ...
 VOCABULARIES = ("vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model")
 
@@ -52,8 +63,10 @@ def check_model_folder(path: Path) -> None:
     if config is not None and config["model_type"] == "model2vec":
         for needed in ("model.safetensors", "tokenizer.json"):
             if not (path / needed).is_file():
-                raise ModelFolderError(f"is not a model folder: it has no {needed} (a model2vec folder holds "
-                                       f"config.json, model.safetensors and tokenizer.json); {RESTORE}")
+                raise ModelFolderError(
+                    f"is not a model folder: it has no {needed} (a model2vec folder holds "
+                    f"config.json, model.safetensors and tokenizer.json); {RESTORE}"
+                )
         check_weights(path, path)
         check_tokenizer(path, path)
         return
@@ -77,10 +90,12 @@ def module_folders(path: Path) -> list[tuple[Path, bool]]:
     if not (path / "modules.json").is_file():
         return [(path, True)]
     modules = read_json(path, path / "modules.json")
-    if not isinstance(modules, list) or not all(isinstance(m, dict) and isinstance(m.get("path"), str)
-                                                for m in modules):
-        raise ModelFolderError(f"is not a model folder: its modules.json is not a list of modules with a path each; "
-                               f"{RESTORE}")
+    if not isinstance(modules, list) or not all(
+        isinstance(m, dict) and isinstance(m.get("path"), str) for m in modules
+    ):
+        raise ModelFolderError(
+            f"is not a model folder: its modules.json is not a list of modules with a path each; {RESTORE}"
+        )
     found = [(path / m["path"], str(m.get("type", "")).rsplit(".", 1)[-1] == "Transformer") for m in modules]
     return [(folder, transformer) for folder, transformer in found if folder.is_dir()]
 
@@ -110,12 +125,15 @@ def check_weights(top: Path, folder: Path) -> bool:
                 pass
         except (SafetensorError, OSError) as e:
             reason = str(e).rsplit(": ", 1)[-1]
-            raise ModelFolderError(f"is not a model folder: {shown(top, file)} is not a safetensors file ({reason}); "
-                                   f"{RESTORE}") from None
+            raise ModelFolderError(
+                f"is not a model folder: {shown(top, file)} is not a safetensors file ({reason}); {RESTORE}"
+            ) from None
     pickles = sorted(folder.glob(PICKLED_WEIGHTS))
     if not tensors and pickles:
-        raise ModelFolderError(f"is not a model folder: its weights {shown(top, pickles[0])} are a pickle, which this "
-                               f"project never loads (unpickling can run code); {CONVERT}")
+        raise ModelFolderError(
+            f"is not a model folder: its weights {shown(top, pickles[0])} are a pickle, which this "
+            f"project never loads (unpickling can run code); {CONVERT}"
+        )
     return bool(tensors)
 
 
@@ -123,14 +141,16 @@ def check_transformer(top: Path, folder: Path) -> None:
     """The transformer module's config names a model_type and its tokenizer parses."""
     config = read_json(top, folder / "config.json")
     if folder != top and (not isinstance(config, dict) or not config.get("model_type")):
-        raise ModelFolderError(f"is not a model folder: {shown(top, folder / 'config.json')} is missing or names no "
-                               f"model_type; {FIX}")
+        raise ModelFolderError(
+            f"is not a model folder: {shown(top, folder / 'config.json')} is missing or names no model_type; {FIX}"
+        )
     if (folder / "tokenizer.json").is_file():
         check_tokenizer(top, folder)
     elif not any((folder / v).is_file() for v in VOCABULARIES):
         where = "it" if folder == top else shown(top, folder)
-        raise ModelFolderError(f"is not a model folder: {where} has no tokenizer (tokenizer.json or "
-                               f"{', '.join(VOCABULARIES)}); {RESTORE}")
+        raise ModelFolderError(
+            f"is not a model folder: {where} has no tokenizer (tokenizer.json or {', '.join(VOCABULARIES)}); {RESTORE}"
+        )
 
 
 def check_tokenizer(top: Path, folder: Path) -> None:
@@ -139,8 +159,9 @@ def check_tokenizer(top: Path, folder: Path) -> None:
         Tokenizer.from_file(str(file))
     except Exception as e:  # the tokenizers library raises a bare Exception for a file it cannot parse
         reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise ModelFolderError(f"is not a model folder: {shown(top, file)} cannot be read by the tokenizers library "
-                               f"({reason}); {RESTORE}") from None
+        raise ModelFolderError(
+            f"is not a model folder: {shown(top, file)} cannot be read by the tokenizers library ({reason}); {RESTORE}"
+        ) from None
 
 
 def shown(top: Path, file: Path) -> str:

@@ -12,6 +12,7 @@
 lib.embed.encoder.load_model returns a StaticEncoder for such a folder, so stage 2 (`model_dir`) and every later stage
 take it like any sentence-transformers folder.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,8 +46,13 @@ def is_static_folder(path: str | os.PathLike) -> bool:
         return False
 
 
-def distil(source_dir: str | os.PathLike, out_dir: str | os.PathLike, pca_dims: int | None = 256, seed: int = 0,
-           source_name: str | None = None) -> Path:
+def distil(
+    source_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    pca_dims: int | None = 256,
+    seed: int = 0,
+    source_name: str | None = None,
+) -> Path:
     """Distil a static model from the sentence-transformers folder `source_dir` into `out_dir` (replaced atomically).
 
     pca_dims: output width after PCA (None: the source's width, no PCA). seed: seeds torch and numpy before the
@@ -57,8 +63,10 @@ def distil(source_dir: str | os.PathLike, out_dir: str | os.PathLike, pca_dims: 
     """
     source_dir, out_dir = Path(source_dir), Path(out_dir)
     if not (source_dir / "config.json").is_file():
-        raise StaticModelError(f"source_dir={str(source_dir)!r} has no config.json; pass a local sentence-transformers "
-                               f"folder (e.g. lib.embed.encoder.default_model_dir())")
+        raise StaticModelError(
+            f"source_dir={str(source_dir)!r} has no config.json; pass a local sentence-transformers "
+            f"folder (e.g. lib.embed.encoder.default_model_dir())"
+        )
     if pca_dims is not None and (not isinstance(pca_dims, int) or pca_dims < 1):
         raise StaticModelError(f"pca_dims={pca_dims!r} must be a positive integer or None (no PCA)")
     os.environ["HF_HUB_OFFLINE"] = "1"  # a missing file must fail, not download
@@ -77,8 +85,13 @@ def distil(source_dir: str | os.PathLike, out_dir: str | os.PathLike, pca_dims: 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     model.save_pretrained(tmp)
-    (tmp / STATIC_CONFIG).write_text(json.dumps({"source": name, "pca_dims": pca_dims, "seed": seed,
-                                                 "dim": int(model.dim), "model2vec": m2v_version}, indent=1) + "\n")
+    (tmp / STATIC_CONFIG).write_text(
+        json.dumps(
+            {"source": name, "pca_dims": pca_dims, "seed": seed, "dim": int(model.dim), "model2vec": m2v_version},
+            indent=1,
+        )
+        + "\n"
+    )
     saved = StaticEncoder(tmp).table
     if not np.array_equal(saved, np.asarray(model.embedding, dtype=np.float32)):
         shutil.rmtree(tmp)
@@ -105,8 +118,10 @@ class StaticEncoder:
         path = Path(path)
         missing = [f for f in ("config.json", "model.safetensors", "tokenizer.json") if not (path / f).is_file()]
         if not path.is_dir() or missing:
-            raise StaticModelError(f"{str(path)!r} is not a model2vec folder (missing {', '.join(missing) or 'folder'});"
-                                   f" distil one with lib.embed.static.distil(source_dir, out_dir)")
+            raise StaticModelError(
+                f"{str(path)!r} is not a model2vec folder (missing {', '.join(missing) or 'folder'});"
+                f" distil one with lib.embed.static.distil(source_dir, out_dir)"
+            )
         os.environ["HF_HUB_OFFLINE"] = "1"
         from model2vec import StaticModel  # lazy: optional; only the static-embedding student uses it
 
@@ -139,9 +154,9 @@ class StaticEncoder:
         out = np.empty((len(titles), self.dim), dtype=np.float32)
         n_cut = 0
         for s in range(0, len(titles), batch_size):
-            ids, cut = self.token_ids(titles[s:s + batch_size])
+            ids, cut = self.token_ids(titles[s : s + batch_size])
             n_cut += cut
-            out[s:s + len(ids)] = self._pool(ids)
+            out[s : s + len(ids)] = self._pool(ids)
         return out, n_cut
 
     def _pool(self, ids: list[list[int]]) -> np.ndarray:
@@ -163,8 +178,9 @@ def bags(ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return flat, np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
 
 
-def pool(table: torch.Tensor, rows: torch.Tensor, offsets: torch.Tensor,
-         token_weights: torch.Tensor | None = None) -> torch.Tensor:
+def pool(
+    table: torch.Tensor, rows: torch.Tensor, offsets: torch.Tensor, token_weights: torch.Tensor | None = None
+) -> torch.Tensor:
     """The static model's title embedding before normalisation, [n, d]: per title the mean over its tokens of
     token_weight * table[row] (model2vec's pooling); a title without tokens is the zero vector.
 

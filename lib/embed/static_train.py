@@ -11,6 +11,7 @@ never saw.
   (table @ map^T): the saved folder is a plain model2vec folder of the target's width that StaticEncoder reads and
   that encodes exactly as the trained student.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,23 +38,29 @@ from lib.embed.static import STATIC_CONFIG, StaticEncoder, StaticModelError, bag
 class StaticTrainConfig:
     """Hyper-parameters of one static-model training run (the batch plan is drawn by the caller with batch_size and
     seed, e.g. lib.distill.embedding.mixture_plan(sizes, weights, steps, batch_size, seed))."""
+
     steps: int = 2000
     batch_size: int = 256
-    lr: float = 3e-4               # of 1e-4, 3e-4, 1e-3 the best on unseen titles; 1e-3 overfits the training texts
+    lr: float = 3e-4  # of 1e-4, 3e-4, 1e-3 the best on unseen titles; 1e-3 overfits the training texts
     warmup_frac: float = 0.05
-    weight_decay: float = 0.0      # decay pulls a row towards 0, not towards its distilled vector
+    weight_decay: float = 0.0  # decay pulls a row towards 0, not towards its distilled vector
     seed: int = 0
-    train_weights: bool = False    # SIF weights stay the distilled ones: a title's unseen tokens keep their share
+    train_weights: bool = False  # SIF weights stay the distilled ones: a title's unseen tokens keep their share
 
     def check(self) -> None:
         """Raise StaticModelError naming the first impossible field."""
-        rules = [("steps", self.steps >= 1, ">= 1"), ("batch_size", self.batch_size >= 1, ">= 1"),
-                 ("lr", self.lr > 0, "> 0"), ("warmup_frac", 0 <= self.warmup_frac < 1, "in [0, 1)"),
-                 ("weight_decay", self.weight_decay >= 0, ">= 0")]
+        rules = [
+            ("steps", self.steps >= 1, ">= 1"),
+            ("batch_size", self.batch_size >= 1, ">= 1"),
+            ("lr", self.lr > 0, "> 0"),
+            ("warmup_frac", 0 <= self.warmup_frac < 1, "in [0, 1)"),
+            ("weight_decay", self.weight_decay >= 0, ">= 0"),
+        ]
         for name, ok, rule in rules:
             if not ok:
-                raise StaticModelError(f"StaticTrainConfig {name}={getattr(self, name)!r} must be {rule}; "
-                                       f"pass a value {rule}")
+                raise StaticModelError(
+                    f"StaticTrainConfig {name}={getattr(self, name)!r} must be {rule}; pass a value {rule}"
+                )
 
 
 class _Student(nn.Module):
@@ -71,9 +78,17 @@ class _Student(nn.Module):
         return pool(self.rows, rows, offsets, self.weights[tokens])
 
 
-def train_static(init_dir: str | os.PathLike, out_dir: str | os.PathLike, texts: list[str], targets: np.ndarray,
-                 plan: list[np.ndarray], cfg: StaticTrainConfig, checkpoint: str | os.PathLike | None = None,
-                 checkpoint_every: int = 0, max_steps: int | None = None) -> dict:
+def train_static(
+    init_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    texts: list[str],
+    targets: np.ndarray,
+    plan: list[np.ndarray],
+    cfg: StaticTrainConfig,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 0,
+    max_steps: int | None = None,
+) -> dict:
     """Train the static model in `init_dir` (a model2vec folder) so its embedding of texts[i] matches targets[i]
     [N, D_t] in cosine, and save it to `out_dir` (replaced atomically) once every step has run.
 
@@ -90,15 +105,19 @@ def train_static(init_dir: str | os.PathLike, out_dir: str | os.PathLike, texts:
     """
     cfg.check()
     if len(plan) != cfg.steps or any(len(b) != cfg.batch_size for b in plan):
-        raise StaticModelError(f"the batch plan has {len(plan)} batches of sizes {sorted({len(b) for b in plan})}, "
-                               f"the config {cfg.steps} of {cfg.batch_size}; build it with the config's steps and "
-                               f"batch_size")
+        raise StaticModelError(
+            f"the batch plan has {len(plan)} batches of sizes {sorted({len(b) for b in plan})}, "
+            f"the config {cfg.steps} of {cfg.batch_size}; build it with the config's steps and "
+            f"batch_size"
+        )
     if targets.ndim != 2 or len(texts) != len(targets):
         raise StaticModelError(f"{len(texts)} texts but targets of shape {targets.shape}; give one target row per text")
     drawn = np.concatenate(plan)
     if drawn.min() < 0 or drawn.max() >= len(texts):
-        raise StaticModelError(f"the batch plan draws indices {drawn.min()}..{drawn.max()} from {len(texts)} texts; "
-                               f"build it over these texts")
+        raise StaticModelError(
+            f"the batch plan draws indices {drawn.min()}..{drawn.max()} from {len(texts)} texts; "
+            f"build it over these texts"
+        )
     init = StaticEncoder(init_dir)
     keep = np.unique(drawn)  # the texts trained on: a source of weight 0 in the plan leaves no trace
     local = [np.searchsorted(keep, b) for b in plan]
@@ -121,15 +140,22 @@ def train_static(init_dir: str | os.PathLike, out_dir: str | os.PathLike, texts:
         x = nn.functional.normalize(forward(np.arange(len(keep))), dim=1)
         # a truncated SVD: a table without PCA is singular (all-MiniLM-L6-v2's has 2 null directions), where the
         # exact fit's gain of ~1e7 along them turns every row update into a jump of the output
-        fit = torch.linalg.lstsq(x.double(), nn.functional.normalize(tgt, dim=1).double(), rcond=1e-6,
-                                 driver="gelsd").solution
+        fit = torch.linalg.lstsq(
+            x.double(), nn.functional.normalize(tgt, dim=1).double(), rcond=1e-6, driver="gelsd"
+        ).solution
         student.map.weight.copy_(fit.T)
     params = [p for p in student.parameters() if p.requires_grad]
     opt, sched = build_optimizer(params, cfg.lr, cfg.steps, round(cfg.warmup_frac * cfg.steps), cfg.weight_decay)
-    config = {"init": _digest(init.table), "cfg": dataclasses.asdict(cfg), "texts": len(keep),
-              "plan": _digest(drawn), "targets": _digest(targets)}
-    loop = TrainingLoop({"student": student, "optimizer": opt, "schedule": sched}, config, cfg.steps, checkpoint,
-                        checkpoint_every)
+    config = {
+        "init": _digest(init.table),
+        "cfg": dataclasses.asdict(cfg),
+        "texts": len(keep),
+        "plan": _digest(drawn),
+        "targets": _digest(targets),
+    }
+    loop = TrainingLoop(
+        {"student": student, "optimizer": opt, "schedule": sched}, config, cfg.steps, checkpoint, checkpoint_every
+    )
 
     def step(i: int) -> dict:
         terms = embedding_loss(forward(local[i]), tgt[local[i]], "cosine", proj=student.map)
@@ -138,8 +164,12 @@ def train_static(init_dir: str | os.PathLike, out_dir: str | os.PathLike, texts:
     done = loop.run(step, max_steps, progress=False)
     if loop.complete:
         _save(init, Path(out_dir), student, used_rows, used_tokens, {**dataclasses.asdict(cfg), "texts": len(keep)})
-    return {"losses": pd.DataFrame(loop.rows, columns=["step", "loss"]), "steps": done, "seconds": loop.seconds,
-            "complete": loop.complete}
+    return {
+        "losses": pd.DataFrame(loop.rows, columns=["step", "loss"]),
+        "steps": done,
+        "seconds": loop.seconds,
+        "complete": loop.complete,
+    }
 
 
 def _digest(x: np.ndarray) -> str:
@@ -147,8 +177,9 @@ def _digest(x: np.ndarray) -> str:
 
 
 @torch.no_grad()
-def _save(init: StaticEncoder, out_dir: Path, student: _Student, used_rows: np.ndarray, used_tokens: np.ndarray,
-          trained: dict) -> None:
+def _save(
+    init: StaticEncoder, out_dir: Path, student: _Student, used_rows: np.ndarray, used_tokens: np.ndarray, trained: dict
+) -> None:
     """Write the trained model: the distilled table with the trained rows put back, times the map (folded)."""
     table = init.table.copy()
     table[used_rows] = student.rows.numpy()
@@ -160,13 +191,17 @@ def _save(init: StaticEncoder, out_dir: Path, student: _Student, used_rows: np.n
         weights = np.ones(len(model.tokens), np.float32) if init.weights is None else init.weights.copy()
         weights[used_tokens] = student.weights.numpy()
         model.weights = weights
-    record = read_record(init.path / STATIC_CONFIG, "static model record",
-                         "the trained model records only the initial model's folder name") or {"source": init.path.name}
+    record = read_record(
+        init.path / STATIC_CONFIG,
+        "static model record",
+        "the trained model records only the initial model's folder name",
+    ) or {"source": init.path.name}
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     model.save_pretrained(tmp)
-    (tmp / STATIC_CONFIG).write_text(json.dumps({**record, "trained": trained, "dim": int(folded.shape[1])},
-                                                indent=1) + "\n")
+    (tmp / STATIC_CONFIG).write_text(
+        json.dumps({**record, "trained": trained, "dim": int(folded.shape[1])}, indent=1) + "\n"
+    )
     if not np.array_equal(StaticEncoder(tmp).table, folded):
         shutil.rmtree(tmp)
         raise StaticModelError(f"the table written for {str(out_dir)!r} does not read back as trained; nothing saved")

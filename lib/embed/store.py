@@ -20,6 +20,7 @@ shape, or the plain or static path, with the batch size), because a title's last
 with another encoding first sets the store's other chunks aside (`<chunk>.other-encoding`, a RecoveryWarning names
 them), so a store never mixes vectors of two encodings and a run's embeddings do not depend on the cache it found.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,8 +28,8 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -40,10 +41,10 @@ from lib.common.runinfo import load_json
 from lib.embed.encoder import (
     EmbedError,
     check_backend,
-    encode_sorted,
-    fast_path_ok,
     clean_titles,
     encode,
+    encode_sorted,
+    fast_path_ok,
     is_static,
     model_id_of,
     tokenize,
@@ -64,8 +65,14 @@ def default_store_path(model_id: str) -> Path:
 
 
 def _chunk_bytes(titles: list[str], vectors: np.ndarray, model_id: str, encoding: str | None) -> bytes:
-    header = {"count": len(titles), "dim": int(vectors.shape[1]), "dtype": "float32", "model_id": model_id,
-              "encoding": encoding, "titles": titles}
+    header = {
+        "count": len(titles),
+        "dim": int(vectors.shape[1]),
+        "dtype": "float32",
+        "model_id": model_id,
+        "encoding": encoding,
+        "titles": titles,
+    }
     return chunks.pack(MAGIC, header, np.ascontiguousarray(vectors, dtype="<f4").tobytes())
 
 
@@ -79,7 +86,9 @@ class EmbeddingStore:
 
     def __init__(self, path: str | os.PathLike, model_id: str, verify: bool = True):
         if not model_id or not isinstance(model_id, str):
-            raise StoreError(f"model_id={model_id!r} is not a model identity; use lib.embed.encoder.model_identity(folder)")
+            raise StoreError(
+                f"model_id={model_id!r} is not a model identity; use lib.embed.encoder.model_identity(folder)"
+            )
         self.path = Path(path)
         self.model_id = model_id
         self.chunk_dir = self.path / "chunks"
@@ -118,8 +127,10 @@ class EmbeddingStore:
             self.corrupt.append(move_aside(f, "embedding store chunk", str(e), "its titles will be encoded again"))
             return
         if header.get("model_id") != self.model_id:
-            raise StoreError(f"embedding store chunk {f} belongs to model {header.get('model_id')!r}, not "
-                             f"{self.model_id!r}; move it to that model's store")
+            raise StoreError(
+                f"embedding store chunk {f} belongs to model {header.get('model_id')!r}, not "
+                f"{self.model_id!r}; move it to that model's store"
+            )
         if self.dim is None:
             self.dim = d
         mm = np.memmap(f, dtype="<f4", mode="r", offset=offset, shape=(n, d)) if n else np.zeros((0, d), "<f4")
@@ -152,8 +163,10 @@ class EmbeddingStore:
         try:
             return np.fromiter((self._index[t] for t in titles), dtype=np.int64, count=len(titles))
         except KeyError as e:
-            raise StoreError(f"title {e.args[0]!r} is not in embedding store {self.path}; run "
-                             f"lib.embed.store.embed_titles on it first") from None
+            raise StoreError(
+                f"title {e.args[0]!r} is not in embedding store {self.path}; run "
+                f"lib.embed.store.embed_titles on it first"
+            ) from None
 
     def get(self, titles: list[str]) -> np.ndarray:
         """Vectors [n, dim] float32 of `titles`, in order."""
@@ -197,9 +210,13 @@ class EmbeddingStore:
                     os.replace(f, f.with_name(f"{name}.other-encoding"))
                     moved.append(f.with_name(f"{name}.other-encoding"))
         found = sorted({e or "not recorded (an older store)" for e in self._encodings if e != encoding})
-        warnings.warn(f"embedding store {shown(self.path)}: {len(moved)} chunk(s) hold vectors encoded as "
-                      f"{', '.join(found)}, not {encoding}; set aside as *.other-encoding, their titles are encoded "
-                      f"again (delete those files once no run needs them)", RecoveryWarning, stacklevel=2)
+        warnings.warn(
+            f"embedding store {shown(self.path)}: {len(moved)} chunk(s) hold vectors encoded as "
+            f"{', '.join(found)}, not {encoding}; set aside as *.other-encoding, their titles are encoded "
+            f"again (delete those files once no run needs them)",
+            RecoveryWarning,
+            stacklevel=2,
+        )
         self._index, self._chunks, self._starts, self._names, self._encodings = {}, [], [], [], []
         self._rows, self.dim = 0, None
         for f in sorted(self.chunk_dir.glob("c*.bin")):
@@ -230,8 +247,16 @@ class EmbeddingStore:
         self._load_chunk(self.chunk_dir / name, verify=False)
 
 
-def embed_titles(titles: Iterable, model, store: EmbeddingStore, batch_size: int = 32, chunk_size: int = 8192,
-                 backend: str = "fast", progress: bool = True, wait_for_others: bool = True) -> dict:
+def embed_titles(
+    titles: Iterable,
+    model,
+    store: EmbeddingStore,
+    batch_size: int = 32,
+    chunk_size: int = 8192,
+    backend: str = "fast",
+    progress: bool = True,
+    wait_for_others: bool = True,
+) -> dict:
     """Make sure every title has a vector in `store`; encode only the ones it lacks.
 
     Titles are tokenized once, sorted by token length and encoded in chunks of `chunk_size`; each chunk is written
@@ -255,25 +280,41 @@ def embed_titles(titles: Iterable, model, store: EmbeddingStore, batch_size: int
     check_backend(backend)
     mid = model_id_of(model)
     if store.model_id != mid:
-        raise StoreError(f"embedding store {store.path} belongs to model {store.model_id!r} but the model is {mid!r}; "
-                         f"open default_store_path(model_id) for this model")
+        raise StoreError(
+            f"embedding store {store.path} belongs to model {store.model_id!r} but the model is {mid!r}; "
+            f"open default_store_path(model_id) for this model"
+        )
     t0 = time.perf_counter()
     encoding = encoding_of(model, backend, batch_size)
     store.set_aside_other_encodings(encoding)
     titles = clean_titles(titles, page_titles=True)
     unique = list(dict.fromkeys(titles))
     todo = store.missing(unique)
-    fill = (locked(store.path / "fill", waiting=f"waiting for another run filling the embedding store "
-                                                f"{shown(store.path)}; the titles it encodes are then read from it, "
-                                                f"not encoded again")
-            if todo and wait_for_others else contextlib.nullcontext())
+    fill = (
+        locked(
+            store.path / "fill",
+            waiting=f"waiting for another run filling the embedding store "
+            f"{shown(store.path)}; the titles it encodes are then read from it, "
+            f"not encoded again",
+        )
+        if todo and wait_for_others
+        else contextlib.nullcontext()
+    )
     with fill:
         if todo and wait_for_others:
             store.refresh()
             todo = store.missing(todo)
-        stats = {"total": len(titles), "unique": len(unique), "already_stored": len(unique) - len(todo),
-                 "newly_encoded": 0, "truncated": 0, "seconds": 0.0, "titles_per_s": None, "model_id": mid,
-                 "chunks_written": 0}
+        stats = {
+            "total": len(titles),
+            "unique": len(unique),
+            "already_stored": len(unique) - len(todo),
+            "newly_encoded": 0,
+            "truncated": 0,
+            "seconds": 0.0,
+            "titles_per_s": None,
+            "model_id": mid,
+            "chunks_written": 0,
+        }
         if todo:
             fill_store(todo, model, store, stats, batch_size, chunk_size, backend, progress, encoding)
     stats["seconds"] = round(time.perf_counter() - t0, 3)
@@ -293,8 +334,17 @@ def encoding_of(model, backend: str, batch_size: int) -> str:
     return f"{'fixed-shape' if fast else 'plain'} batches of {batch_size} on {next(model.parameters()).device.type}"
 
 
-def fill_store(todo: list[str], model, store: EmbeddingStore, stats: dict, batch_size: int, chunk_size: int,
-               backend: str, progress: bool, encoding: str | None = None) -> None:
+def fill_store(
+    todo: list[str],
+    model,
+    store: EmbeddingStore,
+    stats: dict,
+    batch_size: int,
+    chunk_size: int,
+    backend: str,
+    progress: bool,
+    encoding: str | None = None,
+) -> None:
     """Encode the titles `todo` (none in `store`) chunk by chunk into `store`, counting into embed_titles' `stats`."""
     static = is_static(model)  # a table lookup: no tokenizing ahead, no length order
     if static:
@@ -305,7 +355,7 @@ def fill_store(todo: list[str], model, store: EmbeddingStore, stats: dict, batch
         fast = backend == "fast" and fast_path_ok(model)
     with tqdm(total=len(todo), desc="embed", unit="title", disable=not progress) as bar:
         for c in range(0, len(order), chunk_size):
-            part = order[c: c + chunk_size]
+            part = order[c : c + chunk_size]
             if fast:
                 vecs = encode_sorted(model, ids, lens, part, batch_size, bar, fixed_shape=True)
             else:
@@ -323,8 +373,9 @@ def open_store(model, path: str | os.PathLike | None = None, verify: bool = True
     return EmbeddingStore(path or default_store_path(mid), mid, verify=verify)
 
 
-def nearest_neighbours(store: EmbeddingStore, queries: list[str], k: int = 5, candidates: list[str] | None = None
-                       ) -> list[dict]:
+def nearest_neighbours(
+    store: EmbeddingStore, queries: list[str], k: int = 5, candidates: list[str] | None = None
+) -> list[dict]:
     """The k most cosine-similar stored titles of each query (itself excluded): [{query, rank, title, cosine}]."""
     cand = candidates if candidates is not None else store.titles()
     C = store.get(cand)
@@ -338,8 +389,10 @@ def nearest_neighbours(store: EmbeddingStore, queries: list[str], k: int = 5, ca
         top = np.argpartition(-sims[qi], kk - 1)[:kk]
         top = top[np.lexsort((top, -sims[qi, top]))]
         best = [j for j in top if cand[j] != q][:k]
-        rows += [{"query": q, "rank": r + 1, "title": cand[j], "cosine": round(float(sims[qi, j]), 4)}
-                 for r, j in enumerate(best)]
+        rows += [
+            {"query": q, "rank": r + 1, "title": cand[j], "cosine": round(float(sims[qi, j]), 4)}
+            for r, j in enumerate(best)
+        ]
     return rows
 
 
@@ -357,4 +410,4 @@ def nn_topic_agreement(store: EmbeddingStore, titles: list[str], topic_of: dict[
     y = np.array([topic_of[t] for t in lab])
     _, counts = np.unique(y, return_counts=True)
     p = counts / counts.sum()
-    return {"agreement": float(np.mean(y[S.argmax(1)] == y)), "chance": float((p ** 2).sum()), "titles": len(lab)}
+    return {"agreement": float(np.mean(y[S.argmax(1)] == y)), "chance": float((p**2).sum()), "titles": len(lab)}

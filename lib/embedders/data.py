@@ -15,6 +15,7 @@ Text kinds (`TEXT_KINDS`): `titles` (training articles' titles), `capitalised` (
 sentences: names, title-like), `phrases` (spaCy noun chunks of the lead sentences, leading determiners cut),
 `sentences` (lead sentences of at most 200 characters and Rotten Tomatoes plot lines).
 """
+
 from __future__ import annotations
 
 import re
@@ -49,6 +50,7 @@ class Partition:
 
     train_articles: DataFrame [title, extract, topic] of the training documents; val: the `val_topics` titles;
     in_domain: the seeded held-out share of the training topics; test: {link source: its titles}."""
+
     train_articles: pd.DataFrame
     val: list[str]
     in_domain: list[str]
@@ -63,12 +65,20 @@ class Partition:
 def check_topics(val_topics: list[str], test_topics: list[str]) -> None:
     """ParamError when a topic is both chosen on and tested on."""
     if set(val_topics) & set(test_topics):
-        raise ParamError(f"embedder_val_topics and embedder_test_topics share {sorted(set(val_topics) & set(test_topics))}"
-                         "; a topic is either chosen on or tested on", key="embedder_val_topics")
+        raise ParamError(
+            f"embedder_val_topics and embedder_test_topics share {sorted(set(val_topics) & set(test_topics))}"
+            "; a topic is either chosen on or tested on",
+            key="embedder_val_topics",
+        )
 
 
-def partition(val_topics: list[str], test_topics: list[str], in_domain_fraction: float, seed: int,
-              own: dict[str, list[str]] | None = None) -> Partition:
+def partition(
+    val_topics: list[str],
+    test_topics: list[str],
+    in_domain_fraction: float,
+    seed: int,
+    own: dict[str, list[str]] | None = None,
+) -> Partition:
     """The seeded split of the vital articles and Wikispeedia into training documents and held-out titles; own:
     {label: titles} of link sources of your own, held out of the training and validation articles too (a vital
     article among them is no training document) and listed in `test` under their labels."""
@@ -77,7 +87,9 @@ def partition(val_topics: list[str], test_topics: list[str], in_domain_fraction:
     for key, chosen in (("val_topics", val_topics), ("test_topics", test_topics)):
         unknown = [t for t in chosen if t not in topics]
         if unknown or not chosen:
-            raise ParamError(f"embedder_{key}={chosen!r} must name vital-article topics among {topics}", key=f"embedder_{key}")
+            raise ParamError(
+                f"embedder_{key}={chosen!r} must name vital-article topics among {topics}", key=f"embedder_{key}"
+            )
     check_topics(val_topics, test_topics)
     speedia = sorted(wikispeedia_snapshot().links)
     speedia_norm = {normalised(t) for t in speedia}
@@ -89,9 +101,12 @@ def partition(val_topics: list[str], test_topics: list[str], in_domain_fraction:
     rest = arts[~arts.topic.isin([*val_topics, *test_topics]) & ~kept_out].sort_values("title")
     rng = np.random.default_rng(seed)
     held = rng.random(len(rest)) < in_domain_fraction
-    return Partition(train_articles=rest[~held].reset_index(drop=True), val=val, in_domain=sorted(rest.title[held]),
-                     test={"wikispeedia": speedia, "vital_heldout": test,
-                           **{k: sorted(v) for k, v in (own or {}).items()}})
+    return Partition(
+        train_articles=rest[~held].reset_index(drop=True),
+        val=val,
+        in_domain=sorted(rest.title[held]),
+        test={"wikispeedia": speedia, "vital_heldout": test, **{k: sorted(v) for k, v in (own or {}).items()}},
+    )
 
 
 def capitalised_spans(sentence: str, max_words: int = 6) -> list[str]:
@@ -155,12 +170,14 @@ def transfer_texts(part: Partition, kinds: list[str], max_per_kind: int, seed: i
         elif kind == "phrases":
             texts, i = [], 0
             while len(texts) < 2 * max_per_kind and i < len(sentences):
-                batch = [" ".join(doc) for doc in sentences[i:i + 200]]
+                batch = [" ".join(doc) for doc in sentences[i : i + 200]]
                 texts = keep([*texts, *(p for doc in noun_phrases(batch) for p in doc)])
                 i += 200
         else:
             rt = load_rotten_tomatoes()
-            plots = [s for t in rt[rt.category == "plot"].text for s in split_sentences(t) if len(s) <= MAX_SENTENCE_CHARS]
+            plots = [
+                s for t in rt[rt.category == "plot"].text for s in split_sentences(t) if len(s) <= MAX_SENTENCE_CHARS
+            ]
             texts = keep([*(s for doc in sentences for s in doc), *plots])
         out[kind] = sample(texts)
     return out
@@ -184,8 +201,10 @@ def link_snapshot(source: str, part: Partition) -> Snapshot:
         raise ParamError(f"embedder_sources has {source!r}; use some of {BUILT_IN_SOURCES}", key="embedder_sources")
     snap = embedded_snapshot()
     keep = set(part.test["vital_heldout"])
-    return Snapshot(links={t: [x for x in snap.links[t] if x in keep] for t in sorted(keep)},
-                    topics={t: snap.topics[t] for t in keep if t in snap.topics})
+    return Snapshot(
+        links={t: [x for x in snap.links[t] if x in keep] for t in sorted(keep)},
+        topics={t: snap.topics[t] for t in keep if t in snap.topics},
+    )
 
 
 def validation_links(titles: list[str], seed: int, negatives_per_positive: int = 5) -> dict:
@@ -194,11 +213,19 @@ def validation_links(titles: list[str], seed: int, negatives_per_positive: int =
     Returns {"titles": [str], "pos": [P, 2], "neg": [P * k, 2]} (indices into titles)."""
     links = embedded_snapshot().links
     index = {t: i for i, t in enumerate(titles)}
-    pos = {(min(index[a], index[b]), max(index[a], index[b])) for a, outs in links.items() if a in index
-           for b in outs if b in index and b != a}
+    pos = {
+        (min(index[a], index[b]), max(index[a], index[b]))
+        for a, outs in links.items()
+        if a in index
+        for b in outs
+        if b in index and b != a
+    }
     if not pos:
-        raise ParamError(f"none of the {len(titles)} validation titles link to each other; choose embedder_val_topics "
-                         "with more articles", key="embedder_val_topics")
+        raise ParamError(
+            f"none of the {len(titles)} validation titles link to each other; choose embedder_val_topics "
+            "with more articles",
+            key="embedder_val_topics",
+        )
     rng = np.random.default_rng(seed)
     neg: set[tuple[int, int]] = set()
     while len(neg) < negatives_per_positive * len(pos):
@@ -215,6 +242,7 @@ def text_counts(texts: dict[str, list[str]], part: Partition) -> pd.DataFrame:
     every = [t for ts in texts.values() for t in ts]
     rows = [{"role": "train", "what": k, "count": len(v), "mentioned_inside": np.nan} for k, v in texts.items()]
     for role, titles in (("validation", part.val), ("in_domain", part.in_domain), *part.test.items()):
-        rows.append({"role": "held out", "what": role, "count": len(titles),
-                     "mentioned_inside": mention_share(titles, every)})
+        rows.append(
+            {"role": "held out", "what": role, "count": len(titles), "mentioned_inside": mention_share(titles, every)}
+        )
     return pd.DataFrame(rows)

@@ -9,6 +9,7 @@ sentence-transformers or model2vec folder stage 2 loads as `model_dir`) from a `
 is, and says how many transformer layers it runs. Adding a kind is one `register(EncoderKind(...))` here plus its test; the
 notebook, its tables and its figure read the registry.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,6 +40,7 @@ MAX_SEQ_LEN = 64  # titles are < 20 wordpieces; transfer sentences are cut here,
 class Recipe:
     """What a trained encoder learns from: the transfer texts (every kind concatenated in `sizes`' order), their
     all-MiniLM-L6-v2 targets [N, 384], the share of each kind in a batch, and the optimisation settings."""
+
     texts: list[str]
     targets: np.ndarray
     sizes: dict[str, int]
@@ -53,9 +55,17 @@ class Recipe:
 
     def identity(self) -> dict:
         """What the built folder depends on (the texts through their count and digest)."""
-        return {"texts": len(self.texts), "texts_digest": config_digest(self.texts), "weights": self.weights,
-                "steps": self.steps, "static_steps": self.static_steps, "batch_size": self.batch_size, "lr": self.lr,
-                "static_lr": self.static_lr, "seed": self.seed}
+        return {
+            "texts": len(self.texts),
+            "texts_digest": config_digest(self.texts),
+            "weights": self.weights,
+            "steps": self.steps,
+            "static_steps": self.static_steps,
+            "batch_size": self.batch_size,
+            "lr": self.lr,
+            "static_lr": self.static_lr,
+            "seed": self.seed,
+        }
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,7 @@ class EncoderKind:
     for its checkpoints and intermediate models); layers(argument): transformer layers it runs (0: static);
     uses_recipe: whether the folder depends on the recipe (trained) or only on the argument; located(argument): the
     folder of an encoder that is not built (build is then never called)."""
+
     name: str
     describe: str
     build: Callable[[str, Recipe, Path, Path], None]
@@ -80,6 +91,7 @@ register = ENCODERS.add
 @dataclass(frozen=True)
 class Spec:
     """A parsed `kind:argument`."""
+
     kind: str
     argument: str
 
@@ -104,14 +116,18 @@ def parse(spec: str) -> Spec:
     """`kind:argument` -> Spec, checked: ParamError naming the spec and the kinds."""
     kind, _, argument = spec.partition(":")
     if kind not in ENCODERS:
-        raise ParamError(f"embedder_encoders has {spec!r}: kind {kind!r} is unknown; use one of {sorted(ENCODERS)} "
-                         "as kind:argument", key="embedder_encoders")
+        raise ParamError(
+            f"embedder_encoders has {spec!r}: kind {kind!r} is unknown; use one of {sorted(ENCODERS)} as kind:argument",
+            key="embedder_encoders",
+        )
     try:
         ENCODERS[kind].layers(argument)
     except EmbedError as e:  # what the folder lacks says more than the kind's description
         raise ParamError(f"embedder_encoders has {spec!r}: {e}", key="embedder_encoders") from None
     except (ValueError, IndexError):
-        raise ParamError(f"embedder_encoders has {spec!r}: {ENCODERS[kind].describe}", key="embedder_encoders") from None
+        raise ParamError(
+            f"embedder_encoders has {spec!r}: {ENCODERS[kind].describe}", key="embedder_encoders"
+        ) from None
     return Spec(kind, argument)
 
 
@@ -131,11 +147,23 @@ def build(spec: Spec, recipe: Recipe, root: Path) -> Path:
     t0 = time.perf_counter()
     spec.entry.build(spec.argument, recipe, folder, root / "work")
     # beside the folder, not in it: the folder's content is the encoder's identity
-    append_csv_rows(root / "builds.csv", [{"encoder": spec.label, "spec": made["spec"],
-                                           "seconds": round(time.perf_counter() - t0, 1),
-                                           "steps": recipe.steps if spec.kind == "student" else
-                                           recipe.static_steps if spec.entry.uses_recipe else 0}],
-                    what="build times", lost="their encoders are kept, their times are not measured again")
+    append_csv_rows(
+        root / "builds.csv",
+        [
+            {
+                "encoder": spec.label,
+                "spec": made["spec"],
+                "seconds": round(time.perf_counter() - t0, 1),
+                "steps": recipe.steps
+                if spec.kind == "student"
+                else recipe.static_steps
+                if spec.entry.uses_recipe
+                else 0,
+            }
+        ],
+        what="build times",
+        lost="their encoders are kept, their times are not measured again",
+    )
     atomic_write_text(record, json.dumps(made, indent=1) + "\n")
     return folder
 
@@ -158,8 +186,9 @@ def _transformer_label(prefix: str, argument: str) -> str:
 def _build_student(argument: str, recipe: Recipe, folder: Path, work: Path) -> None:
     layers, ffn = student_shape(argument)
     enc = E.assistant_student(layers, ffn=ffn)
-    cfg = E.EmbedDistillConfig(steps=recipe.steps, batch_size=recipe.batch_size, lr=recipe.lr, seed=recipe.seed,
-                               max_seq_len=MAX_SEQ_LEN)
+    cfg = E.EmbedDistillConfig(
+        steps=recipe.steps, batch_size=recipe.batch_size, lr=recipe.lr, seed=recipe.seed, max_seq_len=MAX_SEQ_LEN
+    )
     plan = E.mixture_plan(recipe.sizes, recipe.weights, cfg.steps, cfg.batch_size, recipe.seed)
     ckpt = work / f"{folder.name}.pt"
     E.train_embedding_student(enc, recipe.texts, recipe.targets, plan, cfg, ckpt, recipe.checkpoint_every)
@@ -172,12 +201,26 @@ def _build_control(argument: str, recipe: Recipe, folder: Path, work: Path) -> N
     save_sentence_transformer(E.assistant_student(layers, ffn=ffn), folder, max_seq_len=MAX_SEQ_LEN, normalize=True)
 
 
-register(EncoderKind("student", "a student is `student:<layers of 0..5>[/<feed-forward width>]`, e.g. student:0,2,5/1024",
-                     _build_student, lambda a: len(student_shape(a)[0]), lambda a: _transformer_label("student", a),
-                     uses_recipe=True))
-register(EncoderKind("control", "a control is `control:<layers of 0..5>[/<feed-forward width>]`, e.g. control:0,2,5",
-                     _build_control, lambda a: len(student_shape(a)[0]), lambda a: _transformer_label("control", a),
-                     uses_recipe=False))
+register(
+    EncoderKind(
+        "student",
+        "a student is `student:<layers of 0..5>[/<feed-forward width>]`, e.g. student:0,2,5/1024",
+        _build_student,
+        lambda a: len(student_shape(a)[0]),
+        lambda a: _transformer_label("student", a),
+        uses_recipe=True,
+    )
+)
+register(
+    EncoderKind(
+        "control",
+        "a control is `control:<layers of 0..5>[/<feed-forward width>]`, e.g. control:0,2,5",
+        _build_control,
+        lambda a: len(student_shape(a)[0]),
+        lambda a: _transformer_label("control", a),
+        uses_recipe=False,
+    )
+)
 
 
 def _build_rounded(argument: str, recipe: Recipe, folder: Path, work: Path) -> None:
@@ -192,9 +235,17 @@ def _rounding(argument: str) -> int:
     return 6
 
 
-register(EncoderKind("rounded", f"a rounded copy is `rounded:<one of {', '.join(E.ROUNDINGS)}>`, e.g. rounded:bf16 "
-                     "(all-MiniLM-L6-v2 with every weight rounded: how far seeds alone move the scores)",
-                     _build_rounded, _rounding, lambda a: f"{REFERENCE} {a}", uses_recipe=False))
+register(
+    EncoderKind(
+        "rounded",
+        f"a rounded copy is `rounded:<one of {', '.join(E.ROUNDINGS)}>`, e.g. rounded:bf16 "
+        "(all-MiniLM-L6-v2 with every weight rounded: how far seeds alone move the scores)",
+        _build_rounded,
+        _rounding,
+        lambda a: f"{REFERENCE} {a}",
+        uses_recipe=False,
+    )
+)
 
 
 # ------------------------------------------------------------------------------------------------------ static
@@ -217,21 +268,37 @@ def _build_static_pca(argument: str, recipe: Recipe, folder: Path, work: Path) -
 
 def _build_static_trained(argument: str, recipe: Recipe, folder: Path, work: Path) -> None:
     init = build(Spec("static-pca", argument), recipe, work.parent)
-    cfg = StaticTrainConfig(steps=recipe.static_steps, batch_size=recipe.batch_size * 4, lr=recipe.static_lr,
-                            seed=recipe.seed)
+    cfg = StaticTrainConfig(
+        steps=recipe.static_steps, batch_size=recipe.batch_size * 4, lr=recipe.static_lr, seed=recipe.seed
+    )
     plan = E.mixture_plan(recipe.sizes, recipe.weights, cfg.steps, cfg.batch_size, recipe.seed)
     ckpt = work / f"{folder.name}.pt"
-    train_static(init, folder, recipe.texts, recipe.targets, plan, cfg, checkpoint=ckpt,
-                 checkpoint_every=recipe.checkpoint_every)
+    train_static(
+        init, folder, recipe.texts, recipe.targets, plan, cfg, checkpoint=ckpt, checkpoint_every=recipe.checkpoint_every
+    )
     ckpt.unlink(missing_ok=True)
 
 
-register(EncoderKind("static-pca", "a static model is `static-pca:<PCA width, 0 for none>`, e.g. static-pca:256",
-                     _build_static_pca, lambda a: 0 * pca_width(a), lambda a: _static_label("static", a),
-                     uses_recipe=False))
-register(EncoderKind("static-trained", "a trained static model is `static-trained:<PCA width of its start, 0 for "
-                     "none>`, e.g. static-trained:0", _build_static_trained, lambda a: 0 * pca_width(a),
-                     lambda a: _static_label("static trained", a), uses_recipe=True))
+register(
+    EncoderKind(
+        "static-pca",
+        "a static model is `static-pca:<PCA width, 0 for none>`, e.g. static-pca:256",
+        _build_static_pca,
+        lambda a: 0 * pca_width(a),
+        lambda a: _static_label("static", a),
+        uses_recipe=False,
+    )
+)
+register(
+    EncoderKind(
+        "static-trained",
+        "a trained static model is `static-trained:<PCA width of its start, 0 for none>`, e.g. static-trained:0",
+        _build_static_trained,
+        lambda a: 0 * pca_width(a),
+        lambda a: _static_label("static trained", a),
+        uses_recipe=True,
+    )
+)
 
 
 # ------------------------------------------------------------------------------------------------- your own
@@ -250,9 +317,11 @@ def folder_layers(argument: str) -> int:
         return 0
     layers = [c["num_hidden_layers"] for c in configs if isinstance(c, dict) and "num_hidden_layers" in c]
     if not layers:
-        raise EmbedError(f"the folder {argument!r} is not a model folder this study can place: no config.json in it "
-                         "names num_hidden_layers; pass a sentence-transformers folder of a transformer encoder or a "
-                         "model2vec folder")
+        raise EmbedError(
+            f"the folder {argument!r} is not a model folder this study can place: no config.json in it "
+            "names num_hidden_layers; pass a sentence-transformers folder of a transformer encoder or a "
+            "model2vec folder"
+        )
     return int(layers[0])
 
 
@@ -260,13 +329,20 @@ def _no_build(argument: str, recipe: Recipe, folder: Path, work: Path) -> None:
     raise AssertionError("a folder encoder is located, never built")
 
 
-register(EncoderKind("folder", "your own encoder is `folder:<path of a sentence-transformers or model2vec folder>`, "
-                     "scored as it is (its titles are unseen only if its training data held none of them)",
-                     _no_build, folder_layers, lambda a: f"folder {Path(a).name}", uses_recipe=False,
-                     located=located_folder))
+register(
+    EncoderKind(
+        "folder",
+        "your own encoder is `folder:<path of a sentence-transformers or model2vec folder>`, "
+        "scored as it is (its titles are unseen only if its training data held none of them)",
+        _no_build,
+        folder_layers,
+        lambda a: f"folder {Path(a).name}",
+        uses_recipe=False,
+        located=located_folder,
+    )
+)
 
 
 def describe() -> list[dict]:
     """One row per registered kind (name, what its argument is, trained on the transfer texts or not)."""
     return [{"kind": k.name, "spec": k.describe, "trained": k.uses_recipe} for k in ENCODERS.values()]
-

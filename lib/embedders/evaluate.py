@@ -11,6 +11,7 @@
 - The goal: `GOALS` (lib.embedders.goals) and `goal_rows`, one rule: every interval named by a goal lies above -margin, the encoder runs
   at most `max_layers` transformer layers, and its one-thread speed ratio is at least `speedup`.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -47,8 +48,9 @@ def cosine_link_auc(x: np.ndarray, links: dict) -> float:
     return float(roc_auc_score(np.r_[np.ones(len(links["pos"])), np.zeros(len(links["neg"]))], score))
 
 
-def validation_row(folder: Path | None, sets: dict[str, list[str]], targets: dict[str, np.ndarray],
-                   links: dict) -> dict:
+def validation_row(
+    folder: Path | None, sets: dict[str, list[str]], targets: dict[str, np.ndarray], links: dict
+) -> dict:
     """{cos_<set>, cos_p05_<set> for each title set, link_auc}: the encoder's mean (and 5th-percentile) cosine to
     all-MiniLM-L6-v2 on each held-out set (targets[set] [N, 384]; NaN for an encoder of another width) and its
     feature-cosine AUC on the validation links."""
@@ -86,10 +88,11 @@ def titles_per_second(models: dict, titles: list[str], repeats: int, threads: in
     torch.set_num_threads(threads)
     try:
         with threadpool_limits(threads):
-            seconds = median_seconds_each({k: lambda m=m: encode(m, titles, batch_size=batch_size)
-                                           for k, m in models.items()}, repeats,
-                                          {k: lambda m=m: encode(m, titles[:64], batch_size=batch_size)
-                                           for k, m in models.items()})
+            seconds = median_seconds_each(
+                {k: lambda m=m: encode(m, titles, batch_size=batch_size) for k, m in models.items()},
+                repeats,
+                {k: lambda m=m: encode(m, titles[:64], batch_size=batch_size) for k, m in models.items()},
+            )
     finally:
         torch.set_num_threads(before)
     return {k: len(titles) / s for k, s in seconds.items()}
@@ -99,8 +102,19 @@ def speed_table(folders: dict[str, Path | None], titles: list[str], repeats: int
     """Rows [encoder, threads, titles_per_s, ratio, repeats, titles]: `titles_per_second` of every encoder;
     ratio = titles_per_s / all-MiniLM-L6-v2's (which must be among `folders`)."""
     med = titles_per_second({k: load_model(v) for k, v in folders.items()}, titles, repeats, threads)
-    return pd.DataFrame([{"encoder": k, "threads": threads, "titles_per_s": v, "ratio": v / med[REFERENCE],
-                          "repeats": repeats, "titles": len(titles)} for k, v in med.items()])
+    return pd.DataFrame(
+        [
+            {
+                "encoder": k,
+                "threads": threads,
+                "titles_per_s": v,
+                "ratio": v / med[REFERENCE],
+                "repeats": repeats,
+                "titles": len(titles),
+            }
+            for k, v in med.items()
+        ]
+    )
 
 
 # --------------------------------------------------------------------------------------------- paired and the goal
@@ -115,8 +129,17 @@ def paired_to_reference(lp: pd.DataFrame, metrics=("auc", "mrr")) -> pd.DataFram
         seeds = [s for s in g.index if (source, protocol, model, s) in ref.index]
         for m in metrics:
             d = [g.loc[s, m] - ref.loc[(source, protocol, model, s), m] for s in seeds]
-            rows.append({"source": source, "protocol": protocol, "model": model, "encoder": enc, "metric": m,
-                         "encoder_mean": float(g.loc[seeds, m].mean()), **mean_interval(d)})
+            rows.append(
+                {
+                    "source": source,
+                    "protocol": protocol,
+                    "model": model,
+                    "encoder": enc,
+                    "metric": m,
+                    "encoder_mean": float(g.loc[seeds, m].mean()),
+                    **mean_interval(d),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -129,14 +152,22 @@ def goal_rows(paired: pd.DataFrame, speed: pd.DataFrame, layers: dict[str, int])
     for enc, n in layers.items():
         goal = goal_of(n)
         g = auc[auc.encoder == enc]
-        worst = {m: float(g[g.model == m].ci_low.min()) if len(g[g.model == m]) else float("nan")
-                 for m, _ in goal.margins}
+        worst = {
+            m: float(g[g.model == m].ci_low.min()) if len(g[g.model == m]) else float("nan") for m, _ in goal.margins
+        }
         # every (source, protocol) interval of every model above its goal's margin, by the project's one rule
         close = all(len(g[g.model == m]) and all_of(verdicts(g[g.model == m], -v)) == "met" for m, v in goal.margins)
         r = float(ratio.get(enc, float("nan")))
-        row = {"encoder": enc, "goal": goal.name, "layers": n, "ratio": r,
-               **{f"worst_{m}": v for m, v in worst.items()}, "small": n <= goal.max_layers,
-               "fast": bool(r >= goal.speedup), "close": close}
+        row = {
+            "encoder": enc,
+            "goal": goal.name,
+            "layers": n,
+            "ratio": r,
+            **{f"worst_{m}": v for m, v in worst.items()},
+            "small": n <= goal.max_layers,
+            "fast": bool(r >= goal.speedup),
+            "close": close,
+        }
         row["met"] = bool(row["small"] and row["fast"] and close)
         rows.append(row)
     return pd.DataFrame(rows)
@@ -145,7 +176,15 @@ def goal_rows(paired: pd.DataFrame, speed: pd.DataFrame, layers: dict[str, int])
 def goal_sentence(row: pd.Series, goal: Goal) -> str:
     """The verdict on one encoder, printed from its goal row."""
     worst = "; ".join(f"lowest {m} AUC bound {row[f'worst_{m}']:+.3f} (needs > -{v:g})" for m, v in goal.margins)
-    missing = [w for w, ok in (("too many layers", row.small), ("too slow", row.fast),
-                               ("an interval falls below its margin", row.close)) if not ok]
-    return (f"{row.encoder}: {row.ratio:.1f}x the titles/s; {worst}; goal ({goal.text()}) "
-            + ("met." if row.met else f"not met ({', '.join(missing)})."))
+    missing = [
+        w
+        for w, ok in (
+            ("too many layers", row.small),
+            ("too slow", row.fast),
+            ("an interval falls below its margin", row.close),
+        )
+        if not ok
+    ]
+    return f"{row.encoder}: {row.ratio:.1f}x the titles/s; {worst}; goal ({goal.text()}) " + (
+        "met." if row.met else f"not met ({', '.join(missing)})."
+    )

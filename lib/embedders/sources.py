@@ -9,6 +9,7 @@ texts as it keeps the built-in sources' titles out (lib.embedders.data.partition
 their share inside some training text is reported beside the built-in sources'. Adding a kind is one
 `register(SourceKind(...))` here plus its test; the config, the stage and the docs read the registry.
 """
+
 from __future__ import annotations
 
 import functools
@@ -36,6 +37,7 @@ CRAWL_NOTEBOOK = "01_crawl.ipynb"
 class Crawl:
     """Where and how a source's graphs are made: `graphs` roots drawn per topic (a seeded draw), each crawled
     breadth-first to `nodes` nodes into `folder`; `test_graphs` of them are tested per seed."""
+
     graphs: int
     nodes: int
     seed: int
@@ -48,6 +50,7 @@ class SourceKind:
     """One registry entry. graphs(argument, partition, crawl) -> the source's graph files; own: a source of your own,
     made before the partition (which is None then) and whose titles the partition holds out; check(argument): a
     ParamError naming the input and the fix, before any work."""
+
     name: str
     about: str
     graphs: Callable[[str, D.Partition | None, Crawl], list[Path]]
@@ -62,6 +65,7 @@ register = SOURCES.add
 @dataclass(frozen=True)
 class Spec:
     """A parsed `kind` or `kind:argument`."""
+
     kind: str
     argument: str
 
@@ -84,8 +88,11 @@ def parse(spec: str) -> Spec:
     """`kind` or `kind:argument` -> Spec, checked: ParamError naming the spec and the fix."""
     kind, _, argument = spec.partition(":")
     if kind not in SOURCES:
-        raise ParamError(f"{KEY} has {spec!r}: kind {kind!r} is unknown; use one of {list(SOURCES)} "
-                         "(links:<path> and run:<path> name your own)", key=KEY)
+        raise ParamError(
+            f"{KEY} has {spec!r}: kind {kind!r} is unknown; use one of {list(SOURCES)} "
+            "(links:<path> and run:<path> name your own)",
+            key=KEY,
+        )
     entry = SOURCES[kind]
     if entry.own and not argument.strip():
         raise ParamError(f"{KEY} has {spec!r} without a path; {entry.about}", key=KEY)
@@ -105,8 +112,11 @@ def parse_all(specs: list[str]) -> list[Spec]:
     parsed = [parse(s) for s in specs]
     labels = [s.label for s in parsed]
     if twice := sorted({x for x in labels if labels.count(x) > 1}):
-        raise ParamError(f"{KEY} names {twice} more than once (their rows would mix); keep one of each, or rename a "
-                         "file or folder of your own", key=KEY)
+        raise ParamError(
+            f"{KEY} names {twice} more than once (their rows would mix); keep one of each, or rename a "
+            "file or folder of your own",
+            key=KEY,
+        )
     return parsed
 
 
@@ -128,9 +138,11 @@ def crawled(snap: Snapshot, source_id: str, crawl: Crawl, spec: str) -> list[Pat
     try:
         roots = draw_offline_roots(crawl.graphs, seed=crawl.seed, snapshot=drawn)
     except ValueError:
-        raise ParamError(f"{KEY} has {spec!r}: it has fewer than embedder_graphs={crawl.graphs} titles with 5 links "
-                         "or more to crawl from; lower embedder_graphs or pass a larger link list",
-                         key="embedder_graphs") from None
+        raise ParamError(
+            f"{KEY} has {spec!r}: it has fewer than embedder_graphs={crawl.graphs} titles with 5 links "
+            "or more to crawl from; lower embedder_graphs or pass a larger link list",
+            key="embedder_graphs",
+        ) from None
     run_campaign(roots, SnapshotSource(snap, source_id=source_id), crawl.folder, crawl.nodes, progress=False)
     return ok_graph_files(crawl.folder)
 
@@ -140,6 +152,7 @@ def _builtin(name: str) -> Callable[[str, D.Partition | None, Crawl], list[Path]
     def graphs(argument: str, part: D.Partition | None, crawl: Crawl) -> list[Path]:
         snap = D.link_snapshot(name, part)
         return crawled(snap, f"{name}:{snap.digest()}", crawl, name)
+
     return graphs
 
 
@@ -147,19 +160,34 @@ def _nothing_to_check(argument: str) -> None:
     return None
 
 
-register(SourceKind("wikispeedia", "real hyperlinks of 4,604 articles (lib.crawl.wikispeedia), every title held out",
-                    _builtin("wikispeedia"), own=False, check=_nothing_to_check))
-register(SourceKind("vital_heldout", "the title-mention links among the vital articles of `embedder_test_topics`, "
-                    "every one held out", _builtin("vital_heldout"), own=False,
-                    check=_nothing_to_check))
+register(
+    SourceKind(
+        "wikispeedia",
+        "real hyperlinks of 4,604 articles (lib.crawl.wikispeedia), every title held out",
+        _builtin("wikispeedia"),
+        own=False,
+        check=_nothing_to_check,
+    )
+)
+register(
+    SourceKind(
+        "vital_heldout",
+        "the title-mention links among the vital articles of `embedder_test_topics`, every one held out",
+        _builtin("vital_heldout"),
+        own=False,
+        check=_nothing_to_check,
+    )
+)
 
 
 # ------------------------------------------------------------------------------------------------- your own
 def _check_link_list(argument: str) -> None:
     path = resolve(argument)
     if not path.is_file():
-        raise ParamError(f"no link list at {path}; pass a file of source<TAB>target lines, the snapshot format "
-                         "notebook 01 reads (e.g. params/own_links_example/links.tsv)")
+        raise ParamError(
+            f"no link list at {path}; pass a file of source<TAB>target lines, the snapshot format "
+            "notebook 01 reads (e.g. params/own_links_example/links.tsv)"
+        )
 
 
 @functools.lru_cache(maxsize=1)  # the partition and the crawl read one link list; a dump can take minutes to read
@@ -183,11 +211,17 @@ def finished_run_graphs(folder: Path) -> list[Path]:
         files = ok_graph_files(folder / "crawl") if (folder / "crawl" / "manifest.json").is_file() else []
     except ValueError as e:  # a record cut short or edited: its own line names the file and the fix
         raise ParamError(str(e)) from None
-    if status != "ok" or "crawl" not in read_json(folder / "metrics.json") or not all(f.is_file() for f in files) \
-            or not files:
-        raise ParamError(f"{folder} is not a finished notebook-01 run (it needs crawl/manifest.json, its graph files "
-                         "and metrics.json's crawl summary); run notebook 01 into it first (python -m lib.run.runner "
-                         "--notebooks 01 --run-name <name>) or pass another run folder")
+    if (
+        status != "ok"
+        or "crawl" not in read_json(folder / "metrics.json")
+        or not all(f.is_file() for f in files)
+        or not files
+    ):
+        raise ParamError(
+            f"{folder} is not a finished notebook-01 run (it needs crawl/manifest.json, its graph files "
+            "and metrics.json's crawl summary); run notebook 01 into it first (python -m lib.run.runner "
+            "--notebooks 01 --run-name <name>) or pass another run folder"
+        )
     return files
 
 
@@ -198,15 +232,33 @@ def _check_run(argument: str) -> None:
 def _run_graphs(argument: str, part: D.Partition | None, crawl: Crawl) -> list[Path]:
     files = finished_run_graphs(resolve(argument))
     if len(files) < crawl.test_graphs + 2:
-        raise ParamError(f"{KEY} has 'run:{argument}': its {len(files)} graphs leave fewer than two to train and "
-                         f"validate on beside embedder_test_graphs={crawl.test_graphs}; lower embedder_test_graphs or "
-                         "crawl more roots into that run", key=KEY)
+        raise ParamError(
+            f"{KEY} has 'run:{argument}': its {len(files)} graphs leave fewer than two to train and "
+            f"validate on beside embedder_test_graphs={crawl.test_graphs}; lower embedder_test_graphs or "
+            "crawl more roots into that run",
+            key=KEY,
+        )
     return files
 
 
-register(SourceKind("links", "a link list of your own is `links:<path of a link list>` (the snapshot format of "
-                    "notebook 01's `source: snapshot`, e.g. links:params/own_links_example/links.tsv), crawled as the "
-                    "built-in sources are, its titles held out", _link_list_graphs, own=True, check=_check_link_list))
-register(SourceKind("run", "a run of your own is `run:<path of a run folder notebook 01 finished>` (e.g. "
-                    "run:outputs/mine), its crawled graphs as they are, their titles held out", _run_graphs, own=True,
-                    check=_check_run))
+register(
+    SourceKind(
+        "links",
+        "a link list of your own is `links:<path of a link list>` (the snapshot format of "
+        "notebook 01's `source: snapshot`, e.g. links:params/own_links_example/links.tsv), crawled as the "
+        "built-in sources are, its titles held out",
+        _link_list_graphs,
+        own=True,
+        check=_check_link_list,
+    )
+)
+register(
+    SourceKind(
+        "run",
+        "a run of your own is `run:<path of a run folder notebook 01 finished>` (e.g. "
+        "run:outputs/mine), its crawled graphs as they are, their titles held out",
+        _run_graphs,
+        own=True,
+        check=_check_run,
+    )
+)

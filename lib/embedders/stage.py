@@ -1,21 +1,22 @@
 """Notebook 05b's steps: node embedders trained on transfer texts and scored as stage 3's node embedder on link
 sources whose titles none of them saw. Everything goes to <run_dir>/embedders/ and every step resumes: built encoder
 folders are kept (made.json), training checkpoints in work/, finished link-prediction pairs in lp_rows.csv."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
 
 from lib.common.paths import CACHE, append_csv_rows, atomic_write_text, read_rows, resolve, rows_with
 from lib.distill import embedding as E
 from lib.distill.data import build_datasets
-from lib.distill.lp import graph_link_prediction, lp_params
 from lib.distill.eval import encode as encode_texts
+from lib.distill.lp import graph_link_prediction, lp_params
 from lib.distill.models import ensure_teacher, load_encoder
 from lib.embed.encoder import default_model_dir, model_identity
 from lib.embedders import data as D
@@ -38,8 +39,13 @@ def write_csv(path: Path, df: pd.DataFrame) -> None:
 
 
 def crawl_settings(cfg: EmbeddersParams, run_path: Path, spec: L.Spec) -> L.Crawl:
-    return L.Crawl(cfg.embedder_graphs, cfg.embedder_graph_nodes, cfg.embedder_data_seed, cfg.embedder_test_graphs,
-                   folder(run_path) / "crawl" / spec.slug)
+    return L.Crawl(
+        cfg.embedder_graphs,
+        cfg.embedder_graph_nodes,
+        cfg.embedder_data_seed,
+        cfg.embedder_test_graphs,
+        folder(run_path) / "crawl" / spec.slug,
+    )
 
 
 def source_graphs(cfg: EmbeddersParams, spec: L.Spec, part: D.Partition | None, run_path: Path) -> list[Path]:
@@ -51,32 +57,55 @@ def source_graphs(cfg: EmbeddersParams, spec: L.Spec, part: D.Partition | None, 
 def prepare(cfg: EmbeddersParams) -> dict:
     """The partition (every title of a link source of your own held out too), the transfer texts by kind with their
     all-MiniLM-L6-v2 targets, the held-out title sets with theirs, and the validation links."""
-    own = {spec.label: L.graph_titles(source_graphs(cfg, spec, None, resolve(cfg.run_dir)))
-           for spec in L.parse_all(cfg.embedder_sources) if spec.entry.own}
-    part = D.partition(cfg.embedder_val_topics, cfg.embedder_test_topics, cfg.embedder_in_domain_fraction,
-                       cfg.embedder_data_seed, own=own)
+    own = {
+        spec.label: L.graph_titles(source_graphs(cfg, spec, None, resolve(cfg.run_dir)))
+        for spec in L.parse_all(cfg.embedder_sources)
+        if spec.entry.own
+    }
+    part = D.partition(
+        cfg.embedder_val_topics,
+        cfg.embedder_test_topics,
+        cfg.embedder_in_domain_fraction,
+        cfg.embedder_data_seed,
+        own=own,
+    )
     texts = D.transfer_texts(part, cfg.embedder_text_kinds, cfg.embedder_max_texts, cfg.embedder_data_seed)
     rng = np.random.default_rng(cfg.embedder_data_seed)
 
     def sample(titles: list[str], n: int = 1000) -> list[str]:
         return sorted(titles[i] for i in rng.permutation(len(titles))[:n]) if len(titles) > n else list(titles)
 
-    sets = {"validation": sample(part.val), "in_domain": sample(part.in_domain),
-            **{f"test_{k}": sample(v) for k, v in part.test.items()}}
+    sets = {
+        "validation": sample(part.val),
+        "in_domain": sample(part.in_domain),
+        **{f"test_{k}": sample(v) for k, v in part.test.items()},
+    }
     links = D.validation_links(part.val, cfg.embedder_data_seed)
-    return {"partition": part, "texts": texts, "sets": sets, "links": links,
-            "targets": {k: E.target_embeddings(v, cache_dir=TARGETS, progress=False) for k, v in texts.items()},
-            "set_targets": {k: E.target_embeddings(v, cache_dir=TARGETS, progress=False) for k, v in sets.items()},
-            "counts": D.text_counts(texts, part)}
+    return {
+        "partition": part,
+        "texts": texts,
+        "sets": sets,
+        "links": links,
+        "targets": {k: E.target_embeddings(v, cache_dir=TARGETS, progress=False) for k, v in texts.items()},
+        "set_targets": {k: E.target_embeddings(v, cache_dir=TARGETS, progress=False) for k, v in sets.items()},
+        "counts": D.text_counts(texts, part),
+    }
 
 
 def recipe(cfg: EmbeddersParams, ctx: dict, mix: str, steps: int) -> R.Recipe:
     kinds = list(ctx["texts"])
-    return R.Recipe(texts=[t for k in kinds for t in ctx["texts"][k]],
-                    targets=np.concatenate([ctx["targets"][k] for k in kinds]),
-                    sizes={k: len(ctx["texts"][k]) for k in kinds}, weights=shares(mix, kinds), steps=steps,
-                    static_steps=cfg.embedder_static_steps, batch_size=cfg.embedder_batch_size, lr=cfg.embedder_lr,
-                    static_lr=cfg.embedder_static_lr, seed=cfg.embedder_data_seed)
+    return R.Recipe(
+        texts=[t for k in kinds for t in ctx["texts"][k]],
+        targets=np.concatenate([ctx["targets"][k] for k in kinds]),
+        sizes={k: len(ctx["texts"][k]) for k in kinds},
+        weights=shares(mix, kinds),
+        steps=steps,
+        static_steps=cfg.embedder_static_steps,
+        batch_size=cfg.embedder_batch_size,
+        lr=cfg.embedder_lr,
+        static_lr=cfg.embedder_static_lr,
+        seed=cfg.embedder_data_seed,
+    )
 
 
 def choose_mix(cfg: EmbeddersParams, ctx: dict, run_path: Path) -> tuple[str, pd.DataFrame]:
@@ -88,11 +117,22 @@ def choose_mix(cfg: EmbeddersParams, ctx: dict, run_path: Path) -> tuple[str, pd
         return cfg.embedder_mixes[0], pd.DataFrame()
     rows = []
     for i, mix in enumerate(cfg.embedder_mixes):
-        built = R.build(students[0], recipe(cfg, ctx, mix, cfg.embedder_choice_steps),
-                        folder(run_path) / "choice" / f"mix{i}")
-        rows.append({"mix": mix, "student": students[0].label, "steps": cfg.embedder_choice_steps,
-                     **V.validation_row(built, {"validation": ctx["sets"]["validation"]},
-                                        {"validation": ctx["set_targets"]["validation"]}, ctx["links"])})
+        built = R.build(
+            students[0], recipe(cfg, ctx, mix, cfg.embedder_choice_steps), folder(run_path) / "choice" / f"mix{i}"
+        )
+        rows.append(
+            {
+                "mix": mix,
+                "student": students[0].label,
+                "steps": cfg.embedder_choice_steps,
+                **V.validation_row(
+                    built,
+                    {"validation": ctx["sets"]["validation"]},
+                    {"validation": ctx["set_targets"]["validation"]},
+                    ctx["links"],
+                ),
+            }
+        )
     table = pd.DataFrame(rows)
     write_csv(folder(run_path) / "mixes.csv", table)
     return str(table.loc[table.cos_validation.idxmax(), "mix"]), table
@@ -110,8 +150,12 @@ def build_encoders(cfg: EmbeddersParams, ctx: dict, mix: str, run_path: Path) ->
 
 def validation_table(encoders: dict[str, dict], ctx: dict, run_path: Path) -> pd.DataFrame:
     """One row per encoder: cosine to all-MiniLM-L6-v2 on each held-out title set and the validation link AUC."""
-    table = pd.DataFrame([{"encoder": k, **V.validation_row(e["folder"], ctx["sets"], ctx["set_targets"], ctx["links"])}
-                          for k, e in encoders.items()])
+    table = pd.DataFrame(
+        [
+            {"encoder": k, **V.validation_row(e["folder"], ctx["sets"], ctx["set_targets"], ctx["links"])}
+            for k, e in encoders.items()
+        ]
+    )
     write_csv(folder(run_path) / "validation.csv", table)
     return table
 
@@ -123,8 +167,13 @@ def crawl_sources(cfg: EmbeddersParams, part: D.Partition, run_path: Path) -> di
     return {spec.label: source_graphs(cfg, spec, part, run_path) for spec in L.parse_all(cfg.embedder_sources)}
 
 
-def link_prediction(cfg: EmbeddersParams, graphs: dict[str, list[Path]], encoders: dict[str, dict],
-                    run_path: Path, progress: bool = True) -> pd.DataFrame:
+def link_prediction(
+    cfg: EmbeddersParams,
+    graphs: dict[str, list[Path]],
+    encoders: dict[str, dict],
+    run_path: Path,
+    progress: bool = True,
+) -> pd.DataFrame:
     """Rows [source, embedder, seed, model, protocol, auc, mrr, ...]: every encoder as stage 3's node embedder on
     every source, seeds 0 .. embedder_seeds-1 (lib.distill.lp.graph_link_prediction: notebook 03's GatModel trained
     with cfg's GatModel and training settings)."""
@@ -136,10 +185,17 @@ def link_prediction(cfg: EmbeddersParams, graphs: dict[str, list[Path]], encoder
         if specs[source].entry.own:  # its graphs may change under one label (a list edited, a run crawled again)
             key["graphs"] = L.graphs_digest(files)
             where = where / key["graphs"]
-        rows.append(graph_link_prediction(
-            files, pairs, where,
-            lambda seed: lp_params(cfg, seed, tuple(cfg.embedder_protocols), cfg.embedder_test_graphs, 0.1),
-            rows_file=folder(run_path) / "lp_rows.csv", key=key, progress=progress))
+        rows.append(
+            graph_link_prediction(
+                files,
+                pairs,
+                where,
+                lambda seed: lp_params(cfg, seed, tuple(cfg.embedder_protocols), cfg.embedder_test_graphs, 0.1),
+                rows_file=folder(run_path) / "lp_rows.csv",
+                key=key,
+                progress=progress,
+            )
+        )
     lp = pd.concat(rows, ignore_index=True)
     write_csv(folder(run_path) / "lp.csv", lp)
     return lp
@@ -153,8 +209,10 @@ def probes(cfg: EmbeddersParams, encoders: dict[str, dict], run_path: Path) -> p
     n = cfg.embedder_probe_texts
     rows_file = folder(run_path) / "probe_rows.csv"
     done = read_rows(rows_file, "probe rows", "its encoders are probed again", columns=["model_id"])
-    keys = {label: {"encoder": label, "model_id": model_identity(e["folder"] or default_model_dir()), "texts": n}
-            for label, e in encoders.items()}
+    keys = {
+        label: {"encoder": label, "model_id": model_identity(e["folder"] or default_model_dir()), "texts": n}
+        for label, e in encoders.items()
+    }
     kept = {label: rows_with(done, key) for label, key in keys.items()}
     if all(len(old) for old in kept.values()):  # every encoder probed already: no teacher to load
         return pd.DataFrame([old.iloc[0].to_dict() for old in kept.values()])
@@ -174,7 +232,7 @@ def probes(cfg: EmbeddersParams, encoders: dict[str, dict], run_path: Path) -> p
 def speed(cfg: EmbeddersParams, encoders: dict[str, dict], part: D.Partition, run_path: Path) -> pd.DataFrame:
     rng = np.random.default_rng(cfg.embedder_data_seed)
     titles = part.test["wikispeedia"]
-    titles = [titles[i] for i in rng.permutation(len(titles))[:cfg.embedder_speed_titles]]
+    titles = [titles[i] for i in rng.permutation(len(titles))[: cfg.embedder_speed_titles]]
     table = V.speed_table({k: e["folder"] for k, e in encoders.items()}, titles, cfg.embedder_speed_repeats)
     write_csv(folder(run_path) / "speed.csv", table)
     return table
@@ -207,9 +265,16 @@ def plot_frontier(paired: pd.DataFrame, speed_rows: pd.DataFrame, path: Path | N
         for i, ((enc, protocol), r) in enumerate(g.groupby(["encoder", "protocol"], sort=False)):
             r = r.iloc[0]
             x = float(ratio.get(enc, np.nan)) * 1.04 ** protocols.index(protocol)  # protocols side by side
-            ax.errorbar([x], [r["diff"]], yerr=[[r["diff"] - r.ci_low], [r.ci_high - r["diff"]]], fmt="o", capsize=3,
-                        color=f"C{list(g.encoder.unique()).index(enc)}", mfc="white" if protocols.index(protocol) else None,
-                        label=f"{enc} ({protocol})")
+            ax.errorbar(
+                [x],
+                [r["diff"]],
+                yerr=[[r["diff"] - r.ci_low], [r.ci_high - r["diff"]]],
+                fmt="o",
+                capsize=3,
+                color=f"C{list(g.encoder.unique()).index(enc)}",
+                mfc="white" if protocols.index(protocol) else None,
+                label=f"{enc} ({protocol})",
+            )
         for goal in GOALS:
             ax.axvline(goal.speedup, ls=":", lw=0.8, color="grey")
             for m, v in goal.margins:

@@ -8,6 +8,7 @@ uniform in 1..max_ng. Repeat n_iter times per sentence; duplicates and copies of
 POS tags come from `spacy_tagger` (en_core_web_sm, installed from PyPI); anything with the same call signature, a list
 of sentences in and a list of [(word, tag)] out, can stand in for it (the tests pass a fake one).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -42,8 +43,11 @@ def spacy_tagger(fine: bool = False, batch_size: int = 256) -> Tagger:
     nlp = load_spacy(("parser", "ner", "lemmatizer"))
 
     def tag(sentences: list[str]) -> list[Tagged]:
-        return [[(t.text, t.tag_ if fine else t.pos_) for t in doc if not t.is_space]
-                for doc in nlp.pipe(sentences, batch_size=batch_size)]
+        return [
+            [(t.text, t.tag_ if fine else t.pos_) for t in doc if not t.is_space]
+            for doc in nlp.pipe(sentences, batch_size=batch_size)
+        ]
+
     return tag
 
 
@@ -56,8 +60,16 @@ def pos_vocabulary(tagged: list[Tagged]) -> dict[str, list[str]]:
     return {t: sorted(ws) for t, ws in vocab.items()}
 
 
-def perturb(sentence: Tagged, vocab: dict[str, list[str]], rng: np.random.Generator, p_mask: float = 0.1,
-            p_pos: float = 0.1, p_ng: float = 0.25, max_ng: int = 5, mask_token: str = "[MASK]") -> list[str]:
+def perturb(
+    sentence: Tagged,
+    vocab: dict[str, list[str]],
+    rng: np.random.Generator,
+    p_mask: float = 0.1,
+    p_pos: float = 0.1,
+    p_ng: float = 0.25,
+    max_ng: int = 5,
+    mask_token: str = "[MASK]",
+) -> list[str]:
     """One synthetic example from one tagged sentence: the three rules above; returns its tokens."""
     out = []
     for w, t in sentence:
@@ -71,13 +83,23 @@ def perturb(sentence: Tagged, vocab: dict[str, list[str]], rng: np.random.Genera
     if out and rng.random() < p_ng:
         n = min(int(rng.integers(1, max_ng + 1)), len(out))
         start = int(rng.integers(0, len(out) - n + 1))
-        out = out[start:start + n]
+        out = out[start : start + n]
     return out
 
 
-def augment(sentences: list[str], n_iter: int = 20, p_mask: float = 0.1, p_pos: float = 0.1, p_ng: float = 0.25,
-            max_ng: int = 5, seed: int = 0, tagger: Tagger | None = None, mask_token: str = "[MASK]",
-            max_sentences: int | None = None, progress: bool = False) -> list[str]:
+def augment(
+    sentences: list[str],
+    n_iter: int = 20,
+    p_mask: float = 0.1,
+    p_pos: float = 0.1,
+    p_ng: float = 0.25,
+    max_ng: int = 5,
+    seed: int = 0,
+    tagger: Tagger | None = None,
+    mask_token: str = "[MASK]",
+    max_sentences: int | None = None,
+    progress: bool = False,
+) -> list[str]:
     """Synthetic sentences for the transfer set (Tang et al. 2019 defaults: p_mask = p_pos = 0.1, p_ng = 0.25,
     n_iter = 20, n-grams of 1..5 tokens): distinct, none equal to a real sentence, tokens joined by spaces.
 
@@ -85,8 +107,10 @@ def augment(sentences: list[str], n_iter: int = 20, p_mask: float = 0.1, p_pos: 
     mask_token: the teacher's (mpnet: "<mask>"); max_sentences: keep a seeded random subset of that size.
     """
     if min(p_mask, p_pos, p_ng) < 0 or p_mask + p_pos > 1 or p_ng > 1 or n_iter < 1 or max_ng < 1:
-        raise KdError(f"p_mask={p_mask}, p_pos={p_pos}, p_ng={p_ng}, n_iter={n_iter}, max_ng={max_ng}: "
-                      "probabilities must lie in [0, 1] with p_mask + p_pos <= 1, and n_iter, max_ng >= 1")
+        raise KdError(
+            f"p_mask={p_mask}, p_pos={p_pos}, p_ng={p_ng}, n_iter={n_iter}, max_ng={max_ng}: "
+            "probabilities must lie in [0, 1] with p_mask + p_pos <= 1, and n_iter, max_ng >= 1"
+        )
     tagged = (tagger or spacy_tagger())(list(sentences))
     vocab = pos_vocabulary(tagged)
     seen = {" ".join(w for w, _ in s) for s in tagged} | set(sentences)

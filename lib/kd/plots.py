@@ -1,4 +1,5 @@
 """Stage 6 figures: the KD table and the probing table."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,10 +29,18 @@ def plot_kd(rows: pd.DataFrame, teacher: list[dict], path: str | Path | None = N
         n = int(g["size"].max())
         ax.set_title(f"{task} (mean ± std over {n} seed{'s' * (n != 1)})", fontsize=9)
     axes[0][0].set_ylabel("test accuracy")
-    fig.legend([plt.Rectangle((0, 0), 1, 1, color="C0"), plt.Rectangle((0, 0), 1, 1, color="C7"),
-                Line2D([], [], color="C3", ls="--")],
-               ["KD: trained on the teacher's logits", "control: the same student, CE on the labels",
-                "fine-tuned teacher"], loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.legend(
+        [
+            plt.Rectangle((0, 0), 1, 1, color="C0"),
+            plt.Rectangle((0, 0), 1, 1, color="C7"),
+            Line2D([], [], color="C3", ls="--"),
+        ],
+        ["KD: trained on the teacher's logits", "control: the same student, CE on the labels", "fine-tuned teacher"],
+        loc="lower center",
+        ncol=3,
+        fontsize=8,
+        frameon=False,
+    )
     fig.suptitle("Classic KD: each student distilled from the teacher beside its CE-only control", fontsize=10)
     return saved(fig, path, outer_legend=True, rect=(0, 0.08, 1, 1))
 
@@ -44,7 +53,10 @@ def plot_probing(table: pd.DataFrame, path: str | Path | None = None):
     ax.set_yticks(range(table.shape[0]), table.index, fontsize=8)
     for (i, j), v in np.ndenumerate(table.to_numpy(float)):
         ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w" if v < 0.6 else "k")
-    ax.set_title("Probing: test accuracy of a linear probe per model (rows) and task (columns);\n"
-                 "the majority row is what always answering the most frequent class scores", fontsize=9)
+    ax.set_title(
+        "Probing: test accuracy of a linear probe per model (rows) and task (columns);\n"
+        "the majority row is what always answering the most frequent class scores",
+        fontsize=9,
+    )
     fig.colorbar(im, ax=ax, label="probe test accuracy")
     return saved(fig, path)

@@ -10,6 +10,7 @@ spaCy dependency parse, so they are dependency-based stand-ins for SentEval's co
 - subject / object number: NN or NNS of the main verb's noun subject (nsubj, nsubjpass) / direct object (dobj).
 Each task function returns (sentences, labels), shuffled and optionally balanced with a seed.
 """
+
 from __future__ import annotations
 
 import re
@@ -45,8 +46,9 @@ def _finish(sentences: list[str], labels: list, seed: int, max_per_class: int | 
 
 
 # -------------------------------------------------------------------------------------------------- surface tasks
-def sentence_length_task(sentences: list[str], n_bins: int = 6, lo: int = 5, hi: int = 28, seed: int = 0,
-                         max_per_class: int | None = None) -> tuple[list[str], list[int]]:
+def sentence_length_task(
+    sentences: list[str], n_bins: int = 6, lo: int = 5, hi: int = 28, seed: int = 0, max_per_class: int | None = None
+) -> tuple[list[str], list[int]]:
     """Length in tokens cut into `n_bins` equal-width bins over [lo, hi] (SentEval: 6 bins); others left out.
 
     With the defaults the bins are 5-8, 9-12, 13-16, 17-20, 21-24, 25-28 tokens -> labels 0..5.
@@ -60,14 +62,15 @@ def sentence_length_task(sentences: list[str], n_bins: int = 6, lo: int = 5, hi:
     return _finish(s_out, y, seed, max_per_class)
 
 
-def word_content_task(sentences: list[str], n_words: int = 1000, skip_top: int = 2000, seed: int = 0,
-                      max_per_class: int | None = None) -> tuple[list[str], list[str]]:
+def word_content_task(
+    sentences: list[str], n_words: int = 1000, skip_top: int = 2000, seed: int = 0, max_per_class: int | None = None
+) -> tuple[list[str], list[str]]:
     """Which of `n_words` mid-frequency words a sentence holds (SentEval: words ranked 2,000-3,000, sentences with
     exactly one of them). Words are lower-cased alphabetic tokens ranked by corpus frequency (ties alphabetically)."""
     toks = [{w.lower() for w in words(s) if w.isalpha()} for s in sentences]
     freq = Counter(w for ts in toks for w in ts)
     ranked = sorted(freq, key=lambda w: (-freq[w], w))
-    targets = set(ranked[skip_top:skip_top + n_words])
+    targets = set(ranked[skip_top : skip_top + n_words])
     s_out, y = [], []
     for s, ts in zip(sentences, toks):
         hit = ts & targets
@@ -77,8 +80,9 @@ def word_content_task(sentences: list[str], n_words: int = 1000, skip_top: int =
     return _finish(s_out, y, seed, max_per_class)
 
 
-def bigram_shift_task(sentences: list[str], p_shift: float = 0.5, seed: int = 0,
-                      max_per_class: int | None = None) -> tuple[list[str], list[str]]:
+def bigram_shift_task(
+    sentences: list[str], p_shift: float = 0.5, seed: int = 0, max_per_class: int | None = None
+) -> tuple[list[str], list[str]]:
     """With probability p_shift swap two adjacent, different word tokens (label "I"), else keep the order ("O").
 
     Every output sentence is its tokens joined by spaces, so spacing tells nothing. Sentences with no swappable pair
@@ -88,8 +92,11 @@ def bigram_shift_task(sentences: list[str], p_shift: float = 0.5, seed: int = 0,
     s_out, y = [], []
     for s in sentences:
         ws = words(s)
-        pairs = [i for i in range(len(ws) - 1) if ws[i][0].isalnum() and ws[i + 1][0].isalnum()
-                 and ws[i].lower() != ws[i + 1].lower()]
+        pairs = [
+            i
+            for i in range(len(ws) - 1)
+            if ws[i][0].isalnum() and ws[i + 1][0].isalnum() and ws[i].lower() != ws[i + 1].lower()
+        ]
         if not pairs:
             continue
         if rng.random() < p_shift:
@@ -154,13 +161,24 @@ def object_number(doc) -> str | None:
     return _noun_number(doc, ("dobj",))
 
 
-LABELLERS = {"tree_depth": tree_depth, "top_constituents": top_constituents, "tense": main_tense,
-             "subj_number": subject_number, "obj_number": object_number}
+LABELLERS = {
+    "tree_depth": tree_depth,
+    "top_constituents": top_constituents,
+    "tense": main_tense,
+    "subj_number": subject_number,
+    "obj_number": object_number,
+}
 
 
-def parse_task(sentences: list[str], task: str, docs: list | None = None, seed: int = 0,
-               max_per_class: int | None = None, depth_range: tuple[int, int] = (3, 10),
-               top_classes: int = 20) -> tuple[list[str], list]:
+def parse_task(
+    sentences: list[str],
+    task: str,
+    docs: list | None = None,
+    seed: int = 0,
+    max_per_class: int | None = None,
+    depth_range: tuple[int, int] = (3, 10),
+    top_classes: int = 20,
+) -> tuple[list[str], list]:
     """One parse-based task: (sentences, labels) for sentences with a label. docs: their parses (default: `parse`).
 
     tree_depth labels are clipped to depth_range (8 classes by default, like SentEval's 5-12); top_constituents keeps
@@ -181,21 +199,30 @@ def parse_task(sentences: list[str], task: str, docs: list | None = None, seed: 
     return _finish([sentences[i] for i in keep], [labels[i] for i in keep], seed, max_per_class)
 
 
-def probing_tasks(sentences: list[str], seed: int = 0, max_per_class: int | None = None, docs: list | None = None,
-                  word_content_words: int = 1000, word_content_skip: int = 2000) -> dict[str, tuple[list[str], list]]:
+def probing_tasks(
+    sentences: list[str],
+    seed: int = 0,
+    max_per_class: int | None = None,
+    docs: list | None = None,
+    word_content_words: int = 1000,
+    word_content_skip: int = 2000,
+) -> dict[str, tuple[list[str], list]]:
     """All eight tasks from one pool of sentences (parsed once): name -> (sentences, labels)."""
     docs = parse(sentences) if docs is None else docs
-    out = {"length": sentence_length_task(sentences, seed=seed, max_per_class=max_per_class),
-           "word_content": word_content_task(sentences, word_content_words, word_content_skip, seed, max_per_class),
-           "bigram_shift": bigram_shift_task(sentences, seed=seed, max_per_class=max_per_class)}
+    out = {
+        "length": sentence_length_task(sentences, seed=seed, max_per_class=max_per_class),
+        "word_content": word_content_task(sentences, word_content_words, word_content_skip, seed, max_per_class),
+        "bigram_shift": bigram_shift_task(sentences, seed=seed, max_per_class=max_per_class),
+    }
     for task in LABELLERS:
         out[task] = parse_task(sentences, task, docs, seed, max_per_class)
     return out
 
 
 # --------------------------------------------------------------------------------------------------------- probe
-def probe(representations: np.ndarray, labels, seed: int = 0, fractions=(0.8, 0.1, 0.1),
-          Cs=(0.01, 0.1, 1.0, 10.0)) -> dict:
+def probe(
+    representations: np.ndarray, labels, seed: int = 0, fractions=(0.8, 0.1, 0.1), Cs=(0.01, 0.1, 1.0, 10.0)
+) -> dict:
     """Linear probe (lib.distill.eval.linear_probe: standardised features, logistic regression) on a seeded
     train/val/test split; the L2 strength is chosen on val, as SentEval does.
 
@@ -203,18 +230,23 @@ def probe(representations: np.ndarray, labels, seed: int = 0, fractions=(0.8, 0.
     """
     x, y = np.asarray(representations), np.asarray(labels)
     if len(x) != len(y) or len(set(y.tolist())) < 2:
-        raise KdError(f"probe needs one label per representation and at least 2 classes; got {len(x)} "
-                      f"representations, {len(y)} labels, {len(set(y.tolist()))} classes")
+        raise KdError(
+            f"probe needs one label per representation and at least 2 classes; got {len(x)} "
+            f"representations, {len(y)} labels, {len(set(y.tolist()))} classes"
+        )
     split = split_ids(len(y), fractions, seed)
     tr, va, te = (split == s for s in ("train", "val", "test"))
-    best = max((linear_probe(x[tr], y[tr], {"val": (x[va], y[va]), "test": (x[te], y[te])}, seed, C) | {"C": C}
-                for C in Cs), key=lambda r: r["val"])
+    best = max(
+        (linear_probe(x[tr], y[tr], {"val": (x[va], y[va]), "test": (x[te], y[te])}, seed, C) | {"C": C} for C in Cs),
+        key=lambda r: r["val"],
+    )
     vals, counts = np.unique(y[tr], return_counts=True)
     return {**best, "majority": float((y[te] == vals[counts.argmax()]).mean()), "n": int(len(y))}
 
 
-def probe_table(representations: dict[str, dict[str, np.ndarray]], tasks: dict[str, tuple[list[str], list]],
-                seed: int = 0) -> pd.DataFrame:
+def probe_table(
+    representations: dict[str, dict[str, np.ndarray]], tasks: dict[str, tuple[list[str], list]], seed: int = 0
+) -> pd.DataFrame:
     """Test accuracy of a probe per model (rows) and task (columns), plus a "majority" row.
 
     representations: model -> task -> [N_task, D], rows in the order of tasks[task][0].

@@ -6,6 +6,7 @@ lib.kd.augment the transfer-set rules; lib.kd.probing the tasks and the probe. E
 (task, student, method, seed) row is kept in `rows.csv` with the student's probing representations beside it, and is
 not trained again.
 """
+
 from __future__ import annotations
 
 import copy
@@ -46,28 +47,45 @@ METHODS = ("kd", "control")  # control: same student, init and steps, hard-label
 # ------------------------------------------------------------------------------------------------------ the teacher
 def _trainable_keys(teacher: Encoder, layers: int) -> list[str]:
     n = teacher.num_layers
-    return [k for k in teacher.model.state_dict() if any(k.startswith(f"encoder.layer.{i}.") for i in range(n - layers, n))]
+    return [
+        k for k in teacher.model.state_dict() if any(k.startswith(f"encoder.layer.{i}.") for i in range(n - layers, n))
+    ]
 
 
 def teacher_task(d: dict, cfg: KdParams) -> tuple[TaskTargets, FinetuneConfig]:
     """The task teacher's labelled texts (one task's {"train", "val", "test"} frames) and fine-tuning settings."""
     n_classes = int(pd.concat([d[s].label for s in d]).max()) + 1
-    return (TaskTargets(d["train"].text.tolist(), d["train"].label.to_numpy(), n_classes),
-            FinetuneConfig(steps=cfg.kd_teacher_ft_steps, batch_size=cfg.kd_teacher_ft_batch_size,
-                           max_seq_len=cfg.kd_max_seq_len, lr=cfg.kd_teacher_ft_lr, layers=cfg.kd_teacher_ft_layers,
-                           seed=cfg.kd_seeds[0]))
+    return (
+        TaskTargets(d["train"].text.tolist(), d["train"].label.to_numpy(), n_classes),
+        FinetuneConfig(
+            steps=cfg.kd_teacher_ft_steps,
+            batch_size=cfg.kd_teacher_ft_batch_size,
+            max_seq_len=cfg.kd_max_seq_len,
+            lr=cfg.kd_teacher_ft_lr,
+            layers=cfg.kd_teacher_ft_layers,
+            seed=cfg.kd_seeds[0],
+        ),
+    )
 
 
-def task_teacher(teacher: Encoder, task: TaskTargets, cfg: FinetuneConfig, folder: str | Path,
-                 progress: bool = True) -> tuple[Encoder, bool]:
+def task_teacher(
+    teacher: Encoder, task: TaskTargets, cfg: FinetuneConfig, folder: str | Path, progress: bool = True
+) -> tuple[Encoder, bool]:
     """The teacher fine-tuned on `task` (lib.distill.train.finetune_teacher), saved once in `folder` and reloaded after.
 
     Only the fine-tuned top layers and the head are stored (about 57 MB for 2 of mpnet's layers, not 420 MB); the file
     is keyed by the teacher's weights, the task texts and labels and `cfg`, so another setting never reloads it.
     Returns (encoder with `.head`, whether it was reloaded).
     """
-    key = config_digest({"teacher": encoder_identity(teacher), "cfg": cfg.__dict__, "n_classes": task.n_classes,
-                   "texts": hashlib.sha256("\n".join(task.texts).encode()).hexdigest(), "labels": task.labels.tolist()})
+    key = config_digest(
+        {
+            "teacher": encoder_identity(teacher),
+            "cfg": cfg.__dict__,
+            "n_classes": task.n_classes,
+            "texts": hashlib.sha256("\n".join(task.texts).encode()).hexdigest(),
+            "labels": task.labels.tolist(),
+        }
+    )
     path = Path(folder) / f"teacher_ft_{key}.pt"
     saved = read_checkpoint(path, "cpu", "fine-tuned teacher", "the teacher is fine-tuned again")
     if saved is not None:
@@ -84,8 +102,13 @@ def task_teacher(teacher: Encoder, task: TaskTargets, cfg: FinetuneConfig, folde
     ft = finetune_teacher(teacher, task, cfg, progress)
     sd = ft.model.state_dict()
     buf = io.BytesIO()
-    torch.save({"model": {k: sd[k].cpu() for k in _trainable_keys(teacher, cfg.layers)},
-                "head": {k: v.cpu() for k, v in ft.head.state_dict().items()}}, buf)
+    torch.save(
+        {
+            "model": {k: sd[k].cpu() for k in _trainable_keys(teacher, cfg.layers)},
+            "head": {k: v.cpu() for k, v in ft.head.state_dict().items()},
+        },
+        buf,
+    )
     atomic_write_bytes(path, buf.getvalue())
     return ft, False
 
@@ -108,13 +131,14 @@ class LogitCache:
                 move_aside(self.path, "teacher logits", unreadable_reason(e), "they are computed again")
                 self.table = {}
 
-    def logits(self, texts: list[str], teacher: Encoder, max_seq_len: int, batch_size: int = 64,
-               progress: bool = False) -> np.ndarray:
+    def logits(
+        self, texts: list[str], teacher: Encoder, max_seq_len: int, batch_size: int = 64, progress: bool = False
+    ) -> np.ndarray:
         """Logits [N, C] of `teacher.head` for `texts`, computing only the texts not cached yet."""
         keys = [text_key(t) for t in texts]
         todo = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in self.table))
         for i in tqdm(range(0, len(todo), 512), desc="teacher logits", disable=not progress or not todo, leave=False):
-            chunk = todo[i:i + 512]
+            chunk = todo[i : i + 512]
             with torch.no_grad():
                 z = predict_logits(teacher, chunk, max_seq_len, batch_size)
             self.table.update(zip((text_key(t) for t in chunk), z.astype(np.float32)))
@@ -132,14 +156,24 @@ class LogitCache:
 
 
 # ------------------------------------------------------------------------------------------------------------- data
-def transfer_set(train: pd.DataFrame, cfg: KdParams, seed: int, mask_token: str,
-                 tagger=None) -> tuple[list[str], np.ndarray]:
+def transfer_set(
+    train: pd.DataFrame, cfg: KdParams, seed: int, mask_token: str, tagger=None
+) -> tuple[list[str], np.ndarray]:
     """The labelled training texts followed by up to `augment_max` augmented ones (label NO_LABEL): texts [N], labels [N]."""
     texts, labels = train.text.tolist(), train.label.to_numpy(np.int64)
     if cfg.augment_max == 0:
         return texts, labels
-    extra = augment(texts, cfg.augment_n_iter, cfg.augment_p_mask, cfg.augment_p_pos, cfg.augment_p_ng, seed=seed,
-                    tagger=tagger, mask_token=mask_token, max_sentences=cfg.augment_max)
+    extra = augment(
+        texts,
+        cfg.augment_n_iter,
+        cfg.augment_p_mask,
+        cfg.augment_p_pos,
+        cfg.augment_p_ng,
+        seed=seed,
+        tagger=tagger,
+        mask_token=mask_token,
+        max_sentences=cfg.augment_max,
+    )
     return texts + extra, np.concatenate([labels, np.full(len(extra), K.NO_LABEL, np.int64)])
 
 
@@ -157,12 +191,27 @@ def build_student(kind: str, teacher: Encoder, n_classes: int, cfg: KdParams, se
     """A BiLSTM or small-BERT student on the teacher's wordpieces, embeddings started from the teacher's."""
     emb = K.teacher_wordpiece_embeddings(teacher)
     if kind == "bilstm":
-        return K.BiLSTMStudent(emb, teacher.tokenizer, n_classes, embed_dim=cfg.bilstm_embed_dim,
-                               hidden=cfg.bilstm_hidden, fc=cfg.bilstm_fc, multichannel=cfg.bilstm_multichannel,
-                               seed=seed)
+        return K.BiLSTMStudent(
+            emb,
+            teacher.tokenizer,
+            n_classes,
+            embed_dim=cfg.bilstm_embed_dim,
+            hidden=cfg.bilstm_hidden,
+            fc=cfg.bilstm_fc,
+            multichannel=cfg.bilstm_multichannel,
+            seed=seed,
+        )
     if kind == "bert":
-        return K.BertStudent(teacher.tokenizer, n_classes, cfg.bert_layers, cfg.bert_hidden, cfg.bert_heads,
-                             cfg.bert_intermediate, teacher_embeddings=emb, seed=seed)
+        return K.BertStudent(
+            teacher.tokenizer,
+            n_classes,
+            cfg.bert_layers,
+            cfg.bert_hidden,
+            cfg.bert_heads,
+            cfg.bert_intermediate,
+            teacher_embeddings=emb,
+            seed=seed,
+        )
     raise KdError(f"student kind {kind!r} is unknown; use one of {STUDENT_KINDS}")
 
 
@@ -170,11 +219,25 @@ def kd_config(kind: str, method: str, cfg: KdParams, seed: int, n_transfer: int,
     """The run's KDConfig. The control trains on the labelled texts only with CE, for as many steps as its KD twin."""
     soft = getattr(cfg, f"{kind}_soft")
     if method == "kd":
-        return K.KDConfig(soft=soft, temperature=cfg.kd_soft_temperature, ce_weight=cfg.kd_ce_weight,
-                          epochs=cfg.kd_epochs, batch_size=cfg.kd_batch_size, lr=cfg.kd_lr,
-                          max_seq_len=cfg.kd_max_seq_len, seed=seed)
-    return K.KDConfig(soft="none", ce_weight=1.0, epochs=cfg.kd_epochs * n_transfer / n_labelled,
-                      batch_size=cfg.kd_batch_size, lr=cfg.kd_lr, max_seq_len=cfg.kd_max_seq_len, seed=seed)
+        return K.KDConfig(
+            soft=soft,
+            temperature=cfg.kd_soft_temperature,
+            ce_weight=cfg.kd_ce_weight,
+            epochs=cfg.kd_epochs,
+            batch_size=cfg.kd_batch_size,
+            lr=cfg.kd_lr,
+            max_seq_len=cfg.kd_max_seq_len,
+            seed=seed,
+        )
+    return K.KDConfig(
+        soft="none",
+        ce_weight=1.0,
+        epochs=cfg.kd_epochs * n_transfer / n_labelled,
+        batch_size=cfg.kd_batch_size,
+        lr=cfg.kd_lr,
+        max_seq_len=cfg.kd_max_seq_len,
+        seed=seed,
+    )
 
 
 def _accuracy(logits: np.ndarray, labels) -> float:
@@ -187,8 +250,17 @@ def speed(fn, texts: list[str], repeats: int = REPEATS) -> float:
     return len(texts) / median_seconds(lambda: fn(texts), repeats, warm_up=lambda: fn(texts[:8]))
 
 
-NOT_IN_ROWS = ("run_dir", "device", "threads", "kd_seeds", "kd_tasks", "kd_students", "kd_controls", "minilm_dir",
-               "kd_speed_sentences")
+NOT_IN_ROWS = (
+    "run_dir",
+    "device",
+    "threads",
+    "kd_seeds",
+    "kd_tasks",
+    "kd_students",
+    "kd_controls",
+    "minilm_dir",
+    "kd_speed_sentences",
+)
 """Parameters of notebook 06 that change no finished (task, student, method, seed) row: where and how fast it runs,
 the lists a row is one of, and what is compared after the rows."""
 
@@ -200,14 +272,25 @@ def check_resume(folder: str | Path, cfg: KdParams, probe_texts: list[str]) -> N
     path = Path(folder) / "settings.json"
     now = {k: v for k, v in cfg.to_dict().items() if k not in NOT_IN_ROWS} | {"probe_texts": config_digest(probe_texts)}
     if path.is_file():
-        refuse_other_settings(f"{path.parent / 'rows.csv'}", load_json(path), now,
-                              "use another run_dir, or delete its rows.csv and reps/ to start afresh")
+        refuse_other_settings(
+            f"{path.parent / 'rows.csv'}",
+            load_json(path),
+            now,
+            "use another run_dir, or delete its rows.csv and reps/ to start afresh",
+        )
     else:
         atomic_write_text(path, json.dumps(now, indent=1, sort_keys=True, default=str) + "\n")
 
 
-def run_students(cfg: KdParams, teacher: Encoder, data: dict, folder: str | Path, probe_texts: list[str],
-                 progress: bool = True, tagger=None) -> tuple[pd.DataFrame, dict]:
+def run_students(
+    cfg: KdParams,
+    teacher: Encoder,
+    data: dict,
+    folder: str | Path,
+    probe_texts: list[str],
+    progress: bool = True,
+    tagger=None,
+) -> tuple[pd.DataFrame, dict]:
     """Every task x student kind x method x seed; returns (rows, info).
 
     Per task: the fine-tuned teacher (saved once), the augmented transfer set, teacher logits from the LogitCache, then
@@ -226,15 +309,23 @@ def run_students(cfg: KdParams, teacher: Encoder, data: dict, folder: str | Path
         d = data[task]
         tt, ft_cfg = teacher_task(d, cfg)
         ft, reloaded = task_teacher(teacher, tt, ft_cfg, folder / "teachers", progress)
-        cache = LogitCache(folder / "teachers" / f"logits_{task}_{config_digest(ft_cfg.__dict__ | {'n': len(tt.texts)})}.npz",
-                           tt.n_classes)
+        cache = LogitCache(
+            folder / "teachers" / f"logits_{task}_{config_digest(ft_cfg.__dict__ | {'n': len(tt.texts)})}.npz",
+            tt.n_classes,
+        )
         texts, labels = transfer_set(d["train"], cfg, cfg.kd_seeds[0], teacher.tokenizer.mask_token, tagger)
         info["transfer"][task], info["augmented"][task] = len(texts), int((labels == K.NO_LABEL).sum())
         z = {s: cache.logits(d[s].text.tolist(), ft, cfg.kd_max_seq_len, progress=progress) for s in ("val", "test")}
         z_tr = cache.logits(texts, ft, cfg.kd_max_seq_len, progress=progress)
-        info["teacher"].append({"task": task, "reloaded": reloaded, "val": _accuracy(z["val"], d["val"].label),
-                                "test": _accuracy(z["test"], d["test"].label),
-                                "train_labelled": _accuracy(z_tr[labels != K.NO_LABEL], labels[labels != K.NO_LABEL])})
+        info["teacher"].append(
+            {
+                "task": task,
+                "reloaded": reloaded,
+                "val": _accuracy(z["val"], d["val"].label),
+                "test": _accuracy(z["test"], d["test"].label),
+                "train_labelled": _accuracy(z_tr[labels != K.NO_LABEL], labels[labels != K.NO_LABEL]),
+            }
+        )
         info["teacher_passes"] += cache.passes
         n_lab = int((labels != K.NO_LABEL).sum())
         for kind in cfg.kd_students:
@@ -247,8 +338,9 @@ def run_students(cfg: KdParams, teacher: Encoder, data: dict, folder: str | Path
                     run_cfg = kd_config(kind, method, cfg, seed, len(texts), n_lab)
                     keep = slice(None) if method == "kd" else labels != K.NO_LABEL
                     t = time.perf_counter()
-                    hist = K.train_student(student, list(np.asarray(texts, object)[keep]), z_tr[keep], labels[keep],
-                                           run_cfg, progress)["losses"]
+                    hist = K.train_student(
+                        student, list(np.asarray(texts, object)[keep]), z_tr[keep], labels[keep], run_cfg, progress
+                    )["losses"]
                     wall = time.perf_counter() - t
                     pred = {s: student.predict_logits(d[s].text.tolist(), cfg.kd_max_seq_len) for s in ("val", "test")}
                     reps = student.sentence_representations(probe_texts, cfg.kd_max_seq_len)
@@ -256,16 +348,28 @@ def run_students(cfg: KdParams, teacher: Encoder, data: dict, folder: str | Path
                     buf = io.BytesIO()
                     np.save(buf, reps.astype(np.float16))
                     atomic_write_bytes(reps_dir / f"{row_id}.npy", buf.getvalue())
-                    rows = [r for r in rows if r["row_id"] != row_id] + [{
-                        "row_id": row_id, "task": task, "student": kind, "method": method, "seed": seed,
-                        "loss": "CE (labels only)" if method == "control" else
-                        run_cfg.soft + (f" T={run_cfg.temperature:g}" if run_cfg.soft == "kl" else "") +
-                        (f" + {run_cfg.ce_weight:g} CE" if run_cfg.ce_weight else ""),
-                        "texts": len(texts) if method == "kd" else n_lab, "steps": len(hist),
-                        "final_loss": float(hist.loss.iloc[-20:].mean()), "train_s": wall,
-                        "val": _accuracy(pred["val"], d["val"].label), "test": _accuracy(pred["test"], d["test"].label),
-                        "agree_test": float((pred["test"].argmax(1) == z["test"].argmax(1)).mean()),
-                        **student.param_counts()}]
+                    rows = [r for r in rows if r["row_id"] != row_id] + [
+                        {
+                            "row_id": row_id,
+                            "task": task,
+                            "student": kind,
+                            "method": method,
+                            "seed": seed,
+                            "loss": "CE (labels only)"
+                            if method == "control"
+                            else run_cfg.soft
+                            + (f" T={run_cfg.temperature:g}" if run_cfg.soft == "kl" else "")
+                            + (f" + {run_cfg.ce_weight:g} CE" if run_cfg.ce_weight else ""),
+                            "texts": len(texts) if method == "kd" else n_lab,
+                            "steps": len(hist),
+                            "final_loss": float(hist.loss.iloc[-20:].mean()),
+                            "train_s": wall,
+                            "val": _accuracy(pred["val"], d["val"].label),
+                            "test": _accuracy(pred["test"], d["test"].label),
+                            "agree_test": float((pred["test"].argmax(1) == z["test"].argmax(1)).mean()),
+                            **student.param_counts(),
+                        }
+                    ]
                     atomic_write_text(rows_path, pd.DataFrame(rows).to_csv(index=False))
                     done = pd.DataFrame(rows)
     info["wall_s"] = time.perf_counter() - t0
@@ -275,10 +379,30 @@ def run_students(cfg: KdParams, teacher: Encoder, data: dict, folder: str | Path
 def kd_table(rows: pd.DataFrame, teacher: list[dict]) -> pd.DataFrame:
     """Mean ± std over seeds of test accuracy and teacher agreement per task, student and method, teacher rows first."""
     g = rows.groupby(["task", "student", "method"], sort=False)
-    t = g.agg(test=("test", "mean"), test_std=("test", "std"), agree=("agree_test", "mean"), seeds=("seed", "nunique"),
-              params_m=("params_total", lambda x: x.iloc[0] / 1e6), loss=("loss", "first")).reset_index()
-    teach = pd.DataFrame([{"task": r["task"], "student": "teacher (fine-tuned)", "method": "-", "test": r["test"],
-                           "test_std": np.nan, "agree": 1.0, "seeds": 1, "params_m": np.nan, "loss": "CE"} for r in teacher])
+    t = g.agg(
+        test=("test", "mean"),
+        test_std=("test", "std"),
+        agree=("agree_test", "mean"),
+        seeds=("seed", "nunique"),
+        params_m=("params_total", lambda x: x.iloc[0] / 1e6),
+        loss=("loss", "first"),
+    ).reset_index()
+    teach = pd.DataFrame(
+        [
+            {
+                "task": r["task"],
+                "student": "teacher (fine-tuned)",
+                "method": "-",
+                "test": r["test"],
+                "test_std": np.nan,
+                "agree": 1.0,
+                "seeds": 1,
+                "params_m": np.nan,
+                "loss": "CE",
+            }
+            for r in teacher
+        ]
+    )
     return pd.concat([teach, t], ignore_index=True).sort_values(["task"], kind="stable").reset_index(drop=True)
 
 
@@ -291,10 +415,17 @@ def kd_verdicts(rows: pd.DataFrame) -> list[str]:
             continue
         diff = (piv["kd"] - piv["control"]).dropna()
         sd = f" ± {diff.std():.3f}" if len(diff) > 1 else ""
-        word = "beats" if diff.mean() - (diff.std() if len(diff) > 1 else 0) > 0 else \
-            "loses to" if diff.mean() + (diff.std() if len(diff) > 1 else 0) < 0 else "ties with"
-        out.append(f"{task}: the distilled {kind} {word} its control by {diff.mean():+.3f}{sd} test accuracy "
-                   f"({piv['kd'].mean():.3f} vs {piv['control'].mean():.3f}, {len(diff)} seed{'s' * (len(diff) > 1)})")
+        word = (
+            "beats"
+            if diff.mean() - (diff.std() if len(diff) > 1 else 0) > 0
+            else "loses to"
+            if diff.mean() + (diff.std() if len(diff) > 1 else 0) < 0
+            else "ties with"
+        )
+        out.append(
+            f"{task}: the distilled {kind} {word} its control by {diff.mean():+.3f}{sd} test accuracy "
+            f"({piv['kd'].mean():.3f} vs {piv['control'].mean():.3f}, {len(diff)} seed{'s' * (len(diff) > 1)})"
+        )
     return out
 
 
@@ -337,5 +468,9 @@ def by_task(reps: np.ndarray, texts: list[str], tasks: dict[str, tuple[list[str]
 
 def frozen_task_accuracy(reps: dict[str, np.ndarray], data_task: dict, seed: int = 0) -> float:
     """Test accuracy of a logistic-regression head on frozen representations {split: [N, D]} (stage 5's probe)."""
-    return linear_probe(reps["train"], data_task["train"].label.to_numpy(),
-                        {"test": (reps["test"], data_task["test"].label.to_numpy())}, seed)["test"]
+    return linear_probe(
+        reps["train"],
+        data_task["train"].label.to_numpy(),
+        {"test": (reps["test"], data_task["test"].label.to_numpy())},
+        seed,
+    )["test"]

@@ -5,6 +5,7 @@ Students read the teacher's wordpiece ids, so their embedding tables can start f
 (no word2vec download is possible here). A label of NO_LABEL (-1) marks an augmented sentence: only the soft term,
 against the teacher's logits, sees it.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,8 +44,11 @@ def kl_logits(student: torch.Tensor, teacher: torch.Tensor, temperature: float =
     if temperature <= 0:
         raise KdError(f"temperature={temperature} must be > 0")
     t = temperature
-    return F.kl_div(F.log_softmax(student / t, -1), F.log_softmax(teacher / t, -1), reduction="batchmean",
-                    log_target=True) * t * t
+    return (
+        F.kl_div(F.log_softmax(student / t, -1), F.log_softmax(teacher / t, -1), reduction="batchmean", log_target=True)
+        * t
+        * t
+    )
 
 
 def ce_labelled(student: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -57,8 +61,14 @@ def ce_labelled(student: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(student, labels, ignore_index=NO_LABEL)
 
 
-def kd_loss(student: torch.Tensor, teacher: torch.Tensor, labels: torch.Tensor | None = None, soft: str = "mse",
-            temperature: float = 3.0, ce_weight: float = 0.0) -> dict[str, torch.Tensor]:
+def kd_loss(
+    student: torch.Tensor,
+    teacher: torch.Tensor,
+    labels: torch.Tensor | None = None,
+    soft: str = "mse",
+    temperature: float = 3.0,
+    ce_weight: float = 0.0,
+) -> dict[str, torch.Tensor]:
     """Soft-logit distillation plus weighted hard-label CE: {"L_soft" (unless soft="none"), "L_CE" (when ce_weight > 0),
     "loss"}.
 
@@ -70,8 +80,10 @@ def kd_loss(student: torch.Tensor, teacher: torch.Tensor, labels: torch.Tensor |
     if ce_weight < 0:
         raise KdError(f"ce_weight={ce_weight} must be >= 0")
     if student.shape != teacher.shape:
-        raise KdError(f"student logits {tuple(student.shape)} and teacher logits {tuple(teacher.shape)} differ; "
-                      "give the student as many classes as the teacher's head")
+        raise KdError(
+            f"student logits {tuple(student.shape)} and teacher logits {tuple(teacher.shape)} differ; "
+            "give the student as many classes as the teacher's head"
+        )
     if soft == "none":
         if ce_weight <= 0 or labels is None:
             raise KdError("soft='none' trains on hard labels only; give labels and ce_weight > 0")
@@ -126,7 +138,7 @@ class Student(nn.Module):
         out = []
         with torch.no_grad():
             for i in range(0, len(texts), batch_size):
-                b = self.tokenize(texts[i:i + batch_size], max_seq_len)
+                b = self.tokenize(texts[i : i + batch_size], max_seq_len)
                 out.append(fn(b["input_ids"].to(dev), b["attention_mask"].to(dev)).float().cpu().numpy())
         self.train(was)
         return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
@@ -155,21 +167,39 @@ class BiLSTMStudent(Student):
     thesis's best mode; with the defaults the non-embedding part has its 2.41M parameters).
     """
 
-    def __init__(self, embeddings: torch.Tensor, tokenizer, n_classes: int, embed_dim: int | None = 300,
-                 hidden: int = 300, fc: int = 400, layers: int = 1, multichannel: bool = True, dropout: float = 0.0,
-                 seed: int = 0):
+    def __init__(
+        self,
+        embeddings: torch.Tensor,
+        tokenizer,
+        n_classes: int,
+        embed_dim: int | None = 300,
+        hidden: int = 300,
+        fc: int = 400,
+        layers: int = 1,
+        multichannel: bool = True,
+        dropout: float = 0.0,
+        seed: int = 0,
+    ):
         super().__init__()
         if embeddings.shape[0] < len(tokenizer):
-            raise KdError(f"the embedding table has {embeddings.shape[0]} rows for a tokenizer of {len(tokenizer)} "
-                          "wordpieces; pass the teacher's own input embeddings")
+            raise KdError(
+                f"the embedding table has {embeddings.shape[0]} rows for a tokenizer of {len(tokenizer)} "
+                "wordpieces; pass the teacher's own input embeddings"
+            )
         torch.manual_seed(seed)
         self.tokenizer, self.n_classes, self.name = tokenizer, n_classes, f"bilstm_{hidden}"
         self.channels = nn.ModuleList([WordpieceEmbedding(embeddings, embed_dim, freeze=False)])
         if multichannel:
             self.channels.append(WordpieceEmbedding(embeddings, embed_dim, freeze=True))
         width = sum(c.dim for c in self.channels)
-        self.lstm = nn.LSTM(width, hidden, num_layers=layers, batch_first=True, bidirectional=True,
-                            dropout=dropout if layers > 1 else 0.0)
+        self.lstm = nn.LSTM(
+            width,
+            hidden,
+            num_layers=layers,
+            batch_first=True,
+            bidirectional=True,
+            dropout=dropout if layers > 1 else 0.0,
+        )
         self.drop = nn.Dropout(dropout)
         self.fc = nn.Linear(2 * hidden, fc)
         self.out = nn.Linear(fc, n_classes)
@@ -192,9 +222,19 @@ class BertStudent(Student):
     pools). teacher_embeddings: start the wordpiece table from the teacher's [V, E], projected to `hidden` by a
     trainable Linear (the thesis's wordpiece mode); None: random init."""
 
-    def __init__(self, tokenizer, n_classes: int, layers: int = 5, hidden: int = 204, heads: int = 3,
-                 intermediate: int = 750, teacher_embeddings: torch.Tensor | None = None, dropout: float = 0.1,
-                 max_positions: int = 512, seed: int = 0):
+    def __init__(
+        self,
+        tokenizer,
+        n_classes: int,
+        layers: int = 5,
+        hidden: int = 204,
+        heads: int = 3,
+        intermediate: int = 750,
+        teacher_embeddings: torch.Tensor | None = None,
+        dropout: float = 0.1,
+        max_positions: int = 512,
+        seed: int = 0,
+    ):
         super().__init__()
         shape = StudentShape(layers, hidden, heads, intermediate, max_positions, dropout)
         enc = make_student(tokenizer, shape, seed=seed)
@@ -218,6 +258,7 @@ class BertStudent(Student):
 class KDConfig:
     """One student run. Defaults are the thesis's tuned LSTM_S (§4-5): MSE on logits, Adam at 5e-4, B = 32, no
     warm-up, linear decay, 30 epochs; BERT_DEFAULTS holds its BERT_S values."""
+
     soft: str = "mse"
     temperature: float = 3.0  # thesis: T = 3 for the KL loss (Tsai et al. 2019; Tang & Lin's default)
     ce_weight: float = 0.0  # thesis: distillation loss only
@@ -236,17 +277,27 @@ class KDConfig:
         if self.soft not in SOFT_LOSSES:
             raise KdError(f"soft={self.soft!r} is unknown; use one of {SOFT_LOSSES}")
         if self.epochs <= 0 or self.batch_size < 1 or self.lr <= 0 or not 0 <= self.warmup_frac < 1:
-            raise KdError(f"epochs={self.epochs}, batch_size={self.batch_size}, lr={self.lr}, "
-                          f"warmup_frac={self.warmup_frac} must be > 0, >= 1, > 0 and in [0, 1)")
+            raise KdError(
+                f"epochs={self.epochs}, batch_size={self.batch_size}, lr={self.lr}, "
+                f"warmup_frac={self.warmup_frac} must be > 0, >= 1, > 0 and in [0, 1)"
+            )
 
 
 # thesis §5: BERT_S with wordpiece embeddings: KL at T = 3, B = 128, warm-up over 15 of 60 epochs, then linear decay
 BERT_DEFAULTS = KDConfig(soft="kl", epochs=60, batch_size=128, warmup_frac=0.25)
 
 
-def train_student(student: Student, texts: list[str], teacher_logits: np.ndarray, labels: np.ndarray | None = None,
-                  cfg: KDConfig = KDConfig(), progress: bool = True, checkpoint: str | Path | None = None,
-                  checkpoint_every: int = 0, max_steps: int | None = None) -> dict:
+def train_student(
+    student: Student,
+    texts: list[str],
+    teacher_logits: np.ndarray,
+    labels: np.ndarray | None = None,
+    cfg: KDConfig = KDConfig(),
+    progress: bool = True,
+    checkpoint: str | Path | None = None,
+    checkpoint_every: int = 0,
+    max_steps: int | None = None,
+) -> dict:
     """Distil the teacher's logits into `student` on the transfer set (Adam, linear or constant schedule after the
     warm-up, on lib.common.training's loop).
 
@@ -262,25 +313,42 @@ def train_student(student: Student, texts: list[str], teacher_logits: np.ndarray
     tl = np.asarray(teacher_logits, dtype=np.float32)
     y = np.full(n, NO_LABEL, np.int64) if labels is None else np.asarray(labels, dtype=np.int64)
     if n == 0 or tl.shape != (n, student.n_classes) or y.shape != (n,):
-        raise KdError(f"transfer set disagrees: {n} texts, teacher logits {tl.shape}, labels {y.shape}, student "
-                      f"with {student.n_classes} classes; give one row of {student.n_classes} logits and one label "
-                      "(or NO_LABEL) per text")
+        raise KdError(
+            f"transfer set disagrees: {n} texts, teacher logits {tl.shape}, labels {y.shape}, student "
+            f"with {student.n_classes} classes; give one row of {student.n_classes} logits and one label "
+            "(or NO_LABEL) per text"
+        )
     steps = cfg.steps(n)
     plan = batch_plan(n, steps, cfg.batch_size, cfg.seed)
     # fused: one kernel over all parameters; with the 23M-entry wordpiece table it makes a CPU step ~10x faster
-    opt, sched = build_optimizer([p for p in student.parameters() if p.requires_grad], cfg.lr, steps,
-                                 round(cfg.warmup_frac * steps), schedule="linear" if cfg.decay else "constant")
-    loop = TrainingLoop({"model": student, "optimizer": opt, "schedule": sched},
-                        {"student": student.name, "cfg": asdict(cfg), "texts": n}, steps, checkpoint, checkpoint_every,
-                        step_seed=lambda step: cfg.seed * 1_000_003 + step)
+    opt, sched = build_optimizer(
+        [p for p in student.parameters() if p.requires_grad],
+        cfg.lr,
+        steps,
+        round(cfg.warmup_frac * steps),
+        schedule="linear" if cfg.decay else "constant",
+    )
+    loop = TrainingLoop(
+        {"model": student, "optimizer": opt, "schedule": sched},
+        {"student": student.name, "cfg": asdict(cfg), "texts": n},
+        steps,
+        checkpoint,
+        checkpoint_every,
+        step_seed=lambda step: cfg.seed * 1_000_003 + step,
+    )
     dev = next(student.parameters()).device
 
     def step(i: int) -> dict:
         idx = plan[i]
         b = student.tokenize([texts[j] for j in idx], cfg.max_seq_len)
-        terms = kd_loss(student(b["input_ids"].to(dev), b["attention_mask"].to(dev)),
-                        torch.as_tensor(tl[idx], device=dev), torch.as_tensor(y[idx], device=dev),
-                        cfg.soft, cfg.temperature, cfg.ce_weight)
+        terms = kd_loss(
+            student(b["input_ids"].to(dev), b["attention_mask"].to(dev)),
+            torch.as_tensor(tl[idx], device=dev),
+            torch.as_tensor(y[idx], device=dev),
+            cfg.soft,
+            cfg.temperature,
+            cfg.ce_weight,
+        )
         return {"step": i, **optimizer_step(terms, opt, sched), "lr": sched.get_last_lr()[0]}
 
     done = loop.run(step, max_steps, progress=progress, desc=f"{student.name} {cfg.soft}")

@@ -1,5 +1,6 @@
 """Stage 3 leak audit: how many held-out pairs of a protocol were seen in training, and how many negatives are links
 anywhere — the numbers notebook 03 prints beside every protocol."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,7 +28,9 @@ def leak_audit(split: ProtocolSplit) -> dict:
     that occur in a training or validation graph."""
     tp = split.tp
     seen_keys = [tp.edge_keys(g) for g in split.train]
-    seen_keys += [tp.edge_keys(t.data) for t in split.val] + [np.unique(tp.keys(tp.gids(t.data), t.pos)) for t in split.val]
+    seen_keys += [tp.edge_keys(t.data) for t in split.val] + [
+        np.unique(tp.keys(tp.gids(t.data), t.pos)) for t in split.val
+    ]
     seen = np.unique(np.concatenate(seen_keys)) if seen_keys else np.empty(0, dtype=np.int64)
     seen_titles = {tp.index[t] for g in [*split.train, *[v.data for v in split.val]] for t in g.titles}
 
@@ -39,15 +42,23 @@ def leak_audit(split: ProtocolSplit) -> dict:
     negatives, missing = {}, {}
     for name in held_sets(split.test):
         k, key = keys(lambda t: t.negatives(name)), REGISTRY[name].audit_key
-        negatives.update({f"{key}_pairs": int(k.size), f"{key}_true_links": int(is_member(k, split.global_links).sum())})
+        negatives.update(
+            {f"{key}_pairs": int(k.size), f"{key}_true_links": int(is_member(k, split.global_links).sum())}
+        )
         if REGISTRY[name].can_miss:
             missing[f"{name}_missing"] = int(sum(t.missing(name) for t in split.test))
     test_titles = {tp.index[title] for task in split.test for title in task.data.titles}
     pos_titles = set(np.unique(tp.titles_of(pos)).tolist()) if pos.size else set()
     return {
-        "protocol": split.protocol, "seed": split.seed,
-        "test_pos_pairs": int(pos.size), "test_pos_seen": int(is_member(pos, seen).sum()), **negatives,
+        "protocol": split.protocol,
+        "seed": split.seed,
+        "test_pos_pairs": int(pos.size),
+        "test_pos_seen": int(is_member(pos, seen).sum()),
+        **negatives,
         "test_titles_seen_share": round(len(test_titles & seen_titles) / max(1, len(test_titles)), 4),
         "test_pos_titles_seen_share": round(len(pos_titles & seen_titles) / max(1, len(pos_titles)), 4),
-        **missing, "train_graphs": len(split.train), "skipped": len(split.skipped), **split.removed,
+        **missing,
+        "train_graphs": len(split.train),
+        "skipped": len(split.skipped),
+        **split.removed,
     }

@@ -26,6 +26,7 @@ The bar is `heuristic_stack` (lib.linkpred.heuristics.HeuristicStack), fitted on
 rescaled variant runs, `heuristic_stack_rescaled` (the stack on rescaled features) is reported too and counts as a bar,
 so a margin measures what the graph model adds over the rescaling itself.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -41,8 +42,8 @@ from lib.linkpred.decoders import VARIANTS
 from lib.linkpred.evaluate import evaluate_model, evaluate_scorer
 from lib.linkpred.heuristics import REGISTRY, STACK, HeuristicStack, heuristic_scores
 from lib.linkpred.model import ModelConfig
-from lib.linkpred.protocols import ProtocolSplit
 from lib.linkpred.negative_sets.registry import NEGATIVE_SETS, held_sets
+from lib.linkpred.protocols import ProtocolSplit
 from lib.linkpred.train import Checkpointing, train_model
 from lib.metrics.link import STRATA, set_metrics
 from lib.metrics.paired import interval_text, judged_text, mean_interval
@@ -52,15 +53,20 @@ from lib.metrics.selection import GOAL_PARTS, choose_on_validation, goal_parts, 
 # negative set only: on the seed40 validation graphs (leak_free, seed 0) ncn_stack's validation AUC with uniform
 # negatives fell from 0.942 to 0.892 to 0.807 as the distance-2 share of its training negatives rose from 0 to 0.2 to
 # 0.5, while its AUC on distance-2 negatives (dist2) rose from 0.51 to 0.91 to 0.94: one training mix does not serve both negative sets here.
-VARIANT_TRAINING = {v: {"negative_mix": {}, "select_metric": "mrr"}
-                    for v in ("ncn_stack_uniform", "ncn_stack_uniform_rescaled", "counts_stack_uniform",
-                              "mplp_stack_uniform")}
+VARIANT_TRAINING = {
+    v: {"negative_mix": {}, "select_metric": "mrr"}
+    for v in ("ncn_stack_uniform", "ncn_stack_uniform_rescaled", "counts_stack_uniform", "mplp_stack_uniform")
+}
 # ncn_stack_matched: on the seed40 validation graphs (leak_free, seed 0, dropout 0.25, up to 8 epochs) ncn_stack trained
 # with half its negatives matched instead of at distance 2 rose from 0.773 to 0.887 validation AUC (MRR 0.558 to 0.621)
 # on matched negatives and fell from 0.824 to 0.702 on heart ones; a quarter of each scored 0.849 / 0.819. So the
 # matched set gets a model of its own, as the uniform one does.
-VARIANT_TRAINING.update({v: {"negative_mix": {"matched": 0.5}, "select_metric": "mrr_matched"}
-                         for v in ("ncn_stack_matched", "counts_stack_matched", "mplp_stack_matched")})
+VARIANT_TRAINING.update(
+    {
+        v: {"negative_mix": {"matched": 0.5}, "select_metric": "mrr_matched"}
+        for v in ("ncn_stack_matched", "counts_stack_matched", "mplp_stack_matched")
+    }
+)
 STACKS = ("heuristic_stack", "heuristic_stack_rescaled")
 # A diagnostic scorer, not one of the heuristics a model must beat: 1 for a pair without a common neighbour in the
 # message passing, 0 otherwise. Every dist2 negative has one (distance 2), so on dist2 this needs no learning to rank
@@ -69,7 +75,11 @@ SHORTCUT = "no_cn_shortcut"
 SWEEP_KEYS = ("dropout", "num_levels", "lr")
 # the GatModel setting each architecture key of a sweep point sets (the sweep's columns keep the short names)
 SWEEP_MODEL_FIELDS = {"dropout": "gat_dropout", "num_levels": "gat_levels"}
-VAL_KEYS = tuple(f"{m}{s}" for s in ["", *(f"_{n}" for n in NEGATIVE_SETS[1:]), "_both", "_all"] for m in ("auc", "mrr"))
+VAL_KEYS = tuple(
+    f"{m}{s}" for s in ["", *(f"_{n}" for n in NEGATIVE_SETS[1:]), "_both", "_all"] for m in ("auc", "mrr")
+)
+
+
 def check_variants(names) -> list[str]:
     bad = [n for n in names if n not in VARIANTS]
     if bad:
@@ -98,8 +108,15 @@ def sweep_grid(dropouts: list, levels: list, lrs: list) -> list[dict]:
     return [dict(zip(SWEEP_KEYS, p)) for p in itertools.product(dropouts, levels, lrs)]
 
 
-def sweep(split: ProtocolSplit, variant: str, model_cfg: ModelConfig, cfg: TrainConfig, grid: list[dict],
-          ckpt_root=None, progress: bool = True) -> pd.DataFrame:
+def sweep(
+    split: ProtocolSplit,
+    variant: str,
+    model_cfg: ModelConfig,
+    cfg: TrainConfig,
+    grid: list[dict],
+    ckpt_root=None,
+    progress: bool = True,
+) -> pd.DataFrame:
     """Train `variant` at every grid point on the split's training graphs; one row per point with the validation
     metrics of its selected epoch (the split's validation tasks only — test tasks are never looked at) and "seconds",
     the training steps' wall time as logged in the checkpoints, so a point reloaded from a finished run reports the
@@ -111,12 +128,26 @@ def sweep(split: ProtocolSplit, variant: str, model_cfg: ModelConfig, cfg: Train
         mcfg = variant_config(variant, model_cfg, point)
         tcfg = variant_train_config(variant, cfg, point)
         ckpt = ckpt_root / f"sweep-{variant}-{i}" if ckpt_root else None
-        _, res = train_model("gat_model", mcfg, split.train, split.val, tcfg,
-                             Checkpointing(ckpt, data_fingerprint(split.train, split.val)), progress=False)
+        _, res = train_model(
+            "gat_model",
+            mcfg,
+            split.train,
+            split.val,
+            tcfg,
+            Checkpointing(ckpt, data_fingerprint(split.train, split.val)),
+            progress=False,
+        )
         best = next(v for v in res.val if v["epoch"] == res.best_epoch)
-        rows.append({"variant": variant, **point, "best_epoch": res.best_epoch, "epochs_run": len(res.val),
-                     **{f"val_{k}": best.get(k) for k in VAL_KEYS if k in best},
-                     "seconds": sum(h["seconds"] for h in res.history)})
+        rows.append(
+            {
+                "variant": variant,
+                **point,
+                "best_epoch": res.best_epoch,
+                "epochs_run": len(res.val),
+                **{f"val_{k}": best.get(k) for k in VAL_KEYS if k in best},
+                "seconds": sum(h["seconds"] for h in res.history),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -134,8 +165,9 @@ def rescaled(variants) -> bool:
 def shortcut_scores(task, pairs) -> np.ndarray:
     """SHORTCUT's scores [P] of pairs [2, P] on a task: 1.0 where the pair has no common neighbour in the task's message
     passing, else 0.0."""
-    return (heuristic_scores("common_neighbours", task.data.x, task.mp_edge_index, task.data.num_nodes, pairs) == 0
-            ).astype(np.float64)
+    return (
+        heuristic_scores("common_neighbours", task.data.x, task.mp_edge_index, task.data.num_nodes, pairs) == 0
+    ).astype(np.float64)
 
 
 def evaluate_shortcut(split: ProtocolSplit, cfg: TrainConfig) -> dict:
@@ -143,24 +175,32 @@ def evaluate_shortcut(split: ProtocolSplit, cfg: TrainConfig) -> dict:
     return evaluate_scorer(shortcut_scores, split.test, cfg)["mean"]
 
 
-def evaluate_stack(split: ProtocolSplit, cfg: TrainConfig, rescale: bool = False,
-                   features=STACK) -> tuple[dict, dict]:
+def evaluate_stack(split: ProtocolSplit, cfg: TrainConfig, rescale: bool = False, features=STACK) -> tuple[dict, dict]:
     """({negative set: mean metrics}, coefficients) of the heuristic stack of the registered heuristics `features`
     fitted on the split's training graphs (rescale: on counts rescaled to their mean degree)."""
     st = HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed, rescale=rescale, features=features).fit(split.train)
-    res = evaluate_scorer(lambda t, pairs: st.scores(t.data.x, t.mp_edge_index, t.data.num_nodes, pairs),
-                          split.test, cfg)
+    res = evaluate_scorer(
+        lambda t, pairs: st.scores(t.data.x, t.mp_edge_index, t.data.num_nodes, pairs), split.test, cfg
+    )
     return res["mean"], st.coefficients
 
 
-def run_variant(split: ProtocolSplit, variant: str, model_cfg: ModelConfig, cfg: TrainConfig, point: dict | None,
-                ckpt_dir=None) -> tuple[dict, dict]:
+def run_variant(
+    split: ProtocolSplit, variant: str, model_cfg: ModelConfig, cfg: TrainConfig, point: dict | None, ckpt_dir=None
+) -> tuple[dict, dict]:
     """Train one variant on a split and evaluate it on the split's test tasks (both negative sets, with A-AUC
     from the model's own pair scores). Returns ({negative set: mean metrics}, TrainResult as dict)."""
     mcfg = variant_config(variant, model_cfg, point)
     tcfg = variant_train_config(variant, cfg, point)
-    model, res = train_model("gat_model", mcfg, split.train, split.val, tcfg,
-                             Checkpointing(ckpt_dir, data_fingerprint(split.train, split.val)), progress=False)
+    model, res = train_model(
+        "gat_model",
+        mcfg,
+        split.train,
+        split.val,
+        tcfg,
+        Checkpointing(ckpt_dir, data_fingerprint(split.train, split.val)),
+        progress=False,
+    )
     return evaluate_model(model, split.test, tcfg, progress=False)["mean"], asdict(res)
 
 
@@ -206,8 +246,14 @@ def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc"
         bars = [stack] + [m for m in STACKS if m != stack and m in mean.index] + [single]
         bar = max(bars, key=lambda m: mean.loc[m, "auc"])  # the first of equals: the stack before a single one
         per_seed = g.pivot_table(index="seed", columns="model", values=list(metrics))
-        rec = {"protocol": p, "negatives": n, "best graph model": best, "bar": bar,
-               "chosen on": chosen_on, "best on test": on_test}
+        rec = {
+            "protocol": p,
+            "negatives": n,
+            "best graph model": best,
+            "bar": bar,
+            "chosen on": chosen_on,
+            "best on test": on_test,
+        }
         for m in metrics:
             for label, who in (("best model", best), *((b, b) for b in bars[:-1]), ("best single " + single, single)):
                 v = per_seed[m][who]
@@ -238,6 +284,7 @@ def structure_profile(tasks: list, hits_k: int = 50) -> dict:
     common neighbour, so there the shortcut's MRR is about the share of positives without one; a matched negative has
     one exactly when its positive has, so there the shortcut's AUC is 0.5. Where validation and test differ in
     pos_no_cn, validation measures another task than test. Reads the tasks' pairs, never a model."""
+
     def cn(t, pairs):
         return heuristic_scores("common_neighbours", t.data.x, t.mp_edge_index, t.data.num_nodes, pairs)
 
@@ -257,8 +304,13 @@ def structure_profile(tasks: list, hits_k: int = 50) -> dict:
             shortcut[n].append(set_metrics((p == 0).astype(float), (q == 0).astype(float), t.owners(n), None, hits_k))
     pos_cn = np.concatenate(pos_cn) if pos_cn else np.empty(0)
     mean = lambda c: float(np.mean(c)) if len(c) else float("nan")  # noqa: E731
-    out = {"tasks": len(tasks), "mp_degree": mean(degree), "positives": int(pos_cn.size),
-           "pos_no_cn": float((pos_cn == 0).mean()) if pos_cn.size else float("nan"), "pos_cn": mean(pos_cn)}
+    out = {
+        "tasks": len(tasks),
+        "mp_degree": mean(degree),
+        "positives": int(pos_cn.size),
+        "pos_no_cn": float((pos_cn == 0).mean()) if pos_cn.size else float("nan"),
+        "pos_cn": mean(pos_cn),
+    }
     for n in sets:
         out[f"{n}_no_cn"] = float(np.concatenate(neg_no_cn[n]).mean()) if neg_no_cn[n] else float("nan")
         for m in ("auc", "mrr"):
@@ -277,23 +329,36 @@ def gap_sentences(gaps: pd.DataFrame) -> list[str]:
     without a common neighbour) the AUC margin over the bar with its interval; printed by notebook 03b."""
     out = []
     for r in gaps.to_dict("records"):
-        labels = {"auc": f"AUC over {r['bar']}", "mrr": "MRR", "auc_shortcut": f"AUC over {SHORTCUT}",
-                  "mrr_shortcut": "MRR"}
-        cells = [f"{labels[part]} {judged_text(r[col], r.get(f'{col}_low'), r.get(f'{col}_high'), margin)}"
-                 for part in goal_parts(r) for col, margin in [GOAL_PARTS[part]]]
-        txt = (f"{r['protocol']} / {r['negatives']}: best graph model {r['best graph model']} (chosen on "
-               f"{r['chosen on']} AUC; best on test: {r['best on test']}), {r.get('seeds', '?')} seeds: goal "
-               f"{goal_verdict(r)} ({'; '.join(cells)})")
-        strata = [f"{st} {interval_text(r[c], r.get(f'{c}_low'), r.get(f'{c}_high'))}"
-                  for st in STRATA if pd.notna(r.get(c := f"auc_{st}_margin"))]
+        labels = {
+            "auc": f"AUC over {r['bar']}",
+            "mrr": "MRR",
+            "auc_shortcut": f"AUC over {SHORTCUT}",
+            "mrr_shortcut": "MRR",
+        }
+        cells = [
+            f"{labels[part]} {judged_text(r[col], r.get(f'{col}_low'), r.get(f'{col}_high'), margin)}"
+            for part in goal_parts(r)
+            for col, margin in [GOAL_PARTS[part]]
+        ]
+        txt = (
+            f"{r['protocol']} / {r['negatives']}: best graph model {r['best graph model']} (chosen on "
+            f"{r['chosen on']} AUC; best on test: {r['best on test']}), {r.get('seeds', '?')} seeds: goal "
+            f"{goal_verdict(r)} ({'; '.join(cells)})"
+        )
+        strata = [
+            f"{st} {interval_text(r[c], r.get(f'{c}_low'), r.get(f'{c}_high'))}"
+            for st in STRATA
+            if pd.notna(r.get(c := f"auc_{st}_margin"))
+        ]
         if strata:
             txt += f"; AUC margin over the bar by stratum of positives: {', '.join(strata)}"
         out.append(txt + ".")
     return out
 
 
-def structure_sentences(structure: pd.DataFrame, gaps: pd.DataFrame, rows: pd.DataFrame, protocols: list,
-                        sets=None) -> list[str]:
+def structure_sentences(
+    structure: pd.DataFrame, gaps: pd.DataFrame, rows: pd.DataFrame, protocols: list, sets=None
+) -> list[str]:
     """Per protocol: the share of validation and test positives without a common neighbour (and the mean degree),
     then per negative set (`sets`; None: every set but uniform that `structure` profiles) the shortcut's test AUC /
     MRR beside the validation and test numbers of the graph model chosen for that set on validation. structure:
@@ -307,8 +372,10 @@ def structure_sentences(structure: pd.DataFrame, gaps: pd.DataFrame, rows: pd.Da
         if (p, "val") not in structure.index or (p, "test") not in structure.index:
             continue
         v, t = structure.loc[(p, "val")], structure.loc[(p, "test")]
-        out.append(f"{p}: {v.pos_no_cn:.0%} of validation positives have no common neighbour against {t.pos_no_cn:.0%} "
-                   f"of test positives (mean degree {v.mp_degree:.1f} against {t.mp_degree:.1f}).")
+        out.append(
+            f"{p}: {v.pos_no_cn:.0%} of validation positives have no common neighbour against {t.pos_no_cn:.0%} "
+            f"of test positives (mean degree {v.mp_degree:.1f} against {t.mp_degree:.1f})."
+        )
         for n in sets:
             if (p, n) not in chosen.index:
                 out.append(f"  {n}: the test tasks hold no such negative")
@@ -316,8 +383,10 @@ def structure_sentences(structure: pd.DataFrame, gaps: pd.DataFrame, rows: pd.Da
             m = chosen[(p, n)]
             r = mean.loc[(p, n, m)]
             sa, sm = t[f"shortcut_{n}_auc"], t[f"shortcut_{n}_mrr"]
-            out.append(f"  {n}: the shortcut scores test AUC {sa:.3f} / MRR {sm:.3f}; the model chosen for this set, {m}, "
-                       f"validation AUC {r.val_auc:.3f}, test AUC {r.auc:.3f} / MRR {r.mrr:.3f}: "
-                       f"{'above' if r.auc > sa else 'not above'} the shortcut in AUC, "
-                       f"{'above' if r.mrr > sm else 'not above'} it in MRR.")
+            out.append(
+                f"  {n}: the shortcut scores test AUC {sa:.3f} / MRR {sm:.3f}; the model chosen for this set, {m}, "
+                f"validation AUC {r.val_auc:.3f}, test AUC {r.auc:.3f} / MRR {r.mrr:.3f}: "
+                f"{'above' if r.auc > sa else 'not above'} the shortcut in AUC, "
+                f"{'above' if r.mrr > sm else 'not above'} it in MRR."
+            )
     return out

@@ -1,6 +1,7 @@
 """Notebook 03b's set-up and experiment: what it reloads of notebook 03, its training configurations, and the
 seed × protocol loop that scores the single heuristics, the heuristic stack, the shortcut and every variant
 (lib.linkpred.beyond) on the same pairs as notebook 03."""
+
 from __future__ import annotations
 
 from dataclasses import fields, replace
@@ -31,27 +32,47 @@ def load_stage3(cfg: BeyondParams) -> dict:
     A run_dir without notebook 03, or protocols / seeds it did not run, stop here naming the fix."""
     run_path = resolve(cfg.run_dir)
     metrics = read_json(run_path / "metrics.json")
-    rows = read_rows(run_path / "train_gat_rows.csv", "notebook 03's rows",
-                     "run notebook 03 on this run_dir again to write them", columns=["protocol", "seed"],
-                     write_back=False)
-    require("train_gat" in metrics and not rows.empty, "run_dir", cfg.run_dir,
-            "run notebook 03 (train_gat) on this run_dir first")
+    rows = read_rows(
+        run_path / "train_gat_rows.csv",
+        "notebook 03's rows",
+        "run notebook 03 on this run_dir again to write them",
+        columns=["protocol", "seed"],
+        write_back=False,
+    )
+    require(
+        "train_gat" in metrics and not rows.empty,
+        "run_dir",
+        cfg.run_dir,
+        "run notebook 03 (train_gat) on this run_dir first",
+    )
     p03_file = run_path / "params_03_train_gat.json"
     p03 = GatParams.from_values(load_json(p03_file)["params"] if p03_file.is_file() else {})
     missing = sorted(set(cfg.beyond_protocols) - set(rows["protocol"]))
-    require(not missing, "beyond_protocols", cfg.beyond_protocols,
-            f"notebook 03 did not run {missing}; add them to its protocols")
+    require(
+        not missing,
+        "beyond_protocols",
+        cfg.beyond_protocols,
+        f"notebook 03 did not run {missing}; add them to its protocols",
+    )
     seeds = cfg.seeds
-    require(set(seeds) <= set(rows["seed"]), "seed/n_seeds", seeds, f"notebook 03 ran seeds {sorted(set(rows['seed']))}")
+    require(
+        set(seeds) <= set(rows["seed"]), "seed/n_seeds", seeds, f"notebook 03 ran seeds {sorted(set(rows['seed']))}"
+    )
     ds = GraphDataset(run_path / "dataset")
     graphs = {g.graph_id: g for g in usable_graphs([ds[i] for i in range(len(ds))], ds.num_features)[0]}
-    written = load_split(ds, seeds, n_train_graphs=cfg.n_train_graphs, n_test_graphs=cfg.n_test_graphs,
-                         val_fraction=cfg.val_fraction)
+    written = load_split(
+        ds, seeds, n_train_graphs=cfg.n_train_graphs, n_test_graphs=cfg.n_test_graphs, val_fraction=cfg.val_fraction
+    )
     seed_ckpt = metrics["train_gat"]["checkpoints"][str(seeds[0])]["gat_model"]["checkpoint"]
-    return {"metrics": metrics, "rows": rows, "graphs": graphs, "seeds": seeds,
-            "splits": {s: {k: [g for g in v if g in graphs] for k, v in sp.items()} for s, sp in written.items()},
-            "gat_config": load_checkpoint(run_path / seed_ckpt)[1]["config"],
-            "protocol_settings": p03.protocol_settings()}
+    return {
+        "metrics": metrics,
+        "rows": rows,
+        "graphs": graphs,
+        "seeds": seeds,
+        "splits": {s: {k: [g for g in v if g in graphs] for k, v in sp.items()} for s, sp in written.items()},
+        "gat_config": load_checkpoint(run_path / seed_ckpt)[1]["config"],
+        "protocol_settings": p03.protocol_settings(),
+    }
 
 
 def configs(gat_config: dict, cfg: BeyondParams) -> tuple[ModelConfig, dict[int, TrainConfig]]:
@@ -61,10 +82,20 @@ def configs(gat_config: dict, cfg: BeyondParams) -> tuple[ModelConfig, dict[int,
     features (`stack_features`, which the stack bar is fitted on too); no per-step A-AUC / eval-mode logging."""
     model_cfg, train = stored_settings(gat_config, "notebook 03's GatModel checkpoint")
     check_notebook_03_training(cfg, GatTrainingParams.of_settings(model_cfg, train))
-    base = replace(train, epochs=cfg.beyond_epochs, patience=cfg.beyond_patience, supervision=cfg.beyond_supervision,
-                   select_metric=cfg.beyond_select_metric, steps_per_graph=cfg.beyond_steps_per_graph,
-                   negative_mix={"dist2": cfg.beyond_dist2_share}, neg_rate=cfg.beyond_neg_rate, device=cfg.device,
-                   precision=cfg.precision, log_aauc=False, log_eval=False)
+    base = replace(
+        train,
+        epochs=cfg.beyond_epochs,
+        patience=cfg.beyond_patience,
+        supervision=cfg.beyond_supervision,
+        select_metric=cfg.beyond_select_metric,
+        steps_per_graph=cfg.beyond_steps_per_graph,
+        negative_mix={"dist2": cfg.beyond_dist2_share},
+        neg_rate=cfg.beyond_neg_rate,
+        device=cfg.device,
+        precision=cfg.precision,
+        log_aauc=False,
+        log_eval=False,
+    )
     model_cfg = replace(model_cfg, decoder_hidden=cfg.decoder_hidden, stack_features=list(cfg.stack_features))
     return model_cfg, {s: replace(base, seed=s) for s in cfg.seeds}
 
@@ -75,29 +106,44 @@ def check_notebook_03_training(cfg: BeyondParams, theirs: GatTrainingParams) -> 
     ours = cfg.gat_training()
     for f in fields(GatTrainingParams):
         if f.name not in cfg.GAT_OVERRIDES and getattr(ours, f.name) != getattr(theirs, f.name):
-            raise ParamError(f"parameter {f.name}={getattr(ours, f.name)!r} differs from notebook 03's "
-                             f"{getattr(theirs, f.name)!r} (its GatModel checkpoint in {cfg.run_dir}); notebook 03b "
-                             f"compares with that model, so give notebook 03's value (the runner does) or re-run "
-                             f"notebook 03 with this one", key=f.name)
+            raise ParamError(
+                f"parameter {f.name}={getattr(ours, f.name)!r} differs from notebook 03's "
+                f"{getattr(theirs, f.name)!r} (its GatModel checkpoint in {cfg.run_dir}); notebook 03b "
+                f"compares with that model, so give notebook 03's value (the runner does) or re-run "
+                f"notebook 03 with this one",
+                key=f.name,
+            )
 
 
 def protocol_splits(stage3: dict, protocols: list[str]) -> dict:
     """{(seed, protocol): ProtocolSplit} built as notebook 03 built them (same seeds, settings, negatives)."""
     graphs, splits, tp = stage3["graphs"], stage3["splits"], TitlePairs(stage3["graphs"].values())
-    return {(s, p): make_protocol(graphs, splits[s], p, s, stage3["protocol_settings"], tp)
-            for s in stage3["seeds"] for p in protocols}
+    return {
+        (s, p): make_protocol(graphs, splits[s], p, s, stage3["protocol_settings"], tp)
+        for s in stage3["seeds"]
+        for p in protocols
+    }
 
 
 def describe(cfg: BeyondParams, n_graphs: int) -> str:
-    return (f"{n_graphs} graphs; seeds {cfg.seeds}; protocols {cfg.beyond_protocols}; training settings of notebook "
-            f"03's GatModel except: {cfg.beyond_supervision} supervision, {cfg.beyond_steps_per_graph} steps per graph, "
-            f"{cfg.beyond_neg_rate} training negatives per positive of which {cfg.beyond_dist2_share:.0%} at distance "
-            f"2, up to {cfg.beyond_epochs} epochs, early stopping on validation {cfg.beyond_select_metric}")
+    return (
+        f"{n_graphs} graphs; seeds {cfg.seeds}; protocols {cfg.beyond_protocols}; training settings of notebook "
+        f"03's GatModel except: {cfg.beyond_supervision} supervision, {cfg.beyond_steps_per_graph} steps per graph, "
+        f"{cfg.beyond_neg_rate} training negatives per positive of which {cfg.beyond_dist2_share:.0%} at distance "
+        f"2, up to {cfg.beyond_epochs} epochs, early stopping on validation {cfg.beyond_select_metric}"
+    )
 
 
-def run_all(psplits: dict[tuple, ProtocolSplit], variants: list[str], model_cfg: ModelConfig,
-            cfgs: dict[int, TrainConfig], chosen: dict, ckpt_root: Path, progress: bool = True,
-            heuristics=HEURISTICS) -> tuple[list, list, dict]:
+def run_all(
+    psplits: dict[tuple, ProtocolSplit],
+    variants: list[str],
+    model_cfg: ModelConfig,
+    cfgs: dict[int, TrainConfig],
+    chosen: dict,
+    ckpt_root: Path,
+    progress: bool = True,
+    heuristics=HEURISTICS,
+) -> tuple[list, list, dict]:
     """Per (seed, protocol): each of the registered `heuristics` on its own (lib.linkpred.heuristics, so a heuristic
     registered after notebook 03 ran is scored here without running it again), the heuristic stack of
     model_cfg.stack_features (and its rescaled form where a rescaled variant runs: that variant's bar), the
@@ -108,8 +154,10 @@ def run_all(psplits: dict[tuple, ProtocolSplit], variants: list[str], model_cfg:
     rows, stack_coef, train_log = [], [], {}
 
     def add(s, p, model, means, **extra):
-        rows.extend({"seed": s, "protocol": p, "negatives": n, "model": model, **m, **extra.get(n, {})}
-                    for n, m in means.items())
+        rows.extend(
+            {"seed": s, "protocol": p, "negatives": n, "model": model, **m, **extra.get(n, {})}
+            for n, m in means.items()
+        )
 
     heuristics = check_heuristics(heuristics)
     for (s, p), sp in tqdm(psplits.items(), desc="seed × protocol", disable=not progress):
@@ -119,8 +167,12 @@ def run_all(psplits: dict[tuple, ProtocolSplit], variants: list[str], model_cfg:
         stack_coef.append({"seed": s, "protocol": p, **coef})
         add(s, p, "heuristic_stack", mean)
         if B.rescaled(variants):
-            add(s, p, "heuristic_stack_rescaled",
-                B.evaluate_stack(sp, cfgs[s], rescale=True, features=model_cfg.stack_features)[0])
+            add(
+                s,
+                p,
+                "heuristic_stack_rescaled",
+                B.evaluate_stack(sp, cfgs[s], rescale=True, features=model_cfg.stack_features)[0],
+            )
         add(s, p, B.SHORTCUT, B.evaluate_shortcut(sp, cfgs[s]))
         for v in variants:
             mean, res = B.run_variant(sp, v, model_cfg, cfgs[s], chosen[v], Path(ckpt_root) / f"seed{s}-{p}" / v)
@@ -132,20 +184,45 @@ def run_all(psplits: dict[tuple, ProtocolSplit], variants: list[str], model_cfg:
 def with_stage3_rows(rows03: pd.DataFrame, rows: list, protocols: list[str], seeds: list[int]) -> pd.DataFrame:
     """Notebook 03's trained rows of the same seeds and protocols (the seed's GatModel, renamed "gat_model (seed)",
     and the baselines, as the seed trains them) followed by notebook 03b's, which hold the single heuristics."""
-    sel = rows03[rows03["protocol"].isin(protocols) & rows03["seed"].isin(seeds) & rows03["supervision"].eq("mp")
-                 & ~rows03["model"].isin(REGISTRY)].copy()
+    sel = rows03[
+        rows03["protocol"].isin(protocols)
+        & rows03["seed"].isin(seeds)
+        & rows03["supervision"].eq("mp")
+        & ~rows03["model"].isin(REGISTRY)
+    ].copy()
     sel["model"] = sel["model"].replace({"gat_model": "gat_model (seed)"})
     return pd.concat([sel.drop(columns="supervision"), pd.DataFrame(rows)], ignore_index=True)
 
 
-def metrics_section(allrows: pd.DataFrame, gaps: pd.DataFrame, structure: pd.DataFrame, cfg: BeyondParams,
-                    chosen: dict, stack_coef: list, train_log: dict, sweep_seconds: float, seconds: float) -> dict:
+def metrics_section(
+    allrows: pd.DataFrame,
+    gaps: pd.DataFrame,
+    structure: pd.DataFrame,
+    cfg: BeyondParams,
+    chosen: dict,
+    stack_coef: list,
+    train_log: dict,
+    sweep_seconds: float,
+    seconds: float,
+) -> dict:
     """The `beyond` section of metrics.json."""
     keys = ["protocol", "negatives", "model"]
-    return {"seeds": cfg.seeds, "protocols": cfg.beyond_protocols, "variants": cfg.beyond_variants, "chosen": chosen,
-            "sweep_seconds": round(sweep_seconds, 1), "seconds": round(seconds, 1),
-            "mean": allrows.groupby(keys).mean(numeric_only=True).drop(columns="seed").round(4).reset_index()
-            .to_dict("records"),
-            "std": allrows.groupby(keys)[["auc", "mrr"]].std().round(4).reset_index().to_dict("records"),
-            "gaps": gaps.to_dict("records"), "structure": structure.reset_index().to_dict("records"),
-            "stack_coefficients": stack_coef, "train": train_log}
+    return {
+        "seeds": cfg.seeds,
+        "protocols": cfg.beyond_protocols,
+        "variants": cfg.beyond_variants,
+        "chosen": chosen,
+        "sweep_seconds": round(sweep_seconds, 1),
+        "seconds": round(seconds, 1),
+        "mean": allrows.groupby(keys)
+        .mean(numeric_only=True)
+        .drop(columns="seed")
+        .round(4)
+        .reset_index()
+        .to_dict("records"),
+        "std": allrows.groupby(keys)[["auc", "mrr"]].std().round(4).reset_index().to_dict("records"),
+        "gaps": gaps.to_dict("records"),
+        "structure": structure.reset_index().to_dict("records"),
+        "stack_coefficients": stack_coef,
+        "train": train_log,
+    }

@@ -1,7 +1,8 @@
 """Stage 3 inputs: a graph as a link-prediction problem, which graphs are usable, and seeded synthetic graphs."""
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 from torch_geometric.data import Data
@@ -14,8 +15,10 @@ def graph_problem(data: Data, in_channels: int | None = None) -> str | None:
     """Why `data` cannot be used for link prediction (None if it can); a wrong feature width is an error."""
     x = data.x
     if in_channels is not None and (x.dim() != 2 or x.size(1) != in_channels):
-        raise ValueError(f"graph {getattr(data, 'graph_id', '?')} has features of shape {tuple(x.shape)} but the "
-                         f"model expects width {in_channels}; re-embed the dataset or set in_channels")
+        raise ValueError(
+            f"graph {getattr(data, 'graph_id', '?')} has features of shape {tuple(x.shape)} but the "
+            f"model expects width {in_channels}; re-embed the dataset or set in_channels"
+        )
     if data.num_nodes < 2:
         return f"{data.num_nodes} node(s); link prediction needs at least 2"
     if data.edge_index.size(1) == 0:
@@ -36,8 +39,15 @@ def usable_graphs(graphs: Iterable[Data], in_channels: int) -> tuple[list[Data],
     return ok, skipped
 
 
-def synthetic_graph(num_nodes: int = 300, num_edges: int = 1200, in_channels: int = 384, num_clusters: int = 6,
-                    homophily: float = 0.9, seed: int = 0, graph_id: str = "synthetic") -> Data:
+def synthetic_graph(
+    num_nodes: int = 300,
+    num_edges: int = 1200,
+    in_channels: int = 384,
+    num_clusters: int = 6,
+    homophily: float = 0.9,
+    seed: int = 0,
+    graph_id: str = "synthetic",
+) -> Data:
     """A stochastic-block graph whose edges follow feature clusters, so a model can learn them.
 
     x: [N, in_channels] float32 (cluster centre + noise), edge_index: [2, ≈2·num_edges] undirected, coalesced,
@@ -58,5 +68,12 @@ def synthetic_graph(num_nodes: int = 300, num_edges: int = 1200, in_channels: in
     dst = torch.where(same, dst_same, dst_rand)
     keep = src != dst
     ei = to_undirected(torch.stack([src[keep], dst[keep]]), num_nodes=num_nodes)
-    return Data(x=x.float(), edge_index=ei, num_nodes=num_nodes, graph_id=graph_id,
-                titles=[f"n{i}" for i in range(num_nodes)], root=0, topics=[None] * num_nodes)
+    return Data(
+        x=x.float(),
+        edge_index=ei,
+        num_nodes=num_nodes,
+        graph_id=graph_id,
+        titles=[f"n{i}" for i in range(num_nodes)],
+        root=0,
+        topics=[None] * num_nodes,
+    )

@@ -23,6 +23,7 @@ few hundred steps at a GAT's learning rate do not undo.
 With `rescale=True` the decoder's count inputs (the common-neighbour sum and the CN, AA, PA features) are brought to a
 reference mean degree (lib.linkpred.heuristics, "Density rescaling"): the training graphs' message passing, or the stack's.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -79,8 +80,16 @@ COUNT_FEATURES = ("common_neighbours", "dist_1_2", "dist_2_1", "dist_2_2", "walk
 
 
 def _counts(z: Tensor, pairs: Tensor, graph: PairGraph) -> Tensor:
-    f = pair_features(None, graph.mp_edge_index.cpu(), z.size(0), pairs.cpu(), graph.ref_degree, graph.adjacency,
-                      graph.cache, COUNT_FEATURES)
+    f = pair_features(
+        None,
+        graph.mp_edge_index.cpu(),
+        z.size(0),
+        pairs.cpu(),
+        graph.ref_degree,
+        graph.adjacency,
+        graph.cache,
+        COUNT_FEATURES,
+    )
     return torch.cat([_hadamard(z, pairs, graph), torch.as_tensor(f, dtype=z.dtype, device=z.device)], -1)
 
 
@@ -93,10 +102,25 @@ DECODERS: Registry[Decoder] = Registry("decoder", "lib.linkpred.decoders")
 DECODERS.add(Decoder("dot", "the seed's z_i · z_j, no parameters"))
 DECODERS.add(Decoder("hadamard_mlp", "MLP(z_i ⊙ z_j)", lambda f: f, _hadamard))
 DECODERS.add(Decoder("ncn", "MLP([z_i ⊙ z_j ‖ Σ common-neighbour z_k])", lambda f: 2 * f, _ncn, reads_graph=True))
-DECODERS.add(Decoder("counts", "MLP([z_i ⊙ z_j ‖ log(1 + exact distance-pair and 3-walk counts)])",
-                     lambda f: f + len(COUNT_FEATURES), _counts, reads_graph=True))
-DECODERS.add(Decoder("mplp", "MLP([z_i ⊙ z_j ‖ walk counts estimated from random node signatures])",
-                     lambda f: f + len(ESTIMATES), _mplp, reads_graph=True, module=SignatureCounts))
+DECODERS.add(
+    Decoder(
+        "counts",
+        "MLP([z_i ⊙ z_j ‖ log(1 + exact distance-pair and 3-walk counts)])",
+        lambda f: f + len(COUNT_FEATURES),
+        _counts,
+        reads_graph=True,
+    )
+)
+DECODERS.add(
+    Decoder(
+        "mplp",
+        "MLP([z_i ⊙ z_j ‖ walk counts estimated from random node signatures])",
+        lambda f: f + len(ESTIMATES),
+        _mplp,
+        reads_graph=True,
+        module=SignatureCounts,
+    )
+)
 MLP_DECODERS = tuple(n for n, d in DECODERS.items() if d.width is not None)
 """The decoders with a module (an MLP), the ones decoder features, rescaling and stack initialisation apply to."""
 
@@ -111,9 +135,13 @@ VARIANTS = {
 }
 VARIANTS.update({f"{v}_rescaled": {**VARIANTS[v], "decoder_rescale": True} for v in ("ncn_stack", "ncn_stack_uniform")})
 # The structural-count decoders as ncn_stack and its two negative-set models (lib.linkpred.beyond's VARIANT_TRAINING)
-VARIANTS.update({f"{d}_stack{mix}": {"decoder": d, "decoder_features": True, "decoder_init": "stack"}
-                 for d in ("counts", "mplp") for mix in ("", "_uniform", "_matched")})
-
+VARIANTS.update(
+    {
+        f"{d}_stack{mix}": {"decoder": d, "decoder_features": True, "decoder_init": "stack"}
+        for d in ("counts", "mplp")
+        for mix in ("", "_uniform", "_matched")
+    }
+)
 
 
 def common_neighbours_matrix(mp_edge_index: Tensor, num_nodes: int, pairs: Tensor, a=None, cache: bool = True):
@@ -125,8 +153,9 @@ def common_neighbours_matrix(mp_edge_index: Tensor, num_nodes: int, pairs: Tenso
     pair_structure."""
     s = pair_structure(mp_edge_index, num_nodes, pairs, a, cache).common.tocoo()
     idx = torch.from_numpy(np.vstack([s.row, s.col]).astype(np.int64))
-    return torch.sparse_coo_tensor(idx, torch.ones(idx.size(1)), (pairs.size(1), num_nodes),
-                                   check_invariants=False).coalesce()  # indices come from scipy, valid by construction
+    return torch.sparse_coo_tensor(
+        idx, torch.ones(idx.size(1)), (pairs.size(1), num_nodes), check_invariants=False
+    ).coalesce()  # indices come from scipy, valid by construction
 
 
 def common_neighbour_sum(z: Tensor, mp_edge_index: Tensor, pairs: Tensor, a=None, cache: bool = True) -> Tensor:
@@ -157,8 +186,17 @@ class PairDecoder(nn.Module):
     registered heuristics (lib.linkpred.heuristics.pair_features). Batch normalisation sees the pairs of one call
     together: score a training step's positives and negatives in one call (lib.linkpred.train does)."""
 
-    def __init__(self, kind: str, out_channels: int, hidden: int = 64, dropout: float = 0.0, features: bool = False,
-                 init: str = "random", rescale: bool = False, stack_features=STACK):
+    def __init__(
+        self,
+        kind: str,
+        out_channels: int,
+        hidden: int = 64,
+        dropout: float = 0.0,
+        features: bool = False,
+        init: str = "random",
+        rescale: bool = False,
+        stack_features=STACK,
+    ):
         super().__init__()
         if kind not in MLP_DECODERS:
             raise ValueError(f"PairDecoder kind={kind!r}; use one of {MLP_DECODERS} ('dot' needs no module)")
@@ -172,8 +210,14 @@ class PairDecoder(nn.Module):
             self.register_buffer("ref_degree", torch.zeros(()))
         n_feat = len(self.stack_features)
         in_dim = self.spec.width(out_channels) + (n_feat if features else 0)
-        self.mlp = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Dropout(dropout),
-                                 nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        self.mlp = nn.Sequential(
+            nn.Linear(in_dim, hidden),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, 1),
+        )
         if self.spec.module is not None:  # only then, as ref_degree: every other decoder's state_dict keeps its keys
             self.pair_module = self.spec.module()
         if features:
@@ -195,8 +239,10 @@ class PairDecoder(nn.Module):
         if not self.rescale:
             return None
         if self.ref_degree.item() == 0:
-            raise RuntimeError("decoder with rescale=True has no reference degree: call set_reference_degree "
-                               "(lib.linkpred.train.init_model does) or init_from_stack")
+            raise RuntimeError(
+                "decoder with rescale=True has no reference degree: call set_reference_degree "
+                "(lib.linkpred.train.init_model does) or init_from_stack"
+            )
         return float(self.ref_degree)
 
     def init_from_stack(self, stack) -> None:
@@ -205,11 +251,15 @@ class PairDecoder(nn.Module):
         if self.init != "stack":
             raise ValueError("init_from_stack needs a decoder built with init='stack'")
         if stack.features != self.stack_features:
-            raise ValueError(f"the stack was fitted on {stack.features} but the decoder reads {self.stack_features}; "
-                             f"fit HeuristicStack(features={list(self.stack_features)})")
+            raise ValueError(
+                f"the stack was fitted on {stack.features} but the decoder reads {self.stack_features}; "
+                f"fit HeuristicStack(features={list(self.stack_features)})"
+            )
         if self.rescale != (stack.ref_degree is not None):
-            raise ValueError(f"decoder rescale={self.rescale} but the stack was fitted with "
-                             f"rescale={stack.ref_degree is not None}; fit HeuristicStack(rescale={self.rescale})")
+            raise ValueError(
+                f"decoder rescale={self.rescale} but the stack was fitted with "
+                f"rescale={stack.ref_degree is not None}; fit HeuristicStack(rescale={self.rescale})"
+            )
         scaler, lr = stack.model[0], stack.model[-1]
         if self.rescale:
             self.set_reference_degree(stack.ref_degree)
@@ -224,8 +274,10 @@ class PairDecoder(nn.Module):
     def forward(self, z: Tensor, pairs: Tensor, mp_edge_index: Tensor | None = None, x: Tensor | None = None) -> Tensor:
         reads_graph = self.spec.reads_graph or self.features
         if reads_graph and mp_edge_index is None:
-            raise ValueError(f"the {self.kind} decoder{' with features' if self.features else ''} needs the "
-                             f"message-passing edges: call decode(z, pairs, mp_edge_index, x)")
+            raise ValueError(
+                f"the {self.kind} decoder{' with features' if self.features else ''} needs the "
+                f"message-passing edges: call decode(z, pairs, mp_edge_index, x)"
+            )
         ref, graph = self._ref(), None
         if reads_graph:
             # In eval mode the pairs are a fixed validation or test set, scored again every epoch and by every
@@ -237,8 +289,16 @@ class PairDecoder(nn.Module):
         if self.features:
             if x is None:
                 raise ValueError("the decoder with features needs the node features x: call decode(z, pairs, mp, x)")
-            f = pair_features(x.cpu(), mp_edge_index.cpu(), z.size(0), pairs.cpu(), graph.ref_degree,
-                              graph.adjacency, graph.cache, self.stack_features)
+            f = pair_features(
+                x.cpu(),
+                mp_edge_index.cpu(),
+                z.size(0),
+                pairs.cpu(),
+                graph.ref_degree,
+                graph.adjacency,
+                graph.cache,
+                self.stack_features,
+            )
             f = self.feat_norm(torch.as_tensor(f, dtype=torch.float32, device=z.device)).to(z.dtype)
             return (self.mlp(torch.cat([h, f], -1)) + self.feat_linear(f)).squeeze(-1)
         return self.mlp(h).squeeze(-1)

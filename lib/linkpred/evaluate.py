@@ -1,4 +1,5 @@
 """Stage 3 evaluation: a trained model, any pair scorer, or a heuristic on one protocol's test tasks."""
+
 from __future__ import annotations
 
 import math
@@ -11,8 +12,8 @@ from lib.common.device import get_device
 from lib.common.seeding import derive_seed
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.heuristics import heuristic_scores
-from lib.linkpred.protocols import EvalTask
 from lib.linkpred.negative_sets.registry import check_negatives, held_sets
+from lib.linkpred.protocols import EvalTask
 from lib.metrics.aauc import aauc, aauc_scored
 from lib.metrics.link import set_metrics
 
@@ -40,8 +41,16 @@ def _decodes_with_dot(model) -> bool:
 
 
 @torch.no_grad()
-def evaluate_model(model, tasks: list[EvalTask], cfg: TrainConfig, device=None, progress: bool = True,
-                   negative_sets=None, with_aauc: bool = True, strata: bool = True) -> dict:
+def evaluate_model(
+    model,
+    tasks: list[EvalTask],
+    cfg: TrainConfig,
+    device=None,
+    progress: bool = True,
+    negative_sets=None,
+    with_aauc: bool = True,
+    strata: bool = True,
+) -> dict:
     """Metrics of an embedding model (eval mode) on protocol tasks: {"mean": {negative set: {set_metrics' keys,
     aauc, aauc_self}}, "per_graph": rows}. A-AUC per graph (`aauc`: self-pairs excluded; `aauc_self`: the seed code's
     variant with every node's pair with itself) from the embeddings of the task's message-passing graph — scored by
@@ -74,8 +83,14 @@ def evaluate_model(model, tasks: list[EvalTask], cfg: TrainConfig, device=None, 
             neg = t.negatives(n)
             if neg.size(1) == 0:
                 continue
-            rows.append({"graph_id": t.graph_id, "negatives": n,
-                         **set_metrics(pos, score(neg).numpy(), t.owners(n), has_cn, cfg.hits_k), **extra})
+            rows.append(
+                {
+                    "graph_id": t.graph_id,
+                    "negatives": n,
+                    **set_metrics(pos, score(neg).numpy(), t.owners(n), has_cn, cfg.hits_k),
+                    **extra,
+                }
+            )
     return {"mean": _by_negatives(rows, negative_sets), "per_graph": rows}
 
 
@@ -91,12 +106,21 @@ def evaluate_scorer(score, tasks: list[EvalTask], cfg: TrainConfig, negative_set
             neg = t.negatives(check_negatives(n))
             if neg.size(1) == 0:
                 continue
-            rows.append({"graph_id": t.graph_id, "negatives": n,
-                         **set_metrics(pos, np.asarray(score(t, neg)), t.owners(n), has_cn, cfg.hits_k)})
+            rows.append(
+                {
+                    "graph_id": t.graph_id,
+                    "negatives": n,
+                    **set_metrics(pos, np.asarray(score(t, neg)), t.owners(n), has_cn, cfg.hits_k),
+                }
+            )
     return {"mean": _by_negatives(rows, negative_sets), "per_graph": rows}
 
 
 def evaluate_heuristic(name: str, tasks: list[EvalTask], cfg: TrainConfig, negative_sets=None) -> dict:
     """Metrics of a heuristic scorer on the same tasks as evaluate_model (same shape of result, no A-AUC)."""
-    return evaluate_scorer(lambda t, pairs: heuristic_scores(name, t.data.x, t.mp_edge_index, t.data.num_nodes, pairs),
-                           tasks, cfg, negative_sets)
+    return evaluate_scorer(
+        lambda t, pairs: heuristic_scores(name, t.data.x, t.mp_edge_index, t.data.num_nodes, pairs),
+        tasks,
+        cfg,
+        negative_sets,
+    )

@@ -13,6 +13,7 @@ attention weights — no [E, K, C] message tensor exists at any point.
 
 MaskDropout keeps a one-byte mask for backward where nn.Dropout keeps a float noise tensor.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -66,10 +67,15 @@ def prepare_edges(edge_index: Tensor, num_nodes: int, heads: int) -> PreparedEdg
     crow_t = torch.zeros(num_nodes * heads + 1, dtype=torch.long, device=ei.device)
     crow_t[1:] = torch.cumsum(row_len, 0)
     row = torch.repeat_interleave(torch.arange(num_nodes * heads, device=ei.device), row_len)  # [E'*K]
-    edge = by_src.index_select(0, ptr_src.index_select(0, row // heads) + torch.arange(row.numel(), device=ei.device)
-                               - crow_t.index_select(0, row))
-    return PreparedEdges(ei, ptr, heads, ptr * heads, col_heads, crow_t, dst.index_select(0, edge),
-                         edge * heads + row % heads)
+    edge = by_src.index_select(
+        0,
+        ptr_src.index_select(0, row // heads)
+        + torch.arange(row.numel(), device=ei.device)
+        - crow_t.index_select(0, row),
+    )
+    return PreparedEdges(
+        ei, ptr, heads, ptr * heads, col_heads, crow_t, dst.index_select(0, edge), edge * heads + row % heads
+    )
 
 
 def _csr(crow: Tensor, col: Tensor, values: Tensor, size: tuple[int, int]) -> Tensor:
@@ -105,8 +111,16 @@ class _GatLayer(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, att_weight: Tensor, bias: Tensor, edges: PreparedEdges,
-                negative_slope: float, dtype: torch.dtype) -> Tensor:
+    def forward(
+        ctx,
+        x: Tensor,
+        weight: Tensor,
+        att_weight: Tensor,
+        bias: Tensor,
+        edges: PreparedEdges,
+        negative_slope: float,
+        dtype: torch.dtype,
+    ) -> Tensor:
         n, k = x.size(0), edges.heads
         src, dst = edges.edge_index[0], edges.edge_index[1]
         x = x.to(dtype)
@@ -149,8 +163,9 @@ class _GatLayer(torch.autograd.Function):
         return grad_x, grad_w, grad_att, g.sum(0).to(bias.dtype), None, None, None
 
 
-def gat_layer(x: Tensor, weight: Tensor, att_weight: Tensor, bias: Tensor, edges: PreparedEdges,
-              negative_slope: float) -> Tensor:
+def gat_layer(
+    x: Tensor, weight: Tensor, att_weight: Tensor, bias: Tensor, edges: PreparedEdges, negative_slope: float
+) -> Tensor:
     """_GatLayer with autocast's dtype for the matmuls with W where autocast is on: x [N, C_in] -> [N, C] float32."""
     device = x.device.type
     dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else weight.dtype

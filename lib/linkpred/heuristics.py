@@ -21,6 +21,7 @@ graphs, which keep ≈ 40% of their edges (seed40: 3,480 message-passing edges p
 graph). With a reference mean degree d_ref (the fitted graphs'), the counts of a graph of mean degree d are multiplied by
 (d_ref / d)^density_power before the log: what they would be expected to be at the reference density.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,6 +44,7 @@ from lib.common.registry import Registry
 from lib.common.seeding import derive_seed
 from lib.linkpred.sampling import sample_negatives, split_edges, training_exclusions
 from lib.linkpred.structural_counts import PairCounts, pair_counts, two_hop
+
 
 class _LRU:
     """A small least-recently-used dict (functools.lru_cache cannot key on tensors)."""
@@ -115,22 +117,26 @@ def _build_structure(a: sp.csr_matrix, pairs: Tensor) -> PairStructure:
     return PairStructure(common, np.asarray(common.sum(1)).ravel(), common @ w, deg[u] * deg[v], deg)
 
 
-def pair_structure(mp_edge_index: Tensor, num_nodes: int, pairs: Tensor, a: sp.csr_matrix | None = None,
-                   cache: bool = True) -> PairStructure:
+def pair_structure(
+    mp_edge_index: Tensor, num_nodes: int, pairs: Tensor, a: sp.csr_matrix | None = None, cache: bool = True
+) -> PairStructure:
     """PairStructure of pairs [2, P] on the message-passing graph mp_edge_index [2, M]: CN and AA from the one product
     of the pairs' adjacency rows that the NCN decoder's common-neighbour sum reads too. cache=False for pairs drawn
     once (a training step's), so they do not push the evaluation pairs out of the cache."""
+
     def make():
         return _build_structure(adjacency(mp_edge_index, num_nodes, cache) if a is None else a, pairs)
 
     return _STRUCTURE.get(_digest(mp_edge_index, num_nodes, pairs), make) if cache else make()
 
 
-def structural_counts(mp_edge_index: Tensor, num_nodes: int, pairs: Tensor, a: sp.csr_matrix | None = None,
-                      cache: bool = True) -> PairCounts:
+def structural_counts(
+    mp_edge_index: Tensor, num_nodes: int, pairs: Tensor, a: sp.csr_matrix | None = None, cache: bool = True
+) -> PairCounts:
     """Exact distance-pair and 3-walk counts (lib.linkpred.structural_counts.PairCounts) of pairs [2, P] on the
     message-passing graph mp_edge_index [2, M]; the graph's two-hop structure and the pairs' counts are cached by
     content as pair_structure's are (cache=False: neither)."""
+
     def make():
         adj = adjacency(mp_edge_index, num_nodes, cache) if a is None else a
         hop = _TWO_HOP.get(_digest(mp_edge_index, num_nodes), lambda: two_hop(adj)) if cache else two_hop(adj)
@@ -189,8 +195,15 @@ class PairView:
     features x [N, F]. Its adjacency and PairStructure are built on first use (and cached by content unless
     cache=False, see pair_structure), so a scorer that reads neither, like the cosine, costs no sparse product."""
 
-    def __init__(self, x: Tensor, mp_edge_index: Tensor, num_nodes: int, pairs: Tensor,
-                 a: sp.csr_matrix | None = None, cache: bool = True):
+    def __init__(
+        self,
+        x: Tensor,
+        mp_edge_index: Tensor,
+        num_nodes: int,
+        pairs: Tensor,
+        a: sp.csr_matrix | None = None,
+        cache: bool = True,
+    ):
         self.x, self.mp_edge_index, self.num_nodes, self.pairs, self.cache = x, mp_edge_index, num_nodes, pairs, cache
         if a is not None:
             self.__dict__["adjacency"] = a
@@ -202,13 +215,15 @@ class PairView:
     @cached_property
     def structure(self) -> PairStructure:
         # the adjacency only where it is built already: a cached structure needs none
-        return pair_structure(self.mp_edge_index, self.num_nodes, self.pairs, self.__dict__.get("adjacency"),
-                              self.cache)
+        return pair_structure(
+            self.mp_edge_index, self.num_nodes, self.pairs, self.__dict__.get("adjacency"), self.cache
+        )
 
     @cached_property
     def counts(self) -> PairCounts:
-        return structural_counts(self.mp_edge_index, self.num_nodes, self.pairs, self.__dict__.get("adjacency"),
-                                 self.cache)
+        return structural_counts(
+            self.mp_edge_index, self.num_nodes, self.pairs, self.__dict__.get("adjacency"), self.cache
+        )
 
 
 @dataclass(frozen=True)
@@ -247,24 +262,54 @@ def _resource_allocation(v: PairView) -> np.ndarray:
 
 
 register(Heuristic("cosine", "cos(x_u, x_v)", lambda v: cosine_scores(v.x, v.pairs, v.cache), "cosine"))
-register(Heuristic("pref_attach", "preferential attachment deg(u)·deg(v)", lambda v: v.structure.pa, "log1p_pa",
-                   2, np.log1p))
-register(Heuristic("common_neighbours", "common neighbours |N(u) ∩ N(v)|", lambda v: v.structure.cn, "log1p_cn",
-                   2, np.log1p))
-register(Heuristic("adamic_adar", "Adamic–Adar Σ_{w ∈ N(u) ∩ N(v)} 1 / log deg(w)", lambda v: v.structure.aa,
-                   "log1p_aa", 2, np.log1p))
-register(Heuristic("resource_allocation", "resource allocation Σ_{w ∈ N(u) ∩ N(v)} 1 / deg(w)", _resource_allocation,
-                   "log1p_ra", 1, np.log1p))
+register(
+    Heuristic("pref_attach", "preferential attachment deg(u)·deg(v)", lambda v: v.structure.pa, "log1p_pa", 2, np.log1p)
+)
+register(
+    Heuristic("common_neighbours", "common neighbours |N(u) ∩ N(v)|", lambda v: v.structure.cn, "log1p_cn", 2, np.log1p)
+)
+register(
+    Heuristic(
+        "adamic_adar",
+        "Adamic–Adar Σ_{w ∈ N(u) ∩ N(v)} 1 / log deg(w)",
+        lambda v: v.structure.aa,
+        "log1p_aa",
+        2,
+        np.log1p,
+    )
+)
+register(
+    Heuristic(
+        "resource_allocation",
+        "resource allocation Σ_{w ∈ N(u) ∩ N(v)} 1 / deg(w)",
+        _resource_allocation,
+        "log1p_ra",
+        1,
+        np.log1p,
+    )
+)
 # BUDDY's distance-pair counts #(d_u, d_v) beyond #(1, 1) = CN, and walks of length 3 (lib.linkpred.structural_counts);
 # a count over paths of k edges grows with the k-th power of the mean degree.
-register(Heuristic("dist_1_2", "#(1, 2): nodes at distance 1 from u and 2 from v", lambda v: v.counts.d12,
-                   "log1p_d12", 3, np.log1p))
-register(Heuristic("dist_2_1", "#(2, 1): nodes at distance 2 from u and 1 from v", lambda v: v.counts.d21,
-                   "log1p_d21", 3, np.log1p))
-register(Heuristic("dist_2_2", "#(2, 2): nodes at distance 2 from u and from v", lambda v: v.counts.d22,
-                   "log1p_d22", 4, np.log1p))
-register(Heuristic("walks_3", "walks of length 3 between u and v, (A³)_uv", lambda v: v.counts.walks3,
-                   "log1p_w3", 3, np.log1p))
+register(
+    Heuristic(
+        "dist_1_2", "#(1, 2): nodes at distance 1 from u and 2 from v", lambda v: v.counts.d12, "log1p_d12", 3, np.log1p
+    )
+)
+register(
+    Heuristic(
+        "dist_2_1", "#(2, 1): nodes at distance 2 from u and 1 from v", lambda v: v.counts.d21, "log1p_d21", 3, np.log1p
+    )
+)
+register(
+    Heuristic(
+        "dist_2_2", "#(2, 2): nodes at distance 2 from u and from v", lambda v: v.counts.d22, "log1p_d22", 4, np.log1p
+    )
+)
+register(
+    Heuristic(
+        "walks_3", "walks of length 3 between u and v, (A³)_uv", lambda v: v.counts.walks3, "log1p_w3", 3, np.log1p
+    )
+)
 
 HEURISTICS = ("cosine", "pref_attach", "common_neighbours", "adamic_adar")
 """The heuristics notebook 03 scores on their own (the names of REGISTRY that its tables and findings show)."""
@@ -282,16 +327,31 @@ def stack_features(names=STACK) -> tuple[str, ...]:
     return tuple(REGISTRY[n].feature for n in check_heuristics(names))
 
 
-def heuristic_scores(name: str, x: Tensor, mp_edge_index: Tensor, num_nodes: int, pairs: Tensor,
-                     a: sp.csr_matrix | None = None, cache: bool = True) -> np.ndarray:
+def heuristic_scores(
+    name: str,
+    x: Tensor,
+    mp_edge_index: Tensor,
+    num_nodes: int,
+    pairs: Tensor,
+    a: sp.csr_matrix | None = None,
+    cache: bool = True,
+) -> np.ndarray:
     """Scores [P] of node pairs [2, P] by the registered heuristic `name` (no training). Degrees and neighbourhoods
     come from mp_edge_index only. Hand-written with scipy.sparse: PyG has no pair heuristics and networkx's are pure
     Python (too slow at 20k nodes)."""
     return REGISTRY[check_heuristics([name])[0]].score(PairView(x, mp_edge_index, num_nodes, pairs, a, cache))
 
 
-def pair_features(x: Tensor, mp_edge_index: Tensor, num_nodes: int, pairs: Tensor, ref_degree: float | None = None,
-                  a: sp.csr_matrix | None = None, cache: bool = True, features=STACK) -> np.ndarray:
+def pair_features(
+    x: Tensor,
+    mp_edge_index: Tensor,
+    num_nodes: int,
+    pairs: Tensor,
+    ref_degree: float | None = None,
+    a: sp.csr_matrix | None = None,
+    cache: bool = True,
+    features=STACK,
+) -> np.ndarray:
     """[P, len(features)] float64: the stack features of heuristics `features` (by default cos(x_u, x_v), log(1+CN),
     log(1+AA), log(1+PA)) of pairs [2, P] on the message-passing graph; with ref_degree the counts are first rescaled
     to that mean degree (density_factor). a: the adjacency of mp_edge_index when the caller already has it; cache: see
@@ -308,16 +368,18 @@ def reference_degree(graphs: list[Data], held_out: float) -> float:
     return float(np.mean([mean_degree(adjacency(g.edge_index, g.num_nodes)) for g in graphs])) * (1 - held_out)
 
 
-def stack_training_pairs(graphs: list[Data], ratio: float, seed: int, ref_degree: float | None = None,
-                         features=STACK) -> tuple[np.ndarray, np.ndarray]:
+def stack_training_pairs(
+    graphs: list[Data], ratio: float, seed: int, ref_degree: float | None = None, features=STACK
+) -> tuple[np.ndarray, np.ndarray]:
     """(features [P+Q, len(features)], labels [P+Q]) from training graphs: per graph a seeded `ratio` of its edges held
     out of message passing (positives) against as many sampled non-edges of the graph (negatives); the stack features
     of heuristics `features`, counts rescaled to ref_degree when given."""
     feats, labels = [], []
     for g in graphs:
         mp, pos = split_edges(g.edge_index, g.num_nodes, ratio, derive_seed(seed, "stack", str(g.graph_id)))
-        neg = sample_negatives(training_exclusions(g), g.num_nodes, pos.size(1),
-                               derive_seed(seed, "stack-neg", str(g.graph_id)))
+        neg = sample_negatives(
+            training_exclusions(g), g.num_nodes, pos.size(1), derive_seed(seed, "stack-neg", str(g.graph_id))
+        )
         pairs = torch.cat([pos, neg], 1)
         feats.append(pair_features(g.x, mp, g.num_nodes, pairs, ref_degree, features=features))
         labels.append(np.r_[np.ones(pos.size(1)), np.zeros(neg.size(1))])
@@ -333,7 +395,7 @@ class HeuristicStack:
         self.ratio, self.seed, self.rescale, self.features = ratio, seed, rescale, check_heuristics(features)
         self.model, self.ref_degree = None, None
 
-    def fit(self, graphs: list[Data]) -> "HeuristicStack":
+    def fit(self, graphs: list[Data]) -> HeuristicStack:
         if not graphs:
             raise ValueError("heuristic_stack needs at least one training graph with edges to fit on")
         self.ref_degree = reference_degree(graphs, self.ratio) if self.rescale else None
@@ -350,5 +412,6 @@ class HeuristicStack:
         """Decision values [P] (monotone in the fitted probability) of pairs [2, P]."""
         if self.model is None:
             raise RuntimeError("HeuristicStack.scores called before fit(training graphs)")
-        return self.model.decision_function(pair_features(x, mp_edge_index, num_nodes, pairs, self.ref_degree,
-                                                          features=self.features))
+        return self.model.decision_function(
+            pair_features(x, mp_edge_index, num_nodes, pairs, self.ref_degree, features=self.features)
+        )

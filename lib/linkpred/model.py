@@ -12,6 +12,7 @@ loads into both and they give the same outputs for the same weights):
                 softmax and the neighbour aggregation over all heads are one autograd function around one sparse CSR
                 product (no [E, K, C] temporaries); its dropouts keep one-byte masks (MaskDropout: same outputs).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,8 +40,9 @@ class GatModelParams(StageParams):
     gat_levels: int = param(4, "GatModel levels L, seed §4.2", ge=1)
     gat_heads: int = param(2, "GatModel attention heads K (averaged), seed §4.2", ge=1)
     gat_dropout: float = param(0.75, "GatModel dropout p, seed §4.2", ge=0, lt=1)
-    gat_impl: str = param("fused", '"fused" (faster, same weights and outputs) or "pyg" (GATConv per level)',
-                          choices=("fused", "pyg"))
+    gat_impl: str = param(
+        "fused", '"fused" (faster, same weights and outputs) or "pyg" (GATConv per level)', choices=("fused", "pyg")
+    )
     baseline_dropout: float = param(0.5, "dropout of the two trained baselines", ge=0, lt=1)
 
 
@@ -52,20 +54,31 @@ class ModelConfig(GatModelParams):
 
     in_channels: int = param(384, "F_in: all-MiniLM-L6-v2 output width", ge=1)
     negative_slope: float = param(0.2, "GATConv's LeakyReLU slope (PyG default; the seed did not change it)")
-    input_dropout_after_lin: bool = param(False, "seed §4.1 list: dropout on X then L_in; §4.1.1 formula: "
-                                                 "Dropout(L_in(X))")
-    decoder: str = param("dot", "; ".join(f'"{d.name}": {d.about}' for d in DECODERS.values())
-                         + " (lib.linkpred.decoders)", choices=tuple(DECODERS))
+    input_dropout_after_lin: bool = param(
+        False, "seed §4.1 list: dropout on X then L_in; §4.1.1 formula: Dropout(L_in(X))"
+    )
+    decoder: str = param(
+        "dot",
+        "; ".join(f'"{d.name}": {d.about}' for d in DECODERS.values()) + " (lib.linkpred.decoders)",
+        choices=tuple(DECODERS),
+    )
     decoder_hidden: int = param(64, "width of an MLP decoder", ge=1)
     decoder_dropout: float = param(0.0, "dropout inside an MLP decoder", ge=0, lt=1)
     decoder_features: bool = param(False, "MLP decoder also reads the pair's heuristic features (stack_features)")
-    decoder_init: str = param("random", '"stack": the feature part starts as the heuristic stack of the training '
-                                        "graphs", choices=("random", "stack"))
-    decoder_rescale: bool = param(False, "MLP decoder's counts rescaled to the training graphs' mean degree "
-                                         "(lib.linkpred.heuristics)")
-    stack_features: list[str] = param(list(STACK), "registered heuristics (lib.linkpred.heuristics.REGISTRY) whose "
-                                      "stack features the decoder reads and its stack is fitted on (a checkpoint "
-                                      "without it: lib.common.published.STACK_FEATURES)")
+    decoder_init: str = param(
+        "random",
+        '"stack": the feature part starts as the heuristic stack of the training graphs',
+        choices=("random", "stack"),
+    )
+    decoder_rescale: bool = param(
+        False, "MLP decoder's counts rescaled to the training graphs' mean degree (lib.linkpred.heuristics)"
+    )
+    stack_features: list[str] = param(
+        list(STACK),
+        "registered heuristics (lib.linkpred.heuristics.REGISTRY) whose "
+        "stack features the decoder reads and its stack is fitted on (a checkpoint "
+        "without it: lib.common.published.STACK_FEATURES)",
+    )
 
     def check(self) -> None:
         if not self.stack_features:
@@ -73,15 +86,27 @@ class ModelConfig(GatModelParams):
         try:  # not `choices`: a heuristic registered after this module was imported is a valid feature too
             check_heuristics(self.stack_features)
         except ValueError as e:
-            raise ParamError(f"model parameter stack_features={self.stack_features!r} is invalid: {e}",
-                             key="stack_features") from None
+            raise ParamError(
+                f"model parameter stack_features={self.stack_features!r} is invalid: {e}", key="stack_features"
+            ) from None
         mlp = self.decoder in MLP_DECODERS
-        rules = [("decoder_features", self.decoder_features and not mlp,
-                  f"decoder_features=True needs an MLP decoder (one of {MLP_DECODERS})"),
-                 ("decoder_rescale", self.decoder_rescale and not mlp,
-                  f"decoder_rescale=True needs an MLP decoder (one of {MLP_DECODERS})"),
-                 ("decoder_init", self.decoder_init == "stack" and not self.decoder_features,
-                  "decoder_init='stack' needs decoder_features=True (the stack reads them)")]
+        rules = [
+            (
+                "decoder_features",
+                self.decoder_features and not mlp,
+                f"decoder_features=True needs an MLP decoder (one of {MLP_DECODERS})",
+            ),
+            (
+                "decoder_rescale",
+                self.decoder_rescale and not mlp,
+                f"decoder_rescale=True needs an MLP decoder (one of {MLP_DECODERS})",
+            ),
+            (
+                "decoder_init",
+                self.decoder_init == "stack" and not self.decoder_features,
+                "decoder_init='stack' needs decoder_features=True (the stack reads them)",
+            ),
+        ]
         for key, bad, why in rules:
             if bad:
                 raise ParamError(f"model parameter {why}", key=key)
@@ -150,9 +175,16 @@ class GatModel(nn.Module):
         self.block = DeepGATBlock(cfg)
         self.lin_out = nn.Linear(cfg.gat_hidden, cfg.gat_out)
         if cfg.decoder != "dot":  # the dot decoder adds no module, so the seed's state_dict is unchanged
-            self.decoder = PairDecoder(cfg.decoder, cfg.gat_out, cfg.decoder_hidden, cfg.decoder_dropout,
-                                       cfg.decoder_features, cfg.decoder_init, cfg.decoder_rescale,
-                                       cfg.stack_features)
+            self.decoder = PairDecoder(
+                cfg.decoder,
+                cfg.gat_out,
+                cfg.decoder_hidden,
+                cfg.decoder_dropout,
+                cfg.decoder_features,
+                cfg.decoder_init,
+                cfg.decoder_rescale,
+                cfg.stack_features,
+            )
 
     def encode(self, x: Tensor, edge_index: Tensor) -> Tensor:
         check_inputs(x, edge_index, self.cfg.in_channels)
@@ -173,8 +205,10 @@ class GatModel(nn.Module):
 def check_inputs(x: Tensor, edge_index: Tensor, in_channels: int) -> None:
     """Clear errors for inputs a model must never silently accept."""
     if x.dim() != 2 or x.size(1) != in_channels:
-        raise ValueError(f"node features have shape {tuple(x.shape)} but the model expects [N, {in_channels}]; "
-                         f"embed with the model the checkpoint was trained on or set in_channels")
+        raise ValueError(
+            f"node features have shape {tuple(x.shape)} but the model expects [N, {in_channels}]; "
+            f"embed with the model the checkpoint was trained on or set in_channels"
+        )
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError(f"edge_index has shape {tuple(edge_index.shape)}; it must be [2, E]")
     if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= x.size(0)):
@@ -193,8 +227,14 @@ def count_parameters(model: nn.Module) -> int:
 class PlainGAT(nn.Module):
     """Baseline: a plain 2-layer PyG GAT (K heads averaged, ELU between), same dot-product decoder."""
 
-    def __init__(self, in_channels: int = 384, hidden_channels: int = 128, out_channels: int = 64, heads: int = 2,
-                 dropout: float = 0.5):
+    def __init__(
+        self,
+        in_channels: int = 384,
+        hidden_channels: int = 128,
+        out_channels: int = 64,
+        heads: int = 2,
+        dropout: float = 0.5,
+    ):
         super().__init__()
         self.in_channels = in_channels
         self.conv1 = GATConv(in_channels, hidden_channels, heads=heads, concat=False)
@@ -213,12 +253,18 @@ class PlainGAT(nn.Module):
 class FeatureMLP(nn.Module):
     """Baseline: a 2-layer MLP on node features only (ignores edge_index), same dot-product decoder."""
 
-    def __init__(self, in_channels: int = 384, hidden_channels: int = 128, out_channels: int = 64,
-                 dropout: float = 0.5):
+    def __init__(
+        self, in_channels: int = 384, hidden_channels: int = 128, out_channels: int = 64, dropout: float = 0.5
+    ):
         super().__init__()
         self.in_channels = in_channels
-        self.net = nn.Sequential(nn.Dropout(dropout), nn.Linear(in_channels, hidden_channels), nn.ReLU(),
-                                 nn.Dropout(dropout), nn.Linear(hidden_channels, out_channels))
+        self.net = nn.Sequential(
+            nn.Dropout(dropout),
+            nn.Linear(in_channels, hidden_channels),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            nn.Linear(hidden_channels, out_channels),
+        )
 
     def encode(self, x: Tensor, edge_index: Tensor) -> Tensor:
         check_inputs(x, edge_index, self.in_channels)

@@ -19,8 +19,8 @@ under new_nodes where the negative must hold an unseen title); a negative is nev
 sorted title-pair keys) and never the anchor itself. A positive whose anchors have no candidate gets none and is
 counted as missing. Each set's registry entry (lib.linkpred.negative_sets) draws it for a task and caches it.
 """
-from __future__ import annotations
 
+from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
@@ -33,8 +33,9 @@ from lib.linkpred.sampling import is_member
 _CHUNK = 512  # anchors per dense [anchors, nodes] block: bounds memory at 512 x N float64 per heuristic
 
 
-def personalized_pagerank(a: sp.csr_matrix, anchors: np.ndarray, alpha: float = 0.85, tol: float = 1e-10,
-                          max_iter: int = 1000) -> np.ndarray:
+def personalized_pagerank(
+    a: sp.csr_matrix, anchors: np.ndarray, alpha: float = 0.85, tol: float = 1e-10, max_iter: int = 1000
+) -> np.ndarray:
     """Personalised PageRank [len(anchors), N] of the (symmetric) graph `a` [N, N] restarting at each anchor, with
     networkx.pagerank's semantics (damping `alpha`, a dangling node's mass goes back to the restart node, convergence
     when the L1 change is below N·tol). Power iteration for all anchors at once (networkx does one at a time)."""
@@ -92,8 +93,9 @@ def _valid(tp, gids: np.ndarray, forbidden: np.ndarray, anchors: np.ndarray, n: 
     return ok.reshape(len(anchors), n)
 
 
-def per_positive_draw(candidates, data, gids, tp, forbidden: np.ndarray, pos: Tensor, k: int, seed: int,
-                  anchor_ok: np.ndarray | None) -> tuple[Tensor, Tensor, int]:
+def per_positive_draw(
+    candidates, data, gids, tp, forbidden: np.ndarray, pos: Tensor, k: int, seed: int, anchor_ok: np.ndarray | None
+) -> tuple[Tensor, Tensor, int]:
     """Shared driver. Each positive asks K/2 negatives of each allowed endpoint (all K of the only allowed one);
     candidates(anchors [B], owners [B], valid [B, N], counts [B]) gives each request its candidate nodes, from which
     `count` are drawn without replacement (seeded). Returns (pairs [2, Q], owner [Q], positives that got none)."""
@@ -108,7 +110,7 @@ def per_positive_draw(candidates, data, gids, tp, forbidden: np.ndarray, pos: Te
     req = np.array(requests, dtype=np.int64).reshape(-1, 3)
     out_u, out_v, owner = [], [], []
     for s in range(0, len(req), _CHUNK):
-        block = req[s:s + _CHUNK]
+        block = req[s : s + _CHUNK]
         valid = _valid(tp, gids, forbidden, block[:, 1], n)
         for (i, anchor, count), cand in zip(block, candidates(block[:, 1], block[:, 0], valid, block[:, 2])):
             chosen = rng.choice(cand, size=min(count, cand.size), replace=False) if cand.size else []
@@ -128,8 +130,17 @@ def node_features(data) -> np.ndarray:
     return data.x.numpy().astype(np.float64) if data.x is not None else np.eye(data.num_nodes)
 
 
-def heart_negatives(a: sp.csr_matrix, data, gids, tp, forbidden: np.ndarray, pos: Tensor, k: int, seed: int,
-                    anchor_ok: np.ndarray | None = None) -> tuple[Tensor, Tensor, int]:
+def heart_negatives(
+    a: sp.csr_matrix,
+    data,
+    gids,
+    tp,
+    forbidden: np.ndarray,
+    pos: Tensor,
+    k: int,
+    seed: int,
+    anchor_ok: np.ndarray | None = None,
+) -> tuple[Tensor, Tensor, int]:
     """HeaRT-style negatives: per positive, K pairs (anchor, w) drawn from the HEART_POOL·K candidates with the best
     mean rank under resource allocation, personalised PageRank from the anchor and feature cosine (a [N, N] the
     message-passing adjacency, node_features(data) [N, F] the features). Returns (pairs [2, Q], owner [Q] = index of
@@ -147,13 +158,22 @@ def heart_negatives(a: sp.csr_matrix, data, gids, tp, forbidden: np.ndarray, pos
             mean_rank += rankdata(np.where(valid, -h[inv], np.inf), axis=1)
         order = np.argsort(mean_rank, axis=1, kind="stable")
         n_valid = valid.sum(1)
-        return [order[j, :min(HEART_POOL * c, n_valid[j])] for j, c in enumerate(counts)]
+        return [order[j, : min(HEART_POOL * c, n_valid[j])] for j, c in enumerate(counts)]
 
     return per_positive_draw(candidates, data, gids, tp, forbidden, pos, k, seed, anchor_ok)
 
 
-def matched_negatives(a: sp.csr_matrix, data, gids, tp, forbidden: np.ndarray, pos: Tensor, k: int, seed: int,
-                      anchor_ok: np.ndarray | None = None) -> tuple[Tensor, Tensor, int]:
+def matched_negatives(
+    a: sp.csr_matrix,
+    data,
+    gids,
+    tp,
+    forbidden: np.ndarray,
+    pos: Tensor,
+    k: int,
+    seed: int,
+    anchor_ok: np.ndarray | None = None,
+) -> tuple[Tensor, Tensor, int]:
     """Distance-matched negatives: per positive (u, v), K pairs (anchor, w) with w drawn uniformly among the nodes
     whose distance bin from the anchor (1, 2, 3+ / unreachable; `distance_bins`) equals the bin of the positive's
     other endpoint from it in the message passing. Returns (pairs [2, Q], owner [Q], positives that got none)."""

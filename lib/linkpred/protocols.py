@@ -33,6 +33,7 @@ Negative sets (`settings.negative_sets`; each one's sampler, ranking and descrip
 lib.linkpred.negative_sets), each reported on its own: every one is a non-link under the protocol's rule (a link in no
 graph of the dataset, so never a positive of any role); under new_nodes only an unseen title may anchor a negative.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ from torch_geometric.utils import to_undirected
 from lib.common.paths import CACHE
 from lib.common.seeding import derive_seed
 from lib.linkpred.heuristics import heuristic_scores
+from lib.linkpred.names import GRAPH_PROTOCOLS, check_protocol
 from lib.linkpred.negative_sets.base import Draw, NegativeContext
 from lib.linkpred.negative_sets.registry import (
     DEFAULT_NEGATIVE_SETS,
@@ -54,12 +56,11 @@ from lib.linkpred.negative_sets.registry import (
     check_selection,
     draw_negatives,
 )
-from lib.linkpred.names import GRAPH_PROTOCOLS, check_protocol
 from lib.linkpred.sampling import (
     PER_POSITIVE,
     TitlePairs,
-    is_member,
     holdout_count,
+    is_member,
     local_pairs_with_keys,
     split_edges,
     undirected,
@@ -106,8 +107,7 @@ class EvalTask:
 
     def pos_has_cn(self) -> np.ndarray:
         """[P] bool: the positive has a common neighbour in the message passing (the strata of every table)."""
-        return heuristic_scores("common_neighbours", self.data.x, self.mp_edge_index, self.data.num_nodes,
-                                self.pos) > 0
+        return heuristic_scores("common_neighbours", self.data.x, self.mp_edge_index, self.data.num_nodes, self.pos) > 0
 
 
 @dataclass(frozen=True)
@@ -143,13 +143,16 @@ class ProtocolSplit:
     global_links: np.ndarray | None = None  # sorted keys of every link of every graph of the dataset
 
 
-def graph_task(data: Data, protocol: str, seed: int, settings: ProtocolSettings = ProtocolSettings(),
-               tp: TitlePairs | None = None) -> EvalTask:
+def graph_task(
+    data: Data, protocol: str, seed: int, settings: ProtocolSettings = ProtocolSettings(), tp: TitlePairs | None = None
+) -> EvalTask:
     """The seeded pairs of one graph under a per-graph protocol ("seed" or "within_graph"); negatives (every set) are
     non-edges of this graph."""
     if protocol not in GRAPH_PROTOCOLS:
-        raise ValueError(f"graph_task handles {GRAPH_PROTOCOLS}; {protocol!r} needs the whole dataset "
-                         f"(lib.linkpred.protocols.make_protocol)")
+        raise ValueError(
+            f"graph_task handles {GRAPH_PROTOCOLS}; {protocol!r} needs the whole dataset "
+            f"(lib.linkpred.protocols.make_protocol)"
+        )
     tp = tp or TitlePairs([data])
     n, ei = data.num_nodes, data.edge_index
     # within_graph seeds its pairs under the key "leak_free", so its published pairs stay identical
@@ -159,20 +162,46 @@ def graph_task(data: Data, protocol: str, seed: int, settings: ProtocolSettings 
     return _with_negatives(task, tp.gids(data), tp, tp.edge_keys(data), s, settings)
 
 
-def _with_negatives(task: EvalTask, gids: np.ndarray, tp: TitlePairs, forbidden: np.ndarray, seed: int,
-                    settings: ProtocolSettings, anchor_ok: np.ndarray | None = None) -> EvalTask:
+def _with_negatives(
+    task: EvalTask,
+    gids: np.ndarray,
+    tp: TitlePairs,
+    forbidden: np.ndarray,
+    seed: int,
+    settings: ProtocolSettings,
+    anchor_ok: np.ndarray | None = None,
+) -> EvalTask:
     """`task` with the negative sets `settings.negative_sets` drawn (lib.linkpred.negative_sets.registry's
     draw_negatives), none of them in `forbidden`, each from its own stream of `seed`; cached sets are kept in
     NEGATIVE_CACHE."""
-    ctx = NegativeContext(task.protocol, task.data, task.mp_edge_index, task.pos, gids, tp, forbidden, seed,
-                          settings.neg_rate, settings.negatives_per_positive, anchor_ok)
+    ctx = NegativeContext(
+        task.protocol,
+        task.data,
+        task.mp_edge_index,
+        task.pos,
+        gids,
+        tp,
+        forbidden,
+        seed,
+        settings.neg_rate,
+        settings.negatives_per_positive,
+        anchor_ok,
+    )
     task.negative_sets = draw_negatives(ctx, settings.negative_sets, NEGATIVE_CACHE)
     return task
 
 
-def _heldout_task(data: Data, protocol: str, pos: Tensor, tp: TitlePairs, forbidden: np.ndarray, seed: int,
-                  settings: ProtocolSettings, unseen: np.ndarray | None = None,
-                  also_drop: np.ndarray | None = None) -> EvalTask:
+def _heldout_task(
+    data: Data,
+    protocol: str,
+    pos: Tensor,
+    tp: TitlePairs,
+    forbidden: np.ndarray,
+    seed: int,
+    settings: ProtocolSettings,
+    unseen: np.ndarray | None = None,
+    also_drop: np.ndarray | None = None,
+) -> EvalTask:
     """Task of a graph whose positives pos [2, P] are held out of its message passing (with the sorted keys
     `also_drop`, when given); negatives avoid `forbidden`."""
     gids = tp.gids(data)
@@ -182,15 +211,16 @@ def _heldout_task(data: Data, protocol: str, pos: Tensor, tp: TitlePairs, forbid
     und = undirected(data.edge_index)
     keep = ~is_member(tp.keys(gids, und), held)
     mp = to_undirected(und[:, torch.from_numpy(keep)], num_nodes=data.num_nodes)
-    return _with_negatives(EvalTask(str(data.graph_id), protocol, data, mp, pos), gids, tp, forbidden, seed, settings,
-                           unseen)
+    return _with_negatives(
+        EvalTask(str(data.graph_id), protocol, data, mp, pos), gids, tp, forbidden, seed, settings, unseen
+    )
 
 
 def _pick(n: int, k: int, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).permutation(n)[:k])
 
 
-def _without_pairs(train_g: list[Data], drop: np.ndarray, tp: "TitlePairs") -> tuple[list[Data], dict]:
+def _without_pairs(train_g: list[Data], drop: np.ndarray, tp: TitlePairs) -> tuple[list[Data], dict]:
     """The training graphs with every title pair in `drop` (sorted pair keys) removed as an edge, and the counts."""
     out, removed, excluded = [], 0, 0
     for g in train_g:
@@ -204,8 +234,11 @@ def _without_pairs(train_g: list[Data], drop: np.ndarray, tp: "TitlePairs") -> t
         h.held_out_pairs = local_pairs_with_keys(g, tp.gids(g), tp, drop)
         excluded += h.held_out_pairs.size(1)
         out.append(h)
-    return out, {"train_edges_removed": removed, "train_nodes_removed": 0,
-                 "train_pairs_excluded_from_negatives": excluded}
+    return out, {
+        "train_edges_removed": removed,
+        "train_nodes_removed": 0,
+        "train_pairs_excluded_from_negatives": excluded,
+    }
 
 
 @dataclass(frozen=True)
@@ -225,15 +258,23 @@ class _Build:
 def _leak_free(out: ProtocolSplit, b: _Build) -> None:
     """Fill `out` for leak_free: held-out test and validation pairs removed from every training graph (see the module
     docstring)."""
-    graphs, train_g, val_ids, test_ids, seed, tp, global_links = (b.graphs, b.train, b.val_ids, b.test_ids, b.seed,
-                                                                  b.tp, b.global_links)
+    graphs, train_g, val_ids, test_ids, seed, tp, global_links = (
+        b.graphs,
+        b.train,
+        b.val_ids,
+        b.test_ids,
+        b.seed,
+        b.tp,
+        b.global_links,
+    )
     holdout_fraction = b.settings.holdout_fraction
     test_pos = {}
     for gid in test_ids:
         und = undirected(graphs[gid].edge_index)
-        perm = torch.randperm(und.size(1), generator=torch.Generator().manual_seed(
-            derive_seed(seed, "holdout", "test", str(gid))))
-        test_pos[gid] = und[:, perm[:holdout_count(und.size(1), holdout_fraction)]]
+        perm = torch.randperm(
+            und.size(1), generator=torch.Generator().manual_seed(derive_seed(seed, "holdout", "test", str(gid)))
+        )
+        test_pos[gid] = und[:, perm[: holdout_count(und.size(1), holdout_fraction)]]
     k_test = np.unique(np.concatenate([tp.keys(tp.gids(graphs[g]), p) for g, p in test_pos.items()]))
     val_graphs, val_pos = [], {}
     for gid in val_ids:
@@ -244,29 +285,45 @@ def _leak_free(out: ProtocolSplit, b: _Build) -> None:
         if und.size(1) < 2:
             out.skipped.append({"graph_id": str(gid), "role": "val", "reason": "fewer than 2 edges left"})
             continue
-        perm = torch.randperm(und.size(1), generator=torch.Generator().manual_seed(
-            derive_seed(seed, "holdout", "val", str(gid))))
+        perm = torch.randperm(
+            und.size(1), generator=torch.Generator().manual_seed(derive_seed(seed, "holdout", "val", str(gid)))
+        )
         val_graphs.append(g)
-        val_pos[gid] = und[:, perm[:holdout_count(und.size(1), holdout_fraction)]]
-    k_val = np.unique(np.concatenate([tp.keys(tp.gids(g), val_pos[g.graph_id]) for g in val_graphs])) \
-        if val_graphs else np.empty(0, dtype=np.int64)
+        val_pos[gid] = und[:, perm[: holdout_count(und.size(1), holdout_fraction)]]
+    k_val = (
+        np.unique(np.concatenate([tp.keys(tp.gids(g), val_pos[g.graph_id]) for g in val_graphs]))
+        if val_graphs
+        else np.empty(0, dtype=np.int64)
+    )
     drop = np.union1d(k_test, k_val)
-    out.test = [_heldout_task(graphs[g], "leak_free", p, tp, global_links, derive_seed(seed, "test", str(g)),
-                              b.settings) for g, p in test_pos.items()]
+    out.test = [
+        _heldout_task(graphs[g], "leak_free", p, tp, global_links, derive_seed(seed, "test", str(g)), b.settings)
+        for g, p in test_pos.items()
+    ]
     # Validation negatives avoid every link of the dataset, test pairs included: a test pair is usually at distance
     # 2 in a validation graph (it was removed there), so dist2 negatives would pick it (7.7% of them on seed40) and
     # epoch selection would reward scoring the test links low.
-    out.val = [_heldout_task(g, "leak_free", val_pos[g.graph_id], tp, global_links,
-                             derive_seed(seed, "val", str(g.graph_id)), b.settings)
-               for g in val_graphs]
+    out.val = [
+        _heldout_task(
+            g, "leak_free", val_pos[g.graph_id], tp, global_links, derive_seed(seed, "val", str(g.graph_id)), b.settings
+        )
+        for g in val_graphs
+    ]
     out.train, out.removed = _without_pairs(train_g, drop, tp)
     out.removed.update(test_pairs_held_out=int(k_test.size), val_pairs_held_out=int(k_val.size))
 
 
 def _pair_split(out: ProtocolSplit, b: _Build) -> None:
     """Fill `out` for pair_split: held-out title pairs drawn once for the dataset, removed from every graph."""
-    graphs, train_g, val_ids, test_ids, seed, tp, global_links = (b.graphs, b.train, b.val_ids, b.test_ids, b.seed,
-                                                                  b.tp, b.global_links)
+    graphs, train_g, val_ids, test_ids, seed, tp, global_links = (
+        b.graphs,
+        b.train,
+        b.val_ids,
+        b.test_ids,
+        b.seed,
+        b.tp,
+        b.global_links,
+    )
     holdout_fraction = b.settings.holdout_fraction
 
     def draw(ids: list, exclude: np.ndarray, purpose: str) -> np.ndarray:
@@ -274,8 +331,11 @@ def _pair_split(out: ProtocolSplit, b: _Build) -> None:
         linked = np.setdiff1d(linked, exclude, assume_unique=True)
         if linked.size == 0:
             return linked
-        return np.sort(linked[_pick(linked.size, holdout_count(linked.size, holdout_fraction),
-                                    derive_seed(seed, "pairs", purpose))])
+        return np.sort(
+            linked[
+                _pick(linked.size, holdout_count(linked.size, holdout_fraction), derive_seed(seed, "pairs", purpose))
+            ]
+        )
 
     k_test = draw(test_ids, np.empty(0, np.int64), "test")
     k_val = draw(val_ids, k_test, "val")
@@ -292,28 +352,40 @@ def _pair_split(out: ProtocolSplit, b: _Build) -> None:
             return f"none of its links is a {purpose} pair"
         if pos.size(1) == und.size(1):
             return "every one of its links is held out"
-        return _heldout_task(g, "pair_split", pos, tp, global_links, derive_seed(seed, purpose, str(gid)),
-                             b.settings, also_drop=drop)
+        return _heldout_task(
+            g, "pair_split", pos, tp, global_links, derive_seed(seed, purpose, str(gid)), b.settings, also_drop=drop
+        )
 
     for ids, keys, purpose, target in ((test_ids, k_test, "test", out.test), (val_ids, k_val, "val", out.val)):
         for gid in ids:
             t = pair_task(gid, keys, purpose)
-            (out.skipped.append({"graph_id": str(gid), "role": purpose, "reason": t}) if isinstance(t, str)
-             else target.append(t))
+            (
+                out.skipped.append({"graph_id": str(gid), "role": purpose, "reason": t})
+                if isinstance(t, str)
+                else target.append(t)
+            )
     out.train, out.removed = _without_pairs(train_g, drop, tp)
     out.removed.update(test_pairs_held_out=int(k_test.size), val_pairs_held_out=int(k_val.size))
 
 
 def _new_nodes(out: ProtocolSplit, b: _Build) -> None:
     """Fill `out` for new_nodes: unseen titles removed (as nodes) from every training and validation graph."""
-    graphs, train_g, val_ids, test_ids, seed, tp, global_links = (b.graphs, b.train, b.val_ids, b.test_ids, b.seed,
-                                                                  b.tp, b.global_links)
+    graphs, train_g, val_ids, test_ids, seed, tp, global_links = (
+        b.graphs,
+        b.train,
+        b.val_ids,
+        b.test_ids,
+        b.seed,
+        b.tp,
+        b.global_links,
+    )
     holdout_fraction = b.settings.holdout_fraction
     new_node_fraction = b.settings.new_node_fraction
 
     def unseen_titles(ids_graphs: list[Data], exclude: set, purpose: str) -> set:
-        linked = sorted({t for g in ids_graphs for i in torch.unique(g.edge_index).tolist()
-                         for t in (g.titles[i],)} - exclude)
+        linked = sorted(
+            {t for g in ids_graphs for i in torch.unique(g.edge_index).tolist() for t in (g.titles[i],)} - exclude
+        )
         k = max(1, round(new_node_fraction * len(linked))) if linked else 0
         return {linked[i] for i in _pick(len(linked), k, derive_seed(seed, "unseen", purpose))}
 
@@ -326,15 +398,28 @@ def _new_nodes(out: ProtocolSplit, b: _Build) -> None:
         if cand.size(1) == 0:
             return "no edge touches an unseen title"
         p = min(cand.size(1), holdout_count(und.size(1), holdout_fraction))
-        perm = torch.randperm(cand.size(1), generator=torch.Generator().manual_seed(
-            derive_seed(seed, "holdout", purpose, str(g.graph_id))))
-        return _heldout_task(g, "new_nodes", cand[:, perm[:p]], tp, forbidden,
-                             derive_seed(seed, purpose, str(g.graph_id)), b.settings, unseen)
+        perm = torch.randperm(
+            cand.size(1),
+            generator=torch.Generator().manual_seed(derive_seed(seed, "holdout", purpose, str(g.graph_id))),
+        )
+        return _heldout_task(
+            g,
+            "new_nodes",
+            cand[:, perm[:p]],
+            tp,
+            forbidden,
+            derive_seed(seed, purpose, str(g.graph_id)),
+            b.settings,
+            unseen,
+        )
 
     for gid in test_ids:
         t = node_task(graphs[gid], u_test, global_links, "test")
-        (out.skipped.append({"graph_id": str(gid), "role": "test", "reason": t}) if isinstance(t, str)
-         else out.test.append(t))
+        (
+            out.skipped.append({"graph_id": str(gid), "role": "test", "reason": t})
+            if isinstance(t, str)
+            else out.test.append(t)
+        )
     val_clean = []
     for gid in val_ids:
         g = graphs[gid]
@@ -346,8 +431,11 @@ def _new_nodes(out: ProtocolSplit, b: _Build) -> None:
     u_val = unseen_titles(val_clean, u_test, "val") if val_clean else set()
     for g in val_clean:
         t = node_task(g, u_val, global_links, "val")
-        (out.skipped.append({"graph_id": str(g.graph_id), "role": "val", "reason": t}) if isinstance(t, str)
-         else out.val.append(t))
+        (
+            out.skipped.append({"graph_id": str(g.graph_id), "role": "val", "reason": t})
+            if isinstance(t, str)
+            else out.val.append(t)
+        )
     hidden = u_test | u_val
     nodes_removed = edges_removed = 0
     for g in train_g:
@@ -357,12 +445,23 @@ def _new_nodes(out: ProtocolSplit, b: _Build) -> None:
         edges_removed += (g.edge_index.size(1) - h.edge_index.size(1)) // 2
         out.train.append(h)
     out.unseen_titles = sorted(u_test)
-    out.removed = {"train_edges_removed": edges_removed, "train_nodes_removed": nodes_removed,
-                   "unseen_test_titles": len(u_test), "unseen_val_titles": len(u_val)}
+    out.removed = {
+        "train_edges_removed": edges_removed,
+        "train_nodes_removed": nodes_removed,
+        "unseen_test_titles": len(u_test),
+        "unseen_val_titles": len(u_val),
+    }
 
 
-def make_protocol(graphs: dict, roles: dict, protocol: str, seed: int, settings: ProtocolSettings = ProtocolSettings(),
-                  tp: TitlePairs | None = None, global_links: np.ndarray | None = None) -> ProtocolSplit:
+def make_protocol(
+    graphs: dict,
+    roles: dict,
+    protocol: str,
+    seed: int,
+    settings: ProtocolSettings = ProtocolSettings(),
+    tp: TitlePairs | None = None,
+    global_links: np.ndarray | None = None,
+) -> ProtocolSplit:
     """Build one protocol for one seed. graphs: graph_id -> Data (the whole dataset: negatives must be non-links in
     every one of them); roles: {"train", "val", "test": graph ids} (a seed's split; "val" may be absent).
     Deterministic for a seed. Training graphs left without 2 edges are skipped and listed. Validation tasks are built
@@ -387,8 +486,13 @@ def make_protocol(graphs: dict, roles: dict, protocol: str, seed: int, settings:
     kept = []
     for g in out.train:
         if g.edge_index.size(1) // 2 < 2:
-            out.skipped.append({"graph_id": str(g.graph_id), "role": "train",
-                                "reason": f"fewer than 2 edges left after the {protocol} removal"})
+            out.skipped.append(
+                {
+                    "graph_id": str(g.graph_id),
+                    "role": "train",
+                    "reason": f"fewer than 2 edges left after the {protocol} removal",
+                }
+            )
         else:
             kept.append(g)
     out.train = kept

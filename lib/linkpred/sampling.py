@@ -1,9 +1,10 @@
 """Stage 3 edge sampling on title pairs: seeded negatives, held-out splits, the pairs a training graph
 must not see, and the distance-2 ("dist2") negatives. The protocols of lib.linkpred.protocols are built from these."""
+
 from __future__ import annotations
 
 import random
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import scipy.sparse as sp
@@ -14,8 +15,13 @@ from torch_geometric.utils import negative_sampling, subgraph, to_undirected
 
 PER_POSITIVE = 20  # negatives per positive of the "heart" and "matched" sets (lib.linkpred.negatives says why 20)
 # Protocols whose training graphs are identical share one trained model per (seed, supervision, kind).
-TRAIN_SET = {"seed": "graphs", "within_graph": "graphs", "leak_free": "leak_free", "pair_split": "pair_split",
-             "new_nodes": "new_nodes"}
+TRAIN_SET = {
+    "seed": "graphs",
+    "within_graph": "graphs",
+    "leak_free": "leak_free",
+    "pair_split": "pair_split",
+    "new_nodes": "new_nodes",
+}
 
 
 def sample_negatives(edge_index: Tensor, num_nodes: int, num_neg: int, seed: int) -> Tensor:
@@ -56,11 +62,18 @@ def split_edges(edge_index: Tensor, num_nodes: int, fraction: float, seed: int) 
 
 def with_edges(data: Data, edge_index: Tensor) -> Data:
     """A view of `data` with another edge set; features and titles are shared, not copied."""
-    return Data(x=data.x, edge_index=edge_index, num_nodes=data.num_nodes, titles=data.titles,
-                topics=getattr(data, "topics", None), graph_id=data.graph_id, root=getattr(data, "root", None))
+    return Data(
+        x=data.x,
+        edge_index=edge_index,
+        num_nodes=data.num_nodes,
+        titles=data.titles,
+        topics=getattr(data, "topics", None),
+        graph_id=data.graph_id,
+        root=getattr(data, "root", None),
+    )
 
 
-def local_pairs_with_keys(data: Data, gids: np.ndarray, tp: "TitlePairs", keys: np.ndarray) -> Tensor:
+def local_pairs_with_keys(data: Data, gids: np.ndarray, tp: TitlePairs, keys: np.ndarray) -> Tensor:
     """Node pairs [2, H] (i < j, local ids) of `data` whose title pair is one of the sorted `keys`, whether or not
     the pair is an edge of this graph."""
     n = tp.n
@@ -89,8 +102,15 @@ def without_nodes(data: Data, drop: np.ndarray) -> Data:
     topics = getattr(data, "topics", None) or [None] * data.num_nodes
     k = keep.tolist()
     root = data.titles[0] if not drop[0] else None
-    return Data(x=data.x[keep], edge_index=ei, num_nodes=len(k), titles=[data.titles[i] for i in k],
-                topics=[topics[i] for i in k], graph_id=data.graph_id, root=root)
+    return Data(
+        x=data.x[keep],
+        edge_index=ei,
+        num_nodes=len(k),
+        titles=[data.titles[i] for i in k],
+        topics=[topics[i] for i in k],
+        graph_id=data.graph_id,
+        root=root,
+    )
 
 
 # ---------------------------------------------------------------- title pairs
@@ -119,8 +139,10 @@ class TitlePairs:
         """Global title id per node [N] int64."""
         key = id(data.titles)  # views made by with_edges share the titles list; the list is kept so its id stays unique
         if key not in self._gids:
-            self._gids[key] = (data.titles, np.fromiter((self.index[t] for t in data.titles), dtype=np.int64,
-                                                        count=len(data.titles)))
+            self._gids[key] = (
+                data.titles,
+                np.fromiter((self.index[t] for t in data.titles), dtype=np.int64, count=len(data.titles)),
+            )
         return self._gids[key][1]
 
     def keys(self, gids: np.ndarray, pairs) -> np.ndarray:
@@ -143,8 +165,15 @@ class TitlePairs:
 # ---------------------------------------------------------------- negatives
 
 
-def sample_global_negatives(data: Data, gids: np.ndarray, tp: TitlePairs, forbidden: np.ndarray, num: int, seed: int,
-                            anchors: np.ndarray | None = None) -> Tensor:
+def sample_global_negatives(
+    data: Data,
+    gids: np.ndarray,
+    tp: TitlePairs,
+    forbidden: np.ndarray,
+    num: int,
+    seed: int,
+    anchors: np.ndarray | None = None,
+) -> Tensor:
     """num seeded node pairs [2, ≤num] of `data` whose title pair is not in `forbidden` (sorted keys), u != v, no pair
     twice; u is drawn from `anchors` (node ids) when given. Rejection sampling: the graphs are sparse, so a few
     rounds suffice; a graph where no pair qualifies is an error naming it."""
@@ -167,13 +196,23 @@ def sample_global_negatives(data: Data, gids: np.ndarray, tp: TitlePairs, forbid
                 got_u.append(a)
                 got_v.append(b)
     if not got_u and num > 0:
-        raise ValueError(f"graph {data.graph_id}: no pair of its nodes{' with an unseen title' if anchors is not None else ''} "
-                         f"is a non-link in the dataset, so it has no negatives; drop it from the test/validation graphs")
+        raise ValueError(
+            f"graph {data.graph_id}: no pair of its nodes{' with an unseen title' if anchors is not None else ''} "
+            f"is a non-link in the dataset, so it has no negatives; drop it from the test/validation graphs"
+        )
     return torch.tensor(np.array([got_u, got_v], dtype=np.int64).reshape(2, -1))
 
 
-def dist2_negatives(mp_edge_index: Tensor, data: Data, gids: np.ndarray, tp: TitlePairs, forbidden: np.ndarray,
-                   pos: Tensor, seed: int, anchor_ok: np.ndarray | None = None) -> tuple[Tensor, int]:
+def dist2_negatives(
+    mp_edge_index: Tensor,
+    data: Data,
+    gids: np.ndarray,
+    tp: TitlePairs,
+    forbidden: np.ndarray,
+    pos: Tensor,
+    seed: int,
+    anchor_ok: np.ndarray | None = None,
+) -> tuple[Tensor, int]:
     """One hard negative per positive: ([2, H] pairs (anchor, w), number of positives that got none).
 
     w is at distance exactly 2 from the anchor in the message-passing graph mp_edge_index [2, M], its title pair is not
@@ -188,7 +227,7 @@ def dist2_negatives(mp_edge_index: Tensor, data: Data, gids: np.ndarray, tp: Tit
 
     def candidates(u: int) -> np.ndarray:
         if u not in cache:
-            nb = a.indices[a.indptr[u]:a.indptr[u + 1]]
+            nb = a.indices[a.indptr[u] : a.indptr[u + 1]]
             two = np.unique(a[nb].indices) if nb.size else np.empty(0, dtype=np.int64)
             c = np.setdiff1d(two, np.append(nb, u), assume_unique=False)
             if c.size:

@@ -12,6 +12,7 @@ costs about as much for 10 pairs as for 10,000. MPLP draws new signatures at eve
 (its `seed` buffer, saved in the state dict), so a trained model scores deterministically and a saved one reloads
 with the signatures it was trained with.
 """
+
 from __future__ import annotations
 
 import math
@@ -74,16 +75,29 @@ class SignatureCounts(nn.Module):
     def forward(self, pairs: Tensor, adjacency: sp.csr_matrix, device, scale: float = 1.0) -> Tensor:
         n = adjacency.shape[0]
         a = adjacency.tocoo()
-        a_t = torch.sparse_coo_tensor(torch.from_numpy(np.vstack([a.row, a.col]).astype(np.int64)),
-                                      torch.from_numpy(a.data.astype(np.float32)), (n, n), check_invariants=False,
-                                      is_coalesced=True).to(device)  # rows of a CSR matrix: sorted, no duplicates
+        a_t = torch.sparse_coo_tensor(
+            torch.from_numpy(np.vstack([a.row, a.col]).astype(np.int64)),
+            torch.from_numpy(a.data.astype(np.float32)),
+            (n, n),
+            check_invariants=False,
+            is_coalesced=True,
+        ).to(device)  # rows of a CSR matrix: sorted, no duplicates
         deg = torch.from_numpy(np.asarray(adjacency.sum(1), dtype=np.float32).ravel()).to(device)
         s = self.signatures(n, device)
         with torch.no_grad(), torch.autocast(torch.device(device).type, enabled=False):
             h1 = torch.sparse.mm(a_t, s)
             h2 = torch.sparse.mm(a_t, h1) - deg[:, None] * s
             u, v = pairs[0].to(device), pairs[1].to(device)
-            est = torch.stack([(h1[u] * h1[v]).sum(1), (h1[u] * h2[v]).sum(1), (h2[u] * h1[v]).sum(1),
-                               (h2[u] * h2[v]).sum(1), deg[u], deg[v]], 1)
+            est = torch.stack(
+                [
+                    (h1[u] * h1[v]).sum(1),
+                    (h1[u] * h2[v]).sum(1),
+                    (h2[u] * h1[v]).sum(1),
+                    (h2[u] * h2[v]).sum(1),
+                    deg[u],
+                    deg[v],
+                ],
+                1,
+            )
         powers = torch.tensor(DENSITY_POWERS, dtype=torch.float32, device=est.device)
-        return symlog(est * scale ** powers)
+        return symlog(est * scale**powers)

@@ -10,6 +10,7 @@ For a pair (u, v) on the binary adjacency A of the message passing (held-out lin
 Hand-written with scipy.sparse: PyG and networkx have no pair-wise distance-pair counts (networkx's all-pairs shortest
 paths are pure Python), and BUDDY's sketches are estimates where exact counts are cheap here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ def two_hop(a: sp.csr_matrix) -> TwoHop:
 def pair_counts(a: sp.csr_matrix, hop: TwoHop, u: np.ndarray, v: np.ndarray) -> PairCounts:
     """PairCounts of the pairs (u[p], v[p]) (u, v: [P] node ids) on adjacency a [N, N] with its TwoHop: each count is
     one elementwise product of the pairs' rows, as lib.linkpred.heuristics reads common neighbours."""
+
     def shared(left: sp.csr_matrix, right: sp.csr_matrix) -> np.ndarray:
         return np.asarray(left[u].multiply(right[v]).sum(1), dtype=np.float64).ravel()
 

@@ -12,6 +12,7 @@ Evaluation protocols and negative sets are built in `lib.linkpred.protocols` on 
 graphs; every scorer of a seed sees exactly the same pairs and message-passing edges. The epoch is chosen on
 validation graphs prepared by the same protocol.
 """
+
 from __future__ import annotations
 
 import time
@@ -30,15 +31,15 @@ from lib.common import published
 from lib.common.device import get_device, resolve_precision
 from lib.common.seeding import derive_seed
 from lib.common.training import TrainingLoop, build_optimizer
-from lib.linkpred.checkpoint import resumable_config, epoch_checkpoints, epoch_file_readable, save_checkpoint
+from lib.linkpred.checkpoint import epoch_checkpoints, epoch_file_readable, resumable_config, save_checkpoint
 from lib.linkpred.config import TrainConfig, TrainingDiverged, build_model, settings_from
 from lib.linkpred.data import usable_graphs
 from lib.linkpred.evaluate import evaluate_model
 from lib.linkpred.heuristics import HeuristicStack, reference_degree
 from lib.linkpred.model import ModelConfig
-from lib.linkpred.protocols import EvalTask, ProtocolSettings, graph_task
 from lib.linkpred.negative_sets.base import TrainingContext
 from lib.linkpred.negative_sets.registry import draw_training_negatives, held_sets
+from lib.linkpred.protocols import EvalTask, ProtocolSettings, graph_task
 from lib.linkpred.sampling import split_edges
 from lib.metrics.aauc import aauc
 
@@ -71,8 +72,9 @@ def supervision_pairs(data: Data, cfg: TrainConfig, epoch: int, step: int) -> tu
     RandomLinkSplit — one split from the global RNG — does not offer)."""
     if cfg.supervision == "mp":
         return data.edge_index, data.edge_index
-    return split_edges(data.edge_index, data.num_nodes, cfg.disjoint_ratio,
-                       derive_seed(cfg.seed, "disjoint", epoch, step))
+    return split_edges(
+        data.edge_index, data.num_nodes, cfg.disjoint_ratio, derive_seed(cfg.seed, "disjoint", epoch, step)
+    )
 
 
 def training_negatives(data: Data, mp: Tensor, pos: Tensor, cfg: TrainConfig, epoch: int, step: int) -> Tensor:
@@ -90,8 +92,9 @@ def validation_scores(model, tasks: list[EvalTask], cfg: TrainConfig, device) ->
     hold (held_sets) as auc_<set>, mrr_<set> (so a model can be chosen per negative set on validation); their means
     over uniform and dist2 (auc_both, mrr_both) and over every set (auc_all, mrr_all)."""
     sets = held_sets(tasks)
-    mean = evaluate_model(model, tasks, cfg, device=device, progress=False, with_aauc=False,
-                          negative_sets=sets, strata=False)["mean"]
+    mean = evaluate_model(
+        model, tasks, cfg, device=device, progress=False, with_aauc=False, negative_sets=sets, strata=False
+    )["mean"]
     out = dict(mean["uniform"])
     for m in ("auc", "mrr"):
         for n in sets[1:]:
@@ -116,8 +119,9 @@ class EncodeDecode(torch.nn.Module):
         return z, self.model.decode(z, pairs, mp, x)  # one call for positives and negatives: see PairDecoder
 
 
-def init_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], cfg: TrainConfig,
-               device) -> torch.nn.Module:
+def init_model(
+    kind: str, model_cfg: ModelConfig, train_graphs: list[Data], cfg: TrainConfig, device
+) -> torch.nn.Module:
     """A fresh `kind` model seeded by (cfg.seed, kind) on `device` (decoder_init="stack": its feature part fitted on
     `train_graphs`)."""
     torch.manual_seed(derive_seed(cfg.seed, "init", kind))
@@ -125,11 +129,15 @@ def init_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], cfg:
     rescale = model_cfg.decoder_rescale
     if model_cfg.decoder_init == "stack":
         # the same stack (ratio, seed, rescale) that lib.linkpred.beyond reports as a baseline for these graphs
-        model.decoder.init_from_stack(HeuristicStack(ratio=cfg.disjoint_ratio, seed=cfg.seed, rescale=rescale,
-                                                     features=model_cfg.stack_features).fit(train_graphs))
+        model.decoder.init_from_stack(
+            HeuristicStack(
+                ratio=cfg.disjoint_ratio, seed=cfg.seed, rescale=rescale, features=model_cfg.stack_features
+            ).fit(train_graphs)
+        )
     elif rescale:
-        model.decoder.set_reference_degree(reference_degree(
-            train_graphs, cfg.disjoint_ratio if cfg.supervision == "disjoint" else 0.0))
+        model.decoder.set_reference_degree(
+            reference_degree(train_graphs, cfg.disjoint_ratio if cfg.supervision == "disjoint" else 0.0)
+        )
     return model
 
 
@@ -152,13 +160,22 @@ def step_loss(run, data: Data, cfg: TrainConfig, kind: str, epoch: int, step: in
         z, logits = run(x, mp, torch.cat([pos, neg], 1))  # one decode call: see PairDecoder
         logits = logits.float()
     labels = torch.cat([torch.ones(pos.size(1)), torch.zeros(neg.size(1))]).to(device)
-    return {"loss": F.binary_cross_entropy_with_logits(logits, labels), "logits": logits, "labels": labels, "z": z,
-            "x": x, "mp": mp, "pos": pos, "neg": neg}
+    return {
+        "loss": F.binary_cross_entropy_with_logits(logits, labels),
+        "logits": logits,
+        "labels": labels,
+        "z": z,
+        "x": x,
+        "mp": mp,
+        "pos": pos,
+        "neg": neg,
+    }
 
 
 class OneProcess:
     """The ranks of a single process (rank 0 of 1), as train_model sees a data-parallel job: lib.run.distributed
     passes its own object with the same members (DDP wrapping, means and broadcasts over ranks, barriers)."""
+
     rank, world, device = 0, 1, None
 
     def wrap(self, module: torch.nn.Module) -> torch.nn.Module:
@@ -221,11 +238,19 @@ def _train_step(ctx: _StepContext, batch: list, epoch: int, s: int, last_good: P
     rank's (G / W examples at most) loss is the sum of its examples' losses times W / G, so DDP's gradient average is
     the gradient of the mean loss over the batch. Returns its log record: the global mean loss; with one example in
     one process also that example's AUC, optionally A-AUC and eval-mode AUC (what the notebooks plot)."""
-    run, opt, scaler, ranks, cfg, kind, device, prec = (ctx.run, ctx.opt, ctx.scaler, ctx.ranks, ctx.cfg, ctx.kind,
-                                                        ctx.device, ctx.prec)
+    run, opt, scaler, ranks, cfg, kind, device, prec = (
+        ctx.run,
+        ctx.opt,
+        ctx.scaler,
+        ctx.ranks,
+        ctx.cfg,
+        ctx.kind,
+        ctx.device,
+        ctx.prec,
+    )
     per = cfg.graphs_per_step // ranks.world
     t0 = time.perf_counter()
-    mine = batch[ranks.rank * per:(ranks.rank + 1) * per]
+    mine = batch[ranks.rank * per : (ranks.rank + 1) * per]
     weight = ranks.world / len(batch) if mine else 0.0  # a rank without an example joins with a zero-weighted one
     run.train()
     opt.zero_grad(set_to_none=True)
@@ -238,14 +263,24 @@ def _train_step(ctx: _StepContext, batch: list, epoch: int, s: int, last_good: P
                 raise TrainingDiverged(
                     f"{kind}{who}: loss is {out['loss'].item()} at epoch {epoch} step {step} (graph {data.graph_id}); "
                     f"training stopped; last good checkpoint: {last_good or 'none'}; lower lr or check the graph's "
-                    f"features")
+                    f"features"
+                )
             scaler.scale(out["loss"] * weight).backward()
         local += float(out["loss"].detach()) * weight
     scaler.step(opt)
     scaler.update()
     if len(batch) == 1 and ranks.world == 1:
-        rec = _example_record(run.model, out, batch[0][1], cfg, epoch, batch[0][0], device, prec,
-                              logged=s % cfg.log_interval(batch[0][1].num_nodes) == 0)
+        rec = _example_record(
+            run.model,
+            out,
+            batch[0][1],
+            cfg,
+            epoch,
+            batch[0][0],
+            device,
+            prec,
+            logged=s % cfg.log_interval(batch[0][1].num_nodes) == 0,
+        )
     else:
         rec = {"epoch": epoch, "step": s, "graphs": len(batch), **ranks.mean({"loss": local})}
     rec["seconds"] = time.perf_counter() - t0
@@ -262,14 +297,28 @@ def log_aauc_rate(cfg: TrainConfig, num_nodes: int) -> float:
     return cap / num_nodes
 
 
-def _example_record(model: torch.nn.Module, out: dict, data: Data, cfg: TrainConfig, epoch: int, step: int, device,
-                    prec, logged: bool = True) -> dict:
+def _example_record(
+    model: torch.nn.Module,
+    out: dict,
+    data: Data,
+    cfg: TrainConfig,
+    epoch: int,
+    step: int,
+    device,
+    prec,
+    logged: bool = True,
+) -> dict:
     """The log of a one-graph step: loss and AUC of its training-mode scores; where `logged` (every
     `cfg.log_interval(N)`-th step), optionally A-AUC (of at most `cfg.log_aauc_cap(N)` sampled nodes) and eval-mode
     AUC."""
     logits, labels, z = out["logits"].detach(), out["labels"], out["z"]
-    rec = {"epoch": epoch, "step": step, "graph_id": str(data.graph_id), "loss": float(out["loss"].detach()),
-           "auc": float(roc_auc_score(labels.cpu().numpy(), logits.cpu().numpy()))}
+    rec = {
+        "epoch": epoch,
+        "step": step,
+        "graph_id": str(data.graph_id),
+        "loss": float(out["loss"].detach()),
+        "auc": float(roc_auc_score(labels.cpu().numpy(), logits.cpu().numpy())),
+    }
     if not logged:
         return rec
     r_cos = log_aauc_rate(cfg, data.num_nodes)
@@ -288,9 +337,17 @@ def _example_record(model: torch.nn.Module, out: dict, data: Data, cfg: TrainCon
     return rec
 
 
-def train_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], val: list, cfg: TrainConfig,
-                ckpt: Checkpointing = Checkpointing(), progress: bool = True, max_steps: int | None = None,
-                ranks=None) -> tuple[torch.nn.Module, TrainResult]:
+def train_model(
+    kind: str,
+    model_cfg: ModelConfig,
+    train_graphs: list[Data],
+    val: list,
+    cfg: TrainConfig,
+    ckpt: Checkpointing = Checkpointing(),
+    progress: bool = True,
+    max_steps: int | None = None,
+    ranks=None,
+) -> tuple[torch.nn.Module, TrainResult]:
     """Train a fresh `kind` model per seed §5.1 and return it at the epoch with the best validation score.
 
     val: validation tasks (lib.linkpred.protocols.EvalTask, prepared by the protocol trained for) or plain graphs (then
@@ -306,16 +363,25 @@ def train_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], val
     device = ranks.device or get_device(cfg.device)
     G = cfg.graphs_per_step
     if G < ranks.world or G % ranks.world:
-        raise ValueError(f"graphs_per_step={G} cannot be split evenly over {ranks.world} ranks; use a multiple of the "
-                         f"number of processes")
+        raise ValueError(
+            f"graphs_per_step={G} cannot be split evenly over {ranks.world} ranks; use a multiple of the "
+            f"number of processes"
+        )
     train_graphs, skipped = usable_graphs(train_graphs, model_cfg.in_channels)
     if not train_graphs:
         raise ValueError(f"no usable training graph ({len(skipped)} skipped: {skipped[:3]}); check the dataset")
     val_tasks = _val_tasks(val, cfg) if ranks.rank == 0 else []
     model = init_model(kind, model_cfg, train_graphs, cfg, device)
     # the seed's AdamW: every parameter decayed, constant rate (the schedule stays at 1)
-    opt, _ = build_optimizer(list(model.parameters()), cfg.lr, 0, weight_decay=cfg.weight_decay, schedule="constant",
-                             fused=False, decay_vectors=True)
+    opt, _ = build_optimizer(
+        list(model.parameters()),
+        cfg.lr,
+        0,
+        weight_decay=cfg.weight_decay,
+        schedule="constant",
+        fused=False,
+        decay_vectors=True,
+    )
     prec = resolve_precision(cfg.precision, device)
     scaler = torch.amp.GradScaler(device.type, enabled=prec.grad_scaling)
     ctx = _StepContext(ranks.wrap(EncodeDecode(model)), opt, scaler, ranks, cfg, kind, device, prec)
@@ -326,15 +392,21 @@ def train_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], val
     k = cfg.steps_per_graph
     items = [(i * k + r, g) for i, g in enumerate(train_graphs) for r in range(k)]
     n_steps = -(-len(items) // G)
-    loop = TrainingLoop({"model": model, "optimizer": opt, "scaler": scaler}, resumable_config(config),
-                        cfg.epochs * n_steps, checkpoint=folder / LAST if folder else None, checkpoint_every=ckpt.every,
-                        extra={"val": [], "best": None, "last_epoch_file": None}, writer=ranks.rank == 0,
-                        read_config=published.linkpred_config)
+    loop = TrainingLoop(
+        {"model": model, "optimizer": opt, "scaler": scaler},
+        resumable_config(config),
+        cfg.epochs * n_steps,
+        checkpoint=folder / LAST if folder else None,
+        checkpoint_every=ckpt.every,
+        extra={"val": [], "best": None, "last_epoch_file": None},
+        writer=ranks.rank == 0,
+        read_config=published.linkpred_config,
+    )
     t_start = time.perf_counter()
 
     def step(i: int) -> dict:
         s = i % n_steps
-        return _train_step(ctx, items[s * G:(s + 1) * G], i // n_steps + 1, s, loop.extra["last_epoch_file"])
+        return _train_step(ctx, items[s * G : (s + 1) * G], i // n_steps + 1, s, loop.extra["last_epoch_file"])
 
     def end_of_epoch(loop: TrainingLoop) -> bool:
         epoch, val_log = loop.step // n_steps, loop.extra["val"]  # a period ends at a multiple of n_steps
@@ -344,28 +416,49 @@ def train_model(kind: str, model_cfg: ModelConfig, train_graphs: list[Data], val
         if best == epoch:  # kept with the checkpoint: a resumed run can go back to it
             loop.extra["best"] = (epoch, {n: v.detach().clone() for n, v in model.state_dict().items()})
         if folder and ranks.rank == 0:
-            loop.extra["last_epoch_file"] = str(save_checkpoint(folder / f"epoch_{epoch}.pt", model, opt, config,
-                                                                epoch, loop.rows, val_log))
+            loop.extra["last_epoch_file"] = str(
+                save_checkpoint(folder / f"epoch_{epoch}.pt", model, opt, config, epoch, loop.rows, val_log)
+            )
         ranks.barrier()  # the other ranks wait for rank 0's validation instead of running into the next epoch
         return bool(cfg.patience) and epoch - best >= cfg.patience  # early stop
 
-    loop.run(step, max_steps=max_steps, period=n_steps, end_of_period=end_of_epoch, checkpoint_period_ends=True,
-             progress=progress and ranks.rank == 0, desc=f"{kind} ({cfg.epochs} epochs)")
+    loop.run(
+        step,
+        max_steps=max_steps,
+        period=n_steps,
+        end_of_period=end_of_epoch,
+        checkpoint_period_ends=True,
+        progress=progress and ranks.rank == 0,
+        desc=f"{kind} ({cfg.epochs} epochs)",
+    )
     val_log = loop.extra["val"]
     best_epoch = _best_epoch(val_log, cfg.select_metric) if val_log else 0
     if folder and val_log and ranks.rank == 0:
         at_epoch_end = loop.step % n_steps == 0 and loop.step // n_steps == val_log[-1]["epoch"]
-        _check_epoch_files(folder, best_epoch, val_log[-1]["epoch"] if at_epoch_end else None,
-                           lambda epoch: save_checkpoint(folder / f"epoch_{epoch}.pt", model, opt, config, epoch,
-                                                         loop.rows, val_log))
+        _check_epoch_files(
+            folder,
+            best_epoch,
+            val_log[-1]["epoch"] if at_epoch_end else None,
+            lambda epoch: save_checkpoint(folder / f"epoch_{epoch}.pt", model, opt, config, epoch, loop.rows, val_log),
+        )
     if val_log and best_epoch != val_log[-1]["epoch"]:
         model.load_state_dict(loop.extra["best"][1])
     if folder and val_log and ranks.rank == 0 and not epoch_file_readable(folder / f"epoch_{best_epoch}.pt"):
         save_checkpoint(folder / f"epoch_{best_epoch}.pt", model, opt, config, best_epoch, loop.rows, val_log)
     ckpts = epoch_checkpoints(folder) if folder else {}
-    return model, TrainResult(kind, loop.rows, val_log, best_epoch, str(ckpts.get(best_epoch)) if ckpts else None,
-                              skipped, loop.resumed_from // n_steps, loop.done, time.perf_counter() - t_start, G,
-                              ranks.world)
+    return model, TrainResult(
+        kind,
+        loop.rows,
+        val_log,
+        best_epoch,
+        str(ckpts.get(best_epoch)) if ckpts else None,
+        skipped,
+        loop.resumed_from // n_steps,
+        loop.done,
+        time.perf_counter() - t_start,
+        G,
+        ranks.world,
+    )
 
 
 def _check_epoch_files(folder: Path, best_epoch: int, last_epoch: int | None, write_last) -> None:
@@ -380,9 +473,12 @@ def _check_epoch_files(folder: Path, best_epoch: int, last_epoch: int | None, wr
             if not epoch_file_readable(path, "epoch checkpoint"):
                 write_last(epoch)
         else:
-            epoch_file_readable(path, "epoch checkpoint",
-                                f"it cannot be written again: its weights are kept nowhere else (later notebooks "
-                                f"load only the selected epoch, {best_epoch})")
+            epoch_file_readable(
+                path,
+                "epoch checkpoint",
+                f"it cannot be written again: its weights are kept nowhere else (later notebooks "
+                f"load only the selected epoch, {best_epoch})",
+            )
 
 
 def _best_epoch(val_log: list[dict], metric: str) -> int:

@@ -9,6 +9,7 @@ self-pair always has cosine 1 > T_cos, so it adds positives that a norm-growing 
 Ranking uses the logit z_i · z_j in float64, which orders pairs exactly as the exact sigmoid does (float32 sigmoid
 saturates to 1.0 above ~17 and would invent ties).
 """
+
 from __future__ import annotations
 
 import math
@@ -59,8 +60,16 @@ def sample_nodes(num_nodes: int, r_cos: float, seed: int) -> Tensor:
     return torch.randperm(num_nodes, generator=g)[:k].sort().values
 
 
-def aauc(z: Tensor, x: Tensor, r_cos: float = DEFAULT_R_COS, t_cos: float = DEFAULT_T_COS, seed: int = 0,
-         include_self: bool = False, chunk_size: int = 256, exact_limit: int = 4_000_000) -> AAUCResult:
+def aauc(
+    z: Tensor,
+    x: Tensor,
+    r_cos: float = DEFAULT_R_COS,
+    t_cos: float = DEFAULT_T_COS,
+    seed: int = 0,
+    include_self: bool = False,
+    chunk_size: int = 256,
+    exact_limit: int = 4_000_000,
+) -> AAUCResult:
     """A-AUC of embeddings z [N, F_out] against input features x [N, F_in].
 
     chunk_size: rows of the S×S pair matrix built at a time (memory O(chunk_size · S)).
@@ -70,13 +79,21 @@ def aauc(z: Tensor, x: Tensor, r_cos: float = DEFAULT_R_COS, t_cos: float = DEFA
     if not (isinstance(t_cos, (int, float)) and -1.0 <= t_cos <= 1.0):
         raise ValueError(f"t_cos={t_cos!r} must be in [-1, 1]; it is a cosine-similarity threshold")
     if z.dim() != 2 or x.dim() != 2 or z.size(0) != x.size(0):
-        raise ValueError(f"embeddings z {tuple(z.shape)} and features x {tuple(x.shape)} must be [N, F] with the "
-                         f"same N; pass the embeddings of the same graph's nodes")
+        raise ValueError(
+            f"embeddings z {tuple(z.shape)} and features x {tuple(x.shape)} must be [N, F] with the "
+            f"same N; pass the embeddings of the same graph's nodes"
+        )
     idx = sample_nodes(x.size(0), r_cos, seed)
     s = idx.numel()
     if s < 2:
-        return AAUCResult(float("nan"), s, 0, 0, include_self,
-                          f"only {s} node(s) sampled (N={x.size(0)}, r_cos={r_cos}); need at least 2")
+        return AAUCResult(
+            float("nan"),
+            s,
+            0,
+            0,
+            include_self,
+            f"only {s} node(s) sampled (N={x.size(0)}, r_cos={r_cos}); need at least 2",
+        )
     zs = z.detach().index_select(0, idx).double()
     xs = torch.nn.functional.normalize(x.detach().index_select(0, idx).double(), dim=1)
     if not (torch.isfinite(zs).all() and torch.isfinite(xs).all()):
@@ -98,8 +115,14 @@ def aauc(z: Tensor, x: Tensor, r_cos: float = DEFAULT_R_COS, t_cos: float = DEFA
 
 def _undefined(s, n_pos, n_neg, include_self, t_cos) -> AAUCResult:
     which = "positive (cosine > T_cos)" if n_pos == 0 else "negative (cosine <= T_cos)"
-    return AAUCResult(float("nan"), s, n_pos, n_neg, include_self,
-                      f"no {which} pair among {s} sampled nodes at t_cos={t_cos}; AUC is undefined")
+    return AAUCResult(
+        float("nan"),
+        s,
+        n_pos,
+        n_neg,
+        include_self,
+        f"no {which} pair among {s} sampled nodes at t_cos={t_cos}; AUC is undefined",
+    )
 
 
 def _row_blocks(zs: Tensor, xs: Tensor, t_cos: float, include_self: bool, chunk_size: int):
@@ -126,9 +149,14 @@ def _chunked_mann_whitney(zs, xs, t_cos, include_self, chunk_size, s) -> AAUCRes
     if n_pos == 0 or n_neg == 0:
         return _undefined(s, n_pos, n_neg, include_self, t_cos)
     minority_is_pos = n_pos <= n_neg
-    kept = np.sort(np.concatenate([
-        logit[lab == minority_is_pos].numpy() for logit, lab in _row_blocks(zs, xs, t_cos, include_self, chunk_size)
-    ]))
+    kept = np.sort(
+        np.concatenate(
+            [
+                logit[lab == minority_is_pos].numpy()
+                for logit, lab in _row_blocks(zs, xs, t_cos, include_self, chunk_size)
+            ]
+        )
+    )
     greater = 0.0  # sum over majority scores of (#minority below) + ½ (#minority equal)
     for logit, lab in _row_blocks(zs, xs, t_cos, include_self, chunk_size):
         other = logit[lab != minority_is_pos].numpy()
@@ -140,8 +168,15 @@ def _chunked_mann_whitney(zs, xs, t_cos, include_self, chunk_size, s) -> AAUCRes
     return AAUCResult(value, s, n_pos, n_neg, include_self)
 
 
-def aauc_scored(score_pairs, x: Tensor, r_cos: float = DEFAULT_R_COS, t_cos: float = DEFAULT_T_COS, seed: int = 0,
-                include_self: bool = False, chunk_size: int = 65536) -> AAUCResult:
+def aauc_scored(
+    score_pairs,
+    x: Tensor,
+    r_cos: float = DEFAULT_R_COS,
+    t_cos: float = DEFAULT_T_COS,
+    seed: int = 0,
+    include_self: bool = False,
+    chunk_size: int = 65536,
+) -> AAUCResult:
     """A-AUC of a model that scores pairs with a decoder of its own rather than z_i · z_j (lib.linkpred.decoders): the same
     seeded node sample and labels as `aauc`, scores from score_pairs(pairs [2, P]) -> [P] (called chunk_size pairs at
     a time). With include_self, off-diagonal pairs weigh 2 and self-pairs 1: exactly the seed's S × S matrix."""
@@ -149,14 +184,24 @@ def aauc_scored(score_pairs, x: Tensor, r_cos: float = DEFAULT_R_COS, t_cos: flo
     idx = sample_nodes(x.size(0), r_cos, seed)
     s = idx.numel()
     if s < 2:
-        return AAUCResult(float("nan"), s, 0, 0, include_self,
-                          f"only {s} node(s) sampled (N={x.size(0)}, r_cos={r_cos}); need at least 2")
+        return AAUCResult(
+            float("nan"),
+            s,
+            0,
+            0,
+            include_self,
+            f"only {s} node(s) sampled (N={x.size(0)}, r_cos={r_cos}); need at least 2",
+        )
     pairs = idx[torch.triu_indices(s, s, offset=0 if include_self else 1)]
     xn = torch.nn.functional.normalize(x.detach().double(), dim=1)
     labels = ((xn[pairs[0]] * xn[pairs[1]]).sum(1) > t_cos).numpy()
     with torch.no_grad():
-        scores = np.concatenate([np.asarray(score_pairs(pairs[:, a:a + chunk_size]).detach().double().cpu())
-                                 for a in range(0, pairs.size(1), chunk_size)])
+        scores = np.concatenate(
+            [
+                np.asarray(score_pairs(pairs[:, a : a + chunk_size]).detach().double().cpu())
+                for a in range(0, pairs.size(1), chunk_size)
+            ]
+        )
     weight = np.where(pairs[0].numpy() == pairs[1].numpy(), 1.0, 2.0) if include_self else np.ones(labels.size)
     n_pos, n_neg = int(weight[labels].sum()), int(weight[~labels].sum())
     if n_pos == 0 or n_neg == 0:
@@ -172,8 +217,9 @@ def _check_t_cos(t_cos) -> None:
         raise ValueError(f"t_cos={t_cos!r} must be in [-1, 1]; it is a cosine-similarity threshold")
 
 
-def aauc_on_pairs(z: Tensor, x: Tensor, pairs: Tensor, t_cos: float = DEFAULT_T_COS,
-                  chunk_size: int = 65536) -> AAUCResult:
+def aauc_on_pairs(
+    z: Tensor, x: Tensor, pairs: Tensor, t_cos: float = DEFAULT_T_COS, chunk_size: int = 65536
+) -> AAUCResult:
     """A-AUC restricted to given node pairs (e.g. pairs inside one topic, or across BFS branches).
 
     z: [N, F_out] embeddings, x: [N, F_in] input features, pairs: [2, P] node ids.  Scores are the logits z_i·z_j
@@ -182,8 +228,10 @@ def aauc_on_pairs(z: Tensor, x: Tensor, pairs: Tensor, t_cos: float = DEFAULT_T_
     """
     _check_t_cos(t_cos)
     if z.dim() != 2 or x.dim() != 2 or z.size(0) != x.size(0):
-        raise ValueError(f"embeddings z {tuple(z.shape)} and features x {tuple(x.shape)} must be [N, F] with the "
-                         f"same N; pass the embeddings of the same graph's nodes")
+        raise ValueError(
+            f"embeddings z {tuple(z.shape)} and features x {tuple(x.shape)} must be [N, F] with the "
+            f"same N; pass the embeddings of the same graph's nodes"
+        )
     if pairs.dim() != 2 or pairs.size(0) != 2:
         raise ValueError(f"pairs has shape {tuple(pairs.shape)}; it must be [2, P] node ids")
     if pairs.numel() == 0:
@@ -192,7 +240,7 @@ def aauc_on_pairs(z: Tensor, x: Tensor, pairs: Tensor, t_cos: float = DEFAULT_T_
     xn = torch.nn.functional.normalize(x.detach().double(), dim=1)
     scores, labels = [], []
     for start in range(0, pairs.size(1), chunk_size):
-        u, v = pairs[0, start:start + chunk_size], pairs[1, start:start + chunk_size]
+        u, v = pairs[0, start : start + chunk_size], pairs[1, start : start + chunk_size]
         scores.append((zd[u] * zd[v]).sum(1))
         labels.append((xn[u] * xn[v]).sum(1) > t_cos)
     scores, labels = torch.cat(scores).numpy(), torch.cat(labels).numpy()
@@ -211,8 +259,9 @@ def sampled_pairs(num_nodes: int, r_cos: float, seed: int) -> Tensor:
     return idx[iu]
 
 
-def aauc_by_group(z: Tensor, x: Tensor, groups: list, r_cos: float = DEFAULT_R_COS, t_cos: float = DEFAULT_T_COS,
-                  seed: int = 0) -> dict:
+def aauc_by_group(
+    z: Tensor, x: Tensor, groups: list, r_cos: float = DEFAULT_R_COS, t_cos: float = DEFAULT_T_COS, seed: int = 0
+) -> dict:
     """A-AUC per group label over the sampled pairs whose two nodes share that label (e.g. a topic).
 
     groups: [N] label per node (None = unknown, left out).  Returns {label: AAUCResult}, labels sorted."""
@@ -228,8 +277,9 @@ def aauc_by_group(z: Tensor, x: Tensor, groups: list, r_cos: float = DEFAULT_R_C
     return out
 
 
-def aauc_inside_across(z: Tensor, x: Tensor, branch, r_cos: float = DEFAULT_R_COS,
-                       t_cos: float = DEFAULT_T_COS, seed: int = 0) -> dict:
+def aauc_inside_across(
+    z: Tensor, x: Tensor, branch, r_cos: float = DEFAULT_R_COS, t_cos: float = DEFAULT_T_COS, seed: int = 0
+) -> dict:
     """A-AUC over the sampled pairs inside one BFS branch vs across two branches.
 
     branch: [N] branch id per node (see lib.crawl.bfs.bfs_branches: root 0, unreached -1); pairs with the root or an
@@ -240,8 +290,10 @@ def aauc_inside_across(z: Tensor, x: Tensor, branch, r_cos: float = DEFAULT_R_CO
     pairs = sampled_pairs(x.size(0), r_cos, seed)
     bu, bv = branch[pairs[0]], branch[pairs[1]]
     known = (bu > 0) & (bv > 0)
-    return {"inside": aauc_on_pairs(z, x, pairs[:, known & (bu == bv)], t_cos),
-            "across": aauc_on_pairs(z, x, pairs[:, known & (bu != bv)], t_cos)}
+    return {
+        "inside": aauc_on_pairs(z, x, pairs[:, known & (bu == bv)], t_cos),
+        "across": aauc_on_pairs(z, x, pairs[:, known & (bu != bv)], t_cos),
+    }
 
 
 def top_new_links(z: Tensor, edge_index: Tensor, k: int, chunk_size: int = 1024) -> tuple[Tensor, Tensor]:

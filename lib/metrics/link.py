@@ -1,5 +1,6 @@
 """Stage 3 metrics: AUC, AP, Hits@k and MRR per negative set and per common-neighbour stratum, and the
 mean ± std tables over seeds."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +8,6 @@ import pandas as pd
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from lib.metrics.selection import STRATA, choose_on_validation
-
 
 # ---------------------------------------------------------------- metrics
 
@@ -26,8 +26,12 @@ def link_metrics(pos: np.ndarray, neg: np.ndarray, hits_k: int = 50) -> dict:
     neg_sorted = np.sort(neg)
     kth = neg_sorted[-hits_k] if len(neg) >= hits_k else -np.inf
     rank = 1 + (len(neg) - np.searchsorted(neg_sorted, pos, side="left"))
-    return {"auc": float(roc_auc_score(y, s)), "ap": float(average_precision_score(y, s)),
-            f"hits@{hits_k}": float((pos > kth).mean()), "mrr": float((1.0 / rank).mean())}
+    return {
+        "auc": float(roc_auc_score(y, s)),
+        "ap": float(average_precision_score(y, s)),
+        f"hits@{hits_k}": float((pos > kth).mean()),
+        "mrr": float((1.0 / rank).mean()),
+    }
 
 
 def ranks(pos: np.ndarray, neg: np.ndarray, owner: np.ndarray | None = None) -> np.ndarray:
@@ -52,8 +56,13 @@ def ranking_metrics(pos: np.ndarray, neg: np.ndarray, owner: np.ndarray | None =
     return {"mrr": float((1.0 / r).mean()), **{f"hits@{k}": float((r <= k).mean()) for k in ks}}
 
 
-def set_metrics(pos: np.ndarray, neg: np.ndarray, owner: np.ndarray | None = None, has_cn: np.ndarray | None = None,
-                hits_k: int = 50) -> dict:
+def set_metrics(
+    pos: np.ndarray,
+    neg: np.ndarray,
+    owner: np.ndarray | None = None,
+    has_cn: np.ndarray | None = None,
+    hits_k: int = 50,
+) -> dict:
     """Metrics of one negative set of one task: AUC and AP over every positive [P] and negative [Q] score; MRR and
     Hits@{1,10} of each positive among its negatives (its own when owner [Q] maps every negative to its positive, as
     for the per-positive sets of lib.linkpred.negative_sets; all of them otherwise), Hits@K (shared sets only, OGB's
@@ -61,6 +70,7 @@ def set_metrics(pos: np.ndarray, neg: np.ndarray, owner: np.ndarray | None = Non
     with has_cn [P], the same AUC and MRR within each stratum of positives (STRATA: auc_cn, mrr_no_cn, ...; a
     per-positive set keeps the stratum's own negatives) plus pos_no_cn, the share of positives without a common
     neighbour. A stratum without positives (or negatives) gets None."""
+
     def one(p, q, o):
         if len(p) == 0 or len(q) == 0:
             return {"auc": None, "ap": None, "mrr": None, "hits@1": None, "hits@10": None}
@@ -91,8 +101,11 @@ def mean_std(v) -> str:
     return f"{v.mean():.3f} ± {v.std(ddof=1) if len(v) > 1 else 0:.3f}"
 
 
-def summary_table(rows: list[dict], metrics=("auc", "ap", "hits@50", "mrr", "aauc", "aauc_self"),
-                  by=("protocol", "negatives", "supervision", "model")):
+def summary_table(
+    rows: list[dict],
+    metrics=("auc", "ap", "hits@50", "mrr", "aauc", "aauc_self"),
+    by=("protocol", "negatives", "supervision", "model"),
+):
     """pandas DataFrame (protocol, negatives, supervision, model) × metric of 'mean ± std' over seeds, plus n_seeds
     (grouping keys missing from the rows are left out)."""
 
@@ -137,10 +150,19 @@ def gat_verdicts(rows: pd.DataFrame, heuristics) -> tuple[pd.DataFrame, list[str
         h_mean = heur.groupby("model")["auc"].mean()
         h = h_mean.idxmax()
         auc, sd, gap = m["auc"].mean(), m["auc"].std(ddof=1) if len(m) > 1 else 0.0, m["auc"].mean() - h_mean[h]
-        table.append({"protocol": p, "negatives": n, "best GatModel": f"{sv}: {auc:.3f} ± {sd:.3f}",
-                      "supervision chosen on": chosen_on, "best heuristic": f"{h}: {h_mean[h]:.3f}",
-                      "gap": round(gap, 3)})
-        sentences.append(f"{p} / {n} negatives: GatModel ({sv} supervision, chosen on {chosen_on}) {auc:.3f} AUC "
-                         f"{'beats' if gap > 0 else 'trails'} the best heuristic, {h} at {h_mean[h]:.3f}, by "
-                         f"{abs(gap):.3f}.")
+        table.append(
+            {
+                "protocol": p,
+                "negatives": n,
+                "best GatModel": f"{sv}: {auc:.3f} ± {sd:.3f}",
+                "supervision chosen on": chosen_on,
+                "best heuristic": f"{h}: {h_mean[h]:.3f}",
+                "gap": round(gap, 3),
+            }
+        )
+        sentences.append(
+            f"{p} / {n} negatives: GatModel ({sv} supervision, chosen on {chosen_on}) {auc:.3f} AUC "
+            f"{'beats' if gap > 0 else 'trails'} the best heuristic, {h} at {h_mean[h]:.3f}, by "
+            f"{abs(gap):.3f}."
+        )
     return pd.DataFrame(table), sentences

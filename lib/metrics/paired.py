@@ -7,6 +7,7 @@ made of several parts (a goal with an AUC and an MRR margin) is met when every p
 missed, and undecided otherwise. Every verdict the notebooks, the results page and the README print comes from
 `verdict` and is printed with its interval (`judged_text`).
 """
+
 from __future__ import annotations
 
 import math
@@ -47,8 +48,9 @@ def judge(diffs, margin: float = 0.0) -> dict:
 
 def verdicts(rows: pd.DataFrame, margin: float = 0.0) -> pd.Series:
     """`verdict` of each row of a table of intervals (columns ci_low, ci_high), against `margin`."""
-    return pd.Series([verdict(lo, hi, margin) for lo, hi in zip(rows["ci_low"], rows["ci_high"])], index=rows.index,
-                     dtype=object)
+    return pd.Series(
+        [verdict(lo, hi, margin) for lo, hi in zip(rows["ci_low"], rows["ci_high"])], index=rows.index, dtype=object
+    )
 
 
 def all_of(verdicts) -> str:

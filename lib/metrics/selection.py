@@ -1,5 +1,6 @@
 """Choosing and judging a model from result rows, pure functions of pandas tables: the one way a best model is picked
 (on validation), and notebook 03b's goal judged by the project's one rule (lib.metrics.paired)."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -7,8 +8,9 @@ import pandas as pd
 from lib.metrics.paired import all_of, interval_text, judged_text, verdict
 
 
-def choose_on_validation(rows: pd.DataFrame, candidates: list, metric: str = "auc", key: str = "model"
-                         ) -> tuple[object, str, object]:
+def choose_on_validation(
+    rows: pd.DataFrame, candidates: list, metric: str = "auc", key: str = "model"
+) -> tuple[object, str, object]:
     """The one way a best model is picked: among `candidates` (values of column `key`) in `rows` (one protocol ×
     negative set, any number of seeds), the one with the highest mean validation `metric` (column val_<metric>, the
     selected epoch's score on validation tasks built as the test tasks are). Where no candidate has one (a run that
@@ -27,9 +29,12 @@ GOAL_AUC_MARGIN = 0.02  # notebook 03b's goal: >= +0.02 AUC over the stronger he
 GOAL_MRR_MARGIN = 0.0
 
 
-GOAL_PARTS = {"auc": ("auc_margin", GOAL_AUC_MARGIN), "mrr": ("mrr_margin", GOAL_MRR_MARGIN),
-              "auc_shortcut": ("auc_margin_shortcut", GOAL_AUC_MARGIN),
-              "mrr_shortcut": ("mrr_margin_shortcut", GOAL_MRR_MARGIN)}
+GOAL_PARTS = {
+    "auc": ("auc_margin", GOAL_AUC_MARGIN),
+    "mrr": ("mrr_margin", GOAL_MRR_MARGIN),
+    "auc_shortcut": ("auc_margin_shortcut", GOAL_AUC_MARGIN),
+    "mrr_shortcut": ("mrr_margin_shortcut", GOAL_MRR_MARGIN),
+}
 """The parts of notebook 03b's goal: name -> (gap_table margin column, the margin its interval must lie above)."""
 
 
@@ -41,8 +46,11 @@ def goal_parts(gap: dict) -> dict[str, str]:
     learnt anything. A part whose row keeps no interval (a run of one seed, or written before intervals were kept) is
     undecided."""
     shortcut = gap["negatives"] != "uniform" and pd.notna(gap.get("auc_margin_shortcut", float("nan")))
-    return {name: verdict(_number(gap.get(f"{col}_low")), _number(gap.get(f"{col}_high")), margin)
-            for name, (col, margin) in GOAL_PARTS.items() if shortcut or not name.endswith("_shortcut")}
+    return {
+        name: verdict(_number(gap.get(f"{col}_low")), _number(gap.get(f"{col}_high")), margin)
+        for name, (col, margin) in GOAL_PARTS.items()
+        if shortcut or not name.endswith("_shortcut")
+    }
 
 
 def goal_verdict(gap: dict) -> str:
@@ -51,8 +59,12 @@ def goal_verdict(gap: dict) -> str:
     return all_of(goal_parts(gap).values())
 
 
-PART_TITLES = {"auc": "AUC over the bar", "mrr": "MRR over the bar", "auc_shortcut": "AUC over the shortcut",
-               "mrr_shortcut": "MRR over the shortcut"}
+PART_TITLES = {
+    "auc": "AUC over the bar",
+    "mrr": "MRR over the bar",
+    "auc_shortcut": "AUC over the shortcut",
+    "mrr_shortcut": "MRR over the shortcut",
+}
 
 
 def verdict_table(gaps: pd.DataFrame) -> pd.DataFrame:
@@ -64,17 +76,28 @@ def verdict_table(gaps: pd.DataFrame) -> pd.DataFrame:
     out = []
     for r in gaps.to_dict("records"):
         parts = goal_parts(r)
-        row = {"protocol": r["protocol"], "negatives": r["negatives"], "seeds": r.get("seeds"),
-               "chosen model": r["best graph model"], "bar": r["bar"], "goal": goal_verdict(r)}
+        row = {
+            "protocol": r["protocol"],
+            "negatives": r["negatives"],
+            "seeds": r.get("seeds"),
+            "chosen model": r["best graph model"],
+            "bar": r["bar"],
+            "goal": goal_verdict(r),
+        }
         for part, title in PART_TITLES.items():
             col, margin = GOAL_PARTS[part]
-            row[title] = (judged_text(_number(r.get(col)), _number(r.get(f"{col}_low")), _number(r.get(f"{col}_high")),
-                                      margin) if part in parts else "—")
+            row[title] = (
+                judged_text(_number(r.get(col)), _number(r.get(f"{col}_low")), _number(r.get(f"{col}_high")), margin)
+                if part in parts
+                else "—"
+            )
         for st in STRATA:
             col = f"auc_{st}_margin"
             row[f"AUC margin, {st} positives"] = (
                 interval_text(_number(r.get(col)), _number(r.get(f"{col}_low")), _number(r.get(f"{col}_high")))
-                if pd.notna(r.get(col)) else "—")
+                if pd.notna(r.get(col))
+                else "—"
+            )
         out.append(row)
     return pd.DataFrame(out)
 

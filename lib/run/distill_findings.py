@@ -2,6 +2,7 @@
 committed runs with a README renderer (`readme()`) and a results-page renderer (`page()`): MiniLM against its
 undistilled control, the paper's ablations, the node-embedder frontier on trained-on titles, and classic knowledge
 distillation."""
+
 from __future__ import annotations
 
 import json
@@ -34,6 +35,7 @@ def steps_of(run: str, ref: Path) -> int | None:
 @dataclass(frozen=True)
 class DistillRun:
     """A run's notebook-05 rows: its steps per student, its probe rows and its link-prediction rows."""
+
     run: str
     steps: int | None
     results: pd.DataFrame
@@ -64,6 +66,7 @@ class Distillation:
     """MiniLM-distilled minus the same student undistilled: on the probes (paired by seed, 95% interval) and as stage
     3's node embedder, from the result run with the most steps; without a result run, the pipeline checks' node-
     embedder differences (the results page only)."""
+
     runs: tuple[str, ...]  # the result run, or the pipeline checks with link rows
     steps: int | None
     probes: pd.DataFrame  # paired_differences rows: student, init, metric, seeds, diff, ci_low, ci_high
@@ -74,30 +77,45 @@ class Distillation:
     def readme(self) -> str | None:
         if not self.is_result:
             return None
-        cells = [f"{student} {init} init " + ", ".join(f"{PROBES[r.metric].split()[0]} {r.diff:+.3f}"
-                                                      for r in g.itertuples())
-                 for (student, init), g in self.probes.groupby(["student", "init"], sort=False)]
+        cells = [
+            f"{student} {init} init "
+            + ", ".join(f"{PROBES[r.metric].split()[0]} {r.diff:+.3f}" for r in g.itertuples())
+            for (student, init), g in self.probes.groupby(["student", "init"], sort=False)
+        ]
         node = f"; as stage 3's node embedder, GatModel AUC {slash(self.lp['diff'], '{:+.3f}')}" if len(self.lp) else ""
-        return (f"**Distillation.** After [{self.steps:,} steps][{self.runs[0]}] per student, MiniLM-distilled minus "
-                f"the same student undistilled, test: {'; '.join(cells)}{node}.")
+        return (
+            f"**Distillation.** After [{self.steps:,} steps][{self.runs[0]}] per student, MiniLM-distilled minus "
+            f"the same student undistilled, test: {'; '.join(cells)}{node}."
+        )
 
     def _lp_parts(self) -> list[str]:
-        return [f"{', '.join(f'{e.split()[0]} {d:+.3f}' for e, d in zip(g['embedder'], g['diff']))} under {protocol}"
-                for (_, protocol), g in self.lp.groupby(["run", "protocol"], sort=False)]
+        return [
+            f"{', '.join(f'{e.split()[0]} {d:+.3f}' for e, d in zip(g['embedder'], g['diff']))} under {protocol}"
+            for (_, protocol), g in self.lp.groupby(["run", "protocol"], sort=False)
+        ]
 
     def page(self) -> str:
         if not self.is_result:
             budget = f"at {self.steps} optimiser steps per student" if self.steps else "at the committed budget"
-            check = (", a pipeline check rather than a result" if self.steps is not None and self.steps < RESULT_STEPS
-                     else "")
-            return (f"**Distillation.** As stage 3's node embedder, each MiniLM-distilled student minus its undistilled "
-                    f"control, GatModel test AUC: {'; '.join(self._lp_parts())} — {budget}{check} "
-                    f"({page_links(self.runs)}).")
-        probes = [f"{student} {init} init, {int(g.seeds.max())} seed(s): "
-                  + ", ".join(f"{PROBES[r.metric]} {diff_cell(r)}" for _, r in g.iterrows())
-                  for (student, init), g in self.probes.groupby(["student", "init"], sort=False)]
-        line = (f"**Distillation.** At {self.steps:,} optimiser steps per student, MiniLM-distilled minus the same "
-                f"student undistilled (test; paired by seed, 95% interval): {'; '.join(probes)}")
+            check = (
+                ", a pipeline check rather than a result"
+                if self.steps is not None and self.steps < RESULT_STEPS
+                else ""
+            )
+            return (
+                f"**Distillation.** As stage 3's node embedder, each MiniLM-distilled student minus its undistilled "
+                f"control, GatModel test AUC: {'; '.join(self._lp_parts())} — {budget}{check} "
+                f"({page_links(self.runs)})."
+            )
+        probes = [
+            f"{student} {init} init, {int(g.seeds.max())} seed(s): "
+            + ", ".join(f"{PROBES[r.metric]} {diff_cell(r)}" for _, r in g.iterrows())
+            for (student, init), g in self.probes.groupby(["student", "init"], sort=False)
+        ]
+        line = (
+            f"**Distillation.** At {self.steps:,} optimiser steps per student, MiniLM-distilled minus the same "
+            f"student undistilled (test; paired by seed, 95% interval): {'; '.join(probes)}"
+        )
         if len(self.lp):
             line += f"; as stage 3's node embedder, GatModel test AUC {'; '.join(self._lp_parts())}"
         line += f" ({page_link(self.runs[0])})"
@@ -120,14 +138,21 @@ def distillation(runs: dict[str, dict], ref: Path) -> Distillation | None:
     if not with_lp:
         return None
     steps = next((d.steps for d in with_lp if d.steps is not None), None)
-    return Distillation(tuple(d.run for d in with_lp), steps, pd.DataFrame(),
-                        pd.concat([_lp_of(d) for d in with_lp], ignore_index=True), checks, False)
+    return Distillation(
+        tuple(d.run for d in with_lp),
+        steps,
+        pd.DataFrame(),
+        pd.concat([_lp_of(d) for d in with_lp], ignore_index=True),
+        checks,
+        False,
+    )
 
 
 @dataclass(frozen=True)
 class Ablations:
     """MiniLM minus each of the paper's ablations (Tables 5-7), paired by seed, 95% interval, and how many intervals
     lie above and below 0 (the paper puts MiniLM above every ablation)."""
+
     run: str
     differences: pd.DataFrame  # minilm_minus rows: student, init, versus, metric, seeds, diff, ci_low, ci_high
     above: int
@@ -136,22 +161,30 @@ class Ablations:
     def readme(self) -> str:
         d = self.differences
         clear = d[verdicts(d) != "undecided"]
-        cells = [f"{versus} " + ", ".join(f"{PROBES[r.metric].split()[0]} {diff_cell(r)}" for _, r in g.iterrows())
-                 for versus, g in clear.groupby("versus", sort=False)]
+        cells = [
+            f"{versus} " + ", ".join(f"{PROBES[r.metric].split()[0]} {diff_cell(r)}" for _, r in g.iterrows())
+            for versus, g in clear.groupby("versus", sort=False)
+        ]
         where = ", ".join(f"{s} {i} init" for s, i in d[["student", "init"]].drop_duplicates().itertuples(index=False))
-        return (f"**Ablations.** MiniLM minus the paper's ablations, [{int(d.seeds.min())} seeds][{self.run}] ({where}, "
-                f"test, 95% interval; the paper has MiniLM above all): above 0 in {self.above} of {len(d)} cells, below 0 "
-                f"in {self.below}" + (f": {'; '.join(cells)}" if cells else "") + ".")
+        return (
+            f"**Ablations.** MiniLM minus the paper's ablations, [{int(d.seeds.min())} seeds][{self.run}] ({where}, "
+            f"test, 95% interval; the paper has MiniLM above all): above 0 in {self.above} of {len(d)} cells, below 0 "
+            f"in {self.below}" + (f": {'; '.join(cells)}" if cells else "") + "."
+        )
 
     def page(self) -> str:
-        parts = [f"{versus} ({student} {init} init, {int(g.seeds.min())} seeds): "
-                 + ", ".join(f"{PROBES[r.metric]} {diff_cell(r)}" for _, r in g.iterrows())
-                 for (student, init, versus), g in self.differences.groupby(["student", "init", "versus"], sort=False)]
+        parts = [
+            f"{versus} ({student} {init} init, {int(g.seeds.min())} seeds): "
+            + ", ".join(f"{PROBES[r.metric]} {diff_cell(r)}" for _, r in g.iterrows())
+            for (student, init, versus), g in self.differences.groupby(["student", "init", "versus"], sort=False)
+        ]
         n = len(self.differences)
-        return (f"**Ablations.** MiniLM minus each of the paper's ablations on the same student and seed (test; 95% "
-                f"interval): {'; '.join(parts)}. The paper puts MiniLM above every ablation; here MiniLM is above the "
-                f"ablation in {self.above} of {n} (ablation, probe) cells, below it in {self.below}, and the other "
-                f"{n - self.above - self.below} intervals hold 0 ({page_link(self.run)}).")
+        return (
+            f"**Ablations.** MiniLM minus each of the paper's ablations on the same student and seed (test; 95% "
+            f"interval): {'; '.join(parts)}. The paper puts MiniLM above every ablation; here MiniLM is above the "
+            f"ablation in {self.above} of {n} (ablation, probe) cells, below it in {self.below}, and the other "
+            f"{n - self.above - self.below} intervals hold 0 ({page_link(self.run)})."
+        )
 
 
 def ablations(runs: dict[str, dict], ref: Path) -> Ablations | None:
@@ -173,6 +206,7 @@ def ablations(runs: dict[str, dict], ref: Path) -> Ablations | None:
 class Encoder:
     """One encoder of the node-embedder frontier: titles/s at one thread relative to all-MiniLM-L6-v2's, and GatModel
     test AUC minus all-MiniLM-L6-v2's under leak_free, paired by seed, with its 95% interval."""
+
     name: str
     speedup: float
     diff: float
@@ -190,6 +224,7 @@ class TransductiveFrontier:
     validation, who meets its goal, and the best choice — the fastest encoder that meets it, else the fastest with
     no loss beyond 0.01. Transductive, so shown on the results page only, beside notebook 05b's unseen-title
     finding."""
+
     shown: tuple[Encoder, ...]
     met: tuple[str, ...]
     no_loss: tuple[str, ...]  # no loss beyond 0.01 but not the goal
@@ -203,12 +238,18 @@ class TransductiveFrontier:
     def page(self) -> str:
         cells = [f"{e.name} {e.speedup:.2f}× {e.diff:+.3f} [{e.low:+.3f}, {e.high:+.3f}]" for e in self.shown]
         seeds = sorted({e.seeds for e in self.shown})
-        return (f"**On titles the students were trained on (transductive).** Titles/s at one thread relative to "
-                f"all-MiniLM-L6-v2's, and GatModel "
-                f"test AUC minus all-MiniLM-L6-v2's paired over {' or '.join(map(str, seeds))} seeds (leak_free, 95% "
-                f"interval): {'; '.join(cells)}. Goal ({self.GOAL}) met by: {', '.join(self.met) or 'none'}"
-                + (f"; read as no loss beyond 0.01 (intervals above −0.01): {', '.join(self.no_loss)}"
-                   if self.no_loss else "") + f" ({page_link(FRONTIER)}).")
+        return (
+            f"**On titles the students were trained on (transductive).** Titles/s at one thread relative to "
+            f"all-MiniLM-L6-v2's, and GatModel "
+            f"test AUC minus all-MiniLM-L6-v2's paired over {' or '.join(map(str, seeds))} seeds (leak_free, 95% "
+            f"interval): {'; '.join(cells)}. Goal ({self.GOAL}) met by: {', '.join(self.met) or 'none'}"
+            + (
+                f"; read as no loss beyond 0.01 (intervals above −0.01): {', '.join(self.no_loss)}"
+                if self.no_loss
+                else ""
+            )
+            + f" ({page_link(FRONTIER)})."
+        )
 
 
 def transductive_frontier(runs: dict[str, dict], ref: Path) -> TransductiveFrontier | None:
@@ -216,33 +257,54 @@ def transductive_frontier(runs: dict[str, dict], ref: Path) -> TransductiveFront
     if t is None:
         return None
     chosen = t.attrs.get("static_chosen_on_validation")
-    enc = {r.embedder: Encoder(r.embedder, float(r.speedup_1t), float(r.gat_leak_free_diff), float(r.gat_leak_free_low),
-                               float(r.gat_leak_free_high), int(r.paired_seeds), bool(r.goal), bool(r.non_inferior))
-           for r in t.itertuples()}
+    enc = {
+        r.embedder: Encoder(
+            r.embedder,
+            float(r.speedup_1t),
+            float(r.gat_leak_free_diff),
+            float(r.gat_leak_free_low),
+            float(r.gat_leak_free_high),
+            int(r.paired_seeds),
+            bool(r.goal),
+            bool(r.non_inferior),
+        )
+        for r in t.itertuples()
+    }
     kinds = dict(zip(t.embedder, t.kind))
-    shown = tuple(e for e in enc.values() if kinds[e.name] == "student" or (kinds[e.name] == "static" and e.name == chosen))
+    shown = tuple(
+        e for e in enc.values() if kinds[e.name] == "student" or (kinds[e.name] == "static" and e.name == chosen)
+    )
     candidates = [e for e in enc.values() if e.goal] or [e for e in enc.values() if e.no_loss]
     best = max(candidates, key=lambda e: e.speedup) if candidates else None
-    return TransductiveFrontier(shown, tuple(e.name for e in enc.values() if e.goal),
-                        tuple(e.name for e in enc.values() if e.no_loss and not e.goal), best)
+    return TransductiveFrontier(
+        shown,
+        tuple(e.name for e in enc.values() if e.goal),
+        tuple(e.name for e in enc.values() if e.no_loss and not e.goal),
+        best,
+    )
 
 
 @dataclass(frozen=True)
 class KdDifferences:
     """Classic KD: a student distilled from the fine-tuned teacher's logits minus its labels-only control, test
     accuracy (mean over seeds), per student and task."""
+
     run: str
     students: tuple[tuple[str, tuple[tuple[str, float], ...]], ...]  # (student, ((task, difference), ...))
 
     def readme(self) -> str:
         parts = [f"{s} " + ", ".join(f"{t} {d:+.3f}" for t, d in diffs) for s, diffs in self.students]
-        return (f"**Classic KD.** A student distilled from the teacher's logits minus its labels-only control "
-                f"([{self.run}]), test accuracy: {'; '.join(parts)}.")
+        return (
+            f"**Classic KD.** A student distilled from the teacher's logits minus its labels-only control "
+            f"([{self.run}]), test accuracy: {'; '.join(parts)}."
+        )
 
     def page(self) -> str:
         parts = [f"{s} " + ", ".join(f"{d:+.3f} {t}" for t, d in diffs) for s, diffs in self.students]
-        return ("**Classic KD.** A student distilled from the fine-tuned teacher's logits minus the same student trained "
-                f"with cross-entropy alone, test accuracy: {'; '.join(parts)} ({page_link(self.run)}).")
+        return (
+            "**Classic KD.** A student distilled from the fine-tuned teacher's logits minus the same student trained "
+            f"with cross-entropy alone, test accuracy: {'; '.join(parts)} ({page_link(self.run)})."
+        )
 
 
 def knowledge_distillation(runs: dict[str, dict], ref: Path) -> KdDifferences | None:
@@ -251,8 +313,18 @@ def knowledge_distillation(runs: dict[str, dict], ref: Path) -> KdDifferences | 
         if res.empty:
             continue
         acc = res.groupby(["student", "task", "method"])["test"].mean()
-        return KdDifferences(run, tuple(
-            (s, tuple((t, float(acc[(s, t, "kd")] - acc[(s, t, "control")])) for t in res["task"].unique()
-                      if (s, t, "kd") in acc and (s, t, "control") in acc))
-            for s in res["student"].unique()))
+        return KdDifferences(
+            run,
+            tuple(
+                (
+                    s,
+                    tuple(
+                        (t, float(acc[(s, t, "kd")] - acc[(s, t, "control")]))
+                        for t in res["task"].unique()
+                        if (s, t, "kd") in acc and (s, t, "control") in acc
+                    ),
+                )
+                for s in res["student"].unique()
+            ),
+        )
     return None

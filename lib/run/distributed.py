@@ -32,6 +32,7 @@ job's ranks. Checkpoints and metrics are written by rank 0 only, atomically: GAT
 steps and at each epoch's end; distillation last.pt every `ckpt_every` steps. A re-run with the same arguments resumes from the latest: the global
 batch must match, the number of ranks need not.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,14 @@ from lib.crawl import campaign as crawl
 from lib.distill.cache import TeacherCache, TeacherTargetStore
 from lib.distill.config import DistillParams
 from lib.distill.data import build_datasets
-from lib.distill.models import (StudentShape, encoder_identity, ensure_teacher, load_encoder, make_student,
-                                save_sentence_transformer)
+from lib.distill.models import (
+    StudentShape,
+    encoder_identity,
+    ensure_teacher,
+    load_encoder,
+    make_student,
+    save_sentence_transformer,
+)
 from lib.distill.train import DistillConfig, RunHooks, train_student
 from lib.embed.config import EmbedParams
 from lib.embed.dataset import GraphDataset, load_split
@@ -62,14 +69,22 @@ from lib.linkpred.checkpoint import data_fingerprint
 from lib.linkpred.config import GatParams
 from lib.linkpred.data import synthetic_graph, usable_graphs
 from lib.linkpred.train import Checkpointing, train_model
-from lib.run.ranks import TIMEOUT_S, Dist, mean_over_ranks, wrap_for_ranks, peak_memory_mb, setup, teardown
+from lib.run.ranks import TIMEOUT_S, Dist, mean_over_ranks, peak_memory_mb, setup, teardown, wrap_for_ranks
 
 # ---------------------------------------------------------------- stage 3: GatModel
 
 
-def train_gat(kind: str, model_cfg, train_graphs: list, cfg, d: Dist, val: list = (),
-              out_dir: str | Path | None = None, ckpt_every: int = 1, max_steps: int | None = None
-              ) -> tuple[torch.nn.Module, dict]:
+def train_gat(
+    kind: str,
+    model_cfg,
+    train_graphs: list,
+    cfg,
+    d: Dist,
+    val: list = (),
+    out_dir: str | Path | None = None,
+    ckpt_every: int = 1,
+    max_steps: int | None = None,
+) -> tuple[torch.nn.Module, dict]:
     """lib.linkpred.train.train_model (ModelConfig `model_cfg`, TrainConfig `cfg`) data-parallel over `d`'s ranks: the
     notebooks' loop, with a global batch of `cfg.graphs_per_step` examples cut in rank order, validation on rank 0
     after every epoch, checkpoints in out_dir (epoch_<e>.pt, and last.pt every `ckpt_every` steps and at epoch ends)
@@ -79,11 +94,20 @@ def train_gat(kind: str, model_cfg, train_graphs: list, cfg, d: Dist, val: list 
     "seconds", "global_batch", "world"}) — the same on every rank.
     """
     data_id = data_fingerprint(usable_graphs(train_graphs, model_cfg.in_channels)[0])
-    model, res = train_model(kind, model_cfg, train_graphs, list(val), cfg,
-                             Checkpointing(out_dir, data_id, every=ckpt_every), progress=False, max_steps=max_steps,
-                             ranks=_Ranks(d, find_unused=False))
-    return model, {k: getattr(res, k) for k in ("history", "val", "best_epoch", "steps", "seconds", "global_batch",
-                                                "world")}
+    model, res = train_model(
+        kind,
+        model_cfg,
+        train_graphs,
+        list(val),
+        cfg,
+        Checkpointing(out_dir, data_id, every=ckpt_every),
+        progress=False,
+        max_steps=max_steps,
+        ranks=_Ranks(d, find_unused=False),
+    )
+    return model, {
+        k: getattr(res, k) for k in ("history", "val", "best_epoch", "steps", "seconds", "global_batch", "world")
+    }
 
 
 # ---------------------------------------------------------------- stage 5: MiniLM distillation
@@ -114,8 +138,17 @@ class _Ranks:
         return wrap_for_ranks(module, self.d, find_unused=self.find_unused)
 
 
-def distill(teacher, student, corpus: list[str], cfg, d: Dist, task=None, out_dir: str | Path | None = None,
-            ckpt_every: int = 10, max_steps: int | None = None) -> dict:
+def distill(
+    teacher,
+    student,
+    corpus: list[str],
+    cfg,
+    d: Dist,
+    task=None,
+    out_dir: str | Path | None = None,
+    ckpt_every: int = 10,
+    max_steps: int | None = None,
+) -> dict:
     """lib.distill.train.train_student data-parallel over `d`'s ranks: cfg.batch_size is the global batch W·B, rank r
     takes sentences r·B..(r+1)·B-1 of each step's batch (the single-process run's batch plan); checkpoints in
     out_dir/last.pt.
@@ -124,18 +157,25 @@ def distill(teacher, student, corpus: list[str], cfg, d: Dist, task=None, out_di
     rank's own shard. Returns {"rows": [{step, L_AT, L_VR, ..., loss}] (global means), "steps", "seconds",
     "global_batch", "world"}; the trained head, if any, is left in `student.head`.
     """
-    hooks = RunHooks(checkpoint=Path(out_dir) / "last.pt" if out_dir else None, checkpoint_every=ckpt_every,
-                     max_steps=max_steps)
+    hooks = RunHooks(
+        checkpoint=Path(out_dir) / "last.pt" if out_dir else None, checkpoint_every=ckpt_every, max_steps=max_steps
+    )
     res = train_student(teacher, student, corpus, cfg, task, progress=False, ranks=_Ranks(d), hooks=hooks)
-    return {"rows": res["losses"].to_dict("records"), "steps": res["steps"], "seconds": res["seconds"],
-            "global_batch": res["global_batch"], "world": res["world"]}
+    return {
+        "rows": res["losses"].to_dict("records"),
+        "steps": res["steps"],
+        "seconds": res["seconds"],
+        "global_batch": res["global_batch"],
+        "world": res["world"],
+    }
 
 
 # ---------------------------------------------------------------- stage 2: embedding
 
 
-def embed_shard(titles: list, model, store_path: str | Path, d: Dist, batch_size: int = 32,
-                chunk_size: int = 8192) -> dict:
+def embed_shard(
+    titles: list, model, store_path: str | Path, d: Dist, batch_size: int = 32, chunk_size: int = 8192
+) -> dict:
     """Fill the dedup embedding store at `store_path` from several ranks: every rank lists the store's missing
     titles from the same state (a barrier before anyone writes) and encodes every W-th of them, so no title is
     encoded twice; chunks get their names under the store's file lock, so none is written twice.
@@ -147,8 +187,9 @@ def embed_shard(titles: list, model, store_path: str | Path, d: Dist, batch_size
     store = EmbeddingStore(store_path, model_id_of(model))
     todo = store.missing(clean_titles(titles, page_titles=True))
     d.barrier()
-    stats = embed_titles(todo[d.rank::d.world], model, store, batch_size, chunk_size, progress=False,
-                         wait_for_others=False)  # the ranks' shares are disjoint: none waits for another
+    stats = embed_titles(
+        todo[d.rank :: d.world], model, store, batch_size, chunk_size, progress=False, wait_for_others=False
+    )  # the ranks' shares are disjoint: none waits for another
     d.barrier()
     return {**stats, "rank": d.rank, "missing": len(todo)}
 
@@ -172,15 +213,15 @@ def load_params(cmd: str, files: list[str], overrides: list[str]):
 
 
 def _gat_job(p: GatParams, a, d: Dist) -> dict:
-    cfg = replace(p.train_config(p.seed, supervision=p.train_supervision[0]),
-                  graphs_per_step=a.global_batch or d.world)
+    cfg = replace(p.train_config(p.seed, supervision=p.train_supervision[0]), graphs_per_step=a.global_batch or d.world)
     if a.synthetic:
         graphs = [synthetic_graph(200, 800, 384, seed=i, graph_id=f"synthetic{i}") for i in range(a.synthetic + 1)]
         train, val, in_ch = graphs[1:], graphs[:1], 384
     else:
         ds = GraphDataset(resolve(p.run_dir) / "dataset")
-        sp = load_split(ds, [p.seed], n_train_graphs=p.n_train_graphs, n_test_graphs=p.n_test_graphs,
-                        val_fraction=p.val_fraction)[p.seed]
+        sp = load_split(
+            ds, [p.seed], n_train_graphs=p.n_train_graphs, n_test_graphs=p.n_test_graphs, val_fraction=p.val_fraction
+        )[p.seed]
         train, val, in_ch = [ds[g] for g in sp["train"]], [ds[g] for g in sp["val"]], ds.num_features or 384
     out = Path(a.out) if a.out else resolve(p.run_dir) / "distributed" / f"gat-seed{p.seed}-{cfg.supervision}"
     _, res = train_gat(a.kind, p.model_config(in_ch), train, cfg, d, val, out, a.ckpt_every, a.max_steps)
@@ -195,17 +236,29 @@ def _distill_job(cfg: DistillParams, a, d: Dist) -> dict:
     teacher = load_encoder(ensure_teacher(), "teacher", d.device)
     data = build_datasets(seed, cfg.transfer_sentences, cfg.task_train, cfg.task_eval, cfg.fidelity_sentences)
     m = a.student or max(cfg.students)
-    student = make_student(teacher.tokenizer, StudentShape(m, cfg.student_hidden, cfg.student_heads), seed=seed,
-                           device=d.device)
-    source = (TeacherTargetStore(teacher, encoder_identity(teacher), L, cfg.teacher_attention)
-              if cfg.cache_teacher_targets else TeacherCache(teacher, None, L, definition=cfg.teacher_attention))
-    train_cfg = DistillConfig(steps=cfg.distill_steps, batch_size=a.global_batch or cfg.distill_batch_size,
-                              max_seq_len=L, lr=cfg.distill_lr, warmup_frac=cfg.distill_warmup_frac,
-                              weight_decay=cfg.distill_weight_decay, relation_heads=cfg.relation_heads, seed=seed,
-                              teacher_attention=cfg.teacher_attention)
+    student = make_student(
+        teacher.tokenizer, StudentShape(m, cfg.student_hidden, cfg.student_heads), seed=seed, device=d.device
+    )
+    source = (
+        TeacherTargetStore(teacher, encoder_identity(teacher), L, cfg.teacher_attention)
+        if cfg.cache_teacher_targets
+        else TeacherCache(teacher, None, L, definition=cfg.teacher_attention)
+    )
+    train_cfg = DistillConfig(
+        steps=cfg.distill_steps,
+        batch_size=a.global_batch or cfg.distill_batch_size,
+        max_seq_len=L,
+        lr=cfg.distill_lr,
+        warmup_frac=cfg.distill_warmup_frac,
+        weight_decay=cfg.distill_weight_decay,
+        relation_heads=cfg.relation_heads,
+        seed=seed,
+        teacher_attention=cfg.teacher_attention,
+    )
     out = Path(a.out) if a.out else resolve(cfg.run_dir) / "distributed" / f"distill-{m}x{cfg.student_hidden}-s{seed}"
-    res = distill(source, student, data["transfer"], train_cfg, d, out_dir=out, ckpt_every=a.ckpt_every,
-                  max_steps=a.max_steps)
+    res = distill(
+        source, student, data["transfer"], train_cfg, d, out_dir=out, ckpt_every=a.ckpt_every, max_steps=a.max_steps
+    )
     if d.rank == 0 and len(res["rows"]) == train_cfg.steps:
         save_sentence_transformer(student, out / "student", L)
     return {**res, "out": str(out)}
@@ -232,13 +285,20 @@ def _gather(obj, d: Dist) -> list:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lib.run.distributed", description=__doc__.split("\n\n")[0])
     ap.add_argument("command", choices=sorted(NOTEBOOK))
-    ap.add_argument("--params", nargs="+", default=["params/demo.yaml", "params/cpu.yaml"],
-                    help="params files, later ones win (the notebooks' files)")
+    ap.add_argument(
+        "--params",
+        nargs="+",
+        default=["params/demo.yaml", "params/cpu.yaml"],
+        help="params files, later ones win (the notebooks' files)",
+    )
     ap.add_argument("-p", dest="overrides", action="append", default=[], help="key=value override")
     ap.add_argument("--out", default="", help="output folder (default under run_dir/distributed/)")
-    ap.add_argument("--global-batch", type=int, default=None,
-                    help="examples per step over all ranks (gat default: one graph per rank; distill: "
-                         "distill_batch_size)")
+    ap.add_argument(
+        "--global-batch",
+        type=int,
+        default=None,
+        help="examples per step over all ranks (gat default: one graph per rank; distill: distill_batch_size)",
+    )
     ap.add_argument("--ckpt-every", type=int, default=10, help="steps between checkpoints (and at every epoch's end)")
     ap.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (resume later)")
     ap.add_argument("--kind", default="gat_model", help="gat: model kind (gat_model, plain_gat, mlp)")
@@ -254,8 +314,11 @@ def main(argv: list[str] | None = None) -> int:
             res.update(peak_memory_mb_rank0=round(peak_memory_mb(d.device), 1), params=p.to_dict())
             out = Path(res["out"])
             atomic_write_text(out / "metrics.json", json.dumps(res, indent=1, default=str) + "\n")
-            done = f"{res['steps']} steps" if "steps" in res else \
-                f"{sum(r['newly_encoded'] for r in res['per_rank'])} titles encoded"
+            done = (
+                f"{res['steps']} steps"
+                if "steps" in res
+                else f"{sum(r['newly_encoded'] for r in res['per_rank'])} titles encoded"
+            )
             print(f"{a.command}: {done} on {d.world} rank(s); wrote {out / 'metrics.json'}")
     finally:
         teardown()

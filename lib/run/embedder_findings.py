@@ -1,6 +1,7 @@
 """The node-embedder finding (notebook 05b): small students and static models as stage 3's node embedder on link
 sources whose titles none of them was trained on, one typed record computed once from the committed run's
 embedders/ files, its README and results-page renderers, and the results page's table."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ def embedders_run(runs: dict[str, dict]) -> str | None:
 class Unseen:
     """One encoder on unseen titles: its kind and layers, titles/s relative to all-MiniLM-L6-v2's on one thread, the
     lowest 95% bound of its paired AUC difference per scorer over every source and protocol, and its goal verdict."""
+
     name: str
     kind: str
     layers: int
@@ -45,8 +47,9 @@ class Unseen:
 
     def bounds(self) -> str:
         margins = dict(goal_of(self.layers).margins)
-        return ", ".join(f"{m.replace('gat_model', 'GatModel')} {low:+.3f} (goal > −{margins[m]:g})"
-                         for m, low in self.worst)
+        return ", ".join(
+            f"{m.replace('gat_model', 'GatModel')} {low:+.3f} (goal > −{margins[m]:g})" for m, low in self.worst
+        )
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class NodeEmbedders:
     """Notebook 05b's run: every encoder on unseen titles, the best student and the best static model (the fastest
     meeting its goal, else the one whose worst interval bound comes closest to its margin), the seeds and the
     held-out share of test titles that occur inside some training text."""
+
     run: str
     encoders: tuple[Unseen, ...]
     seeds: int
@@ -75,23 +79,31 @@ class NodeEmbedders:
             return None
         m, low, margin = e.binding()
         scorer = {"gat_model": "GatModel AUC", "cosine": "cosine-scorer AUC"}.get(m, f"{m} AUC")
-        head = (f"**A smaller node embedder, on unseen titles** ({self.sources} link sources, {self.seeds} seeds, "
-                f"lowest 95% bounds against all-MiniLM-L6-v2): ")
-        trade = (f"[{e.ratio:.1f}×][{self.run}] its titles/s for {scorer} {low:+.3f} at worst "
-                 f"(goal > −{margin:g})")
+        head = (
+            f"**A smaller node embedder, on unseen titles** ({self.sources} link sources, {self.seeds} seeds, "
+            f"lowest 95% bounds against all-MiniLM-L6-v2): "
+        )
+        trade = f"[{e.ratio:.1f}×][{self.run}] its titles/s for {scorer} {low:+.3f} at worst (goal > −{margin:g})"
         if e.met:
             return head + f"the best choice is {e.name}, {trade}."
-        return head + f"none meets its goal, so all-MiniLM-L6-v2 stays the choice; the closest, {e.name}, gives {trade}."
+        return (
+            head + f"none meets its goal, so all-MiniLM-L6-v2 stays the choice; the closest, {e.name}, gives {trade}."
+        )
 
     def page(self) -> str:
-        cells = [f"{e.name} ({e.layers} layers, {e.ratio:.1f}×): {e.bounds()}, goal {'met' if e.met else 'not met'}"
-                 for e in self.encoders]
+        cells = [
+            f"{e.name} ({e.layers} layers, {e.ratio:.1f}×): {e.bounds()}, goal {'met' if e.met else 'not met'}"
+            for e in self.encoders
+        ]
         goals = "; ".join(g.text() for g in GOALS)
-        return (f"**A smaller node embedder, on titles it never saw.** Every encoder as stage 3's node embedder on "
-                f"Wikispeedia and on the held-out vital-article topics, none of whose titles was a training text "
-                f"({self.mentioned:.0%} of them occur inside one), paired by seed with all-MiniLM-L6-v2 over "
-                f"{self.seeds} seeds and {' and '.join(self.protocols)}; the lowest bound of each 95% interval: "
-                + "; ".join(cells) + f". Goals: {goals} ({page_link(self.run)}).")
+        return (
+            f"**A smaller node embedder, on titles it never saw.** Every encoder as stage 3's node embedder on "
+            f"Wikispeedia and on the held-out vital-article topics, none of whose titles was a training text "
+            f"({self.mentioned:.0%} of them occur inside one), paired by seed with all-MiniLM-L6-v2 over "
+            f"{self.seeds} seeds and {' and '.join(self.protocols)}; the lowest bound of each 95% interval: "
+            + "; ".join(cells)
+            + f". Goals: {goals} ({page_link(self.run)})."
+        )
 
 
 def files(ref: Path, run: str) -> Path:
@@ -106,13 +118,22 @@ def node_embedders(runs: dict[str, dict], ref: Path) -> NodeEmbedders | None:
     lp = pd.read_csv(files(ref, run) / "lp.csv")
     texts = pd.read_csv(files(ref, run) / "texts.csv")
     kinds = {k: v["kind"] for k, v in runs[run][NODE_EMBEDDERS]["encoders"].items()}
-    enc = tuple(Unseen(r.encoder, kinds.get(r.encoder, ""), int(r.layers), float(r.ratio),
-                       tuple((m, float(getattr(r, f"worst_{m}"))) for m, _ in goal_of(int(r.layers)).margins),
-                       bool(r.met)) for r in goals.itertuples())
+    enc = tuple(
+        Unseen(
+            r.encoder,
+            kinds.get(r.encoder, ""),
+            int(r.layers),
+            float(r.ratio),
+            tuple((m, float(getattr(r, f"worst_{m}"))) for m, _ in goal_of(int(r.layers)).margins),
+            bool(r.met),
+        )
+        for r in goals.itertuples()
+    )
     held = texts[(texts.role == "held out") & texts.what.isin(["wikispeedia", "vital_heldout"])]
     mentioned = float((held["count"] * held.mentioned_inside).sum() / held["count"].sum())
-    return NodeEmbedders(run, enc, int(lp.seed.nunique()), tuple(sorted(lp.protocol.unique())),
-                         int(lp.source.nunique()), mentioned)
+    return NodeEmbedders(
+        run, enc, int(lp.seed.nunique()), tuple(sorted(lp.protocol.unique())), int(lp.source.nunique()), mentioned
+    )
 
 
 def embedders_table(runs: dict[str, dict], ref: Path) -> pd.DataFrame:
@@ -130,10 +151,19 @@ def embedders_table(runs: dict[str, dict], ref: Path) -> pd.DataFrame:
     kinds = {k: v["kind"] for k, v in runs[run][NODE_EMBEDDERS]["encoders"].items()}
     rows = []
     for name in val.index:
-        row = {"encoder": name, "kind": kinds.get(name, ""), "× titles/s": f"{speed.loc[name, 'ratio']:.1f}",
-               **{f"cos {s}": "–" if pd.isna(val.loc[name, c]) else f"{val.loc[name, c]:.3f}" for s, c in (("validation", "cos_validation"),
-                                                                     ("wikispeedia", "cos_test_wikispeedia"),
-                                                                     ("vital_heldout", "cos_test_vital_heldout"))}}
+        row = {
+            "encoder": name,
+            "kind": kinds.get(name, ""),
+            "× titles/s": f"{speed.loc[name, 'ratio']:.1f}",
+            **{
+                f"cos {s}": "–" if pd.isna(val.loc[name, c]) else f"{val.loc[name, c]:.3f}"
+                for s, c in (
+                    ("validation", "cos_validation"),
+                    ("wikispeedia", "cos_test_wikispeedia"),
+                    ("vital_heldout", "cos_test_vital_heldout"),
+                )
+            },
+        }
         for (source, model), g in auc[auc.encoder == name].groupby(["source", "model"]):
             r = g.iloc[0]
             row[f"{model} Δ {source}"] = f"{r['diff']:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"

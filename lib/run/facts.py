@@ -2,6 +2,7 @@
 (lib.run.summary) share, each computed by one function from a run's metrics.json: its link source and training-set
 size, GatModel's rows, the best single heuristic, notebook 03b's goal per cell, and MiniLM minus its undistilled
 control as stage 3's node embedder."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -14,8 +15,13 @@ REFERENCE_RUNS = OUTPUTS / "reference"
 """The folder of the committed reference runs, one sub-folder per run."""
 FRONTIER = "frontier"
 """The folder under REFERENCE_RUNS of the node-embedder frontier on titles the students were trained on."""
-LINKS = {"embedded": "title mentions (proxy)", "wikispeedia": "Wikispeedia hyperlinks", "snapshot": "own link list",
-         "live": "live Wikipedia", "graphs": "imported graphs"}
+LINKS = {
+    "embedded": "title mentions (proxy)",
+    "wikispeedia": "Wikispeedia hyperlinks",
+    "snapshot": "own link list",
+    "live": "live Wikipedia",
+    "graphs": "imported graphs",
+}
 """What a run's links are, by its notebook-01 `source`: the README shows each finding on every link source."""
 
 
@@ -31,8 +37,9 @@ def n_train(m: dict) -> int:
     return len(first["train"]) + len(first["val"])
 
 
-def gat_model_rows(rows: pd.DataFrame, protocol: str | None = None, supervision: str | None = "mp",
-                   negatives: str | None = "uniform") -> pd.DataFrame:
+def gat_model_rows(
+    rows: pd.DataFrame, protocol: str | None = None, supervision: str | None = "mp", negatives: str | None = "uniform"
+) -> pd.DataFrame:
     """GatModel's rows of notebook 03's table `rows` (train_gat.mean); by default as the seed trains it (mp
     supervision, uniform negatives). A filter given as None, or whose column `rows` lacks, keeps every value."""
     if rows.empty:
@@ -74,6 +81,9 @@ def lp_minus_control(lp: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(rows, columns=["protocol", "embedder", "diff"])
     for protocol, g in lp[lp["model"] == "gat_model"].groupby("protocol", sort=False):
         auc = g.groupby("embedder")["auc"].mean()
-        rows += [{"protocol": protocol, "embedder": e, "diff": auc[e] - auc[e.replace(" MiniLM", " no distillation")]}
-                 for e in auc.index if e.endswith(" MiniLM") and e.replace(" MiniLM", " no distillation") in auc.index]
+        rows += [
+            {"protocol": protocol, "embedder": e, "diff": auc[e] - auc[e.replace(" MiniLM", " no distillation")]}
+            for e in auc.index
+            if e.endswith(" MiniLM") and e.replace(" MiniLM", " no distillation") in auc.index
+        ]
     return pd.DataFrame(rows, columns=["protocol", "embedder", "diff"])

@@ -3,6 +3,7 @@ they come from, a verdict; lib.run.link_findings and lib.run.distill_findings), 
 `readme()`, at most two lines for the README with every number linked to its run, and `page()`, the long sentence of
 docs/results.md with every row. A finding whose runs are not committed is left out, so the list shrinks rather than
 lies."""
+
 from __future__ import annotations
 
 import textwrap
@@ -15,8 +16,19 @@ from lib.run.link_findings import aauc_trend, beyond, gain_strata, harder_negati
 
 WIDTH = 196
 """Characters per README line a finding is wrapped to."""
-FINDINGS = (reproduction, aauc_trend, leakage, beyond, gain_strata, harder_negatives, distillation, ablations, node_embedders,
-            transductive_frontier, knowledge_distillation)
+FINDINGS = (
+    reproduction,
+    aauc_trend,
+    leakage,
+    beyond,
+    gain_strata,
+    harder_negatives,
+    distillation,
+    ablations,
+    node_embedders,
+    transductive_frontier,
+    knowledge_distillation,
+)
 """The findings in reading order: README and results page show them in this order."""
 
 
@@ -30,8 +42,9 @@ def readme_lines(records: list, runs: dict[str, dict], base: str = "") -> list[s
     definition per run named (`[seed40]: outputs/reference/seed40/`, under `base`), then a blank line."""
     lines, named = [], []
     for text in filter(None, (rec.readme() for rec in records)):
-        lines += textwrap.wrap(text, WIDTH, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False,
-                               break_long_words=False)
+        lines += textwrap.wrap(
+            text, WIDTH, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False, break_long_words=False
+        )
         named += [r for r in [*runs, FRONTIER] if f"[{r}]" in text and r not in named]
     return lines + [""] + [f"[{r}]: {base}outputs/reference/{r}/" for r in named] + [""]
 

@@ -1,5 +1,6 @@
 """One run folder: the notebook execution that fills it (papermill, with the kernel's peak memory and threads) and
 the rules that keep it whole (one writer at a time, one parameter set)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -19,9 +20,11 @@ from lib.common.errors import WikigatError
 from lib.common.paths import RecoveryWarning, atomic_write_text, os_error_line
 from lib.common.runinfo import read_json, read_record, refuse_other_settings
 
-PEAK_RSS_MEASURES = ("largest VmHWM (the peak resident set size Linux keeps per process) among the runner's child "
-                     "processes, i.e. the Jupyter kernel and what it starts, read from /proc every 0.25 s; growth in "
-                     "the last 0.25 s before the kernel exits can be missed; null where /proc is unavailable")
+PEAK_RSS_MEASURES = (
+    "largest VmHWM (the peak resident set size Linux keeps per process) among the runner's child "
+    "processes, i.e. the Jupyter kernel and what it starts, read from /proc every 0.25 s; growth in "
+    "the last 0.25 s before the kernel exits can be missed; null where /proc is unavailable"
+)
 KERNEL = "wikigat"
 # The kernel's own log stays off the console: its start-up warning ("running over TCP without encryption", the only
 # transport of a local kernel) and, on Ctrl-C, the traceback of a reply sent after the runner closed its sockets. What a
@@ -129,8 +132,11 @@ def recoveries(executed: Path) -> list[str]:
     for cell in nb.cells:
         for o in cell.get("outputs", []):
             if o.get("output_type") == "stream" and o.get("name") == "stderr":
-                out += [line.split("RecoveryWarning: ", 1)[1].strip() for line in o.get("text", "").splitlines()
-                        if "RecoveryWarning: " in line]
+                out += [
+                    line.split("RecoveryWarning: ", 1)[1].strip()
+                    for line in o.get("text", "").splitlines()
+                    if "RecoveryWarning: " in line
+                ]
     return out
 
 
@@ -172,8 +178,16 @@ def execute(nb: Path, out: Path, params: dict) -> dict:
     partial.unlink(missing_ok=True)  # a copy a killed runner left is not this execution's
     with KernelPeak() as peak, kernel_threads(params.get("threads", 0)) as threads:
         try:
-            pm.execute_notebook(str(nb), str(partial), parameters=params, kernel_name=KERNEL, cwd=str(nb.parent),
-                                progress_bar=False, log_output=False, extra_arguments=KERNEL_ARGUMENTS)
+            pm.execute_notebook(
+                str(nb),
+                str(partial),
+                parameters=params,
+                kernel_name=KERNEL,
+                cwd=str(nb.parent),
+                progress_bar=False,
+                log_output=False,
+                extra_arguments=KERNEL_ARGUMENTS,
+            )
         except Exception as e:  # papermill raises PapermillExecutionError with the failing cell
             error = failure_details(e)
             if isinstance(e, OSError):  # writing the executed copy: a full disk names no file, the partial is no name
@@ -186,9 +200,14 @@ def execute(nb: Path, out: Path, params: dict) -> dict:
                 error = error or {"error_name": type(e).__name__}
                 error["error_message"] = os_error_line(e, out)
     recovered = recoveries(out)
-    return {"status": "failed" if error else "ok", "seconds": round(time.perf_counter() - t0, 1),
-            "peak_rss_mb": peak.peak_mb, "threads": threads, **({"recovered": recovered} if recovered else {}),
-            **(error or {})}
+    return {
+        "status": "failed" if error else "ok",
+        "seconds": round(time.perf_counter() - t0, 1),
+        "peak_rss_mb": peak.peak_mb,
+        "threads": threads,
+        **({"recovered": recovered} if recovered else {}),
+        **(error or {}),
+    }
 
 
 class RunFolderError(WikigatError, RuntimeError):
@@ -237,8 +256,10 @@ def run_folder_lock(outputs: Path, run_name: str):
         except BlockingIOError:
             f.seek(0)
             holder = f.read().strip() or "another process"
-            raise RunFolderBusy(f"{outputs / run_name} is being written by {holder}; wait for it to finish (the same "
-                                 f"command then skips or resumes), or stop that process and re-run") from None
+            raise RunFolderBusy(
+                f"{outputs / run_name} is being written by {holder}; wait for it to finish (the same "
+                f"command then skips or resumes), or stop that process and re-run"
+            ) from None
         f.seek(0)
         f.truncate()
         try:
@@ -259,8 +280,11 @@ def holds_no_results(run_dir: Path) -> bool:
     status.json may hold results, so it does not count."""
     status = read_run_record(run_dir / "status.json")[0]
     entries = status.get("notebooks")
-    return "params_hash" in status and isinstance(entries, dict) and not any(
-        isinstance(e, dict) and e.get("status") == "ok" for e in entries.values())
+    return (
+        "params_hash" in status
+        and isinstance(entries, dict)
+        and not any(isinstance(e, dict) and e.get("status") == "ok" for e in entries.values())
+    )
 
 
 def refuse_other_params(run_dir: Path, merged: dict, defaults: dict | None = None) -> None:
@@ -272,7 +296,11 @@ def refuse_other_params(run_dir: Path, merged: dict, defaults: dict | None = Non
     if made is None or holds_no_results(run_dir):
         return
     try:
-        refuse_other_settings(str(run_dir), comparable_params(made, defaults), comparable_params(merged, defaults),
-                              "use another --run-name, or add --force to start this folder over with the new values")
+        refuse_other_settings(
+            str(run_dir),
+            comparable_params(made, defaults),
+            comparable_params(merged, defaults),
+            "use another --run-name, or add --force to start this folder over with the new values",
+        )
     except ValueError as e:
         raise RunFolderError(str(e)) from None

@@ -2,6 +2,7 @@
 with a README renderer (`readme()`) and a results-page renderer (`page()`): the reproduction of the seed, A-AUC against
 training-set size, unseen links against the best single heuristic, notebook 03b's goal, and the harder negative sets.
 Every finding shows each link source side by side, the embedded proxy first."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ def per_source(runs: dict[str, dict], part) -> tuple:
 @dataclass(frozen=True)
 class Point:
     """One run's number: the run, its training graphs, the value."""
+
     run: str
     n_train: int
     value: float
@@ -47,22 +49,38 @@ def _seed_way_points(g: dict[str, dict], protocol: str, metric: str) -> tuple[Po
 @dataclass(frozen=True)
 class Reproduction:
     """GatModel as the seed trains it, seed protocol, test AUC per link source at the seed report's sizes."""
+
     sides: tuple[tuple[str, tuple[Point, ...]], ...]
 
     def readme(self) -> str:
         sizes = sorted(r["train_graphs"] for r in SEED)
-        parts = [(links, " / ".join(readme_number(p.value, p.run) for p in pts)
-                  + ("" if [p.n_train for p in pts] == sizes else f" with {slash([p.n_train for p in pts], '{}')}"))
-                 for links, pts in self.sides]
-        return (f"**Reproduction.** The seed's GatModel and protocol, test AUC with {slash(sizes, '{}')} training "
-                f"graphs: {readme_sides(parts)}; the seed report (its live crawl): {slash(r['auc'] for r in SEED)}.")
+        parts = [
+            (
+                links,
+                " / ".join(readme_number(p.value, p.run) for p in pts)
+                + ("" if [p.n_train for p in pts] == sizes else f" with {slash([p.n_train for p in pts], '{}')}"),
+            )
+            for links, pts in self.sides
+        ]
+        return (
+            f"**Reproduction.** The seed's GatModel and protocol, test AUC with {slash(sizes, '{}')} training "
+            f"graphs: {readme_sides(parts)}; the seed report (its live crawl): {slash(r['auc'] for r in SEED)}."
+        )
 
     def page(self) -> str:
-        parts = [(links, f"test AUC {slash(p.value for p in pts)} with {slash([p.n_train for p in pts], '{}')} "
-                         f"training graphs ({page_links(p.run for p in pts)})") for links, pts in self.sides]
-        return (f"**Reproduction.** Under the seed's own protocol its GatModel scores {page_sides(parts)}; the seed "
-                f"report gives {slash(r['auc'] for r in SEED)} with {slash([r['train_graphs'] for r in SEED], '{}')} "
-                f"graphs of its live crawl.")
+        parts = [
+            (
+                links,
+                f"test AUC {slash(p.value for p in pts)} with {slash([p.n_train for p in pts], '{}')} "
+                f"training graphs ({page_links(p.run for p in pts)})",
+            )
+            for links, pts in self.sides
+        ]
+        return (
+            f"**Reproduction.** Under the seed's own protocol its GatModel scores {page_sides(parts)}; the seed "
+            f"report gives {slash(r['auc'] for r in SEED)} with {slash([r['train_graphs'] for r in SEED], '{}')} "
+            f"graphs of its live crawl."
+        )
 
 
 def reproduction(runs: dict[str, dict], ref: Path) -> Reproduction | None:
@@ -78,22 +96,38 @@ def _way(first: float, last: float, present: bool = True) -> str:
 @dataclass(frozen=True)
 class AaucTrend:
     """The same GatModel's A-AUC from the fewest to the most training graphs, per link source."""
+
     sides: tuple[tuple[str, tuple[Point, ...]], ...]
 
     def readme(self) -> str:
-        parts = [(links, f"{_way(pts[0].value, pts[-1].value)} {readme_number(pts[0].value, pts[0].run)} → "
-                         f"{readme_number(pts[-1].value, pts[-1].run)}") for links, pts in self.sides]
+        parts = [
+            (
+                links,
+                f"{_way(pts[0].value, pts[-1].value)} {readme_number(pts[0].value, pts[0].run)} → "
+                f"{readme_number(pts[-1].value, pts[-1].run)}",
+            )
+            for links, pts in self.sides
+        ]
         s0, s1 = SEED[0]["aauc"], SEED[-1]["aauc"]
-        return (f"**A-AUC and size.** With more training graphs the same GatModel's A-AUC {readme_sides(parts)}; "
-                f"the seed report's {_way(s0, s1, False)} {s0:.3f} → {s1:.3f}.")
+        return (
+            f"**A-AUC and size.** With more training graphs the same GatModel's A-AUC {readme_sides(parts)}; "
+            f"the seed report's {_way(s0, s1, False)} {s0:.3f} → {s1:.3f}."
+        )
 
     def page(self) -> str:
-        parts = [(links, f"it {_way(pts[0].value, pts[-1].value)}, {pts[0].value:.3f} → {pts[-1].value:.3f} from "
-                         f"{pts[0].n_train} to {pts[-1].n_train} graphs ({page_links(p.run for p in pts)})")
-                 for links, pts in self.sides]
+        parts = [
+            (
+                links,
+                f"it {_way(pts[0].value, pts[-1].value)}, {pts[0].value:.3f} → {pts[-1].value:.3f} from "
+                f"{pts[0].n_train} to {pts[-1].n_train} graphs ({page_links(p.run for p in pts)})",
+            )
+            for links, pts in self.sides
+        ]
         s0, s1 = SEED[0]["aauc"], SEED[-1]["aauc"]
-        return (f"**A-AUC and size.** The GatModel's A-AUC with training-set size, seed protocol: {page_sides(parts)}; "
-                f"in the seed report it {_way(s0, s1, False)}, {s0:.3f} → {s1:.3f}.")
+        return (
+            f"**A-AUC and size.** The GatModel's A-AUC with training-set size, seed protocol: {page_sides(parts)}; "
+            f"in the seed report it {_way(s0, s1, False)}, {s0:.3f} → {s1:.3f}."
+        )
 
 
 def aauc_trend(runs: dict[str, dict], ref: Path) -> AaucTrend | None:
@@ -104,6 +138,7 @@ def aauc_trend(runs: dict[str, dict], ref: Path) -> AaucTrend | None:
 @dataclass(frozen=True)
 class Unseen:
     """One run under leak_free: GatModel's test AUC beside the best single heuristic's."""
+
     run: str
     n_train: int
     gat_auc: float
@@ -114,28 +149,44 @@ class Unseen:
 @dataclass(frozen=True)
 class Leakage:
     """With no test link seen in training (leak_free): GatModel against the best single heuristic, per link source."""
+
     sides: tuple[tuple[str, tuple[Unseen, ...]], ...]
 
     def readme(self) -> str:
         parts = []
         for links, rows in self.sides:
             names, values = {r.heuristic for r in rows}, {f"{r.heuristic_auc:.3f}" for r in rows}
-            bar = (f"{names.pop()} {values.pop() if len(values) == 1 else slash(r.heuristic_auc for r in rows)}"
-                   if len(names) == 1 else " / ".join(f"{r.heuristic} {r.heuristic_auc:.3f}" for r in rows))
+            bar = (
+                f"{names.pop()} {values.pop() if len(values) == 1 else slash(r.heuristic_auc for r in rows)}"
+                if len(names) == 1
+                else " / ".join(f"{r.heuristic} {r.heuristic_auc:.3f}" for r in rows)
+            )
             parts.append((links, f"{' / '.join(readme_number(r.gat_auc, r.run) for r in rows)} against {bar}"))
-        return ("**Unseen links.** With no test link seen in training (`leak_free`), GatModel test AUC, and the best "
-                f"single heuristic's: {readme_sides(parts)}.")
+        return (
+            "**Unseen links.** With no test link seen in training (`leak_free`), GatModel test AUC, and the best "
+            f"single heuristic's: {readme_sides(parts)}."
+        )
 
     def page(self) -> str:
         parts = []
         for links, rows in self.sides:
             names = {r.heuristic for r in rows}
-            bar = (f"{names.pop()} {slash(r.heuristic_auc for r in rows)}" if len(names) == 1
-                   else " / ".join(f"{r.heuristic} {r.heuristic_auc:.3f}" for r in rows))
-            parts.append((links, f"{slash(r.gat_auc for r in rows)} with {slash([r.n_train for r in rows], '{}')} "
-                                 f"training graphs against {bar} ({page_links(r.run for r in rows)})"))
-        return ("**Unseen links.** Keep every test link out of training (`leak_free`): the seed's GatModel scores test "
-                f"AUC {page_sides(parts)}, the second number being the best single heuristic, which learns nothing.")
+            bar = (
+                f"{names.pop()} {slash(r.heuristic_auc for r in rows)}"
+                if len(names) == 1
+                else " / ".join(f"{r.heuristic} {r.heuristic_auc:.3f}" for r in rows)
+            )
+            parts.append(
+                (
+                    links,
+                    f"{slash(r.gat_auc for r in rows)} with {slash([r.n_train for r in rows], '{}')} "
+                    f"training graphs against {bar} ({page_links(r.run for r in rows)})",
+                )
+            )
+        return (
+            "**Unseen links.** Keep every test link out of training (`leak_free`): the seed's GatModel scores test "
+            f"AUC {page_sides(parts)}, the second number being the best single heuristic, which learns nothing."
+        )
 
 
 def leakage(runs: dict[str, dict], ref: Path) -> Leakage | None:
@@ -156,6 +207,7 @@ def leakage(runs: dict[str, dict], ref: Path) -> Leakage | None:
 class GoalCount:
     """Notebook 03b on one run, judged by the project's one rule (lib.metrics.paired): cells where its model's goal is
     met, missed and undecided, of all cells, over how many seeds, and its uniform AUC margins with their intervals."""
+
     run: str
     met: int
     missed: int
@@ -167,8 +219,10 @@ class GoalCount:
     def strata_text(self) -> str:
         """'with a common neighbour 3 above / 1 below, without one 12 / 0' (cells)."""
         names = {"cn": "with a common neighbour", "no_cn": "without one"}
-        return ", ".join(f"{names.get(st, st)} {up}{' above' * (i == 0)} / {down}{' below' * (i == 0)}"
-                         for i, (st, up, down) in enumerate(self.strata))
+        return ", ".join(
+            f"{names.get(st, st)} {up}{' above' * (i == 0)} / {down}{' below' * (i == 0)}"
+            for i, (st, up, down) in enumerate(self.strata)
+        )
 
     @property
     def undecided(self) -> int:
@@ -178,26 +232,38 @@ class GoalCount:
 @dataclass(frozen=True)
 class Beyond:
     """Notebook 03b's graph model chosen on validation against every heuristic scorer, per link source."""
+
     sides: tuple[tuple[str, GoalCount], ...]
 
     def readme(self) -> str:
-        cells = ", ".join(f"[{c.met} of {c.cells}][{c.run}] {'cells ' * (i == 0)}on {SHORT.get(links, links)} "
-                          f"({c.missed} missed, {c.undecided} undecided, {c.seeds} seeds)"
-                          for i, (links, c) in enumerate(self.sides))
-        return ("**Beyond the seed.** A graph model chosen on validation (notebook 03b) beats every heuristic scorer by "
-                "≥ 0.02 AUC and in MRR (and the no-common-neighbour shortcut on harder negatives), 95% interval above, "
-                f"in {cells}.")
+        cells = ", ".join(
+            f"[{c.met} of {c.cells}][{c.run}] {'cells ' * (i == 0)}on {SHORT.get(links, links)} "
+            f"({c.missed} missed, {c.undecided} undecided, {c.seeds} seeds)"
+            for i, (links, c) in enumerate(self.sides)
+        )
+        return (
+            "**Beyond the seed.** A graph model chosen on validation (notebook 03b) beats every heuristic scorer by "
+            "≥ 0.02 AUC and in MRR (and the no-common-neighbour shortcut on harder negatives), 95% interval above, "
+            f"in {cells}."
+        )
 
     def page(self) -> str:
-        parts = [(links, f"met in {c.met}, missed in {c.missed} and undecided in {c.undecided} of {c.cells} cells "
-                         f"over {c.seeds} seeds; uniform AUC margin "
-                         + " / ".join(interval_text(m, lo, hi) for _, m, lo, hi in c.uniform_margins)
-                         + f" under {' / '.join(p for p, *_ in c.uniform_margins)} ({page_link(c.run)})")
-                 for links, c in self.sides]
-        return ("**Beyond the seed.** Notebook 03b's best graph model, chosen on validation, against its goal (≥ 0.02 AUC "
-                "and MRR over every heuristic scorer, and over the no-common-neighbour shortcut on the harder sets; met "
-                "when the 95% interval of the per-seed margins lies above each, missed when one lies below) in "
-                f"protocol × negative-set cells: {page_sides(parts)} over the strongest heuristic scorer.")
+        parts = [
+            (
+                links,
+                f"met in {c.met}, missed in {c.missed} and undecided in {c.undecided} of {c.cells} cells "
+                f"over {c.seeds} seeds; uniform AUC margin "
+                + " / ".join(interval_text(m, lo, hi) for _, m, lo, hi in c.uniform_margins)
+                + f" under {' / '.join(p for p, *_ in c.uniform_margins)} ({page_link(c.run)})",
+            )
+            for links, c in self.sides
+        ]
+        return (
+            "**Beyond the seed.** Notebook 03b's best graph model, chosen on validation, against its goal (≥ 0.02 AUC "
+            "and MRR over every heuristic scorer, and over the no-common-neighbour shortcut on the harder sets; met "
+            "when the 95% interval of the per-seed margins lies above each, missed when one lies below) in "
+            f"protocol × negative-set cells: {page_sides(parts)} over the strongest heuristic scorer."
+        )
 
 
 def beyond(runs: dict[str, dict], ref: Path) -> Beyond | None:
@@ -206,13 +272,31 @@ def beyond(runs: dict[str, dict], ref: Path) -> Beyond | None:
             if cells := goal_cells(m):
                 gaps = m["beyond"]["gaps"]
                 # a run written before intervals were kept, with no rows to judge again (judge_gaps), has none
-                uniform = tuple((x["protocol"], float(x["auc_margin"]), float(x.get("auc_margin_low", "nan")),
-                                 float(x.get("auc_margin_high", "nan"))) for x in gaps if x["negatives"] == "uniform")
+                uniform = tuple(
+                    (
+                        x["protocol"],
+                        float(x["auc_margin"]),
+                        float(x.get("auc_margin_low", "nan")),
+                        float(x.get("auc_margin_high", "nan")),
+                    )
+                    for x in gaps
+                    if x["negatives"] == "uniform"
+                )
                 verdicts = list(cells.values())
-                strata = tuple((st, *stratum_counts(gaps, st)) for st in STRATA
-                               if any(pd.notna(x.get(f"auc_{st}_margin_low")) for x in gaps))
-                return GoalCount(run, verdicts.count("met"), verdicts.count("missed"), len(verdicts),
-                                 int(gaps[0].get("seeds") or 0), uniform, strata)
+                strata = tuple(
+                    (st, *stratum_counts(gaps, st))
+                    for st in STRATA
+                    if any(pd.notna(x.get(f"auc_{st}_margin_low")) for x in gaps)
+                )
+                return GoalCount(
+                    run,
+                    verdicts.count("met"),
+                    verdicts.count("missed"),
+                    len(verdicts),
+                    int(gaps[0].get("seeds") or 0),
+                    uniform,
+                    strata,
+                )
         return None
 
     sides = per_source(runs, part)
@@ -223,17 +307,29 @@ def beyond(runs: dict[str, dict], ref: Path) -> Beyond | None:
 class GainStrata:
     """Where notebook 03b's chosen model gains over the bar, per link source: cells whose AUC margin over the bar on
     test positives with / without a common neighbour lies above / below 0 (GoalCount.strata)."""
+
     sides: tuple[tuple[str, GoalCount], ...]
-    TITLE = ("**Where the gain is.** Cells where notebook 03b's chosen model's AUC margin over the bar on test positives "
-             "has its 95% interval above / below 0: ")
+    TITLE = (
+        "**Where the gain is.** Cells where notebook 03b's chosen model's AUC margin over the bar on test positives "
+        "has its 95% interval above / below 0: "
+    )
 
     def readme(self) -> str:
-        return self.TITLE + "; ".join(f"[{SHORT.get(links, links)}][{c.run}] {c.strata_text()}"
-                                      for links, c in self.sides) + "."
+        return (
+            self.TITLE
+            + "; ".join(f"[{SHORT.get(links, links)}][{c.run}] {c.strata_text()}" for links, c in self.sides)
+            + "."
+        )
 
     def page(self) -> str:
-        return self.TITLE + "; ".join(f"{SHORT.get(links, links)} {c.strata_text()} ({c.cells} cells, "
-                                      f"{page_link(c.run)})" for links, c in self.sides) + "."
+        return (
+            self.TITLE
+            + "; ".join(
+                f"{SHORT.get(links, links)} {c.strata_text()} ({c.cells} cells, {page_link(c.run)})"
+                for links, c in self.sides
+            )
+            + "."
+        )
 
 
 def gain_strata(runs: dict[str, dict], ref: Path) -> GainStrata | None:
@@ -245,14 +341,17 @@ def gain_strata(runs: dict[str, dict], ref: Path) -> GainStrata | None:
 def stratum_counts(gaps: list[dict], stratum: str) -> tuple[int, int]:
     """Cells of notebook 03b's gap rows whose AUC margin over the bar within `stratum` of test positives is judged
     above 0 / below 0 by the project's one rule (lib.metrics.paired.verdict); the rest are undecided."""
-    v = [verdict(float(x.get(f"auc_{stratum}_margin_low", "nan")), float(x.get(f"auc_{stratum}_margin_high", "nan")))
-         for x in gaps]
+    v = [
+        verdict(float(x.get(f"auc_{stratum}_margin_low", "nan")), float(x.get(f"auc_{stratum}_margin_high", "nan")))
+        for x in gaps
+    ]
     return v.count("met"), v.count("missed")
 
 
 @dataclass(frozen=True)
 class HarderMargins:
     """Notebook 03b on one run: per harder negative set, the mean AUC margin over the bar and over the shortcut."""
+
     run: str
     sets: tuple[tuple[str, float, float], ...]  # (negative set, margin over the bar, margin over the shortcut)
     protocols: int
@@ -261,16 +360,25 @@ class HarderMargins:
 @dataclass(frozen=True)
 class HarderNegatives:
     """Notebook 03b's model on the harder negative sets, per link source (the results page only)."""
+
     sides: tuple[tuple[str, HarderMargins], ...]
 
     def readme(self) -> None:
         return None
 
     def page(self) -> str:
-        parts = [(links, f"{', '.join(f'{n} {a:+.3f} / {s:+.3f}' for n, a, s in h.sets)} across {h.protocols} "
-                         f"protocols ({page_link(h.run)})") for links, h in self.sides]
-        return ("**Harder negatives.** Mean AUC margin of that model over the strongest heuristic scorer / over the "
-                f"no-common-neighbour shortcut: {page_sides(parts)}.")
+        parts = [
+            (
+                links,
+                f"{', '.join(f'{n} {a:+.3f} / {s:+.3f}' for n, a, s in h.sets)} across {h.protocols} "
+                f"protocols ({page_link(h.run)})",
+            )
+            for links, h in self.sides
+        ]
+        return (
+            "**Harder negatives.** Mean AUC margin of that model over the strongest heuristic scorer / over the "
+            f"no-common-neighbour shortcut: {page_sides(parts)}."
+        )
 
 
 def harder_negatives(runs: dict[str, dict], ref: Path) -> HarderNegatives | None:
@@ -279,8 +387,10 @@ def harder_negatives(runs: dict[str, dict], ref: Path) -> HarderNegatives | None
             gaps = pd.DataFrame((m.get("beyond") or {}).get("gaps") or [])
             if gaps.empty or "auc_margin_shortcut" not in gaps:
                 continue
-            sets = tuple((n, float(x["auc_margin"].mean()), float(x["auc_margin_shortcut"].mean()))
-                         for n, x in gaps[gaps["negatives"] != "uniform"].groupby("negatives", sort=False))
+            sets = tuple(
+                (n, float(x["auc_margin"].mean()), float(x["auc_margin_shortcut"].mean()))
+                for n, x in gaps[gaps["negatives"] != "uniform"].groupby("negatives", sort=False)
+            )
             if sets:
                 return HarderMargins(run, sets, int(gaps["protocol"].nunique()))
         return None

@@ -1,5 +1,6 @@
 """How a finding writes its numbers and runs: the README links a number to its run with a reference link
 (`[0.751][seed40]`, defined once below the findings), the results page links each run inline."""
+
 from __future__ import annotations
 
 SHORT = {"title mentions (proxy)": "title mentions", "Wikispeedia hyperlinks": "Wikispeedia"}

@@ -1,6 +1,7 @@
 """docs/parameters.md, generated: every notebook parameter declared by a typed stage config
 (lib.common.config.stage_params: name, type, default, accepted values, why), the notebooks that declare it, and the
 params/*.yaml profiles that set it. `python -m lib.run.report` writes the page and `--check` compares it."""
+
 from __future__ import annotations
 
 import inspect
@@ -30,7 +31,7 @@ def profile_summary(path: Path) -> str:
     text, depth = " ".join(lines), 0
     for i, ch in enumerate(text):
         depth += (ch == "(") - (ch == ")")
-        if depth == 0 and ch in ":." and text[i + 1:i + 2] in (" ", ""):
+        if depth == 0 and ch in ":." and text[i + 1 : i + 2] in (" ", ""):
             return text[:i]
     return text
 
@@ -44,8 +45,9 @@ def _code(text: str) -> str:
 
 
 def _set_by(name: str, profiles: dict[str, dict]) -> str:
-    return ", ".join(f"{_code(p.removesuffix('.yaml'))}: {_code(default_text(v[name]))}" for p, v in profiles.items()
-                     if name in v)
+    return ", ".join(
+        f"{_code(p.removesuffix('.yaml'))}: {_code(default_text(v[name]))}" for p, v in profiles.items() if name in v
+    )
 
 
 def _row(r: dict, *extra: str) -> str:
@@ -58,8 +60,12 @@ def _source_of(cls: type[StageParams]) -> str:
     return f"`{cls.__name__}` in [{path}](../{path})"
 
 
-def render(configs: dict[str, type[StageParams]], profiles: dict[str, dict], notebooks: list[str],
-           summaries: dict[str, str] | None = None) -> str:
+def render(
+    configs: dict[str, type[StageParams]],
+    profiles: dict[str, dict],
+    notebooks: list[str],
+    summaries: dict[str, str] | None = None,
+) -> str:
     """The page's Markdown. configs: notebook file name -> its config class (stage_params()); profiles: profile file
     name -> the values it sets; notebooks: every numbered notebook, in order (those without a config are listed as
     declaring their parameters in their own cell); summaries: profile file name -> what it is for."""
@@ -70,19 +76,35 @@ def render(configs: dict[str, type[StageParams]], profiles: dict[str, dict], not
         for r in rows.get(nb, []):
             declared.setdefault(r["name"], []).append(nb)
     shared = [n for n, nbs in declared.items() if len(nbs) > 1]
-    out = ["# Parameters", "", MARK, "",
-           "Every parameter of a numbered notebook, with its demo default (the notebooks run with no arguments) and what "
-           "it accepts.", "Set one with `-p name=value` on the runner or papermill, or in a `params/*.yaml` profile "
-           "(later files win; see [Running](running.md)).",
-           "The runner checks every value against this declaration before it touches a run folder.", "",
-           "| notebook | parameters | declared by |", "|---|---|---|"]
+    out = [
+        "# Parameters",
+        "",
+        MARK,
+        "",
+        "Every parameter of a numbered notebook, with its demo default (the notebooks run with no arguments) and what "
+        "it accepts.",
+        "Set one with `-p name=value` on the runner or papermill, or in a `params/*.yaml` profile "
+        "(later files win; see [Running](running.md)).",
+        "The runner checks every value against this declaration before it touches a run folder.",
+        "",
+        "| notebook | parameters | declared by |",
+        "|---|---|---|",
+    ]
     for nb in notebooks:
-        where = (_source_of(configs[nb]) if nb in configs else
-                 f"its own `parameters` cell: `papermill --help-notebook notebooks/{nb}`")
+        where = (
+            _source_of(configs[nb])
+            if nb in configs
+            else f"its own `parameters` cell: `papermill --help-notebook notebooks/{nb}`"
+        )
         out.append(f"| [{nb}](../notebooks/{nb}) | {len(rows.get(nb, [])) or ''} | {where} |")
     if shared:
-        out += ["", "## Declared by several notebooks", "",
-                "| parameter | type | default | accepted | notebooks | set by profiles | why |", "|---|---|---|---|---|---|---|"]
+        out += [
+            "",
+            "## Declared by several notebooks",
+            "",
+            "| parameter | type | default | accepted | notebooks | set by profiles | why |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for name in shared:
             variants: dict[tuple, list[str]] = {}
             for nb in declared[name]:
@@ -95,8 +117,13 @@ def render(configs: dict[str, type[StageParams]], profiles: dict[str, dict], not
         own = [r for r in rows.get(nb, []) if r["name"] not in shared]
         if not own:
             continue
-        out += ["", f"## {nb}", "", "| parameter | type | default | accepted | set by profiles | why |",
-                "|---|---|---|---|---|---|"]
+        out += [
+            "",
+            f"## {nb}",
+            "",
+            "| parameter | type | default | accepted | set by profiles | why |",
+            "|---|---|---|---|---|---|",
+        ]
         out += [_row(r, _set_by(r["name"], profiles)) for r in own]
     out += ["", "## Profiles", "", "| profile | what it is for | parameters it sets |", "|---|---|---|"]
     for p, values in profiles.items():
@@ -108,5 +135,9 @@ def render(configs: dict[str, type[StageParams]], profiles: dict[str, dict], not
 def current() -> str:
     """The page as the repository's configs and profiles generate it now."""
 
-    return render(stage_params(), load_profiles(), [p.name for p in numbered_notebooks()],
-                  {p.name: profile_summary(p) for p in sorted(PARAMS.glob("*.yaml"))})
+    return render(
+        stage_params(),
+        load_profiles(),
+        [p.name for p in numbered_notebooks()],
+        {p.name: profile_summary(p) for p in sorted(PARAMS.glob("*.yaml"))},
+    )

@@ -6,6 +6,7 @@ availability). The first failure is one `ParamError` naming the key, the value, 
 file or `-p`) and what is accepted. Checks that need data (graph counts, roots present in the snapshot) stay in the
 notebooks, where the data is.
 """
+
 from __future__ import annotations
 
 import ast
@@ -13,8 +14,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from lib.common.config import article, stage_params
 from lib.common.compute import check_device_name
+from lib.common.config import article, stage_params
 from lib.common.params import ParamError, load_yaml, notebook_number, notebook_parameters
 from lib.common.paths import NOTEBOOKS, resolve
 from lib.crawl.campaign import check_campaign, read_roots
@@ -22,8 +23,13 @@ from lib.crawl.sources import OFFLINE_SOURCES
 from lib.distill.checkpoint import published_runs
 from lib.distill.config import DistillParams
 
-TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (float, int), "str": (str,), "bool": (bool,),
-                                      "list": (list,)}
+TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "float": (float, int),
+    "str": (str,),
+    "bool": (bool,),
+    "list": (list,),
+}
 
 
 def provenance(files: list[Path], overrides: dict) -> dict[str, str]:
@@ -61,8 +67,10 @@ def check_types(values: dict, declared: dict[str, dict], where: dict[str, str], 
         if ok is None or (isinstance(v, ok) and isinstance(v, bool) == (bool in ok)):  # a bool is an int in Python
             continue
         example = declared[k]["default"]
-        raise ParamError(f"parameter {k}={v!r} ({where.get(k, 'notebook default')}) is a {type(v).__name__}; "
-                         f"{notebook} declares it {name} (default {example}); give {article(name)} {name}")
+        raise ParamError(
+            f"parameter {k}={v!r} ({where.get(k, 'notebook default')}) is a {type(v).__name__}; "
+            f"{notebook} declares it {name} (default {example}); give {article(name)} {name}"
+        )
 
 
 def input_file(p: dict, key: str, what: str, folder: bool = False) -> Path:
@@ -73,21 +81,26 @@ def input_file(p: dict, key: str, what: str, folder: bool = False) -> Path:
     if not path.exists():
         raise ParamError(f"{key}={p[key]!r} does not exist{read_as}; pass {what}", key=key)
     if path.is_dir() != folder:
-        raise ParamError(f"{key}={p[key]!r} is a {'folder' if path.is_dir() else 'file'}{read_as}; pass {what}",
-                         key=key)
+        raise ParamError(
+            f"{key}={p[key]!r} is a {'folder' if path.is_dir() else 'file'}{read_as}; pass {what}", key=key
+        )
     return path
 
 
 def _crawl(p: dict) -> None:  # beyond the config: the files it names must be there, a roots file must hold titles
 
     if p["source"] == "snapshot" and p["snapshot_path"]:
-        input_file(p, "snapshot_path", "a TSV link list (source TAB target) or a graph JSON file (a folder of graph "
-                                       "files is source='graphs')")
+        input_file(
+            p,
+            "snapshot_path",
+            "a TSV link list (source TAB target) or a graph JSON file (a folder of graph files is source='graphs')",
+        )
     if p["source"] == "graphs" and p["snapshot_path"]:
         what = "a folder of graph JSON files (one file is source='snapshot')"
         if not any(input_file(p, "snapshot_path", what, folder=True).glob("*.json")):
-            raise ParamError(f"snapshot_path={p['snapshot_path']!r} holds no .json graph files; pass {what}",
-                             key="snapshot_path")
+            raise ParamError(
+                f"snapshot_path={p['snapshot_path']!r} holds no .json graph files; pass {what}", key="snapshot_path"
+            )
     if p["source"] == "snapshot" and p["topics_file"]:
         input_file(p, "topics_file", "a TSV of title TAB topic lines, or leave topics_file empty")
     if p["source"] in OFFLINE_SOURCES and p["overlap_roots_file"]:
@@ -96,8 +109,11 @@ def _crawl(p: dict) -> None:  # beyond the config: the files it names must be th
         input_file(p, "roots_file", "a file of one title per line (see params/roots_*.txt)")
         roots = read_roots(resolve(p["roots_file"]))
         if not roots:
-            raise ParamError(f"roots_file={p['roots_file']!r} holds no title (blank lines and # comments only); write "
-                             f"one title per line (see params/roots_*.txt)", key="roots_file")
+            raise ParamError(
+                f"roots_file={p['roots_file']!r} holds no title (blank lines and # comments only); write "
+                f"one title per line (see params/roots_*.txt)",
+                key="roots_file",
+            )
         check_campaign(roots, p["max_nodes"])
 
 
@@ -111,6 +127,7 @@ def _embed(p: dict) -> None:  # beyond the config: a model folder must be one (t
 
     if p["model_dir"]:
         from lib.embed.encoder import EmbedError, check_model_dir  # lazy: torch (about 1 s), only for a named folder
+
         try:
             check_model_dir(NOTEBOOKS / Path(p["model_dir"]).expanduser())
         except EmbedError as e:
@@ -118,8 +135,11 @@ def _embed(p: dict) -> None:  # beyond the config: a model folder must be one (t
 
 
 # What a stage checks beyond its config, imported when its notebook is planned: files its values name.
-STAGE_CHECKS: dict[str, Callable[[dict], None]] = {"01_crawl.ipynb": _crawl, "02_embed.ipynb": _embed,
-                                                  "05_attention_distillation.ipynb": _distill}
+STAGE_CHECKS: dict[str, Callable[[dict], None]] = {
+    "01_crawl.ipynb": _crawl,
+    "02_embed.ipynb": _embed,
+    "05_attention_distillation.ipynb": _distill,
+}
 
 
 # What a notebook reads from its run folder that an earlier notebook writes there: notebook -> (file, its writer).
@@ -147,8 +167,10 @@ def check_upstream(run_dir: Path, notebooks: list[Path]) -> None:
         if first:
             file, writer = RUN_FOLDER_INPUTS[nb.name]
             to_run = f"notebook{'s' * (len(first) > 1)} {' '.join(first)}"
-            raise ParamError(f"{nb.name} reads {file} from the run folder, which notebook {notebook_number(writer)} "
-                             f"writes and {run_dir} does not hold; run {to_run} first, or drop --notebooks")
+            raise ParamError(
+                f"{nb.name} reads {file} from the run folder, which notebook {notebook_number(writer)} "
+                f"writes and {run_dir} does not hold; run {to_run} first, or drop --notebooks"
+            )
 
 
 def check_writable(folder: Path, what: str, fix: str = "pass --outputs a folder you can write") -> None:
@@ -161,8 +183,10 @@ def check_writable(folder: Path, what: str, fix: str = "pass --outputs a folder 
         raise ParamError(f"{what} {folder} cannot be made: {p} is a file; {fix}")
     if not os.access(p, os.W_OK | os.X_OK):
         below = "" if p == Path(folder).absolute() else f" (it would be made in {p})"
-        raise ParamError(f"{what} {folder} cannot be written by this user{below}; {fix}, or make it writable (a "
-                         f"read-only mount cannot be)")
+        raise ParamError(
+            f"{what} {folder} cannot be written by this user{below}; {fix}, or make it writable (a "
+            f"read-only mount cannot be)"
+        )
 
 
 def check_device(p: dict) -> None:
@@ -170,6 +194,7 @@ def check_device(p: dict) -> None:
         check_device_name(p["device"])
         if p["device"].startswith("cuda"):
             from lib.common.device import get_device  # lazy: torch (about 1 s), only to see a GPU for a cuda device
+
             get_device(p["device"])
     except (ValueError, RuntimeError) as e:
         raise ParamError(str(e), key="device") from None

@@ -1,5 +1,6 @@
 """Process-group plumbing for torchrun jobs: set-up and tear-down (gloo on CPU, nccl on CUDA), DDP wrapping,
 reductions over ranks, and a local multi-process launcher."""
+
 from __future__ import annotations
 
 import os
@@ -24,6 +25,7 @@ TIMEOUT_S = 600  # collectives of a stuck or dead rank fail after this, instead 
 @dataclass
 class Dist:
     """This process's place in the job: rank in 0..world-1, its device, and whether a process group exists."""
+
     rank: int = 0
     world: int = 1
     device: torch.device = torch.device("cpu")
@@ -44,8 +46,10 @@ def setup(device: str = "cpu", timeout_s: float = TIMEOUT_S) -> Dist:
     if dev.type == "cuda":
         local = int(os.environ.get("LOCAL_RANK", "0"))
         if local >= torch.cuda.device_count():
-            raise RuntimeError(f"LOCAL_RANK={local} but only {torch.cuda.device_count()} GPU(s) are visible; start at "
-                               f"most that many processes per node (torchrun --nproc_per_node)")
+            raise RuntimeError(
+                f"LOCAL_RANK={local} but only {torch.cuda.device_count()} GPU(s) are visible; start at "
+                f"most that many processes per node (torchrun --nproc_per_node)"
+            )
         dev = torch.device("cuda", local)
         torch.cuda.set_device(dev)
     if not dist.is_initialized():
@@ -61,8 +65,9 @@ def teardown() -> None:
 def wrap_for_ranks(module: torch.nn.Module, d: Dist, find_unused: bool = False):
     if not d.group:
         return module
-    return DDP(module, device_ids=[d.device.index] if d.device.type == "cuda" else None,
-               find_unused_parameters=find_unused)
+    return DDP(
+        module, device_ids=[d.device.index] if d.device.type == "cuda" else None, find_unused_parameters=find_unused
+    )
 
 
 def mean_over_ranks(values: dict[str, float], d: Dist) -> dict[str, float]:
@@ -89,8 +94,9 @@ def free_port() -> int:
 
 
 def _local_worker(rank: int, world: int, port: int, job, args: tuple, device: str, timeout_s: float, out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank)
+    )
     torch.set_num_threads(1)
     d = setup(device, timeout_s)
     try:
@@ -116,6 +122,8 @@ def rank_result(path: Path, rank: int, job) -> object:
     try:
         return torch.load(path, weights_only=True)
     except UNREADABLE as e:
-        raise RuntimeError(f"the result of {getattr(job, '__name__', job)} on rank {rank} cannot be read back: "
-                           f"{unreadable_reason(e)}; return tensors and plain values (numbers, strings, lists and "
-                           f"dicts of them) from the job") from None
+        raise RuntimeError(
+            f"the result of {getattr(job, '__name__', job)} on rank {rank} cannot be read back: "
+            f"{unreadable_reason(e)}; return tensors and plain values (numbers, strings, lists and "
+            f"dicts of them) from the job"
+        ) from None

@@ -1,6 +1,7 @@
 """The docs' lists of the extension points (negative sets, heuristics, decoders, encoder kinds, link sources), each
 generated from its registry's rows between two markers, so a page cannot list other entries than the code holds.
 `python -m lib.run.report` writes them into README.md and docs/*.md, and `--check` compares."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,8 +14,13 @@ from lib.linkpred.decoders import DECODERS
 from lib.linkpred.heuristics import REGISTRY as HEURISTICS
 from lib.linkpred.negative_sets.registry import REGISTRY as NEGATIVE_SETS
 
-REGISTRIES: dict[str, Registry] = {"negative-sets": NEGATIVE_SETS, "heuristics": HEURISTICS, "decoders": DECODERS,
-                                   "encoder-kinds": ENCODERS, "link-sources": SOURCES}
+REGISTRIES: dict[str, Registry] = {
+    "negative-sets": NEGATIVE_SETS,
+    "heuristics": HEURISTICS,
+    "decoders": DECODERS,
+    "encoder-kinds": ENCODERS,
+    "link-sources": SOURCES,
+}
 """Marker key -> the registry a page's list is generated from."""
 
 
@@ -38,5 +44,5 @@ def with_lists(text: str) -> str:
     for key in REGISTRIES:
         begin, end = markers(key)
         if begin in text and end in text:
-            text = text.replace(text[text.index(begin):text.index(end) + len(end)], render(key))
+            text = text.replace(text[text.index(begin) : text.index(end) + len(end)], render(key))
     return text

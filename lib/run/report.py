@@ -10,6 +10,7 @@ lib.run.registry_lists).
 Nothing here is typed by hand: every number comes from a reference run's metrics.json (written by the notebooks),
 the seed report's numbers from lib.metrics.link.SEED_REPORTED.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,8 +68,22 @@ RBEGIN, REND = "<!-- tables:begin (python -m lib.run.report) -->", "<!-- tables:
 
 MAX_BYTES = 2_000_000
 # a stage's own result tables and parameters (notebook 05 writes distill/, 06 kd/), never their checkpoint folders
-KEEP = ("*.ipynb", "metrics.json", "params.json", "status.json", "params_*.json", "*.csv", "figures/*.png", "html/*.html",
-        "distill/*.csv", "distill/params_*.json", "kd/*.csv", "kd/params_*.json", "embedders/*.csv", "embedders/*.json")
+KEEP = (
+    "*.ipynb",
+    "metrics.json",
+    "params.json",
+    "status.json",
+    "params_*.json",
+    "*.csv",
+    "figures/*.png",
+    "html/*.html",
+    "distill/*.csv",
+    "distill/params_*.json",
+    "kd/*.csv",
+    "kd/params_*.json",
+    "embedders/*.csv",
+    "embedders/*.json",
+)
 
 
 def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE_RUNS) -> list[Path]:
@@ -140,7 +155,9 @@ def reference_runs(ref: Path = REFERENCE_RUNS) -> dict[str, dict]:
         crawl = read_json(ref / name / "params_01_crawl.json").get("params") or {}
         m.setdefault("link_source", crawl.get("source", "embedded"))
         judge_gaps(m, ref / name)
-    return dict(sorted(runs.items(), key=lambda kv: (0, n_train(kv[1]), kv[0]) if "train_gat" in kv[1] else (1, 0, kv[0])))
+    return dict(
+        sorted(runs.items(), key=lambda kv: (0, n_train(kv[1]), kv[0]) if "train_gat" in kv[1] else (1, 0, kv[0]))
+    )
 
 
 def judge_gaps(m: dict, run_dir: Path) -> None:
@@ -164,8 +181,9 @@ def plot_size(runs: dict[str, dict], path: Path):
     fig, axes = plt.subplots(1, len(sources), figsize=(5.2 * len(sources) + 1.8, 4.2), sharey=True, squeeze=False)
     for ax, links in zip(axes[0], sources):
         ax.plot([r["train_graphs"] for r in SEED_REPORTED], [r["auc"] for r in SEED_REPORTED], "k*-", label="seed AUC")
-        ax.plot([r["train_graphs"] for r in SEED_REPORTED], [r["aauc"] for r in SEED_REPORTED], "k*:",
-                label="seed A-AUC")
+        ax.plot(
+            [r["train_graphs"] for r in SEED_REPORTED], [r["aauc"] for r in SEED_REPORTED], "k*:", label="seed A-AUC"
+        )
         for p, g in t[t["links"] == links].groupby("protocol"):
             i = PROTOCOLS.index(p)  # one colour per protocol in every panel
             g = g.sort_values("n_train")
@@ -183,50 +201,72 @@ def plot_size(runs: dict[str, dict], path: Path):
     plt.close(fig)
 
 
-SEED_TEXT = ("GatModel as the seed trained it (message-passing supervision, 2 epochs), test graphs, uniform negatives, "
-             "mean ± std over seeds; the seed report's numbers are its single run on 20,000-node live graphs. The last "
-             "column is the share of the training graphs' edges the protocol removed (notebook 03's audit): the offline "
-             "graphs share most title pairs, so keeping the test links out of training removes them from every "
-             "training graph that holds them, and those graphs are then sparser than the test graphs.")
-GOAL_TEXT = ("Notebook 03b, mean over seeds: the graph model chosen on validation against the bar — the strongest "
-             "heuristic scorer by mean test AUC (the heuristic stack, the stack on rescaled counts where it ran, or the "
-             "best single heuristic) — and the no-common-neighbour shortcut. The goal: ≥ +0.02 AUC and a higher MRR than "
-             "the bar, and than the shortcut on every set but uniform.")
-STRUCTURE_TEXT = ("Notebook 03b, pairs and message passing only, mean over seeds; the shortcut scores 1 for a pair "
-                  "without a common neighbour. The negative sets: "
-                  + "; ".join(f"`{n}`, {REGISTRY[n].summary}" for n in DEFAULT_NEGATIVE_SETS[1:])
-                  + ". Where validation and test differ in the share of positives without a common neighbour, "
-                    "validation measures another task than test.")
-STRATA_TEXT = ("Notebook 03b, mean over seeds: the graph model chosen on validation minus the bar, computed separately "
-               "over the test positives that have a common neighbour in the message passing and over those that have "
-               "none (each against the same negatives). A model that only wins where a common neighbour exists has "
-               "learned the heuristics' signal, not more.")
-OVERLAP_TEXT = ("Notebook 01; the seed's live campaign shared 0.92 of a graph's nodes over ~620,000 titles.")
-DISTILL_TEXT = ("Notebook 05's task-agnostic stage: each MiniLM student beside its undistilled control (same "
-                "architecture, initialisation and seeds; an assistant-initialised control is the first layers of "
-                "all-MiniLM-L6-v2, so it does not vary with the seed), linear probes on frozen sentence embeddings, test "
-                "accuracy, and cosine fidelity to the teacher, mean ± std over seeds.")
-DIFF_TEXT = ("Notebook 05's task-agnostic stage: MiniLM minus its undistilled control and minus each ablation on the "
-             "same student, initialisation and seed, test probes and fidelity cosine, mean difference with its 95% "
-             "t-interval over the paired seeds (no interval with one seed). The paper puts MiniLM above every ablation.")
-LP_TEXT = ("Each embedder as the node embedder of the seed's GatModel (2 epochs), test graphs of the run's split per "
-           "seed, uniform negatives; `cosine` scores the features alone.")
-EMBEDDERS_TEXT = ("Notebook 05b: every encoder as the node embedder of the seed's GatModel (mp supervision, uniform "
-                  "negatives) and as the feature-cosine heuristic on two link sources none of whose titles was a "
-                  "training text (Wikispeedia; the held-out vital-article topics), leak_free, minus all-MiniLM-L6-v2 "
-                  "on the same seed with its 95% interval; `cos`: mean cosine to all-MiniLM-L6-v2's embedding of the "
-                  "same title; titles/s on one thread relative to all-MiniLM-L6-v2's in the same repetitions.")
-FRONTIER_TEXT = ("Transductive, for comparison only: students distilled on Wikispeedia's titles among others, scored on "
-                 "the wikispeedia_seed40 crawl made of those titles, per seed of the run's split, beside "
-                 "all-MiniLM-L6-v2 on the same seed; stage 5's probes; titles per second relative to all-MiniLM-L6-v2. "
-                 "How each student was made: [distill_embedding](../outputs/reference/distill_embedding/).")
-KD_TEXT = ("Each student distilled from the fine-tuned teacher's logits beside the same student trained on the labelled "
-           "texts with CE for as many steps (`control`); test accuracy and agreement with the teacher's predictions, mean "
-           "± std over seeds; `probing gain` is the mean probe accuracy above the majority class over eight probing "
-           "tasks.")
-HEURISTIC_TEXT = ("Every protocol and negative set: GatModel as the seed trained it beside the best single heuristic "
-                  "(mean test AUC) and, where notebook 03b ran, its best graph model (chosen on validation), the "
-                  "heuristic stack, and that model's margin over the bar and over the shortcut.")
+SEED_TEXT = (
+    "GatModel as the seed trained it (message-passing supervision, 2 epochs), test graphs, uniform negatives, "
+    "mean ± std over seeds; the seed report's numbers are its single run on 20,000-node live graphs. The last "
+    "column is the share of the training graphs' edges the protocol removed (notebook 03's audit): the offline "
+    "graphs share most title pairs, so keeping the test links out of training removes them from every "
+    "training graph that holds them, and those graphs are then sparser than the test graphs."
+)
+GOAL_TEXT = (
+    "Notebook 03b, mean over seeds: the graph model chosen on validation against the bar — the strongest "
+    "heuristic scorer by mean test AUC (the heuristic stack, the stack on rescaled counts where it ran, or the "
+    "best single heuristic) — and the no-common-neighbour shortcut. The goal: ≥ +0.02 AUC and a higher MRR than "
+    "the bar, and than the shortcut on every set but uniform."
+)
+STRUCTURE_TEXT = (
+    "Notebook 03b, pairs and message passing only, mean over seeds; the shortcut scores 1 for a pair "
+    "without a common neighbour. The negative sets: "
+    + "; ".join(f"`{n}`, {REGISTRY[n].summary}" for n in DEFAULT_NEGATIVE_SETS[1:])
+    + ". Where validation and test differ in the share of positives without a common neighbour, "
+    "validation measures another task than test."
+)
+STRATA_TEXT = (
+    "Notebook 03b, mean over seeds: the graph model chosen on validation minus the bar, computed separately "
+    "over the test positives that have a common neighbour in the message passing and over those that have "
+    "none (each against the same negatives). A model that only wins where a common neighbour exists has "
+    "learned the heuristics' signal, not more."
+)
+OVERLAP_TEXT = "Notebook 01; the seed's live campaign shared 0.92 of a graph's nodes over ~620,000 titles."
+DISTILL_TEXT = (
+    "Notebook 05's task-agnostic stage: each MiniLM student beside its undistilled control (same "
+    "architecture, initialisation and seeds; an assistant-initialised control is the first layers of "
+    "all-MiniLM-L6-v2, so it does not vary with the seed), linear probes on frozen sentence embeddings, test "
+    "accuracy, and cosine fidelity to the teacher, mean ± std over seeds."
+)
+DIFF_TEXT = (
+    "Notebook 05's task-agnostic stage: MiniLM minus its undistilled control and minus each ablation on the "
+    "same student, initialisation and seed, test probes and fidelity cosine, mean difference with its 95% "
+    "t-interval over the paired seeds (no interval with one seed). The paper puts MiniLM above every ablation."
+)
+LP_TEXT = (
+    "Each embedder as the node embedder of the seed's GatModel (2 epochs), test graphs of the run's split per "
+    "seed, uniform negatives; `cosine` scores the features alone."
+)
+EMBEDDERS_TEXT = (
+    "Notebook 05b: every encoder as the node embedder of the seed's GatModel (mp supervision, uniform "
+    "negatives) and as the feature-cosine heuristic on two link sources none of whose titles was a "
+    "training text (Wikispeedia; the held-out vital-article topics), leak_free, minus all-MiniLM-L6-v2 "
+    "on the same seed with its 95% interval; `cos`: mean cosine to all-MiniLM-L6-v2's embedding of the "
+    "same title; titles/s on one thread relative to all-MiniLM-L6-v2's in the same repetitions."
+)
+FRONTIER_TEXT = (
+    "Transductive, for comparison only: students distilled on Wikispeedia's titles among others, scored on "
+    "the wikispeedia_seed40 crawl made of those titles, per seed of the run's split, beside "
+    "all-MiniLM-L6-v2 on the same seed; stage 5's probes; titles per second relative to all-MiniLM-L6-v2. "
+    "How each student was made: [distill_embedding](../outputs/reference/distill_embedding/)."
+)
+KD_TEXT = (
+    "Each student distilled from the fine-tuned teacher's logits beside the same student trained on the labelled "
+    "texts with CE for as many steps (`control`); test accuracy and agreement with the teacher's predictions, mean "
+    "± std over seeds; `probing gain` is the mean probe accuracy above the majority class over eight probing "
+    "tasks."
+)
+HEURISTIC_TEXT = (
+    "Every protocol and negative set: GatModel as the seed trained it beside the best single heuristic "
+    "(mean test AUC) and, where notebook 03b ran, its best graph model (chosen on validation), the "
+    "heuristic stack, and that model's margin over the bar and over the shortcut."
+)
 
 
 def _md(t) -> str:
@@ -240,17 +280,43 @@ def _sections(runs: dict[str, dict], full: bool) -> list[tuple[str, str, object]
     out = [("Does the seed's GatModel reproduce, and does it predict links it never saw?", SEED_TEXT, seed_table(runs))]
     if full:
         out.append(("Every protocol and negative set against the heuristics", HEURISTIC_TEXT, heuristic_table(runs)))
-    return out + [
-        ("Do learned decoders beat the heuristics (notebook 03b)?", GOAL_TEXT, goal_table(runs)),
-        ("Can one structural bit solve a negative set, and does validation measure what test measures?",
-         STRUCTURE_TEXT, structure),
-    ] + ([("Does the model win with and without a common neighbour?", STRATA_TEXT, strata_table(runs))] if full else []) + [
-        ("How much do the offline graphs overlap?", OVERLAP_TEXT, overlap_table(runs)),
-        ("Does MiniLM distillation beat its undistilled control (notebook 05)?", DISTILL_TEXT, once(distill_table(runs))),
-        ("Does a distilled student serve as stage 3's node embedder?", LP_TEXT, once(distill_lp_table(runs))),
-        ("Does classic knowledge distillation beat cross-entropy alone (notebook 06)?", KD_TEXT, kd_table(runs)),
-    ] + ([("Which parts of MiniLM matter (the paper's Tables 5-7)?", DIFF_TEXT, once(distill_differences_table(runs)))]
-         if full else [])
+    return (
+        out
+        + [
+            ("Do learned decoders beat the heuristics (notebook 03b)?", GOAL_TEXT, goal_table(runs)),
+            (
+                "Can one structural bit solve a negative set, and does validation measure what test measures?",
+                STRUCTURE_TEXT,
+                structure,
+            ),
+        ]
+        + (
+            [("Does the model win with and without a common neighbour?", STRATA_TEXT, strata_table(runs))]
+            if full
+            else []
+        )
+        + [
+            ("How much do the offline graphs overlap?", OVERLAP_TEXT, overlap_table(runs)),
+            (
+                "Does MiniLM distillation beat its undistilled control (notebook 05)?",
+                DISTILL_TEXT,
+                once(distill_table(runs)),
+            ),
+            ("Does a distilled student serve as stage 3's node embedder?", LP_TEXT, once(distill_lp_table(runs))),
+            ("Does classic knowledge distillation beat cross-entropy alone (notebook 06)?", KD_TEXT, kd_table(runs)),
+        ]
+        + (
+            [
+                (
+                    "Which parts of MiniLM matter (the paper's Tables 5-7)?",
+                    DIFF_TEXT,
+                    once(distill_differences_table(runs)),
+                )
+            ]
+            if full
+            else []
+        )
+    )
 
 
 def render(runs: dict[str, dict], ref: Path = REFERENCE_RUNS, base: str = "../") -> str:
@@ -267,23 +333,42 @@ def render(runs: dict[str, dict], ref: Path = REFERENCE_RUNS, base: str = "../")
             parts += [f"![AUC and A-AUC against training-set size]({base}outputs/reference/{FIGURE})", ""]
     unseen, run = embedders_table(runs, ref), embedders_run(runs)
     if len(unseen):
-        parts += [f"### How small can the node embedder be, on titles it never saw ([{run}]({base}outputs/reference/"
-                  f"{run}/))?", "", EMBEDDERS_TEXT, "", _md(unseen), "",
-                  f"![AUC minus all-MiniLM-L6-v2's against titles per second]({base}outputs/reference/{run}/figures/"
-                  f"05b_embedders_frontier.png)", ""]
+        parts += [
+            f"### How small can the node embedder be, on titles it never saw ([{run}]({base}outputs/reference/"
+            f"{run}/))?",
+            "",
+            EMBEDDERS_TEXT,
+            "",
+            _md(unseen),
+            "",
+            f"![AUC minus all-MiniLM-L6-v2's against titles per second]({base}outputs/reference/{run}/figures/"
+            f"05b_embedders_frontier.png)",
+            "",
+        ]
         parts += [f"- {g}" for g in runs[run][NODE_EMBEDDERS]["sentences"]] + [""]
     front = frontier_table(ref / FRONTIER)
     if len(front):
         summary = load_json(ref / FRONTIER / "summary.json") if (ref / FRONTIER / "summary.json").is_file() else {}
-        parts += [f"### The same on titles the students were trained on ([{FRONTIER}]({base}outputs/reference/"
-                  f"{FRONTIER}/))", "", FRONTIER_TEXT, "", _md(front), "",
-                  f"![titles per second against GatModel and feature-cosine AUC]({base}outputs/reference/{FRONTIER}/"
-                  f"frontier.png)", ""]
+        parts += [
+            f"### The same on titles the students were trained on ([{FRONTIER}]({base}outputs/reference/{FRONTIER}/))",
+            "",
+            FRONTIER_TEXT,
+            "",
+            _md(front),
+            "",
+            f"![titles per second against GatModel and feature-cosine AUC]({base}outputs/reference/{FRONTIER}/"
+            f"frontier.png)",
+            "",
+        ]
         parts += [f"- {g}" for g in summary.get("goal", [])] + [""]
     notes = [n for n in runs if (ref / n / "README.md").is_file()]
     if notes:
-        parts += ["Every run's full tables (every negative set, every heuristic) are in its reference README: "
-                  + ", ".join(f"[{n}]({base}outputs/reference/{n}/README.md)" for n in notes) + ".", ""]
+        parts += [
+            "Every run's full tables (every negative set, every heuristic) are in its reference README: "
+            + ", ".join(f"[{n}]({base}outputs/reference/{n}/README.md)" for n in notes)
+            + ".",
+            "",
+        ]
     return "\n".join(parts + [END])
 
 
@@ -302,8 +387,14 @@ def run_tables(name: str, metrics: dict, ref: Path = REFERENCE_RUNS) -> str:
             parts += [f"**{question}** {text}", "", _md(table.drop(columns="run", errors="ignore")), ""]
     unseen = embedders_table({name: metrics}, ref)
     if len(unseen):
-        parts += [f"**How small can the node embedder be, on titles it never saw?** {EMBEDDERS_TEXT}", "", _md(unseen),
-                  "", *[f"- {g}" for g in metrics[NODE_EMBEDDERS]["sentences"]], ""]
+        parts += [
+            f"**How small can the node embedder be, on titles it never saw?** {EMBEDDERS_TEXT}",
+            "",
+            _md(unseen),
+            "",
+            *[f"- {g}" for g in metrics[NODE_EMBEDDERS]["sentences"]],
+            "",
+        ]
     return "\n".join(parts + [REND])
 
 
@@ -336,13 +427,19 @@ def render_timings(t: dict) -> str:
         done.append(f"`make test` {_minutes(idle['test_seconds'])} for {count} ({outcome})")
     elif "tests_collected" in idle:
         done.append(f"`make test` collects {count}")
-    lines = [TBEGIN, f"Measured from a fresh clone on {idle['cores']} idle cores ({idle['machine']}; commit "
-                     f"{idle['commit']}, {idle['date']}, `python scripts/time_loop.py`):", ""]
+    lines = [
+        TBEGIN,
+        f"Measured from a fresh clone on {idle['cores']} idle cores ({idle['machine']}; commit "
+        f"{idle['commit']}, {idle['date']}, `python scripts/time_loop.py`):",
+        "",
+    ]
     lines += [f"- {d}" for d in done]
     shared = t.get("shared")
     if shared and "demo_seconds" in shared:
-        lines.append(f"- with {shared['condition']} (commit {shared['commit']}, {shared['date']}): `make demo` "
-                     f"{_minutes(shared['demo_seconds'])} (notebooks {nb(shared)})")
+        lines.append(
+            f"- with {shared['condition']} (commit {shared['commit']}, {shared['date']}): `make demo` "
+            f"{_minutes(shared['demo_seconds'])} (notebooks {nb(shared)})"
+        )
     lines.append(TEND)
     return "\n".join(lines)
 
@@ -356,9 +453,16 @@ def render_own_links(ref: Path = REFERENCE_RUNS) -> str:
     table = run_verdicts(run)
     commit = str(load_json(run / "params.json").get("git_commit", ""))[:7]
     cols = ["protocol", "negatives", "chosen model", "goal", "AUC over the bar", "MRR over the bar"]
-    return "\n".join([OBEGIN, f"`python -m lib.run.verdicts outputs/reference/{OWN_LINKS_RUN}` (made at {commit}; "
-                              f"[its folder](outputs/reference/{OWN_LINKS_RUN}/)): {summary(table)}.", "",
-                       table[cols].to_markdown(index=False), OEND])
+    return "\n".join(
+        [
+            OBEGIN,
+            f"`python -m lib.run.verdicts outputs/reference/{OWN_LINKS_RUN}` (made at {commit}; "
+            f"[its folder](outputs/reference/{OWN_LINKS_RUN}/)): {summary(table)}.",
+            "",
+            table[cols].to_markdown(index=False),
+            OEND,
+        ]
+    )
 
 
 def load_timings(path: Path = TIMINGS) -> dict:
@@ -368,7 +472,7 @@ def load_timings(path: Path = TIMINGS) -> dict:
 def readme_block(text: str, begin: str = BEGIN, end: str = END) -> str:
     if begin not in text or end not in text:
         raise ValueError(f"the page has no generated-block markers; add a line {begin!r} and a line {end!r}")
-    return text[text.index(begin):text.index(end) + len(end)]
+    return text[text.index(begin) : text.index(end) + len(end)]
 
 
 def _with(text: str, block: str, begin: str, end: str) -> str:
@@ -376,35 +480,58 @@ def _with(text: str, block: str, begin: str, end: str) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lib.run.report", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m lib.run.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--check", action="store_true", help="exit 1 if a generated block or page is out of date")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
     ap.add_argument("--results", default=str(RESULTS), help="the results page")
     ap.add_argument("--parameters", default=str(parameters_page.PAGE), help="the parameters page")
-    ap.add_argument("--publish", action="append", default=[], metavar="RUN",
-                    help="copy outputs/RUN's small result files to outputs/reference/RUN first")
+    ap.add_argument(
+        "--publish",
+        action="append",
+        default=[],
+        metavar="RUN",
+        help="copy outputs/RUN's small result files to outputs/reference/RUN first",
+    )
     a = ap.parse_args(argv)
     for run in a.publish:
         print(f"published {len(publish(run))} files of outputs/{run} to outputs/reference/{run}")
     runs = reference_runs()
     readme, results, params = Path(a.readme), Path(a.results), Path(a.parameters)
     old = {p: p.read_text(encoding="utf-8") if p.is_file() else "" for p in (readme, results, params)}
-    new = {readme: _with(_with(_with(old[readme], render_findings(runs), FBEGIN, FEND), render_timings(load_timings()),
-                               TBEGIN, TEND), render_own_links(), OBEGIN, OEND),
-           results: _with(old[results], render(runs), BEGIN, END),
-           params: parameters_page.current()}
+    new = {
+        readme: _with(
+            _with(
+                _with(old[readme], render_findings(runs), FBEGIN, FEND), render_timings(load_timings()), TBEGIN, TEND
+            ),
+            render_own_links(),
+            OBEGIN,
+            OEND,
+        ),
+        results: _with(old[results], render(runs), BEGIN, END),
+        params: parameters_page.current(),
+    }
     for page in registry_lists.pages():
         old.setdefault(page, page.read_text(encoding="utf-8"))
         new[page] = registry_lists.with_lists(new.get(page, old[page]))
-    stale = [name for name in runs if (REFERENCE_RUNS / name / "README.md").is_file() and with_run_tables(
-        (REFERENCE_RUNS / name / "README.md").read_text(encoding="utf-8"), run_tables(name, runs[name]))
-        != (REFERENCE_RUNS / name / "README.md").read_text(encoding="utf-8")]
+    stale = [
+        name
+        for name in runs
+        if (REFERENCE_RUNS / name / "README.md").is_file()
+        and with_run_tables(
+            (REFERENCE_RUNS / name / "README.md").read_text(encoding="utf-8"), run_tables(name, runs[name])
+        )
+        != (REFERENCE_RUNS / name / "README.md").read_text(encoding="utf-8")
+    ]
     if a.check:
         differ = [str(p) for p in new if new[p] != old[p]] + [f"outputs/reference/{n}/README.md" for n in stale]
         if differ:
-            print(f"generated text differs from the committed runs and configs in {', '.join(differ)}; run "
-                  "python -m lib.run.report", file=sys.stderr)
+            print(
+                f"generated text differs from the committed runs and configs in {', '.join(differ)}; run "
+                "python -m lib.run.report",
+                file=sys.stderr,
+            )
             return 1
         return 0
     for name in stale:

@@ -13,6 +13,7 @@ prints how many rows match exactly and the largest absolute drift, and exits 1 w
 (default TOLERANCE) or a committed row was not made again. Timing columns are never compared. The re-run fills a
 cache of its own (`--warm-cache` uses the shared one).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,13 +48,16 @@ PREFIXES = {"whole": {}, "one-seed": {"n_seeds": 1}}
 @dataclass(frozen=True)
 class Table:
     """A result table of a run folder: its file and the columns that name a row."""
+
     file: str
     keys: tuple[str, ...]
 
 
-TABLES = (Table("train_gat_rows.csv", ("seed", "model", "protocol", "supervision", "negatives")),
-          Table("beyond_rows.csv", ("seed", "model", "protocol", "negatives")),
-          Table("aauc_size_trend.csv", ("seed", "train_graphs", "protocol")))
+TABLES = (
+    Table("train_gat_rows.csv", ("seed", "model", "protocol", "supervision", "negatives")),
+    Table("beyond_rows.csv", ("seed", "model", "protocol", "negatives")),
+    Table("aauc_size_trend.csv", ("seed", "train_graphs", "protocol")),
+)
 UNCOMPARED = ("seconds", "time")  # a column whose name holds one of these is a timing, never the same twice
 
 
@@ -68,8 +72,10 @@ def recorded_command(run_dir: Path, prefix: str = "whole") -> tuple[list[str], d
         raise ReproduceError(f"prefix {prefix!r} is unknown; use one of {', '.join(PREFIXES)}")
     record = run_dir / "params.json"
     if not record.is_file():
-        raise ReproduceError(f"{shown(run_dir)} has no params.json; name a published run folder (one of "
-                             f"{', '.join(sorted(p.parent.name for p in REFERENCE_RUNS.glob('*/params.json')))})")
+        raise ReproduceError(
+            f"{shown(run_dir)} has no params.json; name a published run folder (one of "
+            f"{', '.join(sorted(p.parent.name for p in REFERENCE_RUNS.glob('*/params.json')))})"
+        )
     params = published.run_params(load_json(record)["params"])
     files = [f for f in params.pop("_files", []) or [] if Path(f).is_file()]
     params.pop("run_dir", None)
@@ -100,10 +106,17 @@ def drift(reference: pd.DataFrame, made: pd.DataFrame, table: Table, tolerance: 
     compared (a prefix of fewer seeds); NaN equals NaN. Columns table, metric, rows, missing, exact, max_drift, ok."""
     keys = [k for k in table.keys if k in reference and k in made]
     reference = reference[reference["seed"].isin(made["seed"].unique())] if "seed" in keys else reference
-    metrics = [c for c in reference.columns if c not in keys and c in made
-               and pd.api.types.is_numeric_dtype(reference[c]) and not any(u in c for u in UNCOMPARED)]
-    pair = reference.astype({k: str for k in keys}).merge(made.astype({k: str for k in keys}), on=keys, how="left",
-                                                          suffixes=("", "_made"), indicator=True)
+    metrics = [
+        c
+        for c in reference.columns
+        if c not in keys
+        and c in made
+        and pd.api.types.is_numeric_dtype(reference[c])
+        and not any(u in c for u in UNCOMPARED)
+    ]
+    pair = reference.astype({k: str for k in keys}).merge(
+        made.astype({k: str for k in keys}), on=keys, how="left", suffixes=("", "_made"), indicator=True
+    )
     missing = int((pair["_merge"] == "left_only").sum())
     out = []
     for m in metrics:
@@ -112,9 +125,17 @@ def drift(reference: pd.DataFrame, made: pd.DataFrame, table: Table, tolerance: 
         diff = np.where(both_nan, 0.0, np.abs(a - b))
         diff = diff[pair["_merge"].to_numpy() == "both"]
         worst = float(np.nanmax(np.where(np.isnan(diff), np.inf, diff))) if diff.size else 0.0
-        out.append({"table": table.file, "metric": m, "rows": len(reference), "missing": missing,
-                    "exact": int((diff == 0).sum()), "max_drift": worst,
-                    "ok": bool(missing == 0 and worst <= tolerance)})
+        out.append(
+            {
+                "table": table.file,
+                "metric": m,
+                "rows": len(reference),
+                "missing": missing,
+                "exact": int((diff == 0).sum()),
+                "max_drift": worst,
+                "ok": bool(missing == 0 and worst <= tolerance),
+            }
+        )
     return pd.DataFrame(out, columns=["table", "metric", "rows", "missing", "exact", "max_drift", "ok"])
 
 
@@ -127,14 +148,22 @@ def compare(reference_dir: Path, made_dir: Path, tolerance: float = TOLERANCE) -
                 raise ReproduceError(f"the re-run made no {t.file}; its notebook failed: see {shown(made_dir)}")
             parts.append(drift(read_table(reference_dir / t.file), read_table(made_dir / t.file), t, tolerance))
     if not parts:
-        raise ReproduceError(f"{shown(reference_dir)} holds none of {', '.join(t.file for t in TABLES)}; nothing to "
-                             f"compare")
+        raise ReproduceError(
+            f"{shown(reference_dir)} holds none of {', '.join(t.file for t in TABLES)}; nothing to compare"
+        )
     return pd.concat(parts, ignore_index=True)
 
 
-def reproduce(run: str, prefix: str = "whole", notebooks: list[str] | None = None, outputs: Path | None = None,
-              tolerance: float = TOLERANCE, reference: Path = REFERENCE_RUNS, warm_cache: bool = False,
-              log=print) -> pd.DataFrame:
+def reproduce(
+    run: str,
+    prefix: str = "whole",
+    notebooks: list[str] | None = None,
+    outputs: Path | None = None,
+    tolerance: float = TOLERANCE,
+    reference: Path = REFERENCE_RUNS,
+    warm_cache: bool = False,
+    log=print,
+) -> pd.DataFrame:
     """Re-run the published run `run` (a folder of `reference`) as recorded, or its `prefix`, into `outputs` (a
     temporary folder by default) and return its drift table (`compare`). The re-run starts from an empty cache in
     that folder unless `warm_cache`: vectors an older code stored differ in their last bits, and a trained model
@@ -143,20 +172,31 @@ def reproduce(run: str, prefix: str = "whole", notebooks: list[str] | None = Non
     files, overrides, left_out = recorded_command(run_dir, prefix)
     notebooks = notebooks or recorded_notebooks(run_dir)
     record = load_json(run_dir / "params.json")
-    log(f"{run}: recorded at {str(record.get('git_commit', 'unknown'))[:12]}, re-run at {git_commit()[:12]} "
-        f"(prefix {prefix}, notebooks {' '.join(notebooks)})")
+    log(
+        f"{run}: recorded at {str(record.get('git_commit', 'unknown'))[:12]}, re-run at {git_commit()[:12]} "
+        f"(prefix {prefix}, notebooks {' '.join(notebooks)})"
+    )
     if left_out:
         log(f"recorded parameters that no notebook declares today, left out: {', '.join(left_out)}")
     with tempfile.TemporaryDirectory(prefix="reproduce_") as tmp:
         scratch = Path(outputs) if outputs else Path(tmp)
-        argv = ["--outputs", str(scratch), "--run-name", run, "--notebooks", *notebooks,
-                *(["--params", *files] if files else []),
-                *(x for k, v in overrides.items() for x in ("-p", f"{k}={json.dumps(v)}"))]
+        argv = [
+            "--outputs",
+            str(scratch),
+            "--run-name",
+            run,
+            "--notebooks",
+            *notebooks,
+            *(["--params", *files] if files else []),
+            *(x for k, v in overrides.items() for x in ("-p", f"{k}={json.dumps(v)}")),
+        ]
         with cache_folder(None if warm_cache else scratch / "cache"):
             ok = runner.main(argv) == 0
         if not ok:
-            raise ReproduceError(f"the re-run of {run} failed; its notebooks and status.json are in "
-                                 f"{shown(scratch / run)} (pass --outputs to keep them)")
+            raise ReproduceError(
+                f"the re-run of {run} failed; its notebooks and status.json are in "
+                f"{shown(scratch / run)} (pass --outputs to keep them)"
+            )
         return compare(run_dir, scratch / run, tolerance)
 
 
@@ -177,26 +217,38 @@ def cache_folder(folder: Path | None):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lib.run.reproduce", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m lib.run.reproduce", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("run", help="a published run: a folder name under outputs/reference/")
     ap.add_argument("--prefix", default="whole", help=f"one of {', '.join(PREFIXES)} (default: whole)")
     ap.add_argument("--notebooks", nargs="*", help="notebook numbers to re-run (default: those the run finished)")
     ap.add_argument("--outputs", help="keep the re-run here (default: a temporary folder)")
     ap.add_argument("--tolerance", type=float, default=TOLERANCE, help=f"largest drift allowed (default {TOLERANCE})")
-    ap.add_argument("--warm-cache", action="store_true",
-                    help="use the shared cache (faster; vectors stored by older code may differ in the last bits)")
+    ap.add_argument(
+        "--warm-cache",
+        action="store_true",
+        help="use the shared cache (faster; vectors stored by older code may differ in the last bits)",
+    )
     args = ap.parse_args(argv)
     try:
-        table = reproduce(args.run, args.prefix, args.notebooks, Path(args.outputs) if args.outputs else None,
-                          args.tolerance, warm_cache=args.warm_cache)
+        table = reproduce(
+            args.run,
+            args.prefix,
+            args.notebooks,
+            Path(args.outputs) if args.outputs else None,
+            args.tolerance,
+            warm_cache=args.warm_cache,
+        )
     except ReproduceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     bad = table[~table["ok"]]
-    print(f"{len(table) - len(bad)} of {len(table)} metrics within {args.tolerance:g}"
-          + (f"; beyond it: {', '.join(bad['table'] + ':' + bad['metric'])}" if len(bad) else ""))
+    print(
+        f"{len(table) - len(bad)} of {len(table)} metrics within {args.tolerance:g}"
+        + (f"; beyond it: {', '.join(bad['table'] + ':' + bad['metric'])}" if len(bad) else "")
+    )
     return 1 if len(bad) else 0
 
 

@@ -32,6 +32,7 @@ complete run folder, allowing their own parameters to differ (e.g. after a noteb
 other notebooks' entries and files; each re-run entry records the git commit it ran at, and the folder's checkpoints
 are reused as usual. The summary (`<outputs>/summary.{md,csv,html}`) lists every run folder of the outputs folder.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,8 +74,9 @@ BUSY = 75  # exit code of a run refused because another runner writes its folder
 INTERRUPTED = 130
 
 
-def plan_run(files: list[Path], overrides: dict, notebooks: list[Path], all_notebooks: list[Path] | None = None
-             ) -> tuple[dict, dict[Path, dict]]:
+def plan_run(
+    files: list[Path], overrides: dict, notebooks: list[Path], all_notebooks: list[Path] | None = None
+) -> tuple[dict, dict[Path, dict]]:
     """Merge the params files and split them per notebook in `notebooks`.
 
     Keys are checked against the parameters of `all_notebooks` (default: `notebooks`), so a profile written for the
@@ -94,14 +96,20 @@ def _run_dir_param(run_dir: Path) -> str:
     return shown(run_dir)
 
 
-
-
 def _params_hash(merged: dict) -> str:
     return config_digest({"params": {k: v for k, v in merged.items() if k not in EXECUTION_KEYS}})
 
 
-def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[Path], force: bool = False,
-            log=print, outputs: Path = OUTPUTS, all_notebooks: list[Path] | None = None) -> bool:
+def run_one(
+    run_name: str,
+    files: list[Path],
+    overrides: dict,
+    notebooks: list[Path],
+    force: bool = False,
+    log=print,
+    outputs: Path = OUTPUTS,
+    all_notebooks: list[Path] | None = None,
+) -> bool:
     """Execute every notebook for one run; True when the run is complete.
 
     Nothing in the folder changes until the run holds its lock and its parameters are those the folder was made with
@@ -141,12 +149,18 @@ def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[P
         run_dir.mkdir(parents=True, exist_ok=True)
         if not same:
             write_params_json(run_dir, {**merged, "_files": [str(f) for f in files]})
-        status = {"params_hash": _params_hash(merged), "complete": False, "notebooks": entries,
-                  "peak_rss_mb_measures": PEAK_RSS_MEASURES}
+        status = {
+            "params_hash": _params_hash(merged),
+            "complete": False,
+            "notebooks": entries,
+            "peak_rss_mb_measures": PEAK_RSS_MEASURES,
+        }
         atomic_write_text(run_dir / "status.json", json.dumps(status, indent=1))
         for nb in notebooks:
             if nb.name in kept:
-                log(f"[{run_name}] {nb.name} finished ok earlier with the same parameters; kept (use --force to re-run)")
+                log(
+                    f"[{run_name}] {nb.name} finished ok earlier with the same parameters; kept (use --force to re-run)"
+                )
                 continue
             out = run_dir / nb.name
             log(f"[{run_name}] {nb.name} ...")
@@ -168,8 +182,15 @@ def run_one(run_name: str, files: list[Path], overrides: dict, notebooks: list[P
         return True
 
 
-def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks: list[Path], log=print,
-                    outputs: Path = OUTPUTS, all_notebooks: list[Path] | None = None) -> bool:
+def rerun_notebooks(
+    run_name: str,
+    files: list[Path],
+    overrides: dict,
+    notebooks: list[Path],
+    log=print,
+    outputs: Path = OUTPUTS,
+    all_notebooks: list[Path] | None = None,
+) -> bool:
     """Re-execute `notebooks` into the complete run folder `run_name`; the other notebooks' status entries and files
     stay, and the run stays complete when every re-run succeeds. The parameters of the notebooks not re-run must equal
     those the folder was made with (params.json), so their results still belong to the run; the re-run notebooks' own
@@ -192,16 +213,20 @@ def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks
     default = all_defaults([nb for nb in others if nb.is_file()])
     for k in ("run_dir", *EXECUTION_KEYS):
         default.pop(k, None)
-    refuse_other_settings(f"--rerun: {run_dir}", published.params_with_defaults(old, default),
-                          {k: merged.get(k, v) for k, v in default.items()},
-                          "notebooks that are not re-run use them; pass the same params files, or run it whole with "
-                          "--force")
+    refuse_other_settings(
+        f"--rerun: {run_dir}",
+        published.params_with_defaults(old, default),
+        {k: merged.get(k, v) for k, v in default.items()},
+        "notebooks that are not re-run use them; pass the same params files, or run it whole with --force",
+    )
     commit = git_commit()
     for nb in notebooks:
         log(f"[{run_name}] re-running {nb.name} ...")
-        entry = {**execute(nb, run_dir / nb.name, {**per_nb[nb], "run_dir": merged["run_dir"]}),
-                 "rerun": f"re-run alone at commit {commit}",
-                 "params_changed": {k: v for k, v in per_nb[nb].items() if v != old.get(k)}}
+        entry = {
+            **execute(nb, run_dir / nb.name, {**per_nb[nb], "run_dir": merged["run_dir"]}),
+            "rerun": f"re-run alone at commit {commit}",
+            "params_changed": {k: v for k, v in per_nb[nb].items() if v != old.get(k)},
+        }
         if entry.get("error_name") == "KeyboardInterrupt":
             raise KeyboardInterrupt
         for line in entry.get("recovered", []):
@@ -216,8 +241,15 @@ def rerun_notebooks(run_name: str, files: list[Path], overrides: dict, notebooks
     return True
 
 
-def describe_plan(run_name: str, files: list[Path], overrides: dict, notebooks: list[Path], outputs: Path = OUTPUTS,
-                  all_notebooks: list[Path] | None = None, force: bool = False) -> str:
+def describe_plan(
+    run_name: str,
+    files: list[Path],
+    overrides: dict,
+    notebooks: list[Path],
+    outputs: Path = OUTPUTS,
+    all_notebooks: list[Path] | None = None,
+    force: bool = False,
+) -> str:
     """What run_one would do, in a few lines (for --dry-run): folder, files, notebooks, parameters, skip or run.
     A folder that run_one would refuse raises the same RunFolderError."""
     run_dir = outputs / run_name
@@ -226,10 +258,17 @@ def describe_plan(run_name: str, files: list[Path], overrides: dict, notebooks: 
     if not force:
         refuse_other_params(run_dir, merged, all_defaults(all_notebooks or notebooks))
     entries = read_run_record(run_dir / "status.json")[0].get("notebooks") or {}
-    skip = not force and (run_dir / "params.json").is_file() and all(
-        (entries.get(nb.name) or {}).get("status") == "ok" and (run_dir / nb.name).is_file() for nb in notebooks)
-    lines = [f"[{run_name}] {'skip (already complete with the same parameters)' if skip else 'run'} -> {run_dir}",
-             f"    params files: {', '.join(str(f) for f in files)}" + (f"; overrides: {overrides}" if overrides else "")]
+    skip = (
+        not force
+        and (run_dir / "params.json").is_file()
+        and all(
+            (entries.get(nb.name) or {}).get("status") == "ok" and (run_dir / nb.name).is_file() for nb in notebooks
+        )
+    )
+    lines = [
+        f"[{run_name}] {'skip (already complete with the same parameters)' if skip else 'run'} -> {run_dir}",
+        f"    params files: {', '.join(str(f) for f in files)}" + (f"; overrides: {overrides}" if overrides else ""),
+    ]
     for nb in notebooks:
         lines.append(f"    {nb.name}: {json.dumps(per_nb[nb], default=str, sort_keys=True)}")
     return "\n".join(lines)
@@ -244,8 +283,10 @@ def plan_grid(args: argparse.Namespace) -> tuple[list[Path], list[Path], dict, l
     if args.notebooks:
         unknown = sorted(set(args.notebooks) - {notebook_number(nb) for nb in all_notebooks})
         if unknown:
-            raise ParamError(f"--notebooks {' '.join(unknown)}: no such notebook; use numbers of "
-                             f"{', '.join(nb.name for nb in all_notebooks)}")
+            raise ParamError(
+                f"--notebooks {' '.join(unknown)}: no such notebook; use numbers of "
+                f"{', '.join(nb.name for nb in all_notebooks)}"
+            )
         notebooks = [nb for nb in all_notebooks if notebook_number(nb) in set(args.notebooks)]
     if not notebooks:
         raise ParamError("no numbered notebooks to run in notebooks/")
@@ -253,17 +294,22 @@ def plan_grid(args: argparse.Namespace) -> tuple[list[Path], list[Path], dict, l
     runs: list[tuple[str, list[Path]]] = []
     if args.params:
         if len(args.device) > 1:
-            raise ParamError("--params takes at most one --device (it is layered after the params files); "
-                             "run the devices one at a time")
-        runs.append((Path(args.params[0]).stem,
-                     [Path(p) for p in args.params] + [PARAMS / f"{d}.yaml" for d in args.device]))
+            raise ParamError(
+                "--params takes at most one --device (it is layered after the params files); "
+                "run the devices one at a time"
+            )
+        runs.append(
+            (Path(args.params[0]).stem, [Path(p) for p in args.params] + [PARAMS / f"{d}.yaml" for d in args.device])
+        )
     for size in args.size or ([] if args.params else ["demo"]):
         for device in args.device or ["cpu"]:
             runs.append((f"{size}-{device}", [PARAMS / f"{size}.yaml", PARAMS / f"{device}.yaml"]))
     if args.run_name:
         if len(runs) != 1:
-            raise ParamError(f"--run-name names one run folder, but {len(runs)} runs are planned "
-                             f"({', '.join(n for n, _ in runs)}); drop --run-name or plan one run")
+            raise ParamError(
+                f"--run-name names one run folder, but {len(runs)} runs are planned "
+                f"({', '.join(n for n, _ in runs)}); drop --run-name or plan one run"
+            )
         runs = [(args.run_name, runs[0][1])]
     for name, files in runs:  # validate every value of the whole grid, and its folders, before any work
         merged, _ = plan_run(files, overrides, notebooks, all_notebooks)
@@ -286,20 +332,31 @@ def not_a_dead_kernel_line(record: logging.LogRecord) -> bool:
 
 def parser() -> argparse.ArgumentParser:
     """The runner's command line."""
-    ap = argparse.ArgumentParser(prog="python -m lib.run.runner", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m lib.run.runner", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--size", action="append", default=[], help="params/<size>.yaml; repeat for a grid")
     ap.add_argument("--device", action="append", default=[], help="params/<device>.yaml; repeat for a grid")
     ap.add_argument("--params", nargs="+", default=[], help="explicit params files (layered in order)")
-    ap.add_argument("-p", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="set one parameter (value read as YAML: 1, 0.5, true, [a, b]); repeat for more")
+    ap.add_argument(
+        "-p",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set one parameter (value read as YAML: 1, 0.5, true, [a, b]); repeat for more",
+    )
     ap.add_argument("--run-name", help="run folder name under outputs/ (single run only)")
     ap.add_argument("--notebooks", nargs="*", help="notebook numbers to run, e.g. 01 02 (default: all)")
     ap.add_argument("--force", action="store_true", help="re-run even if complete with the same parameters")
-    ap.add_argument("--rerun", action="store_true",
-                    help="re-execute only --notebooks into a run folder complete with the same parameters, keeping the rest")
-    ap.add_argument("--summary", help="path stem of the summary of every run folder of --outputs (default "
-                                       "outputs/summary)")
+    ap.add_argument(
+        "--rerun",
+        action="store_true",
+        help="re-execute only --notebooks into a run folder complete with the same parameters, keeping the rest",
+    )
+    ap.add_argument(
+        "--summary", help="path stem of the summary of every run folder of --outputs (default outputs/summary)"
+    )
     ap.add_argument("--outputs", default=str(OUTPUTS), help="folder that holds the run folders (default outputs/)")
     ap.add_argument("--dry-run", action="store_true", help="validate every run and print the plan; run nothing")
     ap.add_argument("--notebook-dir", default=None, help=argparse.SUPPRESS)  # tests run tiny notebooks
@@ -319,28 +376,44 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.rerun and (len(runs) != 1 or not args.notebooks):
-        print("error: --rerun takes one run (--params ... --run-name NAME) and the --notebooks to re-run",
-              file=sys.stderr)
+        print(
+            "error: --rerun takes one run (--params ... --run-name NAME) and the --notebooks to re-run", file=sys.stderr
+        )
         return 2
     try:
         if args.rerun and not args.dry_run:
             with run_folder_lock(Path(args.outputs), runs[0][0]):
-                ok = rerun_notebooks(runs[0][0], runs[0][1], overrides, notebooks, outputs=Path(args.outputs),
-                                     all_notebooks=all_notebooks)
+                ok = rerun_notebooks(
+                    runs[0][0],
+                    runs[0][1],
+                    overrides,
+                    notebooks,
+                    outputs=Path(args.outputs),
+                    all_notebooks=all_notebooks,
+                )
             return 0 if ok else 1
         if args.dry_run:
             for name, files in runs:
                 print(describe_plan(name, files, overrides, notebooks, Path(args.outputs), all_notebooks, args.force))
             if args.rerun:
-                print(f"--rerun: only {', '.join(nb.name for nb in notebooks)} would be re-executed into the complete "
-                      f"run folder {Path(args.outputs) / runs[0][0]}")
+                print(
+                    f"--rerun: only {', '.join(nb.name for nb in notebooks)} would be re-executed into the complete "
+                    f"run folder {Path(args.outputs) / runs[0][0]}"
+                )
             print(f"dry run: {len(runs)} run(s) valid; nothing executed")
             return 0
         failed, busy = [], []
         for name, files in runs:
             try:
-                ok = run_one(name, files, overrides, notebooks, force=args.force, outputs=Path(args.outputs),
-                             all_notebooks=all_notebooks)
+                ok = run_one(
+                    name,
+                    files,
+                    overrides,
+                    notebooks,
+                    force=args.force,
+                    outputs=Path(args.outputs),
+                    all_notebooks=all_notebooks,
+                )
             except RunFolderBusy as e:  # another runner's run: nothing of it is touched, not even the summary
                 print(f"error: {e}", file=sys.stderr)
                 busy.append(name)
@@ -381,9 +454,11 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as e:  # a full disk: the runs' own files are written; the same command writes the summary
             print(f"error: summary not written: {os_error_line(e)}", file=sys.stderr)
             summary_failed = True
-    print(f"{len(done) - len(failed)} of {len(runs)} run(s) complete" + (f"; failed: {', '.join(failed)}" if failed
-                                                                          else "")
-          + (f"; being written by another runner: {', '.join(busy)}" if busy else ""))
+    print(
+        f"{len(done) - len(failed)} of {len(runs)} run(s) complete"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+        + (f"; being written by another runner: {', '.join(busy)}" if busy else "")
+    )
     return 1 if failed or summary_failed else BUSY if busy else 0
 
 

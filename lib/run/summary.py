@@ -6,6 +6,7 @@ table, time and memory per notebook), rounded, while the CSV keeps every scalar.
 that stopped early, a stage not run) and the link-prediction rows may carry any of the grouping keys
 `protocol`, `negatives`, `supervision` (new protocols and negative sets need no change here).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -73,10 +74,17 @@ def best_vs_heuristic(runs: dict[str, dict], metric: str = "auc") -> pd.DataFram
                 continue
             rec = {"run": name, **dict(zip(keys, key))}
             if not models.empty:
-                models = models.assign(candidate=models["model"] + (" (" + models["supervision"] + ")" if
-                                       "supervision" in models and models["supervision"].nunique() > 1 else ""))
-                best, chosen_on, _ = choose_on_validation(models, list(dict.fromkeys(models["candidate"])), metric,
-                                                          key="candidate")
+                models = models.assign(
+                    candidate=models["model"]
+                    + (
+                        " (" + models["supervision"] + ")"
+                        if "supervision" in models and models["supervision"].nunique() > 1
+                        else ""
+                    )
+                )
+                best, chosen_on, _ = choose_on_validation(
+                    models, list(dict.fromkeys(models["candidate"])), metric, key="candidate"
+                )
                 rec["best_model"] = best
                 rec[f"best_model_{metric}"] = models.loc[models["candidate"] == best, metric].mean()
             if heur is not None:
@@ -110,8 +118,13 @@ def notebook_table(statuses: dict[str, dict]) -> pd.DataFrame:
         if not status.get("notebooks"):
             out.append({"run": name, "notebook": "", "status": "not run"})
         for nb, s in (status.get("notebooks") or {}).items():
-            rec = {"run": name, "notebook": nb, "status": s.get("status"), "seconds": s.get("seconds"),
-                   "peak_rss_mb": s.get("peak_rss_mb")}
+            rec = {
+                "run": name,
+                "notebook": nb,
+                "status": s.get("status"),
+                "seconds": s.get("seconds"),
+                "peak_rss_mb": s.get("peak_rss_mb"),
+            }
             if s.get("error_name") or s.get("error"):
                 rec["error"] = f"{s.get('error_name', '')}: {s.get('error_message', s.get('error', ''))}"[:200]
             out.append(rec)
@@ -143,8 +156,11 @@ def render_html(sections: list[tuple[str, pd.DataFrame]], csv_name: str) -> str:
     parts = ["<meta charset='utf-8'><title>wikigat runs</title>", "<h1>wikigat runs: summary</h1>"]
     for title, df in sections:
         parts.append(f"<h2>{title}</h2>")
-        fmt = {c: (lambda d: lambda x: f"{x:.{d}f}")(COLUMN_DIGITS.get(c, DIGITS)) for c in df.columns
-               if df[c].dtype.kind == "f"}
+        fmt = {
+            c: (lambda d: lambda x: f"{x:.{d}f}")(COLUMN_DIGITS.get(c, DIGITS))
+            for c in df.columns
+            if df[c].dtype.kind == "f"
+        }
         parts.append(df.to_html(index=False, border=0, na_rep="", formatters=fmt))
     parts.append(f"<p>Every scalar metric of every run, unrounded: <code>{csv_name}</code>.</p>")
     return "\n".join(parts) + "\n"

@@ -1,5 +1,6 @@
 """The results tables of docs/results.md and of each reference run's README, each built from the committed reference
 runs' metrics.json files (nothing typed by hand)."""
+
 from __future__ import annotations
 
 import json
@@ -31,10 +32,21 @@ def seed_rows(runs: dict[str, dict]) -> pd.DataFrame:
         for _, r in gat_model_rows(pd.DataFrame(tg["mean"])).iterrows():
             s = std[std["protocol"] == r["protocol"]]["auc"] if len(std) else pd.Series(dtype=float)
             ref = seed_ref.get(n, {}) if r["protocol"] == "seed" else {}
-            rows.append({"run": name, "links": links_of(m), "n_train": n, "seeds": len(tg["seeds"]),
-                         "protocol": r["protocol"], "auc": r["auc"], "auc_std": s.iloc[0] if len(s) else float("nan"),
-                         "aauc": r.get("aauc", float("nan")), "seed_auc": ref.get("auc", float("nan")),
-                         "seed_aauc": ref.get("aauc", float("nan")), "removed": _removed_share(m, r["protocol"])})
+            rows.append(
+                {
+                    "run": name,
+                    "links": links_of(m),
+                    "n_train": n,
+                    "seeds": len(tg["seeds"]),
+                    "protocol": r["protocol"],
+                    "auc": r["auc"],
+                    "auc_std": s.iloc[0] if len(s) else float("nan"),
+                    "aauc": r.get("aauc", float("nan")),
+                    "seed_auc": ref.get("auc", float("nan")),
+                    "seed_aauc": ref.get("aauc", float("nan")),
+                    "removed": _removed_share(m, r["protocol"]),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -48,12 +60,20 @@ def seed_table(runs: dict[str, dict]) -> pd.DataFrame:
     t = seed_rows(runs)
     if t.empty:
         return t
-    return pd.DataFrame({
-        "run": t["run"], "links": t["links"], "train graphs": t["n_train"], "seeds": t["seeds"],
-        "protocol": t["protocol"],
-        "AUC": [f"{a:.3f} ± {s:.3f}" if pd.notna(s) else f"{a:.3f}" for a, s in zip(t["auc"], t["auc_std"])],
-        "A-AUC": [_num(a, missing="n/a") for a in t["aauc"]], "seed report AUC": [_num(a) for a in t["seed_auc"]],
-        "seed report A-AUC": [_num(a) for a in t["seed_aauc"]], "training edges removed": t["removed"]})
+    return pd.DataFrame(
+        {
+            "run": t["run"],
+            "links": t["links"],
+            "train graphs": t["n_train"],
+            "seeds": t["seeds"],
+            "protocol": t["protocol"],
+            "AUC": [f"{a:.3f} ± {s:.3f}" if pd.notna(s) else f"{a:.3f}" for a, s in zip(t["auc"], t["auc_std"])],
+            "A-AUC": [_num(a, missing="n/a") for a in t["aauc"]],
+            "seed report AUC": [_num(a) for a in t["seed_auc"]],
+            "seed report A-AUC": [_num(a) for a in t["seed_aauc"]],
+            "training edges removed": t["removed"],
+        }
+    )
 
 
 def _removed_share(m: dict, protocol: str) -> str:
@@ -91,18 +111,27 @@ def heuristic_table(runs: dict[str, dict]) -> pd.DataFrame:
             gat = gat_model_rows(g, negatives=None)["auc"]
             h = best_heuristic(g)
             b = gaps.get((p, n), {})
-            rows.append({"run": name, "protocol": p, "negatives": n,
-                         "GatModel (seed) AUC": f"{gat.iloc[0]:.3f}" if len(gat) else "",
-                         "best single heuristic": f"{h['model']} {h['auc']:.3f}",
-                         "best graph model (03b)": f"{b['best graph model']} {b['AUC best model']}" if b else "",
-                         "heuristic stack (03b)": b.get("AUC heuristic_stack", ""),
-                         "03b margin AUC / MRR over the bar": (
-                             f"{margin(b, 'auc_margin')} / {margin(b, 'mrr_margin')} ({b['bar']}): goal "
-                             f"{goal[(p, n)]}"
-                         ) if b else "",
-                         "03b margin AUC / MRR over no_cn_shortcut": (
-                             f"{margin(b, 'auc_margin_shortcut')} / {margin(b, 'mrr_margin_shortcut')}"
-                         ) if "auc_margin_shortcut" in b else ""})
+            rows.append(
+                {
+                    "run": name,
+                    "protocol": p,
+                    "negatives": n,
+                    "GatModel (seed) AUC": f"{gat.iloc[0]:.3f}" if len(gat) else "",
+                    "best single heuristic": f"{h['model']} {h['auc']:.3f}",
+                    "best graph model (03b)": f"{b['best graph model']} {b['AUC best model']}" if b else "",
+                    "heuristic stack (03b)": b.get("AUC heuristic_stack", ""),
+                    "03b margin AUC / MRR over the bar": (
+                        f"{margin(b, 'auc_margin')} / {margin(b, 'mrr_margin')} ({b['bar']}): goal {goal[(p, n)]}"
+                    )
+                    if b
+                    else "",
+                    "03b margin AUC / MRR over no_cn_shortcut": (
+                        f"{margin(b, 'auc_margin_shortcut')} / {margin(b, 'mrr_margin_shortcut')}"
+                    )
+                    if "auc_margin_shortcut" in b
+                    else "",
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -129,14 +158,20 @@ def structure_table(runs: dict[str, dict]) -> pd.DataFrame:
                     continue
                 r = mean.get((p, n, g.get("best graph model")), {})
                 sa, sm = t.get(f"shortcut_{n}_auc"), t.get(f"shortcut_{n}_mrr")
-                rows.append({"run": name, "protocol": p, "negatives": n,
-                             "positives without a common neighbour val / test":
-                                 f"{v['pos_no_cn']:.0%} / {t['pos_no_cn']:.0%}",
-                             "shortcut on test: AUC / MRR": f"{sa:.3f} / {sm:.3f}" if sa is not None else "",
-                             "model chosen on validation": g.get("best graph model", ""),
-                             "its validation AUC": f"{r['val_auc']:.3f}" if r.get("val_auc") is not None else "",
-                             "its test AUC, MRR": (f"{g['AUC best model']}, {g['MRR best model']}"
-                                                   if "MRR best model" in g else "")})
+                rows.append(
+                    {
+                        "run": name,
+                        "protocol": p,
+                        "negatives": n,
+                        "positives without a common neighbour val / test": f"{v['pos_no_cn']:.0%} / {t['pos_no_cn']:.0%}",
+                        "shortcut on test: AUC / MRR": f"{sa:.3f} / {sm:.3f}" if sa is not None else "",
+                        "model chosen on validation": g.get("best graph model", ""),
+                        "its validation AUC": f"{r['val_auc']:.3f}" if r.get("val_auc") is not None else "",
+                        "its test AUC, MRR": (
+                            f"{g['AUC best model']}, {g['MRR best model']}" if "MRR best model" in g else ""
+                        ),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -157,9 +192,18 @@ def distill_table(runs: dict[str, dict]) -> pd.DataFrame:
             res = res[res["reused_from"].isna() | (res["reused_from"] == "")]
         ta = res[(res["stage"] == "task-agnostic") & res["method"].isin(["MiniLM", "no distillation"])]
         for (student, init, method), g in ta.groupby(["student", "init", "method"]):
-            rows.append({"run": name, "student": student, "init": init, "method": method, "seeds": g["seed"].nunique(),
-                         "polarity": _pm(g["polarity_test"]), "topic": _pm(g["topic_test"]),
-                         "fidelity cosine": _pm(g["fid_cosine"])})
+            rows.append(
+                {
+                    "run": name,
+                    "student": student,
+                    "init": init,
+                    "method": method,
+                    "seeds": g["seed"].nunique(),
+                    "polarity": _pm(g["polarity_test"]),
+                    "topic": _pm(g["topic_test"]),
+                    "fidelity cosine": _pm(g["fid_cosine"]),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -175,8 +219,11 @@ def diff_cell(r) -> str:
 def minilm_minus(res: pd.DataFrame, versus: tuple[str, ...]) -> pd.DataFrame:
     """Notebook 05's rows `res`: MiniLM minus each method of `versus` that `res` holds, on the same student, init and
     seed, every probe (lib.distill.eval.paired_differences, one frame in `versus` order)."""
-    parts = [paired_differences(res, reference=v, methods=("MiniLM",), metrics=tuple(PROBES))
-             for v in versus if v in set(res["method"])]
+    parts = [
+        paired_differences(res, reference=v, methods=("MiniLM",), metrics=tuple(PROBES))
+        for v in versus
+        if v in set(res["method"])
+    ]
     return pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else pd.DataFrame()
 
 
@@ -189,9 +236,14 @@ def distill_differences_table(runs: dict[str, dict]) -> pd.DataFrame:
         if res.empty or "stage" not in res or "MiniLM" not in set(res["method"]):
             continue
         d = minilm_minus(res, ("no distillation", *ABLATIONS))
-        for (versus, student, init), g in (d.groupby(["versus", "student", "init"], sort=False) if len(d) else []):
-            row = {"run": name, "student": student, "init": init, "MiniLM minus": versus,
-                   "seeds": int(g["seeds"].max())}
+        for (versus, student, init), g in d.groupby(["versus", "student", "init"], sort=False) if len(d) else []:
+            row = {
+                "run": name,
+                "student": student,
+                "init": init,
+                "MiniLM minus": versus,
+                "seeds": int(g["seeds"].max()),
+            }
             row.update({PROBES[r.metric]: diff_cell(r) for _, r in g.iterrows()})
             rows.append(row)
     return pd.DataFrame(rows)
@@ -207,9 +259,17 @@ def distill_lp_table(runs: dict[str, dict]) -> pd.DataFrame:
             continue
         for (protocol, emb), g in lp.groupby(["protocol", "embedder"], sort=False):
             gat, cos = g[g["model"] == "gat_model"], g[g["model"] == "cosine"]
-            rows.append({"run": name, "protocol": protocol, "node embedder": emb, "seeds": g["seed"].nunique(),
-                         "GatModel AUC": _pm(gat["auc"]), "GatModel MRR": _pm(gat["mrr"]),
-                         "cosine AUC": _pm(cos["auc"])})
+            rows.append(
+                {
+                    "run": name,
+                    "protocol": protocol,
+                    "node embedder": emb,
+                    "seeds": g["seed"].nunique(),
+                    "GatModel AUC": _pm(gat["auc"]),
+                    "GatModel MRR": _pm(gat["mrr"]),
+                    "cosine AUC": _pm(cos["auc"]),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -227,15 +287,32 @@ def kd_table(runs: dict[str, dict]) -> pd.DataFrame:
         gain = (probing.drop(index="majority") - probing.loc["majority"]).mean(axis=1) if len(probing) else pd.Series()
         for t in kd.get("teacher") or []:
             key = f"teacher fine-tuned ({t['task']})"
-            rows.append({"run": name, "task": t["task"], "model": "teacher (fine-tuned)", "seeds": 1,
-                         "test accuracy": f"{t['test']:.3f}", "agreement": "", "params (M)": "",
-                         "probing gain": f"{gain[key]:+.3f}" if key in gain else ""})
+            rows.append(
+                {
+                    "run": name,
+                    "task": t["task"],
+                    "model": "teacher (fine-tuned)",
+                    "seeds": 1,
+                    "test accuracy": f"{t['test']:.3f}",
+                    "agreement": "",
+                    "params (M)": "",
+                    "probing gain": f"{gain[key]:+.3f}" if key in gain else "",
+                }
+            )
         for (task, student, method), g in res.groupby(["task", "student", "method"], sort=False):
             key = f"{student} {method} ({task})"
-            rows.append({"run": name, "task": task, "model": f"{student} {method}", "seeds": g["seed"].nunique(),
-                         "test accuracy": _pm(g["test"]), "agreement": _pm(g["agree_test"]),
-                         "params (M)": f"{g['params_total'].iloc[0] / 1e6:.1f}",
-                         "probing gain": f"{gain[key]:+.3f}" if key in gain else ""})
+            rows.append(
+                {
+                    "run": name,
+                    "task": task,
+                    "model": f"{student} {method}",
+                    "seeds": g["seed"].nunique(),
+                    "test accuracy": _pm(g["test"]),
+                    "agreement": _pm(g["agree_test"]),
+                    "params (M)": f"{g['params_total'].iloc[0] / 1e6:.1f}",
+                    "probing gain": f"{gain[key]:+.3f}" if key in gain else "",
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -251,10 +328,16 @@ def overlap_table(runs: dict[str, dict]) -> pd.DataFrame:
     if not best:
         return pd.DataFrame()
     t = pd.concat([pd.DataFrame(rows).assign(links=links) for links, rows in best.items()], ignore_index=True)
-    return pd.DataFrame({"links": t["links"], "max_nodes": t["max_nodes"].map("{:,}".format), "graphs": t["graphs"],
-                         "mean edges": t["mean_edges"].map("{:,.0f}".format),
-                         "distinct titles": t["distinct_titles"].map("{:,}".format),
-                         "shared share": t["shared_share"].map("{:.3f}".format)})
+    return pd.DataFrame(
+        {
+            "links": t["links"],
+            "max_nodes": t["max_nodes"].map("{:,}".format),
+            "graphs": t["graphs"],
+            "mean edges": t["mean_edges"].map("{:,.0f}".format),
+            "distinct titles": t["distinct_titles"].map("{:,}".format),
+            "shared share": t["shared_share"].map("{:.3f}".format),
+        }
+    )
 
 
 def goal_table(runs: dict[str, dict]) -> pd.DataFrame:
@@ -266,13 +349,26 @@ def goal_table(runs: dict[str, dict]) -> pd.DataFrame:
         goal = goal_cells(m)
         for g in (m.get("beyond") or {}).get("gaps") or []:
             bar = g["bar"] if f"AUC {g['bar']}" in g else f"best single {g['bar']}"
-            pair = lambda who: f"{g[f'AUC {who}'].split(' ±')[0]} / {g[f'MRR {who}'].split(' ±')[0]}" \
-                if f"AUC {who}" in g and f"MRR {who}" in g else ""
-            rows.append({"run": name, "links": links_of(m), "protocol": g["protocol"], "negatives": g["negatives"],
-                         "model chosen on validation": g["best graph model"], "its AUC / MRR": pair("best model"),
-                         "bar": g["bar"], "bar AUC / MRR": pair(bar), "shortcut AUC / MRR": pair("no_cn_shortcut"),
-                         "margin AUC / MRR": f"{margin(g, 'auc_margin')} / {margin(g, 'mrr_margin')}",
-                         "goal": goal[(g["protocol"], g["negatives"])]})
+            pair = lambda who: (
+                f"{g[f'AUC {who}'].split(' ±')[0]} / {g[f'MRR {who}'].split(' ±')[0]}"
+                if f"AUC {who}" in g and f"MRR {who}" in g
+                else ""
+            )
+            rows.append(
+                {
+                    "run": name,
+                    "links": links_of(m),
+                    "protocol": g["protocol"],
+                    "negatives": g["negatives"],
+                    "model chosen on validation": g["best graph model"],
+                    "its AUC / MRR": pair("best model"),
+                    "bar": g["bar"],
+                    "bar AUC / MRR": pair(bar),
+                    "shortcut AUC / MRR": pair("no_cn_shortcut"),
+                    "margin AUC / MRR": f"{margin(g, 'auc_margin')} / {margin(g, 'mrr_margin')}",
+                    "goal": goal[(g["protocol"], g["negatives"])],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -287,14 +383,25 @@ def strata_table(runs: dict[str, dict]) -> pd.DataFrame:
         for g in b.get("gaps") or []:
             if g.get("auc_cn_margin") is None and g.get("auc_no_cn_margin") is None:
                 continue
-            cell = lambda st: (f"{margin(g, f'auc_{st}_margin')} / {g[f'mrr_{st}_margin']:+.3f}"
-                               if pd.notna(g.get(f"auc_{st}_margin")) and pd.notna(g.get(f"mrr_{st}_margin")) else "")
+            cell = lambda st: (
+                f"{margin(g, f'auc_{st}_margin')} / {g[f'mrr_{st}_margin']:+.3f}"
+                if pd.notna(g.get(f"auc_{st}_margin")) and pd.notna(g.get(f"mrr_{st}_margin"))
+                else ""
+            )
             no_cn = share.get((g["protocol"], g["negatives"]))
-            rows.append({"run": name, "links": links_of(m), "protocol": g["protocol"], "negatives": g["negatives"],
-                         "model chosen on validation": g["best graph model"], "bar": g["bar"],
-                         "test positives without a common neighbour": f"{no_cn:.0%}" if pd.notna(no_cn) else "",
-                         "margin AUC / MRR, with a common neighbour": cell("cn"),
-                         "margin AUC / MRR, without one": cell("no_cn")})
+            rows.append(
+                {
+                    "run": name,
+                    "links": links_of(m),
+                    "protocol": g["protocol"],
+                    "negatives": g["negatives"],
+                    "model chosen on validation": g["best graph model"],
+                    "bar": g["bar"],
+                    "test positives without a common neighbour": f"{no_cn:.0%}" if pd.notna(no_cn) else "",
+                    "margin AUC / MRR, with a common neighbour": cell("cn"),
+                    "margin AUC / MRR, without one": cell("no_cn"),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -334,8 +441,12 @@ def frontier_rows(folder) -> pd.DataFrame | None:
     no_loss = {g.split(":", 1)[0] for g in goal if "-> meets the goal read as non-inferiority only" in g}
     kinds = t["kind"] if "kind" in t else ["static" if e.startswith("static") else "transformer" for e in t.embedder]
     t["kind"] = ["reference" if e == REFERENCE else k for e, k in zip(t.embedder, kinds)]
-    for col, src in (("gat_leak_free_diff", "diff"), ("gat_leak_free_low", "ci_low"), ("gat_leak_free_high", "ci_high"),
-                     ("paired_seeds", "seeds")):
+    for col, src in (
+        ("gat_leak_free_diff", "diff"),
+        ("gat_leak_free_low", "ci_low"),
+        ("gat_leak_free_high", "ci_high"),
+        ("paired_seeds", "seeds"),
+    ):
         t[col] = [float(d.loc[e, src]) if e in d.index else 0.0 for e in t.embedder]
     t["goal"] = t.embedder.isin(met)
     t["non_inferior"] = t.embedder.isin(met | no_loss)
@@ -361,7 +472,8 @@ def frontier_table(folder) -> pd.DataFrame:
             out[f"cosine AUC {p}"] = t[f"cosine_{p}_auc"].round(3)
     out["GatModel Δ leak_free [95%]"] = [
         "" if k == "reference" else f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-        for k, d, lo, hi in zip(t.kind, t.gat_leak_free_diff, t.gat_leak_free_low, t.gat_leak_free_high)]
+        for k, d, lo, hi in zip(t.kind, t.gat_leak_free_diff, t.gat_leak_free_low, t.gat_leak_free_high)
+    ]
     for col, name in (("polarity_test", "polarity"), ("topic_test", "topic"), ("fid_cosine", "fidelity")):
         out[name] = t[col].round(3)
     return out

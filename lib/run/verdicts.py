@@ -8,6 +8,7 @@ set by the project's one rule (docs/honesty.md, "How a claim is judged") and pri
 on validation, the bar, the goal's verdict, each part with its 95% interval, and the margin over the bar on positives
 with and without a common neighbour. Exit status 2 when the folder holds no finished notebook 03b.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,10 @@ def run_verdicts(run_dir) -> pd.DataFrame:
     """verdict_table (lib.metrics.selection) of the notebook 03b rows in run folder `run_dir`."""
     rows = resolve(run_dir) / ROWS
     if not rows.is_file():
-        raise VerdictError(f"{shown(rows)} does not exist: {shown(run_dir)} holds no finished notebook 03b; run it "
-                           f"with --notebooks 01 02 03 03b and params/beyond.yaml (README, 'Use your own link data')")
+        raise VerdictError(
+            f"{shown(rows)} does not exist: {shown(run_dir)} holds no finished notebook 03b; run it "
+            f"with --notebooks 01 02 03 03b and params/beyond.yaml (README, 'Use your own link data')"
+        )
     return verdict_table(gap_table(pd.read_csv(rows)))
 
 
@@ -56,9 +59,11 @@ def summary(table: pd.DataFrame) -> str:
     """'goal met in 5, missed in 3, undecided in 4 of 12 protocol × negative-set cells (3 seeds)'."""
     counts = table["goal"].value_counts()
     seeds = sorted(set(table["seeds"].dropna().astype(int)))
-    return (f"goal met in {counts.get('met', 0)}, missed in {counts.get('missed', 0)}, undecided in "
-            f"{counts.get('undecided', 0)} of {len(table)} protocol × negative-set cells "
-            f"({'/'.join(map(str, seeds)) or '?'} seeds)")
+    return (
+        f"goal met in {counts.get('met', 0)}, missed in {counts.get('missed', 0)}, undecided in "
+        f"{counts.get('undecided', 0)} of {len(table)} protocol × negative-set cells "
+        f"({'/'.join(map(str, seeds)) or '?'} seeds)"
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """Interactive pyvis pictures saved as self-contained HTML (no CDN: they render with no network)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -15,16 +16,31 @@ from lib.common.paths import atomic_write_text
 _REMOTE_TAG = re.compile(r"<(link|script)\b[^>]*\b(?:href|src)=\"https?://[^\"]*\"[^>]*>(?:\s*</script>)?", re.S)
 
 TOPIC_COLOURS = {
-    "People": "#e41a1c", "Biology and health sciences": "#4daf4a", "Geography": "#377eb8",
-    "Physical sciences": "#984ea3", "Society and social sciences": "#ff7f00", "Arts": "#a65628",
-    "Technology": "#f781bf", "History": "#999999", "Everyday life": "#66c2a5", "Philosophy and religion": "#8da0cb",
-    "Mathematics": "#e5c494", "Uncategorized": "#b3b3b3",
+    "People": "#e41a1c",
+    "Biology and health sciences": "#4daf4a",
+    "Geography": "#377eb8",
+    "Physical sciences": "#984ea3",
+    "Society and social sciences": "#ff7f00",
+    "Arts": "#a65628",
+    "Technology": "#f781bf",
+    "History": "#999999",
+    "Everyday life": "#66c2a5",
+    "Philosophy and religion": "#8da0cb",
+    "Mathematics": "#e5c494",
+    "Uncategorized": "#b3b3b3",
 }
 """The embedded source's 12 labels (Wikispeedia shares five of them)."""
 TOPIC_COLOURS |= {
-    "Science": "#1b9e77", "Citizenship": "#d95f02", "Business Studies": "#7570b3", "Design and Technology": "#e7298a",
-    "Countries": "#66a61e", "Language and literature": "#e6ab02", "Religion": "#17becf", "Music": "#bcbd22",
-    "IT": "#393b79", "Art": "#843c39",
+    "Science": "#1b9e77",
+    "Citizenship": "#d95f02",
+    "Business Studies": "#7570b3",
+    "Design and Technology": "#e7298a",
+    "Countries": "#66a61e",
+    "Language and literature": "#e6ab02",
+    "Religion": "#17becf",
+    "Music": "#bcbd22",
+    "IT": "#393b79",
+    "Art": "#843c39",
 }
 """Wikispeedia's other ten topics (first category level)."""
 EXTRA_COLOURS = ("#8c564b", "#637939", "#7b4173", "#3182bd", "#31a354", "#756bb1", "#636363", "#e377c2")
@@ -65,17 +81,20 @@ def focus_nodes(edges, links) -> list[int]:
 
 def _legend_html(with_root: bool, topics: list[str], with_links: bool, focus: bool) -> str:
     """A fixed box in the page's corner naming the node colours and edge styles actually drawn."""
-    dot = '<span style="display:inline-block;width:10px;height:10px;border-radius:50%;background:{};margin-right:4px">' \
-          '</span>{}'
+    dot = (
+        '<span style="display:inline-block;width:10px;height:10px;border-radius:50%;background:{};margin-right:4px">'
+        "</span>{}"
+    )
     items = [dot.format("#000000", "root")] * with_root + [dot.format(topic_colour(t), t) for t in topics]
     items.append('<span style="color:#c8c8c8">&#9472;&#9472;</span> existing link')
     if with_links:
         items.append('<span style="color:#d62728">&#9476;&#9476;</span> predicted new link')
     if focus:
         items.append("large, labelled: endpoint of a predicted link; small: its neighbours (hover for the title)")
-    return ('<div id="wikigat-legend" style="position:absolute;top:8px;right:8px;z-index:10;background:#ffffffe0;'
-            'border:1px solid #ccc;padding:6px 8px;font:12px sans-serif;max-width:320px">'
-            + "<br>".join(items) + "</div>")
+    return (
+        '<div id="wikigat-legend" style="position:absolute;top:8px;right:8px;z-index:10;background:#ffffffe0;'
+        'border:1px solid #ccc;padding:6px 8px;font:12px sans-serif;max-width:320px">' + "<br>".join(items) + "</div>"
+    )
 
 
 def graph_to_html(
@@ -99,8 +118,9 @@ def graph_to_html(
     from pyvis.network import Network  # lazy: pyvis and jinja2 only for the HTML graph picture
 
     if view not in ("whole", "focus"):
-        raise ValueError(f"view={view!r} is unknown; use 'whole' (every node) or 'focus' (predicted links and "
-                         "their neighbourhood)")
+        raise ValueError(
+            f"view={view!r} is unknown; use 'whole' (every node) or 'focus' (predicted links and their neighbourhood)"
+        )
     extra = [(int(u), int(v)) for u, v in extra_edges or []]
     if view == "focus" and not extra:
         raise ValueError("view='focus' needs extra_edges to focus on; pass the predicted links or use view='whole'")
@@ -122,24 +142,32 @@ def graph_to_html(
             topics_drawn.append(topic)
         small = view == "focus" and i not in ends and i != 0
         net.add_node(
-            i, label=" " if small else t, title=f"{t}" + (f" ({topic})" if topic else ""),
+            i,
+            label=" " if small else t,
+            title=f"{t}" + (f" ({topic})" if topic else ""),
             color=topic_colour(topic) if i else "#000000",
             size=30 if i == 0 else (4 if small else (14 if view == "focus" else 8)),
-            x=float(pos[i][0] * scale), y=float(pos[i][1] * scale),
+            x=float(pos[i][0] * scale),
+            y=float(pos[i][1] * scale),
         )
     for u, v in edges:
         net.add_edge(u, v, color="#c8c8c8", width=0.5)
     for u, v in extra:
         net.add_edge(u, v, color="#d62728", width=2, dashes=True)
-    net.set_options(json.dumps({
-        "physics": {"enabled": False},
-        "interaction": {"hideEdgesOnDrag": True, "tooltipDelay": 100},
-        "nodes": {"font": {"size": 10}},
-        "edges": {"smooth": False},
-    }))
+    net.set_options(
+        json.dumps(
+            {
+                "physics": {"enabled": False},
+                "interaction": {"hideEdgesOnDrag": True, "tooltipDelay": 100},
+                "nodes": {"font": {"size": 10}},
+                "edges": {"smooth": False},
+            }
+        )
+    )
     order = {t: k for k, t in enumerate(TOPIC_COLOURS)}
-    legend = _legend_html(0 in keep, sorted(topics_drawn, key=lambda t: (order.get(t, len(order)), t)), bool(extra),
-                          view == "focus")
+    legend = _legend_html(
+        0 in keep, sorted(topics_drawn, key=lambda t: (order.get(t, len(order)), t)), bool(extra), view == "focus"
+    )
     html = offline_html(net).replace("<body>", "<body>\n" + legend, 1)
     out = Path(path)
     atomic_write_text(out, html)

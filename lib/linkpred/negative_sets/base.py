@@ -1,11 +1,12 @@
 """What one negative set is: its registry entry (NegativeSet), what its sampler reads for one evaluation task
 (NegativeContext) and what it returns (Draw), and what its training draw reads for one training step
 (TrainingContext)."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable
 
 import numpy as np
 import torch
@@ -123,5 +124,16 @@ def own_negatives(ctx: NegativeContext, sampler: Callable, name: str) -> Draw:
     """The Draw of a sampler of lib.linkpred.negatives that gives each positive its own negatives (heart_negatives,
     matched_negatives: same arguments, the message-passing adjacency first, seeded by the set's name)."""
     a = adjacency(ctx.mp_edge_index, ctx.data.num_nodes)
-    return Draw(*sampler(a, ctx.data, ctx.gids, ctx.tp, ctx.forbidden, ctx.pos, ctx.per_positive,
-                         derive_seed(ctx.seed, name), ctx.anchor_ok))
+    return Draw(
+        *sampler(
+            a,
+            ctx.data,
+            ctx.gids,
+            ctx.tp,
+            ctx.forbidden,
+            ctx.pos,
+            ctx.per_positive,
+            derive_seed(ctx.seed, name),
+            ctx.anchor_ok,
+        )
+    )

@@ -1,4 +1,5 @@
-""""matched": K negatives of each positive's own at the positive's own distance in the message passing."""
+""" "matched": K negatives of each positive's own at the positive's own distance in the message passing."""
+
 from __future__ import annotations
 
 from torch import Tensor
@@ -17,12 +18,29 @@ def matched_training(ctx: TrainingContext, n: int) -> Tensor:
     """n training negatives [2, ≤ n], one per (seeded) positive, at the positive's own distance from its first
     endpoint in the step's message passing, where "has a common neighbour" separates nothing."""
     a = adjacency(ctx.mp_edge_index, ctx.data.num_nodes, cache=False)
-    return matched_negatives(a, ctx.data, ctx.gids, ctx.tp, ctx.forbidden, ctx.anchors(n, "train-matched-anchors"), 1,
-                             ctx.step_seed("train-matched"))[0]
+    return matched_negatives(
+        a,
+        ctx.data,
+        ctx.gids,
+        ctx.tp,
+        ctx.forbidden,
+        ctx.anchors(n, "train-matched-anchors"),
+        1,
+        ctx.step_seed("train-matched"),
+    )[0]
 
 
-SET = NegativeSet("matched", "distance-matched", matched_set, ranking=OWN, per_positive=True, cached=True,
-                  order=30, default=True, train=matched_training,
-                  summary="`negatives_per_positive` pairs of each positive's own, sharing an endpoint with it, at "
-                          "the positive's own distance in the message passing, so \"has a common neighbour\" "
-                          "separates nothing (the shortcut scores AUC 0.5)")
+SET = NegativeSet(
+    "matched",
+    "distance-matched",
+    matched_set,
+    ranking=OWN,
+    per_positive=True,
+    cached=True,
+    order=30,
+    default=True,
+    train=matched_training,
+    summary="`negatives_per_positive` pairs of each positive's own, sharing an endpoint with it, at "
+    'the positive\'s own distance in the message passing, so "has a common neighbour" '
+    "separates nothing (the shortcut scores AUC 0.5)",
+)

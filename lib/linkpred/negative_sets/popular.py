@@ -1,4 +1,4 @@
-""""popular": K negatives of each positive's own whose other endpoint is drawn in proportion to its degree.
+""" "popular": K negatives of each positive's own whose other endpoint is drawn in proportion to its degree.
 
 A positive (u, v) gets pairs (u, w) and (v, w) (K/2 from each endpoint, as "heart" and "matched" draw them), w drawn
 without replacement with probability deg(w) / Σ deg among the anchor's valid candidates, deg the degree in the task's
@@ -7,6 +7,7 @@ grows with degree) ranks high, so a model that learnt "popular => link" ranks th
 the shortcut a uniform negative set, mostly pairs of leaves, cannot reveal. A node without a message-passing edge is
 never drawn; an anchor with no candidate of positive degree gets none (counted as missing).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,16 +29,31 @@ def popular_negatives(ctx: NegativeContext) -> Draw:
             w = np.where(valid[j], deg, 0.0)
             nodes = np.flatnonzero(w)
             size = min(int(count), nodes.size)
-            out.append(rng.choice(nodes, size=size, replace=False, p=w[nodes] / w[nodes].sum()) if size
-                       else nodes[:0])
+            out.append(rng.choice(nodes, size=size, replace=False, p=w[nodes] / w[nodes].sum()) if size else nodes[:0])
         return out
 
-    pairs, owner, missing = per_positive_draw(candidates, ctx.data, ctx.gids, ctx.tp, ctx.forbidden, ctx.pos,
-                                              ctx.per_positive, derive_seed(ctx.seed, "popular"), ctx.anchor_ok)
+    pairs, owner, missing = per_positive_draw(
+        candidates,
+        ctx.data,
+        ctx.gids,
+        ctx.tp,
+        ctx.forbidden,
+        ctx.pos,
+        ctx.per_positive,
+        derive_seed(ctx.seed, "popular"),
+        ctx.anchor_ok,
+    )
     return Draw(pairs, owner, missing)
 
 
-SET = NegativeSet("popular", "degree-biased", popular_negatives, ranking=OWN, per_positive=True, order=40,
-                  summary="`negatives_per_positive` pairs of each positive's own, sharing an endpoint with it, whose "
-                          "other node is drawn in proportion to its degree in the message passing, so \"popular => "
-                          "link\" ranks them high")
+SET = NegativeSet(
+    "popular",
+    "degree-biased",
+    popular_negatives,
+    ranking=OWN,
+    per_positive=True,
+    order=40,
+    summary="`negatives_per_positive` pairs of each positive's own, sharing an endpoint with it, whose "
+    'other node is drawn in proportion to its degree in the message passing, so "popular => '
+    'link" ranks them high',
+)

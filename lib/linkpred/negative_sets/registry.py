@@ -2,6 +2,7 @@
 one set as `SET`, collected here in table order; the selection helpers, the one driver that draws a task's sets
 (caching the slow ones by content), and the one that draws a training step's negatives from a mix of the sets that
 have a training draw (TrainConfig.negative_mix)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,19 +15,27 @@ import numpy as np
 import torch
 from torch import Tensor
 
+import lib.linkpred.negative_sets as package
 from lib.common.paths import atomic_write_bytes, move_aside
 from lib.common.registry import Registry
 from lib.common.tensorfiles import read_checkpoint
-import lib.linkpred.negative_sets as package
 from lib.linkpred.negative_sets.base import Draw, NegativeContext, NegativeSet, TrainingContext
 from lib.linkpred.negatives import node_features
 
-_ENTRIES = [importlib.import_module(f"{package.__name__}.{m.name}").SET for m in pkgutil.iter_modules(package.__path__)
-            if m.name not in ("base", "registry")]
+_ENTRIES = [
+    importlib.import_module(f"{package.__name__}.{m.name}").SET
+    for m in pkgutil.iter_modules(package.__path__)
+    if m.name not in ("base", "registry")
+]
 REGISTRY: Registry[NegativeSet] = Registry(
-    "negative set", "a module of lib.linkpred.negative_sets",
-    about=lambda s: (f"{s.label}: " if s.label != s.name else "") + s.summary
-    + ("" if s.default else " (drawn only where `negative_sets` names it)"))
+    "negative set",
+    "a module of lib.linkpred.negative_sets",
+    about=lambda s: (
+        (f"{s.label}: " if s.label != s.name else "")
+        + s.summary
+        + ("" if s.default else " (drawn only where `negative_sets` names it)")
+    ),
+)
 for _entry in sorted(_ENTRIES, key=lambda s: (s.order, s.name)):
     REGISTRY.add(_entry)
 NEGATIVE_SETS = tuple(REGISTRY)
@@ -35,8 +44,15 @@ DEFAULT_NEGATIVE_SETS = tuple(n for n, s in REGISTRY.items() if s.default)
 """The sets a protocol draws unless told otherwise (ProtocolSettings.negative_sets): those of the published runs."""
 # validation metric that picks the epoch: on uniform negatives; *_<set>: on that negative set; *_both: mean over the
 # uniform and dist2 sets; *_all: mean over every negative set the validation tasks hold
-SELECT_METRICS = ("auc", "mrr", *(f"{m}_{n}" for n in NEGATIVE_SETS[1:] for m in ("auc", "mrr")),
-                  "auc_both", "mrr_both", "auc_all", "mrr_all")
+SELECT_METRICS = (
+    "auc",
+    "mrr",
+    *(f"{m}_{n}" for n in NEGATIVE_SETS[1:] for m in ("auc", "mrr")),
+    "auc_both",
+    "mrr_both",
+    "auc_all",
+    "mrr_all",
+)
 
 
 def set_title(name: str) -> str:
@@ -55,8 +71,9 @@ def check_selection(names) -> tuple[str, ...]:
     epoch and is every protocol's own negative set)."""
     names = [check_negatives(n) for n in names]
     if "uniform" not in names:
-        raise ValueError(f"negative_sets={list(names)!r} lacks 'uniform', which every protocol needs to pick the "
-                         f"epoch; add it")
+        raise ValueError(
+            f"negative_sets={list(names)!r} lacks 'uniform', which every protocol needs to pick the epoch; add it"
+        )
     return tuple(n for n in NEGATIVE_SETS if n in names)
 
 
@@ -70,8 +87,14 @@ def cache_key(entry: NegativeSet, ctx: NegativeContext) -> str:
     """Content key of one task's draw of a cached set: the set, its version and every input that decides the draw
     (message passing, features, global title ids, forbidden pairs, positives, K, the seed), nothing else."""
     h = hashlib.sha256(f"{entry.name} v{entry.version} k{ctx.per_positive} s{ctx.seed} n{ctx.tp.n}".encode())
-    for a in (ctx.mp_edge_index.numpy(), node_features(ctx.data), ctx.gids, ctx.forbidden, ctx.pos.numpy(),
-              ctx.anchor_ok if ctx.anchor_ok is not None else np.empty(0, bool)):
+    for a in (
+        ctx.mp_edge_index.numpy(),
+        node_features(ctx.data),
+        ctx.gids,
+        ctx.forbidden,
+        ctx.pos.numpy(),
+        ctx.anchor_ok if ctx.anchor_ok is not None else np.empty(0, bool),
+    ):
         a = np.ascontiguousarray(a)
         h.update(f"{a.dtype}{a.shape}".encode())
         h.update(a.tobytes())
@@ -121,8 +144,10 @@ def check_training_mix(mix: dict) -> dict[str, float]:
     for name, share in mix.items():
         check_negatives(name)
         if name not in training_sets():
-            raise ValueError(f"negative set {name!r} cannot be mixed into training (uniform takes the share the others "
-                             f"leave; a set needs a `train` draw); use one of {training_sets()}")
+            raise ValueError(
+                f"negative set {name!r} cannot be mixed into training (uniform takes the share the others "
+                f"leave; a set needs a `train` draw); use one of {training_sets()}"
+            )
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
             raise ValueError(f"the training share of {name!r} is {share!r}; use a share in [0, 1]")
     if sum(mix.values()) > 1:
