@@ -19,6 +19,8 @@ def test_the_notebook_parameters_cell_is_the_one_its_config_generates(name):
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
     assert cell.source == CONFIGS[name].parameters_cell()
+    # a committed notebook holds its defaults only: papermill's injected cell of an executed copy is dropped
+    assert not [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))

@@ -238,7 +238,9 @@ STAGE_CONFIGS = (
 
 
 def write_cells(notebooks_dir=None, check: bool = False) -> list[str]:
-    """Rewrite each notebook's `parameters` cell from its config (check=True: only list the notebooks that differ)."""
+    """Rewrite each notebook's `parameters` cell from its config and drop the `injected-parameters` cell papermill adds
+    to an executed copy (a committed notebook's parameters are its defaults, nothing else); check=True: only list the
+    notebooks that differ."""
     import nbformat  # lazy: slow to load; only writing the parameters cells uses it
 
     differ = []
@@ -246,10 +248,12 @@ def write_cells(notebooks_dir=None, check: bool = False) -> list[str]:
         path = (notebooks_dir or NOTEBOOKS) / name
         nb = nbformat.read(path, as_version=4)
         cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-        if cell.source != cls.parameters_cell():
+        kept = [c for c in nb.cells if "injected-parameters" not in c.metadata.get("tags", [])]
+        if cell.source != cls.parameters_cell() or len(kept) != len(nb.cells):
             differ.append(name)
             if not check:
                 cell.source = cls.parameters_cell()
+                nb.cells = kept
                 nbformat.write(nb, path)
     return differ
 
