@@ -14,8 +14,8 @@ def pytest_collectstart(collector):
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """Under pytest-xdist (`make test`: `-n 2`) all notebook cells form one unit of work, sent in collection order to one
-    worker (each notebook reads the run folder the one before wrote); every other test is its own unit. Written as a
+    """Under pytest-xdist (`make test`: `-n 2`) all notebook cells form one unit of work, sent in collection order to
+    one worker (each notebook reads the run folder the one before wrote); every other test is its own unit. Written as a
     scheduler because xdist's own "@group" node-id suffix (--dist loadgroup) does not take under pytest 9, whose node
     ids no longer read the attribute xdist sets (checked: two tests of one group ran on two workers)."""
     from xdist.scheduler import LoadScopeScheduling

@@ -5,8 +5,8 @@
 Graph: 20,000 nodes, 384-dim features in 50 clusters (so a few % of pairs have cosine > T_cos = 0.7) and 64-dim
 embeddings = a random projection of the features plus noise.  Cases, each alone in a child process (so its peak RSS,
 ru_maxrss minus the RSS after the data is built, is its own):
-  ours R_cos 0.1 / 0.5          lib.metrics.aauc.aauc, self-pairs excluded (0.1: ~2M pairs, sklearn path; 0.5: ~50M pairs,
-                                chunked exact Mann–Whitney path, at the default chunk_size 2048 and at 256);
+  ours R_cos 0.1 / 0.5          lib.metrics.aauc.aauc, self-pairs excluded (0.1: ~2M pairs, sklearn path; 0.5: ~50M
+                                pairs, chunked exact Mann–Whitney path, at the default chunk_size 2048 and at 256);
   ours R_cos 0.1, self-pairs    the seed code's variant, same value as the reference;
   dense reference R_cos 0.1     what the seed code did: the whole S×S score and label matrices at once
                                 (sklearn cosine_similarity, roc_auc_score over the flattened matrix).
@@ -113,7 +113,8 @@ def main() -> None:
         rows.append(child(case, r, a.nodes, a.threads, chunk))
         row = rows[-1]
         print(
-            f"{row['case']:10s} R_cos={row['r_cos']:<4} chunk={str(row['chunk_size']):5s} pairs={row['pairs']:>11,}  A-AUC={row['value']:.6f}  "
+            f"{row['case']:10s} R_cos={row['r_cos']:<4} chunk={str(row['chunk_size']):5s} "
+            f"pairs={row['pairs']:>11,}  A-AUC={row['value']:.6f}  "
             f"{row['seconds']:7.2f} s  peak +{row['peak_mib']:8.1f} MiB",
             flush=True,
         )

@@ -189,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{r['name']:<10} {r['shared']:>7.1%} {r['req_plain']:>9,} {r['req_cached']:>7,} "
             f"{r['req_cached'] / r['req_plain']:>6.3f} {r['t_plain']:>7.1f} {r['t_cached']:>7.1f} "
-            f"{r['t_cached'] / r['t_plain']:>6.3f} {r['req_plain'] * RTT / 60:>9.1f}m {r['req_cached'] * RTT / 60:>7.1f}m "
+            f"{r['t_cached'] / r['t_plain']:>6.3f} {r['req_plain'] * RTT / 60:>9.1f}m "
+            f"{r['req_cached'] * RTT / 60:>7.1f}m "
             f"{str(r['same']):>11}"
         )
         print(

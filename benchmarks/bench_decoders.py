@@ -8,9 +8,9 @@ Scoring = decode `pairs` node pairs (half edges, half random pairs) from the eva
 computed once (the encoder is the same for every decoder); "+ encode" adds one encoder pass, what scoring a new graph
 costs. Decoders are timed alternately in one process (the machine may be shared), median of `repeats`.
 
-"cold" clears lib.linkpred.heuristics' caches before every call: the adjacency, the pairs' common-neighbour product, CN, AA, PA
-and the float64 cosine are computed afresh (a training step's fresh pairs, or a pair set seen for the first time).
-"warm" scores the same pairs again with the caches kept (an evaluation pair set at the next epoch, or by the next
+"cold" clears lib.linkpred.heuristics' caches before every call: the adjacency, the pairs' common-neighbour product, CN,
+AA, PA and the float64 cosine are computed afresh (a training step's fresh pairs, or a pair set seen for the first
+time). "warm" scores the same pairs again with the caches kept (an evaluation pair set at the next epoch, or by the next
 variant): only the sparse-dense common-neighbour sum and the MLP remain. Every decoder's cold and warm scores are
 compared, and those of the feature decoders with scores from the features computed the earlier way, each from its own
 sparse product (max |Δ| over both).

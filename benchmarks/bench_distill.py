@@ -4,8 +4,8 @@
 Fused AdamW: 3x384 student steps/s at batch 32 on teacher targets already cached in memory (the long profile's
 situation), fused against non-fused AdamW, each timed twice, interleaved, in the same run (target: fused faster).
 
-Teacher targets in low precision (`--precision`, default auto; lib.common.device): teacher sentences/s of the target pass
-(attention + values of the last layer) under autocast vs float32 on the same batches, interleaved (target >= 1.8x),
+Teacher targets in low precision (`--precision`, default auto; lib.common.device): teacher sentences/s of the target
+pass (attention + values of the last layer) under autocast vs float32 on the same batches, interleaved (target >= 1.8x),
 with the KL of the low-precision attention rows to the float32 ones. Where auto resolves to float32 (no native bf16 on
 this CPU) that is said and only float32 is reported; `--precision bf16` measures the emulated path anyway.
 
@@ -100,7 +100,8 @@ def main(argv=None) -> int:
     print(speed.round(2).to_string(index=False))
     r6 = float(speed.loc[speed.model == "student 6x384", "speedup"].iloc[0])
     print(
-        f"6x384 speed-up vs teacher: {r6:.2f}x (target >= 5x; paper Table 4: 5.3x) -> {'OK' if r6 >= 5 else 'BELOW TARGET'}"
+        f"6x384 speed-up vs teacher: {r6:.2f}x (target >= 5x; paper Table 4: 5.3x) -> "
+        f"{'OK' if r6 >= 5 else 'BELOW TARGET'}"
     )
 
     prec = resolve_precision(args.precision, "cpu")
@@ -144,7 +145,8 @@ def main(argv=None) -> int:
         rate = args.steps / (time.perf_counter() - t0)
         ref = ref or rate
         print(
-            f"  {m}x384 MiniLM: {rate:.2f} steps/s ({rate / ref:.2f}x the 6x384 rate); peak RSS {peak_rss_mib():.0f} MiB"
+            f"  {m}x384 MiniLM: {rate:.2f} steps/s ({rate / ref:.2f}x the 6x384 rate); "
+            f"peak RSS {peak_rss_mib():.0f} MiB"
         )
     return 0
 

@@ -82,7 +82,8 @@ def main(argv=None) -> int:
         print(f"{name:<28}{n:>18}{s:>9.1f}")
     ratio = mem_s / cold_s
     print(
-        f"distinct sentences used by the grid: {distinct}; cold disk cache passes per sentence: {cold_n / distinct:.2f} "
+        f"distinct sentences used by the grid: {distinct}; "
+        f"cold disk cache passes per sentence: {cold_n / distinct:.2f} "
         f"(target 1) -> {'OK' if cold_n == distinct else 'ABOVE TARGET'}"
     )
     print(

@@ -9,8 +9,8 @@
    Repetitions alternate the methods so a noisy shared machine hits all of them alike; the medians are reported.
 2. Effective speed-up on a title list shaped like the seed's campaign (every graph shares 92% of its nodes with other
    graphs): the seed's way (encode every graph's titles) vs `embed_titles` into an empty store.
-   With `--precision` (default auto; lib.common.device) resolving to bf16/fp16, the project's embedder under autocast is a
-   further method of the same loop (target: >= 3.5x plain encode at cosine >= 0.999); where auto resolves to float32
+   With `--precision` (default auto; lib.common.device) resolving to bf16/fp16, the project's embedder under autocast is
+   a further method of the same loop (target: >= 3.5x plain encode at cosine >= 0.999); where auto resolves to float32
    (no native bf16 on this CPU) that is said and float32 only is reported; `--precision bf16` measures it anyway.
 3. Rejected options, measured rather than assumed: dynamic int8 quantisation of the Linear layers; and, only where
    onnxruntime is importable (it is not a project dependency), an ONNX export of the same model run by onnxruntime.

@@ -10,8 +10,8 @@ Speed depends on an encoder's shape, not its weights, so each shape is a randoml
 all-MiniLM-L6-v2's config and vocabulary (only `num_hidden_layers` and `intermediate_size` change), saved as a
 sentence-transformers folder (mean pooling, normalised) and loaded by `lib.embed.encoder.load_model` like any model_dir,
 then timed by `lib.embedders.evaluate.titles_per_second` (the encode call notebook 05b times: tokenising included).
-This needs only the model's config.json and tokenizer files (`--model-files`, default the installed all-MiniLM-L6-v2), so
-it runs where the 88 MB of weights cannot travel. `--check-weights` also times the installed all-MiniLM-L6-v2 itself
+This needs only the model's config.json and tokenizer files (`--model-files`, default the installed all-MiniLM-L6-v2),
+so it runs where the 88 MB of weights cannot travel. `--check-weights` also times the installed all-MiniLM-L6-v2 itself
 beside its random copy: equal rates show that the copy stands for it. Titles: Wikispeedia's 4,604 article titles,
 `--repeat-titles` times over (a GPU encodes them in milliseconds). Shapes are `layers/ffn`: `6/1536` is
 all-MiniLM-L6-v2's and the reference of every ratio; `3/1024` is notebook 05b's FFN-1024 student.

@@ -233,7 +233,8 @@ def main() -> None:
         )
     # CPU seconds are printed too because on a shared machine the wall-clock ratio mostly measures the neighbours.
     print(
-        f"ratio fused / pyg = {med['fused'] / med['pyg']:.3f} wall (min/min {min(times['fused']) / min(times['pyg']):.3f}),"
+        f"ratio fused / pyg = {med['fused'] / med['pyg']:.3f} wall "
+        f"(min/min {min(times['fused']) / min(times['pyg']):.3f}),"
         f" {med_cpu['fused'] / med_cpu['pyg']:.3f} CPU  (target <= 0.8)"
     )
     if low:

@@ -8,12 +8,13 @@ Every stage runs through the repository's own public functions, each in its own 
 memory is its own), first at `--ref-nodes` (the demo's 2,000, the reference) and then at `--nodes` (the seed's
 20,000), on the same `--graphs` roots:
 
-  crawl    lib.crawl.campaign.run_campaign over SnapshotSource(tests.mockwiki.synthetic_snapshot(--articles)); in-process, so
-           no network time (a live crawl is bounded by its requests instead: see bench_crawl.py);
-  embed    lib.embed.store.embed_titles with the real all-MiniLM-L6-v2 (lib.embed.encoder.load_model) into a fresh store;
+  crawl    lib.crawl.campaign.run_campaign over SnapshotSource(tests.mockwiki.synthetic_snapshot(--articles));
+           in-process, so no network time (a live crawl is bounded by its requests instead: see bench_crawl.py);
+  embed    lib.embed.store.embed_titles with the real all-MiniLM-L6-v2 (lib.embed.encoder.load_model) into a
+           fresh store;
   dataset  lib.embed.dataset.build_dataset (float32 features);
-  train    lib.linkpred.train.train_model("gat_model", seed architecture, TrainConfig(epochs=1) with the seed's settings,
-           per-step A-AUC and eval logging included), one optimiser step per graph; no validation graphs;
+  train    lib.linkpred.train.train_model("gat_model", seed architecture, TrainConfig(epochs=1) with the seed's
+           settings, per-step A-AUC and eval logging included), one optimiser step per graph; no validation graphs;
   train_nolog  the same with log_aauc=False, log_eval=False: what the per-step logging costs;
   train_thin   the same with notebook 03's logging settings (--log-every, --log-aauc-nodes; by default notebook 03's
            defaults, thinned at the seed's size): what they cost.
@@ -23,8 +24,9 @@ titles (389 x 20,000 x (1 - shared share), shared share 0.92 as measured on the 
 ~622,000 titles); train with steps (389 graphs x 2 epochs, one seed; also the seed40 + seed180 + seed315 runs,
 (40 + 180 + 315) x 2 steps per seed). Peak memory: every stage holds one graph at a time (the embedding store is
 memory-mapped), so its measured peak at --nodes carries over, except embed, whose peak grows with the number of
-titles to encode: extrapolated along the line through its two measured peaks (reference and --nodes runs). Disk scales like time. "ratio" = per-graph
-(embed: per-title) time at --nodes / at --ref-nodes, both measured in this run: 10 means linear in graph size.
+titles to encode: extrapolated along the line through its two measured peaks (reference and --nodes runs). Disk scales
+like time. "ratio" = per-graph (embed: per-title) time at --nodes / at --ref-nodes, both measured in this run: 10 means
+linear in graph size.
 
 Peak RSS = ru_maxrss of the stage's child process (Linux: KiB), including the interpreter, torch and (crawl) the
 in-memory synthetic snapshot; "base" is the RSS after imports and set-up (snapshot built, model loaded), before the

@@ -2,7 +2,7 @@
 repository's PNGs are what the current plot functions draw, called as the notebooks call them.
 
     python scripts/render_reference_figures.py                 # every figure whose inputs are committed
-    python scripts/render_reference_figures.py --crawl seed40  # also the degree figure, crawling the offline source again
+    python scripts/render_reference_figures.py --crawl seed40  # also the degree figure, re-crawling the offline source
 
 Redrawn: 03_protocols, 03_auc_vs_aauc (train_gat_rows.csv), 03b_beyond (beyond_rows.csv), 04_trend_size
 (aauc_size_trend.csv), 04_groups (metrics.json), 05_learning_curves (distill/curves.csv), 06_kd_vs_control and

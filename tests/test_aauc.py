@@ -1,3 +1,5 @@
+import itertools
+import json
 import math
 
 import numpy as np
@@ -6,8 +8,17 @@ import torch
 
 from lib.aauc import plots as aauc_plots
 from lib.aauc import stage as A
+from lib.aauc.stage import load_run_models
 from lib.common.seeding import derive_seed
-from lib.metrics.aauc import aauc, sample_nodes
+from lib.metrics.aauc import (
+    aauc,
+    aauc_by_group,
+    aauc_inside_across,
+    aauc_on_pairs,
+    sample_nodes,
+    sampled_pairs,
+    top_new_links,
+)
 
 # Four nodes: 0 and 1 point the same way (cos 1), 2 is close to them (cos 0.8), 3 is orthogonal.
 X = torch.tensor([[1.0, 0.0], [2.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
@@ -82,12 +93,6 @@ def test_bad_inputs_are_clear_errors():
 
 
 # ---------------------------------------------------------------- stage-4 analysis helpers
-
-import itertools
-import json
-
-from lib.aauc.stage import load_run_models
-from lib.metrics.aauc import aauc_by_group, aauc_inside_across, aauc_on_pairs, sampled_pairs, top_new_links
 
 
 def test_aauc_on_pairs_hand_computed_and_equal_to_aauc_on_all_pairs():

@@ -1,4 +1,5 @@
-"""The README is a front page and docs/ holds the reference: sizes, links that resolve, pages generated from the code."""
+"""The README is a front page and docs/ holds the reference: sizes, links that resolve, pages generated
+from the code."""
 
 import io
 import json

@@ -382,7 +382,10 @@ def test_the_transductive_frontier_names_the_fastest_encoder_that_meets_the_goal
         [
             "student 3L: AUC ... -> meets the goal",
             "student 2L: AUC ... -> meets the goal",
-            "static a: AUC ... -> meets the goal read as non-inferiority only (no interval below -0.01, one above +0.01)",
+            (
+                "static a: AUC ... -> meets the goal read as non-inferiority only "
+                "(no interval below -0.01, one above +0.01)"
+            ),
         ],
     )
     n = D.transductive_frontier({}, tmp_path)

@@ -42,7 +42,8 @@ def vital_link_list(tmp_path, part: D.Partition, n: int = 30):
 
 
 def finished_run(tmp_path, n_roots: int = 4):
-    """A run folder as notebook 01 leaves it: crawl/ (manifest and graphs), metrics.json's crawl summary, status.json."""
+    """A run folder as notebook 01 leaves it: crawl/ (manifest and graphs), metrics.json's crawl
+    summary, status.json."""
     titles = [f"Page {i}" for i in range(40)]
     snap = Snapshot(links={t: [titles[(i + k) % 40] for k in range(1, 5)] for i, t in enumerate(titles)})
     run = tmp_path / "mine_run"
@@ -88,8 +89,8 @@ def test_the_link_sources_are_one_registry_of_the_built_in_ones_and_your_own():
             "run:{tmp}/empty",
             "embedder_sources has 'run:{tmp}/empty': {tmp}/empty is "
             "not a finished notebook-01 run (it needs crawl/manifest.json, its graph files and metrics.json's crawl "
-            "summary); run notebook 01 into it first (python -m lib.run.runner --notebooks 01 --run-name <name>) or pass "
-            "another run folder",
+            "summary); run notebook 01 into it first (python -m lib.run.runner --notebooks 01 --run-name <name>) "
+            "or pass another run folder",
         ),
         (
             lambda t: (finished_run(t) / "metrics.json").write_text("{}"),

@@ -25,7 +25,8 @@ def project(tmp_path):
     tiny_notebook(
         nbs / "01_first.ipynb",
         'run_dir: str = "x"  # run folder\nsize: int = 1  # a size',
-        "from lib.common.runinfo import update_metrics\nupdate_metrics(run_dir, 'first', {'size': size, 'sq': size * size})",
+        "from lib.common.runinfo import update_metrics\n"
+        "update_metrics(run_dir, 'first', {'size': size, 'sq': size * size})",
     )
     tiny_notebook(
         nbs / "02_second.ipynb",

@@ -24,7 +24,8 @@ TITLES = ["Water", "Climate change", "Zürich", "São Paulo", "C++", "World War 
 
 @pytest.fixture(scope="module")
 def tiny_source(tmp_path_factory):
-    """A 1-layer, 32-wide BERT with random weights (seeded) and all-MiniLM-L6-v2's tokenizer files: distils in seconds."""
+    """A 1-layer, 32-wide BERT with random weights (seeded) and all-MiniLM-L6-v2's tokenizer files:
+    distils in seconds."""
     import torch
     from transformers import BertConfig, BertModel
 

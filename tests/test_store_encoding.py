@@ -24,7 +24,8 @@ def test_a_store_filled_with_another_encoding_is_set_aside_and_encoded_again(tmp
     old.append(titles[:3], want[:3] + 1e-3)  # an older store: vectors a bit off, no encoding recorded
     with pytest.warns(
         RecoveryWarning,
-        match=r"1 chunk\(s\) hold vectors encoded as not recorded \(an older store\), not fixed-shape batches of 4 on cpu",
+        match=r"1 chunk\(s\) hold vectors encoded as not recorded \(an older store\), "
+        r"not fixed-shape batches of 4 on cpu",
     ):
         stats = embed_titles(titles, minilm, old, batch_size=4, progress=False)
     assert stats["newly_encoded"] == 5 and np.array_equal(old.get(titles), want)

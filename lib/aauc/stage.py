@@ -99,7 +99,8 @@ def reference_embeddings(kind: str, data, out_channels: int, seed: int, model_cf
 
     "features": the input features themselves, L2-normalised in float64, so z_i·z_j is exactly the cosine the labels
     threshold (A-AUC 1.0 by construction); "random": seeded N(0, 1) vectors [N, out_channels];
-    "untrained": a GatModel with the initial weights `lib.linkpred.train.train_model` draws for this seed (eval mode)."""
+    "untrained": a GatModel with the initial weights `lib.linkpred.train.train_model` draws for this seed
+    (eval mode)."""
 
     if kind == "features":
         return torch.nn.functional.normalize(data.x.double(), dim=1)
@@ -209,7 +210,8 @@ def trend_sentences(trend: pd.DataFrame, slope: dict, seed_slope: dict, size_gri
         change = abs(sl["aauc"]) * np.log(max(size_grid) / min(size_grid))
         out.append(
             f"{protocol}: A-AUC {direction} with the number of training graphs ({sl['aauc']:+.4f} per e-fold; "
-            f"seed report {seed_slope['aauc']:+.4f}), {'the same direction as' if same else 'the opposite direction to'}"
+            f"seed report {seed_slope['aauc']:+.4f}), "
+            f"{'the same direction as' if same else 'the opposite direction to'}"
             f" the seed; AUC {sl['auc']:+.4f} per e-fold. The spread over seeds ({spread:.3f} std per size) is "
             f"{'larger' if spread > change else 'smaller'} than the change across the grid."
         )

@@ -86,7 +86,8 @@ def metrics(record: dict) -> dict:
 
 
 def link_rows(rows: list[dict]) -> list[dict]:
-    """Stage 3's result rows with supervision 'none' on a heuristic's row that has no `supervision`; others unchanged."""
+    """Stage 3's result rows with supervision 'none' on a heuristic's row that has no `supervision`;
+    others unchanged."""
     return [
         {**r, "supervision": "none"}
         if "supervision" not in r and r.get("model") in HEURISTICS_WITHOUT_SUPERVISION

@@ -61,7 +61,8 @@ def package_versions(names=PACKAGES) -> dict[str, str | None]:
 
 
 def run_info(params: dict) -> dict:
-    """Provenance of a run; with a `precision` parameter also what it resolved to on `device` and why (lib.common.device)."""
+    """Provenance of a run; with a `precision` parameter also what it resolved to on `device`
+    and why (lib.common.device)."""
     info = {
         "params": params,
         "git_commit": git_commit(),

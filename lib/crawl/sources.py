@@ -315,8 +315,8 @@ def check_source(kind: str) -> None:
 def make_source(
     kind: str, *, snapshot_path: str = "", contact: str = "", api_url: str = "", topics_file: str = "", **live_kwargs
 ):
-    """Build the link source named by the `source` parameter: "embedded", "wikispeedia", "snapshot" or "live" ("graphs", a folder of
-    graph files, is not crawled: see import_graphs)."""
+    """Build the link source named by the `source` parameter: "embedded", "wikispeedia", "snapshot" or "live" ("graphs",
+    a folder of graph files, is not crawled: see import_graphs)."""
     if topics_file and kind != "snapshot":
         raise ParamError(f"topics_file is read with source='snapshot' only (source={kind!r}); leave it empty")
     if kind == "embedded":

@@ -31,7 +31,8 @@ def verified_rows(folder: Path, name: str, n_cols: int, title_cols: int = 0) -> 
     path = Path(folder) / name
     if not path.is_file():
         raise SnapshotError(
-            f"{path} is missing; restore it with `git checkout -- {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}`"
+            f"{path} is missing; restore it with "
+            f"`git checkout -- {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}`"
         )
     raw = path.read_bytes()
     if hashlib.sha256(raw).hexdigest() != SHA256[name]:

@@ -16,8 +16,8 @@ teacher pass per sentence serves every student, ablation, seed and re-run. The f
 EmbeddingStore: a chunk appears only through rename(2) (a kill loses at most the chunk being computed) and carries a
 sha256 over everything after it; a corrupt chunk is set aside as *.corrupt on open and its sentences are recomputed.
 
-Compute precision (`precision`, lib.common.device): the teacher's forward pass for targets may run under bf16/fp16 autocast;
-such targets get their own folder (`<teacher id>@bf16-L<layer>-...`), never mixed with float32 ones, and
+Compute precision (`precision`, lib.common.device): the teacher's forward pass for targets may run under bf16/fp16
+autocast; such targets get their own folder (`<teacher id>@bf16-L<layer>-...`), never mixed with float32 ones, and
 `target_divergence` reports how far they are from the float32 targets (KL of the attention rows).
 """
 
@@ -103,8 +103,8 @@ def target_divergence(
     """How far low-precision teacher targets are from float32 ones on `texts`, and what they cost.
 
     Returns {"precision", "reason", "kl_att": mean over layers of eq. 6's KL(P_fp32 || P_low) per relation head and
-    token, "kl_att_max": the largest of those per layer, "value_rel_err": ||V_low - V_fp32|| / ||V_fp32||, "seconds_fp32",
-    "seconds_low"}; kl_att ≈ 0 (rounding) when `precision` resolves to float32.
+    token, "kl_att_max": the largest of those per layer, "value_rel_err": ||V_low - V_fp32|| / ||V_fp32||,
+    "seconds_fp32", "seconds_low"}; kl_att ≈ 0 (rounding) when `precision` resolves to float32.
     """
     prec, fp32 = _precision(teacher, precision), resolve_precision("fp32", teacher.model.device)
     kls, num, den, secs = {l: [] for l in layers}, 0.0, 0.0, {"fp32": 0.0, "low": 0.0}
@@ -226,9 +226,9 @@ class _LayerStore:
 class TeacherTargetStore:
     """Disk cache of teacher targets; same `targets(texts, layers, heads)` interface as TeacherCache.
 
-    teacher_id: a stable identity of the teacher's weights and tokenizer (e.g. lib.embed.encoder.model_identity of its folder).
-    precision: the teacher's compute precision (lib.common.device); targets other than float32 live in their own folders.
-    `teacher_sentences` counts sentences passed through the teacher by this object (0 on a warm re-run).
+    teacher_id: a stable identity of the teacher's weights and tokenizer (e.g. lib.embed.encoder.model_identity of its
+    folder). precision: the teacher's compute precision (lib.common.device); targets other than float32 live in their
+    own folders. `teacher_sentences` counts sentences passed through the teacher by this object (0 on a warm re-run).
     """
 
     def __init__(
@@ -272,7 +272,8 @@ class TeacherTargetStore:
         return [p for s in self.layers.values() for p in s.corrupt]
 
     def ensure(self, texts: list[str], layers: list[int]) -> int:
-        """Compute what the store lacks for `texts` x `layers` (one teacher pass per missing sentence); returns that count."""
+        """Compute what the store lacks for `texts` x `layers` (one teacher pass per missing sentence);
+        returns that count."""
 
         stores = {l: self._store(l) for l in layers}
         todo = [t for t in dict.fromkeys(texts) if any(text_key(t) not in s.index for s in stores.values())]
@@ -307,7 +308,8 @@ class TeacherTargetStore:
         return len(todo)
 
     def targets(self, texts: list[str], layers: list[int], heads: int) -> tuple[dict, dict]:
-        """(teacher tokens {input_ids, attention_mask: [B, T]}, {layer: {"att": [B, R, T, T], "v": [B, T, D]}}) float32."""
+        """(teacher tokens {input_ids, attention_mask: [B, T]},
+        {layer: {"att": [B, R, T, T], "v": [B, T, D]}}) float32."""
         check_attention_definition(self.definition, heads, self.teacher.heads)
         self.ensure(texts, layers)
         batch = self.teacher.tokenize(texts, self.max_seq_len)

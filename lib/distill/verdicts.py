@@ -1,4 +1,5 @@
-"""Stage 5 comparisons: students against their undistilled controls, the goal and budget verdicts, and the init used for link prediction."""
+"""Stage 5 comparisons: students against their undistilled controls, the goal and budget verdicts, and the init used
+for link prediction."""
 
 from __future__ import annotations
 

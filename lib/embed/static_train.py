@@ -95,13 +95,14 @@ def train_static(
     plan: index batches cfg.steps x [cfg.batch_size] into `texts`; the texts it draws are the training texts.
     Trained: the table rows of the tokens that occur in them (other rows keep their distilled values and reach the
     output through the map) and a bias-free map nn.Linear(d, D_t), started at the least-squares fit of the distilled
-    embeddings of the training texts to their targets; with cfg.train_weights also the SIF weights of those tokens. checkpoint: a file written atomically every
-    `checkpoint_every` steps and after the last; a call with the same settings resumes from it and reproduces the
-    uninterrupted run bit for bit; other settings are refused naming the keys. max_steps: stop after that many steps of
-    this call, as a kill would (nothing is saved to out_dir). Training takes seconds, so there is no progress bar.
-    Saved: table [V, D_t] float32 = the trained table @ map^T, the SIF weights, the tokenizer, and static.json (the
-    distillation's record plus "trained": the config and the number of training texts, and "dim").
-    Returns {"losses": DataFrame [step, loss], "steps" (this call), "seconds" (over every call), "complete"}.
+    embeddings of the training texts to their targets; with cfg.train_weights also the SIF weights of those tokens.
+    checkpoint: a file written atomically every `checkpoint_every` steps and after the last; a call with the same
+    settings resumes from it and reproduces the uninterrupted run bit for bit; other settings are refused naming the
+    keys. max_steps: stop after that many steps of this call, as a kill would (nothing is saved to out_dir). Training
+    takes seconds, so there is no progress bar. Saved: table [V, D_t] float32 = the trained table @ map^T, the SIF
+    weights, the tokenizer, and static.json (the distillation's record plus "trained": the config and the number of
+    training texts, and "dim"). Returns {"losses": DataFrame [step, loss], "steps" (this call), "seconds" (over every
+    call), "complete"}.
     """
     cfg.check()
     if len(plan) != cfg.steps or any(len(b) != cfg.batch_size for b in plan):

@@ -13,7 +13,8 @@ encoded, and a corrupt chunk is moved aside on open with a warning (`store.corru
 encoded again by the next `embed_titles`::
 
     <store>/store.json             {"format": 1, "model_id": ...}
-    <store>/chunks/c00000000.bin   one chunk: header {count, dim, dtype, model_id, encoding, titles}, payload float32 [count, dim]
+    <store>/chunks/c00000000.bin   one chunk: header {count, dim, dtype, model_id, encoding, titles},
+                                   payload float32 [count, dim]
 
 A chunk records how its vectors were computed (`encoding`, lib.embed.store.encoding_of: the fast path's fixed batch
 shape, or the plain or static path, with the batch size), because a title's last float bits depend on it. A fill

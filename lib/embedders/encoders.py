@@ -6,8 +6,8 @@ An encoder is named by a spec `kind:argument` (notebook 05b's `embedder_encoders
 (that table trained on the transfer texts) or `folder:<path>` (a sentence-transformers or model2vec folder of your own,
 scored as it is). all-MiniLM-L6-v2 itself, the reference, is always scored. An entry builds the encoder's folder (a
 sentence-transformers or model2vec folder stage 2 loads as `model_dir`) from a `Recipe`, or names the folder it already
-is, and says how many transformer layers it runs. Adding a kind is one `register(EncoderKind(...))` here plus its test; the
-notebook, its tables and its figure read the registry.
+is, and says how many transformer layers it runs. Adding a kind is one `register(EncoderKind(...))` here plus its test;
+the notebook, its tables and its figure read the registry.
 """
 
 from __future__ import annotations

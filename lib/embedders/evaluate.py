@@ -8,8 +8,8 @@
   noisy shared machine slows all of them alike; `ratio` is against all-MiniLM-L6-v2 measured in the same rounds.
 - Paired differences: `paired_to_reference`, each encoder minus all-MiniLM-L6-v2 on the same source, protocol and
   seed, with lib.metrics.paired's 95% t-interval.
-- The goal: `GOALS` (lib.embedders.goals) and `goal_rows`, one rule: every interval named by a goal lies above -margin, the encoder runs
-  at most `max_layers` transformer layers, and its one-thread speed ratio is at least `speedup`.
+- The goal: `GOALS` (lib.embedders.goals) and `goal_rows`, one rule: every interval named by a goal lies above -margin,
+  the encoder runs at most `max_layers` transformer layers, and its one-thread speed ratio is at least `speedup`.
 """
 
 from __future__ import annotations

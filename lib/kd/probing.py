@@ -132,7 +132,8 @@ def top_constituents(doc) -> str:
 
 
 def main_tense(doc) -> str | None:
-    """PAST or PRES from the main clause's first finite verb (its auxiliaries before the verb itself); None otherwise."""
+    """PAST or PRES from the main clause's first finite verb (its auxiliaries before the verb itself);
+    None otherwise."""
     root = _root(doc)
     for t in [c for c in root.children if c.dep_ in ("aux", "auxpass") and c.i < root.i] + [root]:
         if t.tag_ == "VBD":
@@ -226,7 +227,8 @@ def probe(
     """Linear probe (lib.distill.eval.linear_probe: standardised features, logistic regression) on a seeded
     train/val/test split; the L2 strength is chosen on val, as SentEval does.
 
-    representations [N, D]; labels [N] -> {"test", "val", "C", "majority" (test share of the train majority class), "n"}.
+    representations [N, D]; labels [N] -> {"test", "val", "C", "majority" (test share of the train majority
+    class), "n"}.
     """
     x, y = np.asarray(representations), np.asarray(labels)
     if len(x) != len(y) or len(set(y.tolist())) < 2:

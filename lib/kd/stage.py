@@ -159,7 +159,8 @@ class LogitCache:
 def transfer_set(
     train: pd.DataFrame, cfg: KdParams, seed: int, mask_token: str, tagger=None
 ) -> tuple[list[str], np.ndarray]:
-    """The labelled training texts followed by up to `augment_max` augmented ones (label NO_LABEL): texts [N], labels [N]."""
+    """The labelled training texts followed by up to `augment_max` augmented ones (label NO_LABEL): texts [N],
+    labels [N]."""
     texts, labels = train.text.tolist(), train.label.to_numpy(np.int64)
     if cfg.augment_max == 0:
         return texts, labels
@@ -407,7 +408,8 @@ def kd_table(rows: pd.DataFrame, teacher: list[dict]) -> pd.DataFrame:
 
 
 def kd_verdicts(rows: pd.DataFrame) -> list[str]:
-    """One sentence per (task, student): KD against its control on test accuracy, mean ± std of the paired difference."""
+    """One sentence per (task, student): KD against its control on test accuracy, mean ± std of the
+    paired difference."""
     out = []
     for (task, kind), r in rows.groupby(["task", "student"], sort=False):
         piv = r.pivot_table(index="seed", columns="method", values="test")

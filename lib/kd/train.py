@@ -73,7 +73,8 @@ def kd_loss(
     "loss"}.
 
     student, teacher: logits [B, C]; labels: [B] int with NO_LABEL for unlabelled rows; soft: "mse" (the thesis's
-    LSTM_S, temperature unused) or "kl" (its BERT_S, at `temperature`) or "none" (the control: no teacher, hard labels only); loss = L_soft + ce_weight · L_CE.
+    LSTM_S, temperature unused) or "kl" (its BERT_S, at `temperature`) or "none" (the control: no teacher, hard labels
+    only); loss = L_soft + ce_weight · L_CE.
     """
     if soft not in SOFT_LOSSES:
         raise KdError(f"soft={soft!r} is unknown; use one of {SOFT_LOSSES}")

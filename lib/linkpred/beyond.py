@@ -1,7 +1,7 @@
 """Beyond the seed: can a graph model beat the heuristics here at all, and with what? (notebook 03b)
 
-Model variants are GatModel configurations that differ only in the decoder (lib.linkpred.decoders) and in the few training
-settings a small sweep chooses on validation graphs (never on test graphs):
+Model variants are GatModel configurations that differ only in the decoder (lib.linkpred.decoders) and in the few
+training settings a small sweep chooses on validation graphs (never on test graphs):
 
   "dot":          the seed's dot decoder, trained with the settings below (disjoint supervision, early stopping, the
                   sweep's dropout / levels / lr) — does training alone close the gap?
@@ -9,22 +9,23 @@ settings a small sweep chooses on validation graphs (never on test graphs):
   "ncn":          MLP on [z_i ⊙ z_j ‖ Σ common-neighbour z_k];
   "ncn_feat":     ncn plus the heuristic stack's pair features as decoder inputs (ModelConfig.stack_features: by
                   default cos, CN, AA, PA);
-  "ncn_stack":    ncn_feat whose feature part starts as the fitted heuristic stack (lib.linkpred.decoders, init="stack"), so
-                  training starts at the bar instead of at random feature weights;
+  "ncn_stack":    ncn_feat whose feature part starts as the fitted heuristic stack (lib.linkpred.decoders,
+                  init="stack"), so training starts at the bar instead of at random feature weights;
   "ncn_stack_uniform": ncn_stack trained on uniform negatives only and selected on validation MRR with uniform
                   negatives (VARIANT_TRAINING): the model for the uniform negative set.
   "ncn_stack_matched": ncn_stack trained with half of its negatives at a positive's own distance in the step's message
-                  passing (lib.linkpred.negatives' "matched" rule) and selected on validation MRR with matched negatives.
+                  passing (lib.linkpred.negatives' "matched" rule) and selected on validation MRR with matched
+                  negatives.
   "ncn_stack_rescaled", "ncn_stack_uniform_rescaled": the two above with every count input (common-neighbour sum, CN,
-                  AA, PA) rescaled to the training graphs' mean degree (lib.linkpred.heuristics, "Density rescaling"), started
-                  from the stack fitted on rescaled features.
+                  AA, PA) rescaled to the training graphs' mean degree (lib.linkpred.heuristics, "Density
+                  rescaling"), started from the stack fitted on rescaled features.
   "counts", "mplp" and their "_stack", "_stack_uniform", "_stack_matched" variants: as ncn and its stack variants,
                   with the structural-count decoders (exact distance-pair and 3-walk counts; MPLP's signature estimates)
                   in place of the common-neighbour sum (not in a profile: a run names them in beyond_variants).
 
-The bar is `heuristic_stack` (lib.linkpred.heuristics.HeuristicStack), fitted on the same protocol's training graphs; where a
-rescaled variant runs, `heuristic_stack_rescaled` (the stack on rescaled features) is reported too and counts as a bar,
-so a margin measures what the graph model adds over the rescaling itself.
+The bar is `heuristic_stack` (lib.linkpred.heuristics.HeuristicStack), fitted on the same protocol's training graphs;
+where a rescaled variant runs, `heuristic_stack_rescaled` (the stack on rescaled features) is reported too and counts as
+a bar, so a margin measures what the graph model adds over the rescaling itself.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ from lib.metrics.selection import GOAL_PARTS, choose_on_validation, goal_parts, 
 # Training settings a variant fixes whatever the profile says. ncn_stack_uniform is ncn_stack trained for the uniform
 # negative set only: on the seed40 validation graphs (leak_free, seed 0) ncn_stack's validation AUC with uniform
 # negatives fell from 0.942 to 0.892 to 0.807 as the distance-2 share of its training negatives rose from 0 to 0.2 to
-# 0.5, while its AUC on distance-2 negatives (dist2) rose from 0.51 to 0.91 to 0.94: one training mix does not serve both negative sets here.
+# 0.5, while its AUC on distance-2 negatives (dist2) rose from 0.51 to 0.91 to 0.94: one training mix does not serve
+# both negative sets here.
 VARIANT_TRAINING = {
     v: {"negative_mix": {}, "select_metric": "mrr"}
     for v in ("ncn_stack_uniform", "ncn_stack_uniform_rescaled", "counts_stack_uniform", "mplp_stack_uniform")
@@ -223,14 +225,14 @@ def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc"
     """Per protocol × negative set: the best graph model, the heuristic stack, the best single heuristic, and the best
     model's margin (mean, std and 95% interval of per-seed differences; margin_columns) over the *strongest* heuristic
     scorer by mean test AUC ("bar")
-    — the stack is fitted on uniform negatives, so on the other sets a single heuristic can beat it; where the rows hold a
-    rescaled stack (STACKS), it competes for the bar too.
+    — the stack is fitted on uniform negatives, so on the other sets a single heuristic can beat it; where the rows hold
+    a rescaled stack (STACKS), it competes for the bar too.
 
     The best graph model is chosen by its mean *validation* AUC on that negative set (column val_auc, from
     validation_of) among the models that have one, so no test number picks it; "best on test" names the model with the
     highest mean test AUC beside it. Where no graph model has a val_auc (a run that kept none), the test AUC chooses,
-    and "chosen on" says which was used. Where the rows hold SHORTCUT, its metrics and the best model's mean margin over it
-    ({metric}_margin_shortcut) are added; it is not part of the bar. A protocol × negative set without a defined AUC
+    and "chosen on" says which was used. Where the rows hold SHORTCUT, its metrics and the best model's mean margin over
+    it ({metric}_margin_shortcut) are added; it is not part of the bar. A protocol × negative set without a defined AUC
     (its tasks hold no such negative) has no row. Where the rows hold per-stratum metrics (auc_cn, mrr_no_cn, ...),
     {metric}_{stratum}_margin is the best model's mean margin over the bar within that stratum of positives. "goal" is
     the cell's verdict under the project's one rule (lib.metrics.selection.goal_verdict): met, missed or undecided."""
@@ -276,8 +278,8 @@ def gap_table(rows: pd.DataFrame, stack: str = "heuristic_stack", metrics=("auc"
 
 
 def structure_profile(tasks: list, hits_k: int = 50) -> dict:
-    """What the held-out pairs of a set of tasks (validation or test, lib.linkpred.protocols.EvalTask) look like in their
-    message passing: mean degree, positives, share of positives with no common neighbour (pos_no_cn), mean common
+    """What the held-out pairs of a set of tasks (validation or test, lib.linkpred.protocols.EvalTask) look like in
+    their message passing: mean degree, positives, share of positives with no common neighbour (pos_no_cn), mean common
     neighbours of positives, and per negative set the share of its negatives without one (<set>_no_cn) and the AUC and
     MRR of the shortcut that scores a pair 1 when it has no common neighbour and 0 otherwise (shortcut_<set>_auc /
     _mrr; per-task means, as every scorer's; per-positive sets ranked per positive). A dist2 negative always has a

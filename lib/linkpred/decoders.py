@@ -21,7 +21,8 @@ logistic-regression weights in the linear term, the MLP's output layer at zero):
 scores exactly as the stack does, and training moves it from there instead of from random feature weights, which a
 few hundred steps at a GAT's learning rate do not undo.
 With `rescale=True` the decoder's count inputs (the common-neighbour sum and the CN, AA, PA features) are brought to a
-reference mean degree (lib.linkpred.heuristics, "Density rescaling"): the training graphs' message passing, or the stack's.
+reference mean degree (lib.linkpred.heuristics, "Density rescaling"): the training graphs' message passing,
+or the stack's.
 """
 
 from __future__ import annotations
@@ -147,8 +148,8 @@ VARIANTS.update(
 def common_neighbours_matrix(mp_edge_index: Tensor, num_nodes: int, pairs: Tensor, a=None, cache: bool = True):
     """Sparse indicator S [P, N] (torch COO, float32) with S[p, k] = 1 iff k ∈ N(i_p) ∩ N(j_p) in mp_edge_index.
 
-    Built with scipy (lib.linkpred.heuristics.pair_structure: row slices of the CSR adjacency, elementwise product, the same
-    product CN and AA are read from): torch has no sparse row gather with elementwise product on CPU, and the P × N
+    Built with scipy (lib.linkpred.heuristics.pair_structure: row slices of the CSR adjacency, elementwise product, the
+    same product CN and AA are read from): torch has no sparse row gather with elementwise product on CPU, and the P × N
     matrix is never dense. a: the CSR adjacency of mp_edge_index when the caller already has it; cache: see
     pair_structure."""
     s = pair_structure(mp_edge_index, num_nodes, pairs, a, cache).common.tocoo()

@@ -15,11 +15,12 @@ training graph's edges held out of its message passing against as many sampled n
 and evaluated like every other scorer.
 
 Density rescaling (`ref_degree`): the counts CN, AA and PA grow with the square of a graph's mean degree when edges are
-kept at random (a heuristic's `density_power`: 2 for them, 1 for resource allocation, 0 for the cosine), so a scorer fitted on sparse graphs reads a denser graph's counts as stronger evidence than they are.
-Under `leak_free` that shift is large — every pair linked in a test graph is stripped from the training and validation
-graphs, which keep ≈ 40% of their edges (seed40: 3,480 message-passing edges per training graph against 8,127 per test
-graph). With a reference mean degree d_ref (the fitted graphs'), the counts of a graph of mean degree d are multiplied by
-(d_ref / d)^density_power before the log: what they would be expected to be at the reference density.
+kept at random (a heuristic's `density_power`: 2 for them, 1 for resource allocation, 0 for the cosine), so a scorer
+fitted on sparse graphs reads a denser graph's counts as stronger evidence than they are. Under `leak_free` that shift
+is large — every pair linked in a test graph is stripped from the training and validation graphs, which keep ≈ 40% of
+their edges (seed40: 3,480 message-passing edges per training graph against 8,127 per test graph). With a reference mean
+degree d_ref (the fitted graphs'), the counts of a graph of mean degree d are multiplied by (d_ref / d)^density_power
+before the log: what they would be expected to be at the reference density.
 """
 
 from __future__ import annotations

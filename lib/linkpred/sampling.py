@@ -88,7 +88,8 @@ def local_pairs_with_keys(data: Data, gids: np.ndarray, tp: TitlePairs, keys: np
 
 def training_exclusions(data: Data) -> Tensor:
     """Pairs [2, E + 2H] no training step may use as a negative: the graph's edges and, under `leak_free` and
-    `pair_split`, both directions of every held-out title pair present in it (`held_out_pairs`, set by make_protocol)."""
+    `pair_split`, both directions of every held-out title pair present in it (`held_out_pairs`,
+    set by make_protocol)."""
     held = getattr(data, "held_out_pairs", None)
     if held is None or held.size(1) == 0:
         return data.edge_index

@@ -177,9 +177,9 @@ def aauc_scored(
     include_self: bool = False,
     chunk_size: int = 65536,
 ) -> AAUCResult:
-    """A-AUC of a model that scores pairs with a decoder of its own rather than z_i · z_j (lib.linkpred.decoders): the same
-    seeded node sample and labels as `aauc`, scores from score_pairs(pairs [2, P]) -> [P] (called chunk_size pairs at
-    a time). With include_self, off-diagonal pairs weigh 2 and self-pairs 1: exactly the seed's S × S matrix."""
+    """A-AUC of a model that scores pairs with a decoder of its own rather than z_i · z_j (lib.linkpred.decoders): the
+    same seeded node sample and labels as `aauc`, scores from score_pairs(pairs [2, P]) -> [P] (called chunk_size pairs
+    at a time). With include_self, off-diagonal pairs weigh 2 and self-pairs 1: exactly the seed's S × S matrix."""
     _check_t_cos(t_cos)
     idx = sample_nodes(x.size(0), r_cos, seed)
     s = idx.numel()

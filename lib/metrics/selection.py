@@ -14,8 +14,8 @@ def choose_on_validation(
     """The one way a best model is picked: among `candidates` (values of column `key`) in `rows` (one protocol ×
     negative set, any number of seeds), the one with the highest mean validation `metric` (column val_<metric>, the
     selected epoch's score on validation tasks built as the test tasks are). Where no candidate has one (a run that
-    kept no validation scores, a negative set it did not validate on), the mean test `metric` chooses. Returns (chosen, "validation" or "test", the
-    best on test) — a reader sees when the two differ."""
+    kept no validation scores, a negative set it did not validate on), the mean test `metric` chooses. Returns (chosen,
+    "validation" or "test", the best on test) — a reader sees when the two differ."""
     mean = rows.groupby(key)[metric].mean().reindex(candidates)
     on_test = mean.idxmax()
     col = f"val_{metric}"
@@ -72,7 +72,8 @@ def verdict_table(gaps: pd.DataFrame) -> pd.DataFrame:
     seeds, the model chosen on validation, the bar, the goal's verdict, each part of the goal as 'verdict: margin
     [95% interval] > required margin' (PART_TITLES; "—" where a part does not apply) and the AUC margin over the bar
     within each stratum of positives (STRATA: with / without a common neighbour) with its interval: where the chosen
-    model's gain comes from. The same table for a published run and for a user's own links (python -m lib.run.verdicts)."""
+    model's gain comes from. The same table for a published run and for a user's own links
+    (python -m lib.run.verdicts)."""
     out = []
     for r in gaps.to_dict("records"):
         parts = goal_parts(r)

@@ -1,5 +1,5 @@
-"""The distillation findings (notebooks 05 and 06, the transductive frontier run), each a typed record computed once from the
-committed runs with a README renderer (`readme()`) and a results-page renderer (`page()`): MiniLM against its
+"""The distillation findings (notebooks 05 and 06, the transductive frontier run), each a typed record computed once
+from the committed runs with a README renderer (`readme()`) and a results-page renderer (`page()`): MiniLM against its
 undistilled control, the paper's ablations, the node-embedder frontier on trained-on titles, and classic knowledge
 distillation."""
 

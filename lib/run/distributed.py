@@ -14,8 +14,8 @@ is the gradient of the mean loss over the global batch — what one process comp
 
 Exactly equivalent, up to the order of float summation (tests/test_distributed.py: 1e-5 after several AdamW steps):
 - GAT: W ranks at G / W graphs == 1 process at G graphs per step, dropout included: each example's dropout,
-  disjoint split and negatives are seeded by (seed, kind, epoch, position in the epoch) (lib.linkpred.train.step_loss, the
-  notebook's own step), not by rank or batch. G = W = 1 is the notebook's one-graph step. A short last batch of an
+  disjoint split and negatives are seeded by (seed, kind, epoch, position in the epoch) (lib.linkpred.train.step_loss,
+  the notebook's own step), not by rank or batch. G = W = 1 is the notebook's one-graph step. A short last batch of an
   epoch is weighted the same way (a rank left without a graph contributes a zero-weighted one).
 - distillation: W ranks at B sentences == 1 process at W·B for L_AT, L_VR and L_OUT (means over sentences) and
   the gradient clipping (applied to the averaged gradient), when the student has no dropout. Parameters without a
@@ -29,8 +29,8 @@ loss per step, not the one-graph step's AUC / A-AUC.
 Both jobs run the notebooks' own loops (lib.linkpred.train.train_model, lib.distill.train.train_student), given this
 job's ranks. Checkpoints and metrics are written by rank 0 only, atomically: GAT epoch_<e>.pt at each epoch's end
 (loadable by lib.linkpred.checkpoint.load_checkpoint) and last.pt (lib.common.training's layout) every `ckpt_every`
-steps and at each epoch's end; distillation last.pt every `ckpt_every` steps. A re-run with the same arguments resumes from the latest: the global
-batch must match, the number of ranks need not.
+steps and at each epoch's end; distillation last.pt every `ckpt_every` steps. A re-run with the same arguments resumes
+from the latest: the global batch must match, the number of ranks need not.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ the lists of negative sets, heuristics, decoders, encoder kinds and link sources
 lib.run.registry_lists).
 
     python -m lib.run.report                  # rewrite every generated block and page, and the size figure
-    python -m lib.run.report --publish seed40 # copy outputs/seed40's small result files to outputs/reference/seed40/ first
+    python -m lib.run.report --publish seed40 # copy outputs/seed40's small result files to
+                                              # outputs/reference/seed40/ first
     python -m lib.run.report --check          # exit 1 when a generated block or page differs (a test runs this)
 
 Nothing here is typed by hand: every number comes from a reference run's metrics.json (written by the notebooks),
@@ -88,7 +89,8 @@ KEEP = (
 
 def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE_RUNS) -> list[Path]:
     """Copy a run folder's small result files (executed notebooks without their progress-bar widget state, metrics,
-    parameters, status, tables, PNG figures, pictures; each under 2 MB) to outputs/reference/<run>/; never checkpoints, datasets, caches or crawled graphs.
+    parameters, status, tables, PNG figures, pictures; each under 2 MB) to outputs/reference/<run>/; never checkpoints,
+    datasets, caches or crawled graphs.
 
     Where the run's status.json lists its notebooks (lib.run.runner), only those executed notebooks are copied, and only
     the figures and pictures whose name starts with one of their numbers ("03b_…") or with none: a run folder another

@@ -5,8 +5,8 @@
     python -m lib.run.runner --params params/tiny.yaml params/cpu.yaml --run-name mine   # explicit files, later win
     python -m lib.run.runner --size demo --device cpu --notebooks 01 02   # only notebooks 01 and 02
     python -m lib.run.runner --size seed40 --device cpu --dry-run     # validate and print the plan, run nothing
-    python -m lib.run.runner --params params/seed40.yaml params/beyond.yaml params/cpu.yaml --run-name seed40 --rerun --notebooks 03b
-                                                                  # re-run 03b into the complete run seed40, nothing else
+    python -m lib.run.runner --params params/seed40.yaml params/beyond.yaml params/cpu.yaml --run-name seed40 \\
+        --rerun --notebooks 03b  # re-run 03b into the complete run seed40, nothing else
 
 Before anything is created or changed, every value of every notebook of every planned run is checked (its declared
 type, then its stage's bounds, choices and device, the input files it names; lib.run.preflight), and so is that each

@@ -163,7 +163,9 @@ def structure_table(runs: dict[str, dict]) -> pd.DataFrame:
                         "run": name,
                         "protocol": p,
                         "negatives": n,
-                        "positives without a common neighbour val / test": f"{v['pos_no_cn']:.0%} / {t['pos_no_cn']:.0%}",
+                        "positives without a common neighbour val / test": (
+                            f"{v['pos_no_cn']:.0%} / {t['pos_no_cn']:.0%}"
+                        ),
                         "shortcut on test: AUC / MRR": f"{sa:.3f} / {sm:.3f}" if sa is not None else "",
                         "model chosen on validation": g.get("best graph model", ""),
                         "its validation AUC": f"{r['val_auc']:.3f}" if r.get("val_auc") is not None else "",
@@ -428,7 +430,8 @@ def frontier_rows(folder) -> pd.DataFrame | None:
     GatModel and feature-cosine test AUC per protocol, polarity, topic, fidelity, the GatModel AUC difference to
     all-MiniLM-L6-v2 under leak_free with its 95% interval and seeds (gat_leak_free_diff / _low / _high,
     paired_seeds; 0 for the reference), and whether the
-    published goal sentence says it meets the goal (goal) or at least its non-inferiority reading (non_inferior); attrs["static_chosen_on_validation"] from summary.json. None when the folder holds no frontier."""
+    published goal sentence says it meets the goal (goal) or at least its non-inferiority reading (non_inferior);
+    attrs["static_chosen_on_validation"] from summary.json. None when the folder holds no frontier."""
     folder = Path(folder)
     if not (folder / "frontier.csv").is_file() or not (folder / "paired.csv").is_file():
         return None
