@@ -7,7 +7,7 @@ KERNEL := wikigat
 SIZE   ?= demo
 DEVICE ?= cpu
 
-.PHONY: setup demo test unit quick nbval lab batch bench clean-outputs
+.PHONY: setup demo test lint format unit quick nbval lab batch bench clean-outputs
 
 $(STAMP): requirements.txt requirements-nodeps.txt constraints.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11 ...'"; exit 1; }
@@ -27,10 +27,19 @@ demo: setup
 ## Command 2: set up and run the whole suite (unit/integration tests + nbval over the notebooks).
 # Two workers, one thread each: one runs the notebooks in order (conftest.py groups them), the other the rest.
 WORKERS ?= 2
-test: setup
+test: setup lint
 	@scripts/ensure_chromium.sh
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest tests notebooks -n $(WORKERS) \
 	  --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
+
+## The code's formatting and lint rules (pyproject.toml, [tool.ruff]); `make format` applies them.
+lint: setup
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+format: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
 
 unit: setup
 	$(BIN)/python -m pytest tests
