@@ -104,6 +104,11 @@ class EmbeddingStore:
                 )
         else:
             atomic_write_text(meta_path, json.dumps({"format": STORE_FORMAT, "model_id": model_id}) + "\n")
+        self.corrupt: list[Path] = []  # chunks moved aside on open (lib.common.chunks)
+        self._read_chunks(verify)
+
+    def _read_chunks(self, verify: bool) -> None:
+        """(Re)build the title index from every chunk file of the store."""
         self.dim: int | None = None
         self._index: dict[str, int] = {}
         self._chunks: list[np.memmap] = []
@@ -111,7 +116,6 @@ class EmbeddingStore:
         self._names: list[str] = []
         self._encodings: list[str | None] = []  # per chunk: its header's encoding (None: written before it was kept)
         self._rows = 0
-        self.corrupt: list[Path] = []  # chunks moved aside on open (lib.common.chunks)
         for f in sorted(self.chunk_dir.glob("c*.bin")):
             self._load_chunk(f, verify)
 
@@ -218,10 +222,7 @@ class EmbeddingStore:
             RecoveryWarning,
             stacklevel=2,
         )
-        self._index, self._chunks, self._starts, self._names, self._encodings = {}, [], [], [], []
-        self._rows, self.dim = 0, None
-        for f in sorted(self.chunk_dir.glob("c*.bin")):
-            self._load_chunk(f, verify=False)
+        self._read_chunks(verify=False)
         return moved
 
     # -- writing
