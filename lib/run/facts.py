@@ -5,9 +5,13 @@ control as stage 3's node embedder."""
 
 from __future__ import annotations
 
+from collections import Counter
+from pathlib import Path
+
 import pandas as pd
 
 from lib.common.paths import OUTPUTS
+from lib.common.runinfo import load_json
 from lib.linkpred.names import MODEL_KINDS
 from lib.metrics.selection import goal_verdict
 
@@ -23,6 +27,24 @@ LINKS = {
     "graphs": "imported graphs",
 }
 """What a run's links are, by its notebook-01 `source`: the README shows each finding on every link source."""
+
+
+def run_commits(folder: Path) -> tuple[str, ...]:
+    """The commits a run folder's numbers were made at, short, sorted: its params.json and every notebook's
+    params_<notebook>.json (a notebook re-run later records its own); "+dirty" kept, as such a run matches no commit."""
+    found = set()
+    for f in [folder / "params.json", *sorted(folder.glob("params_*.json"))]:
+        commit = str((load_json(f) or {}).get("git_commit") or "") if f.is_file() else ""
+        if commit:
+            found.add(commit[:7] + ("+dirty" if commit.endswith("+dirty") else ""))
+    return tuple(sorted(found))
+
+
+def common_commit(commits: dict[str, tuple[str, ...]]) -> str | None:
+    """The commit most runs were made at (a run counts once per commit it names; ties go to the first in sorted
+    order), or None for no commit at all."""
+    votes = Counter(c for cs in commits.values() for c in cs)
+    return min(votes, key=lambda c: (-votes[c], c)) if votes else None
 
 
 def links_of(m: dict) -> str:

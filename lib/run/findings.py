@@ -11,11 +11,13 @@ from pathlib import Path
 
 from lib.run.distill_findings import ablations, distillation, knowledge_distillation, transductive_frontier
 from lib.run.embedder_findings import node_embedders
-from lib.run.facts import FRONTIER, REFERENCE_RUNS
+from lib.run.facts import FRONTIER, REFERENCE_RUNS, common_commit
 from lib.run.link_findings import aauc_trend, beyond, gain_strata, harder_negatives, leakage, reproduction
 
 WIDTH = 196
 """Characters per README line a finding is wrapped to."""
+MADE_AT = "Made at"
+"""How the README's line naming the other commits behind a finding begins (after its list item's indent and `*`)."""
 FINDINGS = (
     reproduction,
     aauc_trend,
@@ -37,15 +39,24 @@ def fact_table(runs: dict[str, dict], ref: Path = REFERENCE_RUNS) -> list:
     return [rec for f in FINDINGS if (rec := f(runs, ref)) is not None]
 
 
-def readme_lines(records: list, runs: dict[str, dict], base: str = "") -> list[str]:
+def readme_lines(records: list, runs: dict[str, dict], base: str = "", commits: dict | None = None) -> list[str]:
     """The README's findings as Markdown lines: a list item per record wrapped to WIDTH, then one reference-link
-    definition per run named (`[seed40]: outputs/reference/seed40/`, under `base`), then a blank line."""
+    definition per run named (`[seed40]: outputs/reference/seed40/`, under `base`), then a blank line. With `commits`
+    (run -> the commits its numbers were made at, lib.run.facts.run_commits) a first line names the commit most runs
+    share, and a finding citing a run made at another commit is followed by a line naming it."""
     lines, named = [], []
+    common = common_commit(commits) if commits else None
+    if common:
+        lines += [f"Every number below was made at commit `{common}` unless its finding names another.", ""]
     for text in filter(None, (rec.readme() for rec in records)):
+        cited = [r for r in [*runs, FRONTIER] if f"[{r}]" in text]
+        other = sorted({c for r in cited for c in (commits or {}).get(r, ()) if c != common})
         lines += textwrap.wrap(
             text, WIDTH, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False, break_long_words=False
         )
-        named += [r for r in [*runs, FRONTIER] if f"[{r}]" in text and r not in named]
+        if common and other:  # on lines of its own, so the finding keeps its length whatever its runs' commits
+            lines.append(f"  *{MADE_AT} {', '.join(f'`{c}`' for c in other)}.*")
+        named += [r for r in cited if r not in named]
     return lines + [""] + [f"[{r}]: {base}outputs/reference/{r}/" for r in named] + [""]
 
 

@@ -34,7 +34,7 @@ from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS, REGISTRY
 from lib.metrics.link import SEED_REPORTED
 from lib.run import parameters_page, registry_lists
 from lib.run.embedder_findings import NODE_EMBEDDERS, embedders_run, embedders_table
-from lib.run.facts import FRONTIER, REFERENCE_RUNS, n_train
+from lib.run.facts import FRONTIER, REFERENCE_RUNS, n_train, run_commits
 from lib.run.findings import fact_table, page_lines, readme_lines
 from lib.run.tables import (
     distill_differences_table,
@@ -378,7 +378,8 @@ def render_findings(runs: dict[str, dict], ref: Path = REFERENCE_RUNS) -> str:
     """The README's findings block: the short form of every finding (lib.run.findings) and its links."""
     if not runs:
         return f"{FBEGIN}\nNo reference run is committed yet.\n{FEND}"
-    return "\n".join([FBEGIN, *readme_lines(fact_table(runs, ref), runs), FEND])
+    commits = {r: run_commits(ref / r) for r in [*runs, FRONTIER] if (ref / r).is_dir()}
+    return "\n".join([FBEGIN, *readme_lines(fact_table(runs, ref), runs, commits=commits), FEND])
 
 
 def run_tables(name: str, metrics: dict, ref: Path = REFERENCE_RUNS) -> str:
