@@ -350,10 +350,11 @@ def stratum_counts(gaps: list[dict], stratum: str) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class HarderMargins:
-    """Notebook 03b on one run: per harder negative set, the mean AUC margin over the bar and over the shortcut."""
+    """Notebook 03b on one run: per harder negative set, over how many protocols the AUC margin of the chosen model
+    over the bar, and over the shortcut, has its 95% interval above 0 and below 0 (the one rule, at m = 0)."""
 
     run: str
-    sets: tuple[tuple[str, float, float], ...]  # (negative set, margin over the bar, margin over the shortcut)
+    sets: tuple[tuple[str, int, int, int, int], ...]  # (set, bar above, bar below, shortcut above, shortcut below)
     protocols: int
 
 
@@ -370,14 +371,14 @@ class HarderNegatives:
         parts = [
             (
                 links,
-                f"{', '.join(f'{n} {a:+.3f} / {s:+.3f}' for n, a, s in h.sets)} across {h.protocols} "
-                f"protocols ({page_link(h.run)})",
+                f"of {h.protocols} protocols ({page_link(h.run)}), "
+                + ", ".join(f"{n} {a} / {b} over the bar and {c} / {d} over the shortcut" for n, a, b, c, d in h.sets),
             )
             for links, h in self.sides
         ]
         return (
-            "**Harder negatives.** Mean AUC margin of that model over the strongest heuristic scorer / over the "
-            f"no-common-neighbour shortcut: {page_sides(parts)}."
+            "**Harder negatives.** Protocols where the chosen model's AUC margin over the strongest heuristic scorer, "
+            f"and over the no-common-neighbour shortcut, has its 95% interval above / below 0: {page_sides(parts)}."
         )
 
 
@@ -385,10 +386,16 @@ def harder_negatives(runs: dict[str, dict], ref: Path) -> HarderNegatives | None
     def part(g: dict[str, dict]) -> HarderMargins | None:
         for run, m in g.items():
             gaps = pd.DataFrame((m.get("beyond") or {}).get("gaps") or [])
-            if gaps.empty or "auc_margin_shortcut" not in gaps:
+            if gaps.empty or "auc_margin_shortcut_low" not in gaps:
                 continue
             sets = tuple(
-                (n, float(x["auc_margin"].mean()), float(x["auc_margin_shortcut"].mean()))
+                (
+                    n,
+                    int((x["auc_margin_low"] > 0).sum()),
+                    int((x["auc_margin_high"] < 0).sum()),
+                    int((x["auc_margin_shortcut_low"] > 0).sum()),
+                    int((x["auc_margin_shortcut_high"] < 0).sum()),
+                )
                 for n, x in gaps[gaps["negatives"] != "uniform"].groupby("negatives", sort=False)
             )
             if sets:
