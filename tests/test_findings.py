@@ -120,9 +120,10 @@ def test_each_records_numbers_match_the_committed_runs(facts):
         ("bilstm", ["polarity", "topic"]),
         ("bert", ["polarity", "topic"]),
     ]
-    assert [x for _, diffs in kd.students for _, x in diffs] == pytest.approx(
+    assert [j["diff"] for _, diffs in kd.students for _, j in diffs] == pytest.approx(
         [-0.0025, 0.0575, 0.0208, -0.0875], abs=1e-4
     )
+    assert {j["seeds"] for _, diffs in kd.students for _, j in diffs} == {3}
 
 
 def test_readme_renderer_gives_two_lines_at_most_with_every_number_linked(facts):
@@ -158,8 +159,9 @@ def test_page_renderer_gives_every_row_and_links_each_run(facts):
         assert "](outputs/reference/" in rec.page()
     assert facts["KdDifferences"].page() == (
         "**Classic KD.** A student distilled from the fine-tuned teacher's logits minus the same student trained with "
-        "cross-entropy alone, test accuracy: bilstm -0.003 polarity, +0.057 topic; bert +0.021 polarity, -0.087 topic "
-        "([kd_cpu](outputs/reference/kd_cpu/))."
+        "cross-entropy alone, test accuracy paired by seed (95% interval above 0 in 1 of 4, below in 1, 3 seeds): "
+        "bilstm -0.002 [-0.030, +0.025] polarity, +0.057 [+0.004, +0.111] topic; bert +0.021 [-0.070, +0.111] "
+        "polarity, -0.088 [-0.119, -0.056] topic ([kd_cpu](outputs/reference/kd_cpu/))."
     )
     page = facts["TransductiveFrontier"].page()  # eight encoders, and the goal's "≥ 2×"
     assert (

@@ -14,7 +14,7 @@ import pandas as pd
 from lib.distill.config import read_params_05
 from lib.distill.eval import paired_differences
 from lib.distill.stage import ABLATIONS
-from lib.metrics.paired import verdicts
+from lib.metrics.paired import interval_text, judge, verdicts
 from lib.run.facts import FRONTIER, lp_minus_control
 from lib.run.markup import page_link, page_links, slash
 from lib.run.tables import PROBES, diff_cell, frontier_rows, minilm_minus
@@ -287,23 +287,37 @@ def transductive_frontier(runs: dict[str, dict], ref: Path) -> TransductiveFront
 @dataclass(frozen=True)
 class KdDifferences:
     """Classic KD: a student distilled from the fine-tuned teacher's logits minus its labels-only control, test
-    accuracy (mean over seeds), per student and task."""
+    accuracy paired by seed, per student and task, judged by the one rule against 0 (lib.metrics.paired.judge)."""
 
     run: str
-    students: tuple[tuple[str, tuple[tuple[str, float], ...]], ...]  # (student, ((task, difference), ...))
+    students: tuple[tuple[str, tuple[tuple[str, dict], ...]], ...]  # (student, ((task, judge(differences)), ...))
+
+    def _cells(self, task_first: bool) -> str:
+        def cell(t, j):
+            text = interval_text(j["diff"], j["ci_low"], j["ci_high"])
+            return f"{t} {text}" if task_first else f"{text} {t}"
+
+        return "; ".join(f"{s} " + ", ".join(cell(t, j) for t, j in diffs) for s, diffs in self.students)
+
+    def _count(self) -> str:
+        v = [j["verdict"] for _, diffs in self.students for _, j in diffs]
+        seeds = sorted({j["seeds"] for _, diffs in self.students for _, j in diffs})
+        return (
+            f"95% interval above 0 in {v.count('met')} of {len(v)}, below in {v.count('missed')}, "
+            f"{'/'.join(map(str, seeds))} seeds"
+        )
 
     def readme(self) -> str:
-        parts = [f"{s} " + ", ".join(f"{t} {d:+.3f}" for t, d in diffs) for s, diffs in self.students]
         return (
             f"**Classic KD.** A student distilled from the teacher's logits minus its labels-only control "
-            f"([{self.run}]), test accuracy: {'; '.join(parts)}."
+            f"([{self.run}]), test accuracy ({self._count()}): {self._cells(True)}."
         )
 
     def page(self) -> str:
-        parts = [f"{s} " + ", ".join(f"{d:+.3f} {t}" for t, d in diffs) for s, diffs in self.students]
         return (
             "**Classic KD.** A student distilled from the fine-tuned teacher's logits minus the same student trained "
-            f"with cross-entropy alone, test accuracy: {'; '.join(parts)} ({page_link(self.run)})."
+            f"with cross-entropy alone, test accuracy paired by seed ({self._count()}): {self._cells(False)} "
+            f"({page_link(self.run)})."
         )
 
 
@@ -312,19 +326,19 @@ def knowledge_distillation(runs: dict[str, dict], ref: Path) -> KdDifferences | 
         res = pd.DataFrame((m.get("kd") or {}).get("rows") or [])
         if res.empty:
             continue
-        acc = res.groupby(["student", "task", "method"])["test"].mean()
-        return KdDifferences(
-            run,
-            tuple(
-                (
-                    s,
-                    tuple(
-                        (t, float(acc[(s, t, "kd")] - acc[(s, t, "control")]))
-                        for t in res["task"].unique()
-                        if (s, t, "kd") in acc and (s, t, "control") in acc
-                    ),
-                )
-                for s in res["student"].unique()
-            ),
-        )
+        acc = res.pivot_table(index=["student", "task", "seed"], columns="method", values="test")
+        if not {"kd", "control"} <= set(acc.columns):
+            continue
+        pairs = acc.dropna(subset=["kd", "control"])
+        students = [
+            (
+                s,
+                tuple(
+                    (t, judge(g["kd"] - g["control"])) for (_, t), g in pairs.loc[[s]].groupby(level=[0, 1], sort=False)
+                ),
+            )
+            for s in res["student"].unique()
+            if s in pairs.index.get_level_values(0)
+        ]
+        return KdDifferences(run, tuple(students))
     return None
