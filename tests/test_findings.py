@@ -73,6 +73,7 @@ def test_each_records_numbers_match_the_committed_runs(facts):
     assert harder.protocols == 3 and [n for n, *_ in harder.sets] == ["dist2", "heart", "matched"]
     assert harder.sets[0][1:] == (3, 0, 3, 0) and harder.sets[1][1:] == (3, 0, 2, 0)  # dist2, heart: above / below 0
     d = facts["Distillation"]
+    assert "(95% interval above 0 in 3 of 6, below in 0, 3 seeds)" in d.readme()  # the one rule over its probes
     assert (d.runs, d.steps, d.checks, d.is_result) == (
         ("distill_long",),
         5000,
