@@ -49,6 +49,11 @@ def test_each_records_numbers_match_the_committed_runs(facts):
     trend = dict(facts["AaucTrend"].sides)
     assert [p.value for p in trend[PROXY]] == [0.8268, 0.8429, 0.8483]
     assert [p.value for p in trend[WIKI]] == [0.7569, 0.7137, 0.6188]
+    # 3 seeds per run: neither change from 40 to 315 graphs is decided by the one rule
+    assert [c["verdict"] for c in facts["AaucTrend"].changes] == ["undecided", "undecided"]
+    assert (
+        "moves [0.827][seed40] → [0.848][seed315] (+0.022 [-0.072, +0.115], undecided)" in facts["AaucTrend"].readme()
+    )
     leak = dict(facts["Leakage"].sides)
     assert [(r.run, r.gat_auc, r.heuristic, r.heuristic_auc) for r in leak[PROXY]] == [
         ("seed40", 0.758, "cosine", 0.8645),

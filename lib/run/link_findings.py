@@ -11,9 +11,9 @@ from pathlib import Path
 import pandas as pd
 
 from lib.metrics.link import SEED_REPORTED
-from lib.metrics.paired import interval_text, verdict
+from lib.metrics.paired import interval_text, judge, verdict
 from lib.metrics.selection import STRATA
-from lib.run.facts import best_heuristic, goal_cells, links_of
+from lib.run.facts import best_heuristic, gat_model_rows, goal_cells, links_of
 from lib.run.markup import SHORT, page_link, page_links, page_sides, readme_number, readme_sides, slash
 from lib.run.tables import seed_rows
 
@@ -93,46 +93,84 @@ def _way(first: float, last: float, present: bool = True) -> str:
     return ("rises" if present else "rose") if last > first else ("falls" if present else "fell")
 
 
+def _seed_way_per_seed(ref: Path, run: str, protocol: str, metric: str) -> list[float]:
+    """Per seed, in seed order, `metric` of GatModel as the seed trains it (mp supervision, uniform negatives) under
+    `protocol`, from the run's train_gat_rows.csv; empty without that file."""
+    path = ref / run / "train_gat_rows.csv"
+    if not path.is_file():
+        return []
+    t = gat_model_rows(pd.read_csv(path), protocol).dropna(subset=[metric]).sort_values("seed")
+    return [float(v) for v in t[metric]]
+
+
+def judged_change(ref: Path, first: Point, last: Point, protocol: str, metric: str) -> dict | None:
+    """judge(last - first) over their seeds. The two runs are independent, so pairing their seeds by index gives
+    independent differences whose mean is the difference of the means: the one rule's t-interval holds for it."""
+    a = _seed_way_per_seed(ref, first.run, protocol, metric)
+    b = _seed_way_per_seed(ref, last.run, protocol, metric)
+    n = min(len(a), len(b))
+    return judge([y - x for x, y in zip(a[:n], b[:n])]) if n else None
+
+
+def trend_word(change: dict | None, first: float, last: float) -> str:
+    """'rises' / 'falls' when the change's 95% interval lies above / below 0, else 'moves' (or, without per-seed
+    rows, the direction of the means)."""
+    if change is None:
+        return _way(first, last)
+    return {"met": "rises", "missed": "falls"}.get(change["verdict"], "moves")
+
+
+def _interval(change: dict | None) -> str:
+    if change is None:
+        return ""
+    undecided = ", undecided" if change["verdict"] == "undecided" else ""
+    return f" ({interval_text(change['diff'], change['ci_low'], change['ci_high'])}{undecided})"
+
+
 @dataclass(frozen=True)
 class AaucTrend:
-    """The same GatModel's A-AUC from the fewest to the most training graphs, per link source."""
+    """The same GatModel's A-AUC from the fewest to the most training graphs, per link source, and the change
+    between them judged by the one rule (`changes`, one per side: judge of the per-seed differences, or None)."""
 
     sides: tuple[tuple[str, tuple[Point, ...]], ...]
+    changes: tuple[dict | None, ...]
 
     def readme(self) -> str:
         parts = [
             (
                 links,
-                f"{_way(pts[0].value, pts[-1].value)} {readme_number(pts[0].value, pts[0].run)} → "
-                f"{readme_number(pts[-1].value, pts[-1].run)}",
+                f"{trend_word(c, pts[0].value, pts[-1].value)} {readme_number(pts[0].value, pts[0].run)} → "
+                f"{readme_number(pts[-1].value, pts[-1].run)}{_interval(c)}",
             )
-            for links, pts in self.sides
+            for (links, pts), c in zip(self.sides, self.changes)
         ]
         s0, s1 = SEED[0]["aauc"], SEED[-1]["aauc"]
         return (
             f"**A-AUC and size.** With more training graphs the same GatModel's A-AUC {readme_sides(parts)}; "
-            f"the seed report's {_way(s0, s1, False)} {s0:.3f} → {s1:.3f}."
+            f"the seed report's {_way(s0, s1, False)} {s0:.3f} → {s1:.3f} (one run)."
         )
 
     def page(self) -> str:
         parts = [
             (
                 links,
-                f"it {_way(pts[0].value, pts[-1].value)}, {pts[0].value:.3f} → {pts[-1].value:.3f} from "
-                f"{pts[0].n_train} to {pts[-1].n_train} graphs ({page_links(p.run for p in pts)})",
+                f"it {trend_word(c, pts[0].value, pts[-1].value)}, {pts[0].value:.3f} → {pts[-1].value:.3f} from "
+                f"{pts[0].n_train} to {pts[-1].n_train} graphs{_interval(c)} ({page_links(p.run for p in pts)})",
             )
-            for links, pts in self.sides
+            for (links, pts), c in zip(self.sides, self.changes)
         ]
         s0, s1 = SEED[0]["aauc"], SEED[-1]["aauc"]
         return (
-            f"**A-AUC and size.** The GatModel's A-AUC with training-set size, seed protocol: {page_sides(parts)}; "
-            f"in the seed report it {_way(s0, s1, False)}, {s0:.3f} → {s1:.3f}."
+            f"**A-AUC and size.** The GatModel's A-AUC with training-set size, seed protocol (the change from the "
+            f"fewest to the most graphs with its 95% interval; it rises or falls only when that lies above or below "
+            f"0): {page_sides(parts)}; in the seed report (one run) it {_way(s0, s1, False)}, {s0:.3f} → {s1:.3f}."
         )
 
 
 def aauc_trend(runs: dict[str, dict], ref: Path) -> AaucTrend | None:
     sides = per_source(runs, lambda g: p if len(p := _seed_way_points(g, "seed", "aauc")) >= 2 else None)
-    return AaucTrend(sides) if sides else None
+    changes = tuple(judged_change(ref, pts[0], pts[-1], "seed", "aauc") for _, pts in sides)
+    return AaucTrend(sides, changes) if sides else None
 
 
 @dataclass(frozen=True)
