@@ -182,6 +182,7 @@ class Unseen:
     gat_auc: float
     heuristic: str
     heuristic_auc: float
+    versus: dict | None = None  # judge(GatModel - the heuristic) paired by seed, None without per-seed rows
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,7 @@ class Leakage:
                 if len(names) == 1
                 else " / ".join(f"{r.heuristic} {r.heuristic_auc:.3f}" for r in rows)
             )
+            # the paired verdicts (_below) are on the results page: with them this line would not fit two lines
             parts.append((links, f"{' / '.join(readme_number(r.gat_auc, r.run) for r in rows)} against {bar}"))
         return (
             "**Unseen links.** With no test link seen in training (`leak_free`), GatModel test AUC, and the best "
@@ -218,13 +220,33 @@ class Leakage:
                 (
                     links,
                     f"{slash(r.gat_auc for r in rows)} with {slash([r.n_train for r in rows], '{}')} "
-                    f"training graphs against {bar} ({page_links(r.run for r in rows)})",
+                    f"training graphs against {bar}{_below(rows)} ({page_links(r.run for r in rows)})",
                 )
             )
         return (
             "**Unseen links.** Keep every test link out of training (`leak_free`): the seed's GatModel scores test "
             f"AUC {page_sides(parts)}, the second number being the best single heuristic, which learns nothing."
         )
+
+
+def _below(rows: tuple[Unseen, ...]) -> str:
+    """' (95% interval below in 3/3 runs, above in 0)' from the rows' paired verdicts, '' without them."""
+    v = [r.versus["verdict"] for r in rows if r.versus]
+    return f" (95% interval below in {v.count('missed')}/{len(v)} runs, above in {v.count('met')})" if v else ""
+
+
+def _versus_heuristic(ref: Path, run: str, heuristic: str) -> dict | None:
+    """judge(GatModel - `heuristic`) under leak_free with uniform negatives, paired by seed, from the run's
+    train_gat_rows.csv; None without it."""
+    path = ref / run / "train_gat_rows.csv"
+    if not path.is_file():
+        return None
+    t = pd.read_csv(path)
+    t = t[(t["protocol"] == "leak_free") & (t["negatives"] == "uniform")]
+    gat = gat_model_rows(t).set_index("seed")["auc"]
+    other = t[t["model"] == heuristic].drop_duplicates("seed").set_index("seed")["auc"]
+    seeds = sorted(set(gat.index) & set(other.index))
+    return judge([gat[s] - other[s] for s in seeds]) if seeds else None
 
 
 def leakage(runs: dict[str, dict], ref: Path) -> Leakage | None:
@@ -234,7 +256,8 @@ def leakage(runs: dict[str, dict], ref: Path) -> Leakage | None:
             mean = pd.DataFrame(g[p.run]["train_gat"]["mean"])
             best = best_heuristic(mean[(mean["protocol"] == "leak_free") & (mean["negatives"] == "uniform")])
             if best is not None:
-                out.append(Unseen(p.run, p.n_train, p.value, best["model"], float(best["auc"])))
+                versus = _versus_heuristic(ref, p.run, best["model"])
+                out.append(Unseen(p.run, p.n_train, p.value, best["model"], float(best["auc"]), versus))
         return tuple(out)
 
     sides = per_source(runs, part)
