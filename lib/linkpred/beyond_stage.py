@@ -14,7 +14,7 @@ from lib.common.params import ParamError, require
 from lib.common.paths import read_rows, resolve
 from lib.common.runinfo import load_json, read_json
 from lib.embed.dataset import GraphDataset, load_split
-from lib.linkpred import beyond as B
+from lib.linkpred import beyond
 from lib.linkpred.checkpoint import load_checkpoint
 from lib.linkpred.config import BeyondParams, GatParams, GatTrainingParams, TrainConfig, stored_settings
 from lib.linkpred.data import usable_graphs
@@ -163,21 +163,21 @@ def run_all(
     for (s, p), sp in tqdm(psplits.items(), desc="seed × protocol", disable=not progress):
         for h in heuristics:
             add(s, p, h, {n: m for n, m in evaluate_heuristic(h, sp.test, cfgs[s])["mean"].items() if m})
-        mean, coef = B.evaluate_stack(sp, cfgs[s], features=model_cfg.stack_features)
+        mean, coef = beyond.evaluate_stack(sp, cfgs[s], features=model_cfg.stack_features)
         stack_coef.append({"seed": s, "protocol": p, **coef})
         add(s, p, "heuristic_stack", mean)
-        if B.rescaled(variants):
+        if beyond.rescaled(variants):
             add(
                 s,
                 p,
                 "heuristic_stack_rescaled",
-                B.evaluate_stack(sp, cfgs[s], rescale=True, features=model_cfg.stack_features)[0],
+                beyond.evaluate_stack(sp, cfgs[s], rescale=True, features=model_cfg.stack_features)[0],
             )
-        add(s, p, B.SHORTCUT, B.evaluate_shortcut(sp, cfgs[s]))
+        add(s, p, beyond.SHORTCUT, beyond.evaluate_shortcut(sp, cfgs[s]))
         for v in variants:
-            mean, res = B.run_variant(sp, v, model_cfg, cfgs[s], chosen[v], Path(ckpt_root) / f"seed{s}-{p}" / v)
+            mean, res = beyond.run_variant(sp, v, model_cfg, cfgs[s], chosen[v], Path(ckpt_root) / f"seed{s}-{p}" / v)
             train_log[f"{s}/{p}/{v}"] = {"best_epoch": res["best_epoch"], "epochs_run": len(res["val"])}
-            add(s, p, f"gat_{v}", mean, **{n: B.validation_of(res, n) for n in mean})
+            add(s, p, f"gat_{v}", mean, **{n: beyond.validation_of(res, n) for n in mean})
     return rows, stack_coef, train_log
 
 
