@@ -908,7 +908,7 @@ def test_link_prediction_rows_are_shared_between_processes_and_never_scored_twic
     calls = []
 
     def score(files, titles, model, key, out, run_dir, params, progress, rows_file):
-        seed = params.seed
+        seed = params.first_seed
         assert params.gat_epochs == 2 and params.model_config(384) == GatParams().model_config(384)  # notebook 03's
         calls.append((key["embedder"], seed))
         new = [

@@ -1,13 +1,21 @@
 """One name per concept: a module is imported under its own name (torch.nn.functional as F is PyTorch's own
-convention), in lib, tests, scripts, benchmarks and the notebooks' code cells alike."""
+convention), in lib, tests, scripts, benchmarks and the notebooks' code cells alike; "seed" alone is the source
+report, and the first random seed is `first_seed` (a published record's `seed` reads as it)."""
 
 from __future__ import annotations
 
 import ast
 import json
 
+from lib.aauc.config import AaucParams
+from lib.common import published
+from lib.common.config import stage_params
 from lib.common.params import numbered_notebooks
-from lib.common.paths import ROOT
+from lib.common.paths import OUTPUTS, ROOT
+from lib.common.runinfo import load_json
+from lib.embed.config import EmbedParams
+from lib.linkpred.config import BeyondParams, GatParams
+from lib.run.runner import main
 
 SCANNED = ("lib", "tests", "scripts", "benchmarks")
 CONVENTIONS = {("torch.nn.functional", "F")}
@@ -48,3 +56,46 @@ def test_the_alias_scan_finds_a_planted_alias_and_spares_the_convention():
     code = "import torch.nn.functional as F\nfrom lib.linkpred import beyond as B\nimport numpy.linalg as L\n"
     assert one_letter_aliases(code, "x.py") == ["x.py: lib.linkpred.beyond as B", "x.py: numpy.linalg as L"]
     assert one_letter_aliases("from torch.nn import functional as F\nimport numpy as np\n", "y.py") == []
+
+
+def test_no_parameter_is_named_just_seed():
+    named = {cls.NOTEBOOK: [n for n in cls.names() if n == "seed"] for cls in stage_params().values()}
+    assert not any(named.values()), named
+    assert {cls.NOTEBOOK for cls in (EmbedParams, GatParams, BeyondParams, AaucParams)} <= {
+        cls.NOTEBOOK for cls in stage_params().values() if "first_seed" in cls.names()
+    }
+
+
+FIRST_SEED_RECORDS = {
+    "params_02_embed.json": EmbedParams,
+    "params_03_train_gat.json": GatParams,
+    "params_03b_beyond.json": BeyondParams,
+    "params_04_aauc_analysis.json": AaucParams,
+}
+
+
+def test_every_published_record_of_the_first_seed_reads_as_first_seed():
+    paths = sorted(p for name in FIRST_SEED_RECORDS for p in (OUTPUTS / "reference").glob(f"**/{name}"))
+    assert len(paths) >= 10, paths
+    for path in paths:
+        raw = load_json(path)["params"]
+        assert "seed" in raw, path  # every published run recorded its first seed as `seed`
+        cfg = FIRST_SEED_RECORDS[path.name].from_values(published.run_params(raw))
+        assert cfg.first_seed == raw["seed"] and "seed" not in published.run_params(raw), path
+    runs = sorted((OUTPUTS / "reference").glob("*/params.json"))
+    assert all("seed" not in published.run_params(load_json(p)["params"]) for p in runs)
+    assert published.run_params({"seed": 3, "n_seeds": 2}) == {"first_seed": 3, "n_seeds": 2}
+
+
+def test_seed_given_with_p_is_refused_naming_first_seed(tmp_path, capsys):
+    assert main(["--outputs", str(tmp_path / "out"), "--dry-run", "--size", "tiny", "-p", "seed=3"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown parameter 'seed' in -p overrides; no notebook declares it. Did you mean first_seed?" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_parameter_published_under_another_name_is_refused_naming_the_one_it_has_now(tmp_path, capsys):
+    assert main(["--outputs", str(tmp_path / "out"), "--dry-run", "--size", "tiny", "-p", "lp_epochs=3"]) == 2
+    assert "unknown parameter 'lp_epochs' in -p overrides; no notebook declares it. Did you mean gat_epochs? " in (
+        capsys.readouterr().err
+    )

@@ -24,7 +24,8 @@ stage 3's checkpoints: tests/test_stack_features.py).
   (kind, shape, init ""), the parts of `student_{L}x{H}_{init}_s{seed}`.
 - `run_params(record)`: a run folder's params.json (or a notebook's params_*.json) made while notebooks 05 and 05b
   named their GatModel epochs `lp_epochs` and `embedder_lp_epochs` -> `gat_epochs`, the one name of notebooks 03,
-  03b, 05 and 05b (lib.linkpred.config.GatTrainingParams); a record whose names hold different values keeps them.
+  03b, 05 and 05b (lib.linkpred.config.GatTrainingParams); made while notebooks 02, 03, 03b and 04 named their first
+  random seed `seed` -> `first_seed`; a record whose names hold different values keeps them.
 - `params_with_defaults(recorded, defaults)`: a run folder's params.json made before a notebook gained a parameter
   -> that parameter at its notebook default (the value the notebook ran with).
 - `train_settings(record)`: a stage-3 checkpoint's training settings that name the shares of its training negatives
@@ -60,7 +61,7 @@ STACK_FEATURES = ["cosine", "common_neighbours", "adamic_adar", "pref_attach"]
 """The heuristic stack's features of every stage-3 checkpoint made before they were a setting."""
 TRAINING_SHARES = {"dist2_negative_share": "dist2", "matched_negative_share": "matched"}
 """The training settings that once named the share of one negative set each -> that set's name."""
-OLDER_PARAMETER_NAMES = {"lp_epochs": "gat_epochs", "embedder_lp_epochs": "gat_epochs"}
+OLDER_PARAMETER_NAMES = {"lp_epochs": "gat_epochs", "embedder_lp_epochs": "gat_epochs", "seed": "first_seed"}
 """A parameter a run folder records under an older name -> its current name."""
 ROW_DIGEST = "_digest"
 """The key of a rows.jsonl row that names its grid's settings by their digest (lib.common.hashing.config_digest)."""

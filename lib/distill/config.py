@@ -32,7 +32,7 @@ TEACHER_HIDDEN, TEACHER_HEADS, TEACHER_LAYERS = 768, 12, 12  # all-mpnet-base-v2
 class DistillParams(GatTrainingParams, DeviceStageParams):
     NOTEBOOK: ClassVar[str] = "05_attention_distillation.ipynb"
     GAT_OVERRIDES: ClassVar[dict[str, str]] = {  # lib.distill.lp.lp_params sets them
-        "seed": "each seed of distill_seeds in turn, one GatModel per (student, seed)",
+        "first_seed": "each seed of distill_seeds in turn, one GatModel per (student, seed)",
         "n_seeds": "1: one GatModel per (student, seed)",
         "protocols": "lp_protocols: the link-prediction study's own",
         "train_supervision": "['mp'], the seed's supervision only: the students are compared, not supervisions",

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
+from lib.common import published
 from lib.common.params import ParamError, require
 from lib.common.paths import read_rows, resolve
 from lib.common.runinfo import load_json, read_json
@@ -46,7 +47,7 @@ def load_stage3(cfg: BeyondParams) -> dict:
         "run notebook 03 (train_gat) on this run_dir first",
     )
     p03_file = run_path / "params_03_train_gat.json"
-    p03 = GatParams.from_values(load_json(p03_file)["params"] if p03_file.is_file() else {})
+    p03 = GatParams.from_values(published.run_params(load_json(p03_file)["params"]) if p03_file.is_file() else {})
     missing = sorted(set(cfg.beyond_protocols) - set(rows["protocol"]))
     require(
         not missing,
@@ -56,7 +57,10 @@ def load_stage3(cfg: BeyondParams) -> dict:
     )
     seeds = cfg.seeds
     require(
-        set(seeds) <= set(rows["seed"]), "seed/n_seeds", seeds, f"notebook 03 ran seeds {sorted(set(rows['seed']))}"
+        set(seeds) <= set(rows["seed"]),
+        "first_seed/n_seeds",
+        seeds,
+        f"notebook 03 ran seeds {sorted(set(rows['seed']))}",
     )
     ds = GraphDataset(run_path / "dataset")
     graphs = {g.graph_id: g for g in usable_graphs([ds[i] for i in range(len(ds))], ds.num_features)[0]}
