@@ -1,11 +1,15 @@
 """One name per concept: a module is imported under its own name (torch.nn.functional as F is PyTorch's own
 convention), in lib, tests, scripts, benchmarks and the notebooks' code cells alike; "seed" alone is the source
-report, and the first random seed is `first_seed` (a published record's `seed` reads as it)."""
+report, and the first random seed is `first_seed` (a published record's `seed` reads as it); the `kd_` prefix is
+notebook 06's, notebook 05's L_OUT settings are `out_temperature` and `out_soft_share`."""
 
 from __future__ import annotations
 
 import ast
 import json
+from dataclasses import replace
+
+import pytest
 
 from lib.aauc.config import AaucParams
 from lib.common import published
@@ -13,7 +17,10 @@ from lib.common.config import stage_params
 from lib.common.params import numbered_notebooks
 from lib.common.paths import OUTPUTS, ROOT
 from lib.common.runinfo import load_json
+from lib.distill.checkpoint import NOT_IN_ROWS, GridCheckpoint
+from lib.distill.config import DistillParams, read_params_05
 from lib.embed.config import EmbedParams
+from lib.kd.config import KdParams
 from lib.linkpred.config import BeyondParams, GatParams
 from lib.run.runner import main
 
@@ -99,3 +106,27 @@ def test_a_parameter_published_under_another_name_is_refused_naming_the_one_it_h
     assert "unknown parameter 'lp_epochs' in -p overrides; no notebook declares it. Did you mean gat_epochs? " in (
         capsys.readouterr().err
     )
+
+
+def test_the_kd_prefix_is_notebook_06s_alone():
+    assert not [n for n in DistillParams.names() if n.startswith("kd_")]
+    assert KdParams.NOTEBOOK == "06_kd_probing.ipynb" and "kd_seeds" in KdParams.names()
+
+
+def test_every_published_params_05_reads_l_outs_settings_under_their_out_names():
+    paths = sorted((OUTPUTS / "reference").glob("**/params_05.json"))
+    assert len(paths) >= 3, paths
+    for path in paths:
+        raw, cfg = load_json(path)["params"], read_params_05(path)
+        assert (cfg.out_temperature, cfg.out_soft_share) == (raw["kd_temperature"], raw["kd_alpha"]), path
+
+
+def test_a_grid_folder_whose_settings_name_l_out_with_the_kd_prefix_resumes_and_still_refuses_other_settings(tmp_path):
+    cfg, folder = DistillParams(), tmp_path / "ck"
+    folder.mkdir()
+    kd_names = {"out_temperature": "kd_temperature", "out_soft_share": "kd_alpha"}
+    settings = {kd_names.get(k, k): v for k, v in cfg.record().items() if k not in NOT_IN_ROWS}
+    (folder / "settings.json").write_text(json.dumps(settings))
+    GridCheckpoint(folder, cfg)
+    with pytest.raises(ValueError, match=r"other settings \(out_soft_share\)"):
+        GridCheckpoint(folder, replace(cfg, out_soft_share=0.25))
