@@ -1,7 +1,8 @@
 """One name per concept: a module is imported under its own name (torch.nn.functional as F is PyTorch's own
 convention), in lib, tests, scripts, benchmarks and the notebooks' code cells alike; "seed" alone is the source
 report, and the first random seed is `first_seed` (a published record's `seed` reads as it); the `kd_` prefix is
-notebook 06's, notebook 05's L_OUT settings are `out_temperature` and `out_soft_share`."""
+notebook 06's, notebook 05's L_OUT settings are `out_temperature` and `out_soft_share`; a function is named for what
+it returns, by one module of lib."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from lib.common.paths import OUTPUTS, ROOT
 from lib.common.runinfo import load_json
 from lib.distill.checkpoint import NOT_IN_ROWS, GridCheckpoint
 from lib.distill.config import DistillParams, read_params_05
+from lib.distill.stage import student_folder
 from lib.embed.config import EmbedParams
 from lib.kd.config import KdParams
 from lib.linkpred.config import BeyondParams, GatParams
@@ -130,3 +132,24 @@ def test_a_grid_folder_whose_settings_name_l_out_with_the_kd_prefix_resumes_and_
     GridCheckpoint(folder, cfg)
     with pytest.raises(ValueError, match=r"other settings \(out_soft_share\)"):
         GridCheckpoint(folder, replace(cfg, out_soft_share=0.25))
+
+
+def test_student_folder_and_describe_each_name_one_thing():
+    defined = {
+        name: sorted(
+            str(p.relative_to(ROOT))
+            for p in (ROOT / "lib").rglob("*.py")
+            for n in ast.parse(p.read_text(encoding="utf-8")).body
+            if isinstance(n, ast.FunctionDef) and n.name == name
+        )
+        for name in ("student_folder", "parse_student_folder", "describe", "encoder_kind_rows", "plan_sentence")
+    }
+    assert defined == {
+        "student_folder": ["lib/distill/stage.py"],
+        "parse_student_folder": ["lib/common/published.py"],
+        "describe": [],
+        "encoder_kind_rows": ["lib/embedders/encoders.py"],
+        "plan_sentence": ["lib/linkpred/beyond_stage.py"],
+    }
+    built = student_folder(3, 384, 2, "MiniLM", "assistant")
+    assert published.parse_student_folder(built) == ("student", "3x384", "assistant")

@@ -20,7 +20,7 @@ stage 3's checkpoints: tests/test_stack_features.py).
   names of `distill_params`.
 - `rows_match_digest(rows, digest)`: a grid folder kept before settings.json existed names its settings by a digest
   in each row of rows.jsonl (`_digest`) -> whether they are the current ones.
-- `student_folder(name)`: a saved stage-5 student folder named without its init (`student_{L}x{H}_s{seed}`) ->
+- `parse_student_folder(name)`: a saved stage-5 student folder named without its init (`student_{L}x{H}_s{seed}`) ->
   (kind, shape, init ""), the parts of `student_{L}x{H}_{init}_s{seed}`.
 - `run_params(record)`: a run folder's params.json (or a notebook's params_*.json) made while notebooks 05 and 05b
   named their GatModel epochs `lp_epochs` and `embedder_lp_epochs` -> `gat_epochs`, the one name of notebooks 03,
@@ -142,7 +142,7 @@ def rows_match_digest(rows: list[dict], digest: str) -> bool:
     return all(r.get(ROW_DIGEST) == digest for r in rows)
 
 
-def student_folder(name: str) -> tuple[str, str, str]:
+def parse_student_folder(name: str) -> tuple[str, str, str]:
     """(kind "student" or "control", shape "3x384", init) of a saved stage-5 student folder name
     `{kind}_{L}x{H}_{init}_s{seed}`; init "" for a name without it (`{kind}_{L}x{H}_s{seed}`)."""
     parts = name.split("_")

@@ -345,6 +345,6 @@ register(
 )
 
 
-def describe() -> list[dict]:
+def encoder_kind_rows() -> list[dict]:
     """One row per registered kind (name, what its argument is, trained on the transfer texts or not)."""
     return [{"kind": k.name, "spec": k.describe, "trained": k.uses_recipe} for k in ENCODERS.values()]

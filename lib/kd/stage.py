@@ -440,11 +440,11 @@ def encoder_representations(enc: Encoder, texts: list[str], max_seq_len: int) ->
 
 def minilm_folders(minilm_dir: str | Path | None, seed: int = 0) -> dict[str, Path]:
     """Stage-5 students saved by notebook 05 (`student_{L}x{H}_{init}_s{seed}`, `control_{L}x{H}_{init}_s{seed}`;
-    names read by lib.common.published.student_folder) -> label -> folder. Labels name the init only where a shape
+    names read by lib.common.published.parse_student_folder) -> label -> folder. Labels name the init only where a shape
     has several."""
     if not minilm_dir or not Path(minilm_dir).is_dir():
         return {}
-    found = [(*published.student_folder(f.name), f) for f in sorted(Path(minilm_dir).glob(f"*_s{seed}"))]
+    found = [(*published.parse_student_folder(f.name), f) for f in sorted(Path(minilm_dir).glob(f"*_s{seed}"))]
     inits = {}
     for _, shape, init, _ in found:
         inits.setdefault(shape, set()).add(init)

@@ -129,7 +129,9 @@ def protocol_splits(stage3: dict, protocols: list[str]) -> dict:
     }
 
 
-def describe(cfg: BeyondParams, n_graphs: int) -> str:
+def plan_sentence(cfg: BeyondParams, n_graphs: int) -> str:
+    """What notebook 03b runs, in one sentence: the graphs, seeds, protocols and where training departs from notebook
+    03's."""
     return (
         f"{n_graphs} graphs; seeds {cfg.seeds}; protocols {cfg.beyond_protocols}; training settings of notebook "
         f"03's GatModel except: {cfg.beyond_supervision} supervision, {cfg.beyond_steps_per_graph} steps per graph, "
