@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lib.aauc import plots as aauc_plots
-from lib.aauc import stage as A
+from lib.aauc import stage
 from lib.aauc.stage import load_run_models
 from lib.common.seeding import derive_seed
 from lib.metrics.aauc import (
@@ -259,7 +259,7 @@ def test_trend_slopes_fit_log_size_and_skip_undefined_aauc():
     ]
     rows += [dict(protocol="leak_free", train_graphs=n, seed=0, auc=0.7, aauc=0.9 - 0.05 * np.log(n)) for n in (2, 4)]
     rows += [dict(protocol="leak_free", train_graphs=8, seed=0, auc=0.7, aauc=None)]
-    sl = A.trend_slopes(pd.DataFrame(rows))
+    sl = stage.trend_slopes(pd.DataFrame(rows))
     assert sl["seed"]["auc"] == pytest.approx(0.1)
     assert np.isnan(sl["seed"]["aauc"])
     assert sl["leak_free"]["aauc"] == pytest.approx(-0.05)  # the size without an A-AUC is left out, not a zero
@@ -289,7 +289,7 @@ def test_sensitivity_rows_are_the_metric_at_each_setting_and_the_figure_is_writt
     gen = torch.Generator().manual_seed(3)
     graphs = {g: Data(x=torch.randn(60, 8, generator=gen)) for g in ("a", "b")}
     z = {g: torch.randn(60, 4, generator=gen) for g in graphs}
-    by_t, by_r = A.sensitivity(z, graphs, 0, 0.5, 0.3, [0.2, 0.3], [0.25, 0.5], samples=2)
+    by_t, by_r = stage.sensitivity(z, graphs, 0, 0.5, 0.3, [0.2, 0.3], [0.25, 0.5], samples=2)
     assert len(by_t) == 2 * 2 and len(by_r) == 2 * 2 * 2
     row = by_t[(by_t["graph_id"] == "b") & (by_t["t_cos"] == 0.2)].iloc[0]
     ref = aauc(z["b"], graphs["b"].x, 0.5, 0.2, derive_seed(0, "eval-aauc", "b"))
@@ -304,12 +304,12 @@ def test_sensitivity_rows_are_the_metric_at_each_setting_and_the_figure_is_writt
             for s in (0, 1)
         ]
     )
-    slope = A.trend_slopes(trend)
-    seed_slope = A.seed_slopes(
+    slope = stage.trend_slopes(trend)
+    seed_slope = stage.seed_slopes(
         [{"train_graphs": 10, "auc": 0.9, "aauc": 0.8}, {"train_graphs": 100, "auc": 0.92, "aauc": 0.6}]
     )
     assert seed_slope["aauc"] < 0 < slope["seed"]["aauc"]
-    (line,) = A.trend_sentences(trend, slope, seed_slope, [2, 8])
+    (line,) = stage.trend_sentences(trend, slope, seed_slope, [2, 8])
     assert line.startswith("seed: A-AUC rises") and "the opposite direction to the seed" in line and "smaller" in line
 
 
@@ -325,7 +325,7 @@ def test_untrained_rows_score_the_initialisation_stage_3_starts_from_and_referen
     splits = {0: {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]}}
     model_cfg = ModelConfig(in_channels=8, gat_hidden=8, gat_out=4, gat_levels=1, gat_heads=1)
     cfg = TrainConfig(seed=0)
-    (row,) = A.untrained_rows(graphs, splits, [0], ["leak_free"], cfg, model_cfg)
+    (row,) = stage.untrained_rows(graphs, splits, [0], ["leak_free"], cfg, model_cfg)
     tasks = make_protocol(
         graphs,
         {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]},
@@ -340,15 +340,15 @@ def test_untrained_rows_score_the_initialisation_stage_3_starts_from_and_referen
     models = {0: {k: init_model("gat_model", model_cfg, [], cfg, "cpu") for k in ("mlp", "plain_gat", "gat_model")}}
     from lib.aauc.config import AaucParams
 
-    ref = A.reference_scores(models, splits, graphs, model_cfg, AaucParams(n_seeds=1, r_cos=0.5, t_cos=0.3))
-    assert list(ref["scorer"]) == list(A.REFERENCE_SCORERS) and set(ref["graph_id"]) == {"g3"}
+    ref = stage.reference_scores(models, splits, graphs, model_cfg, AaucParams(n_seeds=1, r_cos=0.5, t_cos=0.3))
+    assert list(ref["scorer"]) == list(stage.REFERENCE_SCORERS) and set(ref["graph_id"]) == {"g3"}
     assert ref.loc[ref["scorer"] == "gat_model", "aauc"].item() == ref.loc[ref["scorer"] == "mlp", "aauc"].item()
 
 
 def test_branch_table_and_tradeoff_points_by_hand(tmp_path):
     import pandas as pd
 
-    from lib.aauc import groups as G
+    from lib.aauc import groups
 
     branches = pd.DataFrame(
         [
@@ -357,13 +357,13 @@ def test_branch_table_and_tradeoff_points_by_hand(tmp_path):
             {"pairs": "across", "value": 0.5, "n_pos": 0, "n_neg": 10},
         ]
     )
-    t = G.branch_table(branches)
+    t = groups.branch_table(branches)
     assert t.loc["inside", "aauc"] == pytest.approx(0.7) and t.loc["inside", "share_pos"] == pytest.approx(0.2)
     assert t.loc["across", "n_neg"] == 10 and t.loc["across", "share_pos"] == 0
     topics = pd.DataFrame(
         {"aauc": [0.7, None], "aauc_std": [0.1, None]}, index=pd.Index(["Art", "Maths"], name="topic")
     )
-    G.plot_groups(topics, t, tmp_path / "g.png")
+    groups.plot_groups(topics, t, tmp_path / "g.png")
     assert (tmp_path / "g.png").stat().st_size > 0
     trend = pd.DataFrame(
         [{"train_graphs": 4, "seed": 0, "protocol": "leak_free", "auc": 0.7, "aauc": 0.6, "aauc_self": 0.7}]
@@ -387,7 +387,7 @@ def test_branch_table_and_tradeoff_points_by_hand(tmp_path):
             for sv in ("mp", "disjoint")
         ]
     )
-    pts = A.tradeoff_points(
+    pts = stage.tradeoff_points(
         trend,
         s3,
         [

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib.linkpred import beyond as B
+from lib.linkpred import beyond
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.data import synthetic_graph
 from lib.linkpred.evaluate import evaluate_heuristic
@@ -31,8 +31,8 @@ def test_sweep_picks_a_grid_point_from_validation_scores_only(tmp_path):
         log_aauc=False,
         log_eval=False,
     )
-    grid = B.sweep_grid([0.5, 0.1], [1], [0.01])
-    rows = B.sweep(sp, "ncn_feat", SMALL, cfg, grid, tmp_path, progress=False)
+    grid = beyond.sweep_grid([0.5, 0.1], [1], [0.01])
+    rows = beyond.sweep(sp, "ncn_feat", SMALL, cfg, grid, tmp_path, progress=False)
     assert len(rows) == 2 and {
         "val_mrr_both",
         "val_auc_both",
@@ -41,14 +41,16 @@ def test_sweep_picks_a_grid_point_from_validation_scores_only(tmp_path):
         "val_auc_matched",
         "val_mrr_all",
     } <= set(rows.columns)
-    best = B.best_point(rows, "mrr_both")
+    best = beyond.best_point(rows, "mrr_both")
     assert best in grid and best == grid[int(rows["val_mrr_both"].idxmax())]
-    again = B.sweep(sp, "ncn_feat", SMALL, cfg, grid, tmp_path, progress=False)  # reloaded from finished checkpoints
+    again = beyond.sweep(
+        sp, "ncn_feat", SMALL, cfg, grid, tmp_path, progress=False
+    )  # reloaded from finished checkpoints
     assert (rows["seconds"] > 0).all() and again["seconds"].tolist() == rows["seconds"].tolist()
     sp.test = []  # the sweep must not need the test tasks at all
-    assert B.sweep(sp, "dot", SMALL, cfg, grid[:1], tmp_path, progress=False)["val_auc"].notna().all()
+    assert beyond.sweep(sp, "dot", SMALL, cfg, grid[:1], tmp_path, progress=False)["val_auc"].notna().all()
     with pytest.raises(ValueError, match="model variant 'bilinear'"):
-        B.check_variants(["bilinear"])
+        beyond.check_variants(["bilinear"])
 
 
 def test_gap_table_margins_against_the_stronger_heuristic_scorer():
@@ -76,7 +78,7 @@ def test_gap_table_margins_against_the_stronger_heuristic_scorer():
                     "mrr": auc / 10,
                 }
             )
-    g = B.gap_table(pd.DataFrame(rows)).set_index("negatives")
+    g = beyond.gap_table(pd.DataFrame(rows)).set_index("negatives")
     assert g.loc["uniform", "bar"] == "heuristic_stack" and g.loc["dist2", "bar"] == "cosine"
     assert g.loc["uniform", "auc_margin"] == pytest.approx(((0.90 - 0.85) + (0.92 - 0.86)) / 2)
     assert g.loc["dist2", "auc_margin"] == pytest.approx(((0.60 - 0.65) + (0.60 - 0.66)) / 2)
@@ -84,13 +86,13 @@ def test_gap_table_margins_against_the_stronger_heuristic_scorer():
 
 def test_variant_training_overrides_apply_to_sweep_and_run_and_pick_their_own_metric():
     cfg = TrainConfig(negative_mix={"dist2": 0.5}, select_metric="mrr_both", lr=0.01)
-    u = B.variant_train_config("ncn_stack_uniform", cfg, {"lr": 0.003})
+    u = beyond.variant_train_config("ncn_stack_uniform", cfg, {"lr": 0.003})
     assert (u.negative_mix, u.select_metric, u.lr) == ({}, "mrr", 0.003)
-    s = B.variant_train_config("ncn_stack", cfg)
+    s = beyond.variant_train_config("ncn_stack", cfg)
     assert (s.negative_mix, s.select_metric, s.lr) == ({"dist2": 0.5}, "mrr_both", 0.01)
-    assert B.variant_train_config("ncn_stack_matched", cfg).negative_mix == {"matched": 0.5}
-    assert B.variant_select_metric("ncn_stack_uniform", "mrr_both") == "mrr"
-    assert B.variant_select_metric("ncn_feat", "mrr_both") == "mrr_both"
+    assert beyond.variant_train_config("ncn_stack_matched", cfg).negative_mix == {"matched": 0.5}
+    assert beyond.variant_select_metric("ncn_stack_uniform", "mrr_both") == "mrr"
+    assert beyond.variant_select_metric("ncn_feat", "mrr_both") == "mrr_both"
 
 
 def test_gap_table_counts_the_rescaled_stack_as_a_bar_where_it_ran():
@@ -112,11 +114,11 @@ def test_gap_table_counts_the_rescaled_stack_as_a_bar_where_it_ran():
                     "mrr": auc / 10,
                 }
             )
-    g = B.gap_table(pd.DataFrame(rows)).iloc[0]
+    g = beyond.gap_table(pd.DataFrame(rows)).iloc[0]
     assert g["bar"] == "heuristic_stack_rescaled" and g["best graph model"] == "gat_ncn_stack_rescaled"
     assert g["auc_margin"] == pytest.approx(0.93 - 0.921)
     assert g["AUC heuristic_stack"] == "0.900 ± 0.000" and g["AUC heuristic_stack_rescaled"] == "0.921 ± 0.001"
-    assert B.rescaled(["dot", "ncn_stack_uniform_rescaled"]) and not B.rescaled(["ncn_stack"])
+    assert beyond.rescaled(["dot", "ncn_stack_uniform_rescaled"]) and not beyond.rescaled(["ncn_stack"])
 
 
 def test_rescaled_variant_starts_from_the_rescaled_stack_of_its_training_graphs(tmp_path):
@@ -125,11 +127,11 @@ def test_rescaled_variant_starts_from_the_rescaled_stack_of_its_training_graphs(
     graphs = {f"g{i}": synthetic_graph(80, 240 + 60 * i, in_channels=16, seed=i, graph_id=f"g{i}") for i in range(5)}
     sp = make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3", "g4"]}, "leak_free", seed=0)
     cfg = TrainConfig(epochs=1, seed=0, supervision="disjoint", log_aauc=False, log_eval=False)
-    mean, coef = B.evaluate_stack(sp, cfg, rescale=True)
-    plain, _ = B.evaluate_stack(sp, cfg)
+    mean, coef = beyond.evaluate_stack(sp, cfg, rescale=True)
+    plain, _ = beyond.evaluate_stack(sp, cfg)
     assert set(mean) == {"uniform", "dist2", "heart", "matched"} and mean != plain
     assert len(coef) == len(SMALL.stack_features)  # the default list
-    mean, res = B.run_variant(sp, "ncn_stack_uniform_rescaled", SMALL, cfg, None, tmp_path)
+    mean, res = beyond.run_variant(sp, "ncn_stack_uniform_rescaled", SMALL, cfg, None, tmp_path)
     assert 0 <= mean["uniform"]["auc"] <= 1
     from lib.linkpred.checkpoint import load_checkpoint
 
@@ -163,7 +165,7 @@ def test_gap_table_picks_the_best_graph_model_on_validation_not_on_test():
                     "val_mrr": None,
                 }
             )
-    g = B.gap_table(pd.DataFrame(rows)).iloc[0]
+    g = beyond.gap_table(pd.DataFrame(rows)).iloc[0]
     assert (g["best graph model"], g["chosen on"], g["best on test"]) == ("gat_b", "validation", "gat_c")
     assert g["auc_margin"] == pytest.approx(0.93 - 0.90)
     res = {
@@ -173,9 +175,9 @@ def test_gap_table_picks_the_best_graph_model_on_validation_not_on_test():
             {"epoch": 2, "auc": 0.7, "mrr": 0.2, "auc_dist2": 0.6, "mrr_dist2": 0.3},
         ],
     }
-    assert B.validation_of(res, "uniform") == {"val_auc": 0.7, "val_mrr": 0.2}
-    assert B.validation_of(res, "dist2") == {"val_auc": 0.6, "val_mrr": 0.3}
-    assert B.validation_of({**res, "best_epoch": 1}, "dist2") == {"val_auc": None, "val_mrr": None}
+    assert beyond.validation_of(res, "uniform") == {"val_auc": 0.7, "val_mrr": 0.2}
+    assert beyond.validation_of(res, "dist2") == {"val_auc": 0.6, "val_mrr": 0.3}
+    assert beyond.validation_of({**res, "best_epoch": 1}, "dist2") == {"val_auc": None, "val_mrr": None}
 
 
 def test_structure_profile_counts_common_neighbours_by_hand():
@@ -197,7 +199,7 @@ def test_structure_profile_counts_common_neighbours_by_hand():
         pos=torch.tensor([[0, 0], [2, 3]]),
         negative_sets={"uniform": Draw(torch.tensor([[0, 4], [4, 1]])), "dist2": Draw(torch.tensor([[1], [3]]))},
     )
-    p = B.structure_profile([t])
+    p = beyond.structure_profile([t])
     assert p["positives"] == 2 and p["tasks"] == 1
     assert p["pos_no_cn"] == 0.5 and p["pos_cn"] == 0.5
     assert p["dist2_no_cn"] == 0.0  # (1, 3) share node 2
@@ -214,16 +216,16 @@ def test_shortcut_is_reported_beside_the_goal_never_as_a_graph_model_or_bar():
             ("gat_ncn", 0.70, 0.30),
             ("heuristic_stack", 0.60, 0.05),
             ("cosine", 0.65, 0.06),
-            (B.SHORTCUT, 0.75 + seed * 0.01, 0.50),
+            (beyond.SHORTCUT, 0.75 + seed * 0.01, 0.50),
         ):
             rows.append(
                 {"seed": seed, "protocol": "leak_free", "negatives": "dist2", "model": name, "auc": auc, "mrr": mrr}
             )
-    g = B.gap_table(pd.DataFrame(rows)).iloc[0]
+    g = beyond.gap_table(pd.DataFrame(rows)).iloc[0]
     assert g["best graph model"] == "gat_ncn" and g["bar"] == "cosine"  # the shortcut is neither
     assert g["auc_margin"] == pytest.approx(0.05)
     assert g["auc_margin_shortcut"] == pytest.approx(0.70 - 0.755) and g["mrr_margin_shortcut"] == pytest.approx(-0.2)
-    assert g[f"AUC {B.SHORTCUT}"] == "0.755 ± 0.007"
+    assert g[f"AUC {beyond.SHORTCUT}"] == "0.755 ± 0.007"
 
 
 def test_shortcut_scores_one_exactly_for_pairs_without_a_common_neighbour():
@@ -243,7 +245,7 @@ def test_shortcut_scores_one_exactly_for_pairs_without_a_common_neighbour():
         pos=torch.tensor([[0], [2]]),
         negative_sets={"uniform": Draw(torch.tensor([[0], [4]])), "dist2": Draw(torch.tensor([[1], [3]]))},
     )
-    assert B.shortcut_scores(t, torch.tensor([[0, 0, 1, 0], [2, 3, 3, 4]])).tolist() == [0.0, 1.0, 0.0, 1.0]
+    assert beyond.shortcut_scores(t, torch.tensor([[0, 0, 1, 0], [2, 3, 3, 4]])).tolist() == [0.0, 1.0, 0.0, 1.0]
 
 
 def test_gap_table_leaves_out_a_negative_set_the_tasks_do_not_hold():
@@ -299,7 +301,7 @@ def test_goal_needs_the_shortcut_beaten_too_except_on_uniform_negatives_each_par
     assert goal_verdict({**row, "negatives": "uniform", **_interval("auc_margin_shortcut", -0.5, 0.01)}) == "met"
     assert goal_verdict({k: v for k, v in row.items() if "shortcut" not in k}) == "met"  # rows without the shortcut
     assert goal_verdict({k: v for k, v in row.items() if not k.endswith(("_low", "_high"))}) == "undecided"
-    (line,) = B.gap_sentences(pd.DataFrame([{**row, **_interval("auc_margin_shortcut", 0.01, 0.005)}]))
+    (line,) = beyond.gap_sentences(pd.DataFrame([{**row, **_interval("auc_margin_shortcut", 0.01, 0.005)}]))
     assert "3 seeds: goal missed" in line and "AUC over no_cn_shortcut missed: +0.010 [+0.005, +0.015] < +0.020" in line
     assert "AUC over cosine met: +0.050 [+0.040, +0.060] > +0.020" in line
     assert "cn +0.060 [+0.040, +0.080], no_cn -0.010 [-0.030, +0.010]" in line
@@ -320,7 +322,7 @@ def test_the_gap_table_judges_each_cell_on_the_paired_per_seed_margins():
                     "val_auc": auc if model == "gat_dot" else np.nan,
                 }
             )
-    (g,) = B.gap_table(pd.DataFrame(rows)).to_dict("records")
+    (g,) = beyond.gap_table(pd.DataFrame(rows)).to_dict("records")
     d = np.array([0.05, 0.06, 0.03])  # per-seed AUC margins over the stack
     half = 4.302653 * d.std(ddof=1) / np.sqrt(3)  # t(0.975, 2)
     assert g["seeds"] == 3 and g["auc_margin"] == pytest.approx(d.mean())
@@ -360,7 +362,7 @@ def test_run_all_scores_bar_shortcut_and_variants_on_the_same_split_and_keeps_st
         {(0, "leak_free"): sp}, ["dot"], model_cfg, cfgs, {"dot": None}, tmp_path, progress=False
     )
     df = pd.DataFrame(rows)
-    assert set(df["model"]) == {"heuristic_stack", B.SHORTCUT, "gat_dot", *HEURISTICS} and len(coef) == 1
+    assert set(df["model"]) == {"heuristic_stack", beyond.SHORTCUT, "gat_dot", *HEURISTICS} and len(coef) == 1
     cn = df[df.model == "common_neighbours"].set_index("negatives")["auc"]
     want = evaluate_heuristic("common_neighbours", sp.test, cfgs[0])["mean"]
     assert cn.to_dict() == {n: m["auc"] for n, m in want.items() if m}  # the rows notebook 03 computes, here
@@ -408,6 +410,6 @@ def test_run_all_scores_bar_shortcut_and_variants_on_the_same_split_and_keeps_st
     rows, _, _ = beyond_stage.run_all(
         {(0, "leak_free"): sp}, [], model_cfg, cfgs, {}, tmp_path, progress=False, heuristics=["resource_allocation"]
     )
-    assert set(pd.DataFrame(rows)["model"]) == {"heuristic_stack", B.SHORTCUT, "resource_allocation"}
+    assert set(pd.DataFrame(rows)["model"]) == {"heuristic_stack", beyond.SHORTCUT, "resource_allocation"}
     with pytest.raises(ValueError, match="heuristic 'katz' is unknown"):
         beyond_stage.run_all({(0, "leak_free"): sp}, [], model_cfg, cfgs, {}, tmp_path, heuristics=["katz"])

@@ -689,7 +689,7 @@ def test_a_bad_parameter_names_its_key_and_the_fix():
         ("task_steps", 0, "must be >= 1"),
         ("precision", "fp8", "must be one of auto, fp32"),
         ("distill_lr", 0.0, "must be > 0"),
-        ("kd_alpha", 1.5, "must be >= 0 and <= 1"),
+        ("out_soft_share", 1.5, "must be >= 0 and <= 1"),
         ("distill_steps", "12", "is a str"),
     ]:
         with pytest.raises(ParamError) as e:
@@ -908,7 +908,7 @@ def test_link_prediction_rows_are_shared_between_processes_and_never_scored_twic
     calls = []
 
     def score(files, titles, model, key, out, run_dir, params, progress, rows_file):
-        seed = params.seed
+        seed = params.first_seed
         assert params.gat_epochs == 2 and params.model_config(384) == GatParams().model_config(384)  # notebook 03's
         calls.append((key["embedder"], seed))
         new = [

@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel, BertTokenizer
 
-from lib.distill import embedding as E
+from lib.distill import embedding
 from lib.distill.eval import encode
 from lib.distill.losses import DistillError
 from lib.distill.models import Encoder, save_sentence_transformer
@@ -68,15 +68,17 @@ def targets(n=len(TEXTS), width=32, seed=1) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize("loss", E.LOSSES)
+@pytest.mark.parametrize("loss", embedding.LOSSES)
 @pytest.mark.parametrize("w_rel", [0.0, 1.0])
 def test_loss_is_zero_for_identical_embeddings_and_positive_otherwise(loss, w_rel):
     g = torch.Generator().manual_seed(0)
     t = torch.randn(6, 8, generator=g)
-    same = E.embedding_loss(t.clone(), t, loss, w_rel)
+    same = embedding.embedding_loss(t.clone(), t, loss, w_rel)
     assert float(same["loss"]) == pytest.approx(0.0, abs=1e-6)
-    assert float(E.embedding_loss(3 * t, t, loss, w_rel)["loss"]) == pytest.approx(0.0, abs=1e-6)  # unit vectors
-    other = E.embedding_loss(torch.randn(6, 8, generator=g), t, loss, w_rel)
+    assert float(embedding.embedding_loss(3 * t, t, loss, w_rel)["loss"]) == pytest.approx(
+        0.0, abs=1e-6
+    )  # unit vectors
+    other = embedding.embedding_loss(torch.randn(6, 8, generator=g), t, loss, w_rel)
     assert float(other["loss"]) > 0.05
     if w_rel:
         assert float(other["L_rel"]) > 0
@@ -84,18 +86,20 @@ def test_loss_is_zero_for_identical_embeddings_and_positive_otherwise(loss, w_re
 
 def test_loss_values_by_hand_and_width_check():
     s, t = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])
-    terms = E.embedding_loss(s, t, "cosine+mse")
+    terms = embedding.embedding_loss(s, t, "cosine+mse")
     assert float(terms["L_cos"]) == pytest.approx(1.0) and float(terms["L_mse"]) == pytest.approx(1.0)
     with pytest.raises(EmbedError, match="projection"):
-        E.embedding_loss(torch.ones(2, 3), torch.ones(2, 4))
+        embedding.embedding_loss(torch.ones(2, 3), torch.ones(2, 4))
     with torch.no_grad():
-        assert float(E.embedding_loss(torch.ones(2, 3), torch.ones(2, 4), proj=torch.nn.Linear(3, 4))["loss"]) >= 0
+        assert (
+            float(embedding.embedding_loss(torch.ones(2, 3), torch.ones(2, 4), proj=torch.nn.Linear(3, 4))["loss"]) >= 0
+        )
     with pytest.raises(EmbedError, match="loss='l1'"):
-        E.embedding_loss(s, t, "l1")
+        embedding.embedding_loss(s, t, "l1")
 
 
 def test_mixture_plan_follows_the_weights_and_covers_a_source_before_repeating():
-    plan = E.mixture_plan({"a": 10, "b": 50, "c": 5}, {"a": 1, "b": 3, "c": 0}, steps=200, batch_size=8, seed=3)
+    plan = embedding.mixture_plan({"a": 10, "b": 50, "c": 5}, {"a": 1, "b": 3, "c": 0}, steps=200, batch_size=8, seed=3)
     flat = np.concatenate(plan)
     assert len(plan) == 200 and all(len(b) == 8 for b in plan)
     share_a = np.mean(flat < 10)
@@ -104,19 +108,19 @@ def test_mixture_plan_follows_the_weights_and_covers_a_source_before_repeating()
     assert sorted(a[:10]) == list(range(10))  # one epoch of a before any repeat
     assert all(
         np.array_equal(x, y)
-        for x, y in zip(plan, E.mixture_plan({"a": 10, "b": 50, "c": 5}, {"a": 1, "b": 3, "c": 0}, 200, 8, 3))
+        for x, y in zip(plan, embedding.mixture_plan({"a": 10, "b": 50, "c": 5}, {"a": 1, "b": 3, "c": 0}, 200, 8, 3))
     )
     with pytest.raises(DistillError, match="draw nothing"):
-        E.mixture_plan({"a": 10}, {"a": 0}, 2, 2, 0)
+        embedding.mixture_plan({"a": 10}, {"a": 0}, 2, 2, 0)
 
 
 def _run(tmp_path, steps=30, seed=0, checkpoint=None, max_steps=None, width=32):
     enc = tiny(tmp_path)
-    cfg = E.EmbedDistillConfig(
+    cfg = embedding.EmbedDistillConfig(
         steps=steps, batch_size=4, max_seq_len=16, lr=3e-3, warmup_frac=0.1, seed=seed, train_word_embeddings=True
     )
-    plan = E.mixture_plan({"t": len(TEXTS)}, {"t": 1}, steps, 4, seed)
-    res = E.train_embedding_student(
+    plan = embedding.mixture_plan({"t": len(TEXTS)}, {"t": 1}, steps, 4, seed)
+    res = embedding.train_embedding_student(
         enc,
         TEXTS,
         targets(width=width),
@@ -185,16 +189,18 @@ def test_saved_student_loads_with_stage_2s_loader_at_the_right_width(tmp_path):
 
 
 def test_assistant_student_keeps_the_chosen_layers_of_all_minilm():
-    full = E.assistant_student([0, 1, 2, 3, 4, 5])
-    part = E.assistant_student([1, 5])
+    full = embedding.assistant_student([0, 1, 2, 3, 4, 5])
+    part = embedding.assistant_student([1, 5])
     assert part.num_layers == 2 and part.model.config.num_hidden_layers == 2
     for mine, theirs in ((0, 1), (1, 5)):
         a, b = part.model.encoder.layer[mine].state_dict(), full.model.encoder.layer[theirs].state_dict()
         assert all(torch.equal(a[k], b[k]) for k in a)
     titles = ["Paris", "Climate change", "Isaac Newton"]
-    assert mean_cosine(embed(full, titles), E.target_embeddings(titles, progress=False)) == pytest.approx(1.0, abs=1e-5)
+    assert mean_cosine(embed(full, titles), embedding.target_embeddings(titles, progress=False)) == pytest.approx(
+        1.0, abs=1e-5
+    )
     with pytest.raises(DistillError, match="layers=\\[6\\]"):
-        E.assistant_student([6])
+        embedding.assistant_student([6])
 
 
 def test_pruning_the_feed_forward_keeps_the_strongest_neurons_and_saves_and_loads(tmp_path):
@@ -204,9 +210,9 @@ def test_pruning_the_feed_forward_keeps_the_strongest_neurons_and_saves_and_load
     layer = enc.model.encoder.layer[0]
     w_in, w_out = layer.intermediate.dense.weight.clone(), layer.output.dense.weight.clone()
     score = w_in.norm(dim=1) * w_out.norm(dim=0)
-    E.prune_feed_forward(enc.model, 32)  # every neuron kept: the same function
+    embedding.prune_feed_forward(enc.model, 32)  # every neuron kept: the same function
     before = embed(enc, TEXTS, 16)
-    E.prune_feed_forward(enc.model, 8)
+    embedding.prune_feed_forward(enc.model, 8)
     keep = score.topk(8).indices.sort().values
     assert torch.equal(layer.intermediate.dense.weight, w_in[keep]) and torch.equal(
         layer.output.dense.weight, w_out[:, keep]
@@ -217,14 +223,14 @@ def test_pruning_the_feed_forward_keeps_the_strongest_neurons_and_saves_and_load
     x, _ = encode(load_model(save_sentence_transformer(enc, tmp_path / "st", max_seq_len=16, normalize=True)), TEXTS)
     assert np.allclose(x, after, atol=1e-5)
     with pytest.raises(DistillError, match="ffn=9 must lie in 1..8"):
-        E.prune_feed_forward(enc.model, 9)
+        embedding.prune_feed_forward(enc.model, 9)
 
 
 def test_rounding_the_weights_moves_the_embedding_only_slightly(tmp_path):
     enc = tiny(tmp_path, dropout=0.0)
     before = embed(enc, TEXTS, 16)
-    E.round_weights(enc.model, "bf16")
+    embedding.round_weights(enc.model, "bf16")
     after = embed(enc, TEXTS, 16)
     assert not np.array_equal(before, after) and mean_cosine(before, after) > 0.999
     with pytest.raises(DistillError, match="dtype='int8' is unknown"):
-        E.round_weights(enc.model, "int8")
+        embedding.round_weights(enc.model, "int8")

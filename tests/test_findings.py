@@ -8,8 +8,7 @@ import textwrap
 import pandas as pd
 import pytest
 
-from lib.run import distill_findings as D
-from lib.run import link_findings as L
+from lib.run import distill_findings, link_findings
 from lib.run.embedder_findings import node_embedders
 from lib.run.facts import FRONTIER
 from lib.run.findings import WIDTH, fact_table, readme_lines
@@ -244,18 +243,21 @@ def test_the_goal_count_and_harder_margins_come_from_03bs_cells_judged_on_their_
         gap("new_nodes", "matched", 0.05, 0.03, 0.2, -0.1),
     ]
     runs = {"r": {"beyond": {"gaps": gaps}}}
-    goal = L.beyond(runs, tmp_path)
+    goal = link_findings.beyond(runs, tmp_path)
     # leak_free/uniform clears +0.02 AUC and MRR; new_nodes/uniform's AUC interval [+0.017, +0.027] holds +0.02
     assert (goal.sides[0][1].met, goal.sides[0][1].missed, goal.sides[0][1].undecided) == (1, 2, 1)
     assert "+0.030 [+0.025, +0.035] / +0.022 [+0.017, +0.027] under leak_free / new_nodes" in goal.page()
     assert "[1 of 4][r] cells on title mentions (2 missed, 1 undecided, 3 seeds)" in goal.readme()
-    harder = L.harder_negatives(runs, tmp_path)
+    harder = link_findings.harder_negatives(runs, tmp_path)
     # matched: AUC margins +0.01 / +0.05 over the bar (+-0.005): both intervals above 0, none below
     assert (
         "of 2 protocols" in harder.page() and "matched 2 / 0 over the bar and 2 / 0 over the shortcut" in harder.page()
     )
     assert harder.readme() is None
-    assert L.beyond({"x": {}}, tmp_path) is None and L.harder_negatives({"x": {}}, tmp_path) is None
+    assert (
+        link_findings.beyond({"x": {}}, tmp_path) is None
+        and link_findings.harder_negatives({"x": {}}, tmp_path) is None
+    )
 
 
 def _params_05(folder, steps):
@@ -294,7 +296,7 @@ def test_the_distillation_finding_comes_from_the_longest_result_run_and_names_th
     }
     _params_05(tmp_path / "long" / "distill", 5000)  # published with its stage folder, or flat
     _params_05(tmp_path / "short", 60)
-    d = D.distillation(runs, tmp_path)
+    d = distill_findings.distillation(runs, tmp_path)
     assert (d.runs, d.steps, d.checks) == (("long",), 5000, ("short",))  # the same rows under another name: once
     # polarity gains 0.10, 0.11, 0.12 over the seeds: mean 0.110, 95% t-interval 0.110 -/+ 4.303 * 0.01 / sqrt(3)
     assert "At 5,000 optimiser steps per student" in d.page() and "polarity +0.110 [+0.085, +0.135]" in d.page()
@@ -306,7 +308,7 @@ def test_the_distillation_finding_comes_from_the_longest_result_run_and_names_th
         "embedder, GatModel AUC +0.050."
     )
     _params_05(tmp_path / "long" / "distill", 500)  # no run reaches the result budget: the pipeline-check line
-    check = D.distillation(runs, tmp_path)
+    check = distill_findings.distillation(runs, tmp_path)
     assert check.readme() is None and "at 500 optimiser steps per student, a pipeline check" in check.page()
     assert "[long]" in check.page() and "3x384 +0.050 under leak_free" in check.page()
 
@@ -328,7 +330,7 @@ def test_the_ablation_finding_needs_two_seeds_and_counts_the_intervals_against_t
         _params_05(tmp_path / run, 5000)
     # Value-MSE equals the control here: polarity below MiniLM's by 0.110 [0.085, 0.135]; topic 0 (no spread: an
     # empty interval at 0 counts neither above nor below); fidelity gains 0, 0.03, 0.06
-    a = D.ablations(runs, tmp_path)
+    a = distill_findings.ablations(runs, tmp_path)
     assert (a.run, a.above, a.below, len(a.differences)) == ("b_three", 1, 0, 3)
     assert "Value-MSE (3x384 random init, 3 seeds): polarity +0.110 [+0.085, +0.135]" in a.page()
     assert "in 1 of 3 (ablation, probe) cells, below it in 0, and the other 2 intervals hold 0" in a.page()
@@ -336,11 +338,11 @@ def test_the_ablation_finding_needs_two_seeds_and_counts_the_intervals_against_t
         "[3 seeds][b_three] (3x384 random init, test, 95% interval; the paper has MiniLM above all): above 0 in 1 "
         "of 3 cells, below 0 in 0: Value-MSE polarity +0.110 [+0.085, +0.135]." in a.readme()
     )
-    assert D.ablations({"a_one_seed": runs["a_one_seed"]}, tmp_path) is None  # one seed: no interval
+    assert distill_findings.ablations({"a_one_seed": runs["a_one_seed"]}, tmp_path) is None  # one seed: no interval
     # at equal steps the distillation finding stays with the run that also scored the students as node embedders
-    assert D.distillation(runs, tmp_path).runs == ("a_one_seed",)
+    assert distill_findings.distillation(runs, tmp_path).runs == ("a_one_seed",)
     _params_05(tmp_path / "b_three", 60)
-    assert D.ablations(runs, tmp_path) is None  # a pipeline check measures nothing
+    assert distill_findings.ablations(runs, tmp_path) is None  # a pipeline check measures nothing
 
 
 def _frontier(folder, goal_lines):
@@ -391,7 +393,7 @@ def _frontier(folder, goal_lines):
 
 
 def test_the_transductive_frontier_names_the_fastest_encoder_that_meets_the_goal(tmp_path):
-    assert D.transductive_frontier({}, tmp_path) is None and frontier_table(tmp_path / FRONTIER).empty
+    assert distill_findings.transductive_frontier({}, tmp_path) is None and frontier_table(tmp_path / FRONTIER).empty
     names = _frontier(
         tmp_path / FRONTIER,
         [
@@ -403,7 +405,7 @@ def test_the_transductive_frontier_names_the_fastest_encoder_that_meets_the_goal
             ),
         ],
     )
-    n = D.transductive_frontier({}, tmp_path)
+    n = distill_findings.transductive_frontier({}, tmp_path)
     assert [e.name for e in n.shown] == ["student 3L", "student 2L", "static a"]  # students and the chosen static
     assert n.met == ("student 3L", "student 2L") and n.no_loss == ("static a",) and n.best.name == "student 2L"
     assert n.readme() is None and n.page().startswith("**On titles the students were trained on (transductive).**")

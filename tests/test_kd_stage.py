@@ -11,7 +11,7 @@ import torch
 from lib.common.params import ParamError
 from lib.distill.train import FinetuneConfig, TaskTargets, predict_logits
 from lib.kd import stage as kd_stage
-from lib.kd import train as K
+from lib.kd import train
 from lib.kd.config import KdError, KdParams
 from tests.test_distill import CORPUS, make_tokenizer, tiny_encoder
 
@@ -213,7 +213,7 @@ def test_the_grid_runs_end_to_end_and_resumes_without_training_again(tmp_path, m
     def no_training(*a, **k):
         raise AssertionError("a finished row was trained again")
 
-    monkeypatch.setattr(K, "train_student", no_training)
+    monkeypatch.setattr(train, "train_student", no_training)
     again, info2 = kd_stage.run_students(_cfg(), enc, data, tmp_path / "kd", probe, progress=False, tagger=fake_tagger)
     pd.testing.assert_frame_equal(again, rows)
     assert info2["teacher_passes"] == 0 and info2["teacher"][0]["reloaded"]
@@ -232,7 +232,7 @@ def test_the_grid_runs_end_to_end_and_resumes_without_training_again(tmp_path, m
 
 
 def test_notebook_06_comparisons_reuse_the_saved_teacher_and_print_from_the_numbers(tmp_path, monkeypatch):
-    from lib.kd import compare as C
+    from lib.kd import compare
 
     enc = _teacher(tmp_path, monkeypatch)
     data = {
@@ -243,15 +243,15 @@ def test_notebook_06_comparisons_reuse_the_saved_teacher_and_print_from_the_numb
     cfg = _cfg(kd_students=["bilstm"], kd_controls=False)
     rows, info = kd_stage.run_students(cfg, enc, data, tmp_path / "kd", TEXTS[:4], progress=False, tagger=fake_tagger)
     saved = sorted((tmp_path / "kd" / "teachers").glob("teacher_ft_*.pt"))
-    ft = C.task_teachers(enc, data, cfg, tmp_path / "kd" / "teachers")
+    ft = compare.task_teachers(enc, data, cfg, tmp_path / "kd" / "teachers")
     assert sorted((tmp_path / "kd" / "teachers").glob("teacher_ft_*.pt")) == saved  # reloaded, not fine-tuned again
-    sizes = C.speed_table(enc, ft, {"tiny": enc}, cfg, TEXTS[:4])
+    sizes = compare.speed_table(enc, ft, {"tiny": enc}, cfg, TEXTS[:4])
     assert sizes.model.tolist() == ["teacher (fine-tuned)", "bilstm", "tiny"] and sizes.speedup.iloc[0] == 1.0
     assert (sizes.non_embedding_M < sizes.params_M).all()
-    frozen = C.frozen_table({"tiny": enc}, data, cfg)
+    frozen = compare.frozen_table({"tiny": enc}, data, cfg)
     assert frozen[["task", "model"]].values.tolist() == [["polarity", "tiny"]] and frozen.test.between(0, 1).all()
     probing = pd.DataFrame({"a": [0.5, 0.7, 0.6], "b": [0.5, 0.7, 0.6]}, index=["majority", "x", "y"])
-    lines = C.closing_sentences(kd_stage.kd_table(rows, info["teacher"]), info["teacher"], frozen, probing)
+    lines = compare.closing_sentences(kd_stage.kd_table(rows, info["teacher"]), info["teacher"], frozen, probing)
     assert len(lines) == 3 and lines[0].startswith("polarity: fine-tuned teacher") and "tiny" in lines[1]
     assert lines[2].endswith("over 2 tasks: highest x (+0.200), lowest y (+0.100)")
 

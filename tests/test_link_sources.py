@@ -15,9 +15,7 @@ from lib.common.registry import Registry
 from lib.crawl.campaign import run_campaign
 from lib.crawl.pages import Snapshot
 from lib.crawl.sources import SnapshotSource
-from lib.embedders import data as D
-from lib.embedders import sources as L
-from lib.embedders import stage as S
+from lib.embedders import data, sources, stage
 from lib.embedders.config import EmbeddersParams
 from lib.run import registry_lists
 
@@ -27,10 +25,10 @@ TOPICS = dict(val_topics=["Biology and health sciences"], test_topics=["Geograph
 @pytest.fixture(scope="module")
 def builtin():
     """The partition without a source of your own, as published."""
-    return D.partition(**TOPICS, in_domain_fraction=0.05, seed=0)
+    return data.partition(**TOPICS, in_domain_fraction=0.05, seed=0)
 
 
-def vital_link_list(tmp_path, part: D.Partition, n: int = 30):
+def vital_link_list(tmp_path, part: data.Partition, n: int = 30):
     """A TSV link list among `n` training articles of `part` (History), each linking to its next six: titles a
     student would train on, were they not held out."""
     arts = part.train_articles
@@ -49,23 +47,32 @@ def finished_run(tmp_path, n_roots: int = 4):
     run = tmp_path / "mine_run"
     run_campaign(titles[:n_roots], SnapshotSource(snap), run / "crawl", 12, progress=False)
     (run / "metrics.json").write_text(json.dumps({"crawl": {"graphs": n_roots}}))
-    (run / "status.json").write_text(json.dumps({"notebooks": {L.CRAWL_NOTEBOOK: {"status": "ok"}}}))
+    (run / "status.json").write_text(json.dumps({"notebooks": {sources.CRAWL_NOTEBOOK: {"status": "ok"}}}))
     return run
 
 
-def config(tmp_path, sources: list[str], **kw) -> EmbeddersParams:
+def config(tmp_path, specs: list[str], **kw) -> EmbeddersParams:
     small = {"embedder_graphs": 3, "embedder_graph_nodes": 20, "embedder_test_graphs": 1}
-    return EmbeddersParams(run_dir=str(tmp_path / "out"), embedder_sources=sources, **{**small, **kw})
+    return EmbeddersParams(run_dir=str(tmp_path / "out"), embedder_sources=specs, **{**small, **kw})
 
 
 def test_the_link_sources_are_one_registry_of_the_built_in_ones_and_your_own():
-    assert isinstance(L.SOURCES, Registry) and list(L.SOURCES) == ["wikispeedia", "vital_heldout", "links", "run"]
+    assert isinstance(sources.SOURCES, Registry) and list(sources.SOURCES) == [
+        "wikispeedia",
+        "vital_heldout",
+        "links",
+        "run",
+    ]
     assert EmbeddersParams().embedder_sources == ["wikispeedia", "vital_heldout"]  # the default, as published
     with pytest.raises(ValueError, match="registered already"):
-        L.SOURCES.add(L.SOURCES["links"])
-    assert all(row["about"] for row in L.SOURCES.rows())
-    spec = L.parse("links:params/own_links_example/links.tsv")  # relative to the repository root
-    assert (spec.label, spec.slug, L.parse("wikispeedia").slug) == ("links:links.tsv", "links_links.tsv", "wikispeedia")
+        sources.SOURCES.add(sources.SOURCES["links"])
+    assert all(row["about"] for row in sources.SOURCES.rows())
+    spec = sources.parse("links:params/own_links_example/links.tsv")  # relative to the repository root
+    assert (spec.label, spec.slug, sources.parse("wikispeedia").slug) == (
+        "links:links.tsv",
+        "links_links.tsv",
+        "wikispeedia",
+    )
 
 
 @pytest.mark.parametrize(
@@ -99,7 +106,7 @@ def test_the_link_sources_are_one_registry_of_the_built_in_ones_and_your_own():
         ),
         (
             lambda t: (finished_run(t) / "status.json").write_text(
-                json.dumps({"notebooks": {L.CRAWL_NOTEBOOK: {"status": "failed"}}})
+                json.dumps({"notebooks": {sources.CRAWL_NOTEBOOK: {"status": "failed"}}})
             ),
             "run:{tmp}/mine_run",
             "is not a finished notebook-01 run",
@@ -147,17 +154,17 @@ def test_a_link_list_of_your_own_is_crawled_and_its_titles_held_out_and_reported
 ):
     path, titles = vital_link_list(tmp_path, builtin)
     cfg = config(tmp_path, [f"links:{path}"])
-    graphs = S.crawl_sources(cfg, None, tmp_path / "out")
+    graphs = stage.crawl_sources(cfg, None, tmp_path / "out")
     files = graphs["links:mine.tsv"]
     assert len(files) == 3 and all(f.parent.parent.name == "links_mine.tsv" for f in files)
-    crawled = L.graph_titles(files)
+    crawled = sources.graph_titles(files)
     assert set(crawled) <= set(titles) and len(crawled) >= 20
-    part = D.partition(**TOPICS, in_domain_fraction=0.05, seed=0, own={"links:mine.tsv": crawled})
+    part = data.partition(**TOPICS, in_domain_fraction=0.05, seed=0, own={"links:mine.tsv": crawled})
     assert part.test["links:mine.tsv"] == crawled
     assert not set(crawled) & {*part.train_articles.title, *part.val, *part.in_domain}
-    texts = D.transfer_texts(part, ["titles"], 100_000, seed=0)
-    assert not {D.normalised(t) for t in crawled} & {D.normalised(t) for t in texts["titles"]}
-    counts = D.text_counts(texts, part).set_index("what")
+    texts = data.transfer_texts(part, ["titles"], 100_000, seed=0)
+    assert not {data.normalised(t) for t in crawled} & {data.normalised(t) for t in texts["titles"]}
+    counts = data.text_counts(texts, part).set_index("what")
     assert counts.loc["links:mine.tsv", "count"] == len(crawled)
     assert 0 <= counts.loc["links:mine.tsv", "mentioned_inside"] <= 1
     assert set(builtin.test) == {"wikispeedia", "vital_heldout"}  # without a source of your own: as published
@@ -173,13 +180,13 @@ def test_a_link_list_too_small_to_draw_the_roots_from_says_which_setting_to_lowe
         r"embedder_graphs=3 titles with 5 links or more to crawl from; lower "
         r"embedder_graphs or pass a larger link list",
     ):
-        S.crawl_sources(cfg, None, tmp_path / "out")
+        stage.crawl_sources(cfg, None, tmp_path / "out")
 
 
 def test_a_finished_run_folder_of_notebook_01_gives_its_graphs_as_they_are(tmp_path):
     run = finished_run(tmp_path)
     cfg = config(tmp_path, [f"run:{run}"])
-    files = S.crawl_sources(cfg, None, tmp_path / "out")["run:mine_run"]
+    files = stage.crawl_sources(cfg, None, tmp_path / "out")["run:mine_run"]
     assert {f.parent.parent for f in files} == {run / "crawl"} and len(files) == 4
     assert not (tmp_path / "out" / "embedders" / "crawl").exists()  # nothing crawled again
     few = config(tmp_path, [f"run:{run}"], embedder_graphs=5, embedder_test_graphs=3)
@@ -188,28 +195,28 @@ def test_a_finished_run_folder_of_notebook_01_gives_its_graphs_as_they_are(tmp_p
         match=r"its 4 graphs leave fewer than two to train and validate on beside "
         r"embedder_test_graphs=3; lower embedder_test_graphs",
     ):
-        S.crawl_sources(few, None, tmp_path / "out")
+        stage.crawl_sources(few, None, tmp_path / "out")
 
 
 def test_rows_of_your_own_source_are_keyed_by_its_graphs_and_the_built_in_ones_as_published(tmp_path, monkeypatch):
     run = finished_run(tmp_path)
     cfg = config(tmp_path, ["wikispeedia", f"run:{run}"])
-    files = L.finished_run_graphs(run)
+    files = sources.finished_run_graphs(run)
     calls = []
 
     def scored(files, pairs, out_root, params_of, rows_file=None, key=None, progress=False):
         calls.append((key, out_root))
         return pd.DataFrame([{**key, "embedder": "e", "seed": 0, "auc": 0.5}])
 
-    monkeypatch.setattr(S, "graph_link_prediction", scored)
-    S.link_prediction(cfg, {"wikispeedia": files[:2], "run:mine_run": files}, {"e": {"folder": None}}, tmp_path)
-    digest = L.graphs_digest(files)
+    monkeypatch.setattr(stage, "graph_link_prediction", scored)
+    stage.link_prediction(cfg, {"wikispeedia": files[:2], "run:mine_run": files}, {"e": {"folder": None}}, tmp_path)
+    digest = sources.graphs_digest(files)
     assert calls == [
         ({"source": "wikispeedia"}, tmp_path / "embedders" / "lp" / "wikispeedia"),
         ({"source": "run:mine_run", "graphs": digest}, tmp_path / "embedders" / "lp" / "run_mine_run" / digest),
     ]
     files[0].write_text(files[0].read_text() + "\n")  # a run crawled again: its rows are scored again
-    assert L.graphs_digest(files) != digest
+    assert sources.graphs_digest(files) != digest
 
 
 # ------------------------------------------------------------------------------------------ generated docs lists

@@ -232,8 +232,8 @@ def test_matched_training_negatives_sit_at_a_positives_distance_and_mix_with_the
 
 
 def test_per_positive_sets_are_cached_by_content_and_rebuilt_when_an_input_changes(tmp_path, monkeypatch):
-    import lib.linkpred.negative_sets.heart as H
     from lib.linkpred import protocols
+    from lib.linkpred.negative_sets import heart
 
     monkeypatch.setattr(protocols, "NEGATIVE_CACHE", tmp_path / "neg")
     graphs = {f"g{i}": synthetic_graph(60, 150, 8, seed=i, graph_id=f"g{i}") for i in range(4)}
@@ -247,8 +247,8 @@ def test_per_positive_sets_are_cached_by_content_and_rebuilt_when_an_input_chang
     files = sorted((tmp_path / "neg").glob("*.pt"))
     assert len(files) == 4  # heart and matched of one validation task and one test task
     calls = []
-    real = H.heart_negatives
-    monkeypatch.setattr(H, "heart_negatives", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = heart.heart_negatives
+    monkeypatch.setattr(heart, "heart_negatives", lambda *a, **k: calls.append(1) or real(*a, **k))
     again = make_protocol(
         graphs,
         {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]},

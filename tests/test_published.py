@@ -93,8 +93,8 @@ def test_rows_without_settings_match_by_their_digest():
 
 
 def test_a_student_folder_named_without_its_init_has_an_empty_init():
-    assert published.student_folder("student_3x384_s0") == ("student", "3x384", "")
-    assert published.student_folder("control_3x384_assistant_s1") == ("control", "3x384", "assistant")
+    assert published.parse_student_folder("student_3x384_s0") == ("student", "3x384", "")
+    assert published.parse_student_folder("control_3x384_assistant_s1") == ("control", "3x384", "assistant")
 
 
 def test_a_parameter_the_params_record_lacks_is_at_its_notebook_default():

@@ -249,9 +249,9 @@ def test_a_rows_file_without_a_column_its_reader_needs_is_moved_aside(tmp_path):
 
 
 def test_a_damaged_encoder_record_of_notebook_05b_is_moved_aside_and_the_encoder_built_again(tmp_path):
-    from lib.embedders import encoders as R
+    from lib.embedders import encoders
 
-    recipe = R.Recipe(
+    recipe = encoders.Recipe(
         texts=["a"],
         targets=np.zeros((1, 384), np.float32),
         sizes={"titles": 1},
@@ -263,8 +263,8 @@ def test_a_damaged_encoder_record_of_notebook_05b_is_moved_aside_and_the_encoder
         static_lr=1e-3,
         seed=0,
     )
-    spec = R.parse("control:0")
-    folder = R.build(spec, recipe, tmp_path)
+    spec = encoders.parse("control:0")
+    folder = encoders.build(spec, recipe, tmp_path)
     record = folder / "made.json"
     made = record.read_bytes()
     damaged = {
@@ -279,12 +279,12 @@ def test_a_damaged_encoder_record_of_notebook_05b_is_moved_aside_and_the_encoder
             RecoveryWarning,
             match=moved_aside(record, "encoder record", reason, "its folder is deleted and the encoder built again"),
         ):
-            assert R.build(spec, recipe, tmp_path) == folder
+            assert encoders.build(spec, recipe, tmp_path) == folder
         assert record.read_bytes() == made
     assert len(pd.read_csv(tmp_path / "builds.csv")) == 1 + len(damaged)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        R.build(spec, recipe, tmp_path)  # a whole record: kept, nothing said
+        encoders.build(spec, recipe, tmp_path)  # a whole record: kept, nothing said
     assert len(pd.read_csv(tmp_path / "builds.csv")) == 1 + len(damaged)
 
 
@@ -472,11 +472,10 @@ def test_unreadable_lines_of_a_grids_finished_rows_are_moved_aside_and_its_reada
 
 @pytest.mark.slow
 def test_a_damaged_probe_rows_file_of_notebook_05b_is_moved_aside_and_its_encoders_probed_again(tmp_path, monkeypatch):
-    from lib.embedders import encoders as R
-    from lib.embedders import stage as S
+    from lib.embedders import encoders, stage
     from lib.embedders.config import EmbeddersParams
 
-    recipe = R.Recipe(
+    recipe = encoders.Recipe(
         texts=["a"],
         targets=np.zeros((1, 384), np.float32),
         sizes={"titles": 1},
@@ -488,8 +487,12 @@ def test_a_damaged_probe_rows_file_of_notebook_05b_is_moved_aside_and_its_encode
         static_lr=1e-3,
         seed=0,
     )
-    encoders = {
-        "control 0": {"folder": R.build(R.parse("control:0"), recipe, tmp_path), "layers": 1, "kind": "control"}
+    built = {
+        "control 0": {
+            "folder": encoders.build(encoders.parse("control:0"), recipe, tmp_path),
+            "layers": 1,
+            "kind": "control",
+        }
     }
     path = tmp_path / "embedders" / "probe_rows.csv"
     path.parent.mkdir()
@@ -503,9 +506,9 @@ def test_a_damaged_probe_rows_file_of_notebook_05b_is_moved_aside_and_its_encode
             "its 0 whole rows are written back and the cut one dropped: its encoders are probed again",
         ),
     ):
-        rows = S.probes(EmbeddersParams(embedder_probe_texts=50), encoders, tmp_path)
+        rows = stage.probes(EmbeddersParams(embedder_probe_texts=50), built, tmp_path)
     assert rows.encoder.tolist() == ["control 0"] and rows.fid_cosine.notna().all()
     assert path.with_name("probe_rows.csv.corrupt").is_file()
     pd.testing.assert_frame_equal(pd.read_csv(path), rows)
-    monkeypatch.setattr(S, "ensure_teacher", lambda: pytest.fail("every encoder was probed: no teacher to load"))
-    pd.testing.assert_frame_equal(S.probes(EmbeddersParams(embedder_probe_texts=50), encoders, tmp_path), rows)
+    monkeypatch.setattr(stage, "ensure_teacher", lambda: pytest.fail("every encoder was probed: no teacher to load"))
+    pd.testing.assert_frame_equal(stage.probes(EmbeddersParams(embedder_probe_texts=50), built, tmp_path), rows)

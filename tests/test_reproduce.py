@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib.run import reproduce as R
+from lib.run import reproduce
 from lib.run.facts import REFERENCE_RUNS
 
-TABLE = R.TABLES[0]  # train_gat_rows.csv
+TABLE = reproduce.TABLES[0]  # train_gat_rows.csv
 
 
 def _rows(seeds=(0, 1), shift=0.0):
@@ -34,19 +34,19 @@ def _rows(seeds=(0, 1), shift=0.0):
 
 def test_equal_rows_drift_zero_and_timings_and_nan_are_not_drift():
     made = _rows().assign(seconds=99.0)
-    d = R.drift(_rows(), made, TABLE).set_index("metric")
+    d = reproduce.drift(_rows(), made, TABLE).set_index("metric")
     assert set(d.index) == {"auc", "mrr"}  # seconds is a timing, never compared
     assert d.loc["auc", "max_drift"] == 0.0 and d.loc["mrr", "exact"] == 4 and d["ok"].all()
 
 
 def test_a_drift_beyond_the_tolerance_or_a_row_not_made_again_fails():
-    d = R.drift(_rows(), _rows(shift=2e-6), TABLE).set_index("metric")
+    d = reproduce.drift(_rows(), _rows(shift=2e-6), TABLE).set_index("metric")
     assert d.loc["auc", "max_drift"] == pytest.approx(2e-6) and d.loc["auc", "exact"] == 2
     assert not d.loc["auc", "ok"] and d.loc["mrr", "ok"]
-    assert R.drift(_rows(), _rows(shift=2e-6), TABLE, tolerance=1e-5)["ok"].all()
+    assert reproduce.drift(_rows(), _rows(shift=2e-6), TABLE, tolerance=1e-5)["ok"].all()
     made = _rows().iloc[1:]  # seed 0's gat_model row is missing
-    assert not R.drift(_rows(), made, TABLE)["ok"].any()
-    one_seed = R.drift(_rows(), _rows(seeds=(0,)), TABLE)  # a one-seed prefix is compared on its own seed
+    assert not reproduce.drift(_rows(), made, TABLE)["ok"].any()
+    one_seed = reproduce.drift(_rows(), _rows(seeds=(0,)), TABLE)  # a one-seed prefix is compared on its own seed
     assert one_seed["ok"].all() and one_seed["rows"].iloc[0] == 2
 
 
@@ -67,19 +67,19 @@ def test_the_recorded_command_passes_every_declared_parameter_and_names_those_le
             }
         )
     )
-    files, overrides, left_out = R.recorded_command(run, "one-seed")
+    files, overrides, left_out = reproduce.recorded_command(run, "one-seed")
     assert files == ["params/tiny.yaml"] and left_out == ["beyond_hard_share"]
     assert overrides == {"n_seeds": 1, "max_nodes": 500}
-    with pytest.raises(R.ReproduceError, match="prefix 'two-seeds' is unknown; use one of whole, one-seed"):
-        R.recorded_command(run, "two-seeds")
-    with pytest.raises(R.ReproduceError, match="has no params.json; name a published run folder"):
-        R.recorded_command(tmp_path / "nothing")
+    with pytest.raises(reproduce.ReproduceError, match="prefix 'two-seeds' is unknown; use one of whole, one-seed"):
+        reproduce.recorded_command(run, "two-seeds")
+    with pytest.raises(reproduce.ReproduceError, match="has no params.json; name a published run folder"):
+        reproduce.recorded_command(tmp_path / "nothing")
 
 
 @pytest.mark.slow
 def test_the_published_prefix_is_made_again_by_todays_code_and_a_moved_number_fails(tmp_path, capsys):
     """A change that moves a published number fails here until the prefix run is made again (its README says how)."""
-    assert R.main(["reproduce_demo", "--outputs", str(tmp_path / "made")]) == 0, capsys.readouterr().out
+    assert reproduce.main(["reproduce_demo", "--outputs", str(tmp_path / "made")]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
     assert "metrics within 1e-06" in out and "beyond it" not in out
     moved = tmp_path / "reference"
@@ -87,5 +87,5 @@ def test_the_published_prefix_is_made_again_by_todays_code_and_a_moved_number_fa
     rows = pd.read_csv(moved / "train_gat_rows.csv")
     rows.loc[rows["model"] == "gat_model", "auc"] += 0.001
     rows.to_csv(moved / "train_gat_rows.csv", index=False)
-    d = R.compare(moved, tmp_path / "made" / "reproduce_demo").set_index(["table", "metric"])
+    d = reproduce.compare(moved, tmp_path / "made" / "reproduce_demo").set_index(["table", "metric"])
     assert not d.loc[("train_gat_rows.csv", "auc"), "ok"] and d.drop(("train_gat_rows.csv", "auc"))["ok"].all()

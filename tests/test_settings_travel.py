@@ -16,8 +16,7 @@ from lib.distill.checkpoint import run_settings
 from lib.distill.config import DistillParams, read_params_05
 from lib.distill.lp import changed_settings, lp_params
 from lib.embedders.config import EmbeddersParams
-from lib.linkpred import beyond as B
-from lib.linkpred import beyond_stage
+from lib.linkpred import beyond, beyond_stage
 from lib.linkpred.config import BeyondParams, GatParams, GatTrainingParams
 from lib.linkpred.train import checkpoint_config
 from lib.run import runner
@@ -28,16 +27,18 @@ POINT = {"dropout": 0.1, "num_levels": 1, "lr": 0.01}  # a sweep point of notebo
 
 
 def trained_03(cfg: GatParams):
-    return cfg.model_config(IN_CHANNELS), cfg.train_config(cfg.seed)
+    return cfg.model_config(IN_CHANNELS), cfg.train_config(cfg.first_seed)
 
 
 def trained_03b(cfg: BeyondParams):
     """What notebook 03b trains a variant with, on a run whose notebook 03 ran with cfg's settings (as the runner
     hands them to both)."""
     ran = GatParams(**asdict(cfg.gat_training()))
-    stored = checkpoint_config("gat_model", ran.model_config(IN_CHANNELS), ran.train_config(cfg.seed), "d")
+    stored = checkpoint_config("gat_model", ran.model_config(IN_CHANNELS), ran.train_config(cfg.first_seed), "d")
     model_cfg, configs = beyond_stage.configs(stored, cfg)
-    return B.variant_config("dot", model_cfg, POINT), B.variant_train_config("dot", configs[cfg.seed], POINT)
+    return beyond.variant_config("dot", model_cfg, POINT), beyond.variant_train_config(
+        "dot", configs[cfg.first_seed], POINT
+    )
 
 
 def trained_lp(cfg):

@@ -414,7 +414,7 @@ def test_the_batch_summary_chooses_the_best_model_on_validation():
 def test_notebook_03_parameters_are_what_the_model_trainer_and_protocols_read():
     from lib.common.params import ParamError
 
-    p = GatParams(seed=5, n_seeds=2, gat_epochs=3, baseline_epochs=1, gat_hidden=32, holdout_fraction=0.2)
+    p = GatParams(first_seed=5, n_seeds=2, gat_epochs=3, baseline_epochs=1, gat_hidden=32, holdout_fraction=0.2)
     assert p.seeds == [5, 6] and p.train_config(6).seed == 6 and p.train_config(5).epochs == 3
     assert (
         p.train_config(5, "mlp", "disjoint").epochs == 1

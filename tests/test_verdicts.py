@@ -1,7 +1,7 @@
 import numpy as np
 import pandas as pd
 
-from lib.run import verdicts as V
+from lib.run import verdicts
 from lib.run.link_findings import GainStrata, GoalCount, stratum_counts
 
 
@@ -35,7 +35,7 @@ def beyond_rows(margin_auc: float, spread: float, seeds: int = 4) -> pd.DataFram
 
 def test_a_run_folders_verdict_table_judges_each_cell_by_its_interval(tmp_path):
     beyond_rows(0.10, 0.01).to_csv(tmp_path / "beyond_rows.csv", index=False)
-    table = V.run_verdicts(tmp_path)
+    table = verdicts.run_verdicts(tmp_path)
     row = table.iloc[0]
     assert (row["chosen model"], row["bar"], row["goal"], row["seeds"]) == (
         "gat_ncn_stack",
@@ -46,22 +46,25 @@ def test_a_run_folders_verdict_table_judges_each_cell_by_its_interval(tmp_path):
     assert row["AUC over the bar"].startswith("met: +0.1") and row["AUC over the bar"].endswith("> +0.020")
     assert row["AUC over the shortcut"] == "—"  # uniform negatives: the shortcut is no part of the goal
     assert row["AUC margin, cn positives"].startswith("+0.1") and "[" in row["AUC margin, cn positives"]
-    assert V.summary(table) == "goal met in 1, missed in 0, undecided in 0 of 1 protocol × negative-set cells (4 seeds)"
+    assert (
+        verdicts.summary(table)
+        == "goal met in 1, missed in 0, undecided in 0 of 1 protocol × negative-set cells (4 seeds)"
+    )
 
     beyond_rows(0.02, 0.05).to_csv(tmp_path / "beyond_rows.csv", index=False)  # a margin at the bar, within the noise
-    assert V.run_verdicts(tmp_path).iloc[0]["goal"] == "undecided"
+    assert verdicts.run_verdicts(tmp_path).iloc[0]["goal"] == "undecided"
     beyond_rows(-0.05, 0.005).to_csv(tmp_path / "beyond_rows.csv", index=False)
-    assert V.run_verdicts(tmp_path).iloc[0]["goal"] == "missed"
+    assert verdicts.run_verdicts(tmp_path).iloc[0]["goal"] == "missed"
 
 
 def test_a_folder_without_notebook_03b_gets_one_line_naming_it(tmp_path, capsys):
-    assert V.main([str(tmp_path)]) == 2
+    assert verdicts.main([str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "beyond_rows.csv does not exist" in err and "--notebooks 01 02 03 03b" in err
 
 
 def test_the_command_prints_a_published_runs_table_and_its_count(capsys):
-    assert V.main(["outputs/reference/wikispeedia_seed40", "--markdown"]) == 0
+    assert verdicts.main(["outputs/reference/wikispeedia_seed40", "--markdown"]) == 0
     out = capsys.readouterr().out
     assert "| protocol" in out and "goal met in" in out and "of 12 protocol × negative-set cells" in out
 

@@ -12,7 +12,7 @@ from lib.common.config import DeviceStageParams, param
 class AaucParams(DeviceStageParams):
     NOTEBOOK: ClassVar[str] = "04_aauc_analysis.ipynb"
 
-    seed: int = param(0, "first stage-3 seed analysed; seeds seed .. seed+n_seeds-1", ge=0)
+    first_seed: int = param(0, "first stage-3 seed analysed; seeds first_seed .. first_seed+n_seeds-1", ge=0)
     n_seeds: int = param(2, "stage-3 seeds used (each has its own split and checkpoints)", ge=1)
     r_cos: float = param(0.1, "A-AUC node sampling rate, seed §5.4.1", gt=0, le=1)
     t_cos: float = param(0.7, "A-AUC cosine threshold, seed §5.4.1", ge=-1, le=1)
@@ -31,4 +31,4 @@ class AaucParams(DeviceStageParams):
 
     @property
     def seeds(self) -> list[int]:
-        return list(range(self.seed, self.seed + self.n_seeds))
+        return list(range(self.first_seed, self.first_seed + self.n_seeds))

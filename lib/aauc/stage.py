@@ -350,7 +350,7 @@ def new_links_picture(model, graphs: dict, ds, crawl_dir, html_dir, params: Aauc
         params.picture_root,
         params.top_k,
         params.picture_view,
-        params.seed,
+        params.first_seed,
         params.device,
     )
     gid = next((g for g, d in graphs.items() if d.titles[0] == root or d.root == root), None)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from lib.common import published
 from lib.common.errors import WikigatError
 from lib.common.paths import NOTEBOOKS, PARAMS, resolve
 
@@ -87,11 +88,12 @@ def notebook_number(nb: str | Path) -> str:
 
 
 def check_known(params: dict, known: set[str], where: str = "params") -> None:
-    """Every key of `params` is declared by some notebook; an unknown one is one line naming it, the closest known
-    names and the page that lists them all."""
+    """Every key of `params` is declared by some notebook; an unknown one is one line naming it, the name it has now
+    (lib.common.published.OLDER_PARAMETER_NAMES) or else the closest known names, and the page that lists them all."""
     unknown = sorted(set(params) - known)
     if unknown:
-        close = difflib.get_close_matches(unknown[0], sorted(known), n=3, cutoff=0.6)
+        renamed = published.OLDER_PARAMETER_NAMES.get(unknown[0])
+        close = [renamed] if renamed in known else difflib.get_close_matches(unknown[0], sorted(known), n=3, cutoff=0.6)
         hint = f"Did you mean {' or '.join(close)}? " if close else ""
         raise ParamError(
             f"unknown parameter {unknown[0]!r} in {where}; no notebook declares it. {hint}Every parameter "

@@ -17,14 +17,17 @@ stage 3's checkpoints: tests/test_stack_features.py).
   unprefixed twin. A record without `embedding_methods` ran none of those runs (they did not exist yet): [].
 - `grid_settings(saved, current)`: a distillation grid's settings.json kept before the L_EMB parameters existed ->
   those parameters at the current values (they only add runs, so no finished row depends on them), with the
-  `distill_` names of `distill_params`.
+  names of `distill_params`.
 - `rows_match_digest(rows, digest)`: a grid folder kept before settings.json existed names its settings by a digest
   in each row of rows.jsonl (`_digest`) -> whether they are the current ones.
-- `student_folder(name)`: a saved stage-5 student folder named without its init (`student_{L}x{H}_s{seed}`) ->
+- `parse_student_folder(name)`: a saved stage-5 student folder named without its init (`student_{L}x{H}_s{seed}`) ->
   (kind, shape, init ""), the parts of `student_{L}x{H}_{init}_s{seed}`.
 - `run_params(record)`: a run folder's params.json (or a notebook's params_*.json) made while notebooks 05 and 05b
   named their GatModel epochs `lp_epochs` and `embedder_lp_epochs` -> `gat_epochs`, the one name of notebooks 03,
-  03b, 05 and 05b (lib.linkpred.config.GatTrainingParams); a record whose names hold different values keeps them.
+  03b, 05 and 05b (lib.linkpred.config.GatTrainingParams); made while notebooks 02, 03, 03b and 04 named their first
+  random seed `seed` -> `first_seed`; made while notebook 05 named L_OUT's settings with notebook 06's prefix
+  (`kd_temperature`, `kd_alpha`) -> `out_temperature`, `out_soft_share`; a record whose names hold different values
+  keeps them.
 - `params_with_defaults(recorded, defaults)`: a run folder's params.json made before a notebook gained a parameter
   -> that parameter at its notebook default (the value the notebook ran with).
 - `train_settings(record)`: a stage-3 checkpoint's training settings that name the shares of its training negatives
@@ -60,7 +63,13 @@ STACK_FEATURES = ["cosine", "common_neighbours", "adamic_adar", "pref_attach"]
 """The heuristic stack's features of every stage-3 checkpoint made before they were a setting."""
 TRAINING_SHARES = {"dist2_negative_share": "dist2", "matched_negative_share": "matched"}
 """The training settings that once named the share of one negative set each -> that set's name."""
-OLDER_PARAMETER_NAMES = {"lp_epochs": "gat_epochs", "embedder_lp_epochs": "gat_epochs"}
+OLDER_PARAMETER_NAMES = {
+    "lp_epochs": "gat_epochs",
+    "embedder_lp_epochs": "gat_epochs",
+    "seed": "first_seed",
+    "kd_temperature": "out_temperature",
+    "kd_alpha": "out_soft_share",
+}
 """A parameter a run folder records under an older name -> its current name."""
 ROW_DIGEST = "_digest"
 """The key of a rows.jsonl row that names its grid's settings by their digest (lib.common.hashing.config_digest)."""
@@ -119,9 +128,10 @@ def distill_params(record: dict) -> dict:
 
 
 def grid_settings(saved: dict, current: dict) -> tuple[dict, bool]:
-    """(a grid's settings.json `saved` under the field names with the L_EMB parameters it lacks at their `current`
-    values, whether it lacked any): the settings to compare with `current` and, when it lacked some, to write back."""
-    settings = _distill_names(saved)
+    """(a grid's settings.json `saved` under the field names (older ones through `run_params`) with the L_EMB
+    parameters it lacks at their `current` values, whether it lacked any): the settings to compare with `current` and,
+    when it lacked some, to write back."""
+    settings = _distill_names(run_params(saved))
     missing = {k: current[k] for k in RUN_ADDING if k not in settings and k in current}
     return {**settings, **missing}, bool(missing)
 
@@ -132,7 +142,7 @@ def rows_match_digest(rows: list[dict], digest: str) -> bool:
     return all(r.get(ROW_DIGEST) == digest for r in rows)
 
 
-def student_folder(name: str) -> tuple[str, str, str]:
+def parse_student_folder(name: str) -> tuple[str, str, str]:
     """(kind "student" or "control", shape "3x384", init) of a saved stage-5 student folder name
     `{kind}_{L}x{H}_{init}_s{seed}`; init "" for a name without it (`{kind}_{L}x{H}_s{seed}`)."""
     parts = name.split("_")

@@ -32,7 +32,7 @@ TEACHER_HIDDEN, TEACHER_HEADS, TEACHER_LAYERS = 768, 12, 12  # all-mpnet-base-v2
 class DistillParams(GatTrainingParams, DeviceStageParams):
     NOTEBOOK: ClassVar[str] = "05_attention_distillation.ipynb"
     GAT_OVERRIDES: ClassVar[dict[str, str]] = {  # lib.distill.lp.lp_params sets them
-        "seed": "each seed of distill_seeds in turn, one GatModel per (student, seed)",
+        "first_seed": "each seed of distill_seeds in turn, one GatModel per (student, seed)",
         "n_seeds": "1: one GatModel per (student, seed)",
         "protocols": "lp_protocols: the link-prediction study's own",
         "train_supervision": "['mp'], the seed's supervision only: the students are compared, not supervisions",
@@ -128,8 +128,8 @@ class DistillParams(GatTrainingParams, DeviceStageParams):
     w_at: float = param(1.0, "weight of L_AT in a combination", ge=0)
     w_vr: float = param(1.0, "weight of L_VR in a combination", ge=0)
     w_out: float = param(1.0, "weight of L_OUT (and of CE in the control)", ge=0)
-    kd_temperature: float = param(2.0, "temperature T of L_OUT's soft targets (Hinton et al.)", gt=0)
-    kd_alpha: float = param(0.5, "share of soft targets in L_OUT, the rest is hard-label CE", ge=0, le=1)
+    out_temperature: float = param(2.0, "temperature T of L_OUT's soft targets (Hinton et al.)", gt=0)
+    out_soft_share: float = param(0.5, "share of soft targets in L_OUT, the rest is hard-label CE", ge=0, le=1)
     teacher_ft_steps: int = param(4, "fine-tuning steps of the task teacher (demo: mechanics only)", ge=0)
     teacher_ft_layers: int = param(
         1, "top teacher layers fine-tuned with the head, lower layers frozen (CPU budget)", ge=0, le=TEACHER_LAYERS
@@ -260,7 +260,7 @@ class DistillParams(GatTrainingParams, DeviceStageParams):
 
     def loss_spec(self, combo: str) -> LossSpec:
         """The task-specific loss combination `combo` ('at+vr+out', 'ce', ...) with this run's weights."""
-        return LossSpec.parse(combo, self.w_at, self.w_vr, self.w_out, 1.0, self.kd_temperature, self.kd_alpha)
+        return LossSpec.parse(combo, self.w_at, self.w_vr, self.w_out, 1.0, self.out_temperature, self.out_soft_share)
 
     def embedding_spec(self, combo: str) -> LossSpec:
         """The task-agnostic combination `combo` ('at+vr+emb', 'emb') with this run's weights and L_EMB's kind."""
@@ -270,8 +270,8 @@ class DistillParams(GatTrainingParams, DeviceStageParams):
             self.w_vr,
             self.w_out,
             1.0,
-            self.kd_temperature,
-            self.kd_alpha,
+            self.out_temperature,
+            self.out_soft_share,
             self.w_emb,
             self.embedding_loss,
         )

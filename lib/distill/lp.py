@@ -151,7 +151,7 @@ def lp_params(
     are kept: skip their cost) and the split's sizes; notebook 03's defaults for the rest."""
     return GatParams(
         **asdict(training.gat_training()),
-        seed=seed,
+        first_seed=seed,
         n_seeds=1,
         protocols=list(protocols),
         train_supervision=["mp"],
@@ -181,7 +181,7 @@ def _score(
 ) -> list[dict]:
     """One (embedder, seed) pair of `graph_link_prediction`: embed, build the dataset in `out`, train and score with
     `params`."""
-    seed = params.seed
+    seed = params.first_seed
 
     store = open_store(model)
     embed_titles(titles, model, store, progress=progress)

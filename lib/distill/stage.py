@@ -85,7 +85,7 @@ class _Run:
     def kd(self) -> dict:
         """DistillConfig settings of the task-specific runs' L_OUT."""
         c = self.cfg
-        return dict(w_at=c.w_at, w_vr=c.w_vr, w_out=c.w_out, temperature=c.kd_temperature, alpha=c.kd_alpha)
+        return dict(w_at=c.w_at, w_vr=c.w_vr, w_out=c.w_out, temperature=c.out_temperature, alpha=c.out_soft_share)
 
 
 @dataclass(frozen=True)

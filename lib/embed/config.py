@@ -42,8 +42,10 @@ class EmbedParams(StageParams):
         "feature storage in the dataset: float32 (seed) or float16 (half the disk)",
         choices=("float32", "float16"),
     )
-    seed: int = param(
-        0, "first seed: seeds the graph split (one per seed, seed .. seed+n_seeds-1) and the PCA subsample", ge=0
+    first_seed: int = param(
+        0,
+        "first seed: seeds the graph split (one per seed, first_seed .. first_seed+n_seeds-1) and the PCA subsample",
+        ge=0,
     )
     n_seeds: int = param(2, "splits written, one per stage-3 seed", ge=1)
     n_train_graphs: int = param(0, "training graphs incl. validation ones; 0 means every graph not in test", ge=0)

@@ -33,7 +33,7 @@ VITAL_TOPICS = (
 class EmbeddersParams(GatTrainingParams, DeviceStageParams):
     NOTEBOOK: ClassVar[str] = "05b_node_embedders.ipynb"
     GAT_OVERRIDES: ClassVar[dict[str, str]] = {  # lib.distill.lp.lp_params sets them
-        "seed": "each seed 0 .. embedder_seeds-1 in turn, one GatModel per (encoder, source, seed)",
+        "first_seed": "each seed 0 .. embedder_seeds-1 in turn, one GatModel per (encoder, source, seed)",
         "n_seeds": "1: one GatModel per (encoder, source, seed)",
         "protocols": "embedder_protocols: the study's own",
         "train_supervision": "['mp'], the seed's supervision only: the encoders are compared, not supervisions",

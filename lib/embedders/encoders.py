@@ -26,7 +26,7 @@ from lib.common.params import ParamError
 from lib.common.paths import NOTEBOOKS, append_csv_rows, atomic_write_text
 from lib.common.registry import Registry
 from lib.common.runinfo import load_json, read_record
-from lib.distill import embedding as E
+from lib.distill import embedding
 from lib.distill.models import save_sentence_transformer
 from lib.embed.encoder import EmbedError, check_model_dir, default_model_dir
 from lib.embed.static import distil
@@ -185,20 +185,22 @@ def _transformer_label(prefix: str, argument: str) -> str:
 
 def _build_student(argument: str, recipe: Recipe, folder: Path, work: Path) -> None:
     layers, ffn = student_shape(argument)
-    enc = E.assistant_student(layers, ffn=ffn)
-    cfg = E.EmbedDistillConfig(
+    enc = embedding.assistant_student(layers, ffn=ffn)
+    cfg = embedding.EmbedDistillConfig(
         steps=recipe.steps, batch_size=recipe.batch_size, lr=recipe.lr, seed=recipe.seed, max_seq_len=MAX_SEQ_LEN
     )
-    plan = E.mixture_plan(recipe.sizes, recipe.weights, cfg.steps, cfg.batch_size, recipe.seed)
+    plan = embedding.mixture_plan(recipe.sizes, recipe.weights, cfg.steps, cfg.batch_size, recipe.seed)
     ckpt = work / f"{folder.name}.pt"
-    E.train_embedding_student(enc, recipe.texts, recipe.targets, plan, cfg, ckpt, recipe.checkpoint_every)
+    embedding.train_embedding_student(enc, recipe.texts, recipe.targets, plan, cfg, ckpt, recipe.checkpoint_every)
     save_sentence_transformer(enc, folder, max_seq_len=MAX_SEQ_LEN, normalize=True)
     ckpt.unlink(missing_ok=True)
 
 
 def _build_control(argument: str, recipe: Recipe, folder: Path, work: Path) -> None:
     layers, ffn = student_shape(argument)
-    save_sentence_transformer(E.assistant_student(layers, ffn=ffn), folder, max_seq_len=MAX_SEQ_LEN, normalize=True)
+    save_sentence_transformer(
+        embedding.assistant_student(layers, ffn=ffn), folder, max_seq_len=MAX_SEQ_LEN, normalize=True
+    )
 
 
 register(
@@ -224,13 +226,13 @@ register(
 
 
 def _build_rounded(argument: str, recipe: Recipe, folder: Path, work: Path) -> None:
-    enc = E.assistant_student(list(range(6)))
-    E.round_weights(enc.model, argument)
+    enc = embedding.assistant_student(list(range(6)))
+    embedding.round_weights(enc.model, argument)
     save_sentence_transformer(enc, folder, max_seq_len=MAX_SEQ_LEN, normalize=True)
 
 
 def _rounding(argument: str) -> int:
-    if argument not in E.ROUNDINGS:
+    if argument not in embedding.ROUNDINGS:
         raise ValueError(argument)
     return 6
 
@@ -238,7 +240,7 @@ def _rounding(argument: str) -> int:
 register(
     EncoderKind(
         "rounded",
-        f"a rounded copy is `rounded:<one of {', '.join(E.ROUNDINGS)}>`, e.g. rounded:bf16 "
+        f"a rounded copy is `rounded:<one of {', '.join(embedding.ROUNDINGS)}>`, e.g. rounded:bf16 "
         "(all-MiniLM-L6-v2 with every weight rounded: how far seeds alone move the scores)",
         _build_rounded,
         _rounding,
@@ -271,7 +273,7 @@ def _build_static_trained(argument: str, recipe: Recipe, folder: Path, work: Pat
     cfg = StaticTrainConfig(
         steps=recipe.static_steps, batch_size=recipe.batch_size * 4, lr=recipe.static_lr, seed=recipe.seed
     )
-    plan = E.mixture_plan(recipe.sizes, recipe.weights, cfg.steps, cfg.batch_size, recipe.seed)
+    plan = embedding.mixture_plan(recipe.sizes, recipe.weights, cfg.steps, cfg.batch_size, recipe.seed)
     ckpt = work / f"{folder.name}.pt"
     train_static(
         init, folder, recipe.texts, recipe.targets, plan, cfg, checkpoint=ckpt, checkpoint_every=recipe.checkpoint_every
@@ -343,6 +345,6 @@ register(
 )
 
 
-def describe() -> list[dict]:
+def encoder_kind_rows() -> list[dict]:
     """One row per registered kind (name, what its argument is, trained on the transfer texts or not)."""
     return [{"kind": k.name, "spec": k.describe, "trained": k.uses_recipe} for k in ENCODERS.values()]

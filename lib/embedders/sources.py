@@ -27,7 +27,7 @@ from lib.common.runinfo import read_json
 from lib.crawl.campaign import draw_offline_roots, ok_graph_files, run_campaign
 from lib.crawl.pages import Snapshot
 from lib.crawl.sources import SnapshotSource, read_snapshot
-from lib.embedders import data as D
+from lib.embedders import data
 
 KEY = "embedder_sources"
 CRAWL_NOTEBOOK = "01_crawl.ipynb"
@@ -53,7 +53,7 @@ class SourceKind:
 
     name: str
     about: str
-    graphs: Callable[[str, D.Partition | None, Crawl], list[Path]]
+    graphs: Callable[[str, data.Partition | None, Crawl], list[Path]]
     own: bool
     check: Callable[[str], None]
 
@@ -148,9 +148,9 @@ def crawled(snap: Snapshot, source_id: str, crawl: Crawl, spec: str) -> list[Pat
 
 
 # ------------------------------------------------------------------------------------------------------ built-in
-def _builtin(name: str) -> Callable[[str, D.Partition | None, Crawl], list[Path]]:
-    def graphs(argument: str, part: D.Partition | None, crawl: Crawl) -> list[Path]:
-        snap = D.link_snapshot(name, part)
+def _builtin(name: str) -> Callable[[str, data.Partition | None, Crawl], list[Path]]:
+    def graphs(argument: str, part: data.Partition | None, crawl: Crawl) -> list[Path]:
+        snap = data.link_snapshot(name, part)
         return crawled(snap, f"{name}:{snap.digest()}", crawl, name)
 
     return graphs
@@ -195,7 +195,7 @@ def _link_list(path: Path, stamp: tuple[int, int]) -> Snapshot:
     return read_snapshot(path, progress=False)
 
 
-def _link_list_graphs(argument: str, part: D.Partition | None, crawl: Crawl) -> list[Path]:
+def _link_list_graphs(argument: str, part: data.Partition | None, crawl: Crawl) -> list[Path]:
     path = resolve(argument)
     snap = _link_list(path, (path.stat().st_mtime_ns, path.stat().st_size))
     return crawled(snap, f"links:{path.name}:{snap.digest()}", crawl, f"links:{argument}")
@@ -229,7 +229,7 @@ def _check_run(argument: str) -> None:
     finished_run_graphs(resolve(argument))
 
 
-def _run_graphs(argument: str, part: D.Partition | None, crawl: Crawl) -> list[Path]:
+def _run_graphs(argument: str, part: data.Partition | None, crawl: Crawl) -> list[Path]:
     files = finished_run_graphs(resolve(argument))
     if len(files) < crawl.test_graphs + 2:
         raise ParamError(

@@ -13,16 +13,13 @@ import pandas as pd
 from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
 
 from lib.common.paths import CACHE, append_csv_rows, atomic_write_text, read_rows, resolve, rows_with
-from lib.distill import embedding as E
+from lib.distill import embedding
 from lib.distill.data import build_datasets
 from lib.distill.eval import encode as encode_texts
 from lib.distill.lp import graph_link_prediction, lp_params
 from lib.distill.models import ensure_teacher, load_encoder
 from lib.embed.encoder import default_model_dir, model_identity
-from lib.embedders import data as D
-from lib.embedders import encoders as R
-from lib.embedders import evaluate as V
-from lib.embedders import sources as L
+from lib.embedders import data, encoders, evaluate, sources
 from lib.embedders.config import EmbeddersParams, shares
 from lib.embedders.goals import GOALS, goal_of
 from lib.viz.figures import saved
@@ -38,8 +35,8 @@ def write_csv(path: Path, df: pd.DataFrame) -> None:
     atomic_write_text(path, df.to_csv(index=False))
 
 
-def crawl_settings(cfg: EmbeddersParams, run_path: Path, spec: L.Spec) -> L.Crawl:
-    return L.Crawl(
+def crawl_settings(cfg: EmbeddersParams, run_path: Path, spec: sources.Spec) -> sources.Crawl:
+    return sources.Crawl(
         cfg.embedder_graphs,
         cfg.embedder_graph_nodes,
         cfg.embedder_data_seed,
@@ -48,7 +45,7 @@ def crawl_settings(cfg: EmbeddersParams, run_path: Path, spec: L.Spec) -> L.Craw
     )
 
 
-def source_graphs(cfg: EmbeddersParams, spec: L.Spec, part: D.Partition | None, run_path: Path) -> list[Path]:
+def source_graphs(cfg: EmbeddersParams, spec: sources.Spec, part: data.Partition | None, run_path: Path) -> list[Path]:
     """The graph files of one source of `embedder_sources` (lib.embedders.sources; part: None for a source of your
     own, made before the partition)."""
     return spec.entry.graphs(spec.argument, None if spec.entry.own else part, crawl_settings(cfg, run_path, spec))
@@ -58,18 +55,18 @@ def prepare(cfg: EmbeddersParams) -> dict:
     """The partition (every title of a link source of your own held out too), the transfer texts by kind with their
     all-MiniLM-L6-v2 targets, the held-out title sets with theirs, and the validation links."""
     own = {
-        spec.label: L.graph_titles(source_graphs(cfg, spec, None, resolve(cfg.run_dir)))
-        for spec in L.parse_all(cfg.embedder_sources)
+        spec.label: sources.graph_titles(source_graphs(cfg, spec, None, resolve(cfg.run_dir)))
+        for spec in sources.parse_all(cfg.embedder_sources)
         if spec.entry.own
     }
-    part = D.partition(
+    part = data.partition(
         cfg.embedder_val_topics,
         cfg.embedder_test_topics,
         cfg.embedder_in_domain_fraction,
         cfg.embedder_data_seed,
         own=own,
     )
-    texts = D.transfer_texts(part, cfg.embedder_text_kinds, cfg.embedder_max_texts, cfg.embedder_data_seed)
+    texts = data.transfer_texts(part, cfg.embedder_text_kinds, cfg.embedder_max_texts, cfg.embedder_data_seed)
     rng = np.random.default_rng(cfg.embedder_data_seed)
 
     def sample(titles: list[str], n: int = 1000) -> list[str]:
@@ -80,21 +77,21 @@ def prepare(cfg: EmbeddersParams) -> dict:
         "in_domain": sample(part.in_domain),
         **{f"test_{k}": sample(v) for k, v in part.test.items()},
     }
-    links = D.validation_links(part.val, cfg.embedder_data_seed)
+    links = data.validation_links(part.val, cfg.embedder_data_seed)
     return {
         "partition": part,
         "texts": texts,
         "sets": sets,
         "links": links,
-        "targets": {k: E.target_embeddings(v, cache_dir=TARGETS, progress=False) for k, v in texts.items()},
-        "set_targets": {k: E.target_embeddings(v, cache_dir=TARGETS, progress=False) for k, v in sets.items()},
-        "counts": D.text_counts(texts, part),
+        "targets": {k: embedding.target_embeddings(v, cache_dir=TARGETS, progress=False) for k, v in texts.items()},
+        "set_targets": {k: embedding.target_embeddings(v, cache_dir=TARGETS, progress=False) for k, v in sets.items()},
+        "counts": data.text_counts(texts, part),
     }
 
 
-def recipe(cfg: EmbeddersParams, ctx: dict, mix: str, steps: int) -> R.Recipe:
+def recipe(cfg: EmbeddersParams, ctx: dict, mix: str, steps: int) -> encoders.Recipe:
     kinds = list(ctx["texts"])
-    return R.Recipe(
+    return encoders.Recipe(
         texts=[t for k in kinds for t in ctx["texts"][k]],
         targets=np.concatenate([ctx["targets"][k] for k in kinds]),
         sizes={k: len(ctx["texts"][k]) for k in kinds},
@@ -112,12 +109,12 @@ def choose_mix(cfg: EmbeddersParams, ctx: dict, run_path: Path) -> tuple[str, pd
     """(the chosen mix, one validation row per candidate): the first student of `embedder_encoders` trained
     `embedder_choice_steps` on each candidate mix; the best mean cosine on the validation topics' titles wins (the
     test sources are never read)."""
-    students = [s for s in map(R.parse, cfg.embedder_encoders) if s.kind == "student"]
+    students = [s for s in map(encoders.parse, cfg.embedder_encoders) if s.kind == "student"]
     if len(cfg.embedder_mixes) == 1 or not students:
         return cfg.embedder_mixes[0], pd.DataFrame()
     rows = []
     for i, mix in enumerate(cfg.embedder_mixes):
-        built = R.build(
+        built = encoders.build(
             students[0], recipe(cfg, ctx, mix, cfg.embedder_choice_steps), folder(run_path) / "choice" / f"mix{i}"
         )
         rows.append(
@@ -125,7 +122,7 @@ def choose_mix(cfg: EmbeddersParams, ctx: dict, run_path: Path) -> tuple[str, pd
                 "mix": mix,
                 "student": students[0].label,
                 "steps": cfg.embedder_choice_steps,
-                **V.validation_row(
+                **evaluate.validation_row(
                     built,
                     {"validation": ctx["sets"]["validation"]},
                     {"validation": ctx["set_targets"]["validation"]},
@@ -142,35 +139,39 @@ def build_encoders(cfg: EmbeddersParams, ctx: dict, mix: str, run_path: Path) ->
     """label -> {"folder": Path | None, "layers", "kind"}: all-MiniLM-L6-v2 and every encoder of `embedder_encoders`,
     the trained ones on `mix`."""
     rec = recipe(cfg, ctx, mix, cfg.embedder_steps)
-    out = {R.REFERENCE: {"folder": None, "layers": 6, "kind": "reference"}}
-    for spec in map(R.parse, cfg.embedder_encoders):
-        out[spec.label] = {"folder": R.build(spec, rec, folder(run_path)), "layers": spec.layers, "kind": spec.kind}
+    out = {encoders.REFERENCE: {"folder": None, "layers": 6, "kind": "reference"}}
+    for spec in map(encoders.parse, cfg.embedder_encoders):
+        out[spec.label] = {
+            "folder": encoders.build(spec, rec, folder(run_path)),
+            "layers": spec.layers,
+            "kind": spec.kind,
+        }
     return out
 
 
-def validation_table(encoders: dict[str, dict], ctx: dict, run_path: Path) -> pd.DataFrame:
+def validation_table(built: dict[str, dict], ctx: dict, run_path: Path) -> pd.DataFrame:
     """One row per encoder: cosine to all-MiniLM-L6-v2 on each held-out title set and the validation link AUC."""
     table = pd.DataFrame(
         [
-            {"encoder": k, **V.validation_row(e["folder"], ctx["sets"], ctx["set_targets"], ctx["links"])}
-            for k, e in encoders.items()
+            {"encoder": k, **evaluate.validation_row(e["folder"], ctx["sets"], ctx["set_targets"], ctx["links"])}
+            for k, e in built.items()
         ]
     )
     write_csv(folder(run_path) / "validation.csv", table)
     return table
 
 
-def crawl_sources(cfg: EmbeddersParams, part: D.Partition, run_path: Path) -> dict[str, list[Path]]:
+def crawl_sources(cfg: EmbeddersParams, part: data.Partition, run_path: Path) -> dict[str, list[Path]]:
     """source label -> its graph files (lib.embedders.sources): a link table crawled from `embedder_graphs` roots
     drawn per topic (lib.crawl.campaign.draw_offline_roots), each breadth-first (Algorithm 1) to
     `embedder_graph_nodes` nodes; a run folder's graphs as notebook 01 crawled them."""
-    return {spec.label: source_graphs(cfg, spec, part, run_path) for spec in L.parse_all(cfg.embedder_sources)}
+    return {spec.label: source_graphs(cfg, spec, part, run_path) for spec in sources.parse_all(cfg.embedder_sources)}
 
 
 def link_prediction(
     cfg: EmbeddersParams,
     graphs: dict[str, list[Path]],
-    encoders: dict[str, dict],
+    built: dict[str, dict],
     run_path: Path,
     progress: bool = True,
 ) -> pd.DataFrame:
@@ -178,12 +179,12 @@ def link_prediction(
     every source, seeds 0 .. embedder_seeds-1 (lib.distill.lp.graph_link_prediction: notebook 03's GatModel trained
     with cfg's GatModel and training settings)."""
     rows = []
-    specs = {spec.label: spec for spec in L.parse_all(cfg.embedder_sources)}
+    specs = {spec.label: spec for spec in sources.parse_all(cfg.embedder_sources)}
     for source, files in graphs.items():
-        pairs = [(label, s, e["folder"]) for label, e in encoders.items() for s in range(cfg.embedder_seeds)]
+        pairs = [(label, s, e["folder"]) for label, e in built.items() for s in range(cfg.embedder_seeds)]
         key, where = {"source": source}, folder(run_path) / "lp" / specs[source].slug
         if specs[source].entry.own:  # its graphs may change under one label (a list edited, a run crawled again)
-            key["graphs"] = L.graphs_digest(files)
+            key["graphs"] = sources.graphs_digest(files)
             where = where / key["graphs"]
         rows.append(
             graph_link_prediction(
@@ -201,7 +202,7 @@ def link_prediction(
     return lp
 
 
-def probes(cfg: EmbeddersParams, encoders: dict[str, dict], run_path: Path) -> pd.DataFrame:
+def probes(cfg: EmbeddersParams, built: dict[str, dict], run_path: Path) -> pd.DataFrame:
     """One row per encoder on stage 5's probes (`embedder_probe_texts` texts per task; none when 0). Finished
     encoders are kept in probe_rows.csv under their model identity, so a re-run probes only what is new."""
     if not cfg.embedder_probe_texts:
@@ -211,39 +212,41 @@ def probes(cfg: EmbeddersParams, encoders: dict[str, dict], run_path: Path) -> p
     done = read_rows(rows_file, "probe rows", "its encoders are probed again", columns=["model_id"])
     keys = {
         label: {"encoder": label, "model_id": model_identity(e["folder"] or default_model_dir()), "texts": n}
-        for label, e in encoders.items()
+        for label, e in built.items()
     }
     kept = {label: rows_with(done, key) for label, key in keys.items()}
     if all(len(old) for old in kept.values()):  # every encoder probed already: no teacher to load
         return pd.DataFrame([old.iloc[0].to_dict() for old in kept.values()])
-    data = build_datasets(cfg.embedder_data_seed, 1, n, n // 2, max(n // 5, 50))  # no transfer text is used
+    datasets = build_datasets(cfg.embedder_data_seed, 1, n, n // 2, max(n // 5, 50))  # no transfer text is used
     teacher = load_encoder(ensure_teacher())
-    temb = {f"fid_{s}": encode_texts(teacher, data["fidelity"][s], V.PROBE_TOKENS) for s in ("val", "test")}
+    temb = {f"fid_{s}": encode_texts(teacher, datasets["fidelity"][s], evaluate.PROBE_TOKENS) for s in ("val", "test")}
     rows = []
-    for label, e in encoders.items():
+    for label, e in built.items():
         if len(kept[label]):
             rows.append(kept[label].iloc[0].to_dict())
             continue
-        rows.append({**keys[label], **V.probe_row(e["folder"], data, temb, cfg.embedder_data_seed)})
+        rows.append({**keys[label], **evaluate.probe_row(e["folder"], datasets, temb, cfg.embedder_data_seed)})
         append_csv_rows(rows_file, [rows[-1]])
     return pd.DataFrame(rows)
 
 
-def speed(cfg: EmbeddersParams, encoders: dict[str, dict], part: D.Partition, run_path: Path) -> pd.DataFrame:
+def speed(cfg: EmbeddersParams, built: dict[str, dict], part: data.Partition, run_path: Path) -> pd.DataFrame:
     rng = np.random.default_rng(cfg.embedder_data_seed)
     titles = part.test["wikispeedia"]
     titles = [titles[i] for i in rng.permutation(len(titles))[: cfg.embedder_speed_titles]]
-    table = V.speed_table({k: e["folder"] for k, e in encoders.items()}, titles, cfg.embedder_speed_repeats)
+    table = evaluate.speed_table({k: e["folder"] for k, e in built.items()}, titles, cfg.embedder_speed_repeats)
     write_csv(folder(run_path) / "speed.csv", table)
     return table
 
 
-def results(lp: pd.DataFrame, speed_rows: pd.DataFrame, encoders: dict[str, dict], run_path: Path) -> dict:
+def results(lp: pd.DataFrame, speed_rows: pd.DataFrame, built: dict[str, dict], run_path: Path) -> dict:
     """The paired table, the goal rows and their sentences; written beside the rows (paired.csv, goals.csv,
     summary.json)."""
-    paired = V.paired_to_reference(lp)
-    goals = V.goal_rows(paired, speed_rows, {k: e["layers"] for k, e in encoders.items() if k != R.REFERENCE})
-    sentences = [V.goal_sentence(r, goal_of(int(r.layers))) for _, r in goals.iterrows()]
+    paired = evaluate.paired_to_reference(lp)
+    goals = evaluate.goal_rows(
+        paired, speed_rows, {k: e["layers"] for k, e in built.items() if k != encoders.REFERENCE}
+    )
+    sentences = [evaluate.goal_sentence(r, goal_of(int(r.layers))) for _, r in goals.iterrows()]
     write_csv(folder(run_path) / "paired.csv", paired)
     write_csv(folder(run_path) / "goals.csv", goals)
     atomic_write_text(folder(run_path) / "summary.json", json.dumps({"goals": sentences}, indent=1) + "\n")

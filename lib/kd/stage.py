@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn as nn
+from torch import nn
 from tqdm.auto import tqdm
 
 from lib.common import published
@@ -37,7 +37,7 @@ from lib.distill.train import (
     finetune_teacher,
     predict_logits,
 )
-from lib.kd import train as K
+from lib.kd import train
 from lib.kd.augment import augment
 from lib.kd.config import STUDENT_KINDS, KdError, KdParams
 
@@ -157,11 +157,11 @@ class LogitCache:
 
 # ------------------------------------------------------------------------------------------------------------- data
 def transfer_set(
-    train: pd.DataFrame, cfg: KdParams, seed: int, mask_token: str, tagger=None
+    labelled: pd.DataFrame, cfg: KdParams, seed: int, mask_token: str, tagger=None
 ) -> tuple[list[str], np.ndarray]:
     """The labelled training texts followed by up to `augment_max` augmented ones (label NO_LABEL): texts [N],
     labels [N]."""
-    texts, labels = train.text.tolist(), train.label.to_numpy(np.int64)
+    texts, labels = labelled.text.tolist(), labelled.label.to_numpy(np.int64)
     if cfg.augment_max == 0:
         return texts, labels
     extra = augment(
@@ -175,7 +175,7 @@ def transfer_set(
         mask_token=mask_token,
         max_sentences=cfg.augment_max,
     )
-    return texts + extra, np.concatenate([labels, np.full(len(extra), K.NO_LABEL, np.int64)])
+    return texts + extra, np.concatenate([labels, np.full(len(extra), train.NO_LABEL, np.int64)])
 
 
 def probing_pool(n: int, seed: int = 0) -> list[str]:
@@ -188,11 +188,11 @@ def probing_pool(n: int, seed: int = 0) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------------------- students
-def build_student(kind: str, teacher: Encoder, n_classes: int, cfg: KdParams, seed: int) -> K.Student:
+def build_student(kind: str, teacher: Encoder, n_classes: int, cfg: KdParams, seed: int) -> train.Student:
     """A BiLSTM or small-BERT student on the teacher's wordpieces, embeddings started from the teacher's."""
-    emb = K.teacher_wordpiece_embeddings(teacher)
+    emb = train.teacher_wordpiece_embeddings(teacher)
     if kind == "bilstm":
-        return K.BiLSTMStudent(
+        return train.BiLSTMStudent(
             emb,
             teacher.tokenizer,
             n_classes,
@@ -203,7 +203,7 @@ def build_student(kind: str, teacher: Encoder, n_classes: int, cfg: KdParams, se
             seed=seed,
         )
     if kind == "bert":
-        return K.BertStudent(
+        return train.BertStudent(
             teacher.tokenizer,
             n_classes,
             cfg.bert_layers,
@@ -216,11 +216,11 @@ def build_student(kind: str, teacher: Encoder, n_classes: int, cfg: KdParams, se
     raise KdError(f"student kind {kind!r} is unknown; use one of {STUDENT_KINDS}")
 
 
-def kd_config(kind: str, method: str, cfg: KdParams, seed: int, n_transfer: int, n_labelled: int) -> K.KDConfig:
+def kd_config(kind: str, method: str, cfg: KdParams, seed: int, n_transfer: int, n_labelled: int) -> train.KDConfig:
     """The run's KDConfig. The control trains on the labelled texts only with CE, for as many steps as its KD twin."""
     soft = getattr(cfg, f"{kind}_soft")
     if method == "kd":
-        return K.KDConfig(
+        return train.KDConfig(
             soft=soft,
             temperature=cfg.kd_soft_temperature,
             ce_weight=cfg.kd_ce_weight,
@@ -230,7 +230,7 @@ def kd_config(kind: str, method: str, cfg: KdParams, seed: int, n_transfer: int,
             max_seq_len=cfg.kd_max_seq_len,
             seed=seed,
         )
-    return K.KDConfig(
+    return train.KDConfig(
         soft="none",
         ce_weight=1.0,
         epochs=cfg.kd_epochs * n_transfer / n_labelled,
@@ -315,7 +315,7 @@ def run_students(
             tt.n_classes,
         )
         texts, labels = transfer_set(d["train"], cfg, cfg.kd_seeds[0], teacher.tokenizer.mask_token, tagger)
-        info["transfer"][task], info["augmented"][task] = len(texts), int((labels == K.NO_LABEL).sum())
+        info["transfer"][task], info["augmented"][task] = len(texts), int((labels == train.NO_LABEL).sum())
         z = {s: cache.logits(d[s].text.tolist(), ft, cfg.kd_max_seq_len, progress=progress) for s in ("val", "test")}
         z_tr = cache.logits(texts, ft, cfg.kd_max_seq_len, progress=progress)
         info["teacher"].append(
@@ -324,11 +324,11 @@ def run_students(
                 "reloaded": reloaded,
                 "val": _accuracy(z["val"], d["val"].label),
                 "test": _accuracy(z["test"], d["test"].label),
-                "train_labelled": _accuracy(z_tr[labels != K.NO_LABEL], labels[labels != K.NO_LABEL]),
+                "train_labelled": _accuracy(z_tr[labels != train.NO_LABEL], labels[labels != train.NO_LABEL]),
             }
         )
         info["teacher_passes"] += cache.passes
-        n_lab = int((labels != K.NO_LABEL).sum())
+        n_lab = int((labels != train.NO_LABEL).sum())
         for kind in cfg.kd_students:
             for method in METHODS if cfg.kd_controls else ("kd",):
                 for seed in cfg.kd_seeds:
@@ -337,9 +337,9 @@ def run_students(
                         continue
                     student = build_student(kind, teacher, tt.n_classes, cfg, seed)
                     run_cfg = kd_config(kind, method, cfg, seed, len(texts), n_lab)
-                    keep = slice(None) if method == "kd" else labels != K.NO_LABEL
+                    keep = slice(None) if method == "kd" else labels != train.NO_LABEL
                     t = time.perf_counter()
-                    hist = K.train_student(
+                    hist = train.train_student(
                         student, list(np.asarray(texts, object)[keep]), z_tr[keep], labels[keep], run_cfg, progress
                     )["losses"]
                     wall = time.perf_counter() - t
@@ -440,11 +440,11 @@ def encoder_representations(enc: Encoder, texts: list[str], max_seq_len: int) ->
 
 def minilm_folders(minilm_dir: str | Path | None, seed: int = 0) -> dict[str, Path]:
     """Stage-5 students saved by notebook 05 (`student_{L}x{H}_{init}_s{seed}`, `control_{L}x{H}_{init}_s{seed}`;
-    names read by lib.common.published.student_folder) -> label -> folder. Labels name the init only where a shape
+    names read by lib.common.published.parse_student_folder) -> label -> folder. Labels name the init only where a shape
     has several."""
     if not minilm_dir or not Path(minilm_dir).is_dir():
         return {}
-    found = [(*published.student_folder(f.name), f) for f in sorted(Path(minilm_dir).glob(f"*_s{seed}"))]
+    found = [(*published.parse_student_folder(f.name), f) for f in sorted(Path(minilm_dir).glob(f"*_s{seed}"))]
     inits = {}
     for _, shape, init, _ in found:
         inits.setdefault(shape, set()).add(init)

@@ -10,11 +10,12 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
+from lib.common import published
 from lib.common.params import ParamError, require
 from lib.common.paths import read_rows, resolve
 from lib.common.runinfo import load_json, read_json
 from lib.embed.dataset import GraphDataset, load_split
-from lib.linkpred import beyond as B
+from lib.linkpred import beyond
 from lib.linkpred.checkpoint import load_checkpoint
 from lib.linkpred.config import BeyondParams, GatParams, GatTrainingParams, TrainConfig, stored_settings
 from lib.linkpred.data import usable_graphs
@@ -46,7 +47,7 @@ def load_stage3(cfg: BeyondParams) -> dict:
         "run notebook 03 (train_gat) on this run_dir first",
     )
     p03_file = run_path / "params_03_train_gat.json"
-    p03 = GatParams.from_values(load_json(p03_file)["params"] if p03_file.is_file() else {})
+    p03 = GatParams.from_values(published.run_params(load_json(p03_file)["params"]) if p03_file.is_file() else {})
     missing = sorted(set(cfg.beyond_protocols) - set(rows["protocol"]))
     require(
         not missing,
@@ -56,7 +57,10 @@ def load_stage3(cfg: BeyondParams) -> dict:
     )
     seeds = cfg.seeds
     require(
-        set(seeds) <= set(rows["seed"]), "seed/n_seeds", seeds, f"notebook 03 ran seeds {sorted(set(rows['seed']))}"
+        set(seeds) <= set(rows["seed"]),
+        "first_seed/n_seeds",
+        seeds,
+        f"notebook 03 ran seeds {sorted(set(rows['seed']))}",
     )
     ds = GraphDataset(run_path / "dataset")
     graphs = {g.graph_id: g for g in usable_graphs([ds[i] for i in range(len(ds))], ds.num_features)[0]}
@@ -125,7 +129,9 @@ def protocol_splits(stage3: dict, protocols: list[str]) -> dict:
     }
 
 
-def describe(cfg: BeyondParams, n_graphs: int) -> str:
+def plan_sentence(cfg: BeyondParams, n_graphs: int) -> str:
+    """What notebook 03b runs, in one sentence: the graphs, seeds, protocols and where training departs from notebook
+    03's."""
     return (
         f"{n_graphs} graphs; seeds {cfg.seeds}; protocols {cfg.beyond_protocols}; training settings of notebook "
         f"03's GatModel except: {cfg.beyond_supervision} supervision, {cfg.beyond_steps_per_graph} steps per graph, "
@@ -163,21 +169,21 @@ def run_all(
     for (s, p), sp in tqdm(psplits.items(), desc="seed × protocol", disable=not progress):
         for h in heuristics:
             add(s, p, h, {n: m for n, m in evaluate_heuristic(h, sp.test, cfgs[s])["mean"].items() if m})
-        mean, coef = B.evaluate_stack(sp, cfgs[s], features=model_cfg.stack_features)
+        mean, coef = beyond.evaluate_stack(sp, cfgs[s], features=model_cfg.stack_features)
         stack_coef.append({"seed": s, "protocol": p, **coef})
         add(s, p, "heuristic_stack", mean)
-        if B.rescaled(variants):
+        if beyond.rescaled(variants):
             add(
                 s,
                 p,
                 "heuristic_stack_rescaled",
-                B.evaluate_stack(sp, cfgs[s], rescale=True, features=model_cfg.stack_features)[0],
+                beyond.evaluate_stack(sp, cfgs[s], rescale=True, features=model_cfg.stack_features)[0],
             )
-        add(s, p, B.SHORTCUT, B.evaluate_shortcut(sp, cfgs[s]))
+        add(s, p, beyond.SHORTCUT, beyond.evaluate_shortcut(sp, cfgs[s]))
         for v in variants:
-            mean, res = B.run_variant(sp, v, model_cfg, cfgs[s], chosen[v], Path(ckpt_root) / f"seed{s}-{p}" / v)
+            mean, res = beyond.run_variant(sp, v, model_cfg, cfgs[s], chosen[v], Path(ckpt_root) / f"seed{s}-{p}" / v)
             train_log[f"{s}/{p}/{v}"] = {"best_epoch": res["best_epoch"], "epochs_run": len(res["val"])}
-            add(s, p, f"gat_{v}", mean, **{n: B.validation_of(res, n) for n in mean})
+            add(s, p, f"gat_{v}", mean, **{n: beyond.validation_of(res, n) for n in mean})
     return rows, stack_coef, train_log
 
 

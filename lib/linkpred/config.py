@@ -267,7 +267,9 @@ class GatParams(GatTrainingParams, DeviceStageParams):
         "compute precision: fp32, bf16, fp16 or auto (bf16 where the CPU/GPU has it natively)",
         choices=PRECISIONS,
     )
-    seed: int = param(0, "first seed; seeds seed .. seed+n_seeds-1 each re-split, re-initialise and re-sample", ge=0)
+    first_seed: int = param(
+        0, "first seed; seeds first_seed .. first_seed+n_seeds-1 each re-split, re-initialise and re-sample", ge=0
+    )
     n_seeds: int = param(2, "independent runs for mean ± std", ge=1)
     n_train_graphs: int = param(
         0, "training graphs incl. validation ones; 0 means every usable graph not in test", ge=0
@@ -312,7 +314,7 @@ class GatParams(GatTrainingParams, DeviceStageParams):
 
     @property
     def seeds(self) -> list[int]:
-        return list(range(self.seed, self.seed + self.n_seeds))
+        return list(range(self.first_seed, self.first_seed + self.n_seeds))
 
     def train_config(self, seed: int, kind: str = "gat_model", supervision: str = "mp") -> TrainConfig:
         """The TrainConfig of one trained model: `kind` for gat_epochs (GatModel) or baseline_epochs, at gat_lr."""
@@ -347,7 +349,7 @@ class BeyondParams(GatTrainingParams, DeviceStageParams):
         "compute precision: fp32, bf16, fp16 or auto (bf16 where the CPU/GPU has it natively)",
         choices=PRECISIONS,
     )
-    seed: int = param(0, "first seed; the same seeds, splits and test pairs as notebook 03", ge=0)
+    first_seed: int = param(0, "first seed; the same seeds, splits and test pairs as notebook 03", ge=0)
     n_seeds: int = param(2, "independent runs for mean ± std", ge=1)
     n_train_graphs: int = param(0, "must equal notebook 02's (the split is read from dataset/split.json)", ge=0)
     n_test_graphs: int = param(2, "must equal notebook 02's", ge=1)
@@ -411,4 +413,4 @@ class BeyondParams(GatTrainingParams, DeviceStageParams):
 
     @property
     def seeds(self) -> list[int]:
-        return list(range(self.seed, self.seed + self.n_seeds))
+        return list(range(self.first_seed, self.first_seed + self.n_seeds))

@@ -213,17 +213,23 @@ def load_params(cmd: str, files: list[str], overrides: list[str]):
 
 
 def _gat_job(p: GatParams, a, d: Dist) -> dict:
-    cfg = replace(p.train_config(p.seed, supervision=p.train_supervision[0]), graphs_per_step=a.global_batch or d.world)
+    cfg = replace(
+        p.train_config(p.first_seed, supervision=p.train_supervision[0]), graphs_per_step=a.global_batch or d.world
+    )
     if a.synthetic:
         graphs = [synthetic_graph(200, 800, 384, seed=i, graph_id=f"synthetic{i}") for i in range(a.synthetic + 1)]
         train, val, in_ch = graphs[1:], graphs[:1], 384
     else:
         ds = GraphDataset(resolve(p.run_dir) / "dataset")
         sp = load_split(
-            ds, [p.seed], n_train_graphs=p.n_train_graphs, n_test_graphs=p.n_test_graphs, val_fraction=p.val_fraction
-        )[p.seed]
+            ds,
+            [p.first_seed],
+            n_train_graphs=p.n_train_graphs,
+            n_test_graphs=p.n_test_graphs,
+            val_fraction=p.val_fraction,
+        )[p.first_seed]
         train, val, in_ch = [ds[g] for g in sp["train"]], [ds[g] for g in sp["val"]], ds.num_features or 384
-    out = Path(a.out) if a.out else resolve(p.run_dir) / "distributed" / f"gat-seed{p.seed}-{cfg.supervision}"
+    out = Path(a.out) if a.out else resolve(p.run_dir) / "distributed" / f"gat-seed{p.first_seed}-{cfg.supervision}"
     _, res = train_gat(a.kind, p.model_config(in_ch), train, cfg, d, val, out, a.ckpt_every, a.max_steps)
     return {**res, "out": str(out)}
 
