@@ -62,14 +62,15 @@ def test_the_recorded_command_passes_every_declared_parameter_and_names_those_le
                     "run_dir": "outputs/r",
                     "n_seeds": 3,
                     "max_nodes": 500,
-                    "beyond_hard_share": 0.5,
+                    "beyond_hard_share": 0.5,  # an older name: passed under its current one
+                    "amp": True,  # a parameter no notebook declares today
                 },
             }
         )
     )
     files, overrides, left_out = reproduce.recorded_command(run, "one-seed")
-    assert files == ["params/tiny.yaml"] and left_out == ["beyond_hard_share"]
-    assert overrides == {"n_seeds": 1, "max_nodes": 500}
+    assert files == ["params/tiny.yaml"] and left_out == ["amp"]
+    assert overrides == {"n_seeds": 1, "max_nodes": 500, "beyond_dist2_share": 0.5}
     with pytest.raises(reproduce.ReproduceError, match="prefix 'two-seeds' is unknown; use one of whole, one-seed"):
         reproduce.recorded_command(run, "two-seeds")
     with pytest.raises(reproduce.ReproduceError, match="has no params.json; name a published run folder"):

@@ -69,6 +69,7 @@ OLDER_PARAMETER_NAMES = {
     "seed": "first_seed",
     "kd_temperature": "out_temperature",
     "kd_alpha": "out_soft_share",
+    "beyond_hard_share": "beyond_dist2_share",
 }
 """A parameter a run folder records under an older name -> its current name."""
 ROW_DIGEST = "_digest"
