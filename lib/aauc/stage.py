@@ -26,7 +26,7 @@ from lib.linkpred.protocols import ProtocolSettings, make_protocol
 from lib.linkpred.sampling import TRAIN_SET, TitlePairs
 from lib.linkpred.train import init_model, train_model
 from lib.metrics.aauc import aauc, top_new_links
-from lib.viz.graph import focus_nodes, graph_to_html
+from lib.viz.graph import drawn_nodes, graph_to_html
 
 
 def load_run_models(run_dir, device: str = "cpu") -> dict:
@@ -344,7 +344,8 @@ def tradeoff_points(
 def new_links_picture(model, graphs: dict, ds, crawl_dir, html_dir, params: AaucParams) -> dict:
     """The `params.top_k` non-edges the trained `model` scores highest in the graph crawled from `params.picture_root`
     (lib.metrics.aauc.top_new_links), drawn dashed over the crawl graph as an offline pyvis page
-    (lib.viz.graph.graph_to_html, view `params.picture_view`). Returns {"graph_id", "html" (path), "nodes_drawn",
+    (lib.viz.graph.graph_to_html, view `params.picture_view`, at most lib.viz.graph.MAX_DRAWN_NODES nodes, those
+    nearest the root). Returns {"graph_id", "html" (path), "nodes_drawn",
     "nodes", "table": DataFrame [u, v, logit, title cosine]}. A root the dataset lacks stops here naming the fix."""
     root, top_k, view, seed, device = (
         params.picture_root,
@@ -366,7 +367,7 @@ def new_links_picture(model, graphs: dict, ds, crawl_dir, html_dir, params: Aauc
     html = graph_to_html(
         crawl_graph, Path(html_dir) / f"04_new_links_{gid}.html", extra_edges=pairs.T.tolist(), seed=seed, view=view
     )
-    drawn = len(focus_nodes(crawl_graph.edges, pairs.T.tolist())) if view == "focus" else crawl_graph.num_nodes
+    drawn = len(drawn_nodes(crawl_graph, pairs.T.tolist(), view)[0])
     xn = F.normalize(data.x.double(), dim=1)
     table = pd.DataFrame(
         {
