@@ -72,3 +72,21 @@ def test_an_imported_graph_is_ordered_by_a_bfs_over_its_links():
     # a crawled graph's ids are its crawl's order already
     star = Graph(titles=["R", "A", "B", "C"], edges=[(0, 1), (0, 2), (1, 3), (2, 1)])
     assert bfs_order(star) == [0, 1, 2, 3]
+
+
+def test_components_are_counted_without_a_networkx_graph(monkeypatch):
+    """A campaign counts each graph's components twice (crawl and stats); a networkx Graph of 20,000 nodes took half
+    a second each time, scipy's sparse count a few milliseconds."""
+    import networkx
+
+    from lib.crawl.bfs import count_components
+    from lib.crawl.campaign import graph_stats
+
+    def no_graph(*args, **kwargs):
+        raise AssertionError("count_components built a networkx Graph")
+
+    monkeypatch.setattr(networkx, "Graph", no_graph)
+    assert count_components(0, []) == 0 and count_components(3, []) == 3
+    assert count_components(6, [(0, 1), (1, 2), (4, 3)]) == 3  # {0, 1, 2}, {3, 4}, {5}
+    lone = Graph(titles=["R", "A", "B"], edges=[(0, 1)])
+    assert graph_stats(lone)["connected"] is False

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections import deque
 
-import networkx as nx
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from lib.common.graphio import Graph
 from lib.common.params import ParamError
@@ -81,10 +83,13 @@ def bfs_crawl(source: LinkSource, root: str, max_nodes: int, progress=None) -> G
 
 
 def count_components(n: int, edges: list[tuple[int, int]]) -> int:
-    g = nx.Graph()
-    g.add_nodes_from(range(n))
-    g.add_edges_from(edges)
-    return nx.number_connected_components(g) if n else 0
+    """Connected components of the undirected graph of `n` nodes and `edges` [(u, v)]; scipy's sparse one, as
+    networkx's Graph took about half a second per 20,000-node graph, twice per graph of a campaign."""
+    if not n:
+        return 0
+    ends = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    adjacency = sp.coo_array((np.ones(len(ends), dtype=np.int8), (ends[:, 0], ends[:, 1])), shape=(n, n))
+    return int(connected_components(adjacency, directed=False)[0])
 
 
 def bfs_parents(graph: Graph) -> list[int]:
