@@ -90,3 +90,34 @@ def test_components_are_counted_without_a_networkx_graph(monkeypatch):
     assert count_components(6, [(0, 1), (1, 2), (4, 3)]) == 3  # {0, 1, 2}, {3, 4}, {5}
     lone = Graph(titles=["R", "A", "B"], edges=[(0, 1)])
     assert graph_stats(lone)["connected"] is False
+
+
+def test_notebook_04_draws_only_the_uniform_negatives_it_scores(monkeypatch):
+    """The size trend and the untrained GatModel are scored on uniform negatives; drawing dist2 for each test graph
+    as well took about half a minute per 20,000-node graph and protocol, for nothing."""
+    import lib.aauc.stage as A
+    import lib.linkpred.negative_sets.dist2 as dist2
+    from lib.linkpred.config import TrainConfig
+    from lib.linkpred.data import synthetic_graph
+    from lib.linkpred.model import ModelConfig
+
+    def no_draw(*args, **kwargs):
+        raise AssertionError("dist2 negatives drawn")
+
+    monkeypatch.setattr(dist2, "dist2_negatives", no_draw)
+    graphs = {f"g{i}": synthetic_graph(60, 150, 8, seed=i, graph_id=f"g{i}") for i in range(4)}
+    splits = {0: {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]}}
+    model_cfg = ModelConfig(in_channels=8, gat_hidden=8, gat_out=4, gat_levels=1, gat_heads=1)
+    rows = A.untrained_rows(graphs, splits, [0], ["seed", "leak_free"], TrainConfig(seed=0), model_cfg)
+    assert [r["protocol"] for r in rows] == ["seed", "leak_free"] and all(0 <= r["auc"] <= 1 for r in rows)
+    assert A.uniform_only(TrainConfig()).negative_sets == ("uniform",)
+
+
+def test_the_seed_scale_profile_draws_uniform_negatives_only():
+    """At 20,000 nodes the seed protocol's other negative sets (every edge a positive) would outlast the campaign."""
+    import yaml
+
+    from lib.common.paths import ROOT
+
+    profile = yaml.safe_load((ROOT / "params" / "seed_scale.yaml").read_text())
+    assert profile["negative_sets"] == ["uniform"] and profile["protocols"] == ["seed"]

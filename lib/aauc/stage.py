@@ -124,6 +124,14 @@ def nested_subsets(train_ids: list, sizes: list, seed: int) -> dict:
     return {n: [train_ids[i] for i in perm[:n]] for n in sorted(sizes)}
 
 
+def uniform_only(cfg: TrainConfig) -> ProtocolSettings:
+    """The protocol settings of `cfg` drawing uniform negatives only: the size trend and the untrained GatModel are
+    scored on them alone, and the others cost far more to draw at the seed's graph size (dist2 looks at every anchor's
+    distance-2 neighbourhood). Each set has its own seeded stream, so the uniform pairs are the same as with every set
+    drawn."""
+    return settings_from(ProtocolSettings, cfg, negatives_per_positive=0, negative_sets=("uniform",))
+
+
 def size_trend(
     graphs: dict,
     splits: dict,
@@ -148,7 +156,7 @@ def size_trend(
     built = {}
     for s, n, ids in tqdm(jobs, desc="size trend", disable=not progress):
         cfg = replace(train_cfg, epochs=epochs, seed=s, device=device, log_aauc=False, log_eval=False)
-        settings = settings_from(ProtocolSettings, cfg, negatives_per_positive=0)  # uniform negatives only
+        settings = uniform_only(cfg)
         models = {}
         for protocol in protocols:
             if (s, protocol) not in built:
@@ -308,7 +316,7 @@ def untrained_rows(
     rows = []
     for s in seeds:
         cfg = replace(train_cfg, seed=s, device=str(device))
-        settings = settings_from(ProtocolSettings, cfg, negatives_per_positive=0)  # uniform negatives only
+        settings = uniform_only(cfg)
         m0 = init_model("gat_model", model_cfg, [], cfg, device)
         sp = splits[s]
         for protocol in protocols:
