@@ -26,7 +26,7 @@ from lib.linkpred.protocols import ProtocolSettings, make_protocol
 from lib.linkpred.sampling import TRAIN_SET, TitlePairs
 from lib.linkpred.train import init_model, train_model
 from lib.metrics.aauc import aauc, top_new_links
-from lib.viz.graph import focus_nodes, graph_to_html
+from lib.viz.graph import drawn_nodes, graph_to_html
 
 
 def load_run_models(run_dir, device: str = "cpu") -> dict:
@@ -124,6 +124,14 @@ def nested_subsets(train_ids: list, sizes: list, seed: int) -> dict:
     return {n: [train_ids[i] for i in perm[:n]] for n in sorted(sizes)}
 
 
+def uniform_only(cfg: TrainConfig) -> ProtocolSettings:
+    """The protocol settings of `cfg` drawing uniform negatives only: the size trend and the untrained GatModel are
+    scored on them alone, and the others cost far more to draw at the seed's graph size (dist2 looks at every anchor's
+    distance-2 neighbourhood). Each set has its own seeded stream, so the uniform pairs are the same as with every set
+    drawn."""
+    return settings_from(ProtocolSettings, cfg, negatives_per_positive=0, negative_sets=("uniform",))
+
+
 def size_trend(
     graphs: dict,
     splits: dict,
@@ -148,7 +156,7 @@ def size_trend(
     built = {}
     for s, n, ids in tqdm(jobs, desc="size trend", disable=not progress):
         cfg = replace(train_cfg, epochs=epochs, seed=s, device=device, log_aauc=False, log_eval=False)
-        settings = settings_from(ProtocolSettings, cfg, negatives_per_positive=0)  # uniform negatives only
+        settings = uniform_only(cfg)
         models = {}
         for protocol in protocols:
             if (s, protocol) not in built:
@@ -308,7 +316,7 @@ def untrained_rows(
     rows = []
     for s in seeds:
         cfg = replace(train_cfg, seed=s, device=str(device))
-        settings = settings_from(ProtocolSettings, cfg, negatives_per_positive=0)  # uniform negatives only
+        settings = uniform_only(cfg)
         m0 = init_model("gat_model", model_cfg, [], cfg, device)
         sp = splits[s]
         for protocol in protocols:
@@ -344,7 +352,8 @@ def tradeoff_points(
 def new_links_picture(model, graphs: dict, ds, crawl_dir, html_dir, params: AaucParams) -> dict:
     """The `params.top_k` non-edges the trained `model` scores highest in the graph crawled from `params.picture_root`
     (lib.metrics.aauc.top_new_links), drawn dashed over the crawl graph as an offline pyvis page
-    (lib.viz.graph.graph_to_html, view `params.picture_view`). Returns {"graph_id", "html" (path), "nodes_drawn",
+    (lib.viz.graph.graph_to_html, view `params.picture_view`, at most lib.viz.graph.MAX_DRAWN_NODES nodes, those
+    nearest the root). Returns {"graph_id", "html" (path), "nodes_drawn",
     "nodes", "table": DataFrame [u, v, logit, title cosine]}. A root the dataset lacks stops here naming the fix."""
     root, top_k, view, seed, device = (
         params.picture_root,
@@ -366,7 +375,7 @@ def new_links_picture(model, graphs: dict, ds, crawl_dir, html_dir, params: Aauc
     html = graph_to_html(
         crawl_graph, Path(html_dir) / f"04_new_links_{gid}.html", extra_edges=pairs.T.tolist(), seed=seed, view=view
     )
-    drawn = len(focus_nodes(crawl_graph.edges, pairs.T.tolist())) if view == "focus" else crawl_graph.num_nodes
+    drawn = len(drawn_nodes(crawl_graph, pairs.T.tolist(), view)[0])
     xn = F.normalize(data.x.double(), dim=1)
     table = pd.DataFrame(
         {

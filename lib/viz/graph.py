@@ -11,6 +11,7 @@ import networkx as nx
 
 from lib.common.graphio import Graph
 from lib.common.paths import atomic_write_text
+from lib.crawl.bfs import bfs_order
 
 # pyvis's template always adds Bootstrap from a CDN even with cdn_resources="in_line"; it is only page chrome.
 _REMOTE_TAG = re.compile(r"<(link|script)\b[^>]*\b(?:href|src)=\"https?://[^\"]*\"[^>]*>(?:\s*</script>)?", re.S)
@@ -43,6 +44,9 @@ TOPIC_COLOURS |= {
     "Art": "#843c39",
 }
 """Wikispeedia's other ten topics (first category level)."""
+MAX_DRAWN_NODES = 2000
+"""Nodes a picture draws at most: its layout costs time and memory quadratic in them and a browser slows down past a
+few thousand (the seed's Figure 1 drew 2,000 of a 20,000-node graph)."""
 EXTRA_COLOURS = ("#8c564b", "#637939", "#7b4173", "#3182bd", "#31a354", "#756bb1", "#636363", "#e377c2")
 
 
@@ -79,13 +83,35 @@ def focus_nodes(edges, links) -> list[int]:
     return sorted(keep)
 
 
-def _legend_html(with_root: bool, topics: list[str], with_links: bool, focus: bool) -> str:
+def drawn_nodes(
+    graph: Graph, extra_edges=None, view: str = "whole", max_drawn_nodes: int = MAX_DRAWN_NODES
+) -> tuple[list[int], int]:
+    """The node ids [K] (ascending) a picture of `graph` draws and how many its view holds before the cap.
+
+    view="whole" holds every node, view="focus" `focus_nodes(graph.edges, extra_edges)`. Above `max_drawn_nodes` the
+    picture keeps the view's nodes first in BFS order from the root (lib.crawl.bfs.bfs_order: a crawled graph's own
+    order), so the whole view becomes the root's BFS neighbourhood; the endpoints of `extra_edges` are always kept
+    (they are what the picture is for), so K passes the cap only when they alone do. Linear in nodes and edges."""
+    if not isinstance(max_drawn_nodes, int) or max_drawn_nodes < 1:
+        raise ValueError(f"max_drawn_nodes={max_drawn_nodes!r} must be an integer >= 1; it caps the nodes drawn")
+    extra = [(int(u), int(v)) for u, v in extra_edges or []]
+    held = focus_nodes(graph.edges, extra) if view == "focus" else list(range(graph.num_nodes))
+    if len(held) <= max_drawn_nodes:
+        return held, len(held)
+    ends = {n for link in extra for n in link}
+    held_set = set(held) - ends
+    first = [i for i in bfs_order(graph) if i in held_set][: max(max_drawn_nodes - len(ends), 0)]
+    return sorted(ends.union(first)), len(held)
+
+
+def _legend_html(with_root: bool, topics: list[str], with_links: bool, focus: bool, caption: str = "") -> str:
     """A fixed box in the page's corner naming the node colours and edge styles actually drawn."""
     dot = (
         '<span style="display:inline-block;width:10px;height:10px;border-radius:50%;background:{};margin-right:4px">'
         "</span>{}"
     )
-    items = [dot.format("#000000", "root")] * with_root + [dot.format(topic_colour(t), t) for t in topics]
+    items = [f"<b>{caption}</b>"] * bool(caption)
+    items += [dot.format("#000000", "root")] * with_root + [dot.format(topic_colour(t), t) for t in topics]
     items.append('<span style="color:#c8c8c8">&#9472;&#9472;</span> existing link')
     if with_links:
         items.append('<span style="color:#d62728">&#9476;&#9476;</span> predicted new link')
@@ -104,6 +130,7 @@ def graph_to_html(
     height: str = "750px",
     seed: int = 0,
     view: str = "whole",
+    max_drawn_nodes: int = MAX_DRAWN_NODES,
 ) -> Path:
     """Write `graph` as an interactive, self-contained HTML picture with a legend.
 
@@ -111,9 +138,11 @@ def graph_to_html(
     links) are drawn dashed in red, apart from the existing grey links. view="whole" draws every node; view="focus"
     draws only `focus_nodes(graph.edges, extra_edges)` (the extra edges' endpoints, large and labelled, and their
     neighbours, small, title on hover) with the links among them, so a few dozen predicted links stay visible in a
-    2,000-node graph. The layout is computed here (networkx spring layout, seeded) and physics is off in the
-    browser: a live force simulation of 2,000 nodes takes minutes to settle on a small CPU, a precomputed one paints
-    at once.
+    2,000-node graph. Either view draws at most `max_drawn_nodes` nodes (`drawn_nodes`: those nearest the root in BFS
+    order, the extra edges' endpoints always), and the legend's first line then says how many of how many. The layout
+    is computed here (networkx spring layout, seeded; quadratic in the nodes drawn, hence the cap) and physics is off
+    in the browser: a live force simulation of 2,000 nodes takes minutes to settle on a small CPU, a precomputed one
+    paints at once.
     """
     from pyvis.network import Network  # lazy: pyvis and jinja2 only for the HTML graph picture
 
@@ -124,7 +153,7 @@ def graph_to_html(
     extra = [(int(u), int(v)) for u, v in extra_edges or []]
     if view == "focus" and not extra:
         raise ValueError("view='focus' needs extra_edges to focus on; pass the predicted links or use view='whole'")
-    nodes = focus_nodes(graph.edges, extra) if view == "focus" else list(range(graph.num_nodes))
+    nodes, held = drawn_nodes(graph, extra, view, max_drawn_nodes)
     keep = set(nodes)
     edges = [(int(u), int(v)) for u, v in graph.edges if u in keep and v in keep]
     ends = {n for link in extra for n in link}
@@ -165,8 +194,20 @@ def graph_to_html(
         )
     )
     order = {t: k for k, t in enumerate(TOPIC_COLOURS)}
+    caption = ""
+    if len(nodes) < held:
+        caption = (
+            f"{len(nodes):,} of {graph.num_nodes:,} nodes, the root's BFS neighbourhood"
+            + (" and the predicted links' endpoints" if extra else "")
+            if view == "whole"
+            else f"{len(nodes):,} of the {held:,} nodes around the predicted links: those nearest the root (BFS)"
+        )
     legend = _legend_html(
-        0 in keep, sorted(topics_drawn, key=lambda t: (order.get(t, len(order)), t)), bool(extra), view == "focus"
+        0 in keep,
+        sorted(topics_drawn, key=lambda t: (order.get(t, len(order)), t)),
+        bool(extra),
+        view == "focus",
+        caption,
     )
     html = offline_html(net).replace("<body>", "<body>\n" + legend, 1)
     out = Path(path)
