@@ -7,10 +7,15 @@ import re
 import numpy as np
 import pytest
 
+import lib.linkpred.negative_sets.dist2 as dist2
+from lib.aauc import stage as aauc_stage
 from lib.common.graphio import Graph
 from lib.crawl.bfs import bfs_crawl, bfs_order
 from lib.crawl.pages import Snapshot
 from lib.crawl.sources import SnapshotSource
+from lib.linkpred.config import TrainConfig
+from lib.linkpred.data import synthetic_graph
+from lib.linkpred.model import ModelConfig
 from lib.viz.graph import MAX_DRAWN_NODES, drawn_nodes, graph_to_html
 
 
@@ -95,11 +100,6 @@ def test_components_are_counted_without_a_networkx_graph(monkeypatch):
 def test_notebook_04_draws_only_the_uniform_negatives_it_scores(monkeypatch):
     """The size trend and the untrained GatModel are scored on uniform negatives; drawing dist2 for each test graph
     as well took about half a minute per 20,000-node graph and protocol, for nothing."""
-    import lib.aauc.stage as A
-    import lib.linkpred.negative_sets.dist2 as dist2
-    from lib.linkpred.config import TrainConfig
-    from lib.linkpred.data import synthetic_graph
-    from lib.linkpred.model import ModelConfig
 
     def no_draw(*args, **kwargs):
         raise AssertionError("dist2 negatives drawn")
@@ -108,9 +108,9 @@ def test_notebook_04_draws_only_the_uniform_negatives_it_scores(monkeypatch):
     graphs = {f"g{i}": synthetic_graph(60, 150, 8, seed=i, graph_id=f"g{i}") for i in range(4)}
     splits = {0: {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3"]}}
     model_cfg = ModelConfig(in_channels=8, gat_hidden=8, gat_out=4, gat_levels=1, gat_heads=1)
-    rows = A.untrained_rows(graphs, splits, [0], ["seed", "leak_free"], TrainConfig(seed=0), model_cfg)
+    rows = aauc_stage.untrained_rows(graphs, splits, [0], ["seed", "leak_free"], TrainConfig(seed=0), model_cfg)
     assert [r["protocol"] for r in rows] == ["seed", "leak_free"] and all(0 <= r["auc"] <= 1 for r in rows)
-    assert A.uniform_only(TrainConfig()).negative_sets == ("uniform",)
+    assert aauc_stage.uniform_only(TrainConfig()).negative_sets == ("uniform",)
 
 
 def test_the_seed_scale_profile_draws_uniform_negatives_only():
