@@ -93,13 +93,19 @@ def _way(first: float, last: float, present: bool = True) -> str:
     return ("rises" if present else "rose") if last > first else ("falls" if present else "fell")
 
 
+def _per_seed_rows(ref: Path, run: str) -> pd.DataFrame | None:
+    """Notebook 03's per-seed rows of a reference run (its train_gat_rows.csv), or None without that file."""
+    path = ref / run / "train_gat_rows.csv"
+    return pd.read_csv(path) if path.is_file() else None
+
+
 def _seed_way_per_seed(ref: Path, run: str, protocol: str, metric: str) -> list[float]:
     """Per seed, in seed order, `metric` of GatModel as the seed trains it (mp supervision, uniform negatives) under
     `protocol`, from the run's train_gat_rows.csv; empty without that file."""
-    path = ref / run / "train_gat_rows.csv"
-    if not path.is_file():
+    rows = _per_seed_rows(ref, run)
+    if rows is None:
         return []
-    t = gat_model_rows(pd.read_csv(path), protocol).dropna(subset=[metric]).sort_values("seed")
+    t = gat_model_rows(rows, protocol).dropna(subset=[metric]).sort_values("seed")
     return [float(v) for v in t[metric]]
 
 
@@ -238,10 +244,9 @@ def _below(rows: tuple[Unseen, ...]) -> str:
 def _versus_heuristic(ref: Path, run: str, heuristic: str) -> dict | None:
     """judge(GatModel - `heuristic`) under leak_free with uniform negatives, paired by seed, from the run's
     train_gat_rows.csv; None without it."""
-    path = ref / run / "train_gat_rows.csv"
-    if not path.is_file():
+    t = _per_seed_rows(ref, run)
+    if t is None:
         return None
-    t = pd.read_csv(path)
     t = t[(t["protocol"] == "leak_free") & (t["negatives"] == "uniform")]
     gat = gat_model_rows(t).set_index("seed")["auc"]
     other = t[t["model"] == heuristic].drop_duplicates("seed").set_index("seed")["auc"]
@@ -443,6 +448,12 @@ class HarderNegatives:
         )
 
 
+def _met_missed(gaps: pd.DataFrame, margin: str) -> tuple[int, int]:
+    """How many of `gaps`' rows the one rule (lib.metrics.paired.verdict, at 0) calls met and missed for `margin`."""
+    v = [verdict(lo, hi) for lo, hi in zip(gaps[f"{margin}_low"], gaps[f"{margin}_high"])]
+    return v.count("met"), v.count("missed")
+
+
 def harder_negatives(runs: dict[str, dict], ref: Path) -> HarderNegatives | None:
     def part(g: dict[str, dict]) -> HarderMargins | None:
         for run, m in g.items():
@@ -450,13 +461,7 @@ def harder_negatives(runs: dict[str, dict], ref: Path) -> HarderNegatives | None
             if gaps.empty or "auc_margin_shortcut_low" not in gaps:
                 continue
             sets = tuple(
-                (
-                    n,
-                    int((x["auc_margin_low"] > 0).sum()),
-                    int((x["auc_margin_high"] < 0).sum()),
-                    int((x["auc_margin_shortcut_low"] > 0).sum()),
-                    int((x["auc_margin_shortcut_high"] < 0).sum()),
-                )
+                (n, *_met_missed(x, "auc_margin"), *_met_missed(x, "auc_margin_shortcut"))
                 for n, x in gaps[gaps["negatives"] != "uniform"].groupby("negatives", sort=False)
             )
             if sets:
