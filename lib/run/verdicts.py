@@ -71,16 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     except VerdictError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    counted = summary(table)
     if earlier is not None:
-        print(f"before: {summary(earlier)}")
-        print(f"after: {summary(table)}")
+        print(f"before: {summary(earlier)}\nafter: {counted}")
         table = before_after(earlier, table)
-        with pd.option_context("display.max_colwidth", None, "display.width", 250):
-            print(table.to_markdown(index=False) if args.markdown else table.to_string(index=False))
-        return 0
     with pd.option_context("display.max_colwidth", None, "display.width", 250):
         print(table.to_markdown(index=False) if args.markdown else table.to_string(index=False))
-    print(summary(table))
+    if earlier is None:
+        print(counted)
     return 0
 
 
