@@ -20,6 +20,12 @@ class AaucParams(DeviceStageParams):
     r_cos_grid: list[float] = param([0.05, 0.1, 0.2, 0.5], "sampling rates for the sensitivity study", gt=0, le=1)
     size_grid: list[int] = param([2, 4, 8], "training-set sizes for the trend (the seed: 40, 180, 315)", ge=1)
     size_epochs: int = param(2, "epochs per size-trend run, seed §5.4.1", ge=1)
+    analysis_graphs: int = param(
+        0,
+        "test graphs per seed the studies score: the first N of stage 3's (0: all; notebook 03's own rows "
+        "in the trade-off keep every test graph)",
+        ge=0,
+    )
     r_cos_groups: float = param(0.3, "larger sample for per-topic and per-branch A-AUC (groups need pairs)", gt=0, le=1)
     top_k: int = param(30, "predicted new links drawn in the picture", ge=1)
     picture_root: str = param("Climate change", "root whose graph is drawn")

@@ -25,7 +25,7 @@ from lib.linkpred.names import MODEL_KINDS
 from lib.linkpred.protocols import ProtocolSettings, make_protocol
 from lib.linkpred.sampling import TRAIN_SET, TitlePairs
 from lib.linkpred.train import init_model, train_model
-from lib.metrics.aauc import aauc, top_new_links
+from lib.metrics.aauc import aauc, aauc_thresholds, top_new_links
 from lib.viz.graph import drawn_nodes, graph_to_html
 
 
@@ -66,6 +66,20 @@ def load_run_models(run_dir, device: str = "cpu") -> dict:
             out["configs"][seed][kind] = stored_settings(ck["config"], f"checkpoint {path}")
             out["models"][seed][kind] = model.eval()
     return out
+
+
+def analysed_splits(splits: dict, analysis_graphs: int) -> dict:
+    """Stage 3's splits {seed: {train, val, test}} with each seed's test list cut to its first `analysis_graphs`
+    graphs (0: all of them), the graphs notebook 04's studies score."""
+    require(
+        isinstance(analysis_graphs, int) and analysis_graphs >= 0,
+        "analysis_graphs",
+        analysis_graphs,
+        "use 0 (every test graph) or a positive count",
+    )
+    if not analysis_graphs:
+        return splits
+    return {seed: {**parts, "test": parts["test"][:analysis_graphs]} for seed, parts in splits.items()}
 
 
 def trend_slopes(df) -> dict[str, dict[str, float]]:
@@ -235,8 +249,9 @@ def sensitivity(
     by_t, by_r = [], []
     for g, zg in z.items():
         s, x = derive_seed(seed, "eval-aauc", g), graphs[g].x
-        for t in t_cos_grid:
-            r, rs = aauc(zg, x, r_cos, t, s), aauc(zg, x, r_cos, t, s, include_self=True)
+        plain = aauc_thresholds(zg, x, r_cos, t_cos_grid, s)
+        with_self = aauc_thresholds(zg, x, r_cos, t_cos_grid, s, include_self=True)
+        for t, r, rs in zip(t_cos_grid, plain, with_self, strict=True):
             by_t.append(
                 {
                     "graph_id": g,

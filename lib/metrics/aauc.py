@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
+from scipy.stats import rankdata
 from sklearn.metrics import roc_auc_score
 from torch import Tensor
 
@@ -73,11 +74,26 @@ def aauc(
     """A-AUC of embeddings z [N, F_out] against input features x [N, F_in].
 
     chunk_size: rows of the S×S pair matrix built at a time (memory O(chunk_size · S)).
-    exact_limit: up to this many pairs the scores are collected and sklearn's roc_auc_score is used; above it a
-    chunked Mann–Whitney count gives the same value with memory O(#minority-class pairs + chunk).
+    exact_limit: up to this many pairs the scores are collected and ranked once (`rank_aucs`); above it a chunked
+    Mann–Whitney count gives the same value with memory O(#minority-class pairs + chunk).
     """
-    if not (isinstance(t_cos, (int, float)) and -1.0 <= t_cos <= 1.0):
-        raise ValueError(f"t_cos={t_cos!r} must be in [-1, 1]; it is a cosine-similarity threshold")
+    return aauc_thresholds(z, x, r_cos, [t_cos], seed, include_self, chunk_size, exact_limit)[0]
+
+
+def aauc_thresholds(
+    z: Tensor,
+    x: Tensor,
+    r_cos: float,
+    t_cos_grid: list,
+    seed: int = 0,
+    include_self: bool = False,
+    chunk_size: int = 256,
+    exact_limit: int = 4_000_000,
+) -> list[AAUCResult]:
+    """`aauc` at every threshold of t_cos_grid, one result per threshold, on the same node sample: the pairs' scores
+    are ranked once for all thresholds (a sensitivity study of five thresholds costs about one A-AUC)."""
+    for t_cos in t_cos_grid:
+        _check_t_cos(t_cos)
     if z.dim() != 2 or x.dim() != 2 or z.size(0) != x.size(0):
         raise ValueError(
             f"embeddings z {tuple(z.shape)} and features x {tuple(x.shape)} must be [N, F] with the "
@@ -86,31 +102,49 @@ def aauc(
     idx = sample_nodes(x.size(0), r_cos, seed)
     s = idx.numel()
     if s < 2:
-        return AAUCResult(
-            float("nan"),
-            s,
-            0,
-            0,
-            include_self,
-            f"only {s} node(s) sampled (N={x.size(0)}, r_cos={r_cos}); need at least 2",
-        )
+        why = f"only {s} node(s) sampled (N={x.size(0)}, r_cos={r_cos}); need at least 2"
+        return [AAUCResult(float("nan"), s, 0, 0, include_self, why) for _ in t_cos_grid]
     zs = z.detach().index_select(0, idx).double()
     xs = torch.nn.functional.normalize(x.detach().index_select(0, idx).double(), dim=1)
     if not (torch.isfinite(zs).all() and torch.isfinite(xs).all()):
-        return AAUCResult(float("nan"), s, 0, 0, include_self, "embeddings or features contain NaN/inf")
+        why = "embeddings or features contain NaN/inf"
+        return [AAUCResult(float("nan"), s, 0, 0, include_self, why) for _ in t_cos_grid]
 
     n_pairs = s * s if include_self else s * (s - 1) // 2
-    if n_pairs <= exact_limit:
-        parts = list(_row_blocks(zs, xs, t_cos, include_self, chunk_size))
-        scores = torch.cat([p[0] for p in parts]).numpy()
-        labels = torch.cat([p[1] for p in parts]).numpy()
+    if n_pairs > exact_limit:
+        return [_chunked_mann_whitney(zs, xs, t, include_self, chunk_size, s) for t in t_cos_grid]
+    parts = list(_pair_blocks(zs, xs, include_self, chunk_size))
+    scores = torch.cat([p[0] for p in parts]).numpy()
+    cosine = torch.cat([p[1] for p in parts]).numpy()
+    label_sets = [cosine > t for t in t_cos_grid]
+    results = []
+    for t_cos, labels, value in zip(t_cos_grid, label_sets, rank_aucs(scores, label_sets), strict=True):
         n_pos = int(labels.sum())
         n_neg = labels.size - n_pos
         if n_pos == 0 or n_neg == 0:
-            return _undefined(s, n_pos, n_neg, include_self, t_cos)
-        value = float(roc_auc_score(labels, scores))
-        return AAUCResult(value, s, n_pos, n_neg, include_self)
-    return _chunked_mann_whitney(zs, xs, t_cos, include_self, chunk_size, s)
+            results.append(_undefined(s, n_pos, n_neg, include_self, t_cos))
+        else:
+            results.append(AAUCResult(value, s, n_pos, n_neg, include_self))
+    return results
+
+
+def rank_aucs(scores: np.ndarray, label_sets: list[np.ndarray]) -> list[float]:
+    """ROC-AUC of the scores [P] against each boolean label vector [P] of label_sets: the Mann–Whitney rank sum with
+    a tie counted ½, the value sklearn's roc_auc_score gives (up to the last bit). Written by hand because sklearn
+    sorts the scores again for every label vector and this ranks them once for all (scipy's rankdata). NaN for a
+    label vector with one class only."""
+    ranks = rankdata(scores)  # average ranks: a tie between a positive and a negative counts ½
+    values = []
+    for labels in label_sets:
+        n_pos = int(labels.sum())
+        n_neg = labels.size - n_pos
+        if n_pos == 0 or n_neg == 0:
+            values.append(float("nan"))
+            continue
+        # ranks are multiples of ½ and their sum stays below 2**52, so the float64 sum is exact
+        u = float(ranks[labels].sum()) - n_pos * (n_pos + 1) / 2
+        values.append(u / (n_pos * n_neg))
+    return values
 
 
 def _undefined(s, n_pos, n_neg, include_self, t_cos) -> AAUCResult:
@@ -125,18 +159,24 @@ def _undefined(s, n_pos, n_neg, include_self, t_cos) -> AAUCResult:
     )
 
 
-def _row_blocks(zs: Tensor, xs: Tensor, t_cos: float, include_self: bool, chunk_size: int):
-    """Yield (logits [m], labels [m] bool) for the pairs, one block of rows at a time."""
+def _pair_blocks(zs: Tensor, xs: Tensor, include_self: bool, chunk_size: int):
+    """Yield (logits [m], cosines [m]) for the pairs, one block of rows at a time (xs rows unit-normalised)."""
     s = zs.size(0)
     for start in range(0, s, chunk_size):
         stop = min(start + chunk_size, s)
         logit = zs[start:stop] @ zs.T  # [m, S]
-        label = (xs[start:stop] @ xs.T) > t_cos
+        cosine = xs[start:stop] @ xs.T
         if include_self:  # the seed's full matrix: every cell once
-            yield logit.reshape(-1), label.reshape(-1)
+            yield logit.reshape(-1), cosine.reshape(-1)
         else:
             keep = torch.arange(s).unsqueeze(0) > torch.arange(start, stop).unsqueeze(1)
-            yield logit[keep], label[keep]
+            yield logit[keep], cosine[keep]
+
+
+def _row_blocks(zs: Tensor, xs: Tensor, t_cos: float, include_self: bool, chunk_size: int):
+    """Yield (logits [m], labels [m] bool) for the pairs, one block of rows at a time."""
+    for logit, cosine in _pair_blocks(zs, xs, include_self, chunk_size):
+        yield logit, cosine > t_cos
 
 
 def _chunked_mann_whitney(zs, xs, t_cos, include_self, chunk_size, s) -> AAUCResult:
@@ -249,7 +289,7 @@ def aauc_on_pairs(
     n_nodes = int(torch.unique(pairs).numel())
     if n_pos == 0 or n_neg == 0:
         return _undefined(n_nodes, n_pos, n_neg, False, t_cos)
-    return AAUCResult(float(roc_auc_score(labels, scores)), n_nodes, n_pos, n_neg, False)
+    return AAUCResult(rank_aucs(scores, [labels])[0], n_nodes, n_pos, n_neg, False)
 
 
 def sampled_pairs(num_nodes: int, r_cos: float, seed: int) -> Tensor:
