@@ -294,7 +294,8 @@ def reference_scores(
     for s in params.seeds:
         for g in splits[s]["test"]:
             data, a_seed = graphs[g], derive_seed(s, "eval-aauc", g)
-            for name in scorers:
+            # a run trained without its baselines (notebook 03's `models`) has no mlp / plain_gat to score
+            for name in [n for n in scorers if n in ("features", "random", "untrained") or n in models[s]]:
                 z = (
                     reference_embeddings(name, data, out_channels, s, model_cfg)
                     if name in ("features", "random", "untrained")

@@ -301,11 +301,22 @@ class GatParams(GatTrainingParams, DeviceStageParams):
         choices=NEGATIVE_SETS,
     )
     baseline_epochs: int = param(2, "epochs for the MLP and plain-GAT baselines (same loop as GatModel)", ge=1)
+    models: list[str] = param(
+        list(MODEL_KINDS),
+        "model kinds trained and scored: gat_model (required; notebooks 03b and 04 read it) and the baselines "
+        "plain_gat and mlp (leaving them out halves the training at the seed's scale)",
+        choices=MODEL_KINDS,
+    )
 
     def check(self) -> None:
         for key in ("protocols", "train_supervision"):
             if not getattr(self, key):
                 raise ParamError(f"parameter {key}=[] is invalid: list at least one", key=key)
+        if "gat_model" not in self.models:
+            raise ParamError(
+                f"parameter models={self.models!r} lacks 'gat_model', the model this stage studies; add it",
+                key="models",
+            )
         if "uniform" not in self.negative_sets:
             raise ParamError(
                 f"parameter negative_sets={self.negative_sets!r} lacks 'uniform', which picks the epoch; add it",
