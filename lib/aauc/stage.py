@@ -365,6 +365,16 @@ def tradeoff_points(
     )[["label", "seed", "protocol", "auc", "aauc", "aauc_self"]]
 
 
+def picture_graph(graphs: dict, root: str) -> str:
+    """The id of the graph crawled from `root` (its first title or recorded root); a root the dataset lacks is
+    refused naming some of the roots it has (notebook 04 checks this first, before its studies run)."""
+    gid = next((g for g, d in graphs.items() if d.titles[0] == root or d.root == root), None)
+    roots = sorted(d.root for d in graphs.values())
+    shown = ", ".join(repr(r) for r in roots[:10]) + (f" and {len(roots) - 10} more" if len(roots) > 10 else "")
+    require(gid is not None, "picture_root", root, f"use one of the dataset's {len(roots)} roots: {shown}")
+    return gid
+
+
 def new_links_picture(model, graphs: dict, ds, crawl_dir, html_dir, params: AaucParams) -> dict:
     """The `params.top_k` non-edges the trained `model` scores highest in the graph crawled from `params.picture_root`
     (lib.metrics.aauc.top_new_links), drawn dashed over the crawl graph as an offline pyvis page
@@ -378,13 +388,7 @@ def new_links_picture(model, graphs: dict, ds, crawl_dir, html_dir, params: Aauc
         params.first_seed,
         params.device,
     )
-    gid = next((g for g, d in graphs.items() if d.titles[0] == root or d.root == root), None)
-    require(
-        gid is not None,
-        "picture_root",
-        root,
-        f"use one of the dataset's roots: {sorted(d.root for d in graphs.values())}",
-    )
+    gid = picture_graph(graphs, root)
     data = graphs[gid]
     pairs, logits = top_new_links(embed_graph(model, data, device), data.edge_index, top_k)
     crawl_graph = ds.crawl_graph(gid, crawl_dir)
