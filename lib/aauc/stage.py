@@ -279,7 +279,8 @@ def sensitivity(
     return pd.DataFrame(by_t), pd.DataFrame(by_r)
 
 
-REFERENCE_SCORERS = ("features", "random", "untrained", "mlp", "plain_gat", "gat_model")
+UNTRAINED_SCORERS = ("features", "random", "untrained")  # scored from reference_embeddings, in every run
+REFERENCE_SCORERS = (*UNTRAINED_SCORERS, "mlp", "plain_gat", "gat_model")
 
 
 def reference_scores(
@@ -295,10 +296,10 @@ def reference_scores(
         for g in splits[s]["test"]:
             data, a_seed = graphs[g], derive_seed(s, "eval-aauc", g)
             # a run trained without its baselines (notebook 03's `models`) has no mlp / plain_gat to score
-            for name in [n for n in scorers if n in ("features", "random", "untrained") or n in models[s]]:
+            for name in [n for n in scorers if n in UNTRAINED_SCORERS or n in models[s]]:
                 z = (
                     reference_embeddings(name, data, out_channels, s, model_cfg)
-                    if name in ("features", "random", "untrained")
+                    if name in UNTRAINED_SCORERS
                     else embed_graph(models[s][name], data, device)
                 )
                 r, rs = aauc(z, data.x, r_cos, t_cos, a_seed), aauc(z, data.x, r_cos, t_cos, a_seed, include_self=True)
