@@ -217,11 +217,34 @@ def fast_path_ok(model) -> bool:
     return getattr(model[1], "pooling_mode", None) == "mean"
 
 
+def _plain_backend(model):
+    """The Rust tokenizer behind the model's "fast" transformers tokenizer, copied once with no truncation and no
+    padding (the copy is kept on the model), or None for a tokenizer without one. Its `encode_batch_fast` gives the
+    same ids as `tokenizer(titles)["input_ids"]` without the offsets, masks and per-title dicts transformers builds:
+    a third less time on the CPU, and on a GPU tokenising is most of an encode call. A copy, because transformers
+    sets truncation and padding on the shared backend at every call."""
+    cached = getattr(model, "_wikigat_plain_tokenizer", None)
+    if cached is not None:
+        return cached
+    backend = getattr(model.tokenizer, "_tokenizer", None)
+    if backend is None or not hasattr(backend, "encode_batch_fast"):
+        return None
+    plain = type(backend).from_str(backend.to_str())
+    plain.no_truncation()
+    plain.no_padding()
+    model._wikigat_plain_tokenizer = plain
+    return plain
+
+
 def tokenize(model, titles: list[str]) -> tuple[list[list[int]], np.ndarray, int]:
     """Token ids per title (with [CLS]/[SEP]), cut to the model's max_seq_length; returns (ids, lengths [n], n_cut)."""
     tok = model.tokenizer
     max_len = int(model.max_seq_length)
-    ids = tok(titles, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+    backend = _plain_backend(model)
+    if backend is not None:
+        ids = [e.ids for e in backend.encode_batch_fast(titles, add_special_tokens=True)]
+    else:
+        ids = tok(titles, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
     lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
     long = np.flatnonzero(lens > max_len)
     for i in long:  # rare: same result as the tokenizer's truncation (keep the head, then [SEP])
@@ -260,8 +283,12 @@ def encode_sorted(
         (t for seq in (ids[i] for i in order) for t in seq), dtype=np.int64, count=int(lens[order].sum())
     )
     slens = lens[order]
-    offs = np.concatenate([[0], np.cumsum(slens)[:-1]])
-    out = np.empty((len(order), bert.config.hidden_size), dtype=np.float32)
+    # Token ids, offsets and the vectors stay on the model's device for the whole call: one upload and one download
+    # instead of one of each per batch, so on a GPU the host queues the batches without waiting for any of them.
+    tokens = torch.from_numpy(flat).to(dev)
+    offs = torch.from_numpy(np.concatenate([[0], np.cumsum(slens)[:-1]])).to(dev)
+    steps = torch.arange(int(slens.max(initial=0)), device=dev)
+    out = torch.empty((len(order), bert.config.hidden_size), dtype=torch.float32, device=dev)
     cuts = np.flatnonzero(np.diff(slens)) + 1
     bounds = list(zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(order)]])))
     with torch.inference_mode(), _autocast(model, dev):
@@ -271,15 +298,15 @@ def encode_sorted(
                 b2 = min(b + batch_size, e)
                 rows = offs[b:b2]
                 if fixed_shape:
-                    rows = np.concatenate([rows, np.repeat(offs[b], batch_size - (b2 - b))])
-                x = torch.from_numpy(flat[rows[:, None] + np.arange(L)]).to(dev)
+                    rows = torch.cat([rows, rows[:1].expand(batch_size - (b2 - b))])
+                x = tokens[rows[:, None] + steps[:L]]
                 h = bert(input_ids=x).last_hidden_state.mean(dim=1)
                 if normalize:
                     h = torch.nn.functional.normalize(h, p=2, dim=1)
-                out[b:b2] = h[: b2 - b].float().cpu().numpy()
+                out[b:b2] = h[: b2 - b].float()
                 if bar is not None:
                     bar.update(b2 - b)
-    return out
+    return out.cpu().numpy()
 
 
 def check_backend(backend: str) -> None:
