@@ -106,7 +106,7 @@ def main() -> None:
         for t in args.threads:
             for name, m in models.items():
                 with PeakRSS() as mem:
-                    rates[(name, t)].append(titles_per_second(m, titles, t))
+                    rates[(name, t)].append(titles_per_second({name: m}, titles, 1, t)[name])
                 peak[name] = max(peak[name], mem.mib)
         print(f"  rep {rep + 1}/{args.reps}: " + ", ".join(f"{v[-1]:.0f}/s" for v in rates.values()))
     ref = next(iter(models))

@@ -66,6 +66,11 @@ def shape_folder(shape: str, files: Path, out: Path, seed: int) -> Path:
     return folder
 
 
+def one_call_rate(model, titles: list[str], threads: int, batch: int) -> float:
+    """Titles/s of one timed encode call (after titles_per_second's warm-up batch); the rounds are this script's."""
+    return titles_per_second({"model": model}, titles, 1, threads, batch)["model"]
+
+
 def timed(model, titles: list[str], device: torch.device, threads: int, batch: int) -> tuple[float, float, float]:
     """(titles/s, titles/s of the model alone, peak MiB) of one encode call. The model's share is the call's time
     less that of tokenising the same titles (lib.embed.encoder.tokenize, timed right after), nan where that leaves
@@ -75,11 +80,11 @@ def timed(model, titles: list[str], device: torch.device, threads: int, batch: i
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
-        rate = titles_per_second(model, titles, threads, batch)
+        rate = one_call_rate(model, titles, threads, batch)
         mib = (torch.cuda.max_memory_allocated() - base) / 2**20
     else:
         with PeakRSS() as mem:
-            rate = titles_per_second(model, titles, threads, batch)
+            rate = one_call_rate(model, titles, threads, batch)
         mib = mem.mib
     t0 = time.perf_counter()
     tokenize(model, titles)
@@ -141,7 +146,7 @@ def main() -> None:
                 model_rates = {n: [] for n in loaded}
                 peaks = {n: 0.0 for n in loaded}
                 for name, m in loaded.items():  # warm-up: kernels chosen, allocator grown
-                    titles_per_second(m, titles[:2048], args.threads, batch)
+                    one_call_rate(m, titles[:2048], args.threads, batch)
                 for r in range(args.reps):
                     for name, m in loaded.items():
                         rate, model_rate, mib = timed(m, titles, device, args.threads, batch)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import GATConv
@@ -153,8 +154,11 @@ class DeepGATBlock(nn.Module):
         self.levels = nn.ModuleList(DeepGATLevel(cfg) for _ in range(cfg.gat_levels))
         self.dropout = dropout_layer(cfg)
 
-    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        edges = prepare_edges(edge_index, x.size(0), self.heads) if self.impl == "fused" else None
+    def forward(self, x: Tensor, edge_index: Tensor, edges: PreparedEdges | None = None) -> Tensor:
+        """edges: prepare_edges(edge_index, N, K) made ahead (fused only), as a captured CUDA graph needs: preparing
+        them has data-dependent sizes, which a capture cannot hold."""
+        if self.impl == "fused" and edges is None:
+            edges = prepare_edges(edge_index, x.size(0), self.heads)
         for level in self.levels:
             x = level(x, edge_index, edges)
         return self.dropout(x)
@@ -188,13 +192,16 @@ class GatModel(nn.Module):
                 cfg.stack_features,
             )
 
-    def encode(self, x: Tensor, edge_index: Tensor) -> Tensor:
+    def encode(self, x: Tensor, edge_index: Tensor, edges: PreparedEdges | None = None) -> Tensor:
+        """edges: edge_index prepared ahead (lib.linkpred.fused_gat.prepare_edges), fused implementation only."""
         check_inputs(x, edge_index, self.cfg.in_channels)
+        if edges is not None and self.cfg.gat_impl != "fused":
+            raise ValueError("prepared edges are for gat_impl='fused'; pass edge_index alone to the PyG model")
         if self.cfg.input_dropout_after_lin:
             h = self.in_dropout(self.lin_in(x))
         else:
             h = self.lin_in(self.in_dropout(x))
-        return self.lin_out(self.block(h, edge_index))
+        return self.lin_out(self.block(h, edge_index, edges))
 
     forward = encode
 
@@ -213,6 +220,9 @@ def check_inputs(x: Tensor, edge_index: Tensor, in_channels: int) -> None:
         )
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError(f"edge_index has shape {tuple(edge_index.shape)}; it must be [2, E]")
+    # The range check waits for the GPU, which a CUDA-graph capture forbids: GraphedTrainStep checks beforehand.
+    if edge_index.is_cuda and torch.cuda.is_current_stream_capturing():
+        return
     if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= x.size(0)):
         raise ValueError(f"edge_index refers to nodes outside 0..{x.size(0) - 1}; rebuild the graph's edge_index")
 
