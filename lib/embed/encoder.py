@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
+import operator
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -242,7 +244,7 @@ def tokenize(model, titles: list[str]) -> tuple[list[list[int]], np.ndarray, int
     max_len = int(model.max_seq_length)
     backend = _plain_backend(model)
     if backend is not None:
-        ids = [e.ids for e in backend.encode_batch_fast(titles, add_special_tokens=True)]
+        ids = list(map(operator.attrgetter("ids"), backend.encode_batch_fast(titles, add_special_tokens=True)))
     else:
         ids = tok(titles, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
     lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
@@ -279,9 +281,8 @@ def encode_sorted(
     bert = model[0].auto_model
     normalize = len(model) > 2
     dev = next(bert.parameters()).device
-    flat = np.fromiter(
-        (t for seq in (ids[i] for i in order) for t in seq), dtype=np.int64, count=int(lens[order].sum())
-    )
+    rows = map(ids.__getitem__, order.tolist())  # map and chain iterate in C: a tenth of a GPU call less
+    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(lens[order].sum()))
     slens = lens[order]
     # Token ids, offsets and the vectors stay on the model's device for the whole call: one upload and one download
     # instead of one of each per batch, so on a GPU the host queues the batches without waiting for any of them.
