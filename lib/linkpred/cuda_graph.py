@@ -2,7 +2,7 @@
 
 On a GPU a seed-sized step (20,000 nodes, 38,700 edges) is bound by launching its few hundred kernels, not by their
 arithmetic: the eager fused step took 0.017 s on an H200, as long as its host needed to queue it. A captured step
-queues the same kernels with one call (torch.cuda.CUDAGraph), so the host no longer sets the pace.
+queues the same kernels with one call (torch.cuda.CUDAGraph), so the GPU, not its host, sets the pace.
 
 What a capture needs, and why this is a class of its own rather than a flag of the training loop's step:
 - fixed shapes and addresses: the node features, the message-passing edges (prepared once with prepare_edges, whose
