@@ -47,17 +47,17 @@ class GraphedTrainStep:
         precision: str = "fp32",
         warmup: int = 3,
     ):
-        if x.device.type != "cuda":
-            raise ValueError(
-                f"a CUDA-graph training step needs its tensors on a CUDA device, not {x.device}; "
-                f"train with the eager step on the CPU"
-            )
         if model.cfg.gat_impl != "fused":
             raise ValueError("a CUDA-graph training step captures the fused GatModel; build it with gat_impl='fused'")
         if model.cfg.decoder != "dot":  # the other decoders read the graph's pairs with data-dependent sizes
             raise ValueError(
                 f"a CUDA-graph training step decodes with the dot decoder, not {model.cfg.decoder!r}; "
                 f"train that decoder with the eager step"
+            )
+        if x.device.type != "cuda":
+            raise ValueError(
+                f"a CUDA-graph training step needs its tensors on a CUDA device, not {x.device}; "
+                f"train with the eager step on the CPU"
             )
         prec = resolve_precision(precision, x.device)
         if prec.grad_scaling:
