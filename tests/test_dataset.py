@@ -219,3 +219,72 @@ def test_crawl_graph_is_the_file_a_graph_was_built_from_and_refuses_a_changed_cr
     write_graph(moved / "graphs" / "g03.json", graphs[4])  # the crawl changed since the dataset was built
     with pytest.raises(ValueError, match="g03.*rebuild the dataset"):
         ds.crawl_graph("g03", moved)
+
+
+def test_graphs_read_features_on_use_where_they_would_not_fit(built, monkeypatch):
+    """ds.graphs(): plain graphs while the features fit, FileFeatureGraphs (x read from the file on use, through a
+    cache of a few graphs) above LAZY_FEATURES_BYTES, with the same x; graphs derived from a lazy one stay lazy."""
+    from lib.linkpred.sampling import with_edges, without_nodes
+
+    tmp_path, *_ = built
+    ds = GraphDataset(tmp_path / "ds")
+    eager = ds.graphs()
+    assert not any(isinstance(g, dataset.FileFeatureGraph) for g in eager)
+    monkeypatch.setattr(dataset, "LAZY_FEATURES_BYTES", 0)
+    lazy = ds.graphs()
+    assert all(isinstance(g, dataset.FileFeatureGraph) and "x" not in g._store for g in lazy)
+    for a, b in zip(eager, lazy):
+        assert torch.equal(a.x, b.x) and torch.equal(a.edge_index, b.edge_index)
+        assert (a.titles, a.topics, a.graph_id, a.root, a.num_nodes) == (
+            b.titles,
+            b.topics,
+            b.graph_id,
+            b.root,
+            b.num_nodes,
+        )
+    assert len(ds._features) == dataset.FEATURE_CACHE_GRAPHS  # the graphs read last, no more
+    drop = np.zeros(eager[2].num_nodes, dtype=bool)
+    drop[[1, 4, 7]] = True
+    for derive in (lambda g: with_edges(g, g.edge_index[:, :6]), lambda g: without_nodes(g, drop)):
+        d_eager, d_lazy = derive(eager[2]), derive(lazy[2])
+        assert isinstance(d_lazy, dataset.FileFeatureGraph) and not isinstance(d_eager, dataset.FileFeatureGraph)
+        assert torch.equal(d_eager.x, d_lazy.x) and torch.equal(d_eager.edge_index, d_lazy.edge_index)
+    assert ds.graphs(lazy=False)[0].x.data_ptr() != ds.graphs(lazy=False)[0].x.data_ptr()
+
+
+def test_an_experiment_on_lazy_graphs_gives_the_same_rows(built, monkeypatch):
+    """Stage 3 scores and trains the same on FileFeatureGraphs as on graphs that hold their features."""
+    from lib.linkpred.config import GatParams
+    from lib.linkpred.stage import run_experiment
+
+    tmp_path, *_ = built
+    ds = GraphDataset(tmp_path / "ds")
+    roles = dict(zip(("train", "val", "test"), split_graphs(ds.ids, 0, 4, 0.25, seed=0)))
+    params = GatParams(
+        gat_epochs=1,
+        baseline_epochs=1,
+        r_cos=0.5,
+        t_cos=0.3,
+        gat_hidden=8,
+        gat_out=8,
+        gat_levels=1,
+        protocols=["seed", "leak_free"],
+        train_supervision=["mp"],
+    )
+    out = {}
+    for lazy in (False, True):
+        graphs = {g.graph_id: g for g in ds.graphs(lazy=lazy)}
+        torch.manual_seed(0)
+        out[lazy] = run_experiment(
+            graphs,
+            roles,
+            params,
+            0,
+            DIM,
+            tmp_path / f"run{lazy}",
+            progress=False,
+            scorers=("gat_model", "cosine", "common_neighbours"),
+        )["rows"]
+    assert len(out[True]) == len(out[False]) > 0
+    for a, b in zip(out[False], out[True]):
+        assert a == b

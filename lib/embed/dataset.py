@@ -8,7 +8,9 @@ Folder layout (`<run_dir>/dataset/`)::
 
 Each .pt holds plain tensors, strings and lists only, so `torch.load(weights_only=True)` reads it (no pickled
 objects). `num_edges` counts undirected edges E; `edge_index` holds both directions, [2, 2E]. `GraphDataset` reads
-one graph per `ds[i]`, so a 389 x 20,000-node dataset never needs all its features in memory.
+one graph per `ds[i]`; `ds.graphs()` gives every graph, and where their float32 features would take more than
+LAZY_FEATURES_BYTES it gives FileFeatureGraphs, whose x is read from the graph's file when used, so a 389 x
+20,000-node dataset (12 GB of float32 features) never holds all its features in memory.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -33,6 +36,8 @@ from lib.embed.store import EmbeddingStore, embed_titles, open_store
 
 DATASET_FORMAT = 1
 PRECISIONS = {"float32": torch.float32, "float16": torch.float16}
+LAZY_FEATURES_BYTES = 2 << 30  # ds.graphs() reads features on use above this many bytes of float32 features
+FEATURE_CACHE_GRAPHS = 4  # features of the graphs used last, kept by GraphDataset (a step reads x a few times)
 
 
 class DatasetError(WikigatError, ValueError):
@@ -157,6 +162,45 @@ def import_seed_graphs(
     return build_dataset(files, store, out_dir, precision=precision, progress=progress), stats
 
 
+class StoredFeatures:
+    """x [N, F] float32 of dataset graph `i` read from its file at each call (through the dataset's small cache),
+    or its rows `rows` [N'] only: what a FileFeatureGraph holds instead of the tensor."""
+
+    def __init__(self, ds: GraphDataset, i: int, rows: torch.Tensor | None = None):
+        self.ds, self.i, self.rows = ds, i, rows
+
+    def __call__(self) -> torch.Tensor:
+        x = self.ds.features(self.i)
+        return x if self.rows is None else x[self.rows]
+
+    def subset(self, rows: torch.Tensor) -> StoredFeatures:
+        return StoredFeatures(self.ds, self.i, rows if self.rows is None else self.rows[rows])
+
+
+class FileFeatureGraph(Data):
+    """A dataset graph whose x [N, F] float32 is read from its file when used (StoredFeatures), not held: a list of
+    thousands of graphs holds their edges and titles only. Everything else is a plain torch_geometric Data; x gives
+    the same values as GraphDataset[i].x."""
+
+    def __init__(self, features: StoredFeatures | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.__dict__["features"] = features  # beside Data's store, which would take it for a graph attribute
+
+    @property
+    def x(self) -> torch.Tensor | None:
+        features = self.__dict__.get("features")
+        return features() if features is not None else None
+
+
+def with_graph_features(data: Data, rows: torch.Tensor | None = None, **attrs) -> Data:
+    """A new Data with `attrs` and data's features (its rows `rows` [N'] only, when given): shared with a
+    FileFeatureGraph lazily, copied by indexing (or shared when rows is None) otherwise."""
+    features = data.__dict__.get("features") if isinstance(data, FileFeatureGraph) else None
+    if features is not None:
+        return FileFeatureGraph(features if rows is None else features.subset(rows), **attrs)
+    return Data(x=data.x if rows is None else data.x[rows], **attrs)
+
+
 class GraphDataset(torch.utils.data.Dataset):
     """A tensor dataset folder written by `build_dataset`; graphs are read from disk one at a time.
 
@@ -182,6 +226,7 @@ class GraphDataset(torch.utils.data.Dataset):
         self._pos = {g: i for i, g in enumerate(self.ids)}
         self.model_id: str = meta.get("model_id")
         self.num_features: int | None = meta.get("dim")
+        self._features: OrderedDict[int, torch.Tensor] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self.index)
@@ -235,6 +280,41 @@ class GraphDataset(torch.utils.data.Dataset):
             graph_id=r["graph_id"],
             metadata=json.loads(r["metadata_json"]),
         )
+
+    def features(self, i: int) -> torch.Tensor:
+        """x [N, F] float32 of graph i, from a cache of the FEATURE_CACHE_GRAPHS graphs read last."""
+        x = self._features.pop(i, None)
+        if x is None:
+            x = self._load(i)["x"].float()
+        self._features[i] = x
+        while len(self._features) > FEATURE_CACHE_GRAPHS:
+            self._features.popitem(last=False)
+        return x
+
+    def graphs(self, lazy: bool | None = None) -> list[Data]:
+        """Every graph, in index order. lazy=None: FileFeatureGraphs (x read from the file when used) where the
+        graphs' float32 features would take more than LAZY_FEATURES_BYTES, else graphs as ds[i] gives them; the x
+        values are the same either way."""
+        if lazy is None:
+            lazy = sum(e["num_nodes"] for e in self.index) * (self.num_features or 0) * 4 > LAZY_FEATURES_BYTES
+        if not lazy:
+            return [self[i] for i in range(len(self))]
+        out = []
+        for i in range(len(self)):
+            r = self._load(i)
+            out.append(
+                FileFeatureGraph(
+                    StoredFeatures(self, i),
+                    edge_index=r["edge_index"].clone(),  # its own memory, not a view of the file's mapping
+                    num_nodes=int(r["num_nodes"]),
+                    titles=r["titles"],
+                    root=r["root"],
+                    topics=r["topics"],
+                    graph_id=r["graph_id"],
+                    metadata=json.loads(r["metadata_json"]),
+                )
+            )
+        return out
 
     def titles_of(self, i: int) -> list[str]:
         """Node titles of graph i without materialising its features (mmap load)."""

@@ -63,7 +63,7 @@ def load_stage3(cfg: BeyondParams) -> dict:
         f"notebook 03 ran seeds {sorted(set(rows['seed']))}",
     )
     ds = GraphDataset(run_path / "dataset")
-    graphs = {g.graph_id: g for g in usable_graphs([ds[i] for i in range(len(ds))], ds.num_features)[0]}
+    graphs = {g.graph_id: g for g in usable_graphs(ds.graphs(), ds.num_features)[0]}
     written = load_split(
         ds, seeds, n_train_graphs=cfg.n_train_graphs, n_test_graphs=cfg.n_test_graphs, val_fraction=cfg.val_fraction
     )

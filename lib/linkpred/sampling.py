@@ -13,6 +13,8 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.utils import negative_sampling, subgraph, to_undirected
 
+from lib.embed.dataset import with_graph_features
+
 PER_POSITIVE = 20  # negatives per positive of the "heart" and "matched" sets (lib.linkpred.negatives says why 20)
 # Protocols whose training graphs are identical share one trained model per (seed, supervision, kind).
 TRAIN_SET = {
@@ -62,8 +64,8 @@ def split_edges(edge_index: Tensor, num_nodes: int, fraction: float, seed: int) 
 
 def with_edges(data: Data, edge_index: Tensor) -> Data:
     """A view of `data` with another edge set; features and titles are shared, not copied."""
-    return Data(
-        x=data.x,
+    return with_graph_features(
+        data,
         edge_index=edge_index,
         num_nodes=data.num_nodes,
         titles=data.titles,
@@ -103,8 +105,9 @@ def without_nodes(data: Data, drop: np.ndarray) -> Data:
     topics = getattr(data, "topics", None) or [None] * data.num_nodes
     k = keep.tolist()
     root = data.titles[0] if not drop[0] else None
-    return Data(
-        x=data.x[keep],
+    return with_graph_features(
+        data,
+        keep,
         edge_index=ei,
         num_nodes=len(k),
         titles=[data.titles[i] for i in k],
