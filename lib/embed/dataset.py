@@ -270,16 +270,7 @@ class GraphDataset(torch.utils.data.Dataset):
             raise IndexError(f"graph {i} out of range for dataset of {len(self)} graphs")
         i %= len(self)
         r = self._load(i)
-        return Data(
-            x=r["x"].float(),
-            edge_index=r["edge_index"],
-            num_nodes=int(r["num_nodes"]),
-            titles=r["titles"],
-            root=r["root"],
-            topics=r["topics"],
-            graph_id=r["graph_id"],
-            metadata=json.loads(r["metadata_json"]),
-        )
+        return Data(x=r["x"].float(), edge_index=r["edge_index"], **_graph_attributes(r))
 
     def features(self, i: int) -> torch.Tensor:
         """x [N, F] float32 of graph i, from a cache of the FEATURE_CACHE_GRAPHS graphs read last."""
@@ -302,17 +293,9 @@ class GraphDataset(torch.utils.data.Dataset):
         out = []
         for i in range(len(self)):
             r = self._load(i)
+            # edge_index in its own memory, not a view of the file's mapping, which then closes
             out.append(
-                FileFeatureGraph(
-                    StoredFeatures(self, i),
-                    edge_index=r["edge_index"].clone(),  # its own memory, not a view of the file's mapping
-                    num_nodes=int(r["num_nodes"]),
-                    titles=r["titles"],
-                    root=r["root"],
-                    topics=r["topics"],
-                    graph_id=r["graph_id"],
-                    metadata=json.loads(r["metadata_json"]),
-                )
+                FileFeatureGraph(StoredFeatures(self, i), edge_index=r["edge_index"].clone(), **_graph_attributes(r))
             )
         return out
 
@@ -340,6 +323,18 @@ class GraphDataset(torch.utils.data.Dataset):
                     "use hold_out_roots=False or more graphs"
                 )
         return {"train": train, "val": val, "test": test, "dropped_for_root_overlap": dropped}
+
+
+def _graph_attributes(record: dict) -> dict:
+    """A dataset file's record as Data attributes, features and edges aside."""
+    return {
+        "num_nodes": int(record["num_nodes"]),
+        "titles": record["titles"],
+        "root": record["root"],
+        "topics": record["topics"],
+        "graph_id": record["graph_id"],
+        "metadata": json.loads(record["metadata_json"]),
+    }
 
 
 def split_graphs(graph_ids: list, n_train: int, n_test: int, val_fraction: float, seed: int) -> tuple[list, list, list]:
