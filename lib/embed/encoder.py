@@ -281,8 +281,8 @@ def encode_sorted(
     bert = model[0].auto_model
     normalize = len(model) > 2
     dev = next(bert.parameters()).device
-    rows = map(ids.__getitem__, order.tolist())  # map and chain iterate in C: a tenth of a GPU call less
-    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(lens[order].sum()))
+    sorted_ids = map(ids.__getitem__, order.tolist())  # map and chain iterate in C: a tenth of a GPU call less
+    flat = np.fromiter(itertools.chain.from_iterable(sorted_ids), dtype=np.int64, count=int(lens[order].sum()))
     slens = lens[order]
     # Token ids, offsets and the vectors stay on the model's device for the whole call: one upload and one download
     # instead of one of each per batch, so on a GPU the host queues the batches without waiting for any of them.
