@@ -96,6 +96,10 @@ def test_dot_decoder_reproduces_the_seed_model_bit_for_bit():
     assert torch.equal(
         dot.decode(dot(g.x, g.edge_index), pairs, g.edge_index, g.x), (z[pairs[0]] * z[pairs[1]]).sum(-1)
     )
+    zs = [z.detach().clone().requires_grad_(True) for _ in range(2)]  # float32 gradients as the seed's indexing gives
+    dot.decode(zs[0], pairs).sum().backward()
+    (zs[1][pairs[0]] * zs[1][pairs[1]]).sum(-1).sum().backward()
+    assert torch.equal(zs[0].grad, zs[1].grad)
     with pytest.raises(ValueError, match="decoder"):
         ModelConfig(decoder="bilinear")
 

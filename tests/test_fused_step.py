@@ -92,5 +92,9 @@ def test_mask_dropout_scales_what_it_keeps_and_saves_a_one_byte_mask(dtype, p):
     assert [t.dtype for t in saved] == [torch.bool]
     torch.manual_seed(5)
     assert torch.equal(MaskDropout(p)(x), out.detach())  # the same seed, the same mask
+    torch.manual_seed(5)
+    mask, keep = keep_mask(x, 1 - p)  # the mask read as uint8 gives the bool product's values, bit for bit
+    assert torch.equal(out.detach(), x.mul(mask).mul_(1 / keep))
+    assert torch.equal(xi.grad, grad.mul(mask).mul_(1 / keep))
     layer = MaskDropout(p).eval()
     assert layer(x) is x

@@ -222,6 +222,13 @@ def keep_mask(x: Tensor, keep: float) -> tuple[Tensor, float]:
     return quarters < threshold - _HALF_RANGE, threshold / (2 * _HALF_RANGE)
 
 
+def _masked(x: Tensor, mask: Tensor, scale: float) -> Tensor:
+    """x · mask · scale, the mask read as uint8: on the CPU, multiplying by a bool tensor casts element by element
+    (about 2 ns each, twice the multiplication), while uint8 -> float converts vectorised; the same products, bit for
+    bit."""
+    return mask.view(torch.uint8).to(x.dtype).mul_(x).mul_(scale)
+
+
 class _ByteMaskDropout(torch.autograd.Function):
     """x · mask / q with keep_mask's mask (q its keep probability, about 1 - p), saving the mask as one byte per
     element for backward instead of a noise tensor in x's dtype."""
@@ -231,12 +238,12 @@ class _ByteMaskDropout(torch.autograd.Function):
         mask, keep = keep_mask(x, 1 - p)
         ctx.save_for_backward(mask)
         ctx.scale = 1 / keep
-        return x.mul(mask).mul_(ctx.scale)
+        return _masked(x, mask, ctx.scale)
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
         (mask,) = ctx.saved_tensors
-        return grad_out.mul(mask).mul_(ctx.scale), None
+        return _masked(grad_out, mask, ctx.scale), None
 
 
 class MaskDropout(nn.Dropout):

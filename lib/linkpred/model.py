@@ -229,7 +229,9 @@ def check_inputs(x: Tensor, edge_index: Tensor, in_channels: int) -> None:
 
 def dot_decode(z: Tensor, pairs: Tensor, mp_edge_index: Tensor | None = None, x: Tensor | None = None) -> Tensor:
     """The seed's decoder: logits [P] = z_i · z_j of pairs [2, P] (mp_edge_index and x are not needed)."""
-    return (z[pairs[0]] * z[pairs[1]]).sum(-1)
+    # index_select, not z[pairs[0]]: the same rows, gathered and (in backward) summed in the same order, at about a
+    # third of advanced indexing's time on the CPU.
+    return (z.index_select(0, pairs[0]) * z.index_select(0, pairs[1])).sum(-1)
 
 
 def count_parameters(model: nn.Module) -> int:
