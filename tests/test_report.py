@@ -464,3 +464,41 @@ def test_every_reference_run_reads_with_the_dist2_negative_set_under_its_name():
     runs = report.reference_runs()
     text = json.dumps({name: {k: m.get(k) for k in ("train_gat", "beyond")} for name, m in runs.items()})
     assert "dist2" in text and not re.search(r"(?<![a-z0-9])hard(?![a-z0-9])", text)
+
+
+def _cost_run(src, complete=True):
+    (src / "figures").mkdir(parents=True)
+    status = {"01_crawl.ipynb": {"status": "ok", "seconds": 120.0, "peak_rss_mb": 2048.0, "threads": 2}}
+    status["03_train_gat.ipynb"] = {"status": "ok" if complete else "failed", "seconds": 600.0, "peak_rss_mb": 3072.0}
+    (src / "status.json").write_text(json.dumps({"complete": complete, "notebooks": status}))
+    (src / "params.json").write_text(json.dumps({"git_commit": "abc", "platform": "Linux"}))
+    crawl = {"graphs": 389, "total_nodes": 7_780_000, "unique_titles": 916_582, "shared_node_share": 0.88}
+    (src / "metrics.json").write_text(json.dumps({"crawl": crawl, "train_gat": {"mean": [{"auc": 0.7}]}}))
+    for name in ("01_crawl.ipynb", "03_train_gat.ipynb"):
+        (src / name).write_text("{}")
+    (src / "figures" / "03_curves.png").write_bytes(b"png")
+    (src / "rows.csv").write_text("auc\n0.7\n")
+
+
+def test_publish_cost_only_keeps_the_notebooks_and_a_cost_record_and_no_result(tmp_path):
+    src, ref = tmp_path / "out" / "r", tmp_path / "ref"
+    _cost_run(src)
+    report.publish("r", outputs=tmp_path / "out", ref=ref, cost_only=True)
+    got = sorted(p.relative_to(ref / "r").as_posix() for p in (ref / "r").rglob("*") if p.is_file())
+    assert got == ["01_crawl.ipynb", "03_train_gat.ipynb", "cost.json", "params.json", "status.json"]
+    cost = json.loads((ref / "r" / "cost.json").read_text())
+    assert cost["git_commit"] == "abc" and cost["total_seconds"] == 720.0 and cost["peak_rss_mib"] == 3072.0
+    assert cost["crawl"]["unique_titles"] == 916_582 and cost["crawl"]["total_edges"] is None  # not measured: None
+    assert "auc" not in json.dumps(cost)  # sizes and costs, never a score
+    table = report.cost_table(cost)
+    assert "| 03_train_gat.ipynb | 10.0 min | 3.00 GiB |" in table and "**12.0 min**" in table
+
+
+def test_publish_cost_only_refuses_an_unfinished_run_and_keeps_the_published_one(tmp_path):
+    src, ref = tmp_path / "out" / "r", tmp_path / "ref"
+    _cost_run(src, complete=False)
+    (ref / "r").mkdir(parents=True)
+    (ref / "r" / "cost.json").write_text("{}")
+    with pytest.raises(ValueError, match="r is not complete .*03_train_gat.ipynb.*lib.run.runner"):
+        report.publish("r", outputs=tmp_path / "out", ref=ref, cost_only=True)
+    assert (ref / "r" / "cost.json").read_text() == "{}"

@@ -6,6 +6,8 @@ lib.run.registry_lists).
     python -m lib.run.report                  # rewrite every generated block and page, and the size figure
     python -m lib.run.report --publish seed40 # copy outputs/seed40's small result files to
                                               # outputs/reference/seed40/ first
+    python -m lib.run.report --publish-cost seed_scale  # a run that is cost evidence only: notebooks, parameters,
+                                              # status and cost.json (lib.run.cost), no metrics
     python -m lib.run.report --check          # exit 1 when a generated block or page differs (a test runs this)
 
 Nothing here is typed by hand: every number comes from a reference run's metrics.json (written by the notebooks),
@@ -33,6 +35,7 @@ from lib.linkpred.names import PROTOCOLS
 from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS, REGISTRY
 from lib.metrics.link import SEED_REPORTED
 from lib.run import parameters_page, registry_lists
+from lib.run.cost import COST_FILE, cost_record, cost_table
 from lib.run.embedder_findings import NODE_EMBEDDERS, embedders_run, embedders_table
 from lib.run.facts import FRONTIER, REFERENCE_RUNS, n_train, run_commits
 from lib.run.findings import fact_table, page_lines, readme_lines
@@ -85,20 +88,25 @@ KEEP = (
     "embedders/*.csv",
     "embedders/*.json",
 )
+COST_KEEP = ("*.ipynb", "params.json", "status.json", "params_*.json")  # a cost-only run: no metrics, tables, figures
 
 
-def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE_RUNS) -> list[Path]:
+def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE_RUNS, cost_only: bool = False) -> list[Path]:
     """Copy a run folder's small result files (executed notebooks without their progress-bar widget state, metrics,
     parameters, status, tables, PNG figures, pictures; each under 2 MB) to outputs/reference/<run>/; never checkpoints,
     datasets, caches or crawled graphs.
 
     Where the run's status.json lists its notebooks (lib.run.runner), only those executed notebooks are copied, and only
     the figures and pictures whose name starts with one of their numbers ("03b_…") or with none: a run folder another
-    profile also wrote into (e.g. notebook 05's node-embedder run in seed40) keeps that run's files out."""
+    profile also wrote into (e.g. notebook 05's node-embedder run in seed40) keeps that run's files out.
+
+    cost_only: the notebooks, parameters and status only, and the run's cost record (lib.run.cost, cost.json) in place
+    of its metrics: a run whose numbers are cost evidence, never findings."""
 
     src = outputs / run
     if not (src / "metrics.json").is_file():
         raise FileNotFoundError(f"{src} has no metrics.json; run it first (python -m lib.run.runner ...)")
+    cost = cost_record(src) if cost_only else None  # before anything is removed: an incomplete run is refused
     dst = ref / run
     notes = (dst / "README.md").read_text() if (dst / "README.md").is_file() else None  # how the run was made
     if dst.exists():
@@ -119,7 +127,7 @@ def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE_RUNS) -> li
     if notes is not None:
         dst.mkdir(parents=True)
         (dst / "README.md").write_text(notes)
-    for pattern in KEEP:
+    for pattern in COST_KEEP if cost_only else KEEP:
         for f in sorted(src.glob(pattern)):
             if not (f.is_file() and owned(f)):
                 continue
@@ -132,6 +140,10 @@ def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE_RUNS) -> li
                 out.unlink()
                 continue
             copied.append(out)
+    if cost is not None:
+        dst.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(dst / COST_FILE, json.dumps(cost, indent=1) + "\n")
+        copied.append(dst / COST_FILE)
     return copied
 
 
@@ -401,6 +413,11 @@ def run_tables(name: str, metrics: dict, ref: Path = REFERENCE_RUNS) -> str:
     return "\n".join(parts + [REND])
 
 
+def cost_block(cost: dict) -> str:
+    """The generated Tables block of a cost-only reference run's README: its cost.json per notebook."""
+    return "\n".join([RBEGIN, "", cost_table(cost), "", REND])
+
+
 def with_run_tables(readme: str, block: str) -> str:
     """`readme` with its Tables block replaced by `block` (appended under a heading where it has none)."""
     if RBEGIN in readme and REND in readme:
@@ -497,9 +514,23 @@ def main(argv=None) -> int:
         metavar="RUN",
         help="copy outputs/RUN's small result files to outputs/reference/RUN first",
     )
+    ap.add_argument(
+        "--publish-cost",
+        action="append",
+        default=[],
+        metavar="RUN",
+        help="copy outputs/RUN's notebooks, parameters and status and write its cost record (lib.run.cost), no metrics",
+    )
+    ap.add_argument(
+        "--outputs", default=str(OUTPUTS), help="the folder holding the run folders to publish (default: outputs)"
+    )
     a = ap.parse_args(argv)
+    outputs = Path(a.outputs)
     for run in a.publish:
-        print(f"published {len(publish(run))} files of outputs/{run} to outputs/reference/{run}")
+        print(f"published {len(publish(run, outputs))} files of {outputs / run} to outputs/reference/{run}")
+    for run in a.publish_cost:
+        n = len(publish(run, outputs, cost_only=True))
+        print(f"published the cost of {outputs / run} to outputs/reference/{run} ({n} files)")
     runs = reference_runs()
     readme, results, params = Path(a.readme), Path(a.results), Path(a.parameters)
     old = {p: p.read_text(encoding="utf-8") if p.is_file() else "" for p in (readme, results, params)}
@@ -527,6 +558,11 @@ def main(argv=None) -> int:
         )
         != (REFERENCE_RUNS / name / "README.md").read_text(encoding="utf-8")
     ]
+    for path in sorted(REFERENCE_RUNS.glob(f"*/{COST_FILE}")):  # a cost-only run's README shows its cost.json
+        readme_path = path.parent / "README.md"
+        if readme_path.is_file():
+            old.setdefault(readme_path, readme_path.read_text(encoding="utf-8"))
+            new[readme_path] = with_run_tables(old[readme_path], cost_block(load_json(path)))
     if a.check:
         differ = [str(p) for p in new if new[p] != old[p]] + [f"outputs/reference/{n}/README.md" for n in stale]
         if differ:
