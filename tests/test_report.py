@@ -9,6 +9,7 @@ import pytest
 
 from lib.common.paths import OUTPUTS, ROOT
 from lib.run import report
+from lib.run.publish import publish
 
 
 def test_generated_blocks_and_pages_match_the_committed_runs_and_configs():
@@ -99,7 +100,7 @@ def test_publish_copies_small_results_keeps_the_run_notes_and_leaves_checkpoints
     (ref / "r").mkdir(parents=True)
     (ref / "r" / "README.md").write_text("how this run was made")
     (ref / "r" / "stale.csv").write_text("old")
-    report.publish("r", outputs=tmp_path / "out", ref=ref)
+    publish("r", outputs=tmp_path / "out", ref=ref)
     got = sorted(p.relative_to(ref / "r").as_posix() for p in (ref / "r").rglob("*") if p.is_file())
     assert got == ["README.md", "figures/a.png", "metrics.json"]
     assert (ref / "r" / "README.md").read_text() == "how this run was made"
@@ -118,7 +119,7 @@ def test_publish_copies_a_stage_folders_tables_and_parameters_but_not_its_checkp
         "distill/students/config.json",
     ):
         (src / name).write_text("x")
-    report.publish("r", outputs=tmp_path / "out", ref=ref)
+    publish("r", outputs=tmp_path / "out", ref=ref)
     got = sorted(p.relative_to(ref / "r").as_posix() for p in (ref / "r").rglob("*") if p.is_file())
     assert got == ["distill/params_05.json", "distill/results.csv", "metrics.json"]
 
@@ -132,7 +133,7 @@ def test_publish_keeps_files_of_notebooks_the_run_did_not_list_out(tmp_path):
         (src / name).write_text("{}")
     for name in ("01_degrees.png", "03b_beyond.png", "05_maps.png", "size_trend.png"):
         (src / "figures" / name).write_bytes(b"png")
-    report.publish("r", outputs=tmp_path / "out", ref=ref)
+    publish("r", outputs=tmp_path / "out", ref=ref)
     got = sorted(p.relative_to(ref / "r").as_posix() for p in (ref / "r").rglob("*") if p.is_file())
     assert got == [
         "01_crawl.ipynb",
@@ -448,7 +449,7 @@ def test_published_notebooks_keep_no_path_of_the_machine_that_ran_them(tmp_path)
         "nbformat_minor": 5,
     }
     (src / "03_train_gat.ipynb").write_text(json.dumps(nb))
-    report.publish("r", outputs=tmp_path / "out", ref=ref)
+    publish("r", outputs=tmp_path / "out", ref=ref)
     pm = json.loads((ref / "r" / "03_train_gat.ipynb").read_text())["metadata"]["papermill"]
     assert pm == {"input_path": "notebooks/03_train_gat.ipynb", "output_path": "outputs/r/03_train_gat.ipynb"}
 
@@ -480,18 +481,19 @@ def _cost_run(src, complete=True):
     (src / "rows.csv").write_text("auc\n0.7\n")
 
 
-def test_publish_cost_only_keeps_the_notebooks_and_a_cost_record_and_no_result(tmp_path):
+def test_publish_cost_only_keeps_parameters_status_and_a_cost_record_and_no_result(tmp_path):
     src, ref = tmp_path / "out" / "r", tmp_path / "ref"
     _cost_run(src)
-    report.publish("r", outputs=tmp_path / "out", ref=ref, cost_only=True)
+    publish("r", outputs=tmp_path / "out", ref=ref, cost_only=True)
     got = sorted(p.relative_to(ref / "r").as_posix() for p in (ref / "r").rglob("*") if p.is_file())
-    assert got == ["01_crawl.ipynb", "03_train_gat.ipynb", "cost.json", "params.json", "status.json"]
+    assert got == ["cost.json", "params.json", "status.json"]
     cost = json.loads((ref / "r" / "cost.json").read_text())
     assert cost["git_commit"] == "abc" and cost["total_seconds"] == 720.0 and cost["peak_rss_mib"] == 3072.0
     assert cost["crawl"]["unique_titles"] == 916_582 and cost["crawl"]["total_edges"] is None  # not measured: None
     assert "auc" not in json.dumps(cost)  # sizes and costs, never a score
     table = report.cost_table(cost)
     assert "| 03_train_gat.ipynb | 10.0 min | 3.00 GiB |" in table and "**12.0 min**" in table
+    assert report.cost_block(cost).startswith(report.RBEGIN + "\n\nNotebooks 01, 03 took 12.0 min together on a ")
 
 
 def test_publish_cost_only_refuses_an_unfinished_run_and_keeps_the_published_one(tmp_path):
@@ -500,5 +502,5 @@ def test_publish_cost_only_refuses_an_unfinished_run_and_keeps_the_published_one
     (ref / "r").mkdir(parents=True)
     (ref / "r" / "cost.json").write_text("{}")
     with pytest.raises(ValueError, match="r is not complete .*03_train_gat.ipynb.*lib.run.runner"):
-        report.publish("r", outputs=tmp_path / "out", ref=ref, cost_only=True)
+        publish("r", outputs=tmp_path / "out", ref=ref, cost_only=True)
     assert (ref / "r" / "cost.json").read_text() == "{}"

@@ -1,7 +1,7 @@
 """What a run cost: wall time and peak memory per notebook, and the size of what it crawled, embedded and trained on.
 
 A cost-only reference run (`python -m lib.run.report --publish-cost RUN`) keeps this record, `cost.json`, beside its
-executed notebooks, parameters and status, and no metrics.json: its results never enter the README's findings. The
+parameters and status, and no metrics.json or executed notebook: its results never enter the README's findings. The
 seed-scale campaign on a synthetic link list is such a run; its AUCs would describe titles that carry no meaning.
 """
 
@@ -83,3 +83,28 @@ def cost_table(cost: dict) -> str:
     peak = "n/a" if cost["peak_rss_mib"] is None else f"{cost['peak_rss_mib'] / 1024:.2f} GiB"
     rows.append(f"| **all** | **{cost['total_seconds'] / 60:.1f} min** | **{peak}** (largest) | |")
     return "\n".join(rows)
+
+
+def cost_sentence(cost: dict) -> str:
+    """The run's cost in one sentence: its notebooks' wall time together and the largest peak resident memory."""
+    peak = "not measured" if cost["peak_rss_mib"] is None else f"{cost['peak_rss_mib'] / 1024:.2f} GiB"
+    cores = cost["machine"]["cpus"]
+    return (
+        f"Notebooks {', '.join(s['notebook'].split('_', 1)[0] for s in cost['stages'])} took "
+        f"{cost['total_seconds'] / 60:.1f} min together on a {cores}-core machine (commit "
+        f"{(cost['git_commit'] or 'unknown')[:7]}); the largest peak resident memory of one notebook's kernel: {peak}."
+        + _sizes(cost)
+    )
+
+
+def _sizes(cost: dict) -> str:
+    """What the run crawled and embedded, where its metrics recorded it: ' It crawled …' or ''."""
+    crawl, embed = cost.get("crawl", {}), cost.get("embed", {})
+    parts = []
+    if crawl.get("graphs") and crawl.get("total_nodes"):
+        distinct = f" ({crawl['unique_titles']:,} distinct titles)" if crawl.get("unique_titles") else ""
+        edges = f" and {crawl['total_edges']:,} edges" if crawl.get("total_edges") else ""
+        parts.append(f"crawled {crawl['graphs']:,} graphs: {crawl['total_nodes']:,} nodes{distinct}{edges} in all")
+    if embed.get("unique_titles") and embed.get("titles_per_s"):
+        parts.append(f"encoded {embed['unique_titles']:,} titles at {embed['titles_per_s']:,.0f} titles/s")
+    return f" It {'; '.join(parts)}." if parts else ""

@@ -6,8 +6,8 @@ lib.run.registry_lists).
     python -m lib.run.report                  # rewrite every generated block and page, and the size figure
     python -m lib.run.report --publish seed40 # copy outputs/seed40's small result files to
                                               # outputs/reference/seed40/ first
-    python -m lib.run.report --publish-cost seed_scale  # a run that is cost evidence only: notebooks, parameters,
-                                              # status and cost.json (lib.run.cost), no metrics
+    python -m lib.run.report --publish-cost seed_scale  # a run that is cost evidence only: parameters, status and
+                                              # cost.json (lib.run.cost), no metrics or notebooks
     python -m lib.run.report --check          # exit 1 when a generated block or page differs (a test runs this)
 
 Nothing here is typed by hand: every number comes from a reference run's metrics.json (written by the notebooks),
@@ -17,9 +17,6 @@ the seed report's numbers from lib.metrics.link.SEED_REPORTED.
 from __future__ import annotations
 
 import argparse
-import json
-import re
-import shutil
 import sys
 from pathlib import Path
 
@@ -35,10 +32,11 @@ from lib.linkpred.names import PROTOCOLS
 from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS, REGISTRY
 from lib.metrics.link import SEED_REPORTED
 from lib.run import parameters_page, registry_lists
-from lib.run.cost import COST_FILE, cost_record, cost_table
+from lib.run.cost import COST_FILE, cost_sentence, cost_table
 from lib.run.embedder_findings import NODE_EMBEDDERS, embedders_run, embedders_table
 from lib.run.facts import FRONTIER, REFERENCE_RUNS, n_train, run_commits
 from lib.run.findings import fact_table, page_lines, readme_lines
+from lib.run.publish import publish
 from lib.run.tables import (
     distill_differences_table,
     distill_lp_table,
@@ -68,97 +66,6 @@ OBEGIN, OEND = "<!-- own-links:begin (python -m lib.run.report) -->", "<!-- own-
 OWN_LINKS_RUN = "own_links_example"
 """The published run of notebook 03b on the example link list (params/own_links_example.yaml) the README shows."""
 RBEGIN, REND = "<!-- tables:begin (python -m lib.run.report) -->", "<!-- tables:end -->"  # in each reference README
-
-
-MAX_BYTES = 2_000_000
-# a stage's own result tables and parameters (notebook 05 writes distill/, 06 kd/), never their checkpoint folders
-KEEP = (
-    "*.ipynb",
-    "metrics.json",
-    "params.json",
-    "status.json",
-    "params_*.json",
-    "*.csv",
-    "figures/*.png",
-    "html/*.html",
-    "distill/*.csv",
-    "distill/params_*.json",
-    "kd/*.csv",
-    "kd/params_*.json",
-    "embedders/*.csv",
-    "embedders/*.json",
-)
-COST_KEEP = ("*.ipynb", "params.json", "status.json", "params_*.json")  # a cost-only run: no metrics, tables, figures
-
-
-def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE_RUNS, cost_only: bool = False) -> list[Path]:
-    """Copy a run folder's small result files (executed notebooks without their progress-bar widget state, metrics,
-    parameters, status, tables, PNG figures, pictures; each under 2 MB) to outputs/reference/<run>/; never checkpoints,
-    datasets, caches or crawled graphs.
-
-    Where the run's status.json lists its notebooks (lib.run.runner), only those executed notebooks are copied, and only
-    the figures and pictures whose name starts with one of their numbers ("03b_…") or with none: a run folder another
-    profile also wrote into (e.g. notebook 05's node-embedder run in seed40) keeps that run's files out.
-
-    cost_only: the notebooks, parameters and status only, and the run's cost record (lib.run.cost, cost.json) in place
-    of its metrics: a run whose numbers are cost evidence, never findings."""
-
-    src = outputs / run
-    if not (src / "metrics.json").is_file():
-        raise FileNotFoundError(f"{src} has no metrics.json; run it first (python -m lib.run.runner ...)")
-    cost = cost_record(src) if cost_only else None  # before anything is removed: an incomplete run is refused
-    dst = ref / run
-    notes = (dst / "README.md").read_text() if (dst / "README.md").is_file() else None  # how the run was made
-    if dst.exists():
-        shutil.rmtree(dst)
-    status = read_json(src / "status.json")
-    listed = set(status.get("notebooks", {}))
-    numbers = {n.split("_", 1)[0] for n in listed}
-
-    def owned(f: Path) -> bool:
-        if not listed:
-            return True
-        if f.suffix == ".ipynb":
-            return f.name in listed
-        m = re.match(r"(\d+[a-z]?)_", f.name)
-        return m is None or m.group(1) in numbers
-
-    copied = []
-    if notes is not None:
-        dst.mkdir(parents=True)
-        (dst / "README.md").write_text(notes)
-    for pattern in COST_KEEP if cost_only else KEEP:
-        for f in sorted(src.glob(pattern)):
-            if not (f.is_file() and owned(f)):
-                continue
-            out = dst / f.relative_to(src)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(f, out)
-            if f.suffix == ".ipynb":
-                _relative_papermill_paths(out)
-            if out.stat().st_size > MAX_BYTES:
-                out.unlink()
-                continue
-            copied.append(out)
-    if cost is not None:
-        dst.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(dst / COST_FILE, json.dumps(cost, indent=1) + "\n")
-        copied.append(dst / COST_FILE)
-    return copied
-
-
-def _relative_papermill_paths(nb_path: Path) -> None:
-    """Papermill records the absolute paths of the machine that ran a notebook; a published copy keeps them from the
-    project folder on (`notebooks/…`, `outputs/…`), which is all a reader's clone can use. The saved state of its
-    progress-bar widgets goes too: it only redraws bars, and a long run's bars outweigh its results."""
-
-    nb = load_json(nb_path)
-    nb.get("metadata", {}).pop("widgets", None)
-    pm = nb.get("metadata", {}).get("papermill", {})
-    for key in ("input_path", "output_path"):
-        if isinstance(pm.get(key), str):
-            pm[key] = re.sub(r"^.*?(?=(?:notebooks|outputs)/)", "", pm[key])
-    atomic_write_text(nb_path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
 
 
 def reference_runs(ref: Path = REFERENCE_RUNS) -> dict[str, dict]:
@@ -415,7 +322,7 @@ def run_tables(name: str, metrics: dict, ref: Path = REFERENCE_RUNS) -> str:
 
 def cost_block(cost: dict) -> str:
     """The generated Tables block of a cost-only reference run's README: its cost.json per notebook."""
-    return "\n".join([RBEGIN, "", cost_table(cost), "", REND])
+    return "\n".join([RBEGIN, "", cost_sentence(cost), "", cost_table(cost), "", REND])
 
 
 def with_run_tables(readme: str, block: str) -> str:
@@ -519,7 +426,7 @@ def main(argv=None) -> int:
         action="append",
         default=[],
         metavar="RUN",
-        help="copy outputs/RUN's notebooks, parameters and status and write its cost record (lib.run.cost), no metrics",
+        help="copy outputs/RUN's parameters and status and write its cost record (lib.run.cost); no metrics, notebooks",
     )
     ap.add_argument(
         "--outputs", default=str(OUTPUTS), help="the folder holding the run folders to publish (default: outputs)"
