@@ -88,9 +88,10 @@ def test_every_published_record_of_the_first_seed_reads_as_first_seed():
     assert len(paths) >= 10, paths
     for path in paths:
         raw = load_json(path)["params"]
-        assert "seed" in raw, path  # every published run recorded its first seed as `seed`
+        assert ("seed" in raw) != ("first_seed" in raw), path  # recorded under the older name or the current one
         cfg = FIRST_SEED_RECORDS[path.name].from_values(published.run_params(raw))
-        assert cfg.first_seed == raw["seed"] and "seed" not in published.run_params(raw), path
+        assert cfg.first_seed == raw.get("seed", raw.get("first_seed")), path
+        assert "seed" not in published.run_params(raw), path
     runs = sorted((OUTPUTS / "reference").glob("*/params.json"))
     assert all("seed" not in published.run_params(load_json(p)["params"]) for p in runs)
     assert published.run_params({"seed": 3, "n_seeds": 2}) == {"first_seed": 3, "n_seeds": 2}
