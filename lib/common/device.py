@@ -53,14 +53,20 @@ def set_threads(threads: int = 0) -> int:
     return n
 
 
-def _cpu_flags() -> set[str]:
+def cpuinfo(field: str) -> str | None:
+    """The value of `field` ("flags", "model name") on /proc/cpuinfo's first processor; None where it is unreadable."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
+            key, sep, value = line.partition(":")
+            if sep and key.strip() == field:
+                return value.strip()
     except OSError:
-        pass
-    return set()
+        return None
+    return None
+
+
+def _cpu_flags() -> set[str]:
+    return set((cpuinfo("flags") or "").split())
 
 
 def cpu_bf16_support() -> tuple[bool, str]:

@@ -10,22 +10,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from lib.common.device import cpuinfo
 from lib.common.runinfo import read_json
 
 COST_FILE = "cost.json"
 # the cost facts of notebooks 01 and 02 (sizes and throughput), never a model's score
 CRAWL_FACTS = ("graphs", "total_nodes", "total_edges", "unique_titles", "shared_node_share")
 EMBED_FACTS = ("unique_titles", "titles_per_s", "dataset_bytes", "dataset_precision")
-
-
-def _cpu_model() -> str | None:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        return None
-    return None
 
 
 def _total_memory_gib() -> float | None:
@@ -64,7 +55,7 @@ def cost_record(run_dir: Path) -> dict:
         "run": run_dir.name,
         "git_commit": params.get("git_commit"),
         "platform": params.get("platform"),
-        "machine": {"cpus": os.cpu_count(), "cpu": _cpu_model(), "memory_gib": _total_memory_gib()},
+        "machine": {"cpus": os.cpu_count(), "cpu": cpuinfo("model name"), "memory_gib": _total_memory_gib()},
         "stages": stages,
         "total_seconds": round(sum(s["seconds"] for s in stages), 1),
         "peak_rss_mib": max(peaks) if peaks else None,
