@@ -1,13 +1,15 @@
-"""The A-AUC's rank-sum AUC equals sklearn's, and a threshold grid ranks once yet equals one A-AUC per threshold."""
+"""The rank-sum AUC and the average precision equal sklearn's (ties included), and an A-AUC threshold grid ranks once
+yet equals one A-AUC per threshold."""
 
 import math
 
 import numpy as np
 import pytest
 import torch
-from sklearn.metrics import roc_auc_score
+from sklearn.metrics import average_precision_score, roc_auc_score
 
-from lib.metrics.aauc import aauc_thresholds, rank_aucs, sample_nodes
+from lib.metrics.aauc import aauc_thresholds, sample_nodes
+from lib.metrics.ranking import average_precision, rank_aucs, roc_auc
 
 
 def test_rank_aucs_equal_sklearn_with_ties():
@@ -16,6 +18,25 @@ def test_rank_aucs_equal_sklearn_with_ties():
     label_sets = [rng.random(5000) < share for share in (0.01, 0.3, 0.9)]
     for labels, value in zip(label_sets, rank_aucs(scores, label_sets), strict=True):
         assert value == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
+
+
+@pytest.mark.parametrize("decimals", [0, 1, 3])  # from many ties to few
+def test_roc_auc_and_average_precision_equal_sklearn_on_small_and_large_sets(decimals):
+    rng = np.random.default_rng(decimals)
+    for n in (2, 3, 7, 40, 400, 4000):
+        scores = np.round(rng.normal(size=n), decimals)
+        labels = rng.random(n) < rng.uniform(0.05, 0.95)
+        labels[0], labels[-1] = True, False  # both classes
+        assert roc_auc(labels, scores) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
+        assert average_precision(labels, scores) == pytest.approx(average_precision_score(labels, scores), abs=1e-12)
+
+
+def test_average_precision_of_a_perfect_a_reversed_and_an_all_tied_ranking():
+    labels = np.array([1, 1, 0, 0, 0], bool)
+    assert average_precision(labels, np.array([5.0, 4, 3, 2, 1])) == 1.0
+    assert average_precision(labels, np.array([1.0, 2, 3, 4, 5])) == pytest.approx((1 / 4 + 2 / 5) / 2)
+    assert average_precision(labels, np.zeros(5)) == pytest.approx(2 / 5)  # one threshold: precision 2/5 at recall 1
+    assert math.isnan(average_precision(np.zeros(5, bool), np.arange(5.0)))
 
 
 def test_rank_aucs_one_class_is_nan_and_perfect_ranking_is_one():

@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from sklearn.metrics import roc_auc_score
 from threadpoolctl import threadpool_limits
 
 from lib.common.timing import median_seconds_each
@@ -28,6 +27,7 @@ from lib.embed.encoder import encode, load_model
 from lib.embedders.encoders import REFERENCE
 from lib.embedders.goals import Goal, goal_of
 from lib.metrics.paired import all_of, mean_interval, verdicts
+from lib.metrics.ranking import roc_auc
 
 
 # ------------------------------------------------------------------------------------------------------ validation
@@ -45,7 +45,7 @@ def cosine_link_auc(x: np.ndarray, links: dict) -> float:
     x = unit(x)
     pairs = np.concatenate([links["pos"], links["neg"]])
     score = (x[pairs[:, 0]] * x[pairs[:, 1]]).sum(1)
-    return float(roc_auc_score(np.r_[np.ones(len(links["pos"])), np.zeros(len(links["neg"]))], score))
+    return roc_auc(np.r_[np.ones(len(links["pos"])), np.zeros(len(links["neg"]))], score)
 
 
 def validation_row(

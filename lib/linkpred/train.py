@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.metrics import roc_auc_score
 from torch import Tensor
 from torch_geometric.data import Data
 
@@ -42,6 +41,7 @@ from lib.linkpred.negative_sets.registry import draw_training_negatives, held_se
 from lib.linkpred.protocols import EvalTask, ProtocolSettings, graph_task
 from lib.linkpred.sampling import split_edges
 from lib.metrics.aauc import aauc
+from lib.metrics.ranking import roc_auc
 
 
 @dataclass
@@ -317,7 +317,7 @@ def _example_record(
         "step": step,
         "graph_id": str(data.graph_id),
         "loss": float(out["loss"].detach()),
-        "auc": float(roc_auc_score(labels.cpu().numpy(), logits.cpu().numpy())),
+        "auc": roc_auc(labels.cpu().numpy(), logits.cpu().numpy()),
     }
     if not logged:
         return rec
@@ -330,7 +330,7 @@ def _example_record(
         with torch.no_grad(), prec.autocast(device):
             ze = model(out["x"], out["mp"]).float()
             le = model.decode(ze, torch.cat([out["pos"], out["neg"]], 1), out["mp"], out["x"]).float()
-        rec["auc_eval"] = float(roc_auc_score(labels.cpu().numpy(), le.cpu().numpy()))
+        rec["auc_eval"] = roc_auc(labels.cpu().numpy(), le.cpu().numpy())
         if cfg.log_aauc:
             r = aauc(ze.cpu(), data.x, r_cos, cfg.t_cos, derive_seed(cfg.seed, "aauc", epoch, step))
             rec["aauc_eval"] = r.value if r.defined else None

@@ -17,9 +17,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
-from scipy.stats import rankdata
 from sklearn.metrics import roc_auc_score
 from torch import Tensor
+
+from lib.metrics.ranking import rank_aucs
 
 DEFAULT_R_COS = 0.1
 DEFAULT_T_COS = 0.7
@@ -126,25 +127,6 @@ def aauc_thresholds(
         else:
             results.append(AAUCResult(value, s, n_pos, n_neg, include_self))
     return results
-
-
-def rank_aucs(scores: np.ndarray, label_sets: list[np.ndarray]) -> list[float]:
-    """ROC-AUC of the scores [P] against each boolean label vector [P] of label_sets: the Mann–Whitney rank sum with
-    a tie counted ½, the value sklearn's roc_auc_score gives (up to the last bit). Written by hand because sklearn
-    sorts the scores again for every label vector and this ranks them once for all (scipy's rankdata). NaN for a
-    label vector with one class only."""
-    ranks = rankdata(scores)  # average ranks: a tie between a positive and a negative counts ½
-    values = []
-    for labels in label_sets:
-        n_pos = int(labels.sum())
-        n_neg = labels.size - n_pos
-        if n_pos == 0 or n_neg == 0:
-            values.append(float("nan"))
-            continue
-        # ranks are multiples of ½ and their sum stays below 2**52, so the float64 sum is exact
-        u = float(ranks[labels].sum()) - n_pos * (n_pos + 1) / 2
-        values.append(u / (n_pos * n_neg))
-    return values
 
 
 def _undefined(s, n_pos, n_neg, include_self, t_cos) -> AAUCResult:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from sklearn.metrics import average_precision_score, roc_auc_score
 
+from lib.metrics.ranking import average_precision, roc_auc
 from lib.metrics.selection import STRATA, choose_on_validation
 
 # ---------------------------------------------------------------- metrics
@@ -27,8 +27,8 @@ def link_metrics(pos: np.ndarray, neg: np.ndarray, hits_k: int = 50) -> dict:
     kth = neg_sorted[-hits_k] if len(neg) >= hits_k else -np.inf
     rank = 1 + (len(neg) - np.searchsorted(neg_sorted, pos, side="left"))
     return {
-        "auc": float(roc_auc_score(y, s)),
-        "ap": float(average_precision_score(y, s)),
+        "auc": roc_auc(y, s),
+        "ap": average_precision(y, s),
         f"hits@{hits_k}": float((pos > kth).mean()),
         "mrr": float((1.0 / rank).mean()),
     }
