@@ -2,7 +2,10 @@
 runner, on a tiny stand-in of the offline dataset: the profile's own roots, split sizes, protocols, picture root and
 thresholds, with graphs of 30 nodes instead of 2,000, one seed instead of three and one epoch instead of two. It is
 the test that would have caught notebook 04 assuming the picture's graph is in a split, a zero-negative step with a
-float tensor, and an A-AUC that is undefined on small graphs. Takes a few minutes (notebook 03 trains on 315 graphs)."""
+float tensor, and an A-AUC that is undefined on small graphs. Takes a few minutes (notebook 03 trains on 315 graphs).
+
+seed180 differs from the other two only in its split sizes, which notebook 02 makes: it runs 01-02 and its split is
+checked; seed40 and seed315, the smallest and the largest, run 01-04."""
 
 import json
 
@@ -36,8 +39,15 @@ STAND_IN = [
 ]
 
 
-@pytest.mark.parametrize("size", ["seed40", "seed180", "seed315"])
-def test_size_profile_runs_notebooks_01_to_04_on_a_tiny_stand_in(size, tmp_path):
+@pytest.mark.parametrize(
+    ("size", "notebooks"),
+    [
+        pytest.param("seed40", ["01", "02", "03", "04"], id="seed40"),
+        pytest.param("seed180", ["01", "02"], id="seed180"),
+        pytest.param("seed315", ["01", "02", "03", "04"], id="seed315"),
+    ],
+)
+def test_size_profile_runs_its_notebooks_on_a_tiny_stand_in(size, notebooks, tmp_path):
     out = tmp_path / "runs"
     code = main(
         [
@@ -51,10 +61,7 @@ def test_size_profile_runs_notebooks_01_to_04_on_a_tiny_stand_in(size, tmp_path)
             "--run-name",
             size,
             "--notebooks",
-            "01",
-            "02",
-            "03",
-            "04",
+            *notebooks,
             "--summary",
             str(tmp_path / "summary"),
         ]
@@ -62,7 +69,7 @@ def test_size_profile_runs_notebooks_01_to_04_on_a_tiny_stand_in(size, tmp_path)
     run = out / size
     status = json.loads((run / "status.json").read_text())
     assert code == 0, status["notebooks"]
-    assert [v["status"] for v in status["notebooks"].values()] == ["ok"] * 4
+    assert [v["status"] for v in status["notebooks"].values()] == ["ok"] * len(notebooks)
 
     profile = load_yaml(PARAMS / f"{size}.yaml")
     split = json.loads((run / "dataset" / "split.json").read_text())["seeds"]["0"]
@@ -70,6 +77,8 @@ def test_size_profile_runs_notebooks_01_to_04_on_a_tiny_stand_in(size, tmp_path)
     assert len(split["train"]) + len(split["val"]) == n_train  # validation graphs come out of the training graphs
     assert len(split["test"]) == profile["n_test_graphs"]
     assert not set(split["test"]) & (set(split["train"]) | set(split["val"]))
+    if "03" not in notebooks:
+        return
 
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["crawl"]["graphs"] >= n_train + profile["n_test_graphs"]
