@@ -351,7 +351,8 @@ def render_timings(t: dict) -> str:
     count = f"{idle['tests_collected']} tests" if "tests_collected" in idle else "the tests"
     if "test_seconds" in idle:
         outcome = ", ".join(f"{n} {k}" for k, n in idle["tests"].items())
-        done.append(f"`make test` {_minutes(idle['test_seconds'])} for {count} ({outcome})")
+        after = ", after the demo in the same clone (its caches warm)" if "demo_seconds" in idle else ""
+        done.append(f"`make test` {_minutes(idle['test_seconds'])} for {count} ({outcome}){after}")
     elif "tests_collected" in idle:
         done.append(f"`make test` collects {count}")
     lines = [
