@@ -167,6 +167,8 @@ def test_minilm_folders_are_labelled_like_stage_5(tmp_path):
         "student_3x384_assistant_s0",
         "control_3x384_random_s0",
         "student_6x384_random_s0",
+        "at_vr_emb_3x384_random_s0",
+        "at_vr_emb_6x384_random_s0",
     ):
         (new / f).mkdir(parents=True)
     assert kd_stage.minilm_folders(new, 0) == {
@@ -174,6 +176,8 @@ def test_minilm_folders_are_labelled_like_stage_5(tmp_path):
         "MiniLM 3x384 (random init)": new / "student_3x384_random_s0",
         "3x384 no distillation (random init)": new / "control_3x384_random_s0",
         "MiniLM 6x384": new / "student_6x384_random_s0",
+        "AT+VR+EMB 3x384 (random init)": new / "at_vr_emb_3x384_random_s0",
+        "AT+VR+EMB 6x384": new / "at_vr_emb_6x384_random_s0",
     }
 
 

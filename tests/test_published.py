@@ -1,5 +1,7 @@
 """Each translation of lib.common.published: a record in an older format in, the current names and shape out."""
 
+import pytest
+
 from lib.common import published
 from lib.distill.config import DistillParams
 
@@ -92,9 +94,12 @@ def test_rows_without_settings_match_by_their_digest():
     assert published.rows_match_digest([], "d1")
 
 
-def test_a_student_folder_named_without_its_init_has_an_empty_init():
+def test_student_folder_names_read_as_kind_shape_and_init_whatever_the_kind():
     assert published.parse_student_folder("student_3x384_s0") == ("student", "3x384", "")
     assert published.parse_student_folder("control_3x384_assistant_s1") == ("control", "3x384", "assistant")
+    assert published.parse_student_folder("at_vr_emb_6x384_random_s2") == ("at_vr_emb", "6x384", "random")
+    with pytest.raises(ValueError, match="not a stage-5 student folder"):
+        published.parse_student_folder("notes")
 
 
 def test_a_parameter_the_params_record_lacks_is_at_its_notebook_default():

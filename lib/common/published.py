@@ -21,7 +21,7 @@ stage 3's checkpoints: tests/test_stack_features.py).
 - `rows_match_digest(rows, digest)`: a grid folder kept before settings.json existed names its settings by a digest
   in each row of rows.jsonl (`_digest`) -> whether they are the current ones.
 - `parse_student_folder(name)`: a saved stage-5 student folder named without its init (`student_{L}x{H}_s{seed}`) ->
-  (kind, shape, init ""), the parts of `student_{L}x{H}_{init}_s{seed}`.
+  (kind, shape, init ""), the parts of `{kind}_{L}x{H}_{init}_s{seed}`.
 - `run_params(record)`: a run folder's params.json (or a notebook's params_*.json) made while notebooks 05 and 05b
   named their GatModel epochs `lp_epochs` and `embedder_lp_epochs` -> `gat_epochs`, the one name of notebooks 03,
   03b, 05 and 05b (lib.linkpred.config.GatTrainingParams); made while notebooks 02, 03, 03b and 04 named their first
@@ -143,11 +143,17 @@ def rows_match_digest(rows: list[dict], digest: str) -> bool:
     return all(r.get(ROW_DIGEST) == digest for r in rows)
 
 
+STUDENT_FOLDER = re.compile(r"(?P<kind>.+?)_(?P<shape>\d+x\d+)(?:_(?P<init>[^_]+))?_s\d+")
+
+
 def parse_student_folder(name: str) -> tuple[str, str, str]:
-    """(kind "student" or "control", shape "3x384", init) of a saved stage-5 student folder name
-    `{kind}_{L}x{H}_{init}_s{seed}`; init "" for a name without it (`{kind}_{L}x{H}_s{seed}`)."""
-    parts = name.split("_")
-    return parts[0], parts[1], parts[2] if len(parts) == 4 else ""
+    """(kind, shape "3x384", init) of a saved stage-5 student folder name `{kind}_{L}x{H}_{init}_s{seed}`: kind
+    "student", "control" or an embedding method's ("at_vr_emb" for 'AT+VR+EMB', lib.distill.stage.student_folder);
+    init "" for a name without it (`{kind}_{L}x{H}_s{seed}`). ValueError naming the folder for any other name."""
+    m = STUDENT_FOLDER.fullmatch(name)
+    if m is None:
+        raise ValueError(f"{name!r} is not a stage-5 student folder name ({{kind}}_{{L}}x{{H}}_{{init}}_s{{seed}})")
+    return m["kind"], m["shape"], m["init"] or ""
 
 
 def params_with_defaults(recorded: dict, defaults: dict) -> dict:

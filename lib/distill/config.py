@@ -138,7 +138,7 @@ class DistillParams(GatTrainingParams, DeviceStageParams):
     task_train: int = param(100, "training texts per evaluation task (linear head)", ge=24)
     task_eval: int = param(50, "validation and test texts per evaluation task", ge=12)
     fidelity_sentences: int = param(50, "held-out sentences for embedding fidelity (val and test each)", ge=1)
-    speed_sentences: int = param(48, "sentences timed per model for the speed table", ge=1)
+    speed_sentences: int = param(16, "sentences timed per model for the speed table", ge=1)
     save_students: bool = param(
         True, "save MiniLM students (and the controls of lp_students) as sentence-transformers folders"
     )

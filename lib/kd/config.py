@@ -28,9 +28,9 @@ class KdParams(DeviceStageParams):
     kd_tasks: list[str] = param(
         ["polarity"], "tasks with a fine-tuned teacher and students: polarity and/or topic", choices=TASKS
     )
-    kd_task_train: int = param(200, "labelled training texts per task (the start of the transfer set)", ge=10)
-    kd_task_eval: int = param(100, "validation and test texts per task", ge=10)
-    kd_max_seq_len: int = param(48, "wordpieces per text for teacher and students (thesis: 128)", ge=1)
+    kd_task_train: int = param(100, "labelled training texts per task (the start of the transfer set)", ge=10)
+    kd_task_eval: int = param(50, "validation and test texts per task", ge=10)
+    kd_max_seq_len: int = param(32, "wordpieces per text for teacher and students (thesis: 128)", ge=1)
     kd_teacher_ft_steps: int = param(10, "fine-tuning steps of the task teacher (demo: mechanics only)", ge=0)
     kd_teacher_ft_layers: int = param(
         1, "top teacher layers fine-tuned with the head, lower layers frozen (CPU budget)", ge=0, le=TEACHER_LAYERS
@@ -38,7 +38,7 @@ class KdParams(DeviceStageParams):
     kd_teacher_ft_lr: float = param(1e-4, "peak learning rate of the teacher fine-tuning", gt=0)
     kd_teacher_ft_batch_size: int = param(16, "texts per fine-tuning step", ge=1)
     augment_n_iter: int = param(4, "augmented variants drawn per training text (Tang et al.: 20)", ge=1)
-    augment_max: int = param(300, "augmented sentences kept per task (0: no augmentation)", ge=0)
+    augment_max: int = param(100, "augmented sentences kept per task (0: no augmentation)", ge=0)
     augment_p_mask: float = param(0.1, "probability of masking a word (Tang et al.: 0.1)", ge=0, le=1)
     augment_p_pos: float = param(0.1, "probability of a same-POS word swap (Tang et al.: 0.1)", ge=0, le=1)
     augment_p_ng: float = param(0.25, "probability of keeping only an n-gram (Tang et al.: 0.25)", ge=0, le=1)
@@ -64,12 +64,12 @@ class KdParams(DeviceStageParams):
     bert_heads: int = param(3, "small-BERT attention heads (thesis: 3)", ge=1)
     bert_intermediate: int = param(750, "small-BERT feed-forward width (thesis: 750)", ge=1)
     probing_sentences: int = param(300, "held-out vital-article sentences the probing tasks are built from", ge=100)
-    probing_max_per_class: int = param(40, "at most this many sentences per label and task (balances the probes)", ge=1)
+    probing_max_per_class: int = param(8, "at most this many sentences per label and task (balances the probes)", ge=1)
     probing_word_content_words: int = param(20, "target words of the word-content task (SentEval: 1,000)", ge=1)
     minilm_dir: str = param(
         "", 'stage-5 students to probe ("" : <run_dir>/distill/students when notebook 05 saved them)'
     )
-    kd_speed_sentences: int = param(64, "sentences timed per model for the speed table", ge=1)
+    kd_speed_sentences: int = param(16, "sentences timed per model for the speed table", ge=1)
 
     def check(self) -> None:
         require(len(self.kd_seeds) >= 1, "kd_seeds", self.kd_seeds, "give at least one seed")

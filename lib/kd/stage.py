@@ -439,9 +439,10 @@ def encoder_representations(enc: Encoder, texts: list[str], max_seq_len: int) ->
 
 
 def minilm_folders(minilm_dir: str | Path | None, seed: int = 0) -> dict[str, Path]:
-    """Stage-5 students saved by notebook 05 (`student_{L}x{H}_{init}_s{seed}`, `control_{L}x{H}_{init}_s{seed}`;
-    names read by lib.common.published.parse_student_folder) -> label -> folder. Labels name the init only where a shape
-    has several."""
+    """Stage-5 students saved by notebook 05 (`student_{L}x{H}_{init}_s{seed}`, `control_{L}x{H}_{init}_s{seed}` and
+    those of an embedding method, `at_vr_emb_{L}x{H}_{init}_s{seed}`; names read by
+    lib.common.published.parse_student_folder) -> label ("MiniLM 3x384", "3x384 no distillation", "AT+VR+EMB 3x384")
+    -> folder. Labels name the init only where a shape has several."""
     if not minilm_dir or not Path(minilm_dir).is_dir():
         return {}
     found = [(*published.parse_student_folder(f.name), f) for f in sorted(Path(minilm_dir).glob(f"*_s{seed}"))]
@@ -451,7 +452,8 @@ def minilm_folders(minilm_dir: str | Path | None, seed: int = 0) -> dict[str, Pa
     out = {}
     for kind, shape, init, f in found:
         tag = f" ({init} init)" if len(inits[shape]) > 1 else ""
-        out[(f"MiniLM {shape}" if kind == "student" else f"{shape} no distillation") + tag] = f
+        method = {"student": "MiniLM", "control": None}.get(kind, kind.upper().replace("_", "+"))
+        out[(f"{method} {shape}" if method else f"{shape} no distillation") + tag] = f
     return out
 
 
