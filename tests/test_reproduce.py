@@ -50,6 +50,18 @@ def test_a_drift_beyond_the_tolerance_or_a_row_not_made_again_fails():
     assert one_seed["ok"].all() and one_seed["rows"].iloc[0] == 2
 
 
+def test_a_prefix_of_notebooks_is_compared_on_the_tables_those_notebooks_write(tmp_path):
+    ref, made = tmp_path / "ref", tmp_path / "made"
+    for d in (ref, made):
+        d.mkdir()
+        _rows().to_csv(d / "train_gat_rows.csv", index=False)
+    (ref / "beyond_rows.csv").write_text("seed,model,protocol,negatives,auc\n0,dot,leak_free,uniform,0.9\n")
+    d = reproduce.compare(ref, made, notebooks=["01", "02", "03"])  # notebook 03b did not run again
+    assert set(d["table"]) == {"train_gat_rows.csv"} and d["ok"].all()
+    with pytest.raises(reproduce.ReproduceError, match="made no beyond_rows.csv"):
+        reproduce.compare(ref, made)
+
+
 def test_the_recorded_command_passes_every_declared_parameter_and_names_those_left_out(tmp_path):
     run = tmp_path / "r"
     run.mkdir()
