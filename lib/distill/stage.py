@@ -485,8 +485,18 @@ def run_grid(
     return pd.DataFrame([r for r in g.rows if r is not None]), g.hist, info
 
 
+# method -> the kind that starts its saved folder's name; any other method's kind is its name lowercased, "+" -> "_"
+FOLDER_KINDS = {"MiniLM": "student", "no distillation": "control"}
+
+
 def student_folder(layers: int, hidden: int, seed: int, method: str = "MiniLM", init: str = "random") -> str:
     """Folder name of a saved task-agnostic student: the MiniLM one, one trained with L_EMB ('AT+VR+EMB' ->
     'at_vr_emb_...'), or its undistilled control (for link prediction)."""
-    kind = {"MiniLM": "student", "no distillation": "control"}.get(method) or method.lower().replace("+", "_")
+    kind = FOLDER_KINDS.get(method) or method.lower().replace("+", "_")
     return f"{kind}_{layers}x{hidden}_{init}_s{seed}"
+
+
+def folder_method(kind: str) -> str:
+    """The method of a saved student from its folder's kind (lib.common.published.parse_student_folder), student_folder
+    read backwards: "student" -> "MiniLM", "control" -> "no distillation", "at_vr_emb" -> "AT+VR+EMB"."""
+    return {k: m for m, k in FOLDER_KINDS.items()}.get(kind) or kind.upper().replace("_", "+")

@@ -31,6 +31,7 @@ from lib.common.timing import REPEATS, median_seconds
 from lib.distill.data import load_vital_articles, split_ids, split_sentences
 from lib.distill.eval import encode, linear_probe
 from lib.distill.models import Encoder, encoder_identity
+from lib.distill.stage import FOLDER_KINDS, folder_method
 from lib.distill.train import (
     FinetuneConfig,
     TaskTargets,
@@ -452,8 +453,8 @@ def minilm_folders(minilm_dir: str | Path | None, seed: int = 0) -> dict[str, Pa
     out = {}
     for kind, shape, init, f in found:
         tag = f" ({init} init)" if len(inits[shape]) > 1 else ""
-        method = {"student": "MiniLM", "control": None}.get(kind, kind.upper().replace("_", "+"))
-        out[(f"{method} {shape}" if method else f"{shape} no distillation") + tag] = f
+        method = folder_method(kind)
+        out[(f"{shape} {method}" if kind == FOLDER_KINDS["no distillation"] else f"{method} {shape}") + tag] = f
     return out
 
 
