@@ -1,5 +1,7 @@
 """Notebook 03b's orchestration: the sweep reads validation graphs only, and the gap table's margins by hand."""
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -135,7 +137,7 @@ def test_rescaled_variant_starts_from_the_rescaled_stack_of_its_training_graphs(
     assert 0 <= mean["uniform"]["auc"] <= 1
     from lib.linkpred.checkpoint import load_checkpoint
 
-    model, _ = load_checkpoint(res["checkpoint"])
+    model, _ = load_checkpoint(tmp_path / res["checkpoint"])
     want = reference_degree(sp.train, cfg.disjoint_ratio)
     assert float(model.decoder.ref_degree) == pytest.approx(want, rel=1e-6)
     assert HeuristicStack(ratio=cfg.disjoint_ratio, seed=0, rescale=True).fit(sp.train).ref_degree == pytest.approx(
@@ -413,3 +415,40 @@ def test_run_all_scores_bar_shortcut_and_variants_on_the_same_split_and_keeps_st
     assert set(pd.DataFrame(rows)["model"]) == {"heuristic_stack", beyond.SHORTCUT, "resource_allocation"}
     with pytest.raises(ValueError, match="heuristic 'katz' is unknown"):
         beyond_stage.run_all({(0, "leak_free"): sp}, [], model_cfg, cfgs, {}, tmp_path, heuristics=["katz"])
+
+
+def _recorded_split():
+    graphs = {f"g{i}": synthetic_graph(60, 180, in_channels=16, seed=i, graph_id=f"g{i}") for i in range(5)}
+    sp = make_protocol(graphs, {"train": ["g0", "g1"], "val": ["g2"], "test": ["g3", "g4"]}, "leak_free", seed=0)
+    cfg = TrainConfig(epochs=2, seed=0, supervision="disjoint", log_aauc=False, log_eval=False)
+    return sp, cfg
+
+
+def test_a_finished_training_is_read_back_from_its_record_without_its_checkpoints(tmp_path, monkeypatch):
+    sp, cfg = _recorded_split()
+    point = {"dropout": 0.1, "num_levels": 1, "lr": 0.01}
+    mean, res = beyond.run_variant(sp, "ncn_feat", SMALL, cfg, point, tmp_path / "run")
+    rows = beyond.sweep(sp, "ncn_feat", SMALL, cfg, [point], tmp_path / "sweep", progress=False)
+    assert (tmp_path / "run" / beyond.RECORD).is_file() and res["seconds"] > 0
+    assert rows.loc[0, "best_epoch"] == res["best_epoch"]  # the same training, once in the sweep
+    for f in tmp_path.rglob("*.pt"):  # another machine: the records travel, the epoch files do not
+        f.unlink()
+
+    def no_training(*a, **k):
+        raise AssertionError("retrained although its record holds it")
+
+    monkeypatch.setattr(beyond, "train_model", no_training)
+    again, res_again = beyond.run_variant(sp, "ncn_feat", SMALL, cfg, point, tmp_path / "run")
+    assert again == mean and res_again == res  # the same floats, bit for bit
+    assert beyond.sweep(sp, "ncn_feat", SMALL, cfg, [point], tmp_path / "sweep", progress=False).equals(rows)
+    with pytest.raises(AssertionError, match="retrained"):  # a record holds one training: another point trains
+        beyond.run_variant(sp, "ncn_feat", SMALL, cfg, {**point, "dropout": 0.2}, tmp_path / "run")
+
+
+def test_a_record_scored_on_other_test_tasks_is_scored_again(tmp_path):
+    sp, cfg = _recorded_split()
+    mean, _ = beyond.run_variant(sp, "dot", SMALL, cfg, None, tmp_path)
+    fewer = replace(sp, test=sp.test[:1])  # the same training, one test graph instead of two
+    mean_fewer, _ = beyond.run_variant(fewer, "dot", SMALL, cfg, None, tmp_path)
+    assert mean_fewer != mean
+    assert beyond.run_variant(sp, "dot", SMALL, cfg, None, tmp_path)[0] == mean

@@ -31,12 +31,15 @@ a bar, so a margin measures what the graph model adds over the rescaling itself.
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, replace
+import json
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from lib.common.paths import atomic_write_text
 from lib.linkpred.checkpoint import data_fingerprint
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.decoders import VARIANTS
@@ -45,7 +48,7 @@ from lib.linkpred.heuristics import REGISTRY, STACK, HeuristicStack, heuristic_s
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.negative_sets.registry import NEGATIVE_SETS, held_sets
 from lib.linkpred.protocols import ProtocolSplit
-from lib.linkpred.train import Checkpointing, train_model
+from lib.linkpred.train import Checkpointing, checkpoint_config, train_model
 from lib.metrics.link import STRATA, set_metrics
 from lib.metrics.paired import interval_text, judged_text, mean_interval
 from lib.metrics.selection import GOAL_PARTS, choose_on_validation, goal_parts, goal_verdict
@@ -126,28 +129,20 @@ def sweep(
     if not split.val:
         raise ValueError("the sweep needs validation graphs; use val_fraction > 0")
     rows = []
+    data_id = data_fingerprint(split.train, split.val)
     for i, point in enumerate(tqdm(grid, desc=f"sweep {variant}", disable=not progress)):
-        mcfg = variant_config(variant, model_cfg, point)
-        tcfg = variant_train_config(variant, cfg, point)
-        ckpt = ckpt_root / f"sweep-{variant}-{i}" if ckpt_root else None
-        _, res = train_model(
-            "gat_model",
-            mcfg,
-            split.train,
-            split.val,
-            tcfg,
-            Checkpointing(ckpt, data_fingerprint(split.train, split.val)),
-            progress=False,
+        res = _trained(
+            split, variant, model_cfg, cfg, point, ckpt_root / f"sweep-{variant}-{i}" if ckpt_root else None, data_id
         )
-        best = next(v for v in res.val if v["epoch"] == res.best_epoch)
+        best = next(v for v in res["val"] if v["epoch"] == res["best_epoch"])
         rows.append(
             {
                 "variant": variant,
                 **point,
-                "best_epoch": res.best_epoch,
-                "epochs_run": len(res.val),
+                "best_epoch": res["best_epoch"],
+                "epochs_run": len(res["val"]),
                 **{f"val_{k}": best.get(k) for k in VAL_KEYS if k in best},
-                "seconds": sum(h["seconds"] for h in res.history),
+                "seconds": res["seconds"],
             }
         )
     return pd.DataFrame(rows)
@@ -187,23 +182,61 @@ def evaluate_stack(split: ProtocolSplit, cfg: TrainConfig, rescale: bool = False
     return res["mean"], st.coefficients
 
 
+RECORD = "result.json"
+
+
+def _recorded(folder: Path | None, key: dict, compute) -> dict:
+    """compute()'s value (a JSON dict), or the one an earlier call with the same key wrote to folder/RECORD. A
+    training's record is a few kB beside megabytes of epoch checkpoints: keeping only the records, a run resumes on
+    another machine without retraining what finished (the same numbers: JSON keeps every float64 exactly)."""
+    path = Path(folder) / RECORD if folder is not None else None
+    key = json.loads(json.dumps(key))  # tuples as lists, as a record reads back
+    if path is not None and path.exists():
+        record = json.loads(path.read_text())
+        if record.get("key") == key:
+            return record["value"]
+    value = compute()
+    if path is not None:
+        atomic_write_text(path, json.dumps({"key": key, "value": value}, allow_nan=True))
+    return value
+
+
+def _trained(split, variant, model_cfg, cfg, point, ckpt_dir, data_id: str, test_id: str | None = None) -> dict:
+    """Train `variant` at `point` on the split (checkpoints in ckpt_dir, resumed when they hold this run); returns
+    {best_epoch, val (per epoch), seconds (the steps' wall time as logged), checkpoint (the selected epoch's file name
+    in ckpt_dir)} and, with a test_id (the split's test tasks' data_fingerprint), "mean": the test metrics per
+    negative set. Read back from ckpt_dir's record when it holds the same data, model, settings and test tasks
+    (_recorded)."""
+    mcfg = variant_config(variant, model_cfg, point)
+    tcfg = variant_train_config(variant, cfg, point)
+    key = {"train": checkpoint_config("gat_model", mcfg, tcfg, data_id), "test_id": test_id}
+
+    def compute():
+        model, res = train_model(
+            "gat_model", mcfg, split.train, split.val, tcfg, Checkpointing(ckpt_dir, data_id), progress=False
+        )
+        out = {
+            "best_epoch": res.best_epoch,
+            "val": res.val,
+            "seconds": sum(h["seconds"] for h in res.history),
+            "checkpoint": res.checkpoint and Path(res.checkpoint).name,  # ckpt_dir moves with the run folder
+        }
+        if test_id is not None:
+            out["mean"] = evaluate_model(model, split.test, tcfg, progress=False)["mean"]
+        return out
+
+    return _recorded(ckpt_dir, key, compute)
+
+
 def run_variant(
     split: ProtocolSplit, variant: str, model_cfg: ModelConfig, cfg: TrainConfig, point: dict | None, ckpt_dir=None
 ) -> tuple[dict, dict]:
-    """Train one variant on a split and evaluate it on the split's test tasks (both negative sets, with A-AUC
-    from the model's own pair scores). Returns ({negative set: mean metrics}, TrainResult as dict)."""
-    mcfg = variant_config(variant, model_cfg, point)
-    tcfg = variant_train_config(variant, cfg, point)
-    model, res = train_model(
-        "gat_model",
-        mcfg,
-        split.train,
-        split.val,
-        tcfg,
-        Checkpointing(ckpt_dir, data_fingerprint(split.train, split.val)),
-        progress=False,
-    )
-    return evaluate_model(model, split.test, tcfg, progress=False)["mean"], asdict(res)
+    """Train one variant on a split and evaluate it on the split's test tasks (every negative set, with A-AUC from the
+    model's own pair scores). Returns ({negative set: mean metrics}, {best_epoch, val, seconds, checkpoint}), read
+    back from ckpt_dir's record when it holds this training on these test tasks (_recorded)."""
+    test_id = data_fingerprint([t.data for t in split.test], split.test)
+    res = _trained(split, variant, model_cfg, cfg, point, ckpt_dir, data_fingerprint(split.train, split.val), test_id)
+    return res.pop("mean"), res
 
 
 def validation_of(res: dict, negatives: str) -> dict:

@@ -4,6 +4,8 @@ seed × protocol loop that scores the single heuristics, the heuristic stack, th
 
 from __future__ import annotations
 
+import argparse
+import time
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from lib.common import published
+from lib.common.device import set_threads
 from lib.common.params import ParamError, require
 from lib.common.paths import read_rows, resolve
 from lib.common.runinfo import load_json, read_json
@@ -129,6 +132,15 @@ def protocol_splits(stage3: dict, protocols: list[str]) -> dict:
     }
 
 
+def chosen_points(sweep_rows: pd.DataFrame, select_metric: str) -> dict:
+    """{variant: its sweep point with the best validation score} (the metric a variant is selected on:
+    beyond.variant_select_metric)."""
+    return {
+        v: beyond.best_point(g, beyond.variant_select_metric(v, select_metric))
+        for v, g in sweep_rows.groupby("variant", sort=False)
+    }
+
+
 def plan_sentence(cfg: BeyondParams, n_graphs: int) -> str:
     """What notebook 03b runs, in one sentence: the graphs, seeds, protocols and where training departs from notebook
     03's."""
@@ -232,3 +244,53 @@ def metrics_section(
         "stack_coefficients": stack_coef,
         "train": train_log,
     }
+
+
+def train_ahead(run_dir: str, seeds: list[int], busy_seconds: float = 600.0, progress: bool = True) -> list[str]:
+    """Train notebook 03b's variants of `seeds` in this process, ahead of the notebook, which then reads their records
+    back instead of training (beyond.run_variant): a second core's share of a long run, the same numbers. The notebook
+    must have run its sweep on run_dir (params_03b_beyond.json and beyond_sweep.csv give the settings and the chosen
+    points). Units (seed, protocol, variant) go in the order of `seeds`; one already recorded is skipped, and one whose
+    checkpoints changed in the last busy_seconds is being trained by another process (the notebook, which goes up
+    from the first seed), which ends this call. Returns the units trained here."""
+    run_path = resolve(run_dir)
+    need = [run_path / "params_03b_beyond.json", run_path / "beyond_sweep.csv"]
+    require(all(p.is_file() for p in need), "run_dir", run_dir, "run notebook 03b on it until its sweep is written")
+    cfg = BeyondParams.from_values({**published.run_params(load_json(need[0])["params"]), "run_dir": str(run_dir)})
+    require(set(seeds) <= set(cfg.seeds), "seeds", seeds, f"notebook 03b on {run_dir} runs seeds {cfg.seeds}")
+    set_threads(cfg.threads)
+    chosen = chosen_points(pd.read_csv(need[1]), cfg.beyond_select_metric)
+    stage3 = load_stage3(cfg)
+    model_cfg, cfgs = configs(stage3["gat_config"], cfg)
+    psplits = protocol_splits({**stage3, "seeds": list(seeds)}, cfg.beyond_protocols)
+    done = []
+    units = [(s, p, v) for s in seeds for p in cfg.beyond_protocols for v in cfg.beyond_variants]
+    for s, p, v in tqdm(units, desc="units ahead", disable=not progress):
+        folder = run_path / "checkpoints" / "beyond" / f"seed{s}-{p}" / v
+        if (folder / beyond.RECORD).is_file():
+            continue
+        files = list(folder.glob("*.pt")) if folder.is_dir() else []
+        if files and time.time() - max(f.stat().st_mtime for f in files) < busy_seconds:
+            break
+        beyond.run_variant(psplits[(s, p)], v, model_cfg, cfgs[s], chosen[v], folder)
+        done.append(f"seed{s}-{p}/{v}")
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m lib.linkpred.beyond_stage",
+        description="Train notebook 03b's variants of some seeds ahead of the notebook, in a second process (the "
+        "notebook reads their records back instead of training). Start it after the notebook has written "
+        "beyond_sweep.csv; give the seeds from the last down, as the notebook goes up from the first.",
+    )
+    ap.add_argument("run_dir", help="the run folder notebook 03b runs on, e.g. outputs/seed40")
+    ap.add_argument("--seeds", type=int, nargs="+", required=True, help="seeds to train, in this order")
+    args = ap.parse_args(argv)
+    done = train_ahead(args.run_dir, args.seeds)
+    print(f"{len(done)} trainings recorded ahead in {args.run_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
