@@ -8,6 +8,7 @@ import scipy.sparse as sp
 import torch
 from scipy.stats import rankdata
 
+from lib.linkpred import negatives
 from lib.linkpred.audit import leak_audit
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.data import synthetic_graph
@@ -160,6 +161,40 @@ def test_heart_negatives_come_from_the_best_mean_rank_of_three_independent_heuri
     assert (neg[0] == torch.from_numpy(p[0][owner.numpy()])).sum() + (
         neg[0] == torch.from_numpy(p[1][owner.numpy()])
     ).sum() >= neg.size(1)
+
+
+def test_the_heart_draws_shortcuts_equal_their_plain_definitions_bit_for_bit():
+    """personalized_pagerank's in-place update, _valid's partner look-up and _smallest's partial sort against the
+    plain formulas they replace (same floats, same masks, same orders)."""
+    data, mp, pos, tp, gids, forbidden = _task(seed=2, n=90, m=260)
+    a = adjacency(mp, data.num_nodes).tolil()
+    a[0, :] = 0  # a dangling node
+    a[:, 0] = 0
+    a = a.tocsr()
+    a.eliminate_zeros()
+    n, anchors = data.num_nodes, np.array([0, 3, 17, 40, 89])
+    deg = np.asarray(a.sum(1)).ravel()
+    walk = (sp.diags(np.divide(1.0, deg, out=np.zeros(n), where=deg > 0)) @ a).T.tocsr()
+    restart = np.zeros((n, len(anchors)))
+    restart[anchors, np.arange(len(anchors))] = 1.0
+    x = restart.copy()
+    for _ in range(1000):
+        prev, x = x, 0.85 * (walk @ x + restart * x[deg == 0].sum(0)) + 0.15000000000000002 * restart
+        if (np.abs(x - prev).sum(0) < n * 1e-7).all():
+            break
+    assert np.array_equal(personalized_pagerank(a, anchors, tol=1e-7), x.T)
+
+    gids = gids.copy()
+    gids[5] = gids[6]  # one title on two nodes: both are masked with it
+    u, w = np.repeat(anchors, n), np.tile(np.arange(n), len(anchors))
+    for keys in (forbidden, np.empty(0, dtype=np.int64)):
+        plain = ((u != w) & ~is_member(tp.keys(gids, np.stack([u, w])), keys)).reshape(len(anchors), n)
+        assert np.array_equal(negatives._valid(tp, gids, keys, anchors, n), plain)
+
+    values = np.random.default_rng(0).integers(0, 6, size=(7, 30)).astype(float)  # many ties
+    m = np.array([0, 1, 5, 12, 30, 3, 29])
+    full = np.argsort(values, axis=1, kind="stable")
+    assert [c.tolist() for c in negatives._smallest(values, m)] == [full[j, :k].tolist() for j, k in enumerate(m)]
 
 
 def test_per_positive_ranks_by_brute_force_and_ties_count_against():
