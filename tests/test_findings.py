@@ -43,10 +43,10 @@ def test_each_records_numbers_match_the_committed_runs(facts):
     ]
     repro = dict(facts["Reproduction"].sides)
     assert list(repro) == [PROXY, WIKI]  # the embedded proxy first
-    assert _points(repro[PROXY]) == [("seed40", 40, 0.7515), ("seed180", 180, 0.8725), ("seed315", 315, 0.8797)]
+    assert _points(repro[PROXY]) == [("seed40", 40, 0.7515), ("seed180", 180, 0.8741), ("seed315", 315, 0.8797)]
     assert [p.value for p in repro[WIKI]] == [0.7133, 0.942, 0.96]
     trend = dict(facts["AaucTrend"].sides)
-    assert [p.value for p in trend[PROXY]] == [0.8268, 0.8429, 0.8483]
+    assert [p.value for p in trend[PROXY]] == [0.8268, 0.8469, 0.8483]
     assert [p.value for p in trend[WIKI]] == [0.7462, 0.7137, 0.6188]
     # 3 seeds per run: neither change from 40 to 315 graphs is decided by the one rule
     assert [c["verdict"] for c in facts["AaucTrend"].changes] == ["undecided", "undecided"]
@@ -56,7 +56,7 @@ def test_each_records_numbers_match_the_committed_runs(facts):
     leak = dict(facts["Leakage"].sides)
     assert [(r.run, r.gat_auc, r.heuristic, r.heuristic_auc) for r in leak[PROXY]] == [
         ("seed40", 0.758, "cosine", 0.8645),
-        ("seed180", 0.6512, "cosine", 0.8648),
+        ("seed180", 0.6321, "cosine", 0.8648),
         ("seed315", 0.6486, "cosine", 0.865),
     ]
     assert [(r.gat_auc, r.heuristic_auc) for r in leak[WIKI]] == [(0.6834, 0.7994), (0.7013, 0.7962), (0.7252, 0.7975)]
@@ -155,7 +155,7 @@ def test_readme_renderer_gives_two_lines_at_most_with_every_number_linked(facts)
         assert "](outputs/" not in text and re.search(r"\[\w+\]", text), text[:60]  # a reference link to a run
     assert facts["Reproduction"].readme() == (
         "**Reproduction.** The seed's GatModel and protocol, test AUC with 40 / 180 / 315 training graphs: "
-        "[0.751][seed40] / [0.873][seed180] / [0.880][seed315] on title mentions; [0.713][wikispeedia_seed40] / "
+        "[0.751][seed40] / [0.874][seed180] / [0.880][seed315] on title mentions; [0.713][wikispeedia_seed40] / "
         "[0.942][wikispeedia_seed180] / [0.960][wikispeedia_seed315] on Wikispeedia; the seed report (its live crawl): "
         "0.900 / 0.922 / 0.927."
     )
