@@ -44,10 +44,10 @@ def test_each_records_numbers_match_the_committed_runs(facts):
     repro = dict(facts["Reproduction"].sides)
     assert list(repro) == [PROXY, WIKI]  # the embedded proxy first
     assert _points(repro[PROXY]) == [("seed40", 40, 0.7515), ("seed180", 180, 0.8741), ("seed315", 315, 0.8797)]
-    assert [p.value for p in repro[WIKI]] == [0.7133, 0.942, 0.96]
+    assert [p.value for p in repro[WIKI]] == [0.7133, 0.9425, 0.96]
     trend = dict(facts["AaucTrend"].sides)
     assert [p.value for p in trend[PROXY]] == [0.8268, 0.8469, 0.8483]
-    assert [p.value for p in trend[WIKI]] == [0.7462, 0.7137, 0.6188]
+    assert [p.value for p in trend[WIKI]] == [0.7462, 0.6411, 0.6188]
     # 3 seeds per run: neither change from 40 to 315 graphs is decided by the one rule
     assert [c["verdict"] for c in facts["AaucTrend"].changes] == ["undecided", "undecided"]
     assert (
@@ -59,7 +59,7 @@ def test_each_records_numbers_match_the_committed_runs(facts):
         ("seed180", 0.6321, "cosine", 0.8648),
         ("seed315", 0.6486, "cosine", 0.865),
     ]
-    assert [(r.gat_auc, r.heuristic_auc) for r in leak[WIKI]] == [(0.6834, 0.7994), (0.7013, 0.7962), (0.7252, 0.7975)]
+    assert [(r.gat_auc, r.heuristic_auc) for r in leak[WIKI]] == [(0.6834, 0.7994), (0.7139, 0.7962), (0.7252, 0.7975)]
     # GatModel minus cosine paired by seed: below in every run but seed40 (3 seeds, interval holds 0)
     assert [r.versus["verdict"] for r in leak[PROXY]] == ["undecided", "missed", "missed"]
     assert [r.versus["verdict"] for r in leak[WIKI]] == ["missed"] * 3
@@ -156,7 +156,7 @@ def test_readme_renderer_gives_two_lines_at_most_with_every_number_linked(facts)
     assert facts["Reproduction"].readme() == (
         "**Reproduction.** The seed's GatModel and protocol, test AUC with 40 / 180 / 315 training graphs: "
         "[0.751][seed40] / [0.874][seed180] / [0.880][seed315] on title mentions; [0.713][wikispeedia_seed40] / "
-        "[0.942][wikispeedia_seed180] / [0.960][wikispeedia_seed315] on Wikispeedia; the seed report (its live crawl): "
+        "[0.943][wikispeedia_seed180] / [0.960][wikispeedia_seed315] on Wikispeedia; the seed report (its live crawl): "
         "0.900 / 0.922 / 0.927."
     )
     assert facts["TransductiveFrontier"].readme() is None  # the README names the numbers on unseen titles
