@@ -152,6 +152,12 @@ def plan_sentence(cfg: BeyondParams, n_graphs: int) -> str:
     )
 
 
+def unit_folder(ckpt_root: str | Path, seed: int, protocol: str, variant: str) -> Path:
+    """Where one training of notebook 03b (a variant on a seed's protocol split) keeps its checkpoints and record:
+    the notebook (run_all) and the worker ahead of it (train_ahead) meet there."""
+    return Path(ckpt_root) / f"seed{seed}-{protocol}" / variant
+
+
 def run_all(
     psplits: dict[tuple, ProtocolSplit],
     variants: list[str],
@@ -193,7 +199,7 @@ def run_all(
             )
         add(s, p, beyond.SHORTCUT, beyond.evaluate_shortcut(sp, cfgs[s]))
         for v in variants:
-            mean, res = beyond.run_variant(sp, v, model_cfg, cfgs[s], chosen[v], Path(ckpt_root) / f"seed{s}-{p}" / v)
+            mean, res = beyond.run_variant(sp, v, model_cfg, cfgs[s], chosen[v], unit_folder(ckpt_root, s, p, v))
             train_log[f"{s}/{p}/{v}"] = {"best_epoch": res["best_epoch"], "epochs_run": len(res["val"])}
             add(s, p, f"gat_{v}", mean, **{n: beyond.validation_of(res, n) for n in mean})
     return rows, stack_coef, train_log
@@ -266,7 +272,7 @@ def train_ahead(run_dir: str, seeds: list[int], busy_seconds: float = 600.0, pro
     done = []
     units = [(s, p, v) for s in seeds for p in cfg.beyond_protocols for v in cfg.beyond_variants]
     for s, p, v in tqdm(units, desc="units ahead", disable=not progress):
-        folder = run_path / "checkpoints" / "beyond" / f"seed{s}-{p}" / v
+        folder = unit_folder(run_path / "checkpoints" / "beyond", s, p, v)
         if (folder / beyond.RECORD).is_file():
             continue
         files = list(folder.glob("*.pt")) if folder.is_dir() else []
