@@ -43,42 +43,42 @@ def test_each_records_numbers_match_the_committed_runs(facts):
     ]
     repro = dict(facts["Reproduction"].sides)
     assert list(repro) == [PROXY, WIKI]  # the embedded proxy first
-    assert _points(repro[PROXY]) == [("seed40", 40, 0.7515), ("seed180", 180, 0.8741), ("seed315", 315, 0.8797)]
+    assert _points(repro[PROXY]) == [("seed40", 40, 0.7486), ("seed180", 180, 0.8741), ("seed315", 315, 0.8797)]
     assert [p.value for p in repro[WIKI]] == [0.7133, 0.9425, 0.96]
     trend = dict(facts["AaucTrend"].sides)
-    assert [p.value for p in trend[PROXY]] == [0.8268, 0.8469, 0.8483]
+    assert [p.value for p in trend[PROXY]] == [0.8297, 0.8469, 0.8483]
     assert [p.value for p in trend[WIKI]] == [0.7462, 0.6411, 0.6188]
     # 3 seeds per run: neither change from 40 to 315 graphs is decided by the one rule
     assert [c["verdict"] for c in facts["AaucTrend"].changes] == ["undecided", "undecided"]
     assert (
-        "moves [0.827][seed40] → [0.848][seed315] (+0.022 [-0.072, +0.115], undecided)" in facts["AaucTrend"].readme()
+        "moves [0.830][seed40] → [0.848][seed315] (+0.030 [-0.008, +0.068], undecided)" in facts["AaucTrend"].readme()
     )
     leak = dict(facts["Leakage"].sides)
     assert [(r.run, r.gat_auc, r.heuristic, r.heuristic_auc) for r in leak[PROXY]] == [
-        ("seed40", 0.758, "cosine", 0.8645),
+        ("seed40", 0.7164, "cosine", 0.8642),
         ("seed180", 0.6321, "cosine", 0.8648),
         ("seed315", 0.6486, "cosine", 0.865),
     ]
     assert [(r.gat_auc, r.heuristic_auc) for r in leak[WIKI]] == [(0.6834, 0.7994), (0.7139, 0.7962), (0.7252, 0.7975)]
-    # GatModel minus cosine paired by seed: below in every run but seed40 (3 seeds, interval holds 0)
-    assert [r.versus["verdict"] for r in leak[PROXY]] == ["undecided", "missed", "missed"]
+    # GatModel minus cosine paired by seed: below in every run
+    assert [r.versus["verdict"] for r in leak[PROXY]] == ["missed"] * 3
     assert [r.versus["verdict"] for r in leak[WIKI]] == ["missed"] * 3
     goal = dict(facts["Beyond"].sides)
     # judged by the one rule on the runs' own per-seed rows (lib.run.report.judge_gaps)
-    assert (goal[PROXY].run, goal[PROXY].met, goal[PROXY].missed, goal[PROXY].cells) == ("seed40", 5, 3, 12)
+    assert (goal[PROXY].run, goal[PROXY].met, goal[PROXY].missed, goal[PROXY].cells) == ("seed40", 9, 3, 12)
     assert (goal[WIKI].run, goal[WIKI].met, goal[WIKI].missed, goal[WIKI].cells) == ("wikispeedia_seed40", 11, 0, 12)
-    assert (goal[PROXY].seeds, goal[WIKI].seeds) == (3, 10)
+    assert (goal[PROXY].seeds, goal[WIKI].seeds) == (10, 10)
     assert [p for p, *_ in goal[PROXY].uniform_margins] == ["leak_free", "pair_split", "new_nodes"]
-    assert goal[PROXY].uniform_margins[0][1] == pytest.approx(-0.0166, abs=1e-4)
+    assert goal[PROXY].uniform_margins[0][1] == pytest.approx(0.0288, abs=1e-4)
     # the chosen model's AUC margin over the bar by stratum of positives: cells above / below 0 under the one rule
-    assert goal[PROXY].strata == (("cn", 10, 1), ("no_cn", 10, 0)) and goal[WIKI].strata == (
+    assert goal[PROXY].strata == (("cn", 11, 1), ("no_cn", 12, 0)) and goal[WIKI].strata == (
         ("cn", 12, 0),
         ("no_cn", 12, 0),
     )
     assert dict(facts["GainStrata"].sides)[WIKI] == goal[WIKI]
     harder = dict(facts["HarderNegatives"].sides)[PROXY]
     assert harder.protocols == 3 and [n for n, *_ in harder.sets] == ["dist2", "heart", "matched"]
-    assert harder.sets[0][1:] == (3, 0, 3, 0) and harder.sets[1][1:] == (3, 0, 2, 0)  # dist2, heart: above / below 0
+    assert harder.sets[0][1:] == (3, 0, 3, 0) and harder.sets[1][1:] == (3, 0, 3, 0)  # dist2, heart: above / below 0
     d = facts["Distillation"]
     assert "(95% interval above 0 in 3 of 6, below in 0, 3 seeds)" in d.readme()  # the one rule over its probes
     assert (d.runs, d.steps, d.checks, d.is_result) == (
@@ -155,7 +155,7 @@ def test_readme_renderer_gives_two_lines_at_most_with_every_number_linked(facts)
         assert "](outputs/" not in text and re.search(r"\[\w+\]", text), text[:60]  # a reference link to a run
     assert facts["Reproduction"].readme() == (
         "**Reproduction.** The seed's GatModel and protocol, test AUC with 40 / 180 / 315 training graphs: "
-        "[0.751][seed40] / [0.874][seed180] / [0.880][seed315] on title mentions; [0.713][wikispeedia_seed40] / "
+        "[0.749][seed40] / [0.874][seed180] / [0.880][seed315] on title mentions; [0.713][wikispeedia_seed40] / "
         "[0.943][wikispeedia_seed180] / [0.960][wikispeedia_seed315] on Wikispeedia; the seed report (its live crawl): "
         "0.900 / 0.922 / 0.927."
     )
