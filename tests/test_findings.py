@@ -48,7 +48,7 @@ def test_each_records_numbers_match_the_committed_runs(facts):
     trend = dict(facts["AaucTrend"].sides)
     assert [p.value for p in trend[PROXY]] == [0.8297, 0.8469, 0.8483]
     assert [p.value for p in trend[WIKI]] == [0.7462, 0.6411, 0.6188]
-    # 3 seeds per run: neither change from 40 to 315 graphs is decided by the one rule
+    # seed315 has 3 seeds, so each change pairs seeds 0-2 by index (judged_change): neither is decided by the one rule
     assert [c["verdict"] for c in facts["AaucTrend"].changes] == ["undecided", "undecided"]
     assert (
         "moves [0.830][seed40] → [0.848][seed315] (+0.030 [-0.008, +0.068], undecided)" in facts["AaucTrend"].readme()
