@@ -15,10 +15,10 @@ On CUDA the fused step is also timed captured as a CUDA graph (lib.linkpred.cuda
 `fused-graph` and `fused-<low>-graph`): at the seed's size a GPU step is bound by launching its kernels.
 
 Low precision (`--precision`, default auto; lib.common.device): the fused step under autocast (bf16, or fp16 with a
-GradScaler) against the PyG float32 reference in the same run (target <= 0.25x), its peak memory, and the eval AUC
-after `--auc-steps` training steps on a learnable synthetic graph, fused low precision vs fused float32 from the same
-initial weights (target: within 0.01). Where `auto` resolves to float32 (no native bf16 on this CPU) the benchmark says
-so and reports float32 only; an explicit `--precision bf16` times the emulated path anyway.
+GradScaler) against the PyG float32 reference in the same run (target <= 0.25x on a CPU), its peak memory, and the
+eval AUC after `--auc-steps` training steps on a learnable synthetic graph, fused low precision vs fused float32 from
+the same initial weights (target: within 0.01). Where `auto` resolves to float32 (no native bf16 on this CPU) the
+benchmark says so and reports float32 only; an explicit `--precision bf16` times the emulated path anyway.
 """
 
 from __future__ import annotations
@@ -261,11 +261,15 @@ def main() -> None:
             f"{k:>6}: median {med[k]:.3f} s/step wall  (min {min(v):.3f}, max {max(v):.3f}, n={len(v)}); "
             f"median {med_cpu[k]:.3f} CPU-s/step"
         )
+    # The targets: on a CPU the fused step at most 0.30x PyG's (fp32) and 0.25x (low precision); on a GPU, where an
+    # eager step at this size is bound by launching kernels, any fused step (the captured ones included) at most 0.8x.
+    fp32_target, low_target = (0.8, 0.8) if device.type == "cuda" else (0.30, 0.25)
     # CPU seconds are printed too because on a shared machine the wall-clock ratio mostly measures the neighbours.
+    r = med["fused"] / med["pyg"]
     print(
-        f"ratio fused / pyg = {med['fused'] / med['pyg']:.3f} wall "
-        f"(min/min {min(times['fused']) / min(times['pyg']):.3f}),"
-        f" {med_cpu['fused'] / med_cpu['pyg']:.3f} CPU  (target <= 0.8)"
+        f"ratio fused / pyg = {r:.3f} wall (min/min {min(times['fused']) / min(times['pyg']):.3f}),"
+        f" {med_cpu['fused'] / med_cpu['pyg']:.3f} CPU  (target <= {fp32_target}) -> "
+        f"{'OK' if r <= fp32_target else 'ABOVE TARGET'}"
     )
     for k in (k for k in steps if k.endswith("graph")):
         r = med[k] / med["pyg"]
@@ -274,8 +278,8 @@ def main() -> None:
         k = f"fused-{low}"
         r = med[k] / med["pyg"]
         print(
-            f"ratio {k} / pyg fp32 = {r:.3f} wall, {med_cpu[k] / med_cpu['pyg']:.3f} CPU  (target <= 0.25) -> "
-            f"{'OK' if r <= 0.25 else 'ABOVE TARGET'}"
+            f"ratio {k} / pyg fp32 = {r:.3f} wall, {med_cpu[k] / med_cpu['pyg']:.3f} CPU  (target <= {low_target}) -> "
+            f"{'OK' if r <= low_target else 'ABOVE TARGET'}"
         )
         auc = {p: auc_after_steps(p, a.auc_steps, device=device) for p in ("fp32", low)}
         d = auc[low] - auc["fp32"]
