@@ -48,10 +48,17 @@ def test_each_records_numbers_match_the_committed_runs(facts):
     trend = dict(facts["AaucTrend"].sides)
     assert [p.value for p in trend[PROXY]] == [0.8297, 0.8469, 0.8483]
     assert [p.value for p in trend[WIKI]] == [0.7462, 0.6411, 0.6188]
-    # seed315 has 3 seeds, so each change pairs seeds 0-2 by index (judged_change): neither is decided by the one rule
-    assert [c["verdict"] for c in facts["AaucTrend"].changes] == ["undecided", "undecided"]
+    # each change is judged on Welch's interval over every seed of both runs (10 at seed40, 3 at seed315)
+    changes = facts["AaucTrend"].changes
+    assert [(c["seeds_first"], c["seeds_last"], c["verdict"]) for c in changes] == [
+        (10, 3, "undecided"),
+        (10, 3, "missed"),
+    ]
     assert (
-        "moves [0.830][seed40] → [0.848][seed315] (+0.030 [-0.008, +0.068], undecided)" in facts["AaucTrend"].readme()
+        "moves [0.830][seed40] → [0.848][seed315] (+0.019 [-0.025, +0.062], undecided)" in facts["AaucTrend"].readme()
+    )
+    assert "falls [0.746][wikispeedia_seed40] → [0.619][wikispeedia_seed315] (-0.127 [-0.203, -0.052])" in (
+        facts["AaucTrend"].readme().replace("\n", " ")
     )
     leak = dict(facts["Leakage"].sides)
     assert [(r.run, r.gat_auc, r.heuristic, r.heuristic_auc) for r in leak[PROXY]] == [

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy.stats import t as student_t
 
-from lib.metrics.paired import all_of, judge, judged_text, verdict, verdicts
+from lib.metrics.paired import all_of, judge, judge_independent, judged_text, verdict, verdicts
 
 
 def test_a_claim_is_met_above_its_margin_missed_below_and_undecided_when_the_interval_holds_it():
@@ -27,6 +27,19 @@ def test_judge_reads_the_paired_t_interval_of_the_differences():
     one = judge([0.5])
     assert one["verdict"] == "undecided" and math.isnan(one["ci_low"])  # one seed decides nothing
     assert judge([-0.05, -0.04, -0.06])["verdict"] == "missed"
+
+
+def test_a_change_between_independent_runs_reads_welchs_interval_over_every_seed_of_both():
+    first, last = [0.70, 0.72, 0.71, 0.69, 0.73, 0.70, 0.72, 0.71, 0.70, 0.72], [0.80, 0.79, 0.81]
+    r = judge_independent(first, last, margin=0.02)
+    assert r["diff"] == pytest.approx(np.mean(last) - np.mean(first))  # the difference of the printed means
+    va, vb = np.var(first, ddof=1) / 10, np.var(last, ddof=1) / 3
+    df = (va + vb) ** 2 / (va**2 / 9 + vb**2 / 2)  # Welch-Satterthwaite, written out to check scipy's interval
+    half = student_t.ppf(0.975, df) * np.sqrt(va + vb)
+    assert (r["ci_low"], r["ci_high"]) == pytest.approx((r["diff"] - half, r["diff"] + half))
+    assert (r["seeds"], r["seeds_first"], r["seeds_last"], r["verdict"]) == (3, 10, 3, "met")
+    assert judge_independent(last, first)["verdict"] == "missed"
+    assert judge_independent([0.7], last)["verdict"] == "undecided"  # one seed on a side decides nothing
 
 
 def test_a_claim_of_several_parts_needs_every_part_met_and_fails_on_one_missed():

@@ -6,6 +6,10 @@ is **met** when it lies above m (its lower bound > m), **missed** when it lies b
 made of several parts (a goal with an AUC and an MRR margin) is met when every part is met, missed when one part is
 missed, and undecided otherwise. Every verdict the notebooks, the results page and the README print comes from
 `verdict` and is printed with its interval (`judged_text`).
+
+Where A and B come from two independent runs (no seed of one is the seed of the other), there is nothing to pair: the
+interval is Welch's 95% t-interval of the difference of the two runs' means over all their seeds (`judge_independent`),
+read by the same `verdict`.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import math
 import numpy as np
 import pandas as pd
 from scipy.stats import t as student_t
+from scipy.stats import ttest_ind
 
 VERDICTS = ("met", "undecided", "missed")
 
@@ -44,6 +49,28 @@ def judge(diffs, margin: float = 0.0) -> dict:
     """`mean_interval(diffs)` with the claim's `margin` and its `verdict`."""
     r = mean_interval(diffs)
     return {**r, "margin": margin, "verdict": verdict(r["ci_low"], r["ci_high"], margin)}
+
+
+def judge_independent(first, last, margin: float = 0.0) -> dict:
+    """The rule for the change from one run to another, independent one: {seeds (the fewer of the two), seeds_first,
+    seeds_last, diff, ci_low, ci_high, margin, verdict}, where diff = mean(last) - mean(first) over every seed of each
+    run [n_first], [n_last] and the interval is Welch's (unequal variances); NaN with fewer than two seeds in either."""
+    a, b = np.asarray(first, dtype=float), np.asarray(last, dtype=float)
+    diff = float(b.mean() - a.mean()) if len(a) and len(b) else float("nan")
+    low = high = float("nan")
+    if len(a) > 1 and len(b) > 1:
+        ci = ttest_ind(b, a, equal_var=False).confidence_interval(0.95)
+        low, high = float(ci.low), float(ci.high)
+    return {
+        "seeds": min(len(a), len(b)),
+        "seeds_first": len(a),
+        "seeds_last": len(b),
+        "diff": diff,
+        "ci_low": low,
+        "ci_high": high,
+        "margin": margin,
+        "verdict": verdict(low, high, margin),
+    }
 
 
 def verdicts(rows: pd.DataFrame, margin: float = 0.0) -> pd.Series:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from lib.metrics.link import SEED_REPORTED
-from lib.metrics.paired import interval_text, judge, verdict
+from lib.metrics.paired import interval_text, judge, judge_independent, verdict
 from lib.metrics.selection import STRATA
 from lib.run.facts import best_heuristic, gat_model_rows, goal_cells, links_of
 from lib.run.markup import SHORT, page_link, page_links, page_sides, readme_number, readme_sides, slash
@@ -110,12 +110,11 @@ def _seed_way_per_seed(ref: Path, run: str, protocol: str, metric: str) -> list[
 
 
 def judged_change(ref: Path, first: Point, last: Point, protocol: str, metric: str) -> dict | None:
-    """judge(last - first) over their seeds. The two runs are independent, so pairing their seeds by index gives
-    independent differences whose mean is the difference of the means: the one rule's t-interval holds for it."""
+    """The change from `first` to `last`, two independent runs, judged by the one rule on Welch's interval over every
+    seed of each (`judge_independent`): its diff is the difference of the means the README prints beside it."""
     a = _seed_way_per_seed(ref, first.run, protocol, metric)
     b = _seed_way_per_seed(ref, last.run, protocol, metric)
-    n = min(len(a), len(b))
-    return judge([y - x for x, y in zip(a[:n], b[:n])]) if n else None
+    return judge_independent(a, b) if len(a) and len(b) else None
 
 
 def trend_word(change: dict | None, first: float, last: float) -> str:
@@ -136,7 +135,7 @@ def _interval(change: dict | None) -> str:
 @dataclass(frozen=True)
 class AaucTrend:
     """The same GatModel's A-AUC from the fewest to the most training graphs, per link source, and the change
-    between them judged by the one rule (`changes`, one per side: judge of the per-seed differences, or None)."""
+    between them judged by the one rule (`changes`, one per side: judge_independent of the two runs' seeds, or None)."""
 
     sides: tuple[tuple[str, tuple[Point, ...]], ...]
     changes: tuple[dict | None, ...]
