@@ -93,6 +93,9 @@ def test_variant_training_overrides_apply_to_sweep_and_run_and_pick_their_own_me
     s = beyond.variant_train_config("ncn_stack", cfg)
     assert (s.negative_mix, s.select_metric, s.lr) == ({"dist2": 0.5}, "mrr_both", 0.01)
     assert beyond.variant_train_config("ncn_stack_matched", cfg).negative_mix == {"matched": 0.5}
+    d = beyond.variant_train_config("mplp_stack_dist2", cfg)  # a valid TrainConfig: the mix and metric pass its checks
+    assert (d.negative_mix, d.select_metric) == ({"dist2": 1.0}, "mrr_dist2")
+    assert beyond.check_variants(["mplp_stack_dist2"]) == ["mplp_stack_dist2"]
     assert beyond.variant_select_metric("ncn_stack_uniform", "mrr_both") == "mrr"
     assert beyond.variant_select_metric("ncn_feat", "mrr_both") == "mrr_both"
 

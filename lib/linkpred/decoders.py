@@ -143,6 +143,7 @@ VARIANTS.update(
         for mix in ("", "_uniform", "_matched")
     }
 )
+VARIANTS["mplp_stack_dist2"] = VARIANTS["mplp_stack"]  # the dist2 negative set's model (lib.linkpred.beyond)
 
 
 def common_neighbours_matrix(mp_edge_index: Tensor, num_nodes: int, pairs: Tensor, a=None, cache: bool = True):
