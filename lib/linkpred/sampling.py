@@ -221,36 +221,70 @@ def dist2_negatives(
 
     w is at distance exactly 2 from the anchor in the message-passing graph mp_edge_index [2, M], its title pair is not
     in `forbidden`, and it has the anchor's topic when any candidate has it (topics of None count as unknown). The
-    anchor is the positive's first endpoint, else its second; anchor_ok [N] restricts which nodes may anchor."""
+    anchor is the positive's first endpoint, else its second; anchor_ok [N] restricts which nodes may anchor. w is the
+    anchor's candidates (ascending) at a uniform index drawn per positive in order."""
     rng = np.random.default_rng(seed)
     n = data.num_nodes
+    pos_np = pos.numpy().reshape(2, -1)
     ei = mp_edge_index.numpy()
-    a = sp.csr_matrix((np.ones(ei.shape[1], dtype=np.int8), (ei[0], ei[1])), shape=(n, n))
-    topics = getattr(data, "topics", None) or [None] * n
-    cache: dict[int, np.ndarray] = {}
+    a = sp.csr_matrix((np.ones(ei.shape[1], dtype=np.int32), (ei[0], ei[1])), shape=(n, n))
+    ends = np.unique(pos_np)
+    if anchor_ok is not None:
+        ends = ends[np.asarray(anchor_ok, dtype=bool)[ends]]
+    ptr, cand = _distance2_candidates(a, ends, gids, tp, forbidden, getattr(data, "topics", None) or None)
+    size = np.zeros(n, dtype=np.int64)
+    start = np.zeros(n, dtype=np.int64)
+    size[ends], start[ends] = np.diff(ptr), ptr[:-1]
+    u, v = pos_np
+    anchor = np.where(size[u] > 0, u, np.where(size[v] > 0, v, -1))  # size is 0 where anchor_ok forbids
+    has = anchor >= 0
+    anchor = anchor[has]
+    # one draw per positive with a candidate, in order: numpy's array-bounded integers give the same numbers, and leave
+    # the generator in the same state, as one scalar draw per positive
+    pick = rng.integers(0, size[anchor]) if anchor.size else np.empty(0, dtype=np.int64)
+    out = np.stack([anchor, cand[start[anchor] + pick]]).astype(np.int64)
+    return torch.from_numpy(out), int((~has).sum())
 
-    def candidates(u: int) -> np.ndarray:
-        if u not in cache:
-            nb = a.indices[a.indptr[u] : a.indptr[u + 1]]
-            two = np.unique(a[nb].indices) if nb.size else np.empty(0, dtype=np.int64)
-            c = np.setdiff1d(two, np.append(nb, u), assume_unique=False)
-            if c.size:
-                c = c[~is_member(tp.keys(gids, np.stack([np.full(c.size, u), c])), forbidden)]
-            if c.size and topics[u] is not None:
-                same = c[np.fromiter((topics[w] == topics[u] for w in c), dtype=bool, count=c.size)]
-                c = same if same.size else c
-            cache[u] = c
-        return cache[u]
 
-    out, missing = [], 0
-    for u, v in pos.t().tolist():
-        for anchor in (u, v):
-            if anchor_ok is not None and not anchor_ok[anchor]:
-                continue
-            c = candidates(anchor)
-            if c.size:
-                out.append((anchor, int(c[rng.integers(c.size)])))
-                break
-        else:
-            missing += 1
-    return torch.tensor(out, dtype=torch.long).reshape(-1, 2).t().contiguous(), missing
+def _distance2_candidates(
+    a: sp.csr_matrix, nodes: np.ndarray, gids: np.ndarray, tp: TitlePairs, forbidden: np.ndarray, topics
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each node's distance-2 candidates in the adjacency `a` [N, N] (CSR), as CSR arrays over `nodes` [R] (ptr
+    [R + 1], candidates ascending per node): the nodes two steps away that are neither a neighbour nor the node itself,
+    whose title pair with it is not in `forbidden`, and, where the node has a topic and some candidate shares it, only
+    those. Written with sparse products rather than per node (a row slice each), which cost most of a training step
+    drawing distance-2 negatives."""
+    rows = a[nodes]
+    two = (rows @ a).tocoo()  # a product's entries are counts of 2-walks: nonzero exactly where one exists
+    r, c = two.row, two.col
+    near = rows.tocsr()
+    near.sort_indices()
+    keep = (c != nodes[r]) & ~_in_rows(near, r, c)
+    r, c = r[keep], c[keep]
+    if c.size:
+        keep = ~is_member(tp.keys(gids, np.stack([nodes[r], c])), forbidden)
+        r, c = r[keep], c[keep]
+    if topics is not None and c.size:
+        codes = _topic_codes(topics)
+        same = (codes[c] == codes[nodes[r]]) & (codes[nodes[r]] >= 0)
+        any_same = np.zeros(nodes.size, dtype=bool)
+        any_same[r[same]] = True
+        keep = same | ~any_same[r]
+        r, c = r[keep], c[keep]
+    order = np.lexsort((c, r))
+    r, c = r[order], c[order]
+    ptr = np.zeros(nodes.size + 1, dtype=np.int64)
+    np.cumsum(np.bincount(r, minlength=nodes.size), out=ptr[1:])
+    return ptr, c
+
+
+def _in_rows(m: sp.csr_matrix, r: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """bool [K]: whether column c[k] is stored in row r[k] of `m` (sorted indices), for every k at once."""
+    flat = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr)) * m.shape[1] + m.indices
+    return is_member(r.astype(np.int64) * m.shape[1] + c, flat)
+
+
+def _topic_codes(topics) -> np.ndarray:
+    """int codes [N] of node topics, equal exactly where the topics are equal; -1 for None (unknown)."""
+    names: dict = {}
+    return np.array([-1 if t is None else names.setdefault(t, len(names)) for t in topics], dtype=np.int64)
