@@ -272,7 +272,7 @@ def _runner_examples() -> list[str]:
     return found
 
 
-def test_every_runner_example_in_help_and_readme_parses(tmp_path):
+def test_every_runner_example_in_help_and_readme_parses(tmp_path, capsys):
     import shlex
 
     examples = _runner_examples()
@@ -280,9 +280,11 @@ def test_every_runner_example_in_help_and_readme_parses(tmp_path):
     own = str(default_model_dir())  # the README's folder of your own, a placeholder the reader fills in
     for ex in examples:  # into an empty outputs folder: a demo run made earlier would refuse other parameters
         ex = ex.replace("/path/to/your/model", own)
-        assert main([*shlex.split(ex), "--dry-run", "--outputs", str(tmp_path)]) == 0, (
-            f"example does not parse: python -m lib.run.runner {ex}"
-        )
+        code = main([*shlex.split(ex), "--dry-run", "--outputs", str(tmp_path)])
+        if "--rerun" in ex:  # parsed and checked up to its folder: an empty outputs folder has no run to re-run
+            assert code == 2 and "needs a complete run folder" in capsys.readouterr().err, ex
+            continue
+        assert code == 0, f"example does not parse: python -m lib.run.runner {ex}"
 
 
 def test_rerun_executes_only_the_selected_notebook_into_a_complete_run(project, capsys):
@@ -292,7 +294,12 @@ def test_rerun_executes_only_the_selected_notebook_into_a_complete_run(project, 
     first_nb = (out_dir / "01_first.ipynb").read_text()
     # 02 gains a parameter value of its own (its own keys may change); 01's are the folder's
     (project / "a2.yaml").write_text("size: 3\nfail: false\n")
-    assert run(project, "--params", str(project / "a2.yaml"), "--run-name", "r", "--rerun", "--notebooks", "02") == 0
+    rerun_02 = ("--run-name", "r", "--rerun", "--notebooks", "02")
+    capsys.readouterr()
+    assert run(project, "--params", str(project / "a2.yaml"), *rerun_02, "--dry-run") == 0  # the re-run's own checks
+    assert "parameters that change: fail" in capsys.readouterr().out
+    assert json.loads((out_dir / "status.json").read_text()) == before  # a dry run writes nothing
+    assert run(project, "--params", str(project / "a2.yaml"), *rerun_02) == 0
     after = json.loads((out_dir / "status.json").read_text())
     assert after["complete"] and after["params_hash"] == before["params_hash"]
     assert after["notebooks"]["01_first.ipynb"] == before["notebooks"]["01_first.ipynb"]
@@ -302,6 +309,8 @@ def test_rerun_executes_only_the_selected_notebook_into_a_complete_run(project, 
     assert entry["params_changed"] == {"fail": False}
     # a parameter a notebook that is not re-run uses: refused, naming it
     assert run(project, "--params", str(project / "c.yaml"), "--run-name", "r", "--rerun", "--notebooks", "02") == 2
+    assert "other settings (size)" in capsys.readouterr().err
+    assert run(project, "--params", str(project / "c.yaml"), *rerun_02, "--dry-run") == 2
     assert "other settings (size)" in capsys.readouterr().err
     # a parameter notebook 01 gained after the folder was made counts as unchanged at its default, not otherwise
     tiny_notebook(

@@ -182,21 +182,19 @@ def run_one(
         return True
 
 
-def rerun_notebooks(
+def plan_rerun(
     run_name: str,
     files: list[Path],
     overrides: dict,
     notebooks: list[Path],
-    log=print,
     outputs: Path = OUTPUTS,
     all_notebooks: list[Path] | None = None,
-) -> bool:
-    """Re-execute `notebooks` into the complete run folder `run_name`; the other notebooks' status entries and files
-    stay, and the run stays complete when every re-run succeeds. The parameters of the notebooks not re-run must equal
+) -> tuple[dict, dict, dict]:
+    """The checks of a re-run (rerun_notebooks), nothing executed: (the folder's status record, each re-run notebook's
+    parameters, the parameters the folder was made with). The parameters of the notebooks not re-run must equal
     those the folder was made with (params.json), so their results still belong to the run; the re-run notebooks' own
-    parameters may differ (a profile that gained a variant), and each re-run entry lists those that did
-    ("params_changed") with the git commit it ran at. A folder that is incomplete, lacks a notebook, or whose other
-    notebooks would see other parameters is refused with the fix named (ValueError)."""
+    parameters may differ (a profile that gained a variant). A folder that is incomplete, lacks a notebook, or whose
+    other notebooks would see other parameters is refused with the fix named (ValueError)."""
     run_dir = outputs / run_name
     status = read_run_record(run_dir / "status.json")[0]
     made = list(status.get("notebooks") or {})
@@ -219,13 +217,30 @@ def rerun_notebooks(
         {k: merged.get(k, v) for k, v in default.items()},
         "notebooks that are not re-run use them; pass the same params files, or run it whole with --force",
     )
+    return status, {nb: {**per_nb[nb], "run_dir": merged["run_dir"]} for nb in notebooks}, old
+
+
+def rerun_notebooks(
+    run_name: str,
+    files: list[Path],
+    overrides: dict,
+    notebooks: list[Path],
+    log=print,
+    outputs: Path = OUTPUTS,
+    all_notebooks: list[Path] | None = None,
+) -> bool:
+    """Re-execute `notebooks` into the complete run folder `run_name` after plan_rerun's checks; the other notebooks'
+    status entries and files stay, and the run stays complete when every re-run succeeds. Each re-run entry lists the
+    parameters that differ from the folder's ("params_changed") with the git commit it ran at."""
+    run_dir = outputs / run_name
+    status, per_nb, old = plan_rerun(run_name, files, overrides, notebooks, outputs, all_notebooks)
     commit = git_commit()
     for nb in notebooks:
         log(f"[{run_name}] re-running {nb.name} ...")
         entry = {
-            **execute(nb, run_dir / nb.name, {**per_nb[nb], "run_dir": merged["run_dir"]}),
+            **execute(nb, run_dir / nb.name, per_nb[nb]),
             "rerun": f"re-run alone at commit {commit}",
-            "params_changed": {k: v for k, v in per_nb[nb].items() if v != old.get(k)},
+            "params_changed": {k: v for k, v in per_nb[nb].items() if k != "run_dir" and v != old.get(k)},
         }
         if entry.get("error_name") == "KeyboardInterrupt":
             raise KeyboardInterrupt
@@ -392,14 +407,18 @@ def main(argv: list[str] | None = None) -> int:
                     all_notebooks=all_notebooks,
                 )
             return 0 if ok else 1
-        if args.dry_run:
+        if args.dry_run and args.rerun:  # the re-run's own checks: its notebooks' parameters may differ
+            name, files = runs[0]
+            _, per_nb, old = plan_rerun(name, files, overrides, notebooks, Path(args.outputs), all_notebooks)
+            changed = sorted({k for p in per_nb.values() for k, v in p.items() if k != "run_dir" and v != old.get(k)})
+            print(
+                f"--rerun: only {', '.join(nb.name for nb in notebooks)} would be re-executed into the complete "
+                f"run folder {Path(args.outputs) / name}; parameters that change: {', '.join(changed) or 'none'}"
+            )
+        elif args.dry_run:
             for name, files in runs:
                 print(describe_plan(name, files, overrides, notebooks, Path(args.outputs), all_notebooks, args.force))
-            if args.rerun:
-                print(
-                    f"--rerun: only {', '.join(nb.name for nb in notebooks)} would be re-executed into the complete "
-                    f"run folder {Path(args.outputs) / runs[0][0]}"
-                )
+        if args.dry_run:
             print(f"dry run: {len(runs)} run(s) valid; nothing executed")
             return 0
         failed, busy = [], []
