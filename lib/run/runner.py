@@ -340,6 +340,23 @@ def plan_grid(args: argparse.Namespace) -> tuple[list[Path], list[Path], dict, l
     return all_notebooks, notebooks, overrides, runs
 
 
+def dry_run_plan(args, runs: list, overrides: dict, notebooks: list[Path], all_notebooks: list[Path]) -> str:
+    """What --dry-run prints: each run's plan (describe_plan), or for --rerun the re-run's own checks (plan_rerun: its
+    notebooks' parameters may differ from the folder's) and the parameters that change; raises as the run would."""
+    outputs = Path(args.outputs)
+    if args.rerun:
+        name, files = runs[0]
+        _, per_nb, old = plan_rerun(name, files, overrides, notebooks, outputs, all_notebooks)
+        changed = sorted({k for p in per_nb.values() for k, v in p.items() if k != "run_dir" and v != old.get(k)})
+        lines = [
+            f"--rerun: only {', '.join(nb.name for nb in notebooks)} would be re-executed into the complete run "
+            f"folder {outputs / name}; parameters that change: {', '.join(changed) or 'none'}"
+        ]
+    else:
+        lines = [describe_plan(n, f, overrides, notebooks, outputs, all_notebooks, args.force) for n, f in runs]
+    return "\n".join([*lines, f"dry run: {len(runs)} run(s) valid; nothing executed"])
+
+
 def not_a_dead_kernel_line(record: logging.LogRecord) -> bool:
     """False for nbclient's "Kernel died while waiting for execute reply." (a logging filter)."""
     return not record.getMessage().startswith("Kernel died")
@@ -407,19 +424,8 @@ def main(argv: list[str] | None = None) -> int:
                     all_notebooks=all_notebooks,
                 )
             return 0 if ok else 1
-        if args.dry_run and args.rerun:  # the re-run's own checks: its notebooks' parameters may differ
-            name, files = runs[0]
-            _, per_nb, old = plan_rerun(name, files, overrides, notebooks, Path(args.outputs), all_notebooks)
-            changed = sorted({k for p in per_nb.values() for k, v in p.items() if k != "run_dir" and v != old.get(k)})
-            print(
-                f"--rerun: only {', '.join(nb.name for nb in notebooks)} would be re-executed into the complete "
-                f"run folder {Path(args.outputs) / name}; parameters that change: {', '.join(changed) or 'none'}"
-            )
-        elif args.dry_run:
-            for name, files in runs:
-                print(describe_plan(name, files, overrides, notebooks, Path(args.outputs), all_notebooks, args.force))
         if args.dry_run:
-            print(f"dry run: {len(runs)} run(s) valid; nothing executed")
+            print(dry_run_plan(args, runs, overrides, notebooks, all_notebooks))
             return 0
         failed, busy = [], []
         for name, files in runs:
