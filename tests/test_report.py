@@ -3,6 +3,7 @@ holds small files only."""
 
 import json
 import re
+import shutil
 
 import pandas as pd
 import pytest
@@ -452,6 +453,24 @@ def test_published_notebooks_keep_no_path_of_the_machine_that_ran_them(tmp_path)
     publish("r", outputs=tmp_path / "out", ref=ref)
     pm = json.loads((ref / "r" / "03_train_gat.ipynb").read_text())["metadata"]["papermill"]
     assert pm == {"input_path": "notebooks/03_train_gat.ipynb", "output_path": "outputs/r/03_train_gat.ipynb"}
+    # a run made with --outputs elsewhere: its run_dir, in the parameters, the code and the printouts, and in params
+    nb["metadata"]["papermill"]["parameters"] = {"run_dir": "/scratch/x/outputs/r"}
+    nb["cells"] = [
+        {
+            "cell_type": "code",
+            "source": ['run_dir = "/scratch/x/outputs/r"\n'],
+            "outputs": [
+                {"output_type": "stream", "name": "stdout", "text": ["wrote /scratch/x/outputs/r/metrics.json\n"]}
+            ],
+        }
+    ]
+    (src / "03_train_gat.ipynb").write_text(json.dumps(nb))
+    (src / "params_03_train_gat.json").write_text(json.dumps({"params": {"run_dir": "/scratch/x/outputs/r"}}))
+    shutil.rmtree(ref / "r")
+    publish("r", outputs=tmp_path / "out", ref=ref)
+    text = (ref / "r" / "03_train_gat.ipynb").read_text()
+    assert "/scratch" not in text and "wrote outputs/r/metrics.json" in text
+    assert json.loads((ref / "r" / "params_03_train_gat.json").read_text())["params"]["run_dir"] == "outputs/r"
 
 
 def test_committed_reference_notebooks_name_no_absolute_path_in_their_papermill_record():

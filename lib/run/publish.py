@@ -82,6 +82,8 @@ def publish(run: str, outputs: Path = OUTPUTS, ref: Path = REFERENCE_RUNS, cost_
             shutil.copy2(f, out)
             if f.suffix == ".ipynb":
                 _relative_papermill_paths(out)
+            elif f.name.startswith("params") and f.suffix == ".json":
+                _relative_run_dir(out)
             if out.stat().st_size > MAX_BYTES:
                 out.unlink()
                 continue
@@ -103,5 +105,28 @@ def _relative_papermill_paths(nb_path: Path) -> None:
     pm = nb.get("metadata", {}).get("papermill", {})
     for key in ("input_path", "output_path"):
         if isinstance(pm.get(key), str):
-            pm[key] = re.sub(r"^.*?(?=(?:notebooks|outputs)/)", "", pm[key])
-    atomic_write_text(nb_path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+            pm[key] = _from_project(pm[key])
+    text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+    run_dir = (pm.get("parameters") or {}).get("run_dir")
+    if isinstance(run_dir, str) and run_dir != (new := _from_project(run_dir)):  # a run folder outside the clone
+        text = text.replace(json.dumps(run_dir)[1:-1], json.dumps(new)[1:-1])  # its parameters, code and printouts
+    atomic_write_text(nb_path, text)
+
+
+def _from_project(path: str) -> str:
+    """A path from the project folder on (`notebooks/…`, `outputs/…`), as a reader's clone has it."""
+    return re.sub(r"^.*?(?=(?:notebooks|outputs)/)", "", path)
+
+
+def _relative_run_dir(params_path: Path) -> None:
+    """A params record's run_dir from the project folder on: a run made with --outputs elsewhere records the absolute
+    folder of the machine that ran it."""
+    try:
+        record = json.loads(params_path.read_text(encoding="utf-8"))
+    except ValueError:  # not a runner's record (a stage's own file of that name): copied as it is
+        return
+    params = record.get("params") if isinstance(record, dict) else None
+    run_dir = params.get("run_dir") if isinstance(params, dict) else None
+    if isinstance(run_dir, str) and run_dir != _from_project(run_dir):
+        record["params"]["run_dir"] = _from_project(run_dir)
+        atomic_write_text(params_path, json.dumps(record, indent=2, sort_keys=True) + "\n")  # as runinfo writes it
