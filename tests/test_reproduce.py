@@ -89,6 +89,21 @@ def test_the_recorded_command_passes_every_declared_parameter_and_names_those_le
         reproduce.recorded_command(tmp_path / "nothing")
 
 
+def test_a_notebook_re_run_alone_is_reproduced_with_the_parameters_it_ran_with(tmp_path):
+    """--rerun leaves params.json as the folder was made; the re-run's own parameters come from its status entry."""
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "params.json").write_text(json.dumps({"params": {"n_seeds": 3, "beyond_variants": ["dot"]}}))
+    status = {"ok": {"status": "ok"}, "rerun": {"status": "ok", "params_changed": {"beyond_variants": ["dot", "x"]}}}
+    (run / "status.json").write_text(json.dumps({"complete": True, "notebooks": status}))
+    _, overrides, _ = reproduce.recorded_command(run)
+    assert overrides == {"n_seeds": 3, "beyond_variants": ["dot", "x"]}
+    # the published seed40 re-ran notebook 03b with a thirteenth decoder: its command is the one 03b ran with
+    seed40 = REFERENCE_RUNS / "seed40"
+    ran = json.loads((seed40 / "params_03b_beyond.json").read_text())["params"]["beyond_variants"]
+    assert reproduce.recorded_command(seed40)[1]["beyond_variants"] == ran and len(ran) == 13
+
+
 @pytest.mark.slow
 def test_the_published_prefix_is_made_again_by_todays_code_and_a_moved_number_fails(tmp_path, capsys):
     """A change that moves a published number fails here until the prefix run is made again (its README says how)."""

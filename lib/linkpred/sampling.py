@@ -257,9 +257,8 @@ def _distance2_candidates(
     rows = a[nodes]
     two = (rows @ a).tocoo()  # a product's entries are counts of 2-walks: nonzero exactly where one exists
     r, c = two.row, two.col
-    near = rows.tocsr()
-    near.sort_indices()
-    keep = (c != nodes[r]) & ~_in_rows(near, r, c)
+    rows.sort_indices()  # _in_rows searches each row's columns
+    keep = (c != nodes[r]) & ~_in_rows(rows, r, c)
     r, c = r[keep], c[keep]
     if c.size:
         keep = ~is_member(tp.keys(gids, np.stack([nodes[r], c])), forbidden)

@@ -68,7 +68,8 @@ class ReproduceError(WikigatError, ValueError):
 
 def recorded_command(run_dir: Path, prefix: str = "whole") -> tuple[list[str], dict, list[str]]:
     """(params files, -p overrides, parameters left out) of the run in `run_dir` as its params.json records it, with
-    the parameters of `prefix` (PREFIXES) changed."""
+    the parameters a notebook re-run alone changed (its status.json entry's "params_changed": the runner's --rerun
+    leaves params.json as the folder was made) and then those of `prefix` (PREFIXES) changed."""
     if prefix not in PREFIXES:
         raise ReproduceError(f"prefix {prefix!r} is unknown; use one of {', '.join(PREFIXES)}")
     record = run_dir / "params.json"
@@ -80,6 +81,9 @@ def recorded_command(run_dir: Path, prefix: str = "whole") -> tuple[list[str], d
     params = published.run_params(load_json(record)["params"])
     files = [f for f in params.pop("_files", []) or [] if Path(f).is_file()]
     params.pop("run_dir", None)
+    status = run_dir / "status.json"
+    for entry in (read_json(status).get("notebooks") or {}).values() if status.is_file() else ():
+        params |= published.run_params(entry.get("params_changed") or {})
     declared = all_defaults(numbered_notebooks())
     left_out = sorted(k for k in params if k not in declared)
     overrides = {k: v for k, v in params.items() if k in declared} | PREFIXES[prefix]

@@ -191,10 +191,10 @@ def plan_rerun(
     all_notebooks: list[Path] | None = None,
 ) -> tuple[dict, dict, dict]:
     """The checks of a re-run (rerun_notebooks), nothing executed: (the folder's status record, each re-run notebook's
-    parameters, the parameters the folder was made with). The parameters of the notebooks not re-run must equal
-    those the folder was made with (params.json), so their results still belong to the run; the re-run notebooks' own
-    parameters may differ (a profile that gained a variant). A folder that is incomplete, lacks a notebook, or whose
-    other notebooks would see other parameters is refused with the fix named (ValueError)."""
+    parameters, each re-run notebook's parameters that differ from those the folder was made with (params.json)).
+    The parameters of the notebooks not re-run must equal the folder's, so their results still belong to the run; the
+    re-run notebooks' own parameters may differ (a profile that gained a variant). A folder that is incomplete, lacks
+    a notebook, or whose other notebooks would see other parameters is refused with the fix named (ValueError)."""
     run_dir = outputs / run_name
     status = read_run_record(run_dir / "status.json")[0]
     made = list(status.get("notebooks") or {})
@@ -217,7 +217,8 @@ def plan_rerun(
         {k: merged.get(k, v) for k, v in default.items()},
         "notebooks that are not re-run use them; pass the same params files, or run it whole with --force",
     )
-    return status, {nb: {**per_nb[nb], "run_dir": merged["run_dir"]} for nb in notebooks}, old
+    changed = {nb: {k: v for k, v in per_nb[nb].items() if k != "run_dir" and v != old.get(k)} for nb in notebooks}
+    return status, {nb: {**per_nb[nb], "run_dir": merged["run_dir"]} for nb in notebooks}, changed
 
 
 def rerun_notebooks(
@@ -233,14 +234,14 @@ def rerun_notebooks(
     status entries and files stay, and the run stays complete when every re-run succeeds. Each re-run entry lists the
     parameters that differ from the folder's ("params_changed") with the git commit it ran at."""
     run_dir = outputs / run_name
-    status, per_nb, old = plan_rerun(run_name, files, overrides, notebooks, outputs, all_notebooks)
+    status, per_nb, changed = plan_rerun(run_name, files, overrides, notebooks, outputs, all_notebooks)
     commit = git_commit()
     for nb in notebooks:
         log(f"[{run_name}] re-running {nb.name} ...")
         entry = {
             **execute(nb, run_dir / nb.name, per_nb[nb]),
             "rerun": f"re-run alone at commit {commit}",
-            "params_changed": {k: v for k, v in per_nb[nb].items() if k != "run_dir" and v != old.get(k)},
+            "params_changed": changed[nb],
         }
         if entry.get("error_name") == "KeyboardInterrupt":
             raise KeyboardInterrupt
@@ -346,8 +347,9 @@ def dry_run_plan(args, runs: list, overrides: dict, notebooks: list[Path], all_n
     outputs = Path(args.outputs)
     if args.rerun:
         name, files = runs[0]
-        _, per_nb, old = plan_rerun(name, files, overrides, notebooks, outputs, all_notebooks)
-        changed = sorted({k for p in per_nb.values() for k, v in p.items() if k != "run_dir" and v != old.get(k)})
+        changed = sorted(
+            {k for c in plan_rerun(name, files, overrides, notebooks, outputs, all_notebooks)[2].values() for k in c}
+        )
         lines = [
             f"--rerun: only {', '.join(nb.name for nb in notebooks)} would be re-executed into the complete run "
             f"folder {outputs / name}; parameters that change: {', '.join(changed) or 'none'}"
