@@ -2,23 +2,77 @@
 
 from __future__ import annotations
 
+import argparse
+import time
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
+from lib.common import published
+from lib.common.device import set_threads
+from lib.common.params import require
+from lib.common.paths import resolve
+from lib.common.runinfo import load_json
+from lib.embed.dataset import GraphDataset, load_split
 from lib.linkpred.audit import leak_audit
 from lib.linkpred.checkpoint import data_fingerprint
 from lib.linkpred.config import GatParams
-from lib.linkpred.data import graph_problem
+from lib.linkpred.data import graph_problem, usable_graphs
 from lib.linkpred.evaluate import evaluate_heuristic, evaluate_model
 from lib.linkpred.heuristics import HEURISTICS, REGISTRY
 from lib.linkpred.names import MODEL_KINDS, check_protocol
-from lib.linkpred.protocols import make_protocol
+from lib.linkpred.protocols import ProtocolSplit, make_protocol
 from lib.linkpred.sampling import TRAIN_SET, TitlePairs
 from lib.linkpred.train import Checkpointing, train_model
 from lib.metrics.link import SEED_REPORTED
+
+
+def checkpoint_folder(run_dir: str | Path, seed: int, key: tuple[str, str, str]) -> Path:
+    """Where a model of notebook 03 keeps its checkpoints, for key (train set, supervision, kind):
+    run_dir/checkpoints/seed<S>/<train set>-<supervision>/<kind>."""
+    return Path(run_dir) / "checkpoints" / f"seed{seed}" / f"{key[0]}-{key[1]}" / key[2]
+
+
+def training_units(params: GatParams, models: Iterable[str]) -> list[tuple[str, str, str]]:
+    """(protocol, supervision, kind) of every model notebook 03 trains for one seed, in its order: protocols that
+    train on the same graphs (lib.linkpred.sampling.TRAIN_SET) share the first one's model."""
+    units, keys = [], set()
+    for p in params.protocols:
+        for sv in params.train_supervision:
+            for kind in models:
+                if (TRAIN_SET[p], sv, kind) not in keys:
+                    keys.add((TRAIN_SET[p], sv, kind))
+                    units.append((p, sv, kind))
+    return units
+
+
+def train_unit(
+    kind: str,
+    supervision: str,
+    split: ProtocolSplit,
+    params: GatParams,
+    in_channels: int,
+    seed: int,
+    run_dir: str | Path | None,
+    progress: bool = True,
+) -> tuple:
+    """(model, TrainResult) of one of notebook 03's models: `kind` trained on the split's training graphs with
+    `supervision`, selected on its validation tasks, checkpointed in checkpoint_folder (resumed from it)."""
+    key = (TRAIN_SET[split.protocol], supervision, kind)
+    return train_model(
+        kind,
+        params.model_config(in_channels),
+        split.train,
+        split.val,
+        params.train_config(seed, kind, supervision),
+        Checkpointing(
+            checkpoint_folder(run_dir, seed, key) if run_dir else None, data_fingerprint(split.train, split.val)
+        ),
+        progress=progress,
+    )
 
 
 def run_experiment(
@@ -55,7 +109,7 @@ def run_experiment(
         raise ValueError(
             f"scorer {unknown[0]!r} does not exist; use model kinds {MODEL_KINDS} or heuristics {tuple(REGISTRY)}"
         )
-    model_cfg, cfg = params.model_config(in_channels), params.train_config(seed)
+    cfg = params.train_config(seed)
     splits = splits or {}
     missing = [p for p in protocols if p not in splits]
     if missing:
@@ -78,16 +132,7 @@ def run_experiment(
             for kind in models:
                 key = (TRAIN_SET[p], sv, kind)
                 if key not in trained:
-                    ckpt = Path(run_dir) / "checkpoints" / f"seed{seed}" / f"{key[0]}-{sv}" / kind if run_dir else None
-                    model, res = train_model(
-                        kind,
-                        model_cfg,
-                        sp_.train,
-                        sp_.val,
-                        params.train_config(seed, kind, sv),
-                        Checkpointing(ckpt, data_fingerprint(sp_.train, sp_.val)),
-                        progress=progress,
-                    )
+                    model, res = train_unit(kind, sv, sp_, params, in_channels, seed, run_dir, progress)
                     trained[key] = model
                     train_out["/".join(key)] = asdict(res)
                     selected[key] = next((v for v in res.val if v["epoch"] == res.best_epoch), {})
@@ -132,7 +177,7 @@ def metrics_section(
         train_set, supervision, kind = key.split("/")
         return {
             "best_epoch": v["best_epoch"],
-            "folder": f"checkpoints/seed{s}/{train_set}-{supervision}/{kind}",
+            "folder": checkpoint_folder("", s, (train_set, supervision, kind)).as_posix(),
             "checkpoint": Path(v["checkpoint"]).relative_to(run_path).as_posix() if v["checkpoint"] else None,
         }
 
@@ -154,3 +199,63 @@ def metrics_section(
         "checkpoints_all": every,
         "seed_reported": SEED_REPORTED,
     }
+
+
+def train_ahead(run_dir: str, seeds: list[int], busy_seconds: float = 600.0, progress: bool = True) -> list[str]:
+    """Train notebook 03's models of `seeds` in this process, ahead of the notebook, which then reloads their finished
+    checkpoints instead of training (train_model resumes them): a second core's share of a long run, the same
+    numbers. The notebook must have started on run_dir (its params_03_train_gat.json gives the settings). Units
+    (seed, training_units) go in the reverse of the notebook's order, seed by seed in the order given; one whose
+    checkpoints changed in the last busy_seconds is being trained, or was just trained, by the notebook, which goes
+    up from the first seed: that ends this call. Returns the units trained (or reloaded) here."""
+    run_path = resolve(run_dir)
+    record = run_path / "params_03_train_gat.json"
+    require(record.is_file(), "run_dir", run_dir, "start notebook 03 on it first (it writes params_03_train_gat.json)")
+    params = GatParams.from_values({**published.run_params(load_json(record)["params"]), "run_dir": str(run_dir)})
+    require(set(seeds) <= set(params.seeds), "seeds", seeds, f"notebook 03 on {run_dir} runs seeds {params.seeds}")
+    set_threads(params.threads)
+    ds = GraphDataset(run_path / "dataset")
+    in_channels = params.model_config(ds.num_features or 384).in_channels
+    graphs = {g.graph_id: g for g in usable_graphs(ds.graphs(), in_channels)[0]}
+    written = load_split(
+        ds,
+        list(seeds),
+        n_train_graphs=params.n_train_graphs,
+        n_test_graphs=params.n_test_graphs,
+        val_fraction=params.val_fraction,
+    )
+    tp = TitlePairs(graphs.values())
+    built: dict = {}  # (seed, protocol) -> ProtocolSplit, made when first needed: the notebook builds them the same way
+    done = []
+    units = [(s, *u) for s in seeds for u in reversed(training_units(params, params.models))]
+    for s, p, sv, kind in tqdm(units, desc="models ahead", disable=not progress):
+        folder = checkpoint_folder(run_path, s, (TRAIN_SET[p], sv, kind))
+        files = list(folder.glob("*.pt")) if folder.is_dir() else []
+        if files and time.time() - max(f.stat().st_mtime for f in files) < busy_seconds:
+            break
+        if (s, p) not in built:
+            roles = {k: [g for g in v if g in graphs] for k, v in written[s].items()}
+            built[(s, p)] = make_protocol(graphs, roles, p, s, params.protocol_settings(), tp)
+        train_unit(kind, sv, built[(s, p)], params, in_channels, s, run_path, progress=False)
+        done.append(f"seed{s}/{TRAIN_SET[p]}-{sv}/{kind}")
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m lib.linkpred.stage",
+        description="Train notebook 03's models of some seeds ahead of the notebook, in a second process (the "
+        "notebook reloads their finished checkpoints instead of training). Start it once the notebook has begun "
+        "training (checkpoints/seed<first seed> exists: its test tasks are then built and cached); give the seeds "
+        "from the last down, as the notebook goes up from the first.",
+    )
+    ap.add_argument("run_dir", help="the run folder notebook 03 runs on, e.g. outputs/seed315")
+    ap.add_argument("--seeds", type=int, nargs="+", required=True, help="seeds to train, in this order")
+    args = ap.parse_args(argv)
+    done = train_ahead(args.run_dir, args.seeds)
+    print(f"{len(done)} models trained ahead in {args.run_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""Notebook 03 on two cores: `python -m lib.linkpred.stage RUN --seeds ...` trains a seed's models ahead of the
+notebook in a second process, and the notebook then reloads their finished checkpoints: the same rows, bit for bit."""
+
+from pathlib import Path
+
+import pytest
+
+from lib.common.params import ParamError
+from lib.linkpred.stage import main as ahead_main
+from lib.linkpred.stage import train_ahead
+from lib.run.runner import main as runner_main
+
+pytestmark = pytest.mark.slow  # notebooks 01-03 through the runner, and 03 again
+
+# the demo on graphs of 80 nodes, GatModel and the MLP, two seeds of one epoch, two protocols on different graphs
+SMALL = [
+    *("-p", "max_nodes=80", "-p", "overlap_n_roots=4", "-p", "overlap_max_nodes=[80]", "-p", "models=[gat_model, mlp]"),
+    *("-p", "n_seeds=2", "-p", "gat_epochs=1", "-p", "baseline_epochs=1", "-p", "protocols=[seed, leak_free]"),
+]
+
+
+def _run(out: Path, *extra: str) -> int:
+    return runner_main(
+        [
+            *("--size", "demo", "--device", "cpu", *SMALL),
+            *("--outputs", str(out), "--run-name", "ahead", "--summary", str(out / "summary"), *extra),
+        ]
+    )
+
+
+def test_notebook_03_gives_the_same_rows_from_models_trained_ahead(tmp_path):
+    out = tmp_path / "runs"
+    assert _run(out, "--notebooks", "01", "02", "03") == 0
+    run = out / "ahead"
+    rows = (run / "train_gat_rows.csv").read_text()
+    seed1 = run / "checkpoints" / "seed1"
+    folders = sorted({p.parent for p in seed1.rglob("*.pt")})
+    assert {f.relative_to(seed1).as_posix() for f in folders} >= {"graphs-mp/gat_model", "leak_free-disjoint/mlp"}
+    for f in seed1.rglob("*.pt"):  # seed 1 was never trained by the notebook ...
+        f.unlink()
+
+    assert ahead_main([str(run), "--seeds", "1"]) == 0  # ... but by a second process
+    assert sorted({p.parent for p in seed1.rglob("*.pt")}) == folders
+    assert train_ahead(str(run), [1], progress=False) == []  # its own fresh checkpoints: another process is there
+
+    ahead = {f: f.stat().st_mtime_ns for f in seed1.rglob("epoch_*.pt")}
+    assert _run(out, "--rerun", "--notebooks", "03") == 0
+    assert (run / "train_gat_rows.csv").read_text() == rows  # bit for bit
+    assert {f: f.stat().st_mtime_ns for f in seed1.rglob("epoch_*.pt")} == ahead  # reloaded, not trained again
+
+
+def test_training_ahead_needs_the_notebook_started(tmp_path):
+    with pytest.raises(ParamError, match="start notebook 03 on it first"):
+        ahead_main([str(tmp_path), "--seeds", "1"])
