@@ -1,11 +1,16 @@
 """The batch runner end to end on two tiny notebooks: a 2-profile grid, a failing run, skip-if-complete, summary."""
 
 import json
+import os
+import subprocess
+import sys
 
 import nbformat as nbf
 import pytest
 
+from lib.common.paths import ROOT
 from lib.embed.encoder import default_model_dir
+from lib.run.folder import kernel_environment
 from lib.run.runner import main
 
 
@@ -446,3 +451,16 @@ def test_ctrl_c_prints_only_the_resume_line(tmp_path):
     assert err.strip() == "interrupted: finished notebooks and checkpoints are kept; the same command resumes"
     executed = tmp_path / "out" / "c" / "01_first.ipynb"  # the copy up to the stop, whole
     assert nbf.read(executed, as_version=4).cells and not partial_path(executed).exists()
+
+
+def test_a_kernel_imports_the_lib_of_the_checkout_the_runner_runs(tmp_path, monkeypatch):
+    """An environment installed from another clone or worktree would give the kernel that one's code and commit."""
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    with kernel_environment(1) as threads:
+        assert threads == 1 and os.environ["OMP_NUM_THREADS"] == "1"
+        assert os.environ["PYTHONPATH"] == os.pathsep.join([str(ROOT), "/elsewhere"])
+        where = subprocess.run(
+            [sys.executable, "-c", "import lib; print(lib.__file__)"], cwd=tmp_path, capture_output=True, text=True
+        )
+        assert where.stdout.strip() == str(ROOT / "lib" / "__init__.py")
+    assert os.environ["PYTHONPATH"] == "/elsewhere"

@@ -17,7 +17,7 @@ import psutil
 from lib.common import published
 from lib.common.compute import THREAD_VARS, default_threads
 from lib.common.errors import WikigatError
-from lib.common.paths import RecoveryWarning, atomic_write_text, os_error_line
+from lib.common.paths import ROOT, RecoveryWarning, atomic_write_text, os_error_line
 from lib.common.runinfo import read_json, read_record, refuse_other_settings
 
 PEAK_RSS_MEASURES = (
@@ -104,13 +104,17 @@ def describe_failure(d: dict) -> str:
 
 
 @contextlib.contextmanager
-def kernel_threads(threads: int):
-    """OMP_NUM_THREADS / MKL_NUM_THREADS for the kernels started inside (0: lib.common.device.default_threads()), so the
-    OpenMP pool of a kernel has the size its notebook's set_threads() asks for from the first import of torch on."""
+def kernel_environment(threads: int):
+    """The environment of the kernels started inside: OMP_NUM_THREADS / MKL_NUM_THREADS (0:
+    lib.common.device.default_threads()), so the OpenMP pool of a kernel has the size its notebook's set_threads() asks
+    for from the first import of torch on; and PYTHONPATH led by this checkout, so a kernel imports the `lib` the runner
+    runs (an environment installed from another clone or worktree would otherwise give it that one's code, commit and
+    outputs folder). Yields the threads."""
 
     n = threads or default_threads()
-    saved = {v: os.environ.get(v) for v in THREAD_VARS}
+    saved = {v: os.environ.get(v) for v in (*THREAD_VARS, "PYTHONPATH")}
     os.environ.update({v: str(n) for v in THREAD_VARS})
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [saved["PYTHONPATH"]])])
     try:
         yield n
     finally:
@@ -176,7 +180,7 @@ def execute(nb: Path, out: Path, params: dict) -> dict:
     error = None
     partial = partial_path(out)
     partial.unlink(missing_ok=True)  # a copy a killed runner left is not this execution's
-    with KernelPeak() as peak, kernel_threads(params.get("threads", 0)) as threads:
+    with KernelPeak() as peak, kernel_environment(params.get("threads", 0)) as threads:
         try:
             pm.execute_notebook(
                 str(nb),
