@@ -466,11 +466,15 @@ def test_published_notebooks_keep_no_path_of_the_machine_that_ran_them(tmp_path)
     ]
     (src / "03_train_gat.ipynb").write_text(json.dumps(nb))
     (src / "params_03_train_gat.json").write_text(json.dumps({"params": {"run_dir": "/scratch/x/outputs/r"}}))
+    files = ["/home/someone/wikigat/params/seed40.yaml", "mine.yaml"]  # a size profile is recorded by its full path
+    (src / "params.json").write_text(json.dumps({"params": {"_files": files, "run_dir": "/scratch/x/outputs/r"}}))
     shutil.rmtree(ref / "r")
     publish("r", outputs=tmp_path / "out", ref=ref)
     text = (ref / "r" / "03_train_gat.ipynb").read_text()
     assert "/scratch" not in text and "wrote outputs/r/metrics.json" in text
     assert json.loads((ref / "r" / "params_03_train_gat.json").read_text())["params"]["run_dir"] == "outputs/r"
+    params = json.loads((ref / "r" / "params.json").read_text())["params"]
+    assert params == {"_files": ["params/seed40.yaml", "mine.yaml"], "run_dir": "outputs/r"}
 
 
 def test_committed_reference_notebooks_name_no_absolute_path_in_their_papermill_record():

@@ -114,19 +114,26 @@ def _relative_papermill_paths(nb_path: Path) -> None:
 
 
 def _from_project(path: str) -> str:
-    """A path from the project folder on (`notebooks/…`, `outputs/…`), as a reader's clone has it."""
-    return re.sub(r"^.*?(?=(?:notebooks|outputs)/)", "", path)
+    """A path from the project folder on (`notebooks/…`, `outputs/…`, `params/…`), as a reader's clone has it."""
+    return re.sub(r"^.*?(?=(?:notebooks|outputs|params)/)", "", path)
 
 
 def _relative_run_dir(params_path: Path) -> None:
-    """A params record's run_dir from the project folder on: a run made with --outputs elsewhere records the absolute
-    folder of the machine that ran it."""
+    """A params record's run_dir and params files (`_files`) from the project folder on: a run made with --outputs
+    elsewhere, or with a size profile (which the runner names by its absolute path), records paths of the machine
+    that ran it."""
     try:
         record = json.loads(params_path.read_text(encoding="utf-8"))
     except ValueError:  # not a runner's record (a stage's own file of that name): copied as it is
         return
     params = record.get("params") if isinstance(record, dict) else None
-    run_dir = params.get("run_dir") if isinstance(params, dict) else None
-    if isinstance(run_dir, str) and run_dir != _from_project(run_dir):
-        record["params"]["run_dir"] = _from_project(run_dir)
+    if not isinstance(params, dict):
+        return
+    relative = dict(params)
+    if isinstance(params.get("run_dir"), str):
+        relative["run_dir"] = _from_project(params["run_dir"])
+    if isinstance(params.get("_files"), list):
+        relative["_files"] = [_from_project(f) if isinstance(f, str) else f for f in params["_files"]]
+    if relative != params:
+        record["params"] = relative
         atomic_write_text(params_path, json.dumps(record, indent=2, sort_keys=True) + "\n")  # as runinfo writes it
