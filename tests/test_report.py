@@ -527,3 +527,28 @@ def test_publish_cost_only_refuses_an_unfinished_run_and_keeps_the_published_one
     with pytest.raises(ValueError, match="r is not complete .*03_train_gat.ipynb.*lib.run.runner"):
         publish("r", outputs=tmp_path / "out", ref=ref, cost_only=True)
     assert (ref / "r" / "cost.json").read_text() == "{}"
+
+
+def test_a_run_readme_says_how_each_notebook_ran_with_the_commit_of_its_own_record(tmp_path):
+    from lib.run.facts import notebook_runs
+
+    run = tmp_path / "r"
+    run.mkdir()
+    status = {
+        "01_crawl.ipynb": {"status": "ok", "seconds": 4.5, "peak_rss_mb": 800.4},
+        "03b_beyond_seed.ipynb": {"status": "ok", "seconds": 90.0, "peak_rss_mb": None, "rerun": "re-run alone at x"},
+        "05b_node_embedders.ipynb": {"status": "failed", "seconds": 1.0},
+    }
+    (run / "status.json").write_text(json.dumps({"notebooks": status}))
+    (run / "params.json").write_text(json.dumps({"git_commit": "aaaaaaaaaa"}))
+    (run / "params_03b_beyond.json").write_text(json.dumps({"git_commit": "bbbbbbbbbb+dirty"}))
+    ran = notebook_runs(run)
+    assert ran["notebook"].tolist() == ["01_crawl", "03b_beyond_seed", "05b_node_embedders"]
+    assert ran["commit"].tolist() == [
+        "aaaaaaa",
+        "bbbbbbb+dirty",
+        "aaaaaaa",
+    ]  # a notebook without a record: the folder's
+    assert ran["how"].tolist() == ["", "re-run alone", ""] and ran["peak RSS MB"].tolist()[0] == 800
+    assert notebook_runs(tmp_path).empty
+    assert "**How each notebook ran**" in report.run_tables("seed40", report.reference_runs()["seed40"])

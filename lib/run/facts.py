@@ -40,6 +40,31 @@ def run_commits(folder: Path) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+def notebook_runs(folder: Path) -> pd.DataFrame:
+    """How each notebook of a run folder ran, from its status.json and the notebook's params_<number>_*.json (the
+    folder's params.json for a notebook that writes none): one row per notebook in run order (notebook, commit, status,
+    seconds and kernel peak RSS of its last execution, and "re-run alone" where the runner's --rerun executed it on a
+    finished folder). Empty for a folder without status.json."""
+    status = load_json(folder / "status.json") if (folder / "status.json").is_file() else {}
+    rows = []
+    for name, entry in sorted((status.get("notebooks") or {}).items()):
+        number = name.split("_", 1)[0]
+        record = next(iter(sorted(folder.glob(f"params_{number}_*.json"))), folder / "params.json")
+        commit = str((load_json(record) or {}).get("git_commit") or "") if record.is_file() else ""
+        rss = entry.get("peak_rss_mb")
+        rows.append(
+            {
+                "notebook": Path(name).stem,
+                "commit": commit[:7] + ("+dirty" if commit.endswith("+dirty") else ""),
+                "status": entry.get("status", ""),
+                "seconds (last execution)": entry.get("seconds"),
+                "peak RSS MB": None if rss is None else round(rss),
+                "how": "re-run alone" if entry.get("rerun") else "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def common_commit(commits: dict[str, tuple[str, ...]]) -> str | None:
     """The commit most runs were made at (a run counts once per commit it names; ties go to the first in sorted
     order), or None for no commit at all."""

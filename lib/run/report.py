@@ -34,7 +34,7 @@ from lib.metrics.link import SEED_REPORTED
 from lib.run import parameters_page, registry_lists
 from lib.run.cost import COST_FILE, cost_sentence, cost_table
 from lib.run.embedder_findings import NODE_EMBEDDERS, embedders_run, embedders_table
-from lib.run.facts import FRONTIER, REFERENCE_RUNS, n_train, run_commits
+from lib.run.facts import FRONTIER, REFERENCE_RUNS, n_train, notebook_runs, run_commits
 from lib.run.findings import fact_table, page_lines, readme_lines
 from lib.run.publish import publish
 from lib.run.tables import (
@@ -301,9 +301,20 @@ def render_findings(runs: dict[str, dict], ref: Path = REFERENCE_RUNS) -> str:
     return "\n".join([FBEGIN, *readme_lines(fact_table(runs, ref), runs, commits=commits), FEND])
 
 
+RAN_TEXT = (
+    "From the run's status.json and each notebook's own params record: the commit its numbers were made at, and the "
+    "wall time and kernel peak memory of its last execution (a notebook resumed from its checkpoints over several "
+    "executions took longer in all; the run's README says how it was made)."
+)
+
+
 def run_tables(name: str, metrics: dict, ref: Path = REFERENCE_RUNS) -> str:
-    """The generated Tables block of one reference run's README."""
+    """The generated Tables block of one reference run's README: how each notebook ran (facts.notebook_runs), then its
+    result tables."""
     parts = [RBEGIN, ""]
+    ran = notebook_runs(ref / name)
+    if len(ran):
+        parts += [f"**How each notebook ran** {RAN_TEXT}", "", _md(ran), ""]
     for question, text, table in _sections({name: metrics}, full=True):
         if len(table):
             parts += [f"**{question}** {text}", "", _md(table.drop(columns="run", errors="ignore")), ""]
