@@ -245,9 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m lib.linkpred.stage",
         description="Train notebook 03's models of some seeds ahead of the notebook, in a second process (the "
-        "notebook reloads their finished checkpoints instead of training). Start it once the notebook has begun "
-        "training (checkpoints/seed<first seed> exists: its test tasks are then built and cached); give the seeds "
-        "from the last down, as the notebook goes up from the first.",
+        "notebook reloads their finished checkpoints instead of training). Start it once the notebook has started "
+        "(it writes params_03_train_gat.json first); give the seeds from the last down, as the notebook goes up from "
+        "the first.",
     )
     ap.add_argument("run_dir", help="the run folder notebook 03 runs on, e.g. outputs/seed315")
     ap.add_argument("--seeds", type=int, nargs="+", required=True, help="seeds to train, in this order")
