@@ -1,6 +1,7 @@
 """Notebook 03 on two cores: `python -m lib.linkpred.stage RUN --seeds ...` trains a seed's models ahead of the
 notebook in a second process, and the notebook then reloads their finished checkpoints: the same rows, bit for bit."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from lib.common.params import ParamError
 from lib.linkpred.stage import main as ahead_main
 from lib.linkpred.stage import train_ahead
+from lib.run.ahead import ahead_seeds
 from lib.run.runner import main as runner_main
 
 pytestmark = pytest.mark.slow  # notebooks 01-03 through the runner, and 03 again
@@ -47,6 +49,19 @@ def test_notebook_03_gives_the_same_rows_from_models_trained_ahead(tmp_path):
     assert _run(out, "--rerun", "--notebooks", "03") == 0
     assert (run / "train_gat_rows.csv").read_text() == rows  # bit for bit
     assert {f: f.stat().st_mtime_ns for f in seed1.rglob("epoch_*.pt")} == ahead  # reloaded, not trained again
+
+    # the runner's --ahead starts that second process itself; whoever trains a model, the rows are the same
+    for f in seed1.rglob("*.pt"):
+        f.unlink()
+    assert _run(out, "--rerun", "--notebooks", "03", "--ahead") == 0
+    assert (run / "train_gat_rows.csv").read_text() == rows
+    assert json.loads((run / "status.json").read_text())["notebooks"]["03_train_gat.ipynb"]["ahead"] == [1]
+    assert sorted({p.parent for p in seed1.rglob("*.pt")}) == folders
+
+
+def test_the_second_process_takes_the_seeds_after_the_first_from_the_last_down():
+    assert ahead_seeds({"n_seeds": 4}) == [3, 2, 1] and ahead_seeds({"first_seed": 5, "n_seeds": 2}) == [6]
+    assert ahead_seeds({"n_seeds": 1}) == []
 
 
 def test_training_ahead_needs_the_notebook_started(tmp_path):

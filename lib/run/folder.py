@@ -19,6 +19,7 @@ from lib.common.compute import THREAD_VARS, default_threads
 from lib.common.errors import WikigatError
 from lib.common.paths import ROOT, RecoveryWarning, atomic_write_text, os_error_line
 from lib.common.runinfo import read_json, read_record, refuse_other_settings
+from lib.run.ahead import ahead_process
 
 PEAK_RSS_MEASURES = (
     "largest VmHWM (the peak resident set size Linux keeps per process) among the runner's child "
@@ -169,10 +170,11 @@ def publish_executed(partial: Path, out: Path) -> bool:
         partial.unlink(missing_ok=True)
 
 
-def execute(nb: Path, out: Path, params: dict) -> dict:
+def execute(nb: Path, out: Path, params: dict, ahead: bool = False) -> dict:
     """Run one notebook with papermill into `out` (written whole or not at all: papermill writes to partial_path(out),
     then publish_executed moves it); its status entry: status, wall seconds, kernel peak RSS, the CPU threads its
-    kernel used, the recoveries its readers made (`recovered`, when any) and, for a failure, the exception's details
+    kernel used, the seeds a second process trained ahead of it (`ahead`, lib.run.ahead, when asked and the notebook
+    has one), the recoveries its readers made (`recovered`, when any) and, for a failure, the exception's details
     (failure_details)."""
     import papermill as pm  # lazy: slow to load; only a notebook run uses it
 
@@ -180,7 +182,11 @@ def execute(nb: Path, out: Path, params: dict) -> dict:
     error = None
     partial = partial_path(out)
     partial.unlink(missing_ok=True)  # a copy a killed runner left is not this execution's
-    with KernelPeak() as peak, kernel_environment(params.get("threads", 0)) as threads:
+    with (
+        KernelPeak() as peak,
+        kernel_environment(params.get("threads", 0)) as threads,
+        ahead_process(nb, out.parent, params, ahead) as ahead_seeds,
+    ):
         try:
             pm.execute_notebook(
                 str(nb),
@@ -209,6 +215,7 @@ def execute(nb: Path, out: Path, params: dict) -> dict:
         "seconds": round(time.perf_counter() - t0, 1),
         "peak_rss_mb": peak.peak_mb,
         "threads": threads,
+        **({"ahead": ahead_seeds} if ahead_seeds else {}),
         **({"recovered": recovered} if recovered else {}),
         **(error or {}),
     }
