@@ -126,7 +126,10 @@ def test_fused_under_autocast_matches_pyg_under_the_same_autocast(dtype):
     """CPU autocast stands in for CUDA AMP (params/cuda.yaml: fused + autocast): the fused sparse aggregation runs in
     float32 inside the autocast region (it has no bf16/fp16 kernel) and must agree with PyG's GATConv under the same
     autocast. Tolerance: 2% of the output scale / of each gradient's norm (bf16 keeps 8 mantissa bits: ~0.4% per
-    rounding; both implementations round the dense layers, in a different order)."""
+    rounding; both implementations round the dense layers, in a different order); 5% of a gradient's norm under fp16,
+    whose CPU kernels differ by machine: on an x86 CPU without native fp16 or bf16 instructions (no AVX512-FP16,
+    AVX512-BF16 or AMX) the last level's gradients part by 3.0%, the same with the loss scaled by 2^10 or 2^14, so it is
+    the rounding order, not underflow."""
     x, ei = _graph(seed=2)
     torch.manual_seed(3)  # fixed initial weights: not whatever the tests before it left torch's generator at
     a, b = GatModel(gat_impl="pyg", gat_dropout=0.0), GatModel(gat_impl="fused", gat_dropout=0.0)
@@ -146,4 +149,4 @@ def test_fused_under_autocast_matches_pyg_under_the_same_autocast(dtype):
     for name, g in out["pyg"][1].items():
         gf = out["fused"][1][name]
         assert torch.isfinite(gf).all() and gf.dtype == torch.float32, name  # weights and their gradients stay fp32
-        assert (gf - g).norm() <= 0.02 * g.norm() + 1e-6, name
+        assert (gf - g).norm() <= (0.05 if dtype == torch.float16 else 0.02) * g.norm() + 1e-6, name
