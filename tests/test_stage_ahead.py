@@ -2,10 +2,13 @@
 notebook in a second process, and the notebook then reloads their finished checkpoints: the same rows, bit for bit."""
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
 
+from lib.common.ahead import BUSY_SECONDS, busy
 from lib.common.params import ParamError
 from lib.linkpred.stage import main as ahead_main
 from lib.linkpred.stage import train_ahead
@@ -67,3 +70,14 @@ def test_the_second_process_takes_the_seeds_after_the_first_from_the_last_down()
 def test_training_ahead_needs_the_notebook_started(tmp_path):
     with pytest.raises(ParamError, match="start notebook 03 on it first"):
         ahead_main([str(tmp_path), "--seeds", "1"])
+
+
+def test_a_unit_is_busy_while_its_checkpoints_are_fresh(tmp_path):
+    folder = tmp_path / "seed1" / "test-message_passing" / "gat_model"
+    assert not busy(folder)  # not started
+    folder.mkdir(parents=True)
+    (folder / "epoch_001.pt").write_bytes(b"")
+    assert busy(folder) and not busy(folder, seconds=0.0)  # fresh, unless nothing counts as fresh
+    old = time.time() - 2 * BUSY_SECONDS
+    os.utime(folder / "epoch_001.pt", (old, old))
+    assert not busy(folder)  # left by an earlier execution: free to resume

@@ -4,8 +4,6 @@ seed × protocol loop that scores the single heuristics, the heuristic stack, th
 
 from __future__ import annotations
 
-import argparse
-import time
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from lib.common import published
+from lib.common.ahead import BUSY_SECONDS, ahead_main, busy
 from lib.common.device import set_threads
 from lib.common.params import ParamError, require
 from lib.common.paths import read_rows, resolve
@@ -252,7 +251,7 @@ def metrics_section(
     }
 
 
-def train_ahead(run_dir: str, seeds: list[int], busy_seconds: float = 600.0, progress: bool = True) -> list[str]:
+def train_ahead(run_dir: str, seeds: list[int], busy_seconds: float = BUSY_SECONDS, progress: bool = True) -> list[str]:
     """Train notebook 03b's variants of `seeds` in this process, ahead of the notebook, which then reads their records
     back instead of training (beyond.run_variant): a second core's share of a long run, the same numbers. The notebook
     must have run its sweep on run_dir (params_03b_beyond.json and beyond_sweep.csv give the settings and the chosen
@@ -275,8 +274,7 @@ def train_ahead(run_dir: str, seeds: list[int], busy_seconds: float = 600.0, pro
         folder = unit_folder(run_path / "checkpoints" / "beyond", s, p, v)
         if (folder / beyond.RECORD).is_file():
             continue
-        files = list(folder.glob("*.pt")) if folder.is_dir() else []
-        if files and time.time() - max(f.stat().st_mtime for f in files) < busy_seconds:
+        if busy(folder, busy_seconds):
             break
         beyond.run_variant(psplits[(s, p)], v, model_cfg, cfgs[s], chosen[v], folder)
         done.append(f"seed{s}-{p}/{v}")
@@ -284,18 +282,16 @@ def train_ahead(run_dir: str, seeds: list[int], busy_seconds: float = 600.0, pro
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
+    return ahead_main(
+        argv,
         prog="python -m lib.linkpred.beyond_stage",
         description="Train notebook 03b's variants of some seeds ahead of the notebook, in a second process (the "
         "notebook reads their records back instead of training). Start it after the notebook has written "
         "beyond_sweep.csv; give the seeds from the last down, as the notebook goes up from the first.",
+        example="outputs/seed40",
+        train_ahead=train_ahead,
+        trained="trainings recorded ahead",
     )
-    ap.add_argument("run_dir", help="the run folder notebook 03b runs on, e.g. outputs/seed40")
-    ap.add_argument("--seeds", type=int, nargs="+", required=True, help="seeds to train, in this order")
-    args = ap.parse_args(argv)
-    done = train_ahead(args.run_dir, args.seeds)
-    print(f"{len(done)} trainings recorded ahead in {args.run_dir}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-import time
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
@@ -12,6 +10,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from lib.common import published
+from lib.common.ahead import BUSY_SECONDS, ahead_main, busy
 from lib.common.device import set_threads
 from lib.common.params import require
 from lib.common.paths import resolve
@@ -201,7 +200,7 @@ def metrics_section(
     }
 
 
-def train_ahead(run_dir: str, seeds: list[int], busy_seconds: float = 600.0, progress: bool = True) -> list[str]:
+def train_ahead(run_dir: str, seeds: list[int], busy_seconds: float = BUSY_SECONDS, progress: bool = True) -> list[str]:
     """Train notebook 03's models of `seeds` in this process, ahead of the notebook, which then reloads their finished
     checkpoints instead of training (train_model resumes them): a second core's share of a long run, the same
     numbers. The notebook must have started on run_dir (its params_03_train_gat.json gives the settings). Units
@@ -230,8 +229,7 @@ def train_ahead(run_dir: str, seeds: list[int], busy_seconds: float = 600.0, pro
     units = [(s, *u) for s in seeds for u in reversed(training_units(params, params.models))]
     for s, p, sv, kind in tqdm(units, desc="models ahead", disable=not progress):
         folder = checkpoint_folder(run_path, s, (TRAIN_SET[p], sv, kind))
-        files = list(folder.glob("*.pt")) if folder.is_dir() else []
-        if files and time.time() - max(f.stat().st_mtime for f in files) < busy_seconds:
+        if busy(folder, busy_seconds):
             break
         if (s, p) not in built:
             roles = {k: [g for g in v if g in graphs] for k, v in written[s].items()}
@@ -242,19 +240,17 @@ def train_ahead(run_dir: str, seeds: list[int], busy_seconds: float = 600.0, pro
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
+    return ahead_main(
+        argv,
         prog="python -m lib.linkpred.stage",
         description="Train notebook 03's models of some seeds ahead of the notebook, in a second process (the "
         "notebook reloads their finished checkpoints instead of training). Start it once the notebook has started "
         "(it writes params_03_train_gat.json first); give the seeds from the last down, as the notebook goes up from "
         "the first.",
+        example="outputs/seed315",
+        train_ahead=train_ahead,
+        trained="models trained ahead",
     )
-    ap.add_argument("run_dir", help="the run folder notebook 03 runs on, e.g. outputs/seed315")
-    ap.add_argument("--seeds", type=int, nargs="+", required=True, help="seeds to train, in this order")
-    args = ap.parse_args(argv)
-    done = train_ahead(args.run_dir, args.seeds)
-    print(f"{len(done)} models trained ahead in {args.run_dir}")
-    return 0
 
 
 if __name__ == "__main__":
