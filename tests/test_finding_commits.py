@@ -45,3 +45,23 @@ def test_the_common_commit_is_named_once_and_only_findings_from_other_commits_na
     same = readme_lines([_Finding("**A.** [0.9][new1].")], runs, commits={"new1": ("bbbbbbb",)})
     assert same[0].startswith("Every number below was made at commit `bbbbbbb`") and "Made at" not in "".join(same)
     assert readme_lines([_Finding("**A.** [0.9][new1].")], runs)[0] == "- **A.** [0.9][new1]."
+
+
+def test_the_runs_later_code_re_ran_are_named_with_what_it_found():
+    table = [{"table": "t.csv", "metric": "auc", "rows": 4, "missing": 0, "exact": 4, "max_drift": 0.0, "ok": True}]
+    check = {
+        "prefix": "one-seed",
+        "notebooks": ["01", "03"],
+        "rerun_at": ["ccccccc"],
+        "tolerance": 1e-6,
+        "table": table,
+    }
+    moved = {**check, "table": [{**table[0], "exact": 3, "max_drift": 2e-7}]}
+    lines = readme_lines([_Finding("**A.** [0.9][new1].")], {"new1": {}}, checks={"new1": check, "old": moved})
+    said = " ".join(lines[: lines.index("- **A.** [0.9][new1].")])
+    assert "`new1` (one-seed prefix, notebooks 01 03, at `ccccccc`: every metric equal to the last bit)" in said
+    assert (
+        "`old` (one-seed prefix, notebooks 01 03, at `ccccccc`: 1 of 1 metrics within 1e-06 (largest drift 2e-07))"
+        in said
+    )
+    assert "lib.run.reproduce" not in " ".join(readme_lines([_Finding("**A.**")], {}, checks={}))

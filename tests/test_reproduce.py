@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib.run import reproduce
+from lib.run import facts, reproduce
 from lib.run.facts import REFERENCE_RUNS
 
 TABLE = reproduce.TABLES[0]  # train_gat_rows.csv
@@ -117,3 +117,33 @@ def test_the_published_prefix_is_made_again_by_todays_code_and_a_moved_number_fa
     rows.to_csv(moved / "train_gat_rows.csv", index=False)
     d = reproduce.compare(moved, tmp_path / "made" / "reproduce_demo").set_index(["table", "metric"])
     assert not d.loc[("train_gat_rows.csv", "auc"), "ok"] and d.drop(("train_gat_rows.csv", "auc"))["ok"].all()
+
+
+def _run_folder(folder, commit, n_seeds, rows):
+    folder.mkdir(parents=True)
+    for name in ("params.json", "params_03_train_gat.json"):
+        (folder / name).write_text(json.dumps({"git_commit": commit, "params": {"n_seeds": n_seeds}}))
+    (folder / "status.json").write_text(json.dumps({"notebooks": {"03_train_gat.ipynb": {"status": "ok"}}}))
+    rows.to_csv(folder / "train_gat_rows.csv", index=False)
+
+
+def test_a_kept_re_run_is_compared_and_recorded_into_the_published_run(tmp_path, monkeypatch, capsys):
+    ref = tmp_path / "reference"
+    monkeypatch.setattr(reproduce, "REFERENCE_RUNS", ref)
+    _run_folder(ref / "r", "a" * 40, 2, _rows())
+    _run_folder(tmp_path / "made", "b" * 40, 1, _rows(seeds=(0,)))
+    argv = ["r", "--prefix", "one-seed", "--made", str(tmp_path / "made"), "--record"]
+
+    assert reproduce.main(argv) == 0, capsys.readouterr().err
+    check = facts.reproduced(ref / "r")
+    assert check["rerun_at"] == ["bbbbbbb"] and check["recorded_at"] == ["aaaaaaa"] and check["notebooks"] == ["03"]
+    assert "at `bbbbbbb`" in facts.reproduced_sentence(check) and "equal to the last bit" in facts.reproduced_sentence(
+        check
+    )
+    assert facts.reproduced_table(check)["rows exact (all metrics)"].tolist() == [2]
+
+    assert reproduce.main(["r", "--prefix", "whole", "--made", str(tmp_path / "made")]) == 2  # the made run is no whole
+    assert "was not run with prefix 'whole' (n_seeds=1)" in capsys.readouterr().err
+    _run_folder(tmp_path / "dirty", "c" * 40 + "+dirty", 1, _rows(seeds=(0,), shift=0.01))
+    assert reproduce.main(["r", "--prefix", "one-seed", "--made", str(tmp_path / "dirty"), "--record"]) == 2
+    assert "uncommitted code" in capsys.readouterr().err and facts.reproduced(ref / "r")["rerun_at"] == ["bbbbbbb"]

@@ -27,6 +27,9 @@ LINKS = {
     "graphs": "imported graphs",
 }
 """What a run's links are, by its notebook-01 `source`: the README shows each finding on every link source."""
+REPRODUCED = "reproduced.json"
+"""A reference run's record of its last reproduction check (`python -m lib.run.reproduce RUN --record`): the prefix
+and notebooks re-run, the commits they were re-run at, the date, the tolerance and the drift table."""
 
 
 def run_commits(folder: Path) -> tuple[str, ...]:
@@ -63,6 +66,74 @@ def notebook_runs(folder: Path) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def reproduced(folder: Path) -> dict | None:
+    """A reference run's reproduction record (REPRODUCED), or None where it has none."""
+    return load_json(folder / REPRODUCED) if (folder / REPRODUCED).is_file() else None
+
+
+def reproduced_table(record: dict) -> pd.DataFrame:
+    """A reproduction record's drift per result table: metrics compared, rows re-made, the fewest rows equal to the
+    last bit over its metrics, the largest absolute drift and how many metrics lie within the tolerance."""
+    drift = pd.DataFrame(record["table"])
+    return (
+        drift.groupby("table", sort=False)
+        .agg(
+            metrics=("metric", "size"),
+            rows=("rows", "max"),
+            exact=("exact", "min"),
+            max_drift=("max_drift", "max"),
+            within=("ok", "sum"),
+        )
+        .reset_index()
+        .rename(
+            columns={
+                "exact": "rows exact (all metrics)",
+                "max_drift": "max drift",
+                "within": f"metrics within {record['tolerance']:g}",
+            }
+        )
+    )
+
+
+def reproduced_verdict(record: dict) -> str:
+    """What a reproduction record found, in a few words: every metric equal to the last bit, or how many lie within
+    its tolerance and the largest drift."""
+    drift = pd.DataFrame(record["table"])
+    if (drift["exact"] == drift["rows"]).all() and (drift["missing"] == 0).all():
+        return "every metric equal to the last bit"
+    return (
+        f"{int(drift['ok'].sum())} of {len(drift)} metrics within {record['tolerance']:g} "
+        f"(largest drift {drift['max_drift'].max():.3g})"
+    )
+
+
+def reproduced_line(checks: dict[str, dict]) -> str | None:
+    """The README's line on the reproduction records of the runs `checks` ({run: record}), or None for none."""
+    if not checks:
+        return None
+    each = [
+        f"`{run}` ({r['prefix']} prefix, notebooks {' '.join(r['notebooks'])}, at "
+        f"{', '.join(f'`{c}`' for c in r['rerun_at'])}: {reproduced_verdict(r)})"
+        for run, r in sorted(checks.items())
+    ]
+    return (
+        "Re-run by later code with `python -m lib.run.reproduce` (each run's README has the drift table): "
+        + "; ".join(each)
+        + "."
+    )
+
+
+def reproduced_sentence(record: dict) -> str:
+    """One line saying what a reproduction record checked and found."""
+    at = ", ".join(f"`{c}`" for c in record["rerun_at"])
+    made = ", ".join(f"`{c}`" for c in record["recorded_at"])
+    verdict = reproduced_verdict(record)
+    return (
+        f"Re-run at {at} on {record['date']} (`python -m lib.run.reproduce {record['run']} --prefix {record['prefix']} "
+        f"--notebooks {' '.join(record['notebooks'])}`; published at {made}): {verdict}."
+    )
 
 
 def common_commit(commits: dict[str, tuple[str, ...]]) -> str | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from lib.run.distill_findings import ablations, distillation, knowledge_distillation, transductive_frontier
 from lib.run.embedder_findings import node_embedders
-from lib.run.facts import FRONTIER, REFERENCE_RUNS, common_commit
+from lib.run.facts import FRONTIER, REFERENCE_RUNS, common_commit, reproduced_line
 from lib.run.link_findings import aauc_trend, beyond, gain_strata, harder_negatives, leakage, reproduction
 
 WIDTH = 196
@@ -39,15 +39,20 @@ def fact_table(runs: dict[str, dict], ref: Path = REFERENCE_RUNS) -> list:
     return [rec for f in FINDINGS if (rec := f(runs, ref)) is not None]
 
 
-def readme_lines(records: list, runs: dict[str, dict], base: str = "", commits: dict | None = None) -> list[str]:
+def readme_lines(
+    records: list, runs: dict[str, dict], base: str = "", commits: dict | None = None, checks: dict | None = None
+) -> list[str]:
     """The README's findings as Markdown lines: a list item per record wrapped to WIDTH, then one reference-link
     definition per run named (`[seed40]: outputs/reference/seed40/`, under `base`), then a blank line. With `commits`
     (run -> the commits its numbers were made at, lib.run.facts.run_commits) a first line names the commit most runs
-    share, and a finding citing a run made at another commit is followed by a line naming it."""
+    share, and a finding citing a run made at another commit is followed by a line naming it. With `checks` (run -> its
+    reproduction record, lib.run.facts.reproduced) a line says which runs later code re-ran and what it found."""
     lines, named = [], []
     common = common_commit(commits) if commits else None
     if common:
         lines += [f"Every number below was made at commit `{common}` unless its finding names another.", ""]
+    if line := reproduced_line(checks or {}):
+        lines += [*textwrap.wrap(line, WIDTH, break_on_hyphens=False, break_long_words=False), ""]
     for text in filter(None, (rec.readme() for rec in records)):
         cited = [r for r in [*runs, FRONTIER] if f"[{r}]" in text]
         other = sorted({c for r in cited for c in (commits or {}).get(r, ()) if c != common})

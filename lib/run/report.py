@@ -34,7 +34,16 @@ from lib.metrics.link import SEED_REPORTED
 from lib.run import parameters_page, registry_lists
 from lib.run.cost import COST_FILE, cost_sentence, cost_table
 from lib.run.embedder_findings import NODE_EMBEDDERS, embedders_run, embedders_table
-from lib.run.facts import FRONTIER, REFERENCE_RUNS, n_train, notebook_runs, run_commits
+from lib.run.facts import (
+    FRONTIER,
+    REFERENCE_RUNS,
+    n_train,
+    notebook_runs,
+    reproduced,
+    reproduced_sentence,
+    reproduced_table,
+    run_commits,
+)
 from lib.run.findings import fact_table, page_lines, readme_lines
 from lib.run.publish import publish
 from lib.run.tables import (
@@ -298,7 +307,8 @@ def render_findings(runs: dict[str, dict], ref: Path = REFERENCE_RUNS) -> str:
     if not runs:
         return f"{FBEGIN}\nNo reference run is committed yet.\n{FEND}"
     commits = {r: run_commits(ref / r) for r in [*runs, FRONTIER] if (ref / r).is_dir()}
-    return "\n".join([FBEGIN, *readme_lines(fact_table(runs, ref), runs, commits=commits), FEND])
+    checks = {r: c for r in runs if (c := reproduced(ref / r))}
+    return "\n".join([FBEGIN, *readme_lines(fact_table(runs, ref), runs, commits=commits, checks=checks), FEND])
 
 
 RAN_TEXT = (
@@ -315,6 +325,14 @@ def run_tables(name: str, metrics: dict, ref: Path = REFERENCE_RUNS) -> str:
     ran = notebook_runs(ref / name)
     if len(ran):
         parts += [f"**How each notebook ran** {RAN_TEXT}", "", _md(ran), ""]
+    check = reproduced(ref / name)
+    if check:
+        parts += [
+            f"**Does today's code give these numbers?** {reproduced_sentence(check)}",
+            "",
+            _md(reproduced_table(check)),
+            "",
+        ]
     for question, text, table in _sections({name: metrics}, full=True):
         if len(table):
             parts += [f"**{question}** {text}", "", _md(table.drop(columns="run", errors="ignore")), ""]

@@ -12,6 +12,13 @@ The rows compared are the run's result tables (TABLES), matched on their key col
 prints how many rows match exactly and the largest absolute drift, and exits 1 when a drift exceeds `--tolerance`
 (default TOLERANCE) or a committed row was not made again. Timing columns are never compared. The re-run fills a
 cache of its own (`--warm-cache` uses the shared one).
+
+    python -m lib.run.reproduce seed180 --prefix one-seed --notebooks 01 02 03 --made /scratch/repro/seed180 --record
+
+`--made` compares a re-run kept earlier with `--outputs` (its run folder) instead of running again, and `--record`
+writes the check into the published run as `reproduced.json` (facts.REPRODUCED: prefix, notebooks, the commits the
+re-run and the published run were made at, date, tolerance, drift table), which its README and the README's findings
+then state.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import os
 import sys
 import tempfile
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import numpy as np
@@ -31,10 +39,10 @@ import pandas as pd
 from lib.common import published
 from lib.common.errors import WikigatError
 from lib.common.params import numbered_notebooks
-from lib.common.paths import shown
+from lib.common.paths import atomic_write_text, shown
 from lib.common.runinfo import git_commit, load_json, read_json
 from lib.run import runner
-from lib.run.facts import REFERENCE_RUNS
+from lib.run.facts import REFERENCE_RUNS, REPRODUCED, run_commits
 from lib.run.preflight import all_defaults
 
 TOLERANCE = 1e-6
@@ -208,6 +216,54 @@ def reproduce(
         return compare(run_dir, scratch / run, tolerance, notebooks)
 
 
+def check_made(run_dir: Path, made_dir: Path, prefix: str) -> None:
+    """Stop unless `made_dir` is a re-run of `run_dir`'s command under `prefix`: a run folder with params.json whose
+    prefix parameters have the prefix's values."""
+    if not (made_dir / "params.json").is_file():
+        raise ReproduceError(f"{shown(made_dir)} is no run folder (no params.json); name the run folder of the re-run")
+    made = published.run_params(load_json(made_dir / "params.json")["params"])
+    _, wanted, _ = recorded_command(run_dir, prefix)
+    shaped = {k for p in PREFIXES.values() for k in p}  # the parameters some prefix changes
+    differ = sorted(k for k, v in wanted.items() if k in shaped and made.get(k) != v)
+    if differ:
+        raise ReproduceError(
+            f"{shown(made_dir)} was not run with prefix {prefix!r} "
+            f"({', '.join(f'{k}={made.get(k)!r}' for k in differ)}); pass the prefix it was run with"
+        )
+
+
+def record(
+    run_dir: Path, made_dir: Path, table: pd.DataFrame, prefix: str, notebooks: list[str], tolerance: float
+) -> Path:
+    """Write the check into the published run as REPRODUCED (atomically): the prefix and notebooks re-run, the commits
+    the re-run (made_dir's params records) and the published run were made at, the day the re-run ended (its
+    status.json), the tolerance and the drift table. A re-run made from uncommitted code matches no commit, so it is
+    not recorded."""
+    dirty = [c for c in run_commits(made_dir) if c.endswith("+dirty")]
+    if dirty:
+        raise ReproduceError(
+            f"{shown(made_dir)} was made at {', '.join(dirty)} (uncommitted code); re-run it from a clean tree to "
+            "record it"
+        )
+    return atomic_write_text(
+        run_dir / REPRODUCED,
+        json.dumps(
+            {
+                "run": run_dir.name,
+                "prefix": prefix,
+                "notebooks": list(notebooks),
+                "rerun_at": list(run_commits(made_dir)),
+                "recorded_at": list(run_commits(run_dir)),
+                "date": date.fromtimestamp((made_dir / "status.json").stat().st_mtime).isoformat(),
+                "tolerance": tolerance,
+                "table": table.to_dict("records"),
+            },
+            indent=1,
+        )
+        + "\n",
+    )
+
+
 @contextlib.contextmanager
 def cache_folder(folder: Path | None):
     """Run the block's notebooks with WIKIGAT_CACHE at `folder` (their kernels read it when they start); None leaves
@@ -238,25 +294,40 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="use the shared cache (faster; vectors stored by older code may differ in the last bits)",
     )
+    ap.add_argument("--made", help="compare this re-run folder (kept with --outputs) instead of running again")
+    ap.add_argument("--record", action="store_true", help=f"write the check into the published run ({REPRODUCED})")
     args = ap.parse_args(argv)
+    run_dir = REFERENCE_RUNS / args.run
     try:
-        table = reproduce(
-            args.run,
-            args.prefix,
-            args.notebooks,
-            Path(args.outputs) if args.outputs else None,
-            args.tolerance,
-            warm_cache=args.warm_cache,
+        if args.made:
+            made = Path(args.made)
+            check_made(run_dir, made, args.prefix)
+            notebooks = args.notebooks or recorded_notebooks(made)
+            table = compare(run_dir, made, args.tolerance, notebooks)
+        else:
+            made = Path(args.outputs) / args.run if args.outputs else None
+            notebooks = args.notebooks or recorded_notebooks(run_dir)
+            if args.record and made is None:
+                raise ReproduceError("--record needs the re-run kept: pass --outputs")
+            table = reproduce(
+                args.run,
+                args.prefix,
+                notebooks,
+                made.parent if made else None,
+                args.tolerance,
+                warm_cache=args.warm_cache,
+            )
+        print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+        bad = table[~table["ok"]]
+        print(
+            f"{len(table) - len(bad)} of {len(table)} metrics within {args.tolerance:g}"
+            + (f"; beyond it: {', '.join(bad['table'] + ':' + bad['metric'])}" if len(bad) else "")
         )
+        if args.record:
+            print(f"recorded in {shown(record(run_dir, made, table, args.prefix, notebooks, args.tolerance))}")
     except ReproduceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
-    bad = table[~table["ok"]]
-    print(
-        f"{len(table) - len(bad)} of {len(table)} metrics within {args.tolerance:g}"
-        + (f"; beyond it: {', '.join(bad['table'] + ':' + bad['metric'])}" if len(bad) else "")
-    )
     return 1 if len(bad) else 0
 
 
