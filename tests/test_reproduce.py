@@ -82,7 +82,7 @@ def test_the_recorded_command_passes_every_declared_parameter_and_names_those_le
     )
     files, overrides, left_out = reproduce.recorded_command(run, "one-seed")
     assert files == ["params/tiny.yaml"] and left_out == ["amp"]
-    assert overrides == {"n_seeds": 1, "max_nodes": 500, "beyond_dist2_share": 0.5}
+    assert overrides == {"n_seeds": 1, "embedder_seeds": 1, "max_nodes": 500, "beyond_dist2_share": 0.5}
     with pytest.raises(reproduce.ReproduceError, match="prefix 'two-seeds' is unknown; use one of whole, one-seed"):
         reproduce.recorded_command(run, "two-seeds")
     with pytest.raises(reproduce.ReproduceError, match="has no params.json; name a published run folder"):
@@ -147,3 +147,18 @@ def test_a_kept_re_run_is_compared_and_recorded_into_the_published_run(tmp_path,
     _run_folder(tmp_path / "dirty", "c" * 40 + "+dirty", 1, _rows(seeds=(0,), shift=0.01))
     assert reproduce.main(["r", "--prefix", "one-seed", "--made", str(tmp_path / "dirty"), "--record"]) == 2
     assert "uncommitted code" in capsys.readouterr().err and facts.reproduced(ref / "r")["rerun_at"] == ["bbbbbbb"]
+
+
+def test_the_node_embedder_run_is_compared_on_its_tables_and_not_on_its_speeds(tmp_path):
+    ref, made = tmp_path / "ref", tmp_path / "made"
+    lp = "embedder,seed,source,model,protocol,auc\n" + "".join(
+        f"m,{s},w,gat_model,leak_free,0.{7 + s}\n" for s in (0, 1)
+    )
+    for d, speed in ((ref, 1000.0), (made, 1200.0)):
+        (d / "embedders").mkdir(parents=True)
+        (d / "embedders" / "lp_rows.csv").write_text(lp if d == ref else lp.rsplit("m,1", 1)[0])  # one seed made
+        (d / "embedders" / "validation.csv").write_text("encoder,cos_validation\nm,0.9\n")
+        (d / "embedders" / "speed.csv").write_text(f"encoder,titles_per_s\nm,{speed}\n")
+    d = reproduce.compare(ref, made, notebooks=["05b"])
+    assert set(d["table"]) == {"embedders/lp_rows.csv", "embedders/validation.csv"} and d["ok"].all()
+    assert d.set_index("table").loc["embedders/lp_rows.csv", "rows"] == 1  # seed 0 only

@@ -7,11 +7,11 @@ at HEAD in a scratch folder and print each metric's drift against the committed 
 
 The command is the run's own: its params.json records every resolved parameter, and each is passed to the runner as
 `-p` (so a profile file edited since does not change it); a recorded parameter that no notebook declares today is
-named and left out. A prefix changes a few parameters (`one-seed`: `n_seeds=1`) and compares only the rows it makes.
-The rows compared are the run's result tables (TABLES), matched on their key columns; per table and metric the check
-prints how many rows match exactly and the largest absolute drift, and exits 1 when a drift exceeds `--tolerance`
-(default TOLERANCE) or a committed row was not made again. Timing columns are never compared. The re-run fills a
-cache of its own (`--warm-cache` uses the shared one).
+named and left out. A prefix changes a few parameters (`one-seed`: `n_seeds=1`, and `embedder_seeds=1` for notebook
+05b) and compares only the rows it makes. The rows compared are the run's result tables (TABLES), matched on their
+key columns; per table and metric the check prints how many rows match exactly and the largest absolute drift, and
+exits 1 when a drift exceeds `--tolerance` (default TOLERANCE) or a committed row was not made again. Timing columns
+are never compared. The re-run fills a cache of its own (`--warm-cache` uses the shared one).
 
     python -m lib.run.reproduce seed180 --prefix one-seed --notebooks 01 02 03 --made /scratch/repro/seed180 --record
 
@@ -38,7 +38,7 @@ import pandas as pd
 
 from lib.common import published
 from lib.common.errors import WikigatError
-from lib.common.params import numbered_notebooks
+from lib.common.params import notebook_number, numbered_notebooks
 from lib.common.paths import atomic_write_text, shown
 from lib.common.runinfo import git_commit, load_json, read_json
 from lib.run import runner
@@ -49,7 +49,7 @@ TOLERANCE = 1e-6
 """Largest absolute drift of a metric that still counts as the same number: float noise of one machine's kernels,
 far below the third decimal any finding prints."""
 
-PREFIXES = {"whole": {}, "one-seed": {"n_seeds": 1}}
+PREFIXES = {"whole": {}, "one-seed": {"n_seeds": 1, "embedder_seeds": 1}}
 """Named prefixes of a run's command: the parameters each changes (lib.run.reproduce)."""
 
 
@@ -66,7 +66,13 @@ TABLES = (
     Table("train_gat_rows.csv", ("seed", "model", "protocol", "supervision", "negatives"), "03"),
     Table("beyond_rows.csv", ("seed", "model", "protocol", "negatives"), "03b"),
     Table("aauc_size_trend.csv", ("seed", "train_graphs", "protocol"), "04"),
+    Table("embedders/lp_rows.csv", ("embedder", "seed", "source", "model", "protocol"), "05b"),
+    Table("embedders/probe_rows.csv", ("encoder",), "05b"),
+    Table("embedders/validation.csv", ("encoder",), "05b"),
+    Table("embedders/mixes.csv", ("mix", "student"), "05b"),
 )
+"""The result tables compared; a notebook's tables of speed or of figures over all seeds (05b's speed.csv, goals.csv,
+paired.csv) are not: a speed is never the same twice, and a one-seed prefix changes a figure over seeds."""
 UNCOMPARED = ("seconds", "time")  # a column whose name holds one of these is a timing, never the same twice
 
 
@@ -216,14 +222,15 @@ def reproduce(
         return compare(run_dir, scratch / run, tolerance, notebooks)
 
 
-def check_made(run_dir: Path, made_dir: Path, prefix: str) -> None:
+def check_made(run_dir: Path, made_dir: Path, prefix: str, notebooks: list[str]) -> None:
     """Stop unless `made_dir` is a re-run of `run_dir`'s command under `prefix`: a run folder with params.json whose
-    prefix parameters have the prefix's values."""
+    parameters that a prefix changes have the prefix's values, where `notebooks` (numbers) declare them."""
     if not (made_dir / "params.json").is_file():
         raise ReproduceError(f"{shown(made_dir)} is no run folder (no params.json); name the run folder of the re-run")
     made = published.run_params(load_json(made_dir / "params.json")["params"])
     _, wanted, _ = recorded_command(run_dir, prefix)
-    shaped = {k for p in PREFIXES.values() for k in p}  # the parameters some prefix changes
+    declared = all_defaults([nb for nb in numbered_notebooks() if notebook_number(nb) in notebooks])
+    shaped = {k for p in PREFIXES.values() for k in p if k in declared}  # those some prefix changes, here read
     differ = sorted(k for k, v in wanted.items() if k in shaped and made.get(k) != v)
     if differ:
         raise ReproduceError(
@@ -301,8 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.made:
             made = Path(args.made)
-            check_made(run_dir, made, args.prefix)
             notebooks = args.notebooks or recorded_notebooks(made)
+            check_made(run_dir, made, args.prefix, notebooks)
             table = compare(run_dir, made, args.tolerance, notebooks)
         else:
             made = Path(args.outputs) / args.run if args.outputs else None
