@@ -101,7 +101,7 @@ def reproduced_verdict(record: dict) -> str:
     """What a reproduction record found, in a few words: every metric equal to the last bit, or how many lie within
     its tolerance and the largest drift."""
     drift = pd.DataFrame(record["table"])
-    if (drift["exact"] == drift["rows"]).all() and (drift["missing"] == 0).all():
+    if (drift["exact"] == drift["rows"]).all():  # a row not made again is not exact
         return "every metric equal to the last bit"
     return (
         f"{int(drift['ok'].sum())} of {len(drift)} metrics within {record['tolerance']:g} "

@@ -246,7 +246,8 @@ def record(
     the re-run (made_dir's params records) and the published run were made at, the day the re-run ended (its
     status.json), the tolerance and the drift table. A re-run made from uncommitted code matches no commit, so it is
     not recorded."""
-    dirty = [c for c in run_commits(made_dir) if c.endswith("+dirty")]
+    rerun_at = run_commits(made_dir)
+    dirty = [c for c in rerun_at if c.endswith("+dirty")]
     if dirty:
         raise ReproduceError(
             f"{shown(made_dir)} was made at {', '.join(dirty)} (uncommitted code); re-run it from a clean tree to "
@@ -259,7 +260,7 @@ def record(
                 "run": run_dir.name,
                 "prefix": prefix,
                 "notebooks": list(notebooks),
-                "rerun_at": list(run_commits(made_dir)),
+                "rerun_at": list(rerun_at),
                 "recorded_at": list(run_commits(run_dir)),
                 "date": date.fromtimestamp((made_dir / "status.json").stat().st_mtime).isoformat(),
                 "tolerance": tolerance,
