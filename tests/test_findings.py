@@ -43,7 +43,7 @@ def test_each_records_numbers_match_the_committed_runs(facts):
     ]
     repro = dict(facts["Reproduction"].sides)
     assert list(repro) == [PROXY, WIKI]  # the embedded proxy first
-    assert _points(repro[PROXY]) == [("seed40", 40, 0.7486), ("seed180", 180, 0.8741), ("seed315", 315, 0.8797)]
+    assert _points(repro[PROXY]) == [("seed40", 40, 0.7486), ("seed180", 180, 0.8741), ("seed315", 315, 0.8761)]
     assert [p.value for p in repro[WIKI]] == [0.7133, 0.9425, 0.9645]
     trend = dict(facts["AaucTrend"].sides)
     assert [p.value for p in trend[PROXY]] == [0.8297, 0.8469, 0.8483]
@@ -55,7 +55,7 @@ def test_each_records_numbers_match_the_committed_runs(facts):
         (10, 3, "missed"),
     ]
     assert (
-        "moves [0.830][seed40] → [0.848][seed315] (+0.019 [-0.025, +0.062], undecided)" in facts["AaucTrend"].readme()
+        "moves [0.830][seed40] → [0.848][seed315] (+0.019 [-0.022, +0.060], undecided)" in facts["AaucTrend"].readme()
     )
     assert "falls [0.746][wikispeedia_seed40] → [0.635][wikispeedia_seed315] (-0.111 [-0.208, -0.014])" in (
         facts["AaucTrend"].readme().replace("\n", " ")
@@ -64,7 +64,7 @@ def test_each_records_numbers_match_the_committed_runs(facts):
     assert [(r.run, r.gat_auc, r.heuristic, r.heuristic_auc) for r in leak[PROXY]] == [
         ("seed40", 0.7164, "cosine", 0.8642),
         ("seed180", 0.6321, "cosine", 0.8648),
-        ("seed315", 0.6486, "cosine", 0.865),
+        ("seed315", 0.6002, "cosine", 0.865),
     ]
     assert [(r.gat_auc, r.heuristic_auc) for r in leak[WIKI]] == [(0.6834, 0.7994), (0.7139, 0.7962), (0.7276, 0.7975)]
     # GatModel minus cosine paired by seed: below in every run
@@ -161,7 +161,7 @@ def test_readme_renderer_gives_two_lines_at_most_with_every_number_linked(facts)
         assert "](outputs/" not in text and re.search(r"\[\w+\]", text), text[:60]  # a reference link to a run
     assert facts["Reproduction"].readme() == (
         "**Reproduction.** The seed's GatModel and protocol, test AUC with 40 / 180 / 315 training graphs: "
-        "[0.749][seed40] / [0.874][seed180] / [0.880][seed315] on title mentions; [0.713][wikispeedia_seed40] / "
+        "[0.749][seed40] / [0.874][seed180] / [0.876][seed315] on title mentions; [0.713][wikispeedia_seed40] / "
         "[0.943][wikispeedia_seed180] / [0.965][wikispeedia_seed315] on Wikispeedia; the seed report (its live crawl): "
         "0.900 / 0.922 / 0.927."
     )
