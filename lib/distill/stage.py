@@ -10,6 +10,7 @@ figures), lib.distill.lp (a student as stage 3's node embedder), lib.distill.ver
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -23,7 +24,7 @@ from lib.distill.cache import TeacherCache, TeacherTargetStore
 from lib.distill.checkpoint import GridCheckpoint
 from lib.distill.config import CONTROL, DistillParams
 from lib.distill.eval import encode, evaluate, fidelity_of, head_accuracy, task_accuracy
-from lib.distill.loss_spec import VARIANT_SPECS, LossSpec
+from lib.distill.loss_spec import VARIANT_SPECS, DistillError, LossSpec
 from lib.distill.models import Encoder, StudentShape, encoder_identity, make_student, save_sentence_transformer
 from lib.distill.train import (
     DistillConfig,
@@ -44,6 +45,9 @@ METHOD_VARIANT = {
     "+Layer-to-Layer": "layer_to_layer",
     "MiniLM (w/ TA)": "minilm",
 }
+RETRAINABLE = re.compile(r"(\d+)x(\d+) (MiniLM|-Value-Rel|Value-MSE|\+Layer-to-Layer) (random|assistant) s(\d+)")
+"""A task-agnostic run `retrain_first_steps` can re-train alone, by its name in the grid: its own student, teacher and
+seed (a "w/ TA" run needs its assistant, an embedding run the embedding targets)."""
 
 
 def _teacher_source(enc: Encoder, cfg: DistillParams, cache_root):
@@ -500,3 +504,53 @@ def folder_method(kind: str) -> str:
     """The method of a saved student from its folder's kind (lib.common.published.parse_student_folder), student_folder
     read backwards: "student" -> "MiniLM", "control" -> "no distillation", "at_vr_emb" -> "AT+VR+EMB"."""
     return {k: m for m, k in FOLDER_KINDS.items()}.get(kind) or kind.upper().replace("_", "+")
+
+
+def retrain_first_steps(
+    cfg: DistillParams,
+    run: str,
+    steps: int,
+    teacher: Encoder,
+    assistant: Encoder,
+    data: dict,
+    cache_root=None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """The learning curve of the grid's task-agnostic run `run` (RETRAINABLE, e.g. "3x384 MiniLM random s1") re-trained
+    alone for its first `steps` steps: the student, teacher targets and batches of the grid `cfg` describes and the
+    whole run's learning-rate schedule, stopped by RunHooks.max_steps as a kill would, so each curve point (every
+    `eval_every` steps) is the grid's own. data: build_datasets of `cfg` (its first distillation seed); cache_root: the
+    teacher-target store's folder (None: the shared cache). Returns
+    [points, 1 + 6]: step and the metrics of lib.distill.eval.evaluate."""
+    match = RETRAINABLE.fullmatch(run)
+    if match is None:
+        raise DistillError(
+            f"run {run!r} cannot be re-trained alone; name a task-agnostic run of the grid's results.csv as "
+            "'<layers>x<hidden> <MiniLM|-Value-Rel|Value-MSE|+Layer-to-Layer> <random|assistant> s<seed>'"
+        )
+    layers, hidden, method, init, seed = int(match[1]), int(match[2]), match[3], match[4], int(match[5])
+    if hidden != cfg.student_hidden or steps < 1 or steps > cfg.distill_steps:
+        raise DistillError(
+            f"run {run!r} for {steps} steps is not in this grid ({cfg.student_hidden}-wide students, "
+            f"{cfg.distill_steps} steps); name one of its runs and 1 to {cfg.distill_steps} steps"
+        )
+    temb = {f"fid_{s}": encode(teacher, data["fidelity"][s], cfg.distill_max_seq_len) for s in ("val", "test")}
+    student = make_student(
+        teacher.tokenizer,
+        StudentShape(layers, cfg.student_hidden, cfg.student_heads),
+        seed=seed,
+        init_from=assistant if init == "assistant" else None,
+        device=teacher.model.device,
+    )
+    train_cfg = DistillConfig(
+        variant=METHOD_VARIANT[method], steps=cfg.distill_steps, lr=cfg.distill_lr, seed=seed, **shared_settings(cfg)
+    )
+    hooks = RunHooks(
+        eval_every=cfg.eval_every,
+        max_steps=steps,
+        evaluate=lambda enc: evaluate(enc, data, temb, cfg.distill_max_seq_len, seed),
+    )
+    res = train_student(
+        _teacher_source(teacher, cfg, cache_root), student, data["transfer"], train_cfg, progress=progress, hooks=hooks
+    )
+    return res["curve"]

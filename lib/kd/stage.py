@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -292,8 +293,10 @@ def run_students(
     probe_texts: list[str],
     progress: bool = True,
     tagger=None,
+    only: Collection[str] | None = None,
 ) -> tuple[pd.DataFrame, dict]:
-    """Every task x student kind x method x seed; returns (rows, info).
+    """Every task x student kind x method x seed, or only the rows named in `only` (row ids, e.g.
+    "polarity_bilstm_kd_s0": a prefix of the grid, each row as the whole grid trains it); returns (rows, info).
 
     Per task: the fine-tuned teacher (saved once), the augmented transfer set, teacher logits from the LogitCache, then
     each student trained by lib.kd.train.train_student and scored on val/test (accuracy and agreement with the teacher's
@@ -334,6 +337,8 @@ def run_students(
             for method in METHODS if cfg.kd_controls else ("kd",):
                 for seed in cfg.kd_seeds:
                     row_id = f"{task}_{kind}_{method}_s{seed}"
+                    if only is not None and row_id not in only:
+                        continue
                     if row_id in set(done.row_id) and (reps_dir / f"{row_id}.npy").is_file():
                         continue
                     student = build_student(kind, teacher, tt.n_classes, cfg, seed)

@@ -109,12 +109,18 @@ def reproduced_verdict(record: dict) -> str:
     )
 
 
+def _student_of(record: dict) -> str:
+    """': <student>' for a one-student reproduction record (its --student option), else ''."""
+    options = record.get("options") or []
+    return f": {options[options.index('--student') + 1]}" if "--student" in options else ""
+
+
 def reproduced_line(checks: dict[str, dict]) -> str | None:
     """The README's line on the reproduction records of the runs `checks` ({run: record}), or None for none."""
     if not checks:
         return None
     each = [
-        f"`{run}` ({r['prefix']} prefix, notebooks {' '.join(r['notebooks'])}, at "
+        f"`{run}` ({r['prefix']} prefix{_student_of(r)}, notebooks {' '.join(r['notebooks'])}, at "
         f"{', '.join(f'`{c}`' for c in r['rerun_at'])}: {reproduced_verdict(r)})"
         for run, r in sorted(checks.items())
     ]
@@ -125,14 +131,22 @@ def reproduced_line(checks: dict[str, dict]) -> str | None:
     )
 
 
+def reproduced_options(record: dict) -> str:
+    """The reproduce command's options a reproduction record was made with: its prefix, then the prefix's own options
+    (a distillation run's student) or the notebooks re-run."""
+    options = record.get("options")
+    shown = " ".join(f'"{o}"' if " " in o else o for o in options) if options else ""
+    return f"--prefix {record['prefix']} " + (shown or f"--notebooks {' '.join(record['notebooks'])}")
+
+
 def reproduced_sentence(record: dict) -> str:
     """One line saying what a reproduction record checked and found."""
     at = ", ".join(f"`{c}`" for c in record["rerun_at"])
     made = ", ".join(f"`{c}`" for c in record["recorded_at"])
-    verdict = reproduced_verdict(record)
+    verdict, command = reproduced_verdict(record), f"python -m lib.run.reproduce {record['run']}"
     return (
-        f"Re-run at {at} on {record['date']} (`python -m lib.run.reproduce {record['run']} --prefix {record['prefix']} "
-        f"--notebooks {' '.join(record['notebooks'])}`; published at {made}): {verdict}."
+        f"Re-run at {at} on {record['date']} (`{command} {reproduced_options(record)}`; published at {made}): "
+        f"{verdict}."
     )
 
 

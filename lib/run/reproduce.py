@@ -15,6 +15,16 @@ are never compared. The re-run fills a cache of its own (`--warm-cache` uses the
 
     python -m lib.run.reproduce seed180 --prefix one-seed --notebooks 01 02 03 --made /scratch/repro/seed180 --record
 
+    python -m lib.run.reproduce distill_long --prefix one-student --student "3x384 MiniLM random s1" --steps 500
+    python -m lib.run.reproduce kd_cpu --prefix one-student --student "polarity bilstm s0"
+
+The distillation runs (notebooks 05 and 06) take the prefix `one-student`, run in this process with the run's
+recorded settings: for notebook 05, one task-agnostic student of the grid re-trained alone for its first `--steps`
+steps with the whole run's learning-rate schedule (lib.distill.stage.retrain_first_steps), compared on its learning
+curve (distill/curves.csv) at the steps it reached; for notebook 06, one task, student kind and seed, its
+distilled row and its control, each trained as the whole grid trains it from a task teacher fine-tuned again (the
+rows of rows.csv; the probing representations are not compared).
+
 `--made` compares a re-run kept earlier with `--outputs` (its run folder) instead of running again, and `--record`
 writes the check into the published run as `reproduced.json` (facts.REPRODUCED: prefix, notebooks, the commits the
 re-run and the published run were made at, date, tolerance, drift table), which its README and the README's findings
@@ -27,9 +37,10 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 
@@ -37,10 +48,18 @@ import numpy as np
 import pandas as pd
 
 from lib.common import published
+from lib.common.device import get_device
 from lib.common.errors import WikigatError
 from lib.common.params import notebook_number, numbered_notebooks
 from lib.common.paths import atomic_write_text, shown
 from lib.common.runinfo import git_commit, load_json, read_json
+from lib.distill.config import read_params_05
+from lib.distill.data import build_datasets
+from lib.distill.models import assistant_path, ensure_teacher, load_encoder
+from lib.distill.stage import retrain_first_steps
+from lib.kd.augment import spacy_tagger
+from lib.kd.config import KdParams
+from lib.kd.stage import METHODS, run_students
 from lib.run import runner
 from lib.run.facts import REFERENCE_RUNS, REPRODUCED, run_commits
 from lib.run.preflight import all_defaults
@@ -51,6 +70,11 @@ far below the third decimal any finding prints."""
 
 PREFIXES = {"whole": {}, "one-seed": {"n_seeds": 1, "embedder_seeds": 1}}
 """Named prefixes of a run's command: the parameters each changes (lib.run.reproduce)."""
+ONE_STUDENT = "one-student"
+"""The prefix of a distillation run (notebook 05 or 06): one student re-trained in this process (`--student`)."""
+STEPS = 500
+"""Steps of a notebook-05 student the one-student prefix re-trains by default: the first point of a learning curve
+probed every 500 steps."""
 
 
 @dataclass(frozen=True)
@@ -71,9 +95,16 @@ TABLES = (
     Table("embedders/validation.csv", ("encoder",), "05b"),
     Table("embedders/mixes.csv", ("mix", "student"), "05b"),
 )
+CURVES = Table("distill/curves.csv", ("run", "step"), "05")
+KD_ROWS = Table("rows.csv", ("row_id",), "06")
 """The result tables compared; a notebook's tables of speed or of figures over all seeds (05b's speed.csv, goals.csv,
 paired.csv) are not: a speed is never the same twice, and a one-seed prefix changes a figure over seeds."""
 UNCOMPARED = ("seconds", "time")  # a column whose name holds one of these is a timing, never the same twice
+
+
+def is_timing(column: str) -> bool:
+    """Whether a result column is a wall time (UNCOMPARED, or seconds named `*_s` as `train_s`)."""
+    return any(u in column for u in UNCOMPARED) or column.endswith("_s")
 
 
 class ReproduceError(WikigatError, ValueError):
@@ -128,10 +159,7 @@ def drift(reference: pd.DataFrame, made: pd.DataFrame, table: Table, tolerance: 
     metrics = [
         c
         for c in reference.columns
-        if c not in keys
-        and c in made
-        and pd.api.types.is_numeric_dtype(reference[c])
-        and not any(u in c for u in UNCOMPARED)
+        if c not in keys and c in made and pd.api.types.is_numeric_dtype(reference[c]) and not is_timing(c)
     ]
     pair = reference.astype({k: str for k in keys}).merge(
         made.astype({k: str for k in keys}), on=keys, how="left", suffixes=("", "_made"), indicator=True
@@ -222,6 +250,98 @@ def reproduce(
         return compare(run_dir, scratch / run, tolerance, notebooks)
 
 
+def student_notebook(run_dir: Path) -> str:
+    """The distillation notebook whose grid the published run in `run_dir` holds: "05" (distill/curves.csv) or "06"
+    (rows.csv and params_06.json)."""
+    if (run_dir / CURVES.file).is_file() and (run_dir / "distill" / "params_05.json").is_file():
+        return "05"
+    if (run_dir / KD_ROWS.file).is_file() and (run_dir / "params_06.json").is_file():
+        return "06"
+    raise ReproduceError(
+        f"{shown(run_dir)} holds no distillation grid (distill/curves.csv or rows.csv); the {ONE_STUDENT} prefix is "
+        "for the runs of notebooks 05 and 06, use one-seed or whole for the others"
+    )
+
+
+def reproduce_student(
+    run_dir: Path,
+    student: str,
+    steps: int = STEPS,
+    scratch: Path | None = None,
+    tolerance: float = TOLERANCE,
+    log=print,
+) -> tuple[pd.DataFrame, str]:
+    """Re-train one student of the published distillation run in `run_dir` (ONE_STUDENT) in this process at HEAD, from
+    an empty cache in `scratch` (a temporary folder by default), and return (its drift table, the notebook number).
+    student: notebook 05, a task-agnostic run of its grid ("3x384 MiniLM random s1", re-trained for `steps`
+    steps); notebook 06, "<task> <kind> s<seed>" ("polarity bilstm s0": its distilled row and its control)."""
+    notebook = student_notebook(run_dir)
+    with tempfile.TemporaryDirectory(prefix="reproduce_") as tmp:
+        folder = Path(scratch) if scratch else Path(tmp)
+        if notebook == "05":
+            return distill_student(run_dir, student, steps, folder, tolerance, log), notebook
+        return kd_student(run_dir, student, folder, tolerance, log), notebook
+
+
+def distill_student(
+    run_dir: Path, student: str, steps: int, scratch: Path, tolerance: float, log=print
+) -> pd.DataFrame:
+    """reproduce_student of a notebook-05 grid: the learning curve of `student`'s first `steps` steps against the
+    published curve points up to that step."""
+    cfg = read_params_05(run_dir / "distill" / "params_05.json")
+    curves = pd.read_csv(run_dir / CURVES.file)
+    reference = curves[(curves["run"] == student) & (curves["step"] <= steps)]
+    if reference.empty:
+        named = ", ".join(sorted(curves["run"].unique())[:4])
+        raise ReproduceError(
+            f"{shown(run_dir / CURVES.file)} has no curve point of {student!r} up to step {steps}; name one of its "
+            f"runs ({named}, ...) and at least {int(curves['step'][curves['step'] > 0].min())} steps"
+        )
+    log(f"{run_dir.name}: {student}, first {steps} of {cfg.distill_steps} steps, re-trained at {git_commit()[:12]}")
+    dev = get_device(cfg.device)
+    teacher = load_encoder(ensure_teacher(), "teacher", dev)
+    assistant = load_encoder(assistant_path(), "assistant", dev)
+    data = build_datasets(
+        cfg.distill_seeds[0], cfg.transfer_sentences, cfg.task_train, cfg.task_eval, cfg.fidelity_sentences
+    )
+    curve = retrain_first_steps(cfg, student, steps, teacher, assistant, data, scratch / "teacher_targets")
+    return drift(reference, curve.assign(run=student), CURVES, tolerance)
+
+
+def kd_student(run_dir: Path, student: str, scratch: Path, tolerance: float, log=print) -> pd.DataFrame:
+    """reproduce_student of a notebook-06 grid: `student`'s distilled row and its control against the published rows;
+    the task teacher is fine-tuned again in `scratch`."""
+    cfg = KdParams.from_values(load_json(run_dir / "params_06.json")["params"])
+    match = re.fullmatch(r"(\w+) (\w+) s(\d+)", student)
+    if (
+        match is None
+        or match[1] not in cfg.kd_tasks
+        or match[2] not in cfg.kd_students
+        or int(match[3]) not in cfg.kd_seeds
+    ):
+        raise ReproduceError(
+            f"student {student!r} is not in {run_dir.name}'s grid; name one as '<task> <kind> s<seed>' with task in "
+            f"{cfg.kd_tasks}, kind in {cfg.kd_students} and seed in {cfg.kd_seeds}"
+        )
+    task, kind, seed = match[1], match[2], int(match[3])
+    wanted = {f"{task}_{kind}_{m}_s{seed}" for m in (METHODS if cfg.kd_controls else ("kd",))}
+    rows = pd.read_csv(run_dir / KD_ROWS.file)
+    reference = rows[rows["row_id"].isin(wanted)]
+    log(f"{run_dir.name}: {', '.join(sorted(wanted))}, re-trained at {git_commit()[:12]}")
+    teacher = load_encoder(ensure_teacher(), "teacher", get_device(cfg.device))
+    data = build_datasets(cfg.kd_seeds[0], 1, cfg.kd_task_train, cfg.kd_task_eval, 10)  # notebook 06's own call
+    made, _ = run_students(
+        replace(cfg, kd_tasks=[task], kd_students=[kind]),  # kd_seeds kept: its first seed draws the transfer set
+        teacher,
+        data,
+        scratch / "kd",
+        data[task]["test"].text.tolist()[:8],  # probing representations are not compared
+        tagger=spacy_tagger(),
+        only=wanted,
+    )
+    return drift(reference, made, KD_ROWS, tolerance)
+
+
 def check_made(run_dir: Path, made_dir: Path, prefix: str, notebooks: list[str]) -> None:
     """Stop unless `made_dir` is a re-run of `run_dir`'s command under `prefix`: a run folder with params.json whose
     parameters that a prefix changes have the prefix's values, where `notebooks` (numbers) declare them."""
@@ -240,18 +360,24 @@ def check_made(run_dir: Path, made_dir: Path, prefix: str, notebooks: list[str])
 
 
 def record(
-    run_dir: Path, made_dir: Path, table: pd.DataFrame, prefix: str, notebooks: list[str], tolerance: float
+    run_dir: Path,
+    table: pd.DataFrame,
+    prefix: str,
+    notebooks: list[str],
+    tolerance: float,
+    rerun_at: tuple[str, ...],
+    day: str,
+    options: list[str] = (),
 ) -> Path:
-    """Write the check into the published run as REPRODUCED (atomically): the prefix and notebooks re-run, the commits
-    the re-run (made_dir's params records) and the published run were made at, the day the re-run ended (its
-    status.json), the tolerance and the drift table. A re-run made from uncommitted code matches no commit, so it is
-    not recorded."""
-    rerun_at = run_commits(made_dir)
+    """Write the check into the published run as REPRODUCED (atomically): the prefix, its options (e.g. ["--student",
+    "3x384 MiniLM random s1", "--steps", "500"]) and the notebooks re-run, the commits the re-run (`rerun_at`) and the
+    published run were made at, the day the re-run ended, the tolerance and the drift table. A re-run made from
+    uncommitted code matches no commit, so it is not recorded."""
     dirty = [c for c in rerun_at if c.endswith("+dirty")]
     if dirty:
         raise ReproduceError(
-            f"{shown(made_dir)} was made at {', '.join(dirty)} (uncommitted code); re-run it from a clean tree to "
-            "record it"
+            f"the re-run of {run_dir.name} was made at {', '.join(dirty)} (uncommitted code); re-run it from a clean "
+            "tree to record it"
         )
     return atomic_write_text(
         run_dir / REPRODUCED,
@@ -259,10 +385,11 @@ def record(
             {
                 "run": run_dir.name,
                 "prefix": prefix,
+                **({"options": list(options)} if options else {}),
                 "notebooks": list(notebooks),
                 "rerun_at": list(rerun_at),
                 "recorded_at": list(run_commits(run_dir)),
-                "date": date.fromtimestamp((made_dir / "status.json").stat().st_mtime).isoformat(),
+                "date": day,
                 "tolerance": tolerance,
                 "table": table.to_dict("records"),
             },
@@ -270,6 +397,11 @@ def record(
         )
         + "\n",
     )
+
+
+def made_on(made_dir: Path) -> str:
+    """The day a kept re-run ended: its status.json's last change."""
+    return date.fromtimestamp((made_dir / "status.json").stat().st_mtime).isoformat()
 
 
 @contextlib.contextmanager
@@ -293,8 +425,12 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m lib.run.reproduce", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("run", help="a published run: a folder name under outputs/reference/")
-    ap.add_argument("--prefix", default="whole", help=f"one of {', '.join(PREFIXES)} (default: whole)")
+    ap.add_argument("--prefix", default="whole", help=f"one of {', '.join([*PREFIXES, ONE_STUDENT])} (default: whole)")
     ap.add_argument("--notebooks", nargs="*", help="notebook numbers to re-run (default: those the run finished)")
+    ap.add_argument("--student", help=f"the student the {ONE_STUDENT} prefix re-trains (a distillation run)")
+    ap.add_argument(
+        "--steps", type=int, default=STEPS, help=f"steps of a notebook-05 student to re-train (default {STEPS})"
+    )
     ap.add_argument("--outputs", help="keep the re-run here (default: a temporary folder)")
     ap.add_argument("--tolerance", type=float, default=TOLERANCE, help=f"largest drift allowed (default {TOLERANCE})")
     ap.add_argument(
@@ -306,12 +442,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record", action="store_true", help=f"write the check into the published run ({REPRODUCED})")
     args = ap.parse_args(argv)
     run_dir = REFERENCE_RUNS / args.run
+    options: list[str] = []
     try:
-        if args.made:
+        if args.prefix == ONE_STUDENT:
+            if not args.student or args.made:
+                raise ReproduceError(
+                    f"the {ONE_STUDENT} prefix re-trains in this process: pass --student (and no --made)"
+                )
+            commit = git_commit()
+            rerun_at = (commit[:7] + ("+dirty" if commit.endswith("+dirty") else ""),)
+            table, notebook = reproduce_student(
+                run_dir, args.student, args.steps, Path(args.outputs) if args.outputs else None, args.tolerance
+            )
+            notebooks, day = [notebook], date.today().isoformat()
+            options = ["--student", args.student] + (["--steps", str(args.steps)] if notebook == "05" else [])
+        elif args.made:
             made = Path(args.made)
             notebooks = args.notebooks or recorded_notebooks(made)
             check_made(run_dir, made, args.prefix, notebooks)
-            table = compare(run_dir, made, args.tolerance, notebooks)
+            table, rerun_at, day = compare(run_dir, made, args.tolerance, notebooks), run_commits(made), made_on(made)
         else:
             made = Path(args.outputs) / args.run if args.outputs else None
             notebooks = args.notebooks or recorded_notebooks(run_dir)
@@ -325,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.tolerance,
                 warm_cache=args.warm_cache,
             )
+            rerun_at, day = (run_commits(made), made_on(made)) if made else ((), "")
         print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
         bad = table[~table["ok"]]
         print(
@@ -332,7 +482,8 @@ def main(argv: list[str] | None = None) -> int:
             + (f"; beyond it: {', '.join(bad['table'] + ':' + bad['metric'])}" if len(bad) else "")
         )
         if args.record:
-            print(f"recorded in {shown(record(run_dir, made, table, args.prefix, notebooks, args.tolerance))}")
+            path = record(run_dir, table, args.prefix, notebooks, args.tolerance, rerun_at, day, options)
+            print(f"recorded in {shown(path)}")
     except ReproduceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
