@@ -10,10 +10,8 @@ import pytest
 
 from lib.run import distill_findings, link_findings
 from lib.run.embedder_findings import node_embedders
-from lib.run.facts import FRONTIER
 from lib.run.findings import WIDTH, fact_table, readme_lines
 from lib.run.report import reference_runs
-from lib.run.tables import frontier_table
 
 PROXY, WIKI = "title mentions (proxy)", "Wikispeedia hyperlinks"
 
@@ -38,7 +36,6 @@ def test_each_records_numbers_match_the_committed_runs(facts):
         "Distillation",
         "Ablations",
         "NodeEmbedders",
-        "TransductiveFrontier",
         "KdDifferences",
     ]
     repro = dict(facts["Reproduction"].sides)
@@ -119,16 +116,6 @@ def test_each_records_numbers_match_the_committed_runs(facts):
         "none meets its goal, so all-MiniLM-L6-v2 stays the choice; the closest, student "
         "0,2,5, gives [1.9×][embedders] its titles/s for GatModel AUC -0.102 at worst (goal > −0.02)."
     )
-    n = facts["TransductiveFrontier"]
-    assert n.met == () and n.no_loss == ("3-layer student, FFN 1024",) and len(n.shown) == 8
-    assert (n.best.name, n.best.speedup, n.best.diff, n.best.low, n.best.high, n.best.seeds) == (
-        "3-layer student, FFN 1024",
-        2.26156,
-        0.00752,
-        -0.0051,
-        0.02014,
-        10,
-    )
     kd = facts["KdDifferences"]
     assert kd.run == "kd_cpu" and [(s, [t for t, _ in diffs]) for s, diffs in kd.students] == [
         ("bilstm", ["polarity", "topic"]),
@@ -165,7 +152,6 @@ def test_readme_renderer_gives_two_lines_at_most_with_every_number_linked(facts)
         "[0.943][wikispeedia_seed180] / [0.965][wikispeedia_seed315] on Wikispeedia; the seed report (its live crawl): "
         "0.900 / 0.922 / 0.927."
     )
-    assert facts["TransductiveFrontier"].readme() is None  # the README names the numbers on unseen titles
 
 
 def test_page_renderer_gives_every_row_and_links_each_run(facts):
@@ -176,10 +162,6 @@ def test_page_renderer_gives_every_row_and_links_each_run(facts):
         "cross-entropy alone, test accuracy paired by seed (95% interval above 0 in 1 of 4, below in 1, 3 seeds): "
         "bilstm -0.002 [-0.030, +0.025] polarity, +0.057 [+0.004, +0.111] topic; bert +0.021 [-0.070, +0.111] "
         "polarity, -0.088 [-0.119, -0.056] topic ([kd_cpu](outputs/reference/kd_cpu/))."
-    )
-    page = facts["TransductiveFrontier"].page()  # eight encoders, and the goal's "≥ 2×"
-    assert (
-        page.count("×") == 8 + 1 and "static pca256 of 3-layer student, FFN 1024 59.76× +0.028 [+0.006, +0.050]" in page
     )
 
 
@@ -349,79 +331,6 @@ def test_the_ablation_finding_needs_two_seeds_and_counts_the_intervals_against_t
     assert distill_findings.distillation(runs, tmp_path).runs == ("a_one_seed",)
     _params_05(tmp_path / "b_three", 60)
     assert distill_findings.ablations(runs, tmp_path) is None  # a pipeline check measures nothing
-
-
-def _frontier(folder, goal_lines):
-    folder.mkdir()
-    enc = [
-        ("all-MiniLM-L6-v2", "transformer", 6, 1.0),
-        ("student 3L", "student", 3, 2.1),
-        ("student 2L", "student", 2, 2.8),
-        ("control 3L", "control", 3, 2.1),
-        ("static a", "static", 0, 40.0),
-        ("static b", "static", 0, 30.0),
-    ]
-    pd.DataFrame(
-        [
-            {
-                "embedder": e,
-                "kind": k,
-                "layers": n,
-                "dim": 384,
-                "seeds": 10,
-                "speedup_1t": x,
-                **{f"{m}_{p}_auc": 0.7 for m in ("gat_model", "cosine") for p in ("leak_free", "new_nodes")},
-                "polarity_test": 0.7,
-                "topic_test": 0.69,
-                "fid_cosine": 0.6,
-            }
-            for e, k, n, x in enc
-        ]
-    ).to_csv(folder / "frontier.csv", index=False)
-    pd.DataFrame(
-        [
-            {
-                "protocol": "leak_free",
-                "model": "gat_model",
-                "embedder": e,
-                "metric": "auc",
-                "seeds": 10,
-                "diff": -0.004,
-                "std": 0.01,
-                "ci_low": -0.009,
-                "ci_high": 0.001,
-            }
-            for e, *_ in enc[1:]
-        ]
-    ).to_csv(folder / "paired.csv", index=False)
-    (folder / "summary.json").write_text(json.dumps({"static_chosen_on_validation": "static a", "goal": goal_lines}))
-    return [e for e, *_ in enc]
-
-
-def test_the_transductive_frontier_names_the_fastest_encoder_that_meets_the_goal(tmp_path):
-    assert distill_findings.transductive_frontier({}, tmp_path) is None and frontier_table(tmp_path / FRONTIER).empty
-    names = _frontier(
-        tmp_path / FRONTIER,
-        [
-            "student 3L: AUC ... -> meets the goal",
-            "student 2L: AUC ... -> meets the goal",
-            (
-                "static a: AUC ... -> meets the goal read as non-inferiority only "
-                "(no interval below -0.01, one above +0.01)"
-            ),
-        ],
-    )
-    n = distill_findings.transductive_frontier({}, tmp_path)
-    assert [e.name for e in n.shown] == ["student 3L", "student 2L", "static a"]  # students and the chosen static
-    assert n.met == ("student 3L", "student 2L") and n.no_loss == ("static a",) and n.best.name == "student 2L"
-    assert n.readme() is None and n.page().startswith("**On titles the students were trained on (transductive).**")
-    assert n.page().endswith(
-        "met by: student 3L, student 2L; read as no loss beyond 0.01 (intervals above −0.01): "
-        "static a ([frontier](outputs/reference/frontier/))."
-    )
-    table = frontier_table(tmp_path / FRONTIER)
-    assert table.encoder.tolist() == names and table.kind.iloc[0] == "reference"
-    assert table["GatModel Δ leak_free [95%]"].tolist()[:2] == ["", "-0.004 [-0.009, +0.001]"]
 
 
 def _embedders_run(ref):

@@ -7,6 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lib.distill.config import DistillParams
+from lib.distill.loss_spec import DistillError
+from lib.distill.stage import retrain_first_steps
 from lib.run import facts, reproduce
 from lib.run.facts import REFERENCE_RUNS
 
@@ -162,3 +165,68 @@ def test_the_node_embedder_run_is_compared_on_its_tables_and_not_on_its_speeds(t
     d = reproduce.compare(ref, made, notebooks=["05b"])
     assert set(d["table"]) == {"embedders/lp_rows.csv", "embedders/validation.csv"} and d["ok"].all()
     assert d.set_index("table").loc["embedders/lp_rows.csv", "rows"] == 1  # seed 0 only
+
+
+def _distill_run(folder, points):
+    """A published notebook-05 run folder: its params record and the learning curve of one student."""
+    (folder / "distill").mkdir(parents=True)
+    record = {"git_commit": "a" * 40, "params": {"distill_steps": 1000, "eval_every": 500}}
+    (folder / "distill" / "params_05.json").write_text(json.dumps(record))
+    (folder / "params.json").write_text(json.dumps(record))
+    pd.DataFrame(
+        [{"run": "3x384 MiniLM random s1", "step": s, "polarity_test": 0.6 + s / 1e4, "train_s": s} for s in points]
+    ).to_csv(folder / "distill" / "curves.csv", index=False)
+
+
+def test_a_distillation_student_is_compared_on_its_curve_and_recorded_with_its_options(tmp_path, monkeypatch, capsys):
+    ref = tmp_path / "reference"
+    _distill_run(ref / "dl", (0, 500, 1000))
+    monkeypatch.setattr(reproduce, "REFERENCE_RUNS", ref)
+    monkeypatch.setattr(reproduce, "git_commit", lambda: "b" * 40)
+    for name in ("ensure_teacher", "assistant_path", "load_encoder", "build_datasets"):
+        monkeypatch.setattr(reproduce, name, lambda *a, **k: None)
+    calls = []
+
+    def retrain(cfg, run, steps, *models_and_data):
+        calls.append((cfg.distill_steps, run, steps))
+        return pd.DataFrame({"step": [0, steps], "polarity_test": [0.6, 0.6 + steps / 1e4 + shift], "train_s": 9.0})
+
+    monkeypatch.setattr(reproduce, "retrain_first_steps", retrain)
+    shift = 0.0
+    argv = ["dl", "--prefix", "one-student", "--student", "3x384 MiniLM random s1", "--steps", "500", "--record"]
+    assert reproduce.main(argv) == 0, capsys.readouterr().err
+    assert calls == [(1000, "3x384 MiniLM random s1", 500)]  # the whole run's schedule, its first 500 steps
+    check = facts.reproduced(ref / "dl")
+    assert check["notebooks"] == ["05"] and check["rerun_at"] == ["bbbbbbb"] and check["recorded_at"] == ["aaaaaaa"]
+    assert facts.reproduced_table(check)[["rows", "rows exact (all metrics)"]].values.tolist() == [[2, 2]]  # 0, 500
+    assert '--prefix one-student --student "3x384 MiniLM random s1" --steps 500`' in facts.reproduced_sentence(check)
+    assert "(one-student prefix: 3x384 MiniLM random s1, notebooks 05" in facts.reproduced_line({"dl": check})
+
+    shift = 0.001  # a curve point that moved fails the check
+    assert reproduce.main(argv[:-1]) == 1 and "beyond it: distill/curves.csv:polarity_test" in capsys.readouterr().out
+    assert reproduce.main([*argv[:4], "3x384 MiniLM random s7"]) == 2
+    assert "no curve point of '3x384 MiniLM random s7'" in capsys.readouterr().err
+
+
+def test_the_one_student_prefix_names_what_it_is_for(tmp_path, monkeypatch, capsys):
+    ref = tmp_path / "reference"
+    _run_folder(ref / "r", "a" * 40, 2, _rows())
+    monkeypatch.setattr(reproduce, "REFERENCE_RUNS", ref)
+    assert reproduce.main(["r", "--prefix", "one-student", "--student", "x"]) == 2
+    assert "use one-seed or whole for the others" in capsys.readouterr().err
+    assert reproduce.main(["r", "--prefix", "one-student"]) == 2 and "pass --student" in capsys.readouterr().err
+    (ref / "kd").mkdir()
+    (ref / "kd" / "rows.csv").write_text("row_id,test\npolarity_bilstm_kd_s0,0.7\n")
+    params = {"kd_tasks": ["polarity"], "kd_students": ["bilstm"], "kd_seeds": [0, 1]}
+    (ref / "kd" / "params_06.json").write_text(json.dumps({"git_commit": "a" * 40, "params": params}))
+    assert reproduce.main(["kd", "--prefix", "one-student", "--student", "topic bilstm s0"]) == 2
+    assert "with task in ['polarity'], kind in ['bilstm'] and seed in [0, 1]" in capsys.readouterr().err
+
+
+def test_only_a_task_agnostic_run_of_the_grid_is_re_trained_alone():
+    cfg = DistillParams(distill_steps=100)
+    for run, why in (("3x384 MiniLM (w/ TA) random s0", "cannot be re-trained alone"), ("3x256 MiniLM random s0", "")):
+        with pytest.raises(DistillError, match=why or r"not in this grid \(384-wide students, 100 steps\)"):
+            retrain_first_steps(cfg, run, 10, None, None, {})
+    with pytest.raises(DistillError, match="1 to 100 steps"):
+        retrain_first_steps(cfg, "3x384 MiniLM random s0", 101, None, None, {})

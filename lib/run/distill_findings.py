@@ -1,7 +1,6 @@
-"""The distillation findings (notebooks 05 and 06, the transductive frontier run), each a typed record computed once
-from the committed runs with a README renderer (`readme()`) and a results-page renderer (`page()`): MiniLM against its
-undistilled control, the paper's ablations, the node-embedder frontier on trained-on titles, and classic knowledge
-distillation."""
+"""The distillation findings (notebooks 05 and 06), each a typed record computed once from the committed runs with a
+README renderer (`readme()`) and a results-page renderer (`page()`): MiniLM against its undistilled control, the
+paper's ablations and classic knowledge distillation."""
 
 from __future__ import annotations
 
@@ -15,9 +14,9 @@ from lib.distill.config import read_params_05
 from lib.distill.eval import paired_differences
 from lib.distill.stage import ABLATIONS
 from lib.metrics.paired import interval_text, judge, verdicts
-from lib.run.facts import FRONTIER, lp_minus_control
+from lib.run.facts import lp_minus_control
 from lib.run.markup import page_link, page_links, slash
-from lib.run.tables import PROBES, diff_cell, frontier_rows, minilm_minus
+from lib.run.tables import PROBES, diff_cell, minilm_minus
 
 RESULT_STEPS = 1000
 """Below this many optimiser steps per student a distillation run checks the pipeline; it measures nothing."""
@@ -203,88 +202,6 @@ def ablations(runs: dict[str, dict], ref: Path) -> Ablations | None:
     run, diffs = best
     judged = verdicts(diffs)
     return Ablations(run, diffs, int((judged == "met").sum()), int((judged == "missed").sum()))
-
-
-@dataclass(frozen=True)
-class Encoder:
-    """One encoder of the node-embedder frontier: titles/s at one thread relative to all-MiniLM-L6-v2's, and GatModel
-    test AUC minus all-MiniLM-L6-v2's under leak_free, paired by seed, with its 95% interval."""
-
-    name: str
-    speedup: float
-    diff: float
-    low: float
-    high: float
-    seeds: int
-    goal: bool
-    no_loss: bool  # every AUC interval above -0.01
-
-
-@dataclass(frozen=True)
-class TransductiveFrontier:
-    """The node-embedder frontier on titles the students were trained on (the `frontier` run: students distilled on
-    Wikispeedia's titles among others, scored on Wikispeedia graphs): the students and the static encoder chosen on
-    validation, who meets its goal, and the best choice — the fastest encoder that meets it, else the fastest with
-    no loss beyond 0.01. Transductive, so shown on the results page only, beside notebook 05b's unseen-title
-    finding."""
-
-    shown: tuple[Encoder, ...]
-    met: tuple[str, ...]
-    no_loss: tuple[str, ...]  # no loss beyond 0.01 but not the goal
-    best: Encoder | None
-
-    GOAL = "≤ 3 layers or static, both AUC intervals inside ±0.01, ≥ 2× titles/s"
-
-    def readme(self) -> None:
-        return None  # the README names the numbers on unseen titles (lib.run.embedder_findings)
-
-    def page(self) -> str:
-        cells = [f"{e.name} {e.speedup:.2f}× {e.diff:+.3f} [{e.low:+.3f}, {e.high:+.3f}]" for e in self.shown]
-        seeds = sorted({e.seeds for e in self.shown})
-        return (
-            f"**On titles the students were trained on (transductive).** Titles/s at one thread relative to "
-            f"all-MiniLM-L6-v2's, and GatModel "
-            f"test AUC minus all-MiniLM-L6-v2's paired over {' or '.join(map(str, seeds))} seeds (leak_free, 95% "
-            f"interval): {'; '.join(cells)}. Goal ({self.GOAL}) met by: {', '.join(self.met) or 'none'}"
-            + (
-                f"; read as no loss beyond 0.01 (intervals above −0.01): {', '.join(self.no_loss)}"
-                if self.no_loss
-                else ""
-            )
-            + f" ({page_link(FRONTIER)})."
-        )
-
-
-def transductive_frontier(runs: dict[str, dict], ref: Path) -> TransductiveFrontier | None:
-    t = frontier_rows(ref / FRONTIER)
-    if t is None:
-        return None
-    chosen = t.attrs.get("static_chosen_on_validation")
-    enc = {
-        r.embedder: Encoder(
-            r.embedder,
-            float(r.speedup_1t),
-            float(r.gat_leak_free_diff),
-            float(r.gat_leak_free_low),
-            float(r.gat_leak_free_high),
-            int(r.paired_seeds),
-            bool(r.goal),
-            bool(r.non_inferior),
-        )
-        for r in t.itertuples()
-    }
-    kinds = dict(zip(t.embedder, t.kind))
-    shown = tuple(
-        e for e in enc.values() if kinds[e.name] == "student" or (kinds[e.name] == "static" and e.name == chosen)
-    )
-    candidates = [e for e in enc.values() if e.goal] or [e for e in enc.values() if e.no_loss]
-    best = max(candidates, key=lambda e: e.speedup) if candidates else None
-    return TransductiveFrontier(
-        shown,
-        tuple(e.name for e in enc.values() if e.goal),
-        tuple(e.name for e in enc.values() if e.no_loss and not e.goal),
-        best,
-    )
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,6 @@ from lib.metrics.selection import goal_verdict
 
 REFERENCE_RUNS = OUTPUTS / "reference"
 """The folder of the committed reference runs, one sub-folder per run."""
-FRONTIER = "frontier"
-"""The folder under REFERENCE_RUNS of the node-embedder frontier on titles the students were trained on."""
 LINKS = {
     "embedded": "title mentions (proxy)",
     "wikispeedia": "Wikispeedia hyperlinks",

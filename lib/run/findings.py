@@ -9,9 +9,9 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from lib.run.distill_findings import ablations, distillation, knowledge_distillation, transductive_frontier
+from lib.run.distill_findings import ablations, distillation, knowledge_distillation
 from lib.run.embedder_findings import node_embedders
-from lib.run.facts import FRONTIER, REFERENCE_RUNS, common_commit, reproduced_line
+from lib.run.facts import REFERENCE_RUNS, common_commit, reproduced_line
 from lib.run.link_findings import aauc_trend, beyond, gain_strata, harder_negatives, leakage, reproduction
 
 WIDTH = 196
@@ -28,7 +28,6 @@ FINDINGS = (
     distillation,
     ablations,
     node_embedders,
-    transductive_frontier,
     knowledge_distillation,
 )
 """The findings in reading order: README and results page show them in this order."""
@@ -54,7 +53,7 @@ def readme_lines(
     if line := reproduced_line(checks or {}):
         lines += [*textwrap.wrap(line, WIDTH, break_on_hyphens=False, break_long_words=False), ""]
     for text in filter(None, (rec.readme() for rec in records)):
-        cited = [r for r in [*runs, FRONTIER] if f"[{r}]" in text]
+        cited = [r for r in runs if f"[{r}]" in text]
         other = sorted({c for r in cited for c in (commits or {}).get(r, ()) if c != common})
         lines += textwrap.wrap(
             text, WIDTH, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False, break_long_words=False

@@ -35,7 +35,6 @@ from lib.run import parameters_page, registry_lists
 from lib.run.cost import COST_FILE, cost_sentence, cost_table
 from lib.run.embedder_findings import NODE_EMBEDDERS, embedders_run, embedders_table
 from lib.run.facts import (
-    FRONTIER,
     REFERENCE_RUNS,
     n_train,
     notebook_runs,
@@ -50,7 +49,6 @@ from lib.run.tables import (
     distill_differences_table,
     distill_lp_table,
     distill_table,
-    frontier_table,
     goal_table,
     heuristic_table,
     kd_table,
@@ -180,12 +178,6 @@ EMBEDDERS_TEXT = (
     "on the same seed with its 95% interval; `cos`: mean cosine to all-MiniLM-L6-v2's embedding of the "
     "same title; titles/s on one thread relative to all-MiniLM-L6-v2's in the same repetitions."
 )
-FRONTIER_TEXT = (
-    "Transductive, for comparison only: students distilled on Wikispeedia's titles among others, scored on "
-    "the wikispeedia_seed40 crawl made of those titles, per seed of the run's split, beside "
-    "all-MiniLM-L6-v2 on the same seed; stage 5's probes; titles per second relative to all-MiniLM-L6-v2. "
-    "How each student was made: [distill_embedding](../outputs/reference/distill_embedding/)."
-)
 KD_TEXT = (
     "Each student distilled from the fine-tuned teacher's logits beside the same student trained on the labelled "
     "texts with CE for as many steps (`control`); test accuracy and agreement with the teacher's predictions, mean "
@@ -276,21 +268,6 @@ def render(runs: dict[str, dict], ref: Path = REFERENCE_RUNS, base: str = "../")
             "",
         ]
         parts += [f"- {g}" for g in runs[run][NODE_EMBEDDERS]["sentences"]] + [""]
-    front = frontier_table(ref / FRONTIER)
-    if len(front):
-        summary = load_json(ref / FRONTIER / "summary.json") if (ref / FRONTIER / "summary.json").is_file() else {}
-        parts += [
-            f"### The same on titles the students were trained on ([{FRONTIER}]({base}outputs/reference/{FRONTIER}/))",
-            "",
-            FRONTIER_TEXT,
-            "",
-            _md(front),
-            "",
-            f"![titles per second against GatModel and feature-cosine AUC]({base}outputs/reference/{FRONTIER}/"
-            f"frontier.png)",
-            "",
-        ]
-        parts += [f"- {g}" for g in summary.get("goal", [])] + [""]
     notes = [n for n in runs if (ref / n / "README.md").is_file()]
     if notes:
         parts += [
@@ -306,7 +283,7 @@ def render_findings(runs: dict[str, dict], ref: Path = REFERENCE_RUNS) -> str:
     """The README's findings block: the short form of every finding (lib.run.findings) and its links."""
     if not runs:
         return f"{FBEGIN}\nNo reference run is committed yet.\n{FEND}"
-    commits = {r: run_commits(ref / r) for r in [*runs, FRONTIER] if (ref / r).is_dir()}
+    commits = {r: run_commits(ref / r) for r in runs if (ref / r).is_dir()}
     checks = {r: c for r in runs if (c := reproduced(ref / r))}
     return "\n".join([FBEGIN, *readme_lines(fact_table(runs, ref), runs, commits=commits, checks=checks), FEND])
 

@@ -3,13 +3,9 @@ runs' metrics.json files (nothing typed by hand)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pandas as pd
 
 from lib.distill.eval import paired_differences
-from lib.distill.lp import REFERENCE
 from lib.distill.stage import ABLATIONS
 from lib.linkpred.negative_sets.registry import NEGATIVE_SETS
 from lib.metrics.link import SEED_REPORTED
@@ -422,61 +418,3 @@ def once(table: pd.DataFrame) -> pd.DataFrame:
     keep = table[table["run"].isin(also)].copy()
     keep["run"] = keep["run"].map(lambda r: f"{r} (also {', '.join(also[r])})" if also[r] else r)
     return keep.reset_index(drop=True)
-
-
-def frontier_rows(folder) -> pd.DataFrame | None:
-    """The transductive node-embedder frontier published in `folder` (frontier.csv, paired.csv, summary.json),
-    one row per encoder: embedder, kind ('reference' for all-MiniLM-L6-v2), layers, dim, seeds, speedup_1t, the
-    GatModel and feature-cosine test AUC per protocol, polarity, topic, fidelity, the GatModel AUC difference to
-    all-MiniLM-L6-v2 under leak_free with its 95% interval and seeds (gat_leak_free_diff / _low / _high,
-    paired_seeds; 0 for the reference), and whether the
-    published goal sentence says it meets the goal (goal) or at least its non-inferiority reading (non_inferior);
-    attrs["static_chosen_on_validation"] from summary.json. None when the folder holds no frontier."""
-    folder = Path(folder)
-    if not (folder / "frontier.csv").is_file() or not (folder / "paired.csv").is_file():
-        return None
-    t = pd.read_csv(folder / "frontier.csv")
-    d = pd.read_csv(folder / "paired.csv")
-    d = d[(d.metric == "auc") & (d.model == "gat_model") & (d.protocol == "leak_free")].set_index("embedder")
-    summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
-    goal = summary.get("goal", [])
-    met = {g.split(":", 1)[0] for g in goal if g.rstrip().endswith("-> meets the goal")}
-    no_loss = {g.split(":", 1)[0] for g in goal if "-> meets the goal read as non-inferiority only" in g}
-    kinds = t["kind"] if "kind" in t else ["static" if e.startswith("static") else "transformer" for e in t.embedder]
-    t["kind"] = ["reference" if e == REFERENCE else k for e, k in zip(t.embedder, kinds)]
-    for col, src in (
-        ("gat_leak_free_diff", "diff"),
-        ("gat_leak_free_low", "ci_low"),
-        ("gat_leak_free_high", "ci_high"),
-        ("paired_seeds", "seeds"),
-    ):
-        t[col] = [float(d.loc[e, src]) if e in d.index else 0.0 for e in t.embedder]
-    t["goal"] = t.embedder.isin(met)
-    t["non_inferior"] = t.embedder.isin(met | no_loss)
-    t.attrs["static_chosen_on_validation"] = summary.get("static_chosen_on_validation")
-    return t
-
-
-def frontier_table(folder) -> pd.DataFrame:
-    """docs/results.md's frontier table from `frontier_rows`: per encoder its kind, layers, width, seeds, speed-up at
-    one thread, GatModel and feature-cosine test AUC (leak_free and new_nodes), the paired GatModel difference
-    (leak_free) with its interval, the probes and fidelity; empty when nothing is published."""
-    t = frontier_rows(folder)
-    if t is None:
-        return pd.DataFrame()
-    out = pd.DataFrame({"encoder": t.embedder, "kind": t.kind})
-    for col in ("layers", "dim", "seeds"):
-        if col in t:
-            out[col] = t[col].astype("Int64")
-    out["× titles/s (1 thread)"] = t.speedup_1t.round(2)
-    for p in ("leak_free", "new_nodes"):
-        if f"gat_model_{p}_auc" in t:
-            out[f"GatModel AUC {p}"] = t[f"gat_model_{p}_auc"].round(3)
-            out[f"cosine AUC {p}"] = t[f"cosine_{p}_auc"].round(3)
-    out["GatModel Δ leak_free [95%]"] = [
-        "" if k == "reference" else f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-        for k, d, lo, hi in zip(t.kind, t.gat_leak_free_diff, t.gat_leak_free_low, t.gat_leak_free_high)
-    ]
-    for col, name in (("polarity_test", "polarity"), ("topic_test", "topic"), ("fid_cosine", "fidelity")):
-        out[name] = t[col].round(3)
-    return out
