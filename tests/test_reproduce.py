@@ -205,7 +205,22 @@ def test_a_distillation_student_is_compared_on_its_curve_and_recorded_with_its_o
     shift = 0.001  # a curve point that moved fails the check
     assert reproduce.main(argv[:-1]) == 1 and "beyond it: distill/curves.csv:polarity_test" in capsys.readouterr().out
     assert reproduce.main([*argv[:4], "3x384 MiniLM random s7"]) == 2
-    assert "no curve point of '3x384 MiniLM random s7'" in capsys.readouterr().err
+    assert "has no score of '3x384 MiniLM random s7' up to step 500" in capsys.readouterr().err
+
+    # an older run (its files beside the notebook, no learning curve) is compared on its results row, whole runs only
+    old = ref / "old"
+    old.mkdir()
+    record = {"git_commit": "c" * 40, "params": {"steps": 60}}  # the older name of distill_steps
+    (old / "params_05.json").write_text(json.dumps(record))
+    (old / "results.csv").write_text(
+        f"model,stage,polarity_test,final_loss\n3x384 MiniLM random s1,task-agnostic,{0.6 + 60 / 1e4!r},3\n"
+    )
+    shift, calls[:] = 0.0, []
+    assert reproduce.main(["old", *argv[1:5], "--steps", "60", "--record"]) == 0, capsys.readouterr().err
+    assert calls == [(60, "3x384 MiniLM random s1", 60)]
+    table = facts.reproduced(old)["table"]
+    assert [(r["table"], r["metric"], r["exact"]) for r in table] == [("results.csv", "polarity_test", 1)]
+    assert reproduce.main(["old", *argv[1:5], "--steps", "30"]) == 2  # no score before its end
 
 
 def test_the_one_student_prefix_names_what_it_is_for(tmp_path, monkeypatch, capsys):

@@ -519,8 +519,8 @@ def retrain_first_steps(
     """The learning curve of the grid's task-agnostic run `run` (RETRAINABLE, e.g. "3x384 MiniLM random s1") re-trained
     alone for its first `steps` steps: the student, teacher targets and batches of the grid `cfg` describes and the
     whole run's learning-rate schedule, stopped by RunHooks.max_steps as a kill would, so each curve point (every
-    `eval_every` steps) is the grid's own. data: build_datasets of `cfg` (its first distillation seed); cache_root: the
-    teacher-target store's folder (None: the shared cache). Returns
+    `eval_every` steps, and after the last when `steps` is the whole run) is the grid's own. data: build_datasets of
+    `cfg` (its first distillation seed); cache_root: the teacher-target store's folder (None: the shared cache). Returns
     [points, 1 + 6]: step and the metrics of lib.distill.eval.evaluate."""
     match = RETRAINABLE.fullmatch(run)
     if match is None:
@@ -553,4 +553,9 @@ def retrain_first_steps(
     res = train_student(
         _teacher_source(teacher, cfg, cache_root), student, data["transfer"], train_cfg, progress=progress, hooks=hooks
     )
-    return res["curve"]
+    curve = res["curve"]
+    if steps == cfg.distill_steps and (curve.empty or curve["step"].iloc[-1] != steps):
+        # a grid without learning curves (eval_every 0) scores each run once, after its last step: its results row
+        student.model.eval()
+        curve = pd.concat([curve, pd.DataFrame([{"step": steps, **hooks.evaluate(student)}])], ignore_index=True)
+    return curve

@@ -21,7 +21,8 @@ are never compared. The re-run fills a cache of its own (`--warm-cache` uses the
 The distillation runs (notebooks 05 and 06) take the prefix `one-student`, run in this process with the run's
 recorded settings: for notebook 05, one task-agnostic student of the grid re-trained alone for its first `--steps`
 steps with the whole run's learning-rate schedule (lib.distill.stage.retrain_first_steps), compared on its learning
-curve (distill/curves.csv) at the steps it reached; for notebook 06, one task, student kind and seed, its
+curve (distill/curves.csv) at the steps it reached and, re-trained for all its steps, on its results row (results.csv;
+an older run without learning curves is compared so); for notebook 06, one task, student kind and seed, its
 distilled row and its control, each trained as the whole grid trains it from a task teacher fine-tuned again (the
 rows of rows.csv; the probing representations are not compared).
 
@@ -95,7 +96,8 @@ TABLES = (
     Table("embedders/validation.csv", ("encoder",), "05b"),
     Table("embedders/mixes.csv", ("mix", "student"), "05b"),
 )
-CURVES = Table("distill/curves.csv", ("run", "step"), "05")
+EVAL_METRICS = ("polarity_val", "polarity_test", "topic_val", "topic_test", "fid_cosine", "fid_spearman")
+"""A notebook-05 student's scores (lib.distill.eval.evaluate), on its learning curve and in its results row."""
 KD_ROWS = Table("rows.csv", ("row_id",), "06")
 """The result tables compared; a notebook's tables of speed or of figures over all seeds (05b's speed.csv, goals.csv,
 paired.csv) are not: a speed is never the same twice, and a one-seed prefix changes a figure over seeds."""
@@ -250,16 +252,24 @@ def reproduce(
         return compare(run_dir, scratch / run, tolerance, notebooks)
 
 
+def distill_file(run_dir: Path, name: str) -> Path | None:
+    """A notebook-05 file of a published run: under distill/ (the runner's layout) or in the run folder itself (older
+    runs made with papermill alone); None where it has none."""
+    return next((f for f in (run_dir / "distill" / name, run_dir / name) if f.is_file()), None)
+
+
 def student_notebook(run_dir: Path) -> str:
-    """The distillation notebook whose grid the published run in `run_dir` holds: "05" (distill/curves.csv) or "06"
-    (rows.csv and params_06.json)."""
-    if (run_dir / CURVES.file).is_file() and (run_dir / "distill" / "params_05.json").is_file():
+    """The distillation notebook whose grid the published run in `run_dir` holds: "05" (params_05.json with
+    curves.csv or results.csv) or "06" (rows.csv and params_06.json)."""
+    if distill_file(run_dir, "params_05.json") and (
+        distill_file(run_dir, "curves.csv") or distill_file(run_dir, "results.csv")
+    ):
         return "05"
     if (run_dir / KD_ROWS.file).is_file() and (run_dir / "params_06.json").is_file():
         return "06"
     raise ReproduceError(
-        f"{shown(run_dir)} holds no distillation grid (distill/curves.csv or rows.csv); the {ONE_STUDENT} prefix is "
-        "for the runs of notebooks 05 and 06, use one-seed or whole for the others"
+        f"{shown(run_dir)} holds no distillation grid (params_05.json, or rows.csv and params_06.json); the "
+        f"{ONE_STUDENT} prefix is for the runs of notebooks 05 and 06, use one-seed or whole for the others"
     )
 
 
@@ -287,15 +297,22 @@ def distill_student(
     run_dir: Path, student: str, steps: int, scratch: Path, tolerance: float, log=print
 ) -> pd.DataFrame:
     """reproduce_student of a notebook-05 grid: the learning curve of `student`'s first `steps` steps against the
-    published curve points up to that step."""
-    cfg = read_params_05(run_dir / "distill" / "params_05.json")
-    curves = pd.read_csv(run_dir / CURVES.file)
-    reference = curves[(curves["run"] == student) & (curves["step"] <= steps)]
-    if reference.empty:
-        named = ", ".join(sorted(curves["run"].unique())[:4])
+    published curve points up to that step (curves.csv), and, when `steps` is the whole run, its final scores against
+    its row of results.csv."""
+    cfg = read_params_05(distill_file(run_dir, "params_05.json"))
+    references = []
+    for name, keep in (
+        ("curves.csv", lambda t: t[(t["run"] == student) & (t["step"] <= steps)]),
+        ("results.csv", lambda t: t[t["model"] == student].rename(columns={"model": "run"}).assign(step=steps)),
+    ):
+        if (path := distill_file(run_dir, name)) and (name == "curves.csv" or steps == cfg.distill_steps):
+            rows = keep(pd.read_csv(path))
+            table = Table(path.relative_to(run_dir).as_posix(), ("run", "step"), "05")
+            references += [(table, rows[[c for c in rows if c in ("run", "step", *EVAL_METRICS)]])] if len(rows) else []
+    if not references:
         raise ReproduceError(
-            f"{shown(run_dir / CURVES.file)} has no curve point of {student!r} up to step {steps}; name one of its "
-            f"runs ({named}, ...) and at least {int(curves['step'][curves['step'] > 0].min())} steps"
+            f"{shown(run_dir)} has no score of {student!r} up to step {steps}; name a task-agnostic run of its "
+            f"results.csv and a step its curves.csv holds, or its whole {cfg.distill_steps} steps"
         )
     log(f"{run_dir.name}: {student}, first {steps} of {cfg.distill_steps} steps, re-trained at {git_commit()[:12]}")
     dev = get_device(cfg.device)
@@ -305,7 +322,8 @@ def distill_student(
         cfg.distill_seeds[0], cfg.transfer_sentences, cfg.task_train, cfg.task_eval, cfg.fidelity_sentences
     )
     curve = retrain_first_steps(cfg, student, steps, teacher, assistant, data, scratch / "teacher_targets")
-    return drift(reference, curve.assign(run=student), CURVES, tolerance)
+    made = curve.assign(run=student)
+    return pd.concat([drift(rows, made, table, tolerance) for table, rows in references], ignore_index=True)
 
 
 def kd_student(run_dir: Path, student: str, scratch: Path, tolerance: float, log=print) -> pd.DataFrame:
