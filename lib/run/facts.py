@@ -97,13 +97,15 @@ def reproduced_table(record: dict) -> pd.DataFrame:
 
 def reproduced_verdict(record: dict) -> str:
     """What a reproduction record found, in a few words: every metric equal to the last bit, or how many lie within
-    its tolerance and the largest drift."""
+    its tolerance and the largest drift, or the drift of each metric beyond it."""
     drift = pd.DataFrame(record["table"])
     if (drift["exact"] == drift["rows"]).all():  # a row not made again is not exact
         return "every metric equal to the last bit"
-    return (
-        f"{int(drift['ok'].sum())} of {len(drift)} metrics within {record['tolerance']:g} "
+    beyond = drift[~drift["ok"]]
+    return f"{int(drift['ok'].sum())} of {len(drift)} metrics within {record['tolerance']:g} " + (
         f"(largest drift {drift['max_drift'].max():.3g})"
+        if beyond.empty
+        else f"(beyond it: {', '.join(f'{m} {d:.3g}' for m, d in zip(beyond['metric'], beyond['max_drift']))})"
     )
 
 
