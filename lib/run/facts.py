@@ -32,9 +32,14 @@ and notebooks re-run, the commits they were re-run at, the date, the tolerance a
 
 def run_commits(folder: Path) -> tuple[str, ...]:
     """The commits a run folder's numbers were made at, short, sorted: its params.json and every notebook's
-    params_<notebook>.json (a notebook re-run later records its own); "+dirty" kept, as such a run matches no commit."""
+    params_<notebook>.json, beside it or under distill/ (a notebook re-run later records its own); "+dirty" kept, as
+    such a run matches no commit."""
     found = set()
-    for f in [folder / "params.json", *sorted(folder.glob("params_*.json"))]:
+    for f in [
+        folder / "params.json",
+        *sorted(folder.glob("params_*.json")),
+        *sorted(folder.glob("distill/params_*.json")),
+    ]:
         commit = str((load_json(f) or {}).get("git_commit") or "") if f.is_file() else ""
         if commit:
             found.add(commit[:7] + ("+dirty" if commit.endswith("+dirty") else ""))
