@@ -22,6 +22,8 @@ import time
 from datetime import date
 from pathlib import Path
 
+from lib.run.report import collected_tests
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "outputs" / "reference" / "loop" / "timings.json"
 
@@ -69,25 +71,7 @@ def main() -> int:
         return 1
     # The suite checks that the README names how many tests it has: give the clone the count it will run, in its
     # timing record and README, before running it (the repository gets the measured record below).
-    collect = subprocess.run(
-        [
-            str(clone / ".venv" / "bin" / "python"),
-            "-m",
-            "pytest",
-            "--collect-only",
-            "-q",
-            "tests",
-            "notebooks",
-            "--nbval-lax",
-            "-p",
-            "no:cacheprovider",
-        ],
-        cwd=clone,
-        capture_output=True,
-        text=True,
-        env=env,
-    ).stdout
-    rec["tests_collected"] = int(re.search(r"(\d+) tests? collected", collect).group(1))
+    rec["tests_collected"] = collected_tests(clone / ".venv" / "bin" / "python", clone, env)
     key = "shared" if a.shared else "idle"
     seeded = json.loads(OUT.read_text()) if OUT.is_file() else {}
     seeded[key] = {**seeded.get(key, {}), **rec}

@@ -307,8 +307,6 @@ def test_readme_test_count_is_within_ten_percent_of_the_collected_tests(request)
     """The README's timing sentence (generated from outputs/reference/loop/timings.json) names how many tests
     `make test` ran; re-measure with scripts/time_loop.py when the suite has grown or shrunk by more than 10%. Under
     `make test` this session collected the whole suite, so its count is the one; a partial run collects it again."""
-    import re
-    import subprocess
     import sys
 
     timings = report.load_timings()
@@ -322,24 +320,7 @@ def test_readme_test_count_is_within_ten_percent_of_the_collected_tests(request)
     if whole:  # the README's own command, `pytest tests notebooks ...`
         collected = len(items)
     else:
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "--collect-only",
-                "-q",
-                "tests",
-                "notebooks",
-                "--nbval-lax",
-                "-p",
-                "no:cacheprovider",
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        ).stdout
-        collected = int(re.search(r"(\d+) tests? collected", out).group(1))
+        collected = report.collected_tests(sys.executable)
     assert abs(collected - measured) <= 0.1 * collected, (
         f"README says {measured} tests, {collected} are collected: re-measure with python scripts/time_loop.py"
     )

@@ -17,6 +17,8 @@ the seed report's numbers from lib.metrics.link.SEED_REPORTED.
 from __future__ import annotations
 
 import argparse
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -401,6 +403,30 @@ def render_own_links(ref: Path = REFERENCE_RUNS) -> str:
 
 def load_timings(path: Path = TIMINGS) -> dict:
     return read_json(path)
+
+
+def collected_tests(python: str | Path, cwd: Path = ROOT, env: dict | None = None) -> int:
+    """How many tests `make test` runs in the checkout `cwd` with that `python`: pytest's collection of tests and
+    notebooks (the timing sentence names it)."""
+    out = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "tests",
+            "notebooks",
+            "--nbval-lax",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout
+    return int(re.search(r"(\d+) tests? collected", out).group(1))
 
 
 def readme_block(text: str, begin: str = BEGIN, end: str = END) -> str:
