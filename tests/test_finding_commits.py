@@ -59,9 +59,8 @@ def test_the_runs_later_code_re_ran_are_named_with_what_it_found():
     moved = {**check, "table": [{**table[0], "exact": 3, "max_drift": 2e-7}]}
     lines = readme_lines([_Finding("**A.** [0.9][new1].")], {"new1": {}}, checks={"new1": check, "old": moved})
     said = " ".join(lines[: lines.index("- **A.** [0.9][new1].")])
-    assert "`new1` (one-seed prefix, notebooks 01 03, at `ccccccc`: every metric equal to the last bit)" in said
-    assert (
-        "`old` (one-seed prefix, notebooks 01 03, at `ccccccc`: 1 of 1 metrics within 1e-06 (largest drift 2e-07))"
-        in said
-    )
+    assert "every metric equal to the last bit in `new1`; within 1e-06 in `old` (largest drift 2e-07)." in said
+    far = {**check, "table": [{**table[0], "exact": 3, "max_drift": 2e-5, "ok": False}]}
+    lines = readme_lines([_Finding("**A.** [0.9][new1].")], {"new1": {}}, checks={"far": far})
+    assert "not all within it in `far` (0 of 1 metrics within 1e-06 (beyond it: auc 2e-05))." in " ".join(lines)
     assert "lib.run.reproduce" not in " ".join(readme_lines([_Finding("**A.**")], {}, checks={}))

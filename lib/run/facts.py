@@ -114,25 +114,31 @@ def reproduced_verdict(record: dict) -> str:
     )
 
 
-def _student_of(record: dict) -> str:
-    """': <student>' for a one-student reproduction record (its --student option), else ''."""
-    options = record.get("options") or []
-    return f": {options[options.index('--student') + 1]}" if "--student" in options else ""
-
-
 def reproduced_line(checks: dict[str, dict]) -> str | None:
-    """The README's line on the reproduction records of the runs `checks` ({run: record}), or None for none."""
+    """The README's line on the reproduction records of the runs `checks` ({run: record}), or None for none: the runs
+    whose every metric came out equal to the last bit, those within their tolerance with the largest drift, and each
+    one beyond it with its metrics (a run's README names its prefix, commits and drift table)."""
     if not checks:
         return None
-    each = [
-        f"`{run}` ({r['prefix']} prefix{_student_of(r)}, notebooks {' '.join(r['notebooks'])}, at "
-        f"{', '.join(f'`{c}`' for c in r['rerun_at'])}: {reproduced_verdict(r)})"
-        for run, r in sorted(checks.items())
-    ]
+    exact, within, beyond = [], [], []
+    for run, r in sorted(checks.items()):
+        drift = pd.DataFrame(r["table"])
+        if (drift["exact"] == drift["rows"]).all():
+            exact.append(f"`{run}`")
+        elif drift["ok"].all():
+            within.append((f"`{run}`", float(drift["max_drift"].max()), r["tolerance"]))
+        else:
+            beyond.append(f"`{run}` ({reproduced_verdict(r)})")
+    parts = [f"every metric equal to the last bit in {', '.join(exact)}"] if exact else []
+    if within:
+        parts.append(
+            f"within {max(t for *_, t in within):g} in {', '.join(r for r, *_ in within)} "
+            f"(largest drift {max(d for _, d, _ in within):.2g})"
+        )
+    parts += [f"not all within it in {b}" for b in beyond]
     return (
-        "Re-run by later code with `python -m lib.run.reproduce` (each run's README has the drift table): "
-        + "; ".join(each)
-        + "."
+        "Re-run in part by later code with `python -m lib.run.reproduce` (each run's README has the prefix, commits "
+        "and drift table): " + "; ".join(parts) + "."
     )
 
 

@@ -22,7 +22,7 @@ The distillation runs (notebooks 05 and 06) take the prefix `one-student`, run i
 recorded settings: for notebook 05, one task-agnostic student of the grid re-trained alone for its first `--steps`
 steps with the whole run's learning-rate schedule (lib.distill.stage.retrain_first_steps), compared on its learning
 curve (distill/curves.csv) at the steps it reached and, re-trained for all its steps, on its results row (results.csv;
-an older run without learning curves is compared so); for notebook 06, one task, student kind and seed, its
+a run without learning curves, eval_every 0, is compared so); for notebook 06, one task, student kind and seed, its
 distilled row and its control, each trained as the whole grid trains it from a task teacher fine-tuned again (the
 rows of rows.csv; the probing representations are not compared).
 
@@ -253,8 +253,8 @@ def reproduce(
 
 
 def distill_file(run_dir: Path, name: str) -> Path | None:
-    """A notebook-05 file of a published run: under distill/ (the runner's layout) or in the run folder itself (older
-    runs made with papermill alone); None where it has none."""
+    """A notebook-05 file of a published run: under distill/ (the runner's layout) or in the run folder itself (a run
+    made with papermill alone); None where it has none."""
     return next((f for f in (run_dir / "distill" / name, run_dir / name) if f.is_file()), None)
 
 
