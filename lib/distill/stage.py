@@ -50,6 +50,12 @@ RETRAINABLE = re.compile(r"(\d+)x(\d+) (MiniLM|-Value-Rel|Value-MSE|\+Layer-to-L
 seed (a "w/ TA" run needs its assistant, an embedding run the embedding targets)."""
 
 
+def teacher_fidelity_embeddings(teacher: Encoder, data: dict, max_seq_len: int) -> dict:
+    """The teacher's embeddings of the held-out fidelity sentences, {"fid_val": [N, 768], "fid_test": [N, 768]}: what
+    every student's fidelity is scored against (lib.distill.eval.evaluate)."""
+    return {f"fid_{s}": encode(teacher, data["fidelity"][s], max_seq_len) for s in ("val", "test")}
+
+
 def _teacher_source(enc: Encoder, cfg: DistillParams, cache_root):
     """The disk cache when `cache_teacher_targets` (and the encoder has a folder), else a fresh in-memory cache."""
     if cfg.cache_teacher_targets and enc.source is not None:
@@ -434,7 +440,7 @@ def run_grid(
     ck = GridCheckpoint(checkpoint, cfg)
     if cfg.reuse_runs:
         ck.adopt(cfg.reuse_runs)
-    temb = {f"fid_{s}": encode(teacher, data["fidelity"][s], cfg.distill_max_seq_len) for s in ("val", "test")}
+    temb = teacher_fidelity_embeddings(teacher, data, cfg.distill_max_seq_len)
     shared = _teacher_source(teacher, cfg, cache_root) if cfg.cache_teacher_targets else None
     ta_shared = _teacher_source(assistant, cfg, cache_root) if cfg.cache_teacher_targets else None
     emb = embedding_targets(cfg, teacher, assistant, data["transfer"]) if cfg.embedding_methods else None
@@ -534,7 +540,7 @@ def retrain_first_steps(
             f"run {run!r} for {steps} steps is not in this grid ({cfg.student_hidden}-wide students, "
             f"{cfg.distill_steps} steps); name one of its runs and 1 to {cfg.distill_steps} steps"
         )
-    temb = {f"fid_{s}": encode(teacher, data["fidelity"][s], cfg.distill_max_seq_len) for s in ("val", "test")}
+    temb = teacher_fidelity_embeddings(teacher, data, cfg.distill_max_seq_len)
     student = make_student(
         teacher.tokenizer,
         StudentShape(layers, cfg.student_hidden, cfg.student_heads),

@@ -100,12 +100,19 @@ def reproduced_table(record: dict) -> pd.DataFrame:
     )
 
 
+def reproduced_exactly(record: dict) -> bool:
+    """Whether a reproduction record found every row of every metric equal to the last bit (a row not made again is
+    not)."""
+    drift = pd.DataFrame(record["table"])
+    return bool((drift["exact"] == drift["rows"]).all())
+
+
 def reproduced_verdict(record: dict) -> str:
     """What a reproduction record found, in a few words: every metric equal to the last bit, or how many lie within
     its tolerance and the largest drift, or the drift of each metric beyond it."""
-    drift = pd.DataFrame(record["table"])
-    if (drift["exact"] == drift["rows"]).all():  # a row not made again is not exact
+    if reproduced_exactly(record):
         return "every metric equal to the last bit"
+    drift = pd.DataFrame(record["table"])
     beyond = drift[~drift["ok"]]
     return f"{int(drift['ok'].sum())} of {len(drift)} metrics within {record['tolerance']:g} " + (
         f"(largest drift {drift['max_drift'].max():.3g})"
@@ -123,7 +130,7 @@ def reproduced_line(checks: dict[str, dict]) -> str | None:
     exact, within, beyond = [], [], []
     for run, r in sorted(checks.items()):
         drift = pd.DataFrame(r["table"])
-        if (drift["exact"] == drift["rows"]).all():
+        if reproduced_exactly(r):
             exact.append(f"`{run}`")
         elif drift["ok"].all():
             within.append((f"`{run}`", float(drift["max_drift"].max()), r["tolerance"]))

@@ -96,12 +96,13 @@ TABLES = (
     Table("embedders/validation.csv", ("encoder",), "05b"),
     Table("embedders/mixes.csv", ("mix", "student"), "05b"),
 )
-EVAL_METRICS = ("polarity_val", "polarity_test", "topic_val", "topic_test", "fid_cosine", "fid_spearman")
-"""A notebook-05 student's scores (lib.distill.eval.evaluate), on its learning curve and in its results row."""
-KD_ROWS = Table("rows.csv", ("row_id",), "06")
 """The result tables compared; a notebook's tables of speed or of figures over all seeds (05b's speed.csv, goals.csv,
 paired.csv) are not: a speed is never the same twice, and a one-seed prefix changes a figure over seeds."""
 UNCOMPARED = ("seconds", "time")  # a column whose name holds one of these is a timing, never the same twice
+EVAL_METRICS = ("polarity_val", "polarity_test", "topic_val", "topic_test", "fid_cosine", "fid_spearman")
+"""A notebook-05 student's scores (lib.distill.eval.evaluate), on its learning curve and in its results row."""
+KD_ROWS = Table("rows.csv", ("row_id",), "06")
+"""Notebook 06's result table, compared by the one-student prefix."""
 
 
 def is_timing(column: str) -> bool:
