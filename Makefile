@@ -12,9 +12,12 @@ DEVICE ?= cpu
 $(STAMP): requirements.txt requirements-nodeps.txt constraints.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11 ...'"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -r requirements.txt -c constraints.txt
-	$(BIN)/pip install --quiet --no-deps -r requirements-nodeps.txt
-	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/pip install --quiet --no-compile -r requirements.txt -c constraints.txt
+	$(BIN)/pip install --quiet --no-compile --no-deps -r requirements-nodeps.txt
+	$(BIN)/pip install --quiet --no-compile --no-deps --no-build-isolation -e .
+	@# The bytecode pip would write one file at a time, written on every core instead (about half a minute less on two).
+	@# A file that does not compile (some packages ship templates named .py) is imported from source: not an error.
+	$(BIN)/python -m compileall -qq -j 0 $(VENV)/lib || true
 	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (wikigat)"
 	touch $(STAMP)
 

@@ -4,7 +4,8 @@ HTML renderings (pandas tables, widgets) and stderr (progress bars, warnings) ch
 changing, so they are left out of the comparison; plain-text outputs are compared after tests/nbval_sanitize.cfg.
 nbval has no command-line option for this, hence the hook.
 
-Under pytest-xdist (`make test`: `-n 2`) one worker runs the notebooks in file order while the other runs the rest.
+Under pytest-xdist (`make test`: `-n 2`) one worker runs the notebooks in file order while the other runs the rest,
+the tests marked slow first.
 """
 
 
@@ -25,3 +26,10 @@ def pytest_xdist_make_scheduler(config, log):
             return "notebooks" if nodeid.split("::", 1)[0].endswith(".ipynb") else nodeid
 
     return NotebooksOnOneWorker(config, log)
+
+
+def pytest_collection_modifyitems(items):
+    """The tests marked slow (notebooks through the runner, torchrun, a browser: 10-120 s each) run before the others,
+    so the two workers of `make test` end together: a slow test dealt out last kept one worker busy for up to two
+    minutes after the other had run out of work. The sort is stable, so the notebook cells keep their order."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -74,6 +74,7 @@ def test_pyvis_html_draws_offline(browser, tmp_path):
     assert info["width"] > 0 and info["height"] > 0
 
 
+@pytest.mark.slow  # a browser draws the seed's figure 1 picture
 def test_seed_figure_1_picture_draws_offline(browser, tmp_path):
     """The notebook's picture: 2,000 nodes from "Sustainability" on the embedded source (seed Figure 1)."""
     from lib.crawl.sources import EmbeddedSource

@@ -749,6 +749,7 @@ def test_a_checkpoint_folder_whose_settings_use_the_unprefixed_names_resumes_and
         GridCheckpoint(folder, replace(cfg, distill_steps=5))
 
 
+@pytest.mark.slow  # a second process trains part of the grid
 def test_the_worker_helps_a_grid_from_the_params_05_json_the_notebook_writes(tmp_path, monkeypatch, capsys):
     """`python -m lib.distill.worker` on a run folder after notebook 05's setup cell: it reads the config the notebook
     recorded and trains into the same checkpoint folder, under settings the notebook's own grid accepts."""

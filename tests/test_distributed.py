@@ -226,6 +226,7 @@ def _env():
     }
 
 
+@pytest.mark.slow  # torchrun starts two ranks
 def test_a_failing_rank_ends_the_job_with_its_error(tmp_path):
     script = tmp_path / "fail.py"
     script.write_text(

@@ -176,6 +176,7 @@ def test_a_rank_file_is_read_as_tensors_and_plain_values_only(tmp_path):
     assert not (tmp_path / "ran").exists()
 
 
+@pytest.mark.slow  # a job started in a fresh process
 def test_a_local_job_whose_result_would_run_code_is_refused_in_one_line(tmp_path):
     with pytest.raises(RuntimeError) as e:
         run_local(result_that_runs_code, (str(tmp_path / "ran"),), world=1, timeout_s=60)

@@ -63,28 +63,33 @@ def test_render_puts_each_runs_numbers_beside_the_seeds():
     assert text.startswith(report.BEGIN) and text.endswith(report.END)
 
 
-def test_check_fails_when_a_generated_block_or_page_is_stale(tmp_path):
+@pytest.mark.slow  # every generated page rendered from the reference runs, three times
+def test_check_fails_when_a_generated_block_or_page_is_stale(tmp_path, capsys):
     runs = report.reference_runs()
     readme, results, params = tmp_path / "README.md", tmp_path / "results.md", tmp_path / "parameters.md"
     current_readme = (
         f"# x\n{report.render_findings(runs)}\n\n{report.render_timings(report.load_timings())}\n\n"
         f"{report.render_own_links()}\n"
     )
+    current_results, current_params = f"# Results\n{report.render(runs)}\n", report.parameters_page.current()
     readme.write_text(current_readme)
-    results.write_text(f"# Results\n{report.render(runs)}\n")
-    params.write_text(report.parameters_page.current())
+    results.write_text(current_results)
+    params.write_text(current_params)
     args = ["--check", "--readme", str(readme), "--results", str(results), "--parameters", str(params)]
     assert report.main(args) == 0
-    for path, stale in (
-        (readme, current_readme.replace(report.FEND, "old findings\n" + report.FEND)),
-        (readme, current_readme.replace(report.TEND, "old timings\n" + report.TEND)),
-        (results, f"# Results\n{report.BEGIN}\nold numbers\n{report.END}\n"),
-        (params, "# Parameters\nold\n"),
-    ):
-        before = path.read_text()
-        path.write_text(stale)
-        assert report.main(args) == 1, path.name
-        path.write_text(before)
+    # each check renders every page (about five seconds), so one check finds three stale pages and names each
+    readme.write_text(current_readme.replace(report.FEND, "old findings\n" + report.FEND))
+    results.write_text(f"# Results\n{report.BEGIN}\nold numbers\n{report.END}\n")
+    params.write_text("# Parameters\nold\n")
+    assert report.main(args) == 1
+    named = capsys.readouterr().err
+    assert all(str(path) in named for path in (readme, results, params)), named
+    readme.write_text(current_readme.replace(report.TEND, "old timings\n" + report.TEND))
+    results.write_text(current_results)
+    params.write_text(current_params)
+    assert report.main(args) == 1
+    named = capsys.readouterr().err
+    assert str(readme) in named and str(results) not in named and str(params) not in named, named
     readme.write_text("# no markers\n")
     with pytest.raises(ValueError, match="no generated-block markers"):
         report.main(args)

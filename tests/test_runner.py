@@ -53,6 +53,7 @@ def run(project, *args):
     return main(["--notebook-dir", str(project / "nbs"), "--outputs", str(project / "out"), *args])
 
 
+@pytest.mark.slow  # two runs of notebooks in fresh kernels
 def test_grid_with_a_failing_run_goes_on_reports_and_exits_nonzero(project, capsys):
     code_a = run(project, "--params", str(project / "a.yaml"), "--run-name", "a")
     assert code_a == 0
@@ -409,6 +410,7 @@ def test_a_damaged_status_record_is_moved_aside_and_the_run_resumes(project, cap
     assert json.loads((project / "out" / "d" / "status.json").read_text())["complete"] is True
 
 
+@pytest.mark.slow  # the runner in a fresh process, interrupted
 def test_ctrl_c_prints_only_the_resume_line(tmp_path):
     import os
     import signal

@@ -1,6 +1,6 @@
 """A second process beside a notebook: the runner's --ahead trains the later seeds of notebooks 03 and 03b while the
 notebook goes up from the first, which then reloads what was trained ahead (the same rows, bit for bit:
-tests/test_stage_ahead.py, tests/test_beyond_ahead.py). On two cores a long run takes about half the time."""
+tests/test_ahead.py). On two cores a long run takes about half the time."""
 
 from __future__ import annotations
 

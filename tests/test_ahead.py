@@ -1,5 +1,12 @@
-"""Notebook 03 on two cores: `python -m lib.linkpred.stage RUN --seeds ...` trains a seed's models ahead of the
-notebook in a second process, and the notebook then reloads their finished checkpoints: the same rows, bit for bit."""
+"""Notebooks 03 and 03b on two cores: a second process trains a seed's models ahead of the notebook, and the notebook
+then reloads what it finished: the same rows, bit for bit.
+
+- Notebook 03: `python -m lib.linkpred.stage RUN --seeds ...` trains a seed's models ahead; the runner's `--ahead`
+  starts that process itself.
+- Notebook 03b: a finished training's record (lib.linkpred.beyond.RECORD) is all a later execution needs to give the
+  same rows, and `python -m lib.linkpred.beyond_stage RUN --seeds ...` trains a seed's variants ahead.
+
+Both are checked on one run of notebooks 01-03b (crawling, embedding and training notebook 03 once for both)."""
 
 import json
 import os
@@ -10,17 +17,20 @@ import pytest
 
 from lib.common.ahead import BUSY_SECONDS, busy
 from lib.common.params import ParamError
+from lib.linkpred import beyond
+from lib.linkpred.beyond_stage import main as beyond_ahead_main
 from lib.linkpred.stage import main as ahead_main
 from lib.linkpred.stage import train_ahead
 from lib.run.ahead import ahead_seeds
 from lib.run.runner import main as runner_main
 
-pytestmark = pytest.mark.slow  # notebooks 01-03 through the runner, and 03 again
-
-# the demo on graphs of 80 nodes, GatModel and the MLP, two seeds of one epoch, two protocols on different graphs
+# the demo on graphs of 80 nodes, GatModel and the MLP, two seeds of one epoch, two protocols on different graphs;
+# notebook 03b: two decoders of two epochs at one sweep point, on the leak-free protocol
 SMALL = [
     *("-p", "max_nodes=80", "-p", "overlap_n_roots=4", "-p", "overlap_max_nodes=[80]", "-p", "models=[gat_model, mlp]"),
     *("-p", "n_seeds=2", "-p", "gat_epochs=1", "-p", "baseline_epochs=1", "-p", "protocols=[seed, leak_free]"),
+    *("-p", "beyond_protocols=[leak_free]", "-p", "beyond_variants=[dot, ncn_feat]", "-p", "beyond_epochs=2"),
+    *("-p", "sweep_dropout=[0.5]"),
 ]
 
 
@@ -33,11 +43,15 @@ def _run(out: Path, *extra: str) -> int:
     )
 
 
-def test_notebook_03_gives_the_same_rows_from_models_trained_ahead(tmp_path):
+@pytest.mark.slow  # notebooks 01-03b through the runner, then 03 twice and 03b once more
+def test_notebooks_03_and_03b_give_the_same_rows_from_trainings_done_ahead(tmp_path):
     out = tmp_path / "runs"
-    assert _run(out, "--notebooks", "01", "02", "03") == 0
+    assert _run(out, "--notebooks", "01", "02", "03", "03b") == 0
     run = out / "ahead"
     rows = (run / "train_gat_rows.csv").read_text()
+    beyond_rows = (run / "beyond_rows.csv").read_text()
+
+    # notebook 03
     seed1 = run / "checkpoints" / "seed1"
     folders = sorted({p.parent for p in seed1.rglob("*.pt")})
     assert {f.relative_to(seed1).as_posix() for f in folders} >= {"graphs-mp/gat_model", "leak_free-disjoint/mlp"}
@@ -61,6 +75,24 @@ def test_notebook_03_gives_the_same_rows_from_models_trained_ahead(tmp_path):
     assert json.loads((run / "status.json").read_text())["notebooks"]["03_train_gat.ipynb"]["ahead"] == [1]
     assert sorted({p.parent for p in seed1.rglob("*.pt")}) == folders
 
+    # notebook 03b
+    ckpt = run / "checkpoints" / "beyond"
+    beyond_seed1 = sorted(ckpt.glob("seed1-*/*"))
+    assert beyond_seed1 and all((f / beyond.RECORD).is_file() for f in beyond_seed1)
+    for f in ckpt.rglob("*.pt"):  # a new machine: the records came along, the epoch files did not
+        f.unlink()
+    for folder in beyond_seed1:  # and seed 1 is trained ahead by a second process
+        (folder / beyond.RECORD).unlink()
+
+    assert beyond_ahead_main([str(run), "--seeds", "1"]) == 0
+    assert all((f / beyond.RECORD).is_file() for f in beyond_seed1)
+    assert not any(ckpt.glob("seed0-*/*/*.pt"))  # seed 0 (and its sweep) untouched
+
+    ahead = {f: f.stat().st_mtime_ns for f in ckpt.rglob("*.pt")}  # seed 1's, trained ahead
+    assert _run(out, "--rerun", "--notebooks", "03b") == 0
+    assert (run / "beyond_rows.csv").read_text() == beyond_rows  # bit for bit, with nothing trained again
+    assert {f: f.stat().st_mtime_ns for f in ckpt.rglob("*.pt")} == ahead
+
 
 def test_the_second_process_takes_the_seeds_after_the_first_from_the_last_down():
     assert ahead_seeds({"n_seeds": 4}) == [3, 2, 1] and ahead_seeds({"first_seed": 5, "n_seeds": 2}) == [6]
@@ -70,6 +102,11 @@ def test_the_second_process_takes_the_seeds_after_the_first_from_the_last_down()
 def test_training_ahead_needs_the_notebook_started(tmp_path):
     with pytest.raises(ParamError, match="start notebook 03 on it first"):
         ahead_main([str(tmp_path), "--seeds", "1"])
+
+
+def test_training_ahead_needs_the_notebooks_sweep(tmp_path):
+    with pytest.raises(ParamError, match="run notebook 03b on it until its sweep is written"):
+        beyond_ahead_main([str(tmp_path), "--seeds", "1"])
 
 
 def test_a_unit_is_busy_while_its_checkpoints_are_fresh(tmp_path):
