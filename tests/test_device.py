@@ -23,6 +23,23 @@ def test_auto_picks_bf16_on_a_cpu_with_native_bf16(monkeypatch):
     assert not p.grad_scaling  # bf16 keeps float32's exponent range
 
 
+@pytest.mark.parametrize(
+    ("flags", "onednn", "native"),
+    [
+        ("fpu avx2 avx512f avx512bw avx512_vnni", True, False),  # AVX-512 without BF16: oneDNN says yes, emulated
+        ("fpu avx2 avx512f avx512bw avx512_bf16", False, True),
+        ("fpu avx2 amx_tile amx_bf16", False, True),
+        (None, True, True),  # flags unreadable: oneDNN's answer
+        (None, False, False),
+    ],
+)
+def test_native_bf16_is_read_from_the_cpu_flags_not_onednn(monkeypatch, flags, onednn, native):
+    monkeypatch.setattr(dev, "cpuinfo", lambda field: flags if field == "flags" else None)
+    monkeypatch.setattr(dev, "_onednn_bf16", lambda: onednn)
+    assert dev.cpu_bf16_support()[0] is native
+    assert dev.resolve_precision("auto", "cpu").name == ("bf16" if native else "fp32")
+
+
 def test_explicit_precisions_are_honoured_and_unknown_ones_are_named(monkeypatch):
     monkeypatch.setattr(dev, "cpu_bf16_support", lambda: (False, "simulated"))
     assert dev.resolve_precision("bf16", "cpu").name == "bf16"  # emulated, but asked for
