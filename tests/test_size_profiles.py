@@ -66,11 +66,11 @@ def test_size_profiles_run_their_notebooks_on_a_tiny_stand_in(tmp_path):
     split = json.loads((run / "dataset" / "split.json").read_text())
     check_split(split["seeds"]["0"], seed40)
     ds = GraphDataset(run / "dataset")
+    settings = {k: split["params"][k] for k in ("val_fraction", "hold_out_roots")}
     for size in LARGER:
         profile = load_yaml(PARAMS / f"{size}.yaml")
         differ = {k for k in seed40.keys() | profile.keys() if seed40.get(k) != profile.get(k)}
         assert differ == SPLIT_SIZES, f"{size} differs from seed40 in {differ - SPLIT_SIZES}: run its notebooks here"
-        settings = {k: split["params"][k] for k in ("val_fraction", "hold_out_roots")}
         check_split(ds.split(profile["n_train_graphs"], profile["n_test_graphs"], seed=0, **settings), profile)
 
 
