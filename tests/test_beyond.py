@@ -448,6 +448,21 @@ def test_a_finished_training_is_read_back_from_its_record_without_its_checkpoint
         beyond.run_variant(sp, "ncn_feat", SMALL, cfg, {**point, "dropout": 0.2}, tmp_path / "run")
 
 
+def test_the_chosen_point_on_the_sweeps_split_resumes_the_sweep_run_instead_of_training_it_again(tmp_path):
+    sp, cfg = _recorded_split()
+    point = {"dropout": 0.1, "num_levels": 1, "lr": 0.01}
+    split_dir = tmp_path / "seed0-leak_free"  # as notebook 03b lays out the sweep and the units of its split
+    rows = beyond.sweep(sp, "ncn_feat", SMALL, cfg, [point], split_dir, progress=False)
+    sweep_run = split_dir / "sweep-ncn_feat-0"
+    mean, res = beyond.run_variant(sp, "ncn_feat", SMALL, cfg, point, split_dir / "ncn_feat")
+    assert (split_dir / "ncn_feat" / "last.pt").stat().st_ino == (sweep_run / "last.pt").stat().st_ino
+    assert res["seconds"] == rows.loc[0, "seconds"]  # the sweep's logged steps: none were run again
+    alone, res_alone = beyond.run_variant(sp, "ncn_feat", SMALL, cfg, point, tmp_path / "alone")  # trained here
+    assert alone == mean and res_alone["best_epoch"] == res["best_epoch"] and res_alone["val"] == res["val"]
+    beyond.run_variant(sp, "ncn_feat", SMALL, cfg, {**point, "dropout": 0.2}, split_dir / "other")  # another training
+    assert (split_dir / "other" / "last.pt").stat().st_ino != (sweep_run / "last.pt").stat().st_ino
+
+
 def test_a_record_scored_on_other_test_tasks_is_scored_again(tmp_path):
     sp, cfg = _recorded_split()
     mean, _ = beyond.run_variant(sp, "dot", SMALL, cfg, None, tmp_path)

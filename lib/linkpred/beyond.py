@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -43,7 +45,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from lib.common.paths import atomic_write_text
-from lib.linkpred.checkpoint import data_fingerprint
+from lib.linkpred.checkpoint import data_fingerprint, epoch_checkpoints
 from lib.linkpred.config import TrainConfig
 from lib.linkpred.decoders import VARIANTS
 from lib.linkpred.evaluate import evaluate_model, evaluate_scorer
@@ -51,7 +53,7 @@ from lib.linkpred.heuristics import REGISTRY, STACK, HeuristicStack, heuristic_s
 from lib.linkpred.model import ModelConfig
 from lib.linkpred.negative_sets.registry import NEGATIVE_SETS, held_sets
 from lib.linkpred.protocols import ProtocolSplit
-from lib.linkpred.train import Checkpointing, checkpoint_config, train_model
+from lib.linkpred.train import LAST, Checkpointing, checkpoint_config, train_model
 from lib.metrics.link import STRATA, set_metrics
 from lib.metrics.paired import interval_text, judged_text, mean_interval
 from lib.metrics.selection import GOAL_PARTS, choose_on_validation, goal_parts, goal_verdict
@@ -210,6 +212,29 @@ def _recorded(folder: Path | None, key: dict, compute) -> dict:
     return value
 
 
+def _from_sweep(ckpt_dir: Path | None, train_key: dict) -> None:
+    """Give a training that has not started (no record, no checkpoint in ckpt_dir) the checkpoints of a finished sweep
+    run beside it (ckpt_dir's parent/sweep-*) whose record holds the same training: same data, model and settings, seed
+    included, so the same steps would give the same weights. train_model then resumes the finished run instead of
+    training it again; that is the chosen point of every variant on the sweep's split (seed and protocol)."""
+    if ckpt_dir is None or (Path(ckpt_dir) / RECORD).exists() or (Path(ckpt_dir) / LAST).exists():
+        return
+    train_key = json.loads(json.dumps(train_key))  # as a record reads back
+    for sweep_dir in sorted(Path(ckpt_dir).parent.glob("sweep-*")):
+        record = sweep_dir / RECORD
+        if not ((sweep_dir / LAST).is_file() and record.is_file()):
+            continue
+        if json.loads(record.read_text())["key"]["train"] != train_key:
+            continue
+        Path(ckpt_dir).mkdir(parents=True, exist_ok=True)
+        for f in [sweep_dir / LAST, *epoch_checkpoints(sweep_dir).values()]:
+            try:  # checkpoints are replaced, never written in place: a link is safe and takes no space
+                os.link(f, Path(ckpt_dir) / f.name)
+            except OSError:
+                shutil.copy2(f, Path(ckpt_dir) / f.name)
+        return
+
+
 def _trained(split, variant, model_cfg, cfg, point, ckpt_dir, data_id: str, test_id: str | None = None) -> dict:
     """Train `variant` at `point` on the split (checkpoints in ckpt_dir, resumed when they hold this run); returns
     {best_epoch, val (per epoch), seconds (the steps' wall time as logged), checkpoint (the selected epoch's file name
@@ -219,6 +244,8 @@ def _trained(split, variant, model_cfg, cfg, point, ckpt_dir, data_id: str, test
     mcfg = variant_config(variant, model_cfg, point)
     tcfg = variant_train_config(variant, cfg, point)
     key = {"train": checkpoint_config("gat_model", mcfg, tcfg, data_id), "test_id": test_id}
+    if test_id is not None:
+        _from_sweep(ckpt_dir, key["train"])
 
     def compute():
         model, res = train_model(
