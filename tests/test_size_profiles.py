@@ -65,6 +65,11 @@ def test_size_profiles_run_their_notebooks_on_a_tiny_stand_in(tmp_path):
     seed40 = load_yaml(PARAMS / "seed40.yaml")
     split = json.loads((run / "dataset" / "split.json").read_text())
     check_split(split["seeds"]["0"], seed40)
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["crawl"]["graphs"] >= seed40["n_train_graphs"] + seed40["n_test_graphs"]
+    audit = {a["protocol"]: a for a in metrics["train_gat"]["audit"]}
+    assert audit["leak_free"]["test_pos_seen"] == 0 and audit["new_nodes"]["test_pos_seen"] == 0
+    assert metrics["aauc_analysis"]["picture"]["role"] in ("train", "val", "test", "not in split")
     ds = GraphDataset(run / "dataset")
     settings = {k: split["params"][k] for k in ("val_fraction", "hold_out_roots")}
     for size in LARGER:
