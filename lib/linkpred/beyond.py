@@ -217,21 +217,24 @@ def _from_sweep(ckpt_dir: Path | None, train_key: dict) -> None:
     run beside it (ckpt_dir's parent/sweep-*) whose record holds the same training: same data, model and settings, seed
     included, so the same steps would give the same weights. train_model then resumes the finished run instead of
     training it again; that is the chosen point of every variant on the sweep's split (seed and protocol)."""
-    if ckpt_dir is None or (Path(ckpt_dir) / RECORD).exists() or (Path(ckpt_dir) / LAST).exists():
+    if ckpt_dir is None:
+        return
+    unit = Path(ckpt_dir)
+    if (unit / RECORD).exists() or (unit / LAST).exists():
         return
     train_key = json.loads(json.dumps(train_key))  # as a record reads back
-    for sweep_dir in sorted(Path(ckpt_dir).parent.glob("sweep-*")):
+    for sweep_dir in sorted(unit.parent.glob("sweep-*")):
         record = sweep_dir / RECORD
         if not ((sweep_dir / LAST).is_file() and record.is_file()):
             continue
         if json.loads(record.read_text())["key"]["train"] != train_key:
             continue
-        Path(ckpt_dir).mkdir(parents=True, exist_ok=True)
+        unit.mkdir(parents=True, exist_ok=True)
         for f in [sweep_dir / LAST, *epoch_checkpoints(sweep_dir).values()]:
             try:  # checkpoints are replaced, never written in place: a link is safe and takes no space
-                os.link(f, Path(ckpt_dir) / f.name)
+                os.link(f, unit / f.name)
             except OSError:
-                shutil.copy2(f, Path(ckpt_dir) / f.name)
+                shutil.copy2(f, unit / f.name)
         return
 
 
