@@ -7,7 +7,16 @@ import pandas as pd
 import pytest
 from scipy.stats import t as student_t
 
-from lib.metrics.paired import all_of, judge, judge_independent, judged_text, verdict, verdicts
+from lib.metrics.paired import (
+    all_of,
+    judge,
+    judge_independent,
+    judge_ratio,
+    judged_text,
+    ratio_text,
+    verdict,
+    verdicts,
+)
 
 
 def test_a_claim_is_met_above_its_margin_missed_below_and_undecided_when_the_interval_holds_it():
@@ -56,3 +65,24 @@ def test_the_verdict_is_printed_beside_its_interval_and_a_table_of_intervals_is_
     rows = pd.DataFrame({"ci_low": [0.1, -0.3, -0.1], "ci_high": [0.2, -0.2, 0.1]}, index=[5, 6, 7])
     assert verdicts(rows).to_dict() == {5: "met", 6: "missed", 7: "undecided"}
     assert verdicts(rows, margin=-0.25).to_dict() == {5: "met", 6: "undecided", 7: "met"}
+
+
+def test_a_speed_target_is_judged_on_the_paired_ratios_of_steps_timed_back_to_back():
+    reference = [2.0, 2.6, 2.2, 3.0]  # the machine's load moves both timings of a repeat together
+    fast = judge_ratio([0.5, 0.66, 0.55, 0.74], reference, 0.30)
+    ratios = np.array([0.5, 0.66, 0.55, 0.74]) / np.array(reference)
+    half = student_t.ppf(0.975, 3) * np.std(ratios, ddof=1) / 2
+    assert fast["ratio"] == pytest.approx(ratios.mean()) and fast["repeats"] == 4
+    assert (fast["ci_low"], fast["ci_high"]) == pytest.approx((ratios.mean() - half, ratios.mean() + half))
+    assert fast["verdict"] == "met" and fast["ci_high"] < 0.30
+    assert judge_ratio([0.8, 1.04, 0.88, 1.2], reference, 0.30)["verdict"] == "missed"  # 0.40 every time
+    straddles = judge_ratio([0.5, 0.86, 0.55, 1.0], reference, 0.30)
+    assert straddles["ci_low"] < 0.30 < straddles["ci_high"] and straddles["verdict"] == "undecided"
+    one = judge_ratio([0.1], [2.0], 0.30)
+    assert (
+        one["verdict"] == "undecided"
+        and ratio_text(one) == "undecided: 0.050 (no interval) (1 paired repeat) against <= 0.3"
+    )
+    assert ratio_text(fast).startswith(f"met: {ratios.mean():.3f} [")
+    with pytest.raises(ValueError, match="paired lists of equal length"):
+        judge_ratio([1.0, 2.0], [1.0], 0.3)

@@ -73,6 +73,35 @@ def judge_independent(first, last, margin: float = 0.0) -> dict:
     }
 
 
+def judge_ratio(times, reference_times, target: float) -> dict:
+    """The speed claim "a step takes at most `target` times the reference's", judged by the same rule on repeats
+    measured back to back: times[i] and reference_times[i] [n] ran one after the other under the same machine load,
+    so their ratios are paired like seeds. {repeats, ratio (the mean of the paired ratios), ci_low, ci_high (its 95%
+    t-interval), target, verdict}: met when the interval lies below the target, missed when it lies above it,
+    undecided when it holds it (or with fewer than two repeats)."""
+    a, b = np.asarray(times, dtype=float), np.asarray(reference_times, dtype=float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"times {a.shape} and reference times {b.shape} must be paired lists of equal length")
+    r = mean_interval(a / b)
+    return {
+        "repeats": r["seeds"],
+        "ratio": r["diff"],
+        "ci_low": r["ci_low"],
+        "ci_high": r["ci_high"],
+        "target": target,
+        "verdict": verdict(target - r["ci_high"], target - r["ci_low"]),  # the margins target - ratio lie above 0
+    }
+
+
+def ratio_text(judged: dict) -> str:
+    """A judge_ratio result in one phrase: 'missed: 0.400 [0.391, 0.409] (15 paired repeats) against <= 0.30'."""
+    lo, hi = judged["ci_low"], judged["ci_high"]
+    interval = "(no interval)" if math.isnan(lo) or math.isnan(hi) else f"[{lo:.3f}, {hi:.3f}]"
+    n, plural = judged["repeats"], "s" * (judged["repeats"] != 1)
+    repeats = f"({n} paired repeat{plural})"
+    return f"{judged['verdict']}: {judged['ratio']:.3f} {interval} {repeats} against <= {judged['target']}"
+
+
 def verdicts(rows: pd.DataFrame, margin: float = 0.0) -> pd.Series:
     """`verdict` of each row of a table of intervals (columns ci_low, ci_high), against `margin`."""
     return pd.Series(
