@@ -35,10 +35,15 @@ def mean_interval(diffs) -> dict:
     return {"seeds": n, "diff": mean, "std": sd, "ci_low": mean - half, "ci_high": mean + half}
 
 
+def _no_interval(ci_low: float | None, ci_high: float | None) -> bool:
+    """True where a bound is missing or NaN (fewer than two seeds or repeats)."""
+    return ci_low is None or ci_high is None or math.isnan(ci_low) or math.isnan(ci_high)
+
+
 def verdict(ci_low: float, ci_high: float, margin: float = 0.0) -> str:
     """The rule: "met" when the interval [ci_low, ci_high] lies above `margin`, "missed" when below it, "undecided"
     when it holds it or is undefined (NaN: fewer than two seeds)."""
-    if ci_low is None or ci_high is None or math.isnan(ci_low) or math.isnan(ci_high):
+    if _no_interval(ci_low, ci_high):
         return "undecided"
     if ci_low > margin:
         return "met"
@@ -96,7 +101,7 @@ def judge_ratio(times, reference_times, target: float) -> dict:
 def ratio_text(judged: dict) -> str:
     """A judge_ratio result in one phrase: 'missed: 0.400 [0.391, 0.409] (15 paired repeats) against <= 0.30'."""
     lo, hi = judged["ci_low"], judged["ci_high"]
-    interval = "(no interval)" if math.isnan(lo) or math.isnan(hi) else f"[{lo:.3f}, {hi:.3f}]"
+    interval = "(no interval)" if _no_interval(lo, hi) else f"[{lo:.3f}, {hi:.3f}]"
     n, plural = judged["repeats"], "s" * (judged["repeats"] != 1)
     repeats = f"({n} paired repeat{plural})"
     return f"{judged['verdict']}: {judged['ratio']:.3f} {interval} {repeats} against <= {judged['target']}"
@@ -119,7 +124,7 @@ def all_of(verdicts) -> str:
 
 def interval_text(diff: float, ci_low: float, ci_high: float) -> str:
     """'+0.043 [+0.031, +0.055]', or '+0.043 (no interval)' with fewer than two seeds."""
-    if ci_low is None or ci_high is None or math.isnan(ci_low) or math.isnan(ci_high):
+    if _no_interval(ci_low, ci_high):
         return f"{diff:+.3f} (no interval)"
     return f"{diff:+.3f} [{ci_low:+.3f}, {ci_high:+.3f}]"
 
