@@ -557,3 +557,17 @@ def test_a_run_readme_states_its_reproduction_check_where_it_has_one(monkeypatch
         assert "**Does today's code give these numbers?** Re-run at `" in report.run_tables(r, runs[r])
     monkeypatch.setattr(report, "reproduced", lambda folder: None)  # a run no later code re-ran
     assert "Does today's code give these numbers?" not in report.run_tables(checked[0], runs[checked[0]])
+
+
+def test_the_example_link_list_run_readme_prints_its_verdicts_and_each_part_of_the_goal(tmp_path):
+    folder = tmp_path / report.OWN_LINKS_RUN
+    shutil.copytree(report.REFERENCE_RUNS / report.OWN_LINKS_RUN, folder)
+    text = report.verdicts_block(folder)
+    assert text.startswith(report.RBEGIN) and text.endswith(report.REND)
+    assert "**How each notebook ran**" in text and "**Does today's code give these numbers?**" in text
+    for title in ("AUC over the bar", "MRR over the bar", "AUC over the shortcut", "MRR over the shortcut"):
+        assert title in text and title in report.render_own_links()
+    rows = pd.read_csv(folder / "beyond_rows.csv")
+    rows = rows[rows.seed < 2]  # fewer seeds: the sentence and the table follow the rows, nothing is typed
+    rows.to_csv(folder / "beyond_rows.csv", index=False)
+    assert "(2 seeds)" in report.verdicts_block(folder) and "(10 seeds)" in text

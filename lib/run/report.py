@@ -33,6 +33,7 @@ from lib.linkpred.beyond import gap_table
 from lib.linkpred.names import PROTOCOLS
 from lib.linkpred.negative_sets.registry import DEFAULT_NEGATIVE_SETS, REGISTRY
 from lib.metrics.link import SEED_REPORTED
+from lib.metrics.selection import PART_TITLES
 from lib.run import parameters_page, registry_lists
 from lib.run.cost import COST_FILE, cost_sentence, cost_table
 from lib.run.embedder_findings import NODE_EMBEDDERS, embedders_run, embedders_table
@@ -380,6 +381,18 @@ def render_timings(t: dict) -> str:
     return "\n".join(lines)
 
 
+VERDICT_COLUMNS = ["protocol", "negatives", "chosen model", "goal", *PART_TITLES.values()]
+"""The verdict table's columns the READMEs show: every part of the goal, so a missed goal shows which part missed."""
+VERDICT_TEXT = (
+    "Per protocol × negative set: the graph model chosen on validation, the bar it must beat (the heuristic scorer or "
+    "stack of the best mean test AUC) and each part of the goal: the mean margin across seeds with its 95% interval "
+    "against the required margin, over the bar and, on every negative set but uniform, over the shortcut (a positive "
+    "pair without a common neighbour ranked first): met where the interval lies above it, missed where it lies below, "
+    "undecided where it holds it; the goal is met when every part is met "
+    '(docs/honesty.md, "How a claim is judged").'
+)
+
+
 def render_own_links(ref: Path = REFERENCE_RUNS) -> str:
     """The README's verdict table of notebook 03b on the example link list (OWN_LINKS_RUN; lib.run.verdicts), the
     table a user's own run prints."""
@@ -388,17 +401,42 @@ def render_own_links(ref: Path = REFERENCE_RUNS) -> str:
         return f"{OBEGIN}\nNot published yet.\n{OEND}"
     table = run_verdicts(run)
     commit = str(load_json(run / "params.json").get("git_commit", ""))[:7]
-    cols = ["protocol", "negatives", "chosen model", "goal", "AUC over the bar", "MRR over the bar"]
     return "\n".join(
         [
             OBEGIN,
             f"`python -m lib.run.verdicts outputs/reference/{OWN_LINKS_RUN}` (made at {commit}; "
             f"[its folder](outputs/reference/{OWN_LINKS_RUN}/)): {summary(table)}.",
             "",
-            table[cols].to_markdown(index=False),
+            table[VERDICT_COLUMNS].to_markdown(index=False),
             OEND,
         ]
     )
+
+
+def verdicts_block(folder: Path) -> str:
+    """The generated Tables block of a reference run without metrics.json whose notebook 03b rows are published (the
+    example link list): how each notebook ran, the reproduction check, and the verdict table of lib.run.verdicts."""
+    parts = [RBEGIN, ""]
+    ran = notebook_runs(folder)
+    if len(ran):
+        parts += [f"**How each notebook ran** {RAN_TEXT}", "", _md(ran), ""]
+    check = reproduced(folder)
+    if check:
+        parts += [
+            f"**Does today's code give these numbers?** {reproduced_sentence(check)}",
+            "",
+            _md(reproduced_table(check)),
+            "",
+        ]
+    table = run_verdicts(folder)
+    parts += [
+        "**Does the model chosen on validation beat the heuristics and the shortcut?** "
+        f"`python -m lib.run.verdicts outputs/reference/{folder.name}`: {summary(table)}. {VERDICT_TEXT}",
+        "",
+        _md(table[[*VERDICT_COLUMNS[:3], "bar", *VERDICT_COLUMNS[3:]]]),
+        "",
+    ]
+    return "\n".join(parts + [REND])
 
 
 def load_timings(path: Path = TIMINGS) -> dict:
@@ -498,6 +536,10 @@ def main(argv=None) -> int:
         )
         != (REFERENCE_RUNS / name / "README.md").read_text(encoding="utf-8")
     ]
+    own = REFERENCE_RUNS / OWN_LINKS_RUN
+    if (own / "README.md").is_file() and (own / "beyond_rows.csv").is_file():
+        old.setdefault(own / "README.md", (own / "README.md").read_text(encoding="utf-8"))
+        new[own / "README.md"] = with_run_tables(old[own / "README.md"], verdicts_block(own))
     for path in sorted(REFERENCE_RUNS.glob(f"*/{COST_FILE}")):  # a cost-only run's README shows its cost.json
         readme_path = path.parent / "README.md"
         if readme_path.is_file():
