@@ -20,7 +20,8 @@ over the RSS before scoring.
     python benchmarks/bench_decoders.py --step [--nodes 2000 --edges 8000 --repeats 5 --threads 2 --device cpu]
 
 `--step`: seconds per training step of GatModel with each structural-count decoder against `ncn_stack` measured in the
-same run (target: at most 2x). Graph: lib.linkpred.data.synthetic_graph (clustered, so pairs share neighbours); a step
+same run (target: at most 2x, judged by the project's rule on the paired ratios of the steps of one round,
+lib.metrics.paired.judge_ratio). Graph: lib.linkpred.data.synthetic_graph (clustered, so pairs share neighbours); a step
 = encode the message passing (70% of the edges), decode the held-out 30% and as many uniform non-edges in one call,
 BCE, backward, AdamW — lib.linkpred.train's disjoint supervision, whose fresh pairs are never cached. Stack variants
 start from the stack fitted on the graph (lib.linkpred.train.init_model). Peak memory: each variant's steps alone in
@@ -49,6 +50,7 @@ from lib.linkpred.data import synthetic_graph  # noqa: E402
 from lib.linkpred.model import GatModel, ModelConfig, count_parameters  # noqa: E402
 from lib.linkpred.sampling import sample_negatives, split_edges  # noqa: E402
 from lib.linkpred.train import init_model  # noqa: E402
+from lib.metrics.paired import judge_ratio, ratio_text  # noqa: E402
 
 VARIANTS = {
     "dot": {},
@@ -196,7 +198,8 @@ def step_main(a, device) -> None:
         mem = json.loads(out.stdout.strip().splitlines()[-1])
         gpu = "" if mem["gpu_peak_mib"] is None else f"{mem['gpu_peak_mib']:.1f}"
         med = statistics.median(times[n])
-        print(f"{n:<14}{med:>10.4f}{med / base:>14.2f}{mem['peak_mib']:>14.1f}{gpu:>14}")
+        judged = "" if n == "ncn_stack" else f"  {ratio_text(judge_ratio(times[n], times['ncn_stack'], 2.0))}"
+        print(f"{n:<14}{med:>10.4f}{med / base:>14.2f}{mem['peak_mib']:>14.1f}{gpu:>14}{judged}")
 
 
 def main() -> None:

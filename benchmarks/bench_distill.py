@@ -2,14 +2,18 @@
 (target: 6x384 >= 5x the teacher, as the paper's Table 4 reports 5.3x), and distillation steps/s with peak memory.
 
 Fused AdamW: 3x384 student steps/s at batch 32 on teacher targets already cached in memory (the long profile's
-situation), fused against non-fused AdamW, each timed twice, interleaved, in the same run (target: fused faster).
+situation), fused against non-fused AdamW, interleaved in the same run (target: fused faster).
 
 Teacher targets in low precision (`--precision`, default auto; lib.common.device): teacher sentences/s of the target
 pass (attention + values of the last layer) under autocast vs float32 on the same batches, interleaved (target >= 1.8x),
 with the KL of the low-precision attention rows to the float32 ones. Where auto resolves to float32 (no native bf16 on
 this CPU) that is said and only float32 is reported; `--precision bf16` measures the emulated path anyway.
 
-    .venv/bin/python benchmarks/bench_distill.py [--sentences 256] [--max-seq-len 128] [--steps 10]
+Each speed target is judged by the project's rule (lib.metrics.paired.judge_ratio) on `--repeats` rounds, each timing
+the two sides back to back: the mean of the paired time ratios and its 95% interval against the target written as a
+time ratio (>= 5x: <= 0.2; faster: <= 1; >= 1.8x: <= 0.556), met when the interval lies below it, missed when above.
+
+    .venv/bin/python benchmarks/bench_distill.py [--sentences 256] [--max-seq-len 128] [--steps 10] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import statistics
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -24,11 +29,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from lib.common.device import resolve_precision  # noqa: E402
+from lib.common.timing import seconds_each
 from lib.distill.cache import TeacherCache, target_divergence
 from lib.distill.data import build_datasets
-from lib.distill.eval import speed_table
+from lib.distill.eval import encode, speed_table
 from lib.distill.models import StudentShape, assistant_path, ensure_teacher, load_encoder, make_student
 from lib.distill.train import DistillConfig, distill  # noqa: E402
+from lib.metrics.paired import judge_ratio, ratio_text
 
 
 def peak_rss_mib() -> float:
@@ -36,29 +43,24 @@ def peak_rss_mib() -> float:
 
 
 def fused_vs_plain(teacher, corpus: list[str], args) -> None:
-    """3x384 MiniLM steps/s with the teacher's targets cached: fused vs non-fused AdamW, A/B/A/B."""
+    """3x384 MiniLM steps/s with the teacher's targets cached: fused vs non-fused AdamW, `--repeats` rounds of both."""
     n = args.optimizer_steps
     texts = corpus[: n * 32]
     cache = TeacherCache(teacher, texts, 64)
     base = dict(steps=n, batch_size=32, max_seq_len=64, seed=args.seed)
-    distill(
-        cache,
-        make_student(teacher.tokenizer, StudentShape(3), seed=args.seed),
-        texts,
-        DistillConfig(**base),
-        progress=False,
-    )  # fills the cache: every later run reads targets only
-    rates = {True: [], False: []}
-    for fused in (True, False, True, False):
-        st = make_student(teacher.tokenizer, StudentShape(3), seed=args.seed)
-        t0 = time.perf_counter()
-        distill(cache, st, texts, DistillConfig(**base, fused=fused), progress=False)
-        rates[fused].append(n / (time.perf_counter() - t0))
-    f, p = max(rates[True]), max(rates[False])
+
+    def run(fused: bool | None = None):
+        cfg = DistillConfig(**base) if fused is None else DistillConfig(**base, fused=fused)
+        distill(cache, make_student(teacher.tokenizer, StudentShape(3), seed=args.seed), texts, cfg, progress=False)
+
+    run()  # fills the cache: every later run reads targets only
+    times = seconds_each({"fused": lambda: run(True), "non-fused": lambda: run(False)}, args.repeats)
+    judged = judge_ratio(times["fused"], times["non-fused"], 1.0)
     print(
-        f"\nAdamW on cached targets (3x384, batch 32, max_seq_len 64, {n} steps, best of 2 each, threads "
-        f"{torch.get_num_threads()}): fused {f:.2f} steps/s, non-fused {p:.2f} steps/s -> {f / p:.2f}x "
-        f"({'OK' if f > p else 'NOT FASTER'}); peak RSS {peak_rss_mib():.0f} MiB"
+        f"\nAdamW on cached targets (3x384, batch 32, max_seq_len 64, {n} steps, median of {args.repeats} rounds, "
+        f"threads {torch.get_num_threads()}): fused {n / statistics.median(times['fused']):.2f} steps/s, non-fused "
+        f"{n / statistics.median(times['non-fused']):.2f} steps/s; fused / non-fused time (target <= 1: faster): "
+        f"{ratio_text(judged)}; peak RSS {peak_rss_mib():.0f} MiB"
     )
 
 
@@ -69,6 +71,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--steps", type=int, default=10, help="distillation steps timed per student")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=5, help="paired rounds behind each speed target's verdict")
     ap.add_argument(
         "--precision", default="auto", help="teacher precision for distillation targets (lib.common.device)"
     )
@@ -98,10 +101,18 @@ def main(argv=None) -> int:
     speed = speed_table(teacher, assistant, texts, args.max_seq_len, args.batch_size, repeats=2)
     speed["sentences_per_s"] = 1000 / speed.s_per_1000
     print(speed.round(2).to_string(index=False))
-    r6 = float(speed.loc[speed.model == "student 6x384", "speedup"].iloc[0])
+    student6 = make_student(teacher.tokenizer, StudentShape(6), seed=args.seed)
+    times = seconds_each(
+        {
+            "teacher": lambda: encode(teacher, texts, args.max_seq_len, args.batch_size),
+            "6x384": lambda: encode(student6, texts, args.max_seq_len, args.batch_size),
+        },
+        args.repeats,
+    )
+    judged = judge_ratio(times["6x384"], times["teacher"], 0.2)
     print(
-        f"6x384 speed-up vs teacher: {r6:.2f}x (target >= 5x; paper Table 4: 5.3x) -> "
-        f"{'OK' if r6 >= 5 else 'BELOW TARGET'}"
+        f"6x384 time / teacher's over {args.repeats} paired rounds (target <= 0.2, i.e. >= 5x; paper Table 4: 5.3x): "
+        f"{ratio_text(judged)}"
     )
 
     prec = resolve_precision(args.precision, "cpu")
@@ -112,14 +123,17 @@ def main(argv=None) -> int:
         last = teacher.num_layers - 1
         target_divergence(teacher, texts[:4], [last], 12, args.max_seq_len, precision=prec)  # warm-up, both paths
         before = peak_rss_mib()
-        div = target_divergence(
-            teacher, texts, [last], 12, args.max_seq_len, precision=prec, batch_size=args.batch_size
-        )
-        r = div["seconds_fp32"] / div["seconds_low"]
+        rounds = [
+            target_divergence(teacher, texts, [last], 12, args.max_seq_len, precision=prec, batch_size=args.batch_size)
+            for _ in range(args.repeats)
+        ]
+        div = rounds[-1]
+        low, fp32 = [d["seconds_low"] for d in rounds], [d["seconds_fp32"] for d in rounds]
+        judged = judge_ratio(low, fp32, round(1 / 1.8, 3))
         print(
-            f"  fp32 {len(texts) / div['seconds_fp32']:.1f} sentences/s, {prec.name} "
-            f"{len(texts) / div['seconds_low']:.1f} sentences/s: {r:.2f}x (target >= 1.8x) -> "
-            f"{'OK' if r >= 1.8 else 'BELOW TARGET'}"
+            f"  fp32 {len(texts) / statistics.median(fp32):.1f} sentences/s, {prec.name} "
+            f"{len(texts) / statistics.median(low):.1f} sentences/s; {prec.name} time / fp32 time (target <= "
+            f"{judged['target']}, i.e. >= 1.8x): {ratio_text(judged)}"
         )
         print(
             f"  KL(fp32 || {prec.name} attention rows, last layer) {div['kl_att']:.2e}, value relative error "

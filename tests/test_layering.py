@@ -16,7 +16,7 @@ import torch
 from lib.common.errors import WikigatError
 from lib.common.params import ParamError
 from lib.common.seeding import derive_seed
-from lib.common.timing import median_seconds, median_seconds_each
+from lib.common.timing import median_seconds, median_seconds_each, seconds_each
 from lib.distill import eval as distill_eval
 from lib.kd.config import KdError
 from lib.kd.stage import speed as kd_speed
@@ -149,6 +149,9 @@ def test_the_estimator_is_the_median_of_timed_calls_after_an_untimed_warm_up(clo
     )
     assert got == {"a": 1.0, "b": 4.0}
     assert order == ["warm a", "b", "a", "b", "a", "b"]  # b warms up with its own call; rounds alternate
+    took = iter([9.0, 9.0, 1.0, 3.0, 2.0, 8.0])  # two warm-ups, then round 1 (a, b) and round 2 (a, b)
+    rounds = seconds_each({"a": lambda: clock.takes(next(took)), "b": lambda: clock.takes(next(took))}, repeats=2)
+    assert rounds == {"a": [1.0, 2.0], "b": [3.0, 8.0]}  # each round's times, paired by position, not sorted
     with pytest.raises(ParamError, match="repeats=0 must be >= 1"):
         median_seconds(lambda: None, repeats=0)
 

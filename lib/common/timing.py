@@ -20,14 +20,15 @@ REPEATS = 3
 """Timed calls per measurement unless a caller asks for more."""
 
 
-def median_seconds_each(
+def seconds_each(
     calls: Mapping[str, Callable[[], object]],
     repeats: int = REPEATS,
     warm_ups: Mapping[str, Callable[[], object]] | None = None,
-) -> dict[str, float]:
-    """{name: median seconds of calls[name]()} over `repeats` rounds, each round calling every function once in turn,
-    after one untimed call of each: warm_ups[name]() where given (e.g. the same work on a few inputs), else the call
-    itself."""
+) -> dict[str, list[float]]:
+    """{name: the seconds of calls[name]() in each of `repeats` rounds} [repeats], each round calling every function
+    once in turn, after one untimed call of each: warm_ups[name]() where given (e.g. the same work on a few inputs),
+    else the call itself. The times of one round ran back to back, so their ratios are paired
+    (lib.metrics.paired.judge_ratio)."""
     if repeats < 1:
         raise ParamError(f"repeats={repeats} must be >= 1; time at least one call")
     for name, call in calls.items():
@@ -38,7 +39,16 @@ def median_seconds_each(
             t0 = time.perf_counter()
             call()
             runs[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(v) for name, v in runs.items()}
+    return runs
+
+
+def median_seconds_each(
+    calls: Mapping[str, Callable[[], object]],
+    repeats: int = REPEATS,
+    warm_ups: Mapping[str, Callable[[], object]] | None = None,
+) -> dict[str, float]:
+    """{name: median seconds of calls[name]()} over seconds_each's `repeats` rounds."""
+    return {name: statistics.median(v) for name, v in seconds_each(calls, repeats, warm_ups).items()}
 
 
 def median_seconds(
