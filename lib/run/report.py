@@ -298,21 +298,28 @@ RAN_TEXT = (
 )
 
 
-def run_tables(name: str, metrics: dict, ref: Path = REFERENCE_RUNS) -> str:
-    """The generated Tables block of one reference run's README: how each notebook ran (facts.notebook_runs), then its
-    result tables."""
-    parts = [RBEGIN, ""]
-    ran = notebook_runs(ref / name)
+def run_record(folder: Path) -> list[str]:
+    """The lines a reference run's Tables block opens with: how each notebook ran (facts.notebook_runs) and, where the
+    run has one, its reproduction check."""
+    lines = []
+    ran = notebook_runs(folder)
     if len(ran):
-        parts += [f"**How each notebook ran** {RAN_TEXT}", "", _md(ran), ""]
-    check = reproduced(ref / name)
+        lines += [f"**How each notebook ran** {RAN_TEXT}", "", _md(ran), ""]
+    check = reproduced(folder)
     if check:
-        parts += [
+        lines += [
             f"**Does today's code give these numbers?** {reproduced_sentence(check)}",
             "",
             _md(reproduced_table(check)),
             "",
         ]
+    return lines
+
+
+def run_tables(name: str, metrics: dict, ref: Path = REFERENCE_RUNS) -> str:
+    """The generated Tables block of one reference run's README: how each notebook ran (facts.notebook_runs), then its
+    result tables."""
+    parts = [RBEGIN, "", *run_record(ref / name)]
     for question, text, table in _sections({name: metrics}, full=True):
         if len(table):
             parts += [f"**{question}** {text}", "", _md(table.drop(columns="run", errors="ignore")), ""]
@@ -416,18 +423,7 @@ def render_own_links(ref: Path = REFERENCE_RUNS) -> str:
 def verdicts_block(folder: Path) -> str:
     """The generated Tables block of a reference run without metrics.json whose notebook 03b rows are published (the
     example link list): how each notebook ran, the reproduction check, and the verdict table of lib.run.verdicts."""
-    parts = [RBEGIN, ""]
-    ran = notebook_runs(folder)
-    if len(ran):
-        parts += [f"**How each notebook ran** {RAN_TEXT}", "", _md(ran), ""]
-    check = reproduced(folder)
-    if check:
-        parts += [
-            f"**Does today's code give these numbers?** {reproduced_sentence(check)}",
-            "",
-            _md(reproduced_table(check)),
-            "",
-        ]
+    parts = [RBEGIN, "", *run_record(folder)]
     table = run_verdicts(folder)
     parts += [
         "**Does the model chosen on validation beat the heuristics and the shortcut?** "
