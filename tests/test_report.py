@@ -547,6 +547,15 @@ def test_a_run_readme_says_how_each_notebook_ran_with_the_commit_of_its_own_reco
     assert ran["how"].tolist() == ["", "re-run alone", ""] and ran["peak RSS MB"].tolist()[0] == 800
     assert notebook_runs(tmp_path).empty
     assert "**How each notebook ran**" in report.run_tables("seed40", report.reference_runs()["seed40"])
+    assert "executions" not in ran  # a folder made before the runner listed every execution
+    executions = [
+        {"notebook": "03b_beyond_seed.ipynb", "status": "killed", "seconds": 600.0},
+        {"notebook": "03b_beyond_seed.ipynb", "status": "ok", "seconds": 90.0},
+        {"notebook": "01_crawl.ipynb", "status": "ok", "seconds": 4.5},
+    ]
+    (run / "status.json").write_text(json.dumps({"notebooks": status, "executions": executions}))
+    ran = notebook_runs(run).set_index("notebook")
+    assert ran["executions"].tolist() == [1, 2, 0] and ran["seconds (all executions)"].tolist() == [4.5, 690.0, 0.0]
 
 
 def test_a_run_readme_states_its_reproduction_check_where_it_has_one(monkeypatch):

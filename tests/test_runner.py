@@ -10,7 +10,7 @@ import pytest
 
 from lib.common.paths import ROOT
 from lib.embed.encoder import default_model_dir
-from lib.run.folder import kernel_environment
+from lib.run.folder import EXECUTING, kernel_environment
 from lib.run.runner import main
 
 
@@ -373,10 +373,31 @@ def test_an_interrupted_run_resumes_at_its_first_unfinished_notebook(project, ca
     assert "01_first.ipynb finished ok earlier with the same parameters; kept" in capsys.readouterr().out
     status = json.loads((out_dir / "status.json").read_text())
     assert status["notebooks"]["01_first.ipynb"] == first and (out_dir / "01_first.ipynb").read_text() == executed
-    # other parameters (with --force): nothing is kept
+    assert [(e["notebook"], e["status"]) for e in status["executions"]] == [
+        ("01_first.ipynb", "ok"),
+        ("02_second.ipynb", "failed"),
+        ("02_second.ipynb", "failed"),
+    ]  # every execution, not only the last
+    assert not (out_dir / EXECUTING).exists()
+    # a runner killed outright while 02 ran leaves its heartbeat: the next runner records that execution as killed
+    (out_dir / EXECUTING).mkdir()
+    killed = {
+        "notebook": "02_second.ipynb",
+        "commit": "abc1234",
+        "started": "2026-11-29T10:00:00+0000",
+        "seconds": 12.5,
+    }
+    (out_dir / EXECUTING / "02_second.json").write_text(json.dumps(killed))
+    assert run(project, "--params", str(project / "b.yaml"), "--run-name", "r") == 1
+    assert "02_second.ipynb was stopped without a record after about 12.5 s" in capsys.readouterr().out
+    status = json.loads((out_dir / "status.json").read_text())
+    assert status["executions"][3] == {**killed, "status": "killed"} and len(status["executions"]) == 5
+    assert not (out_dir / EXECUTING).exists()
+    # other parameters (with --force): nothing is kept, the executions of the earlier parameters neither
     assert run(project, "--params", str(project / "a.yaml"), "--run-name", "r", "--force") == 0
     assert "kept" not in capsys.readouterr().out
     status = json.loads((out_dir / "status.json").read_text())
+    assert [e["status"] for e in status["executions"]] == ["ok", "ok"]
     # 01 ran again: its result is the new size's (timings alone can coincide at 0.1 s resolution)
     assert status["complete"] and json.loads((out_dir / "metrics.json").read_text())["first"] == {"size": 3, "sq": 9}
     assert (out_dir / "01_first.ipynb").read_text() != executed
@@ -453,6 +474,26 @@ def test_ctrl_c_prints_only_the_resume_line(tmp_path):
     assert err.strip() == "interrupted: finished notebooks and checkpoints are kept; the same command resumes"
     executed = tmp_path / "out" / "c" / "01_first.ipynb"  # the copy up to the stop, whole
     assert nbf.read(executed, as_version=4).cells and not partial_path(executed).exists()
+    (interrupted,) = json.loads((tmp_path / "out" / "c" / "status.json").read_text())["executions"]
+    assert interrupted["status"] == "interrupted" and interrupted["seconds"] >= 3
+
+
+def test_a_heartbeat_says_how_long_a_notebook_has_run_and_goes_when_it_ends(tmp_path):
+    import time
+
+    from lib.run.folder import Heartbeat, killed_executions
+
+    with Heartbeat(tmp_path, "03_train_gat.ipynb", "abc1234", interval=0.05) as beat:
+        time.sleep(0.3)
+        record = json.loads((tmp_path / EXECUTING / "03_train_gat.json").read_text())
+    assert record["notebook"] == "03_train_gat.ipynb" and record["commit"] == "abc1234"
+    assert 0.1 <= record["seconds"] <= beat.seconds() and record["started"] == beat.record["started"]
+    assert not (tmp_path / EXECUTING).exists() and killed_executions(tmp_path) == []
+    (tmp_path / EXECUTING).mkdir()  # what a killed runner leaves: its last rewrite, and maybe a cut-short file
+    (tmp_path / EXECUTING / "03_train_gat.json").write_text(json.dumps(record))
+    (tmp_path / EXECUTING / "04_aauc_analysis.json").write_text('{"notebook": "04_a')
+    assert killed_executions(tmp_path) == [{**record, "status": "killed"}]
+    assert not (tmp_path / EXECUTING).exists()
 
 
 def test_a_kernel_imports_the_lib_of_the_checkout_the_runner_runs(tmp_path, monkeypatch):

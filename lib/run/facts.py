@@ -50,8 +50,11 @@ def notebook_runs(folder: Path) -> pd.DataFrame:
     """How each notebook of a run folder ran, from its status.json and the notebook's params_<number>_*.json (the
     folder's params.json for a notebook that writes none): one row per notebook in run order (notebook, commit, status,
     seconds and kernel peak RSS of its last execution, and "re-run alone" where the runner's --rerun executed it on a
-    finished folder). Empty for a folder without status.json."""
+    finished folder). Where status.json lists every execution (runs made since the runner kept that list), also how
+    many executions each notebook had and their seconds in all, killed ones up to their last heartbeat. Empty for a
+    folder without status.json."""
     status = load_json(folder / "status.json") if (folder / "status.json").is_file() else {}
+    executions = status.get("executions")
     rows = []
     for name, entry in sorted((status.get("notebooks") or {}).items()):
         number = name.split("_", 1)[0]
@@ -68,6 +71,10 @@ def notebook_runs(folder: Path) -> pd.DataFrame:
                 "how": "re-run alone" if entry.get("rerun") else "",
             }
         )
+        if executions is not None:
+            mine = [e for e in executions if e.get("notebook") == name]
+            rows[-1]["executions"] = len(mine)
+            rows[-1]["seconds (all executions)"] = round(sum(float(e.get("seconds") or 0) for e in mine), 1)
     return pd.DataFrame(rows)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import threading
 import time
@@ -145,6 +146,65 @@ def recoveries(executed: Path) -> list[str]:
     return out
 
 
+EXECUTING = ".executing"
+"""The folder of a run folder that holds one Heartbeat file per notebook executing now."""
+
+
+class Heartbeat:
+    """While a notebook executes, `<run>/.executing/<notebook>.json` says when it started, at which commit, and its
+    seconds so far, rewritten every `interval` s and removed when the execution ends. A runner killed outright (a
+    session's end, SIGKILL) leaves it behind, and the next runner on the folder records that execution as killed
+    (killed_executions), with its seconds up to the last rewrite: status.json's list of executions then holds every
+    execution of a notebook resumed over several, not only the last."""
+
+    def __init__(self, run_dir: Path, notebook: str, commit: str, interval: float = 30.0):
+        self.path = run_dir / EXECUTING / f"{Path(notebook).stem}.json"
+        self.record = {"notebook": notebook, "commit": commit, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        self.interval, self._t0 = interval, time.perf_counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def seconds(self) -> float:
+        return round(time.perf_counter() - self._t0, 1)
+
+    def _write(self) -> None:
+        with contextlib.suppress(OSError):  # a full disk: the execution goes on, its record is the runner's to write
+            atomic_write_text(self.path, json.dumps({**self.record, "seconds": self.seconds()}))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._write()
+
+    def __enter__(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._write()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # the folder goes with its last file; another execution's keeps it
+            self.path.parent.rmdir()
+
+
+def killed_executions(run_dir: Path) -> list[dict]:
+    """The executions a killed runner left Heartbeat files of in `run_dir` (under the run's lock, so none is running):
+    {notebook, commit, started, seconds (up to its last rewrite), status "killed"} each, oldest first; the files are
+    removed. An unreadable file is removed and not counted."""
+    found = []
+    for path in sorted((run_dir / EXECUTING).glob("*.json")):
+        with contextlib.suppress(ValueError, OSError):
+            record = json.loads(path.read_text())
+            if isinstance(record, dict) and {"notebook", "seconds"} <= record.keys():
+                found.append({**record, "status": "killed"})
+        path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        (run_dir / EXECUTING).rmdir()
+    return sorted(found, key=lambda r: str(r.get("started", "")))
+
+
 def partial_path(out: Path) -> Path:
     """Where papermill writes the executed copy of `out` while it runs (it saves after cells, not atomically)."""
     return out.with_name(f".{out.stem}.partial{out.suffix}")
@@ -219,6 +279,47 @@ def execute(nb: Path, out: Path, params: dict, ahead: bool = False) -> dict:
         **({"recovered": recovered} if recovered else {}),
         **(error or {}),
     }
+
+
+EXECUTIONS_MEASURE = (
+    "every execution of a notebook in this folder, in order: its commit, start, status (ok, failed, interrupted, or "
+    "killed: the runner died, its seconds are those up to the last 30 s heartbeat), wall seconds and kernel peak RSS"
+)
+
+
+def record_killed(run_name: str, run_dir: Path, executions: list, log=print) -> list:
+    """`executions` with those a killed runner left in `run_dir` (lib.run.folder.killed_executions) appended, each
+    said in one line."""
+    killed = killed_executions(run_dir)
+    for k in killed:
+        log(
+            f"[{run_name}] {k['notebook']} was stopped without a record after about {k['seconds']} s "
+            f"(started {k.get('started', '?')}, commit {str(k.get('commit', ''))[:7]}); recorded as killed"
+        )
+    return [*executions, *killed]
+
+
+def execute_recorded(nb: Path, out: Path, params: dict, ahead: bool, status: dict, run_dir: Path, commit: str) -> dict:
+    """execute() under a Heartbeat, the execution appended to status["executions"]; an interrupted one (Ctrl-C) is
+    recorded in status.json before KeyboardInterrupt goes on."""
+    with Heartbeat(run_dir, nb.name, commit) as beat:
+        try:
+            entry = execute(nb, out, params, ahead)
+        except KeyboardInterrupt:
+            entry = {"status": "failed", "error_name": "KeyboardInterrupt", "seconds": beat.seconds()}
+    interrupted = entry.get("error_name") == "KeyboardInterrupt"
+    status.setdefault("executions", []).append(
+        {
+            **beat.record,
+            "status": "interrupted" if interrupted else entry["status"],
+            "seconds": entry["seconds"],
+            "peak_rss_mb": entry.get("peak_rss_mb"),
+        }
+    )
+    if interrupted:
+        atomic_write_text(run_dir / "status.json", json.dumps(status, indent=1))
+        raise KeyboardInterrupt
+    return entry
 
 
 class RunFolderError(WikigatError, RuntimeError):

@@ -20,17 +20,19 @@ outputs, run, lock and cache folders must be writable before anything starts; a 
 meanwhile is one line naming the path and the fix.
 
 Each run folder gets the executed notebooks (each written whole, or not at all), params.json (resolved parameters, git
-commit, package versions) and status.json (per notebook: status, wall seconds, peak RSS of the kernel process, and for
-a failure the exception's name, message and cell). A profile's keys are checked against every numbered notebook,
-whichever notebooks run. A run whose selected notebooks all finished with the same parameters is skipped; an
-interrupted one resumes at its first unfinished notebook (Ctrl-C says so in one line); a damaged file that a notebook
-moved aside and rebuilt is printed as "<notebook> recovered: ..." and listed in its status entry (a damaged
-status.json or params.json is moved aside and its notebooks run again, resuming from their checkpoints); a failed run
-is reported at the end, the rest of the grid still runs, and the exit code is non-zero. `--force` re-executes the
-selected notebooks and keeps the other notebooks' entries. `--rerun` re-executes only the selected notebooks into a
-complete run folder, allowing their own parameters to differ (e.g. after a notebook gained a section), keeping the
-other notebooks' entries and files; each re-run entry records the git commit it ran at, and the folder's checkpoints
-are reused as usual. The summary (`<outputs>/summary.{md,csv,html}`) lists every run folder of the outputs folder.
+commit, package versions) and status.json (per notebook: status, wall seconds, peak RSS of the kernel process, and for a
+failure the exception's name, message and cell; and every execution in order, one stopped by Ctrl-C or whose runner was
+killed outright included, the latter from the heartbeat file it left under .executing/). A profile's keys are checked
+against every numbered notebook, whichever notebooks run. A run whose selected notebooks all finished with the same
+parameters is skipped; an interrupted one resumes at its first unfinished notebook (Ctrl-C says so in one line); a
+damaged file that a notebook moved aside and rebuilt is printed as "<notebook> recovered: ..." and listed in its status
+entry (a damaged status.json or params.json is moved aside and its notebooks run again, resuming from their
+checkpoints); a failed run is reported at the end, the rest of the grid still runs, and the exit code is non-zero.
+`--force` re-executes the selected notebooks and keeps the other notebooks' entries. `--rerun` re-executes only the
+selected notebooks into a complete run folder, allowing their own parameters to differ (e.g. after a notebook gained a
+section), keeping the other notebooks' entries and files; each re-run entry records the git commit it ran at, and the
+folder's checkpoints are reused as usual. The summary (`<outputs>/summary.{md,csv,html}`) lists every run folder of the
+outputs folder.
 """
 
 from __future__ import annotations
@@ -57,13 +59,16 @@ from lib.common.paths import CACHE, OUTPUTS, PARAMS, atomic_write_text, os_error
 from lib.common.runinfo import git_commit, load_json, refuse_other_settings, write_params_json
 from lib.run.folder import (
     EXECUTION_KEYS,
+    EXECUTIONS_MEASURE,
     PEAK_RSS_MEASURES,
     RunFolderBusy,
     RunFolderError,
     comparable_params,
     describe_failure,
-    execute,
+    execute_recorded,
+    killed_executions,
     read_run_record,
+    record_killed,
     refuse_other_params,
     run_folder_lock,
 )
@@ -151,12 +156,20 @@ def run_one(
         run_dir.mkdir(parents=True, exist_ok=True)
         if not same:
             write_params_json(run_dir, {**merged, "_files": [str(f) for f in files]})
+        if same:  # the executions of this parameter set, a killed runner's included
+            executions = record_killed(run_name, run_dir, list(status.get("executions") or []), log)
+        else:
+            killed_executions(run_dir)  # left by a run of other parameters: not this run's
+            executions = []
         status = {
             "params_hash": _params_hash(merged),
             "complete": False,
             "notebooks": entries,
             "peak_rss_mb_measures": PEAK_RSS_MEASURES,
+            "executions": executions,
+            "executions_measure": EXECUTIONS_MEASURE,
         }
+        commit = git_commit()
         atomic_write_text(run_dir / "status.json", json.dumps(status, indent=1))
         for nb in notebooks:
             if nb.name in kept:
@@ -166,9 +179,9 @@ def run_one(
                 continue
             out = run_dir / nb.name
             log(f"[{run_name}] {nb.name} ...")
-            entry = execute(nb, out, {**per_nb[nb], "run_dir": merged["run_dir"]}, ahead)
-            if entry.get("error_name") == "KeyboardInterrupt":
-                raise KeyboardInterrupt
+            entry = execute_recorded(
+                nb, out, {**per_nb[nb], "run_dir": merged["run_dir"]}, ahead, status, run_dir, commit
+            )
             for line in entry.get("recovered", []):
                 log(f"[{run_name}] {nb.name} recovered: {line}")
             status["notebooks"][nb.name] = entry
@@ -239,15 +252,15 @@ def rerun_notebooks(
     run_dir = outputs / run_name
     status, per_nb, changed = plan_rerun(run_name, files, overrides, notebooks, outputs, all_notebooks)
     commit = git_commit()
+    status["executions"] = record_killed(run_name, run_dir, list(status.get("executions") or []), log)
+    status["executions_measure"] = EXECUTIONS_MEASURE
     for nb in notebooks:
         log(f"[{run_name}] re-running {nb.name} ...")
         entry = {
-            **execute(nb, run_dir / nb.name, per_nb[nb], ahead),
+            **execute_recorded(nb, run_dir / nb.name, per_nb[nb], ahead, status, run_dir, commit),
             "rerun": f"re-run alone at commit {commit}",
             "params_changed": changed[nb],
         }
-        if entry.get("error_name") == "KeyboardInterrupt":
-            raise KeyboardInterrupt
         for line in entry.get("recovered", []):
             log(f"[{run_name}] {nb.name} recovered: {line}")
         status["notebooks"][nb.name] = entry
