@@ -148,6 +148,8 @@ def recoveries(executed: Path) -> list[str]:
 
 EXECUTING = ".executing"
 """The folder of a run folder that holds one Heartbeat file per notebook executing now."""
+HEARTBEAT_SECONDS = 30.0
+"""How often a Heartbeat file is rewritten: a killed execution's recorded seconds fall short by at most this."""
 
 
 class Heartbeat:
@@ -157,7 +159,7 @@ class Heartbeat:
     (killed_executions), with its seconds up to the last rewrite: status.json's list of executions then holds every
     execution of a notebook resumed over several, not only the last."""
 
-    def __init__(self, run_dir: Path, notebook: str, commit: str, interval: float = 30.0):
+    def __init__(self, run_dir: Path, notebook: str, commit: str, interval: float = HEARTBEAT_SECONDS):
         self.path = run_dir / EXECUTING / f"{Path(notebook).stem}.json"
         self.record = {"notebook": notebook, "commit": commit, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         self.interval, self._t0 = interval, time.perf_counter()
@@ -283,7 +285,8 @@ def execute(nb: Path, out: Path, params: dict, ahead: bool = False) -> dict:
 
 EXECUTIONS_MEASURE = (
     "every execution of a notebook in this folder, in order: its commit, start, status (ok, failed, interrupted, or "
-    "killed: the runner died, its seconds are those up to the last 30 s heartbeat), wall seconds and kernel peak RSS"
+    f"killed: the runner died, its seconds are those up to the last {HEARTBEAT_SECONDS:.0f} s heartbeat), wall seconds "
+    "and kernel peak RSS"
 )
 
 
