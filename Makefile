@@ -3,23 +3,23 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# No bytecode is compiled at set-up (pip --no-compile): Python writes it on first import, for the modules this project
-# imports (about a quarter of the 19,500 installed files), instead of compileall's every file (45 s of a fresh set-up on
-# two cores). For that it must be allowed to write it: with PYTHONDONTWRITEBYTECODE set, every process would compile
-# each module it imports again.
+# No bytecode is compiled at set-up (uv compiles none; pip runs with --no-compile): Python writes it on first import,
+# for the modules this project imports (about a quarter of the 19,500 installed files), instead of compileall's every
+# file (45 s of a fresh set-up on two cores). For that it must be allowed to write it: with PYTHONDONTWRITEBYTECODE
+# set, every process would compile each module it imports again.
 unexport PYTHONDONTWRITEBYTECODE
 KERNEL := wikigat
+# uv installs the pinned packages in parallel (scripts/install_packages.py; pip if uv fails); INSTALLER=pip: pip only.
+INSTALLER ?= uv
 SIZE   ?= demo
 DEVICE ?= cpu
 
 .PHONY: setup demo test lint format unit quick nbval lab batch bench clean-outputs
 
-$(STAMP): requirements.txt requirements-nodeps.txt constraints.txt pyproject.toml
+$(STAMP): requirements.txt requirements-nodeps.txt constraints.txt pyproject.toml scripts/install_packages.py
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11 ...'"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --no-compile -r requirements.txt -c constraints.txt
-	$(BIN)/pip install --quiet --no-compile --no-deps -r requirements-nodeps.txt
-	$(BIN)/pip install --quiet --no-compile --no-deps --no-build-isolation -e .
+	$(BIN)/python scripts/install_packages.py --with $(INSTALLER)
 	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (wikigat)"
 	touch $(STAMP)
 
