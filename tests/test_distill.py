@@ -19,7 +19,7 @@ from transformers import BertConfig, BertModel, BertTokenizer
 from lib.common import published
 from lib.distill.cache import TeacherCache
 from lib.distill.config import DistillParams, read_params_05
-from lib.distill.eval import curve_trends, difference_sentences, encode, paired_differences
+from lib.distill.eval import curve_trends, difference_sentences, encode, evaluate, paired_differences
 from lib.distill.losses import (
     VARIANTS,
     DistillError,
@@ -42,7 +42,7 @@ from lib.distill.models import (
     make_student,
     save_sentence_transformer,
 )
-from lib.distill.stage import run_grid, student_folder
+from lib.distill.stage import run_grid, student_folder, teacher_fidelity_embeddings
 from lib.distill.train import DistillConfig, RunHooks, distill, train_student
 from lib.distill.verdicts import budget_verdicts, choose_init
 
@@ -394,6 +394,20 @@ def test_a_grid_with_embedding_methods_pairs_them_with_the_control_and_saves_the
     ):
         with pytest.raises(ValueError, match=match):
             _grid_cfg(embedding_methods=bad)
+
+
+def test_the_teachers_reference_row_reuses_its_fidelity_embeddings_and_is_unchanged(tmp_path, monkeypatch):
+    teacher, _ = _grid_models(tmp_path)
+    data = _grid_data()
+    data["fidelity"] = {"val": CORPUS[:5], "test": CORPUS[5:]}
+    temb = teacher_fidelity_embeddings(teacher, data, 16)
+    computed = evaluate(teacher, data, temb, 16)
+    encoded = []
+    monkeypatch.setattr(
+        "lib.distill.eval.encode", lambda enc, texts, max_len: encoded.append(texts) or encode(enc, texts, max_len)
+    )
+    assert evaluate(teacher, data, temb, 16, is_teacher=True) == computed
+    assert len(encoded) == 6 and not {tuple(t) for t in encoded} & {tuple(t) for t in data["fidelity"].values()}
 
 
 def test_a_checkpoint_folder_kept_before_the_embedding_term_resumes_with_it(tmp_path):

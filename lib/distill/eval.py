@@ -71,12 +71,23 @@ def fidelity_of(enc: Encoder, data: dict, teacher_emb: dict, max_seq_len: int) -
     return fidelity(fv, teacher_emb["fid_val"], ft, teacher_emb["fid_test"])
 
 
-def evaluate(enc: Encoder, data: dict, teacher_emb: dict, max_seq_len: int, seed: int = 0) -> dict:
+def evaluate(
+    enc: Encoder, data: dict, teacher_emb: dict, max_seq_len: int, seed: int = 0, is_teacher: bool = False
+) -> dict:
     """Polarity and topic accuracy (linear head, val and test) and fidelity to the teacher (test) for one encoder.
 
-    teacher_emb: {"fid_val": [N, 768], "fid_test": [N, 768]} from `encode(teacher, ...)`.
+    teacher_emb: {"fid_val": [N, 768], "fid_test": [N, 768]} from `encode(teacher, ...)`. is_teacher: `enc` is that
+    teacher, whose embeddings of the fidelity sentences are teacher_emb already (the same batches, so the same floats)
+    and are not computed again.
     """
-    return evaluate_embedder(lambda texts: encode(enc, texts, max_seq_len), data, teacher_emb, seed)
+
+    def embed(texts: list[str]) -> np.ndarray:
+        for split in ("val", "test"):
+            if is_teacher and texts == data["fidelity"][split]:
+                return teacher_emb[f"fid_{split}"]
+        return encode(enc, texts, max_seq_len)
+
+    return evaluate_embedder(embed, data, teacher_emb, seed)
 
 
 def evaluate_embedder(embed, data: dict, teacher_emb: dict, seed: int = 0) -> dict:

@@ -478,7 +478,7 @@ def run_grid(
                         "method": method,
                         "init": "",
                         "seed": -1,
-                        **evaluate(enc, data, temb, cfg.distill_max_seq_len, 0),
+                        **evaluate(enc, data, temb, cfg.distill_max_seq_len, 0, is_teacher=enc is teacher),
                     },
                     g.hist,
                 ),
