@@ -64,6 +64,7 @@ def main() -> int:
         "cores": len(os.sched_getaffinity(0)),
         "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}",
         "condition": "a second CPU-bound process beside it, OMP_NUM_THREADS=1" if a.shared else "idle",
+        "installer": env.get("INSTALLER", "uv"),  # the Makefile's default
     }
     rec["setup_seconds"], rc, _ = timed(["make", "setup"], clone, env, work / "setup.log")
     if rc:

@@ -361,7 +361,8 @@ def render_timings(t: dict) -> str:
     nb = lambda r: ", ".join(f"{k.split('_')[0]} {v['seconds']:.0f} s" for k, v in r["notebooks"].items())
     done = []
     if "setup_seconds" in idle:
-        done.append(f"set-up {_minutes(idle['setup_seconds'])} with a warm pip cache")
+        installer = idle.get("installer", "pip")  # records made before the set-up used uv name none
+        done.append(f"set-up {_minutes(idle['setup_seconds'])} with {installer}, its package cache warm")
     if "demo_seconds" in idle:
         done.append(f"`make demo` {_minutes(idle['demo_seconds'])} (notebooks {nb(idle)})")
     count = f"{idle['tests_collected']} tests" if "tests_collected" in idle else "the tests"
