@@ -28,15 +28,12 @@ UV = "uv==0.13.9"
 # pip's precedence among configuration scopes, highest first (pip config list prints each scope's keys).
 SCOPES = (":env:", "site", "user", "global")
 CONFIG_LINE = re.compile(r"^(?P<scope>[^.]*)\.(?P<key>[a-z-]+)='(?P<value>.*)'$")
-
-
-def steps() -> list[list[str]]:
-    """The install steps as pip arguments after `install`, in order."""
-    return [
-        ["-r", "requirements.txt", "-c", "constraints.txt"],
-        ["--no-deps", "-r", "requirements-nodeps.txt"],
-        ["--no-deps", "--no-build-isolation", "-e", "."],
-    ]
+# The install steps, in order, as the arguments after `install` (pip's and uv's alike).
+STEPS = (
+    ("-r", "requirements.txt", "-c", "constraints.txt"),
+    ("--no-deps", "-r", "requirements-nodeps.txt"),
+    ("--no-deps", "--no-build-isolation", "-e", "."),
+)
 
 
 def pip_config(text: str) -> dict[str, list[str]]:
@@ -76,7 +73,7 @@ def run(cmd: list[str], env: dict | None = None) -> int:
 
 
 def install_with_pip(python: str) -> int:
-    for step in steps():
+    for step in STEPS:
         code = run([python, "-m", "pip", "install", "--quiet", "--no-compile", *step])
         if code:
             return code
@@ -94,7 +91,7 @@ def install_with_uv(python: str) -> int:
     if config.get("cert") and "SSL_CERT_FILE" not in env:
         env["SSL_CERT_FILE"] = config["cert"][0]
     uv = str(Path(python).parent / "uv")
-    for step in steps():
+    for step in STEPS:
         code = run([uv, "pip", "install", "--quiet", "--python", python, *uv_options(config), *step], env)
         if code:
             return code
