@@ -6,7 +6,7 @@ situation), fused against non-fused AdamW, interleaved in the same run (target: 
 
 Teacher targets in low precision (`--precision`, default auto; lib.common.device): teacher sentences/s of the target
 pass (attention + values of the last layer) under autocast vs float32 on the same batches, interleaved (target >= 1.8x),
-with the KL of the low-precision attention rows to the float32 ones. Where auto resolves to float32 (no native bf16 on
+with the KL of the low-precision attention rows to the float32 ones. Where auto resolves to float32 (no fast bf16 on
 this CPU) that is said and only float32 is reported; `--precision bf16` measures the emulated path anyway.
 
 Each speed target is judged by the project's rule (lib.metrics.paired.judge_ratio) on `--repeats` rounds, each timing

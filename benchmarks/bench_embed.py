@@ -12,7 +12,7 @@
    With `--precision` (default auto; lib.common.device) resolving to bf16/fp16, the project's embedder under autocast is
    a further method of the same loop (target: >= 3.5x plain encode at cosine >= 0.999, the speed judged by the
    project's rule on the repetitions' paired time ratios, lib.metrics.paired.judge_ratio); where auto resolves to
-   float32 (no native bf16 on this CPU) that is said and float32 only is reported; `--precision bf16` measures it
+   float32 (no fast bf16 on this CPU) that is said and float32 only is reported; `--precision bf16` measures it
    anyway.
 3. Rejected options, measured rather than assumed: dynamic int8 quantisation of the Linear layers; and, only where
    onnxruntime is importable (it is not a project dependency), an ONNX export of the same model run by onnxruntime.

@@ -19,7 +19,7 @@ On CUDA the fused step is also timed captured as a CUDA graph (lib.linkpred.cuda
 Low precision (`--precision`, default auto; lib.common.device): the fused step under autocast (bf16, or fp16 with a
 GradScaler) against the PyG float32 reference in the same run (target <= 0.25x on a CPU), its peak memory, and the
 eval AUC after `--auc-steps` training steps on a learnable synthetic graph, fused low precision vs fused float32 from
-the same initial weights (target: within 0.01). Where `auto` resolves to float32 (no native bf16 on this CPU) the
+the same initial weights (target: within 0.01). Where `auto` resolves to float32 (no fast bf16 on this CPU) the
 benchmark says so and reports float32 only; an explicit `--precision bf16` times the emulated path anyway.
 """
 

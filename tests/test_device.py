@@ -16,28 +16,30 @@ def test_auto_picks_fp32_on_a_cpu_without_native_bf16(monkeypatch):
     assert not p.grad_scaling
 
 
-def test_auto_picks_bf16_on_a_cpu_with_native_bf16(monkeypatch):
+def test_auto_picks_bf16_on_a_cpu_with_fast_bf16(monkeypatch):
     monkeypatch.setattr(dev, "cpu_bf16_support", lambda: (True, "simulated AMX"))
     p = dev.resolve_precision("auto", "cpu")
-    assert (p.name, p.dtype) == ("bf16", torch.bfloat16) and "native bf16" in p.reason
+    assert (p.name, p.dtype) == ("bf16", torch.bfloat16) and "fast bf16" in p.reason
     assert not p.grad_scaling  # bf16 keeps float32's exponent range
 
 
 @pytest.mark.parametrize(
-    ("flags", "onednn", "native"),
+    ("flags", "onednn", "fast"),
     [
         ("fpu avx2 avx512f avx512bw avx512_vnni", True, False),  # AVX-512 without BF16: oneDNN says yes, emulated
-        ("fpu avx2 avx512f avx512bw avx512_bf16", False, True),
-        ("fpu avx2 amx_tile amx_bf16", False, True),
+        ("fpu avx2 avx512f avx512bw avx512_bf16", False, False),  # bf16 dot products, no faster matrix products
+        ("fpu avx2 avx512f avx512_bf16 amx_tile amx_bf16", False, True),
+        ("fp asimd bf16 i8mm", False, True),  # Arm BF16 (read from "Features" where "flags" is absent)
         (None, True, True),  # flags unreadable: oneDNN's answer
         (None, False, False),
     ],
 )
-def test_native_bf16_is_read_from_the_cpu_flags_not_onednn(monkeypatch, flags, onednn, native):
-    monkeypatch.setattr(dev, "cpuinfo", lambda field: flags if field == "flags" else None)
+def test_fast_bf16_is_read_from_the_cpu_flags_not_onednn(monkeypatch, flags, onednn, fast):
+    arm = flags is not None and "asimd" in flags
+    monkeypatch.setattr(dev, "cpuinfo", lambda field: flags if field == ("Features" if arm else "flags") else None)
     monkeypatch.setattr(dev, "_onednn_bf16", lambda: onednn)
-    assert dev.cpu_bf16_support()[0] is native
-    assert dev.resolve_precision("auto", "cpu").name == ("bf16" if native else "fp32")
+    assert dev.cpu_bf16_support()[0] is fast
+    assert dev.resolve_precision("auto", "cpu").name == ("bf16" if fast else "fp32")
 
 
 def test_explicit_precisions_are_honoured_and_unknown_ones_are_named(monkeypatch):

@@ -354,6 +354,9 @@ def test_timing_sentence_is_rendered_from_the_record():
         "`make demo` 7.0 min (notebooks 01 20 s, 03b 80 s)" in text and "for 292 tests (290 passed, 2 skipped)" in text
     )
     assert text.startswith(report.TBEGIN) and text.endswith(report.TEND)
+    assert "on 2 idle cores (x86_64; commit abc1234" in text  # a record that names no CPU
+    named = report.render_timings({"idle": {**t["idle"], "cpu": "Intel(R) Xeon(R) Processor, model 207"}})
+    assert "on 2 idle cores (Intel(R) Xeon(R) Processor, model 207; x86_64; commit abc1234" in named
     partial = report.render_timings(
         {"idle": {k: v for k, v in t["idle"].items() if k not in ("test_seconds", "tests")}}
     )

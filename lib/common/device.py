@@ -6,8 +6,9 @@ Precision (`precision`, a parameter of notebooks 02, 03, 03b and 05): "fp32", "b
 means torch.autocast around the forward pass; weights, stored embeddings, checkpoints and cached targets stay float32
 (teacher targets keep their float16 storage). "auto" resolves to
   - CUDA: bf16 where the GPU computes it natively (Ampere and later), else fp16 (with a GradScaler when training);
-  - CPU:  bf16 when the CPU has native bf16 arithmetic (AVX512-BF16 or AMX), else fp32 — emulated bf16 on a CPU
-          without it is several times *slower* than float32 (measured here: 8x on a 256x384 linear layer).
+  - CPU:  bf16 when the CPU multiplies bf16 matrices faster than float32 ones (x86 AMX, Arm BF16), else fp32 —
+          emulated bf16 on a CPU without bf16 instructions is several times *slower* than float32 (measured here: 8x
+          on a 256x384 linear layer), and AVX512-BF16 without AMX is no faster (benchmarks/bench_precision.py).
 `resolve_precision` returns the choice with the reason, which the run's params.json records (lib.common.runinfo).
 """
 
@@ -78,23 +79,30 @@ def _onednn_bf16() -> bool:
         return False
 
 
-NATIVE_BF16_FLAGS = {"avx512_bf16", "amx_bf16", "bf16"}  # x86 AVX512-BF16 / AMX, Arm BF16
+FAST_BF16_FLAGS = {"amx_bf16", "bf16"}  # x86 AMX, Arm BF16 (BFMMLA)
+# AVX512-BF16 alone (Cooper Lake; Sapphire Rapids guests whose hypervisor hides AMX) has bf16 dot products but no faster
+# matrix products: on such a CPU (Xeon model 207, 2026-11-30) oneDNN's bf16 products of the GatModel step's shapes took
+# 1.3-2.0x float32's time, and the bf16 step 1.35x the float32 step (benchmarks/bench_precision.py, bench_model.py).
+SLOW_BF16_FLAGS = {"avx512_bf16"}
 
 
 def cpu_bf16_support() -> tuple[bool, str]:
-    """(True, why) when this CPU computes bfloat16 natively (the cpuinfo flags avx512_bf16, amx_bf16 or Arm's bf16);
-    (False, why) otherwise. oneDNN's own check is asked only where the flags cannot be read: it also says yes on
-    AVX-512 CPUs without BF16, which convert to float32 and back (measured on such a CPU: a [20000, 128] x [128, 128]
-    product 2.8x slower in bf16). Tests monkeypatch this function to simulate either kind of CPU."""
+    """(True, why) when bf16 pays off on this CPU: it multiplies bf16 matrices faster than float32 ones (the cpuinfo
+    flags amx_bf16, or Arm's bf16); (False, why) otherwise, AVX512-BF16 without AMX included. oneDNN's own check is
+    asked only where the flags cannot be read: it also says yes on AVX-512 CPUs without BF16, which convert to float32
+    and back (measured on such a CPU: a [20000, 128] x [128, 128] product 2.8x slower in bf16). Tests monkeypatch this
+    function to simulate either kind of CPU."""
     flags = _cpu_flags()
     if flags is None:
         if _onednn_bf16():
             return True, "oneDNN reports bf16 on this CPU (its flags are unreadable)"
         return False, "this CPU's flags are unreadable and oneDNN reports no bf16"
-    native = flags & NATIVE_BF16_FLAGS
-    if native:
-        return True, f"CPU flags {', '.join(sorted(native))}"
-    return False, "this CPU has no native bf16 (no avx512_bf16, amx_bf16 or bf16 flag)"
+    fast = flags & FAST_BF16_FLAGS
+    if fast:
+        return True, f"CPU flags {', '.join(sorted(fast))}"
+    if flags & SLOW_BF16_FLAGS:
+        return False, "this CPU has AVX512-BF16 but no AMX, so its bf16 matrix products are no faster than float32's"
+    return False, "this CPU has no native bf16 (no amx_bf16, avx512_bf16 or bf16 flag), so it emulates bf16"
 
 
 @dataclass(frozen=True)
@@ -144,10 +152,8 @@ def resolve_precision(name: str, device: torch.device | str = "cpu") -> Precisio
     native, why = cpu_bf16_support()
     if name == "auto":
         if native:
-            return Precision("bf16", torch.bfloat16, f"auto on CPU: native bf16 ({why})", name)
+            return Precision("bf16", torch.bfloat16, f"auto on CPU: fast bf16 ({why})", name)
         return Precision("fp32", None, f"auto on CPU: {why}, so float32", name)
     if name == "bf16" and not native:
-        return Precision(
-            "bf16", torch.bfloat16, f"requested bf16 on CPU although {why}: emulated, expect a slowdown", name
-        )
+        return Precision("bf16", torch.bfloat16, f"requested bf16 on CPU although {why}: expect a slowdown", name)
     return Precision(name, DTYPES[name], f"requested {name} on CPU", name)

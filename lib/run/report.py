@@ -352,6 +352,11 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
+def _machine(record: dict) -> str:
+    """The machine of a timing record: its CPU where the record names one (records before that name none)."""
+    return f"{record['cpu']}; {record['machine']}" if "cpu" in record else record["machine"]
+
+
 def render_timings(t: dict) -> str:
     """The README's timing sentences from scripts/time_loop.py's record (timings.json); parts not measured are left
     out."""
@@ -374,7 +379,7 @@ def render_timings(t: dict) -> str:
         done.append(f"`make test` collects {count}")
     lines = [
         TBEGIN,
-        f"Measured from a fresh clone on {idle['cores']} idle cores ({idle['machine']}; commit "
+        f"Measured from a fresh clone on {idle['cores']} idle cores ({_machine(idle)}; commit "
         f"{idle['commit']}, {idle['date']}, `python scripts/time_loop.py`):",
         "",
     ]
