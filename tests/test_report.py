@@ -326,7 +326,7 @@ def test_readme_test_count_is_within_ten_percent_of_the_collected_tests(request)
         collected = len(items)
     else:
         collected = report.collected_tests(sys.executable)
-    assert abs(collected - measured) <= 0.1 * collected, (
+    assert report.test_count_current(measured, collected), (
         f"README says {measured} tests, {collected} are collected: re-measure with python scripts/time_loop.py"
     )
     assert f" {measured} tests" in report.readme_block(
@@ -583,3 +583,9 @@ def test_the_example_link_list_run_readme_prints_its_verdicts_and_each_part_of_t
     rows = rows[rows.seed < 2]  # fewer seeds: the sentence and the table follow the rows, nothing is typed
     rows.to_csv(folder / "beyond_rows.csv", index=False)
     assert "(2 seeds)" in report.verdicts_block(folder) and "(10 seeds)" in text
+
+
+def test_a_measured_test_count_is_current_within_ten_percent_of_the_collected_one():
+    assert report.test_count_current(91, 100) and report.test_count_current(110, 100)
+    assert not report.test_count_current(89, 100) and not report.test_count_current(111, 100)
+    assert not report.test_count_current(None, 100) and not report.test_count_current(0, 100)

@@ -445,6 +445,12 @@ def load_timings(path: Path = TIMINGS) -> dict:
     return read_json(path)
 
 
+def test_count_current(measured: int | None, collected: int) -> bool:
+    """Whether the README's measured test count still describes a suite of `collected` tests: within 10% of it (the
+    suite checks it; scripts/time_loop.py re-measures it)."""
+    return bool(measured) and abs(collected - measured) <= 0.1 * collected
+
+
 def collected_tests(python: str | Path, cwd: Path = ROOT, env: dict | None = None) -> int:
     """How many tests `make test` runs in the checkout `cwd` with that `python`: pytest's collection of tests and
     notebooks (the timing sentence names it)."""
