@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -30,10 +31,26 @@ OUT = ROOT / "outputs" / "reference" / "loop" / "timings.json"
 
 
 def timed(cmd: list[str], cwd: Path, env: dict, log: Path) -> tuple[float, int, str]:
+    """(wall seconds, exit status, output) of `cmd`, its output also written to `log`.
+
+    `cmd` runs in a process group of its own, which is ended when this process is stopped (Ctrl-C, or SIGTERM: see
+    main) before `cmd` ends: otherwise `make test`'s pytest workers and kernels would run on, unseen, and slow down
+    whatever is timed next on the machine."""
     t0 = time.perf_counter()
     with log.open("w") as f:
-        rc = subprocess.run(cmd, cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = proc.wait()
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait()
     return round(time.perf_counter() - t0, 1), rc, log.read_text(errors="replace")
+
+
+def exit_on_sigterm() -> None:
+    """SIGTERM (kill, pkill) raises SystemExit like Ctrl-C raises KeyboardInterrupt, so that `timed` ends its group."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 def pytest_counts(text: str) -> dict:
@@ -48,6 +65,7 @@ def main() -> int:
     ap.add_argument("--shared", action="store_true", help="a second CPU-bound process runs beside; OMP_NUM_THREADS=1")
     ap.add_argument("--work", help="folder for the clone (default: a new temporary folder)")
     a = ap.parse_args()
+    exit_on_sigterm()
     work = Path(a.work or tempfile.mkdtemp(prefix="wikigat-loop-"))
     clone = work / "clone"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
