@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import argparse
 import resource
+import statistics
 import time
 
 import torch
 
-from lib.common.device import cpu_bf16_support, cpuinfo, resolve_precision
+from lib.common.device import cpu_bf16_support, cpu_flags, cpuinfo, resolve_precision
 from lib.metrics.paired import judge_ratio, ratio_text
 
 N, HIDDEN, HEADS, FEATURES = 20_000, 128, 2, 384
@@ -45,7 +46,7 @@ def time_product(a: torch.Tensor, b: torch.Tensor, inner: int = 3) -> float:
         t = time.perf_counter()
         a @ b
         times.append(time.perf_counter() - t)
-    return sorted(times)[len(times) // 2]
+    return statistics.median(times)
 
 
 def main() -> None:
@@ -54,15 +55,16 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=15)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    flags = set((cpuinfo("flags") or cpuinfo("Features") or "").split())
-    shown = sorted(flags & {"avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_fp16", "bf16"})
+    shown = sorted(
+        (cpu_flags() or set()) & {"avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_fp16", "bf16"}
+    )
     print(f"CPU: {cpuinfo('model name')} (model {cpuinfo('model')}); flags: {' '.join(shown) or 'none of interest'}")
     print(f"cpu_bf16_support: {cpu_bf16_support()[1]}; auto -> {resolve_precision('auto', 'cpu').name}")
     print(f"torch {torch.__version__}, {a.threads} thread(s), {a.repeats} repeats")
 
     g = torch.Generator().manual_seed(0)
-    fp32 = [(torch.randn(m, k, generator=g), torch.randn(k, n, generator=g)) for _, (m, k, n), _ in PRODUCTS]
-    operands = {d: [(x.to(dtype), w.to(dtype)) for x, w in fp32] for d, dtype in DTYPES.items()}
+    base = [(torch.randn(m, k, generator=g), torch.randn(k, n, generator=g)) for _, (m, k, n), _ in PRODUCTS]
+    operands = {d: [(x.to(dtype), w.to(dtype)) for x, w in base] for d, dtype in DTYPES.items()}
     times = {d: [[] for _ in PRODUCTS] for d in DTYPES}
     for repeat in range(a.repeats + 1):  # the first round warms every product up and is not kept
         for i in range(len(PRODUCTS)):
@@ -71,7 +73,7 @@ def main() -> None:
                 if repeat:
                     times[d][i].append(seconds)
     for i, (name, (m, k, n), calls) in enumerate(PRODUCTS):
-        fp32 = sorted(times["fp32"][i])[a.repeats // 2]
+        fp32 = statistics.median(times["fp32"][i])
         row = [f"[{m}, {k}] @ [{k}, {n}] x{calls:<2} {name:<30} fp32 {fp32 * 1e3:6.2f} ms"]
         for d in ("bf16", "fp16"):
             judged = judge_ratio(times[d][i], times["fp32"][i], 1.0)
@@ -80,7 +82,7 @@ def main() -> None:
     per_step = {
         d: [sum(c * times[d][i][r] for i, (_, _, c) in enumerate(PRODUCTS)) for r in range(a.repeats)] for d in DTYPES
     }
-    print(f"one step's products: fp32 {sorted(per_step['fp32'])[a.repeats // 2] * 1e3:.1f} ms")
+    print(f"one step's products: fp32 {statistics.median(per_step['fp32']) * 1e3:.1f} ms")
     for d in ("bf16", "fp16"):
         judged = judge_ratio(per_step[d], per_step["fp32"], 1.0)
         print(f"{d} / fp32 time of one step's products (faster than float32: {ratio_text(judged)})")

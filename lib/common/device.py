@@ -66,7 +66,7 @@ def cpuinfo(field: str) -> str | None:
     return None
 
 
-def _cpu_flags() -> set[str] | None:
+def cpu_flags() -> set[str] | None:
     """The CPU's feature flags ("flags" on x86, "Features" on Arm); None where /proc/cpuinfo has neither."""
     text = cpuinfo("flags") or cpuinfo("Features")
     return set(text.split()) if text else None
@@ -92,7 +92,7 @@ def cpu_bf16_support() -> tuple[bool, str]:
     asked only where the flags cannot be read: it also says yes on AVX-512 CPUs without BF16, which convert to float32
     and back (measured on such a CPU: a [20000, 128] x [128, 128] product 2.8x slower in bf16). Tests monkeypatch this
     function to simulate either kind of CPU."""
-    flags = _cpu_flags()
+    flags = cpu_flags()
     if flags is None:
         if _onednn_bf16():
             return True, "oneDNN reports bf16 on this CPU (its flags are unreadable)"
@@ -149,11 +149,11 @@ def resolve_precision(name: str, device: torch.device | str = "cpu") -> Precisio
         return Precision(name, DTYPES[name], f"requested {name} on CUDA", name)
     if dev.type != "cpu":
         raise ValueError(f"precision on device type {dev.type!r} is not supported; use 'cpu' or 'cuda'")
-    native, why = cpu_bf16_support()
+    fast, why = cpu_bf16_support()
     if name == "auto":
-        if native:
+        if fast:
             return Precision("bf16", torch.bfloat16, f"auto on CPU: fast bf16 ({why})", name)
         return Precision("fp32", None, f"auto on CPU: {why}, so float32", name)
-    if name == "bf16" and not native:
+    if name == "bf16" and not fast:
         return Precision("bf16", torch.bfloat16, f"requested bf16 on CPU although {why}: expect a slowdown", name)
     return Precision(name, DTYPES[name], f"requested {name} on CPU", name)
