@@ -10,7 +10,8 @@ repeat, which ran back to back: met, missed or undecided, with the 95% interval 
 Peak memory: each implementation also runs alone in a child process and reports its peak RSS (ru_maxrss), and on
 `--device cuda` its peak allocated GPU memory (torch.cuda.max_memory_allocated); GPU steps are timed after a
 synchronize, so a step's time includes its kernels.
-Checks first that both have the same parameter count and the same outputs for the same weights.
+Checks first that both have the same parameter count and the same outputs for the same weights. On the CPU the fused
+step runs its C++ kernels where they are built (lib.linkpred.kernels; WIKIGAT_CPU_KERNELS=0 times its torch ops).
 `--profile`: where a step's time goes instead — torch.profiler's operators of one warm step (forward, backward, AdamW)
 of each implementation, by self CPU time, with their input shapes.
 On CUDA the fused step is also timed captured as a CUDA graph (lib.linkpred.cuda_graph.GraphedTrainStep, rows
@@ -37,9 +38,10 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-from lib.common.device import get_device, resolve_precision
+from lib.common.device import cpuinfo, get_device, resolve_precision
 from lib.linkpred.cuda_graph import GraphedTrainStep
 from lib.linkpred.data import synthetic_graph
+from lib.linkpred.kernels import kernels_status
 from lib.linkpred.model import GatModel, count_parameters
 from lib.linkpred.sampling import sample_negatives
 from lib.metrics.paired import judge_ratio, ratio_text
@@ -221,6 +223,10 @@ def main() -> None:
         f"device {device} ({card}); precision {a.precision!r} -> {prec.name}: {prec.reason}"
         + ("" if low else "; reporting float32 only")
     )
+    if device.type == "cpu":
+        print(
+            f"cpu: {cpuinfo('model name')}; the fused step's C++ CPU kernels (lib.linkpred.kernels): {kernels_status()}"
+        )
 
     x, ei = seed_sized_graph(a.nodes, a.edges)
     neg = sample_negatives(ei, a.nodes, round(0.3 * ei.size(1)), seed=1)

@@ -4,7 +4,8 @@ import pytest
 import torch
 from torch_geometric.nn import GATConv
 
-from lib.linkpred.fused_gat import FusedGATConv, MaskDropout, keep_mask, prepare_edges
+from lib.linkpred import kernels
+from lib.linkpred.fused_gat import FusedGATConv, MaskDropout, dropout_bits, keep_mask, prepare_edges
 
 
 def _graph(n=50, e=300, seed=0):
@@ -66,7 +67,7 @@ def test_keep_mask_keeps_the_exact_share_on_average(p):
     assert mask.dtype == torch.bool and mask.shape == (400, 1000) and keep == 1 - p
     share, sd = mask.float().mean().item(), (keep * (1 - keep) / mask.numel()) ** 0.5
     assert abs(share - keep) < 4 * sd  # a binomial share within four standard deviations
-    rows, cols = mask.float().mean(1), mask.float().mean(0)  # no row or column of the 16-bit words is biased
+    rows, cols = mask.float().mean(1), mask.float().mean(0)  # no row or column of the packed fields is biased
     assert rows.std() < 2 * (keep * (1 - keep) / 1000) ** 0.5 and cols.std() < 2 * (keep * (1 - keep) / 400) ** 0.5
 
 
@@ -75,9 +76,11 @@ def test_keep_mask_rounds_the_keep_probability_to_a_65536th():
     assert keep == round(0.9 * 65536) / 65536 and abs(keep - 0.9) < 1 / 65536
 
 
+@pytest.mark.parametrize("switch", ["1", "0"])  # the C++ kernels where they build, the torch ops
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("p", [0.75, 0.1])
-def test_mask_dropout_scales_what_it_keeps_and_saves_a_one_byte_mask(dtype, p):
+def test_mask_dropout_scales_what_it_keeps_and_saves_bits_or_a_one_byte_mask(monkeypatch, switch, dtype, p):
+    monkeypatch.setenv(kernels.SWITCH, switch)
     x = torch.randn(64, 32, dtype=dtype)
     grad = torch.randn(64, 32, dtype=dtype)
     xi, saved = x.clone().requires_grad_(True), []
@@ -89,7 +92,11 @@ def test_mask_dropout_scales_what_it_keeps_and_saves_a_one_byte_mask(dtype, p):
     kept = out != 0
     torch.testing.assert_close(out[kept], (x[kept] / keep).to(dtype))
     torch.testing.assert_close(xi.grad, (grad * kept / keep).to(dtype))  # the gradient passes where x was kept
-    assert [t.dtype for t in saved] == [torch.bool]
+    if kernels.cpu_kernels(x) is None:
+        assert [t.dtype for t in saved] == [torch.bool]
+    else:  # the random bits themselves: 2 bits per element at p = 0.75, 16 at p = 0.1
+        b, _ = dropout_bits(1 - p)
+        assert [(t.dtype, t.numel()) for t in saved] == [(torch.uint8, x.numel() * b // 8)]
     torch.manual_seed(5)
     assert torch.equal(MaskDropout(p)(x), out.detach())  # the same seed, the same mask
     torch.manual_seed(5)

@@ -11,8 +11,9 @@ j, so h [N, K*C] is read as [N*K, C] without a copy; its backward is one sparse 
 sampled dense-dense product (torch.sparse.sampled_addmm), and the softmax's backward is recomputed on the [E, K]
 attention weights — no [E, K, C] message tensor exists at any point.
 
-MaskDropout draws its mask about five times faster than nn.Dropout (keep_mask) and keeps it as one byte for backward
-where nn.Dropout keeps a float noise tensor.
+MaskDropout draws its mask about five times faster than nn.Dropout (draw_bits: 2 random bits per element at p = 0.75)
+and keeps it as bits or bytes for backward where nn.Dropout keeps a float noise tensor; on the CPU, the dropouts and
+the levels' LayerNorm(x + dropout(y)) run as C++ kernels, one pass each way (lib.linkpred.kernels, residual_norm).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.utils import add_self_loops, remove_self_loops, softmax
+
+from lib.linkpred.kernels import cpu_kernels
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,12 @@ def _ptr(sorted_index: Tensor, num_nodes: int) -> Tensor:
 
 
 def prepare_edges(edge_index: Tensor, num_nodes: int, heads: int) -> PreparedEdges:
-    """Self-loops added once (as GATConv does at every level) and the CSR patterns of PreparedEdges."""
+    """Self-loops added once (as GATConv does at every level) and the CSR patterns of PreparedEdges: on the CPU by
+    the C++ kernels' counting sorts where they are built (lib.linkpred.kernels), the same tensors."""
+    kernels = cpu_kernels() if edge_index.device.type == "cpu" else None
+    if kernels is not None:
+        ei, ptr, *patterns = kernels.prepare_edges(edge_index.long(), num_nodes, heads)
+        return PreparedEdges(ei, ptr, heads, *patterns)
     ei, _ = remove_self_loops(edge_index)
     ei, _ = add_self_loops(ei, num_nodes=num_nodes)
     ei = ei[:, torch.argsort(ei[1] * num_nodes + ei[0])]
@@ -205,21 +213,49 @@ class FusedGATConv(nn.Module):
         return gat_layer(x, self.lin.weight, self.attention_weight(), self.bias, edges, self.negative_slope)
 
 
-_HALF_RANGE = 1 << 15  # keep_mask draws int16 words: 65,536 equally likely values
+FIELD_BITS = (1, 2, 4, 8, 16)
+
+
+def dropout_bits(keep: float) -> tuple[int, int]:
+    """(b, t): an element is kept when its b-bit random field is below t, so with probability q = t / 2^b.
+
+    b is the fewest bits (1, 2, 4, 8 or 16) for which keep · 2^b is a whole number, so q = keep exactly (the seed's
+    p = 0.75 keeps a quarter: 2 bits per element); otherwise b = 16 and q = round(keep · 65536) / 65536."""
+    for b in FIELD_BITS:
+        if (keep * (1 << b)).is_integer():
+            return b, int(keep * (1 << b))
+    return 16, round(keep * 65536)
+
+
+def draw_bits(numel: int, b: int, device: torch.device) -> Tensor:
+    """numel b-bit random fields, packed little-endian: [ceil(numel · b / 64) · 8] uint8.
+
+    Written by hand because Tensor.bernoulli_ (what F.dropout draws with) costs about 25 ns per element on the CPU,
+    a quarter of a seed-sized GatModel step; this draws 64 random bits per 64 / b elements (Tensor.random_ on int64,
+    seeded by torch's generator like any other draw): 2 bits per element at the seed's p = 0.75."""
+    words = torch.empty((numel * b + 63) // 64, dtype=torch.int64, device=device)
+    return words.random_(-(1 << 63), (1 << 63) - 1).view(torch.uint8)
+
+
+def mask_from_bits(bits: Tensor, shape: torch.Size, b: int, t: int) -> Tensor:
+    """The bool keep mask [shape] of draw_bits' fields (field i < t keeps element i, row-major): what the C++
+    kernels (lib.linkpred.cpu_kernels.cpp) read from the same bits, in torch ops."""
+    n = shape.numel()
+    if b == 16:  # the little-endian pairs of bytes as int16: field - 32768 after flipping the top bit
+        fields = bits.view(torch.int16)[:n].bitwise_xor(-(1 << 15))
+        return (fields < t - (1 << 15)).view(shape)
+    if b == 8:
+        return (bits[:n] < t).view(shape)
+    shifts = torch.arange(0, 8, b, dtype=torch.uint8, device=bits.device)
+    fields = bits[: (n * b + 7) // 8].unsqueeze(-1).bitwise_right_shift(shifts).bitwise_and_((1 << b) - 1)
+    return (fields.view(-1)[:n] < t).view(shape)
 
 
 def keep_mask(x: Tensor, keep: float) -> tuple[Tensor, float]:
-    """A bool mask like x, each element True with probability q = round(keep · 65536) / 65536, and q itself.
-
-    Written by hand because Tensor.bernoulli_ (what F.dropout draws with) costs about 25 ns per element on the CPU,
-    a quarter of a seed-sized GatModel step; this draws 64 random bits per four elements (Tensor.random_ on int64,
-    seeded by torch's generator like any other draw) and compares each 16-bit quarter with a threshold: about a
-    fifth of the time. q is keep exactly when keep · 65536 is an integer (the seed's p = 0.75 and p = 0.5)."""
-    threshold = round(keep * 2 * _HALF_RANGE)
-    n = x.numel()
-    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-(1 << 63), (1 << 63) - 1)
-    quarters = words.view(torch.int16)[:n].view(x.shape)  # uniform over [-32768, 32767]
-    return quarters < threshold - _HALF_RANGE, threshold / (2 * _HALF_RANGE)
+    """A bool mask like x, each element True with probability q (dropout_bits: keep where keep · 2^b is whole for
+    some b <= 16, else keep rounded to a 65536th), and q itself."""
+    b, t = dropout_bits(keep)
+    return mask_from_bits(draw_bits(x.numel(), b, x.device), x.shape, b, t), t / (1 << b)
 
 
 def _masked(x: Tensor, mask: Tensor, scale: float) -> Tensor:
@@ -230,8 +266,8 @@ def _masked(x: Tensor, mask: Tensor, scale: float) -> Tensor:
 
 
 class _ByteMaskDropout(torch.autograd.Function):
-    """x · mask / q with keep_mask's mask (q its keep probability, about 1 - p), saving the mask as one byte per
-    element for backward instead of a noise tensor in x's dtype."""
+    """x · mask / q with keep_mask's mask, kept as one byte per element for backward (torch ops: a GPU, or a CPU
+    without the C++ kernels)."""
 
     @staticmethod
     def forward(ctx, x: Tensor, p: float) -> Tensor:
@@ -246,12 +282,69 @@ class _ByteMaskDropout(torch.autograd.Function):
         return _masked(grad_out, mask, ctx.scale), None
 
 
+class _BitsDropout(torch.autograd.Function):
+    """_ByteMaskDropout in one C++ pass each way (cpu_kernels.cpp: dropout_apply), keeping the random bits (2 bits
+    per element at p = 0.75) for backward; the same bits and the same values as _ByteMaskDropout."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, p: float, kernels) -> Tensor:
+        b, t = dropout_bits(1 - p)
+        bits = draw_bits(x.numel(), b, x.device)
+        ctx.save_for_backward(bits)
+        ctx.args, ctx.kernels = (b, t, (1 << b) / t), kernels
+        return kernels.dropout_apply(x.contiguous(), bits, *ctx.args)
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        (bits,) = ctx.saved_tensors
+        return ctx.kernels.dropout_apply(grad_out.contiguous(), bits, *ctx.args), None, None
+
+
 class MaskDropout(nn.Dropout):
-    """nn.Dropout whose mask is drawn by keep_mask (about five times faster on the CPU; other random numbers than
-    nn.Dropout's, with the same distribution where 65536 · (1 - p) is an integer) and kept as one byte per element
-    for backward instead of a noise tensor of the input's size and dtype."""
+    """nn.Dropout whose mask comes from draw_bits (about five times faster on the CPU; other random numbers than
+    nn.Dropout's, with the same distribution where keep · 2^b is whole for some b <= 16) and is kept as random bits
+    (C++ kernels) or one byte per element (torch ops) for backward instead of a noise tensor of the input's size."""
 
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0:
             return x
+        kernels = cpu_kernels(x)
+        if kernels is not None:
+            return _BitsDropout.apply(x, self.p, kernels)
         return _ByteMaskDropout.apply(x, self.p)
+
+
+class _ResidualDropoutNorm(torch.autograd.Function):
+    """LayerNorm(x + y · mask / q) in one C++ pass each way (cpu_kernels.cpp: residual_dropout_norm), with
+    MaskDropout's bits: x [N, C] float32, y [N, C] (float32, or bf16 under autocast), weight and bias [C]. Saved for
+    backward: the sum [N, C] (as LayerNorm saves its input), each row's mean and 1/std [N] and the bits."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, y: Tensor, weight: Tensor, bias: Tensor, p: float, eps: float, kernels) -> Tensor:
+        b, t = dropout_bits(1 - p)
+        bits = draw_bits(x.numel(), b, x.device)
+        ctx.args, ctx.kernels, ctx.y_dtype = (b, t, (1 << b) / t), kernels, y.dtype
+        out, total, mean, rstd = kernels.residual_dropout_norm(
+            x.contiguous(), y.float().contiguous(), bits, *ctx.args, weight, bias, eps
+        )
+        ctx.save_for_backward(total, mean, rstd, bits, weight)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        total, mean, rstd, bits, weight = ctx.saved_tensors
+        gx, gy, gw, gb = ctx.kernels.residual_dropout_norm_backward(
+            grad_out, total, mean, rstd, bits, *ctx.args, weight
+        )
+        return gx, gy.to(ctx.y_dtype), gw, gb, None, None, None
+
+
+def residual_norm(x: Tensor, y: Tensor, norm: nn.LayerNorm, dropout: nn.Dropout) -> Tensor:
+    """norm(x + dropout(y)) for x, y [N, C] -> [N, C]: in one C++ pass each way (lib.linkpred.kernels) when dropout is
+    a MaskDropout in training and x and the norm's weights are float32 on the CPU; in torch ops otherwise (eval,
+    nn.Dropout, a GPU, no kernels), which drop the same elements."""
+    if isinstance(dropout, MaskDropout) and dropout.training and dropout.p > 0 and y.device.type == "cpu":
+        kernels = cpu_kernels(x, norm.weight, norm.bias)
+        if kernels is not None:
+            return _ResidualDropoutNorm.apply(x, y, norm.weight, norm.bias, dropout.p, norm.eps, kernels)
+    return norm(x + dropout(y))

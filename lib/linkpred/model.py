@@ -11,7 +11,8 @@ loads into both and they give the same outputs for the same weights):
                 per forward pass for all L levels, the attention logits of all heads are one thin matmul, and the
                 softmax and the neighbour aggregation over all heads are one autograd function around one sparse CSR
                 product (no [E, K, C] temporaries); its dropouts draw their masks about five times faster than
-                nn.Dropout (MaskDropout: other random numbers, the same distribution) and keep them as one byte.
+                nn.Dropout (MaskDropout: other random numbers, the same distribution) and keep them as bits, and on
+                the CPU each LayerNorm(X + Dropout(.)) is one C++ pass each way (lib.linkpred.kernels).
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from torch_geometric.nn import GATConv
 from lib.common.config import StageParams, param
 from lib.common.params import ParamError
 from lib.linkpred.decoders import DECODERS, MLP_DECODERS, PairDecoder
-from lib.linkpred.fused_gat import FusedGATConv, MaskDropout, PreparedEdges, prepare_edges
+from lib.linkpred.fused_gat import FusedGATConv, MaskDropout, PreparedEdges, prepare_edges, residual_norm
 from lib.linkpred.heuristics import STACK, check_heuristics
+from lib.linkpred.kernels import cpu_kernels
 
 
 @dataclass(frozen=True)
@@ -139,9 +141,9 @@ class DeepGATLevel(nn.Module):
 
     def forward(self, x: Tensor, edge_index: Tensor, edges: PreparedEdges | None = None) -> Tensor:
         att = self.gat(x, edge_index) if edges is None else self.gat(x, edges)
-        x1 = self.norm1(x + self.dropout(att))
-        ff = self.dropout(self.lin2(F.relu(self.lin1(x1), inplace=True)))
-        return self.norm2(x1 + ff)
+        x1 = residual_norm(x, att, self.norm1, self.dropout)
+        ff = self.lin2(F.relu(self.lin1(x1), inplace=True))
+        return residual_norm(x1, ff, self.norm2, self.dropout)
 
 
 class DeepGATBlock(nn.Module):
@@ -227,8 +229,27 @@ def check_inputs(x: Tensor, edge_index: Tensor, in_channels: int) -> None:
         raise ValueError(f"edge_index refers to nodes outside 0..{x.size(0) - 1}; rebuild the graph's edge_index")
 
 
+class _PairDot(torch.autograd.Function):
+    """logits [P] = z[src] · z[dst] in C++ (lib.linkpred.kernels): no [P, F_out] rows are gathered, in either
+    direction; z [N, F_out] float32 on the CPU."""
+
+    @staticmethod
+    def forward(ctx, z: Tensor, src: Tensor, dst: Tensor, kernels) -> Tensor:
+        ctx.save_for_backward(z, src, dst)
+        ctx.kernels = kernels
+        return kernels.pair_dot(z, src, dst)
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        z, src, dst = ctx.saved_tensors
+        return ctx.kernels.pair_dot_backward(grad_out, z, src, dst), None, None, None
+
+
 def dot_decode(z: Tensor, pairs: Tensor, mp_edge_index: Tensor | None = None, x: Tensor | None = None) -> Tensor:
     """The seed's decoder: logits [P] = z_i · z_j of pairs [2, P] (mp_edge_index and x are not needed)."""
+    kernels = cpu_kernels(z)
+    if kernels is not None:
+        return _PairDot.apply(z.contiguous(), pairs[0].long(), pairs[1].long(), kernels)
     # index_select, not z[pairs[0]]: the same rows, gathered and (in backward) summed in the same order, at about a
     # third of advanced indexing's time on the CPU.
     return (z.index_select(0, pairs[0]) * z.index_select(0, pairs[1])).sum(-1)

@@ -22,6 +22,7 @@ from lib.linkpred.config import GatParams
 from lib.linkpred.data import graph_problem, usable_graphs
 from lib.linkpred.evaluate import evaluate_heuristic, evaluate_model
 from lib.linkpred.heuristics import HEURISTICS, REGISTRY
+from lib.linkpred.kernels import kernels_status
 from lib.linkpred.names import MODEL_KINDS, check_protocol
 from lib.linkpred.protocols import ProtocolSplit, make_protocol
 from lib.linkpred.sampling import TRAIN_SET, TitlePairs
@@ -168,9 +169,10 @@ def metrics_section(
     df, audit, verdict, results: dict, splits: dict, run_path: Path, seed_supervision: str, **facts
 ) -> dict:
     """The `train_gat` section of metrics.json: `facts` (n_parameters, topic_labelled_share, seconds, skipped, ...),
-    seeds and splits, mean / std rows per (protocol, negatives, supervision, model), the audit and verdicts, and the
-    selected checkpoints relative to run_path (the run folder can move) — "checkpoints" holds the seed's way
-    (`seed_supervision` on the graphs' own edges) per model kind, "checkpoints_all" every trained model."""
+    whether the fused step's C++ CPU kernels were built (lib.linkpred.kernels: their sums differ from the torch ops'
+    in the last bits), seeds and splits, mean / std rows per (protocol, negatives, supervision, model), the audit and
+    verdicts, and the selected checkpoints relative to run_path (the run folder can move) — "checkpoints" holds the
+    seed's way (`seed_supervision` on the graphs' own edges) per model kind, "checkpoints_all" every trained model."""
 
     def rec(s, key, v):
         train_set, supervision, kind = key.split("/")
@@ -184,6 +186,7 @@ def metrics_section(
     keys = ["protocol", "negatives", "supervision", "model"]
     return {
         **facts,
+        "cpu_kernels": kernels_status(),
         "seeds": list(results),
         "splits": {str(s): sp for s, sp in splits.items()},
         "protocol_skipped": [k for r in results.values() for k in r["skipped"]],
