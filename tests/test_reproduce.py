@@ -111,9 +111,8 @@ def test_a_notebook_re_run_alone_is_reproduced_with_the_parameters_it_ran_with(t
 @pytest.mark.slow
 def test_the_published_prefix_is_made_again_by_todays_code_and_a_moved_number_fails(tmp_path, capsys):
     """A change that moves a published number fails here until the prefix run is made again (its README says how)."""
-    if (
-        kernels.kernels_status() != "built"
-    ):  # the prefix was made with them; the torch ops' sums differ in the last bits
+    # the prefix was made with the C++ kernels; the torch ops' sums differ in the last bits
+    if kernels.kernels_status() != "built":
         pytest.skip(f"the fused step's C++ CPU kernels are {kernels.kernels_status()} here (lib.linkpred.kernels)")
     assert reproduce.main(["reproduce_demo", "--outputs", str(tmp_path / "made")]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
