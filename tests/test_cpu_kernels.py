@@ -87,21 +87,25 @@ def test_kernel_dropout_equals_the_torch_ops_bit_for_bit(built, monkeypatch, p):
 
 @pytest.mark.parametrize("p", PS)
 @pytest.mark.parametrize("threads", [1, 2], indirect=True)
-def test_residual_norm_kernel_equals_layernorm_of_the_dropped_sum(built, monkeypatch, p, threads):
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_residual_norm_kernel_equals_layernorm_of_the_dropped_sum(built, monkeypatch, p, threads, with_bias):
     torch.manual_seed(0)
     norm, drop = nn.LayerNorm(40), MaskDropout(p)
     with torch.no_grad():
         norm.weight.normal_()
         norm.bias.normal_()
     x, y, grad = torch.randn(70, 40), torch.randn(70, 40), torch.randn(70, 40)
+    y_bias = torch.randn(40) if with_bias else None
 
     def run():
         torch.manual_seed(11)
         norm.zero_grad()
         xi, yi = x.clone().requires_grad_(True), y.clone().requires_grad_(True)
-        out = residual_norm(xi, yi, norm, drop)
+        bi = y_bias.clone().requires_grad_(True) if with_bias else None
+        out = residual_norm(xi, yi, norm, drop, bi)
         out.backward(grad)
-        return out.detach(), xi.grad, yi.grad, norm.weight.grad.clone(), norm.bias.grad.clone()
+        got = [out.detach(), xi.grad, yi.grad, norm.weight.grad.clone(), norm.bias.grad.clone()]
+        return got + ([bi.grad] if with_bias else [])
 
     fast = run()
     monkeypatch.setenv(kernels.SWITCH, "0")

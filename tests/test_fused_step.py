@@ -34,8 +34,10 @@ def _forward_backward(layer, x, edges, grad):
     return out.detach(), x.grad, {n: p.grad.clone() for n, p in layer.named_parameters()}
 
 
+@pytest.mark.parametrize("switch", ["1", "0"])  # the C++ kernels where they build (edge softmax), the torch ops
 @pytest.mark.parametrize("heads", [1, 2, 3])
-def test_fused_layer_equals_gatconv_forward_and_backward(heads):
+def test_fused_layer_equals_gatconv_forward_and_backward(monkeypatch, switch, heads):
+    monkeypatch.setenv(kernels.SWITCH, switch)
     ei = _graph(seed=heads)
     x = torch.randn(50, 16, generator=torch.Generator().manual_seed(1))
     grad = torch.randn(50, 8, generator=torch.Generator().manual_seed(2))

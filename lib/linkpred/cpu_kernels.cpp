@@ -4,9 +4,10 @@
 // with one each way:
 //
 //   dropout_apply:             out = x * keep / q                                    (x any shape)
-//   residual_dropout_norm:     out = LayerNorm(x + y * keep / q; gamma, beta)         (x, y [N, C])
+//   residual_dropout_norm:     out = LayerNorm(x + (y + b) * keep / q; gamma, beta)   (x, y [N, C], b [C])
 //   pair_dot:                  logits[p] = z[src[p]] . z[dst[p]]                      (z [N, D], pairs [P])
 //   prepare_edges:             the fused layer's sorted edges and sparse patterns      (by counting sorts)
+//   edge_softmax:              its attention weights over each target's in-edges       (a [N, 2K] -> [E', K])
 //
 // keep_i (element i of the tensor, row-major) is field i of `bits` < t, the fields being b-bit unsigned integers
 // packed little-endian (b in 1, 2, 4, 8, 16): lib.linkpred.fused_gat.DropoutBits draws them, and its torch fallback
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace {
@@ -86,8 +88,8 @@ void dropout_rows(const float* x, const uint8_t* bits, uint32_t t, float scale, 
 }
 
 template <int B>
-void norm_forward(const float* x, const float* y, const uint8_t* bits, uint32_t t, float scale, const float* gamma,
-                  const float* beta, float eps, float* out, float* sum_out, float* mean, float* rstd, int64_t n,
+void norm_forward(const float* x, const float* y, const float* y_bias, const uint8_t* bits, uint32_t t, float scale,
+                  const float* gamma, const float* beta, float eps, float* out, float* sum_out, float* mean, float* rstd, int64_t n,
                   int64_t c) {
   at::parallel_for(0, n, 64, [&](int64_t lo, int64_t hi) {
     std::vector<float> mbuf(c), dev(c);
@@ -102,7 +104,7 @@ void norm_forward(const float* x, const float* y, const uint8_t* bits, uint32_t 
       float total = 0.f;
 #pragma omp simd reduction(+ : total)
       for (int64_t j = 0; j < c; ++j) {
-        sr[j] = xr[j] + yr[j] * m[j];
+        sr[j] = xr[j] + (yr[j] + y_bias[j]) * m[j];
         total += sr[j];
       }
       const float mu = total / c;
@@ -124,13 +126,14 @@ void norm_forward(const float* x, const float* y, const uint8_t* bits, uint32_t 
 template <int B>
 void norm_backward(const float* g, const float* sum_in, const float* mean, const float* rstd, const uint8_t* bits,
                    uint32_t t, float scale, const float* gamma, float* gx, float* gy, float* partial, int64_t n,
-                   int64_t c) {
+                   int64_t c) {  // partial [threads, 3, C]: grad gamma, grad beta, grad y's bias (column sums of gy)
   at::parallel_for(0, n, 64, [&](int64_t lo, int64_t hi) {
-    std::vector<float> xhat(c), dxhat(c), mbuf(c), ggamma(c, 0.f), gbeta(c, 0.f);
+    std::vector<float> xhat(c), dxhat(c), mbuf(c), ggamma(c, 0.f), gbeta(c, 0.f), gbias(c, 0.f);
     float* __restrict__ xh = xhat.data();
     float* __restrict__ dx = dxhat.data();
     float* __restrict__ gg = ggamma.data();
     float* __restrict__ gb = gbeta.data();
+    float* __restrict__ gyb = gbias.data();
     float* __restrict__ m = mbuf.data();
     for (int64_t r = lo; r < hi; ++r) {
       const float* __restrict__ gr = g + r * c;
@@ -156,12 +159,14 @@ void norm_backward(const float* g, const float* sum_in, const float* mean, const
         const float v = rs * (dx[j] - a - xh[j] * bdot);
         gxr[j] = v;
         gyr[j] = v * m[j];
+        gyb[j] += gyr[j];
       }
     }
-    float* dst = partial + int64_t(at::get_thread_num()) * 2 * c;
+    float* dst = partial + int64_t(at::get_thread_num()) * 3 * c;
     for (int64_t j = 0; j < c; ++j) {
       dst[j] += gg[j];
       dst[c + j] += gb[j];
+      dst[2 * c + j] += gyb[j];
     }
   });
 }
@@ -187,10 +192,10 @@ torch::Tensor dropout_apply(torch::Tensor x, torch::Tensor bits, int64_t b, int6
   return out;
 }
 
-// -> out, the sum x + dropout(y) (saved for backward), and each row's mean and 1/std [N]
-std::vector<torch::Tensor> residual_dropout_norm(torch::Tensor x, torch::Tensor y, torch::Tensor bits, int64_t b,
-                                                 int64_t t, double scale, torch::Tensor gamma, torch::Tensor beta,
-                                                 double eps) {
+// -> out, the sum x + dropout(y + y_bias) (saved for backward), and each row's mean and 1/std [N]; y_bias [C] or None
+std::vector<torch::Tensor> residual_dropout_norm(torch::Tensor x, torch::Tensor y, c10::optional<torch::Tensor> y_bias,
+                                                 torch::Tensor bits, int64_t b, int64_t t, double scale,
+                                                 torch::Tensor gamma, torch::Tensor beta, double eps) {
   check_float(x, "residual_dropout_norm: x");
   check_float(y, "residual_dropout_norm: y");
   check_float(gamma, "residual_dropout_norm: weight");
@@ -199,16 +204,19 @@ std::vector<torch::Tensor> residual_dropout_norm(torch::Tensor x, torch::Tensor 
               "residual_dropout_norm: x and y must be [N, C] and weight, bias [C]");
   check_bits(bits, x.numel(), b);
   const int64_t n = x.size(0), c = x.size(1);
+  const torch::Tensor yb = y_bias.has_value() ? y_bias->contiguous() : torch::zeros({c}, x.options());
+  check_float(yb, "residual_dropout_norm: y's bias");
+  TORCH_CHECK(yb.numel() == c, "residual_dropout_norm: y's bias must be [C]");
   auto out = torch::empty_like(x), sum = torch::empty_like(x);
   auto mean = torch::empty({n}, x.options()), rstd = torch::empty({n}, x.options());
-  DISPATCH_BITS(b, norm_forward<B>(x.data_ptr<float>(), y.data_ptr<float>(), bits.data_ptr<uint8_t>(), uint32_t(t),
-                                   float(scale), gamma.data_ptr<float>(), beta.data_ptr<float>(), float(eps),
+  DISPATCH_BITS(b, norm_forward<B>(x.data_ptr<float>(), y.data_ptr<float>(), yb.data_ptr<float>(),
+                                   bits.data_ptr<uint8_t>(), uint32_t(t), float(scale), gamma.data_ptr<float>(), beta.data_ptr<float>(), float(eps),
                                    out.data_ptr<float>(), sum.data_ptr<float>(), mean.data_ptr<float>(),
                                    rstd.data_ptr<float>(), n, c));
   return {out, sum, mean, rstd};
 }
 
-// -> grad x, grad y, grad weight, grad bias
+// -> grad x, grad y, grad weight, grad bias, grad y's bias
 std::vector<torch::Tensor> residual_dropout_norm_backward(torch::Tensor g, torch::Tensor sum, torch::Tensor mean,
                                                           torch::Tensor rstd, torch::Tensor bits, int64_t b,
                                                           int64_t t, double scale, torch::Tensor gamma) {
@@ -216,13 +224,13 @@ std::vector<torch::Tensor> residual_dropout_norm_backward(torch::Tensor g, torch
   check_float(g, "residual_dropout_norm_backward: grad");
   const int64_t n = sum.size(0), c = sum.size(1);
   auto gx = torch::empty_like(sum), gy = torch::empty_like(sum);
-  auto partial = torch::zeros({at::get_num_threads(), 2, c}, sum.options());
+  auto partial = torch::zeros({at::get_num_threads(), 3, c}, sum.options());
   DISPATCH_BITS(b, norm_backward<B>(g.data_ptr<float>(), sum.data_ptr<float>(), mean.data_ptr<float>(),
                                     rstd.data_ptr<float>(), bits.data_ptr<uint8_t>(), uint32_t(t), float(scale),
                                     gamma.data_ptr<float>(), gx.data_ptr<float>(), gy.data_ptr<float>(),
                                     partial.data_ptr<float>(), n, c));
   auto reduced = partial.sum(0);
-  return {gx, gy, reduced[0], reduced[1]};
+  return {gx, gy, reduced[0], reduced[1], reduced[2]};
 }
 
 torch::Tensor pair_dot(torch::Tensor z, torch::Tensor src, torch::Tensor dst) {
@@ -376,6 +384,79 @@ std::vector<torch::Tensor> prepare_edges(torch::Tensor edge_index, int64_t n, in
   return {ei, ptr, crow_heads, col_heads, crow_t, col_t, perm_t};
 }
 
+// The fused layer's attention weights over each target's in-edges (edges sorted by target, ptr [N + 1]):
+// logit [E', K] = a[src, k] + a[target, K + k] (a = h M^T [N, 2K]) and alpha [E', K] = softmax of LeakyReLU(logit)
+// as PyG's softmax computes it, exp(v - max) / (sum + 1e-16).
+std::vector<torch::Tensor> edge_softmax(torch::Tensor a, torch::Tensor src, torch::Tensor ptr, double slope) {
+  check_float(a, "edge_softmax: a");
+  TORCH_CHECK(src.scalar_type() == at::kLong && ptr.scalar_type() == at::kLong && src.is_contiguous() &&
+                  ptr.is_contiguous(), "edge_softmax: src and ptr must be contiguous int64 tensors");
+  const int64_t n = a.size(0), k2 = a.size(1), k = k2 / 2, e = src.numel();
+  auto logit = torch::empty({e, k}, a.options()), alpha = torch::empty({e, k}, a.options());
+  const float* av = a.data_ptr<float>();
+  const int64_t* s = src.data_ptr<int64_t>();
+  const int64_t* p = ptr.data_ptr<int64_t>();
+  float* lv = logit.data_ptr<float>();
+  float* al = alpha.data_ptr<float>();
+  const float neg = float(slope);
+  at::parallel_for(0, n, 256, [&](int64_t lo, int64_t hi) {
+    std::vector<float> top(k), total(k);
+    for (int64_t i = lo; i < hi; ++i) {
+      std::fill(top.begin(), top.end(), -std::numeric_limits<float>::infinity());
+      std::fill(total.begin(), total.end(), 0.f);
+      for (int64_t q = p[i]; q < p[i + 1]; ++q)
+        for (int64_t h = 0; h < k; ++h) {
+          const float l = av[s[q] * k2 + h] + av[i * k2 + k + h];
+          const float v = l > 0 ? l : l * neg;
+          lv[q * k + h] = l;
+          al[q * k + h] = v;
+          top[h] = std::max(top[h], v);
+        }
+      for (int64_t q = p[i]; q < p[i + 1]; ++q)
+        for (int64_t h = 0; h < k; ++h) {
+          const float x = std::exp(al[q * k + h] - top[h]);
+          al[q * k + h] = x;
+          total[h] += x;
+        }
+      for (int64_t q = p[i]; q < p[i + 1]; ++q)
+        for (int64_t h = 0; h < k; ++h) al[q * k + h] /= total[h] + 1e-16f;
+    }
+  });
+  return {logit, alpha};
+}
+
+// grad a [N, 2K] from grad alpha [E', K]: the softmax's backward, alpha (grad - sum over the target's in-edges of
+// alpha grad), then the LeakyReLU's, summed into the source's part (columns :K) and the target's (K:).  Serial: many
+// edges share a source.
+torch::Tensor edge_softmax_backward(torch::Tensor grad_alpha, torch::Tensor alpha, torch::Tensor logit,
+                                    torch::Tensor src, torch::Tensor ptr, double slope, int64_t n) {
+  grad_alpha = grad_alpha.contiguous();
+  check_float(grad_alpha, "edge_softmax_backward: grad");
+  const int64_t k = alpha.size(1);
+  auto grad_a = torch::zeros({n, 2 * k}, alpha.options());
+  const float* ga = grad_alpha.data_ptr<float>();
+  const float* al = alpha.data_ptr<float>();
+  const float* lv = logit.data_ptr<float>();
+  const int64_t* s = src.data_ptr<int64_t>();
+  const int64_t* p = ptr.data_ptr<int64_t>();
+  float* out = grad_a.data_ptr<float>();
+  const float neg = float(slope);
+  std::vector<float> weighted(k);
+  for (int64_t i = 0; i < n; ++i) {
+    std::fill(weighted.begin(), weighted.end(), 0.f);
+    for (int64_t q = p[i]; q < p[i + 1]; ++q)
+      for (int64_t h = 0; h < k; ++h) weighted[h] += al[q * k + h] * ga[q * k + h];
+    for (int64_t q = p[i]; q < p[i + 1]; ++q)
+      for (int64_t h = 0; h < k; ++h) {
+        float g = al[q * k + h] * (ga[q * k + h] - weighted[h]);
+        g = lv[q * k + h] > 0 ? g : g * neg;
+        out[s[q] * 2 * k + h] += g;
+        out[i * 2 * k + k + h] += g;
+      }
+  }
+  return grad_a;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("dropout_apply", &dropout_apply, "x * keep / q");
   m.def("residual_dropout_norm", &residual_dropout_norm, "LayerNorm(x + dropout(y)) and what backward needs");
@@ -383,4 +464,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("pair_dot", &pair_dot, "logits[p] = z[src[p]] . z[dst[p]]");
   m.def("pair_dot_backward", &pair_dot_backward, "its backward with respect to z");
   m.def("prepare_edges", &prepare_edges, "fused_gat.prepare_edges' tensors");
+  m.def("edge_softmax", &edge_softmax, "the fused layer's logits and attention weights");
+  m.def("edge_softmax_backward", &edge_softmax_backward, "their backward into a = h M^T");
 }

@@ -136,10 +136,15 @@ class _GatLayer(torch.autograd.Function):
         with torch.autocast(x.device.type, enabled=False):
             h = _project(x, weight, dtype)
             a = F.linear(h, att_weight.float())  # [N, 2K]
-            logit = a[:, :k].index_select(0, src) + a[:, k:].index_select(0, dst)  # [E', K]
-            alpha = softmax(F.leaky_relu(logit, negative_slope), ptr=edges.ptr)
+            kernels = cpu_kernels(a)
+            if kernels is not None:
+                logit, alpha = kernels.edge_softmax(a, src, edges.ptr, negative_slope)
+            else:
+                logit = a[:, :k].index_select(0, src) + a[:, k:].index_select(0, dst)  # [E', K]
+                alpha = softmax(F.leaky_relu(logit, negative_slope), ptr=edges.ptr)
             out = _spmm(_csr(edges.crow_heads, edges.col_heads, alpha.view(-1) / k, (n, n * k)), h.view(n * k, -1))
-            out.add_(bias.float())
+            if bias is not None:
+                out.add_(bias.float())
         ctx.save_for_backward(x, h, weight, att_weight, bias, logit, alpha)
         ctx.edges, ctx.negative_slope, ctx.dtype = edges, negative_slope, dtype
         return out
@@ -158,23 +163,29 @@ class _GatLayer(torch.autograd.Function):
             pattern = _csr(edges.crow_heads, edges.col_heads, torch.ones_like(alpha.view(-1)), (n, n * k))
             grad_alpha = torch.sparse.sampled_addmm(pattern, g, h.view(n * k, -1).t(), beta=0.0).values()
             grad_alpha = grad_alpha.view(-1, k) / k
-            # softmax: d logit = alpha (d alpha - sum over the node's in-edges of alpha d alpha); then LeakyReLU.
-            weighted = torch.segment_reduce(alpha * grad_alpha, "sum", offsets=edges.ptr)  # [N, K]
-            grad_e = alpha * (grad_alpha - weighted.index_select(0, dst))
-            grad_e = torch.where(logit > 0, grad_e, grad_e * ctx.negative_slope)
-            grad_src = torch.zeros(n, k, dtype=grad_e.dtype, device=grad_e.device).index_add_(0, src, grad_e)
-            grad_a = torch.cat([grad_src, torch.segment_reduce(grad_e, "sum", offsets=edges.ptr)], 1)  # [N, 2K]
+            kernels = cpu_kernels(alpha)
+            if kernels is not None:
+                grad_a = kernels.edge_softmax_backward(grad_alpha, alpha, logit, src, edges.ptr, ctx.negative_slope, n)
+            else:
+                # softmax: d logit = alpha (d alpha - sum over the node's in-edges of alpha d alpha); then LeakyReLU.
+                weighted = torch.segment_reduce(alpha * grad_alpha, "sum", offsets=edges.ptr)  # [N, K]
+                grad_e = alpha * (grad_alpha - weighted.index_select(0, dst))
+                grad_e = torch.where(logit > 0, grad_e, grad_e * ctx.negative_slope)
+                grad_src = torch.zeros(n, k, dtype=grad_e.dtype, device=grad_e.device).index_add_(0, src, grad_e)
+                grad_a = torch.cat([grad_src, torch.segment_reduce(grad_e, "sum", offsets=edges.ptr)], 1)  # [N, 2K]
             grad_att = (grad_a.t() @ h).to(att_weight.dtype)
             grad_h = grad_h.addmm_(grad_a, att_weight.float()).to(ctx.dtype)
             grad_x = grad_h @ weight.to(ctx.dtype) if ctx.needs_input_grad[0] else None
             grad_w = (grad_h.t() @ x).to(weight.dtype)
-        return grad_x, grad_w, grad_att, g.sum(0).to(bias.dtype), None, None, None
+        grad_bias = g.sum(0).to(bias.dtype) if bias is not None else None
+        return grad_x, grad_w, grad_att, grad_bias, None, None, None
 
 
 def gat_layer(
-    x: Tensor, weight: Tensor, att_weight: Tensor, bias: Tensor, edges: PreparedEdges, negative_slope: float
+    x: Tensor, weight: Tensor, att_weight: Tensor, bias: Tensor | None, edges: PreparedEdges, negative_slope: float
 ) -> Tensor:
-    """_GatLayer with autocast's dtype for the matmuls with W where autocast is on: x [N, C_in] -> [N, C] float32."""
+    """_GatLayer with autocast's dtype for the matmuls with W where autocast is on: x [N, C_in] -> [N, C] float32
+    (bias None: without the bias, which the caller adds)."""
     device = x.device.type
     dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else weight.dtype
     return _GatLayer.apply(x, weight, att_weight, bias, edges, negative_slope, dtype)
@@ -209,8 +220,10 @@ class FusedGATConv(nn.Module):
         eye = torch.eye(self.heads, dtype=self.att_src.dtype, device=self.att_src.device).unsqueeze(-1)
         return torch.cat([eye * self.att_src, eye * self.att_dst]).reshape(2 * self.heads, -1)
 
-    def forward(self, x: Tensor, edges: PreparedEdges) -> Tensor:
-        return gat_layer(x, self.lin.weight, self.attention_weight(), self.bias, edges, self.negative_slope)
+    def forward(self, x: Tensor, edges: PreparedEdges, add_bias: bool = True) -> Tensor:
+        """add_bias=False leaves the bias out, for a caller that adds it in a pass of its own (residual_norm)."""
+        bias = self.bias if add_bias else None
+        return gat_layer(x, self.lin.weight, self.attention_weight(), bias, edges, self.negative_slope)
 
 
 FIELD_BITS = (1, 2, 4, 8, 16)
@@ -315,17 +328,18 @@ class MaskDropout(nn.Dropout):
 
 
 class _ResidualDropoutNorm(torch.autograd.Function):
-    """LayerNorm(x + y · mask / q) in one C++ pass each way (cpu_kernels.cpp: residual_dropout_norm), with
-    MaskDropout's bits: x [N, C] float32, y [N, C] (float32, or bf16 under autocast), weight and bias [C]. Saved for
-    backward: the sum [N, C] (as LayerNorm saves its input), each row's mean and 1/std [N] and the bits."""
+    """LayerNorm(x + (y + y_bias) · mask / q) in one C++ pass each way (cpu_kernels.cpp: residual_dropout_norm), with
+    MaskDropout's bits: x [N, C] float32, y [N, C] (float32, or bf16 under autocast), y_bias [C] or None, weight and
+    bias [C]. Saved for backward: the sum [N, C] (as LayerNorm saves its input), each row's mean and 1/std [N] and the
+    bits."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, y: Tensor, weight: Tensor, bias: Tensor, p: float, eps: float, kernels) -> Tensor:
+    def forward(ctx, x, y, y_bias, weight, bias, p: float, eps: float, kernels) -> Tensor:
         b, t = dropout_bits(1 - p)
         bits = draw_bits(x.numel(), b, x.device)
         ctx.args, ctx.kernels, ctx.y_dtype = (b, t, (1 << b) / t), kernels, y.dtype
         out, total, mean, rstd = kernels.residual_dropout_norm(
-            x.contiguous(), y.float().contiguous(), bits, *ctx.args, weight, bias, eps
+            x.contiguous(), y.float().contiguous(), y_bias, bits, *ctx.args, weight, bias, eps
         )
         ctx.save_for_backward(total, mean, rstd, bits, weight)
         return out
@@ -333,18 +347,21 @@ class _ResidualDropoutNorm(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out: Tensor):
         total, mean, rstd, bits, weight = ctx.saved_tensors
-        gx, gy, gw, gb = ctx.kernels.residual_dropout_norm_backward(
+        gx, gy, gw, gb, gyb = ctx.kernels.residual_dropout_norm_backward(
             grad_out, total, mean, rstd, bits, *ctx.args, weight
         )
-        return gx, gy.to(ctx.y_dtype), gw, gb, None, None, None
+        return gx, gy.to(ctx.y_dtype), gyb if ctx.needs_input_grad[2] else None, gw, gb, None, None, None
 
 
-def residual_norm(x: Tensor, y: Tensor, norm: nn.LayerNorm, dropout: nn.Dropout) -> Tensor:
-    """norm(x + dropout(y)) for x, y [N, C] -> [N, C]: in one C++ pass each way (lib.linkpred.kernels) when dropout is
-    a MaskDropout in training and x and the norm's weights are float32 on the CPU; in torch ops otherwise (eval,
-    nn.Dropout, a GPU, no kernels), which drop the same elements."""
+def residual_norm(
+    x: Tensor, y: Tensor, norm: nn.LayerNorm, dropout: nn.Dropout, y_bias: Tensor | None = None
+) -> Tensor:
+    """norm(x + dropout(y + y_bias)) for x, y [N, C] and y_bias [C] (None: no bias) -> [N, C]: in one C++ pass each
+    way (lib.linkpred.kernels) when dropout is a MaskDropout in training and x and the norm's weights are float32 on
+    the CPU; in torch ops otherwise (eval, nn.Dropout, a GPU, no kernels), which drop the same elements. Passing a
+    layer's bias here instead of adding it first saves a pass over [N, C] each way."""
     if isinstance(dropout, MaskDropout) and dropout.training and dropout.p > 0 and y.device.type == "cpu":
-        kernels = cpu_kernels(x, norm.weight, norm.bias)
+        kernels = cpu_kernels(x, norm.weight, norm.bias, *([] if y_bias is None else [y_bias]))
         if kernels is not None:
-            return _ResidualDropoutNorm.apply(x, y, norm.weight, norm.bias, dropout.p, norm.eps, kernels)
-    return norm(x + dropout(y))
+            return _ResidualDropoutNorm.apply(x, y, y_bias, norm.weight, norm.bias, dropout.p, norm.eps, kernels)
+    return norm(x + dropout(y if y_bias is None else y + y_bias))

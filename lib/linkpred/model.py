@@ -140,10 +140,16 @@ class DeepGATLevel(nn.Module):
         self.dropout = dropout_layer(cfg)
 
     def forward(self, x: Tensor, edge_index: Tensor, edges: PreparedEdges | None = None) -> Tensor:
-        att = self.gat(x, edge_index) if edges is None else self.gat(x, edges)
-        x1 = residual_norm(x, att, self.norm1, self.dropout)
-        ff = self.lin2(F.relu(self.lin1(x1), inplace=True))
-        return residual_norm(x1, ff, self.norm2, self.dropout)
+        if edges is None:  # PyG: GATConv and nn.Linear add their biases
+            x1 = residual_norm(x, self.gat(x, edge_index), self.norm1, self.dropout)
+            return residual_norm(x1, self.lin2(F.relu(self.lin1(x1), inplace=True)), self.norm2, self.dropout)
+        # fused: the GAT's bias, and L2's outside autocast (which adds it in the low precision), are added inside
+        # residual_norm's pass: one pass less each way
+        x1 = residual_norm(x, self.gat(x, edges, add_bias=False), self.norm1, self.dropout, self.gat.bias)
+        hidden = F.relu(self.lin1(x1), inplace=True)
+        if torch.is_autocast_enabled(x.device.type):
+            return residual_norm(x1, self.lin2(hidden), self.norm2, self.dropout)
+        return residual_norm(x1, F.linear(hidden, self.lin2.weight), self.norm2, self.dropout, self.lin2.bias)
 
 
 class DeepGATBlock(nn.Module):
