@@ -11,7 +11,8 @@ Peak memory: each implementation also runs alone in a child process and reports 
 `--device cuda` its peak allocated GPU memory (torch.cuda.max_memory_allocated); GPU steps are timed after a
 synchronize, so a step's time includes its kernels.
 Checks first that both have the same parameter count and the same outputs for the same weights. On the CPU the fused
-step runs its C++ kernels where they are built (lib.linkpred.kernels; WIKIGAT_CPU_KERNELS=0 times its torch ops).
+step runs its C++ kernels where they are built (lib.linkpred.kernels), and is timed in torch ops too (row
+`fused-torch-ops`, what runs where they cannot be built), with the paired ratio of the two.
 `--profile`: where a step's time goes instead — torch.profiler's operators of one warm step (forward, backward, AdamW)
 of each implementation, by self CPU time, with their input shapes.
 On CUDA the fused step is also timed captured as a CUDA graph (lib.linkpred.cuda_graph.GraphedTrainStep, rows
@@ -28,12 +29,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
 import sys
 import time
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
@@ -41,10 +44,10 @@ from torch.profiler import ProfilerActivity, profile
 from lib.common.device import cpuinfo, get_device, resolve_precision
 from lib.linkpred.cuda_graph import GraphedTrainStep
 from lib.linkpred.data import synthetic_graph
-from lib.linkpred.kernels import kernels_status
+from lib.linkpred.kernels import SWITCH, kernels_status
 from lib.linkpred.model import GatModel, count_parameters
 from lib.linkpred.sampling import sample_negatives
-from lib.metrics.paired import judge_ratio, ratio_text
+from lib.metrics.paired import judge_ratio, mean_interval, ratio_text
 
 
 def seed_sized_graph(nodes: int, edges: int, features: int = 384, seed: int = 0):
@@ -84,6 +87,23 @@ def make_step(model, x, ei, neg, precision: str = "fp32", lr: float = 1e-3):
             torch.cuda.synchronize(device)
 
     return step
+
+
+def without_kernels(step):
+    """`step` with WIKIGAT_CPU_KERNELS=0: the fused step in torch ops (lib.linkpred.kernels)."""
+
+    def run():
+        before = os.environ.get(SWITCH)
+        os.environ[SWITCH] = "0"
+        try:
+            step()
+        finally:
+            if before is None:
+                del os.environ[SWITCH]
+            else:
+                os.environ[SWITCH] = before
+
+    return run
 
 
 def graphed_steps(ref: GatModel, x, ei, neg, low: str | None) -> dict:
@@ -245,6 +265,10 @@ def main() -> None:
     assert diff < 1e-3, "outputs differ"
 
     steps = {"pyg": make_step(ref, x, ei, neg), "fused": make_step(fused, x, ei, neg)}
+    if device.type == "cpu" and kernels_status() == "built":  # what a machine without a C++ compiler runs
+        plain = GatModel(gat_impl="fused")
+        plain.load_state_dict(ref.state_dict())
+        steps["fused-torch-ops"] = without_kernels(make_step(plain, x, ei, neg))
     if low:
         lowm = GatModel(gat_impl="fused").to(device)
         lowm.load_state_dict(ref.state_dict())
@@ -284,6 +308,13 @@ def main() -> None:
             f"ratio {k} / pyg fp32 = {med[k] / med['pyg']:.3f} wall (min/min {min(times[k]) / min(times['pyg']):.3f}), "
             f"{med_cpu[k] / med_cpu['pyg']:.3f} CPU; paired wall ratios "
             f"{ratio_text(judge_ratio(times[k], times['pyg'], target))}"
+        )
+    if "fused-torch-ops" in times:
+        r = mean_interval(np.asarray(times["fused-torch-ops"]) / np.asarray(times["fused"]))
+        print(
+            f"ratio fused-torch-ops / fused = {med['fused-torch-ops'] / med['fused']:.3f} wall; paired mean "
+            f"{r['diff']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] ({r['seeds']} repeats): the fused step in torch "
+            f"ops, as where the C++ kernels cannot be built"
         )
     if low:
         auc = {p: auc_after_steps(p, a.auc_steps, device=device) for p in ("fp32", low)}
