@@ -74,6 +74,9 @@ def main() -> int:
     ).stdout.strip()
     env = {**os.environ}
     env.pop("OMP_NUM_THREADS", None)
+    # An empty extension cache, as on a new machine: the demo's first GatModel step builds the fused step's C++ kernels
+    # (lib.linkpred.kernels), and its time includes that.
+    env["TORCH_EXTENSIONS_DIR"] = str(work / "torch_extensions")
     hog = None
     if a.shared:
         env["OMP_NUM_THREADS"] = "1"
