@@ -8,7 +8,8 @@ build per kind.
 
 Where they cannot be built (no compiler), or with WIKIGAT_CPU_KERNELS=0, the fused step runs the same maths in torch
 ops, with one warning: it drops the same elements (the same random bits), its dropout gives the same values, and its
-layer norms and pair dot products differ in the last bits (measured: about 10% slower at the seed's graph size).
+layer norms and pair dot products differ in the last bits; at the seed's graph size its step takes 1.25x the kernels'
+(benchmarks/bench_model.py, row fused-torch-ops).
 On a GPU the torch ops always run.
 """
 
@@ -71,7 +72,7 @@ def _built() -> ModuleType | None:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         warnings.warn(
             f"the fused GatModel's C++ CPU kernels could not be built ({type(e).__name__}: {first[:200]}); "
-            f"the fused step runs in torch ops instead (same dropped elements, last bits differ, about 10% slower). "
+            f"the fused step runs in torch ops instead (same dropped elements, last bits differ, a quarter slower). "
             f"To build them install a C++ compiler (g++ or clang) and ninja (pip install ninja); "
             f"set {SWITCH}=0 to skip trying",
             RuntimeWarning,
