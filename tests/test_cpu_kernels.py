@@ -88,14 +88,15 @@ def test_kernel_dropout_equals_the_torch_ops_bit_for_bit(built, monkeypatch, p):
 @pytest.mark.parametrize("p", PS)
 @pytest.mark.parametrize("threads", [1, 2], indirect=True)
 @pytest.mark.parametrize("with_bias", [False, True])
-def test_residual_norm_kernel_equals_layernorm_of_the_dropped_sum(built, monkeypatch, p, threads, with_bias):
+@pytest.mark.parametrize("width", [40, 7])  # rows of 7: a row's fields start inside a byte
+def test_residual_norm_kernel_equals_layernorm_of_the_dropped_sum(built, monkeypatch, p, threads, with_bias, width):
     torch.manual_seed(0)
-    norm, drop = nn.LayerNorm(40), MaskDropout(p)
+    norm, drop = nn.LayerNorm(width), MaskDropout(p)
     with torch.no_grad():
         norm.weight.normal_()
         norm.bias.normal_()
-    x, y, grad = torch.randn(70, 40), torch.randn(70, 40), torch.randn(70, 40)
-    y_bias = torch.randn(40) if with_bias else None
+    x, y, grad = torch.randn(70, width), torch.randn(70, width), torch.randn(70, width)
+    y_bias = torch.randn(width) if with_bias else None
 
     def run():
         torch.manual_seed(11)

@@ -24,7 +24,7 @@
 
 namespace {
 
-// m[j] = scale where field start+j < t, else 0, for j < len; start is a multiple of 8 (a byte holds 8/B fields).
+// m[j] = scale where field start + j < t, else 0, for j < len.
 template <int B>
 inline void multipliers(const uint8_t* bits, int64_t start, int64_t len, uint32_t t, float scale, float* m) {
   if constexpr (B == 16) {
@@ -35,15 +35,18 @@ inline void multipliers(const uint8_t* bits, int64_t start, int64_t len, uint32_
 #pragma omp simd
     for (int64_t j = 0; j < len; ++j) m[j] = w[j] < t ? scale : 0.f;
   } else {
-    constexpr int per = 8 / B;
+    constexpr int64_t per = 8 / B;  // fields per byte
     constexpr uint32_t mask = (1u << B) - 1;
-    const uint8_t* w = bits + start / per;
-    const int64_t whole = len / per;
+    auto one = [&](int64_t f) { return ((uint32_t(bits[f / per]) >> ((f % per) * B)) & mask) < t ? scale : 0.f; };
+    int64_t j = 0;
+    for (; j < len && (start + j) % per != 0; ++j) m[j] = one(start + j);  // up to a byte boundary (rows of odd width)
+    const uint8_t* w = bits + (start + j) / per;
+    const int64_t whole = (len - j) / per;
     for (int64_t q = 0; q < whole; ++q) {
       const uint32_t v = w[q];
-      for (int k = 0; k < per; ++k) m[q * per + k] = ((v >> (k * B)) & mask) < t ? scale : 0.f;
+      for (int64_t k = 0; k < per; ++k) m[j + q * per + k] = ((v >> (k * B)) & mask) < t ? scale : 0.f;
     }
-    for (int64_t j = whole * per; j < len; ++j) m[j] = ((uint32_t(w[j / per]) >> ((j % per) * B)) & mask) < t ? scale : 0.f;
+    for (j += whole * per; j < len; ++j) m[j] = one(start + j);
   }
 }
 
@@ -57,7 +60,7 @@ inline void multipliers(const uint8_t* bits, int64_t start, int64_t len, uint32_
     default: TORCH_CHECK(false, "bits per element must be 1, 2, 4, 8 or 16, not ", b); \
   }
 
-// Elements per block: a multiple of 8 (so a block starts on a byte of every field width) and of the SIMD width.
+// Elements per block: a multiple of 8 (a block starts on a byte of every field width) and of the SIMD width.
 constexpr int64_t kBlock = 512;
 
 void check_bits(const torch::Tensor& bits, int64_t n, int64_t b) {
