@@ -6,8 +6,8 @@ fraction of a second to load afterwards. The build is for this CPU (-march=nativ
 of the source, the flags and the CPU's model and features: a home folder shared by several kinds of machine keeps one
 build per kind.
 
-Where they cannot be built (no compiler), or with WIKIGAT_CPU_KERNELS=0, the fused step runs the same maths in torch
-ops, with one warning: it drops the same elements (the same random bits), its dropout gives the same values, and its
+Where they cannot be built (no compiler; one warning says so), or with WIKIGAT_CPU_KERNELS=0, the fused step runs the
+same maths in torch ops: it drops the same elements (the same random bits), its dropout gives the same values, and its
 layer norms and pair dot products differ in the last bits; at the seed's graph size its step takes 1.25x the kernels'
 (benchmarks/bench_model.py, row fused-torch-ops).
 On a GPU the torch ops always run.
@@ -34,7 +34,8 @@ SWITCH = "WIKIGAT_CPU_KERNELS"  # "0": use the torch ops
 
 def build_flags() -> list[str]:
     """Compiler flags: -O3; OpenMP on Linux (at::parallel_for's pragmas; Apple's clang has none); -march=native on
-    x86-64 (AVX-512 where the CPU has it: the layer-norm kernel takes a third less time than with SSE2 alone)."""
+    x86-64 (AVX-512 where the CPU has it: on a [20000, 128] tensor the layer-norm kernels took 2.35 ms forward and
+    1.8 ms backward, against 2.7 and 3.0 ms with SSE2 alone)."""
     flags = ["-O3"]
     if platform.system() == "Linux":
         flags.append("-fopenmp")
