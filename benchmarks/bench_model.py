@@ -35,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
+from unittest import mock
 
 import numpy as np
 import torch
@@ -93,15 +94,8 @@ def without_kernels(step):
     """`step` with WIKIGAT_CPU_KERNELS=0: the fused step in torch ops (lib.linkpred.kernels)."""
 
     def run():
-        before = os.environ.get(SWITCH)
-        os.environ[SWITCH] = "0"
-        try:
+        with mock.patch.dict(os.environ, {SWITCH: "0"}):
             step()
-        finally:
-            if before is None:
-                del os.environ[SWITCH]
-            else:
-                os.environ[SWITCH] = before
 
     return run
 

@@ -146,7 +146,7 @@ class _GatLayer(torch.autograd.Function):
             if bias is not None:
                 out.add_(bias.float())
         ctx.save_for_backward(x, h, weight, att_weight, bias, logit, alpha)
-        ctx.edges, ctx.negative_slope, ctx.dtype = edges, negative_slope, dtype
+        ctx.edges, ctx.negative_slope, ctx.dtype, ctx.kernels = edges, negative_slope, dtype, kernels
         return out
 
     @staticmethod
@@ -163,9 +163,10 @@ class _GatLayer(torch.autograd.Function):
             pattern = _csr(edges.crow_heads, edges.col_heads, torch.ones_like(alpha.view(-1)), (n, n * k))
             grad_alpha = torch.sparse.sampled_addmm(pattern, g, h.view(n * k, -1).t(), beta=0.0).values()
             grad_alpha = grad_alpha.view(-1, k) / k
-            kernels = cpu_kernels(alpha)
-            if kernels is not None:
-                grad_a = kernels.edge_softmax_backward(grad_alpha, alpha, logit, src, edges.ptr, ctx.negative_slope, n)
+            if ctx.kernels is not None:  # the forward's choice
+                grad_a = ctx.kernels.edge_softmax_backward(
+                    grad_alpha, alpha, logit, src, edges.ptr, ctx.negative_slope, n
+                )
             else:
                 # softmax: d logit = alpha (d alpha - sum over the node's in-edges of alpha d alpha); then LeakyReLU.
                 weighted = torch.segment_reduce(alpha * grad_alpha, "sum", offsets=edges.ptr)  # [N, K]
@@ -271,6 +272,12 @@ def keep_mask(x: Tensor, keep: float) -> tuple[Tensor, float]:
     return mask_from_bits(draw_bits(x.numel(), b, x.device), x.shape, b, t), t / (1 << b)
 
 
+def _kernel_draw(numel: int, p: float, device: torch.device) -> tuple[Tensor, tuple[int, int, float]]:
+    """draw_bits' fields for dropout p, and the kernels' arguments for them: (b, t, scale = 2^b / t)."""
+    b, t = dropout_bits(1 - p)
+    return draw_bits(numel, b, device), (b, t, (1 << b) / t)
+
+
 def _masked(x: Tensor, mask: Tensor, scale: float) -> Tensor:
     """x · mask · scale, the mask read as uint8: on the CPU, multiplying by a bool tensor casts element by element
     (about 2 ns each, twice the multiplication), while uint8 -> float converts vectorised; the same products, bit for
@@ -301,10 +308,9 @@ class _BitsDropout(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: Tensor, p: float, kernels) -> Tensor:
-        b, t = dropout_bits(1 - p)
-        bits = draw_bits(x.numel(), b, x.device)
+        bits, ctx.args = _kernel_draw(x.numel(), p, x.device)
         ctx.save_for_backward(bits)
-        ctx.args, ctx.kernels = (b, t, (1 << b) / t), kernels
+        ctx.kernels = kernels
         return kernels.dropout_apply(x.contiguous(), bits, *ctx.args)
 
     @staticmethod
@@ -335,9 +341,8 @@ class _ResidualDropoutNorm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, y, y_bias, weight, bias, p: float, eps: float, kernels) -> Tensor:
-        b, t = dropout_bits(1 - p)
-        bits = draw_bits(x.numel(), b, x.device)
-        ctx.args, ctx.kernels, ctx.y_dtype = (b, t, (1 << b) / t), kernels, y.dtype
+        bits, ctx.args = _kernel_draw(x.numel(), p, x.device)
+        ctx.kernels, ctx.y_dtype = kernels, y.dtype
         out, total, mean, rstd = kernels.residual_dropout_norm(
             x.contiguous(), y.float().contiguous(), y_bias, bits, *ctx.args, weight, bias, eps
         )
